@@ -1,0 +1,48 @@
+//! Every limit Grid enforces, as a named constant (SPEC §1.9).
+//!
+//! Validation (`grid_spec::validate`) checks these when a topology is read, and the
+//! owner (`grid_engine`) checks them again when it admits an object, so a limit is
+//! never enforced in only one place. Each error that a limit causes names the constant.
+
+/// Destinations of one publication (one route).
+pub const ROUTE_DESTINATIONS_MAX: usize = 1_024;
+
+/// The largest `ceiling` a model may declare: the most counted operations an admitted
+/// model may hold (see `docs/models.md` for the counting rule).
+pub const MODEL_OPERATIONS_CEILING_MAX: u32 = 65_536;
+
+/// The operation ceiling of a model that declares no `ceiling`.
+pub const MODEL_OPERATIONS_CEILING_DEFAULT: u32 = 128;
+
+/// Cells of one GRDX matrix (2-D, row-major, finite `f64`).
+pub const GRDX_CELLS_MAX: usize = 16_384;
+
+/// Cells (inputs and formula cells together) of the reference shared-membership model.
+pub const REFERENCE_MODEL_CELLS: usize = 4_096;
+
+/// The longest name of any topology object, input or cell, in bytes.
+pub const NAME_LENGTH_MAX: usize = 128;
+
+/// The longest formula text of one cell, in bytes.
+pub const FORMULA_LENGTH_MAX: usize = 16_384;
+
+/// The deepest nesting of parentheses and function calls in one formula; bounds the
+/// parser's and evaluator's recursion.
+pub const FORMULA_NESTING_MAX: usize = 64;
+
+/// The most inputs one batch may set.
+pub const BATCH_INPUTS_MAX: usize = 4_096;
+
+/// `ROUND(x, digits)` accepts digits in `-DIGITS_MAX..=DIGITS_MAX`; beyond it the result
+/// is `#NUM!`.
+pub const ROUND_DIGITS_MAX: i32 = 15;
+
+const _: () = assert!(MODEL_OPERATIONS_CEILING_DEFAULT <= MODEL_OPERATIONS_CEILING_MAX);
+// The reference model must fit in a shared membership's scalar admission: every cell is
+// at least one counted operation, so its cell count must stay below the largest ceiling.
+const _: () = assert!(REFERENCE_MODEL_CELLS <= MODEL_OPERATIONS_CEILING_MAX as usize);
+// A batch can set every input of the largest admissible model at once.
+const _: () = assert!(BATCH_INPUTS_MAX >= REFERENCE_MODEL_CELLS);
+
+/// The most voters one membership's authority may have.
+pub const AUTHORITY_VOTERS_MAX: usize = 7;

@@ -1,0 +1,348 @@
+//! Typed desired state: what a set of topology files says, after validation.
+//!
+//! Everything here is plain data. A value of [`Topology`] only exists when every file
+//! parsed and validated without error, so its users (the reconciler, the engine) may
+//! rely on: unique names per kind, resolved references, admitted formulas, and limits
+//! within `crate::limits`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use crate::formula::Expr;
+
+/// Where a node came from: index into [`Topology::sources`] and a byte span.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub source: usize,
+    pub offset: usize,
+    pub length: usize,
+}
+
+/// One file read, kept so later diagnostics (from the engine, the reconciler) can
+/// point into it.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub path: PathBuf,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Topology {
+    pub sources: Vec<Source>,
+    pub version: u32,
+    pub memberships: Vec<Membership>,
+    pub hosts: Vec<Host>,
+    pub models: Vec<Model>,
+    pub routes: Vec<Route>,
+    pub grants: Vec<Grant>,
+    pub missions: Vec<Mission>,
+    pub tags: Vec<Tag>,
+    pub exports: Vec<Export>,
+}
+
+impl Topology {
+    pub fn model(&self, name: &str) -> Option<&Model> {
+        self.models.iter().find(|m| m.name == name)
+    }
+
+    pub fn host(&self, name: &str) -> Option<&Host> {
+        self.hosts.iter().find(|h| h.name == name)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Membership {
+    pub name: String,
+    /// `authority voters=N`, when the membership runs an authority.
+    pub authority_voters: Option<u32>,
+    /// Participants revoked explicitly (`revoke PARTICIPANT`).
+    pub revoked: Vec<String>,
+    pub origin: Origin,
+}
+
+/// Capabilities a host selects explicitly (SPEC §1.1). With none, a host is a plain
+/// local model runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Profile {
+    Transport,
+    Authority,
+    Delivery,
+    Processes,
+    Sources,
+    Missions,
+    Ledger,
+    Exports,
+    Control,
+}
+
+impl Profile {
+    pub const ALL: [Profile; 9] = [
+        Profile::Transport,
+        Profile::Authority,
+        Profile::Delivery,
+        Profile::Processes,
+        Profile::Sources,
+        Profile::Missions,
+        Profile::Ledger,
+        Profile::Exports,
+        Profile::Control,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Transport => "transport",
+            Profile::Authority => "authority",
+            Profile::Delivery => "delivery",
+            Profile::Processes => "processes",
+            Profile::Sources => "sources",
+            Profile::Missions => "missions",
+            Profile::Ledger => "ledger",
+            Profile::Exports => "exports",
+            Profile::Control => "control",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Profile> {
+        Profile::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Host {
+    pub name: String,
+    pub listen: SocketAddr,
+    /// `dir=PATH`; `None` means `<state>/hosts/NAME`.
+    pub dir: Option<PathBuf>,
+    pub memberships: Vec<String>,
+    pub profiles: Vec<Profile>,
+    /// `keys generation=N`: the signing-key generation the host should hold.
+    pub key_generation: Option<u32>,
+    pub retired: bool,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Model {
+    pub name: String,
+    pub host: String,
+    /// The declared ceiling; admission uses [`Model::ceiling`].
+    pub declared_ceiling: Option<u32>,
+    pub scalar: bool,
+    pub retired: bool,
+    /// Inputs and cells in declaration order: a range `a:b` covers this order.
+    pub items: Vec<Item>,
+    pub outputs: Vec<Output>,
+    /// Counted operations of all formulas (see `docs/models.md`).
+    pub operations: u64,
+    pub origin: Origin,
+}
+
+impl Model {
+    /// The operation ceiling admission applies.
+    pub fn ceiling(&self) -> u32 {
+        self.declared_ceiling
+            .unwrap_or(crate::limits::MODEL_OPERATIONS_CEILING_DEFAULT)
+    }
+
+    pub fn item(&self, name: &str) -> Option<&Item> {
+        self.items.iter().find(|i| i.name() == name)
+    }
+
+    pub fn inputs(&self) -> impl Iterator<Item = &Input> {
+        self.items.iter().filter_map(|i| match i {
+            Item::Input(input) => Some(input),
+            Item::Cell(_) => None,
+        })
+    }
+
+    pub fn cells(&self) -> impl Iterator<Item = &Cell> {
+        self.items.iter().filter_map(|i| match i {
+            Item::Cell(cell) => Some(cell),
+            Item::Input(_) => None,
+        })
+    }
+}
+
+/// An input or a formula cell; they share one declaration order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    Input(Input),
+    Cell(Cell),
+}
+
+impl Item {
+    pub fn name(&self) -> &str {
+        match self {
+            Item::Input(input) => &input.name,
+            Item::Cell(cell) => &cell.name,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Input {
+    pub name: String,
+    /// The value before any batch sets one; without it the input reads `#N/A`.
+    pub default: Option<f64>,
+    pub from: Option<InputSource>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputSource {
+    /// `from="tag:T"`
+    Tag(String),
+    /// `from="route:R"`
+    Route(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    pub name: String,
+    /// The formula text as written.
+    pub formula: String,
+    pub expr: Expr,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    pub cell: String,
+    pub route: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteClass {
+    Ordered,
+    Latest,
+}
+
+impl RouteClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            RouteClass::Ordered => "ordered",
+            RouteClass::Latest => "latest",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    pub name: String,
+    pub membership: String,
+    pub class: RouteClass,
+    pub encrypted: bool,
+    pub publisher: String,
+    pub destinations: Vec<Destination>,
+    pub retired: bool,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Destination {
+    pub host: String,
+    pub retired: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grant {
+    pub name: String,
+    /// The receiving host that signs and honours the grant.
+    pub issuer: String,
+    pub caller: String,
+    pub units: u64,
+    pub retired: bool,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mission {
+    pub name: String,
+    pub host: String,
+    pub units: u64,
+    /// RFC 3339 timestamp, validated for shape.
+    pub deadline: String,
+    pub successor: String,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tag {
+    pub name: String,
+    pub host: String,
+    pub source: TagSource,
+    pub origin: Origin,
+}
+
+/// Where a tag's observations come from (SPEC C9); exactly one per tag.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TagSource {
+    Modbus {
+        address: String,
+        unit: u8,
+        register: ModbusRegister,
+        register_address: u16,
+        value_type: ModbusType,
+        scale: f64,
+    },
+    OpcUa {
+        endpoint: String,
+        node: String,
+    },
+    Sparkplug {
+        broker: String,
+        group: String,
+        node: String,
+        device: Option<String>,
+        metric: String,
+    },
+    Bacnet {
+        address: String,
+        device: u32,
+        object: String,
+    },
+    J1939 {
+        /// A candump log file or an interface name.
+        source: String,
+        pgn: u32,
+        spn: u32,
+    },
+}
+
+impl TagSource {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TagSource::Modbus { .. } => "modbus",
+            TagSource::OpcUa { .. } => "opcua",
+            TagSource::Sparkplug { .. } => "sparkplug",
+            TagSource::Bacnet { .. } => "bacnet",
+            TagSource::J1939 { .. } => "j1939",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModbusRegister {
+    Holding,
+    Input,
+    Coil,
+    Discrete,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModbusType {
+    U16,
+    I16,
+    U32,
+    I32,
+    F32,
+}
+
+/// A cross-domain export (SPEC C10): `gateway` passes values of route `from` (in one
+/// membership) onto route `to` (in another).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Export {
+    pub name: String,
+    pub gateway: String,
+    pub from: String,
+    pub to: String,
+    pub origin: Origin,
+}

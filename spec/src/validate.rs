@@ -1,0 +1,486 @@
+//! Whole-topology checks: references between objects, formula names, ranges, cycles,
+//! admission (operation ceilings, scalar models) and uniqueness of addresses.
+
+use std::collections::{HashMap, HashSet};
+
+use miette::SourceSpan;
+
+use crate::diagnostic::Diagnostic;
+use crate::formula::{Expr, ExprKind};
+use crate::limits::{MODEL_OPERATIONS_CEILING_DEFAULT, MODEL_OPERATIONS_CEILING_MAX};
+use crate::parse::{Parsed, RefKind, Requirement};
+use crate::topology::{Item, Model, Profile, Topology};
+
+pub(crate) fn topology(parsed: &Parsed, options: crate::Options, problems: &mut Vec<Diagnostic>) {
+    if options.references {
+        references(parsed, problems);
+    }
+    hosts(parsed, problems);
+    authorities(parsed, problems);
+    exports(&parsed.topology, problems);
+    for (index, model) in parsed.topology.models.iter().enumerate() {
+        if !parsed.incomplete_models.contains(&index) {
+            self::model(parsed, index, model, options, problems);
+        }
+    }
+}
+
+fn names<'a>(list: impl Iterator<Item = &'a str>) -> HashSet<&'a str> {
+    list.collect()
+}
+
+fn suggestion(name: &str, known: &HashSet<&str>) -> Option<String> {
+    // The closest known name by edit distance, when it is close.
+    let mut best: Option<(usize, &str)> = None;
+    for candidate in known {
+        let d = distance(name, candidate);
+        if d <= 2.max(name.len() / 3) && best.is_none_or(|(bd, bn)| (d, *candidate) < (bd, bn)) {
+            best = Some((d, candidate));
+        }
+    }
+    best.map(|(_, n)| n.to_owned())
+}
+
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous + usize::from(ca != *cb);
+            previous = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(previous + 1);
+        }
+    }
+    row[b.len()]
+}
+
+fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
+    let t = &parsed.topology;
+    let empty = HashSet::new();
+    let declared = |kind: &str| {
+        names(
+            parsed
+                .declared
+                .get(kind)
+                .unwrap_or(&empty)
+                .iter()
+                .map(String::as_str),
+        )
+    };
+    let hosts = declared("host");
+    let memberships = declared("membership");
+    let routes = declared("route");
+    let tags = declared("tag");
+    for reference in &parsed.references {
+        let known = match reference.kind {
+            RefKind::Host => &hosts,
+            RefKind::Membership => &memberships,
+            RefKind::Route => &routes,
+            RefKind::Tag => &tags,
+        };
+        let noun = reference.kind.noun();
+        if !known.contains(reference.name.as_str()) {
+            let help = match suggestion(&reference.name, known) {
+                Some(near) => format!("did you mean `{near}`?"),
+                None => format!("declare `{noun} {} …` or fix the name", reference.name),
+            };
+            problems.push(
+                Diagnostic::at(
+                    &reference.file,
+                    reference.span,
+                    format!(
+                        "{} names {noun} `{}`, which is not declared",
+                        reference.context, reference.name
+                    ),
+                    format!("unknown {noun}"),
+                )
+                .with_help(help),
+            );
+            continue;
+        }
+        let failure = match &reference.require {
+            None => None,
+            // A declared object that failed to read has its own diagnostic already.
+            Some(Requirement::MemberOf(membership)) => t.host(&reference.name).and_then(|host| {
+                (!host.memberships.contains(membership)).then(|| {
+                    (
+                        format!(
+                            "{} `{}` is not a member of membership `{membership}`",
+                            reference.context, reference.name
+                        ),
+                        format!("add `member {membership}` to host `{}`", reference.name),
+                    )
+                })
+            }),
+            Some(Requirement::PublishedBy(host)) => t.routes.iter().find(|r| r.name == reference.name).and_then(|route| {
+                (route.publisher != *host).then(|| {
+                    (
+                        format!(
+                            "{} goes to route `{}`, whose publisher is `{}`, not the model's host `{host}`",
+                            reference.context, reference.name, route.publisher
+                        ),
+                        "a model publishes only on routes its own host publishes".to_owned(),
+                    )
+                })
+            }),
+            Some(Requirement::DeliversTo(host)) => t.routes.iter().find(|r| r.name == reference.name).and_then(|route| {
+                (!route.destinations.iter().any(|d| d.host == *host)).then(|| {
+                    (
+                        format!(
+                            "{} reads route `{}`, which has no destination `{host}`",
+                            reference.context, reference.name
+                        ),
+                        format!("add `destination {host}` to route `{}`", reference.name),
+                    )
+                })
+            }),
+        };
+        if let Some((message, help)) = failure {
+            problems.push(
+                Diagnostic::at(&reference.file, reference.span, message, "here").with_help(help),
+            );
+        }
+    }
+}
+
+fn hosts(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
+    let mut listens: HashMap<std::net::SocketAddr, usize> = HashMap::new();
+    let mut dirs: HashMap<&std::path::Path, usize> = HashMap::new();
+    for (index, host) in parsed.topology.hosts.iter().enumerate() {
+        let (file, listen_span, dir_span) = &parsed.host_spans[index];
+        if let Some(first) = listens.insert(host.listen, index) {
+            let other = &parsed.topology.hosts[first].name;
+            problems.push(
+                Diagnostic::at(
+                    file,
+                    *listen_span,
+                    format!(
+                        "host `{}` listens on {}, as host `{other}` does",
+                        host.name, host.listen
+                    ),
+                    "address in use by another host",
+                )
+                .with_help("give every host its own listen address"),
+            );
+        }
+        if let (Some(dir), Some(dir_span)) = (&host.dir, dir_span)
+            && let Some(first) = dirs.insert(dir.as_path(), index)
+        {
+            let other = &parsed.topology.hosts[first].name;
+            problems.push(
+                Diagnostic::at(
+                    file,
+                    *dir_span,
+                    format!(
+                        "host `{}` uses directory {}, as host `{other}` does",
+                        host.name,
+                        dir.display()
+                    ),
+                    "directory of another host",
+                )
+                .with_help("a host's state directory is private to it"),
+            );
+        }
+    }
+}
+
+fn authorities(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
+    let t = &parsed.topology;
+    for membership in &t.memberships {
+        let Some(voters) = membership.authority_voters else {
+            continue;
+        };
+        let eligible = t
+            .hosts
+            .iter()
+            .filter(|h| {
+                h.memberships.contains(&membership.name) && h.profiles.contains(&Profile::Authority)
+            })
+            .count();
+        if eligible < voters as usize {
+            let (file, span) = &parsed.authority_spans[&membership.name];
+            problems.push(
+                Diagnostic::at(
+                    file,
+                    *span,
+                    format!(
+                        "membership `{}` asks for {voters} authority voters but only {eligible} member host{} select{} the `authority` profile",
+                        membership.name,
+                        if eligible == 1 { "" } else { "s" },
+                        if eligible == 1 { "s" } else { "" },
+                    ),
+                    "too many voters",
+                )
+                .with_help("add `profiles … authority` to more member hosts or lower `voters`"),
+            );
+        }
+    }
+}
+
+fn exports(t: &Topology, problems: &mut Vec<Diagnostic>) {
+    for export in &t.exports {
+        let (Some(from), Some(to), Some(gateway)) = (
+            t.routes.iter().find(|r| r.name == export.from),
+            t.routes.iter().find(|r| r.name == export.to),
+            t.host(&export.gateway),
+        ) else {
+            continue; // reported as unresolved references
+        };
+        let source = &t.sources[export.origin.source];
+        let file = std::sync::Arc::new(miette::NamedSource::new(
+            source.path.display().to_string(),
+            source.text.clone(),
+        ));
+        let span = SourceSpan::new(export.origin.offset.into(), export.origin.length);
+        if from.membership == to.membership {
+            problems.push(
+                Diagnostic::at(
+                    &file,
+                    span,
+                    format!(
+                        "export `{}` stays inside membership `{}`",
+                        export.name, from.membership
+                    ),
+                    "not cross-domain",
+                )
+                .with_help(
+                    "an export passes values between two memberships; a route already serves one",
+                ),
+            );
+        }
+        for membership in [&from.membership, &to.membership] {
+            if !gateway.memberships.contains(membership) {
+                problems.push(
+                    Diagnostic::at(
+                        &file,
+                        span,
+                        format!(
+                            "export `{}`: gateway `{}` is not a member of `{membership}`",
+                            export.name, gateway.name
+                        ),
+                        "gateway outside a membership",
+                    )
+                    .with_help(format!(
+                        "add `member {membership}` to host `{}`",
+                        gateway.name
+                    )),
+                );
+            }
+        }
+    }
+}
+
+/// Resolves a name inside `model` to its item index.
+fn index_of(model: &Model, name: &str) -> Option<usize> {
+    model.items.iter().position(|i| i.name() == name)
+}
+
+fn model(
+    parsed: &Parsed,
+    index: usize,
+    model: &Model,
+    options: crate::Options,
+    problems: &mut Vec<Diagnostic>,
+) {
+    let (model_file, model_span) = &parsed.model_names[index];
+    let known: HashSet<&str> = model.items.iter().map(Item::name).collect();
+    let mut resolved = true;
+    // Dependencies of each item (inputs have none), for the cycle check.
+    let mut dependencies: Vec<Vec<(usize, SourceSpan)>> = vec![Vec::new(); model.items.len()];
+    for (item_index, item) in model.items.iter().enumerate() {
+        let Item::Cell(cell) = item else { continue };
+        let site = &parsed.formulas[&(index, item_index)];
+        let unknown = |name: &str, span: SourceSpan, problems: &mut Vec<Diagnostic>| {
+            let help = match suggestion(name, &known) {
+                Some(near) => format!("did you mean `{near}`?"),
+                None => format!(
+                    "declare `input {name}` or `cell {name} \"…\"` in model `{}`",
+                    model.name
+                ),
+            };
+            problems.push(
+                Diagnostic::at(
+                    &site.file,
+                    span,
+                    format!(
+                        "cell `{}` refers to `{name}`, which model `{}` does not declare",
+                        cell.name, model.name
+                    ),
+                    "unknown name",
+                )
+                .with_help(help),
+            );
+        };
+        cell.expr.walk(&mut |expr: &Expr| match &expr.kind {
+            ExprKind::Name(name) => match index_of(model, name) {
+                Some(target) => dependencies[item_index].push((target, site.span(&expr.span))),
+                None => {
+                    resolved = false;
+                    unknown(name, site.span(&expr.span), problems);
+                }
+            },
+            ExprKind::Range { first, last } => {
+                let a = index_of(model, &first.name);
+                let b = index_of(model, &last.name);
+                if a.is_none() {
+                    unknown(&first.name, site.span(&first.span), problems);
+                }
+                if b.is_none() {
+                    unknown(&last.name, site.span(&last.span), problems);
+                }
+                match (a, b) {
+                    (Some(a), Some(b)) if a <= b => {
+                        for target in a..=b {
+                            dependencies[item_index].push((target, site.span(&expr.span)));
+                        }
+                    }
+                    (Some(_), Some(_)) => {
+                        resolved = false;
+                        problems.push(
+                            Diagnostic::at(
+                                &site.file,
+                                site.span(&expr.span),
+                                format!(
+                                    "range `{}:{}` is backwards: `{}` is declared after `{}`",
+                                    first.name, last.name, first.name, last.name
+                                ),
+                                "backwards range",
+                            )
+                            .with_help(format!(
+                                "a range covers inputs and cells in declaration order; write `{}:{}`",
+                                last.name, first.name
+                            )),
+                        );
+                    }
+                    _ => resolved = false,
+                }
+            }
+            ExprKind::Call(function, _) if model.scalar => {
+                problems.push(
+                    Diagnostic::at(
+                        &site.file,
+                        site.span(&expr.span),
+                        format!(
+                            "scalar model `{}` admits no functions; cell `{}` calls {function}",
+                            model.name, cell.name
+                        ),
+                        "function in a scalar model",
+                    )
+                    .with_help("a scalar model admits arithmetic and comparisons only; drop scalar=#true or rewrite the formula"),
+                );
+            }
+            _ => {}
+        });
+    }
+    for (output_index, output) in model.outputs.iter().enumerate() {
+        if !known.contains(output.cell.as_str()) {
+            let (file, span) = &parsed.output_spans[&(index, output_index)];
+            problems.push(
+                Diagnostic::at(
+                    file,
+                    *span,
+                    format!(
+                        "output `{}` is not an input or cell of model `{}`",
+                        output.cell, model.name
+                    ),
+                    "unknown cell",
+                )
+                .with_help(match suggestion(&output.cell, &known) {
+                    Some(near) => format!("did you mean `{near}`?"),
+                    None => "an output publishes one of the model's cells".to_owned(),
+                }),
+            );
+        }
+    }
+    if resolved {
+        cycles(parsed, index, model, &dependencies, problems);
+    }
+    let ceiling = model.ceiling();
+    if options.admission && model.operations > ceiling as u64 {
+        let which = match model.declared_ceiling {
+            Some(_) => format!("its ceiling {ceiling}"),
+            None => format!(
+                "the default ceiling {MODEL_OPERATIONS_CEILING_DEFAULT} (MODEL_OPERATIONS_CEILING_DEFAULT)"
+            ),
+        };
+        problems.push(
+            Diagnostic::at(
+                model_file,
+                *model_span,
+                format!(
+                    "model `{}` counts {} operations, above {which}",
+                    model.name, model.operations
+                ),
+                "not admitted",
+            )
+            .with_help(format!(
+                "declare a higher `ceiling=N` (at most MODEL_OPERATIONS_CEILING_MAX, {MODEL_OPERATIONS_CEILING_MAX}) or simplify the formulas; docs/models.md gives the counting rule"
+            )),
+        );
+    }
+}
+
+/// Reports every dependency cycle once, with its path `a -> b -> a`. A reference inside
+/// an IF branch counts even when that branch is not taken: cycles are decided on the
+/// static dependency graph, so admission never depends on input values.
+fn cycles(
+    parsed: &Parsed,
+    index: usize,
+    model: &Model,
+    dependencies: &[Vec<(usize, SourceSpan)>],
+    problems: &mut Vec<Diagnostic>,
+) {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Open,
+        Done,
+    }
+    let mut marks = vec![Mark::New; model.items.len()];
+    for start in 0..model.items.len() {
+        if marks[start] != Mark::New {
+            continue;
+        }
+        // Iterative depth-first search: (item, next dependency to visit).
+        let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
+        marks[start] = Mark::Open;
+        while let Some(&mut (item, ref mut next)) = stack.last_mut() {
+            if let Some(&(target, span)) = dependencies[item].get(*next) {
+                *next += 1;
+                match marks[target] {
+                    Mark::New => {
+                        marks[target] = Mark::Open;
+                        stack.push((target, 0));
+                    }
+                    Mark::Open => {
+                        let from = stack
+                            .iter()
+                            .position(|(i, _)| *i == target)
+                            .expect("open items are on the stack");
+                        let mut path: Vec<&str> = stack[from..]
+                            .iter()
+                            .map(|(i, _)| model.items[*i].name())
+                            .collect();
+                        path.push(model.items[target].name());
+                        let file = &parsed.formulas[&(index, item)].file;
+                        problems.push(
+                            Diagnostic::at(
+                                file,
+                                span,
+                                format!("cycle in model `{}`: {}", model.name, path.join(" -> ")),
+                                "this reference closes the cycle",
+                            )
+                            .with_help("a cell may not depend on itself, even through an IF branch that is not taken"),
+                        );
+                    }
+                    Mark::Done => {}
+                }
+            } else {
+                marks[item] = Mark::Done;
+                stack.pop();
+            }
+        }
+    }
+}
