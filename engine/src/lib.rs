@@ -1,5 +1,8 @@
 //! Grid's engine: hosts and their capabilities (SPEC §4). Today: the model runtime
-//! (C1) and its durable journal. Every later capability joins as its own module.
+//! (C1), its durable journal, and the host that owns installed models and the
+//! operations it was sent. Every later capability joins as its own module.
 
+pub mod host;
 pub mod journal;
 pub mod model;
+pub mod protocol;

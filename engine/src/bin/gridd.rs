@@ -1,11 +1,14 @@
-//! `gridd`: the host daemon. A host runs from its installation directory, which
-//! `gridctl reconcile` creates; until the reconciler lands (issue 3), gridd refuses
-//! to start rather than run a host nobody reconciled.
+//! `gridd`: the host daemon. Runs one host from its installation directory (created
+//! by `gridctl reconcile`) and serves its control API on `DIR/control.sock`.
+//!
+//! The only place besides `gridctl` that touches process state: it sets `umask 077`
+//! and reads `GRID_FAILPOINTS` (see `grid_engine::host::failpoints`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use grid_engine::host::{Host, control, failpoints::Failpoints};
 
 /// Grid host daemon: runs one host from its installation directory.
 #[derive(Parser, Debug)]
@@ -17,10 +20,33 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    // SAFETY: umask only sets this process's file-creation mask; it cannot fail.
+    unsafe {
+        libc::umask(0o077);
+    }
     let cli = Cli::parse();
-    eprintln!(
-        "gridd: cannot run a host from {}: host installations are created by `gridctl reconcile`, which this version does not have yet; use `gridctl model run` for a durable local model",
-        cli.dir.display()
-    );
-    ExitCode::FAILURE
+    let failpoints = match std::env::var("GRID_FAILPOINTS") {
+        Ok(spec) => match Failpoints::parse(&spec) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("gridd: GRID_FAILPOINTS: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        Err(_) => Failpoints::default(),
+    };
+    let host = match Host::open(&cli.dir, failpoints) {
+        Ok(host) => host,
+        Err(e) => {
+            eprintln!("gridd: cannot start the host in {}: {e}", cli.dir.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    match control::serve(host) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gridd: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

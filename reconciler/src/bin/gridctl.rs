@@ -30,6 +30,78 @@ enum Command {
     /// Evaluate, admit and run one model of a topology.
     #[command(subcommand)]
     Model(ModelCommand),
+    /// Diff the files against what each original owner retains: one line per
+    /// transition (+ create, ~ change, - retire, ! needs attention). Changes nothing.
+    Plan {
+        /// Topology files, or directories whose .kdl files are read.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// The operator's state directory (host installations live in STATE/hosts).
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        /// Save the plan (KDL) with a fingerprint of what was observed.
+        #[arg(long, value_name = "PLAN")]
+        out: Option<PathBuf>,
+        /// Print the plan as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Apply the transitions of a fresh plan of FILES, or exactly those of a saved
+    /// PLAN, each once; never retries. Exit 0 succeeded, 1 failed, 3 unknown, 4 refused.
+    Reconcile {
+        /// Topology files (or directories), or one saved plan.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// The operator's state directory (ignored for a saved plan, which names its own).
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        /// Print the outcome as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The local embedded default: reconcile, run every host as a child gridd,
+    /// reconcile until the plan is empty, show live values until Ctrl-C.
+    Up {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        /// Stop after N seconds.
+        #[arg(long, value_name = "N")]
+        seconds: Option<u64>,
+    },
+    /// Apply one input batch at the model's host (its owner), with an operation id.
+    /// Exit 0 succeeded, 1 failed, 3 unknown, 4 refused.
+    Input {
+        /// The model.
+        model: String,
+        /// Inputs to set: NAME=VALUE...
+        #[arg(required = true, value_name = "NAME=VALUE")]
+        values: Vec<String>,
+        /// The operation id; re-sending it returns the original answer.
+        #[arg(long, value_name = "ID")]
+        op: String,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read what an owner holds, without changing it.
+    #[command(subcommand)]
+    Inspect(InspectCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum InspectCommand {
+    /// A model's current values as its host holds them.
+    Model {
+        model: String,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        /// One JSON object {"NAME": number or "#ERR!" text, ...}.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -170,8 +242,170 @@ fn print_values(runtime: &Runtime, json: bool) {
     }
 }
 
+/// The installed host that serves `model` (not retired), found under STATE/hosts.
+fn owner_of(state: &std::path::Path, model: &str) -> anyhow::Result<PathBuf> {
+    let hosts = grid_reconciler::observe::installed_hosts(state);
+    let mut unreachable = Vec::new();
+    for name in &hosts {
+        let dir = grid_reconciler::observe::host_dir(state, name);
+        match grid_reconciler::observe::observe_host(name, &dir).status {
+            grid_reconciler::observe::HostStatus::Running(o) => {
+                if o.models.iter().any(|m| m.name == model && !m.retired) {
+                    return Ok(dir);
+                }
+            }
+            _ => unreachable.push(name.clone()),
+        }
+    }
+    if unreachable.is_empty() {
+        bail!(
+            "no running host under {} serves model `{model}`",
+            state.display()
+        )
+    }
+    bail!(
+        "no running host under {} serves model `{model}`; not reachable: {}",
+        state.display(),
+        unreachable.join(", ")
+    )
+}
+
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Plan {
+            files,
+            state,
+            out,
+            json,
+        } => {
+            let Some(topology) = load(&files, Options::default()) else {
+                return Ok(ExitCode::FAILURE);
+            };
+            let plan = grid_reconciler::plan::plan(&topology, &files, &state);
+            if let Some(out) = &out {
+                std::fs::write(out, grid_reconciler::planfile::render(&plan))
+                    .with_context(|| format!("cannot write {}", out.display()))?;
+            }
+            if json {
+                println!("{}", plan.to_json());
+            } else {
+                print!("{}", plan.render());
+                if let Some(out) = &out {
+                    println!("saved to {}", out.display());
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Reconcile { files, state, json } => {
+            let plan = if let [only] = files.as_slice()
+                && grid_reconciler::planfile::is_plan(only)
+            {
+                let plan = grid_reconciler::planfile::load(only).map_err(anyhow::Error::msg)?;
+                if let Err(reason) = grid_reconciler::apply::check_fresh(&plan) {
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::json!({"outcome": "refused", "reason": reason, "transitions": []})
+                        );
+                    } else {
+                        eprintln!("refused: {reason}");
+                    }
+                    return Ok(ExitCode::from(
+                        grid_reconciler::apply::Status::Refused.exit_code(),
+                    ));
+                }
+                plan
+            } else {
+                let Some(topology) = load(&files, Options::default()) else {
+                    return Ok(ExitCode::FAILURE);
+                };
+                grid_reconciler::plan::plan(&topology, &files, &state)
+            };
+            let report = grid_reconciler::apply::apply(&plan);
+            if json {
+                println!("{}", report.to_json());
+            } else {
+                print!("{}", report.render());
+            }
+            Ok(ExitCode::from(report.outcome.exit_code()))
+        }
+        Command::Up {
+            files,
+            state,
+            seconds,
+        } => {
+            let Some(topology) = load(&files, Options::default()) else {
+                return Ok(ExitCode::FAILURE);
+            };
+            let code =
+                grid_reconciler::up::up(&topology, &files, &state, seconds, &mut std::io::stdout())
+                    .map_err(anyhow::Error::msg)?;
+            Ok(ExitCode::from(code))
+        }
+        Command::Input {
+            model,
+            values,
+            op,
+            state,
+            json,
+        } => {
+            let sets = parse_sets(&values)?;
+            let dir = owner_of(&state, &model)?;
+            let (status, detail) = grid_reconciler::apply::send(
+                &dir,
+                grid_engine::protocol::Call::Submit {
+                    op: op.clone(),
+                    request: grid_engine::protocol::Request::Input {
+                        model,
+                        values: sets,
+                    },
+                },
+            );
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"op": op, "outcome": status.name(), "detail": detail})
+                );
+            } else {
+                println!("{op}: {} ({detail})", status.name());
+                if status == grid_reconciler::apply::Status::Unknown {
+                    println!(
+                        "the outcome is unknown; nothing was retried. Re-send the same --op {op} to learn the original answer."
+                    );
+                }
+            }
+            Ok(ExitCode::from(status.exit_code()))
+        }
+        Command::Inspect(InspectCommand::Model { model, state, json }) => {
+            let dir = owner_of(&state, &model)?;
+            let reply = grid_engine::host::control::Client::connect(&dir).and_then(|mut c| {
+                c.call(&grid_engine::protocol::Call::Values {
+                    model: model.clone(),
+                })
+            })?;
+            let grid_engine::protocol::Reply::Values { values, .. } = reply else {
+                bail!("the host answered {reply:?}");
+            };
+            if json {
+                let mut object = serde_json::Map::new();
+                for (name, value) in values {
+                    let value = match value {
+                        grid_engine::protocol::ValueText::Number(n) => serde_json::Value::from(n),
+                        grid_engine::protocol::ValueText::Error(e) => serde_json::Value::from(e),
+                    };
+                    object.insert(name, value);
+                }
+                println!("{}", serde_json::Value::Object(object));
+            } else {
+                for (name, value) in values {
+                    match value {
+                        grid_engine::protocol::ValueText::Number(n) => println!("{name} = {n}"),
+                        grid_engine::protocol::ValueText::Error(e) => println!("{name} = {e}"),
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Check { files } => {
             let Some(topology) = load(&files, Options::default()) else {
                 return Ok(ExitCode::FAILURE);

@@ -1,0 +1,72 @@
+//! `DIR/host.toml`: who this host is. Written by `gridctl reconcile`, read by `gridd`.
+
+use std::path::Path;
+
+use grid_spec::Profile;
+use serde::{Deserialize, Serialize};
+
+use super::HostError;
+
+/// The name of the configuration file inside a host's directory.
+pub const HOST_CONFIG_FILE: &str = "host.toml";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    pub name: String,
+    pub listen: String,
+    #[serde(default)]
+    pub profiles: Vec<String>,
+}
+
+impl HostConfig {
+    pub fn from_host(host: &grid_spec::Host) -> HostConfig {
+        HostConfig {
+            name: host.name.clone(),
+            listen: host.listen.to_string(),
+            profiles: host.profiles.iter().map(|p| p.name().to_owned()).collect(),
+        }
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a host configuration always serializes")
+    }
+
+    pub fn from_toml(text: &str) -> Result<HostConfig, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    pub fn read(dir: &Path) -> Result<HostConfig, HostError> {
+        let path = dir.join(HOST_CONFIG_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|source| HostError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| HostError::Config {
+            path,
+            reason: e.to_string(),
+        })
+    }
+
+    /// Every selected profile must be one this build can run; none may be silently
+    /// weakened or skipped (SPEC §1.1).
+    pub fn check_profiles(&self, dir: &Path) -> Result<(), HostError> {
+        if let Some(unknown) = self
+            .profiles
+            .iter()
+            .find(|p| Profile::from_name(p).is_none())
+        {
+            return Err(HostError::UnknownProfile {
+                path: dir.join(HOST_CONFIG_FILE),
+                profile: unknown.clone(),
+            });
+        }
+        // No distributed profile has landed yet: each one refuses rather than run weaker.
+        match self.profiles.first() {
+            Some(profile) => Err(HostError::ProfileUnavailable {
+                profile: profile.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+}

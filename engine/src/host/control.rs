@@ -1,0 +1,181 @@
+//! The local control API: JSON lines over the Unix socket `DIR/control.sock` (0600).
+//! One thread per connection; calls are handled one at a time by the host.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::{Handled, Host, HostError};
+use crate::protocol::{Call, Reply};
+
+/// The socket's file name inside the host directory.
+pub const CONTROL_SOCKET: &str = "control.sock";
+
+/// The longest call line accepted, in bytes.
+pub const CONTROL_LINE_MAX: u64 = 4 * 1024 * 1024;
+
+/// The most connections served at once; more wait in the listen backlog.
+pub const CONTROL_CONNECTIONS_MAX: usize = 64;
+
+pub fn socket_path(dir: &Path) -> PathBuf {
+    dir.join(CONTROL_SOCKET)
+}
+
+/// Binds the control socket (replacing a stale one: the store's lock already proved
+/// no other gridd runs on this directory) and serves until the process ends.
+pub fn serve(host: Host) -> Result<(), HostError> {
+    let path = socket_path(host.dir());
+    let io = |source| HostError::Io {
+        path: path.clone(),
+        source,
+    };
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(e)),
+    }
+    let listener = UnixListener::bind(&path).map_err(io)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+    eprintln!("gridd: host {} serving {}", host.name(), path.display());
+    let host = Arc::new(Mutex::new(host));
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        if open.load(std::sync::atomic::Ordering::SeqCst) >= CONTROL_CONNECTIONS_MAX {
+            let mut stream = stream;
+            let _ = reply(
+                &mut stream,
+                &Reply::Refused {
+                    reason: format!(
+                        "too many control connections (CONTROL_CONNECTIONS_MAX = {CONTROL_CONNECTIONS_MAX})"
+                    ),
+                },
+            );
+            continue;
+        }
+        let host = host.clone();
+        let open = open.clone();
+        open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::thread::spawn(move || {
+            connection(stream, &host);
+            open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        });
+    }
+    Ok(())
+}
+
+fn reply(stream: &mut UnixStream, reply: &Reply) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(reply).expect("replies serialize");
+    line.push(b'\n');
+    stream.write_all(&line)
+}
+
+fn connection(stream: UnixStream, host: &Mutex<Host>) {
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut line = String::new();
+        match (&mut reader).take(CONTROL_LINE_MAX).read_line(&mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if !line.ends_with('\n') {
+            let _ = reply(
+                &mut writer,
+                &Reply::Refused {
+                    reason: format!("call longer than CONTROL_LINE_MAX ({CONTROL_LINE_MAX} bytes)"),
+                },
+            );
+            return;
+        }
+        let call: Call = match serde_json::from_str(&line) {
+            Ok(call) => call,
+            Err(e) => {
+                let _ = reply(
+                    &mut writer,
+                    &Reply::Refused {
+                        reason: format!("malformed call: {e}"),
+                    },
+                );
+                continue;
+            }
+        };
+        let handled = host.lock().unwrap_or_else(|p| p.into_inner()).handle(call);
+        match handled {
+            Handled::Reply(r) => {
+                if reply(&mut writer, &r).is_err() {
+                    return;
+                }
+            }
+            // A failpoint: the operation is durable, its reply is lost.
+            Handled::DropReply => {
+                let _ = writer.shutdown(std::net::Shutdown::Both);
+                return;
+            }
+        }
+    }
+}
+
+/// A caller's connection to one host.
+pub struct Client {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+/// Why a call has no reply. `Lost` means the call may or may not have taken effect.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("cannot reach the host at {path}: {source}")]
+    Unreachable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the reply was lost ({detail}); the outcome is unknown")]
+    Lost { detail: String },
+}
+
+impl Client {
+    pub fn connect(dir: &Path) -> Result<Client, CallError> {
+        let path = socket_path(dir);
+        let stream = UnixStream::connect(&path).map_err(|source| CallError::Unreachable {
+            path: path.clone(),
+            source,
+        })?;
+        let writer = stream
+            .try_clone()
+            .map_err(|source| CallError::Unreachable { path, source })?;
+        Ok(Client {
+            reader: BufReader::new(stream),
+            writer,
+        })
+    }
+
+    /// Sends one call and waits for its reply. Once the call is written, any failure
+    /// is [`CallError::Lost`]: the caller must not assume it had no effect.
+    pub fn call(&mut self, call: &Call) -> Result<Reply, CallError> {
+        let mut line = serde_json::to_vec(call).expect("calls serialize");
+        line.push(b'\n');
+        self.writer.write_all(&line).map_err(|e| CallError::Lost {
+            detail: format!("sending failed: {e}"),
+        })?;
+        let mut answer = String::new();
+        match (&mut self.reader)
+            .take(CONTROL_LINE_MAX)
+            .read_line(&mut answer)
+        {
+            Ok(0) => Err(CallError::Lost {
+                detail: "the host closed the connection before replying".to_owned(),
+            }),
+            Ok(_) => serde_json::from_str(&answer).map_err(|e| CallError::Lost {
+                detail: format!("the reply does not decode: {e}"),
+            }),
+            Err(e) => Err(CallError::Lost {
+                detail: format!("reading the reply failed: {e}"),
+            }),
+        }
+    }
+}

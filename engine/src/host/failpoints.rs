@@ -1,0 +1,77 @@
+//! Named crash points compiled into every build and armed only by the environment
+//! variable `GRID_FAILPOINTS` (read by `gridd`, never by this library), so journeys can
+//! kill a host at an exact point of an operation or lose a reply after a commit.
+//!
+//! `GRID_FAILPOINTS="POINT=ACTION[,POINT=ACTION]"`; points are listed in [`POINTS`],
+//! actions are `abort` (the process aborts: a crash, as SIGKILL) and `drop-reply` (the
+//! connection closes without the reply, once).
+
+use std::collections::HashMap;
+
+/// Every failpoint, in the order an operation reaches them.
+pub const POINTS: [&str; 3] = [
+    // An operation was executed in memory; nothing of it is durable yet.
+    "submit-before-commit",
+    // The operation and its answer are durable; the reply is not sent yet.
+    "submit-after-commit",
+    // An input batch is durable; the reply is not sent yet (input batches only).
+    "batch-after-commit",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Abort,
+    DropReply,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Failpoints {
+    armed: HashMap<&'static str, Action>,
+}
+
+impl Failpoints {
+    /// Parses the `GRID_FAILPOINTS` syntax; an unknown point or action is an error
+    /// naming it.
+    pub fn parse(spec: &str) -> Result<Failpoints, String> {
+        let mut armed = HashMap::new();
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (point, action) = part
+                .split_once('=')
+                .ok_or_else(|| format!("failpoint `{part}`: expected POINT=ACTION"))?;
+            let point = POINTS.iter().find(|p| **p == point).ok_or_else(|| {
+                format!(
+                    "unknown failpoint `{point}`; points are: {}",
+                    POINTS.join(", ")
+                )
+            })?;
+            let action = match action {
+                "abort" => Action::Abort,
+                "drop-reply" => Action::DropReply,
+                other => {
+                    return Err(format!(
+                        "unknown failpoint action `{other}`; actions are: abort, drop-reply"
+                    ));
+                }
+            };
+            armed.insert(*point, action);
+        }
+        Ok(Failpoints { armed })
+    }
+
+    /// Reaching `point`: aborts the process if armed so; returns true if the reply
+    /// must be dropped (once).
+    pub fn reach(&mut self, point: &'static str) -> bool {
+        debug_assert!(POINTS.contains(&point), "unknown failpoint {point}");
+        match self.armed.get(point) {
+            Some(Action::Abort) => {
+                eprintln!("gridd: failpoint {point}: aborting");
+                std::process::abort();
+            }
+            Some(Action::DropReply) => {
+                self.armed.remove(point);
+                true
+            }
+            None => false,
+        }
+    }
+}

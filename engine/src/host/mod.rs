@@ -1,0 +1,637 @@
+//! A host: the original owner of the models installed on it and of every operation it
+//! was sent (SPEC §1.2). `gridd --dir DIR` runs one; `gridctl` talks to it through the
+//! control API (`crate::protocol`, served by `control`).
+//!
+//! Installation directory (created by `gridctl reconcile`):
+//! ```text
+//! DIR/              0700
+//!   host.toml       0600  name, listen address, selected profiles
+//!   store/          0700  fjall: operations, models, batches (docs/host-store.md)
+//!   control.sock    0600  the local control API, while gridd runs
+//! ```
+//!
+//! Invariants:
+//! - an operation's effect and its answer are committed in one fjall batch, synced
+//!   before the reply: there is no effect without a retained answer, nor the reverse;
+//! - a retained answer is returned for its id forever, identical, and the operation
+//!   never runs again; the same id with another request is refused;
+//! - recovery replays the store; it never re-executes an operation.
+
+pub mod config;
+pub mod control;
+pub mod failpoints;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use serde::{Deserialize, Serialize};
+
+use crate::journal::{JournalError, decode_batch, encode_batch, ensure_private_dir};
+use crate::model::{Runtime, Value};
+use crate::protocol::{
+    Answer, Call, ModelState, Observation, Outcome, Reply, Request, RetainedOperation, ValueText,
+};
+use config::HostConfig;
+use failpoints::Failpoints;
+
+/// The longest operation id, in bytes.
+pub const OPERATION_ID_LENGTH_MAX: usize = 128;
+
+/// The most unacknowledged answers one `observe` lists (the oldest first).
+pub const OBSERVE_UNACKNOWLEDGED_MAX: usize = 256;
+
+/// What the `store/meta` keyspace's `format` key holds.
+pub const HOST_STORE_FORMAT: &str = "grid-host-store/1";
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {reason}")]
+    Config { path: PathBuf, reason: String },
+    #[error("{path} selects unknown profile `{profile}`")]
+    UnknownProfile { path: PathBuf, profile: String },
+    #[error(
+        "profile `{profile}` cannot run: this build of gridd does not provide it yet; refusing to start rather than run without it"
+    )]
+    ProfileUnavailable { profile: String },
+    #[error(transparent)]
+    Private(#[from] JournalError),
+    #[error("{path}: the host store failed: {source}")]
+    Storage { path: PathBuf, source: fjall::Error },
+    #[error("{path}: the host store is damaged: {detail}")]
+    Damaged { path: PathBuf, detail: String },
+    #[error(
+        "{path} holds store format `{found}`, which this gridd does not read (it reads `{HOST_STORE_FORMAT}`)"
+    )]
+    UnsupportedFormat { path: PathBuf, found: String },
+}
+
+/// What the store keeps per operation id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct OperationRecord {
+    request: Request,
+    answer: Answer,
+    acknowledged: bool,
+}
+
+/// What the store keeps per model name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct ModelRecord {
+    /// Canonical KDL text of the current generation.
+    model: String,
+    retired: bool,
+    generation: u32,
+}
+
+struct Installed {
+    record: ModelRecord,
+    runtime: Runtime,
+    batches: u64,
+}
+
+/// One host, open on its directory.
+pub struct Host {
+    dir: PathBuf,
+    config: HostConfig,
+    database: Database,
+    operations: Keyspace,
+    models_keyspace: Keyspace,
+    batches: Keyspace,
+    models: BTreeMap<String, Installed>,
+    failpoints: Failpoints,
+}
+
+/// What an operation changes in memory once its effect is durable.
+type AfterCommit = Box<dyn FnOnce(&mut Host)>;
+
+/// What handling a call produced: a reply, or (at a failpoint) none.
+pub enum Handled {
+    Reply(Reply),
+    DropReply,
+}
+
+fn batch_key(model: &str, generation: u32, number: u64) -> Vec<u8> {
+    let mut key = batch_prefix(model, generation);
+    key.extend_from_slice(&number.to_be_bytes());
+    key
+}
+
+fn batch_prefix(model: &str, generation: u32) -> Vec<u8> {
+    let mut key = Vec::with_capacity(model.len() + 13);
+    key.extend_from_slice(model.as_bytes());
+    key.push(0);
+    key.extend_from_slice(&generation.to_be_bytes());
+    key
+}
+
+fn succeeded(op: &str, detail: impl Into<String>) -> Answer {
+    Answer {
+        op: op.to_owned(),
+        outcome: Outcome::Succeeded,
+        detail: detail.into(),
+    }
+}
+
+fn failed(op: &str, detail: impl Into<String>) -> Answer {
+    Answer {
+        op: op.to_owned(),
+        outcome: Outcome::Failed,
+        detail: detail.into(),
+    }
+}
+
+impl Host {
+    /// Opens the host in `dir`: private permissions, configuration, profiles, store,
+    /// then every installed model recovered from its journaled batches.
+    pub fn open(dir: &Path, failpoints: Failpoints) -> Result<Host, HostError> {
+        if !dir.is_dir() {
+            return Err(HostError::Config {
+                path: dir.to_owned(),
+                reason: "no host installation here (gridctl reconcile creates it)".to_owned(),
+            });
+        }
+        ensure_private_dir(dir)?;
+        let config = HostConfig::read(dir)?;
+        config.check_profiles(dir)?;
+        let store = dir.join("store");
+        let storage = |source| HostError::Storage {
+            path: store.clone(),
+            source,
+        };
+        let database = Database::builder(&store)
+            .worker_threads(1)
+            .open()
+            .map_err(storage)?;
+        let keyspace = |name: &str| database.keyspace(name, KeyspaceCreateOptions::default);
+        let meta = keyspace("meta").map_err(storage)?;
+        let operations = keyspace("operations").map_err(storage)?;
+        let models_keyspace = keyspace("models").map_err(storage)?;
+        let batches = keyspace("batches").map_err(storage)?;
+        match meta.get("format").map_err(storage)? {
+            Some(found) if found.as_ref() != HOST_STORE_FORMAT.as_bytes() => {
+                return Err(HostError::UnsupportedFormat {
+                    path: store,
+                    found: String::from_utf8_lossy(&found).into_owned(),
+                });
+            }
+            Some(_) => {}
+            None => {
+                meta.insert("format", HOST_STORE_FORMAT).map_err(storage)?;
+                database.persist(PersistMode::SyncAll).map_err(storage)?;
+            }
+        }
+        let mut host = Host {
+            dir: dir.to_owned(),
+            config,
+            database,
+            operations,
+            models_keyspace,
+            batches,
+            models: BTreeMap::new(),
+            failpoints,
+        };
+        host.recover()?;
+        Ok(host)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn damaged(&self, detail: String) -> HostError {
+        HostError::Damaged {
+            path: self.dir.join("store"),
+            detail,
+        }
+    }
+
+    fn recover(&mut self) -> Result<(), HostError> {
+        let storage = |source| HostError::Storage {
+            path: self.dir.join("store"),
+            source,
+        };
+        let mut records = Vec::new();
+        for guard in self.models_keyspace.iter() {
+            let (key, value) = guard.into_inner().map_err(storage)?;
+            let name = String::from_utf8(key.to_vec())
+                .map_err(|_| self.damaged("a model name is not UTF-8".to_owned()))?;
+            let record: ModelRecord = serde_json::from_slice(&value)
+                .map_err(|e| self.damaged(format!("model `{name}`: {e}")))?;
+            records.push((name, record));
+        }
+        for (name, record) in records {
+            let model = self
+                .parse_model(&record.model)
+                .map_err(|e| self.damaged(format!("model `{name}` no longer loads: {e}")))?;
+            let mut runtime =
+                Runtime::new(&model).map_err(|e| self.damaged(format!("model `{name}`: {e}")))?;
+            let mut batches = 0u64;
+            let prefix = batch_prefix(&name, record.generation);
+            for guard in self.batches.prefix(&prefix) {
+                let (key, value) = guard.into_inner().map_err(storage)?;
+                let number = key
+                    .get(prefix.len()..)
+                    .and_then(|n| <[u8; 8]>::try_from(n).ok())
+                    .map(u64::from_be_bytes)
+                    .ok_or_else(|| {
+                        self.damaged(format!("model `{name}`: a batch key is malformed"))
+                    })?;
+                if number != batches + 1 {
+                    return Err(self.damaged(format!(
+                        "model `{name}`: batch {number} follows batch {batches}"
+                    )));
+                }
+                let batch = decode_batch(&value).ok_or_else(|| {
+                    self.damaged(format!("model `{name}`: batch {number} does not decode"))
+                })?;
+                let named: Vec<(&str, f64)> = batch.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                runtime
+                    .apply(&named)
+                    .map_err(|e| self.damaged(format!("model `{name}`: batch {number}: {e}")))?;
+                batches = number;
+            }
+            self.models.insert(
+                name,
+                Installed {
+                    record,
+                    runtime,
+                    batches,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Parses a canonical model text as this host's own model; refuses what the host
+    /// cannot run (inputs from tags or routes, outputs: their profiles have not landed).
+    fn parse_model(&self, text: &str) -> Result<grid_spec::Model, String> {
+        let wrapped = format!(
+            "grid version=1\nhost {} listen={}\n{text}",
+            grid_spec::canonical::quote(&self.config.name),
+            grid_spec::canonical::quote(&self.config.listen)
+        );
+        let options = grid_spec::Options {
+            references: false,
+            ..grid_spec::Options::default()
+        };
+        let topology = grid_spec::load_str_with("model", &wrapped, options).map_err(|d| {
+            d.iter()
+                .map(|d| d.message.clone())
+                .collect::<Vec<_>>()
+                .join("; ")
+        })?;
+        let [model] = <[grid_spec::Model; 1]>::try_from(topology.models)
+            .map_err(|_| "the text must hold exactly one model".to_owned())?;
+        if model.host != self.config.name {
+            return Err(format!(
+                "model `{}` belongs to host `{}`, not `{}`",
+                model.name, model.host, self.config.name
+            ));
+        }
+        if let Some(input) = model.inputs().find(|i| i.from.is_some()) {
+            let (source, profile) = match &input.from {
+                Some(grid_spec::InputSource::Tag(t)) => (format!("tag:{t}"), "sources"),
+                Some(grid_spec::InputSource::Route(r)) => (format!("route:{r}"), "delivery"),
+                None => unreachable!(),
+            };
+            return Err(format!(
+                "input `{}` is fed from {source}, which needs the `{profile}` profile; this host cannot run it yet",
+                input.name
+            ));
+        }
+        if let Some(output) = model.outputs.first() {
+            return Err(format!(
+                "output `{}` publishes on route `{}`, which needs the `delivery` profile; this host cannot run it yet",
+                output.cell, output.route
+            ));
+        }
+        Ok(model)
+    }
+
+    /// Handles one call. Storage failures after an effect began are fatal: the
+    /// process must stop rather than answer from memory the disk does not hold.
+    pub fn handle(&mut self, call: Call) -> Handled {
+        match call {
+            Call::Observe => Handled::Reply(Reply::Observation(self.observe())),
+            Call::Answer { op } => Handled::Reply(match self.retained(&op) {
+                Some(record) => Reply::Answer(record.answer),
+                None => Reply::NoAnswer { op },
+            }),
+            Call::Acknowledge { op } => Handled::Reply(self.acknowledge(op)),
+            Call::Values { model } => Handled::Reply(match self.models.get(&model) {
+                Some(installed) if !installed.record.retired => Reply::Values {
+                    model,
+                    values: installed
+                        .runtime
+                        .values()
+                        .map(|(n, v)| {
+                            let v = match v {
+                                Value::Number(x) => ValueText::Number(x),
+                                Value::Error(e) => ValueText::Error(e.to_string()),
+                            };
+                            (n.to_owned(), v)
+                        })
+                        .collect(),
+                },
+                Some(_) => Reply::Refused {
+                    reason: format!("model `{model}` is retired on host `{}`", self.config.name),
+                },
+                None => Reply::Refused {
+                    reason: format!("host `{}` holds no model `{model}`", self.config.name),
+                },
+            }),
+            Call::Submit { op, request } => self.submit(op, request),
+        }
+    }
+
+    fn retained(&self, op: &str) -> Option<OperationRecord> {
+        let bytes = self
+            .operations
+            .get(op)
+            .unwrap_or_else(|e| fatal(&self.dir, "reading an operation", e));
+        bytes.map(|b| {
+            serde_json::from_slice(&b)
+                .unwrap_or_else(|e| fatal(&self.dir, "decoding an operation", e))
+        })
+    }
+
+    fn acknowledge(&mut self, op: String) -> Reply {
+        let Some(mut record) = self.retained(&op) else {
+            return Reply::Refused {
+                reason: format!(
+                    "host `{}` never received operation `{op}`",
+                    self.config.name
+                ),
+            };
+        };
+        if !record.acknowledged {
+            record.acknowledged = true;
+            // Losing an acknowledgement only shows the answer once more: no fsync needed.
+            let bytes = serde_json::to_vec(&record).expect("records serialize");
+            self.operations
+                .insert(op.as_str(), bytes)
+                .unwrap_or_else(|e| fatal(&self.dir, "acknowledging", e));
+        }
+        Reply::Acknowledged { op }
+    }
+
+    fn observe(&self) -> Observation {
+        let mut unacknowledged = Vec::new();
+        for guard in self.operations.iter() {
+            let (_, value) = guard
+                .into_inner()
+                .unwrap_or_else(|e| fatal(&self.dir, "reading operations", e));
+            let record: OperationRecord = serde_json::from_slice(&value)
+                .unwrap_or_else(|e| fatal(&self.dir, "decoding an operation", e));
+            if !record.acknowledged && unacknowledged.len() < OBSERVE_UNACKNOWLEDGED_MAX {
+                unacknowledged.push(RetainedOperation {
+                    request: record.request,
+                    answer: record.answer,
+                });
+            }
+        }
+        Observation {
+            host: self.config.name.clone(),
+            models: self
+                .models
+                .iter()
+                .map(|(name, installed)| ModelState {
+                    name: name.clone(),
+                    model: installed.record.model.clone(),
+                    retired: installed.record.retired,
+                    generation: installed.record.generation,
+                    batches: installed.batches,
+                })
+                .collect(),
+            unacknowledged,
+        }
+    }
+
+    fn submit(&mut self, op: String, request: Request) -> Handled {
+        if op.is_empty() || op.len() > OPERATION_ID_LENGTH_MAX || op.chars().any(char::is_control) {
+            return Handled::Reply(Reply::Refused {
+                reason: format!(
+                    "operation ids are 1 to OPERATION_ID_LENGTH_MAX ({OPERATION_ID_LENGTH_MAX}) printable bytes"
+                ),
+            });
+        }
+        if let Some(record) = self.retained(&op) {
+            if record.request == request {
+                return Handled::Reply(Reply::Answer(record.answer));
+            }
+            return Handled::Reply(Reply::Refused {
+                reason: format!(
+                    "operation `{op}` was already used for another request ({}); its original answer stands",
+                    record.request.describe()
+                ),
+            });
+        }
+        let mut write = self.database.batch();
+        let mut after_commit: Option<AfterCommit> = None;
+        let mut batch_point = false;
+        let answer = match &request {
+            Request::InstallModel { name, model } => match self.parse_model(model) {
+                Err(reason) => failed(&op, reason),
+                Ok(parsed) if parsed.name != *name => failed(
+                    &op,
+                    format!(
+                        "the request names model `{name}` but its text declares `{}`",
+                        parsed.name
+                    ),
+                ),
+                Ok(parsed) => match Runtime::new(&parsed) {
+                    Err(e) => failed(&op, e.to_string()),
+                    Ok(mut runtime) => {
+                        let canonical = grid_spec::canonical::model(&parsed);
+                        let current = self.models.get(name);
+                        match current {
+                            Some(installed)
+                                if installed.record.model == canonical
+                                    && !installed.record.retired =>
+                            {
+                                succeeded(
+                                    &op,
+                                    format!(
+                                        "model {name} already installed (generation {})",
+                                        installed.record.generation
+                                    ),
+                                )
+                            }
+                            _ => {
+                                let generation = current.map_or(1, |i| i.record.generation + 1);
+                                // Input values carry over to inputs the new definition still has.
+                                let carried: Vec<(String, f64)> = current
+                                    .filter(|i| !i.record.retired)
+                                    .map(|installed| {
+                                        parsed
+                                            .inputs()
+                                            .filter_map(|input| {
+                                                match installed.runtime.value(&input.name) {
+                                                    Some(Value::Number(v))
+                                                        if Some(v) != input.default =>
+                                                    {
+                                                        Some((input.name.clone(), v))
+                                                    }
+                                                    _ => None,
+                                                }
+                                            })
+                                            .collect()
+                                    })
+                                    .unwrap_or_default();
+                                let mut batches = 0;
+                                if !carried.is_empty() {
+                                    let named: Vec<(&str, f64)> =
+                                        carried.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                                    runtime
+                                        .apply(&named)
+                                        .expect("carried inputs exist and are finite");
+                                    write.insert(
+                                        &self.batches,
+                                        batch_key(name, generation, 1),
+                                        encode_batch(&named),
+                                    );
+                                    batches = 1;
+                                }
+                                let record = ModelRecord {
+                                    model: canonical,
+                                    retired: false,
+                                    generation,
+                                };
+                                write.insert(
+                                    &self.models_keyspace,
+                                    name.as_str(),
+                                    serde_json::to_vec(&record).expect("records serialize"),
+                                );
+                                let name = name.clone();
+                                let detail = if generation == 1 {
+                                    format!("installed model {name}")
+                                } else {
+                                    format!("installed model {name} generation {generation}")
+                                };
+                                after_commit = Some(Box::new(move |host: &mut Host| {
+                                    host.models.insert(
+                                        name,
+                                        Installed {
+                                            record,
+                                            runtime,
+                                            batches,
+                                        },
+                                    );
+                                }));
+                                succeeded(&op, detail)
+                            }
+                        }
+                    }
+                },
+            },
+            Request::RetireModel { name } => match self.models.get(name) {
+                None => failed(
+                    &op,
+                    format!("host `{}` holds no model `{name}`", self.config.name),
+                ),
+                Some(installed) if installed.record.retired => {
+                    succeeded(&op, format!("model {name} already retired"))
+                }
+                Some(installed) => {
+                    let record = ModelRecord {
+                        retired: true,
+                        ..installed.record.clone()
+                    };
+                    write.insert(
+                        &self.models_keyspace,
+                        name.as_str(),
+                        serde_json::to_vec(&record).expect("records serialize"),
+                    );
+                    let name = name.clone();
+                    after_commit = Some(Box::new(move |host: &mut Host| {
+                        if let Some(installed) = host.models.get_mut(&name) {
+                            installed.record = record;
+                        }
+                    }));
+                    succeeded(&op, "retired")
+                }
+            },
+            Request::Input { model, values } => match self.models.get_mut(model) {
+                None => failed(
+                    &op,
+                    format!("host `{}` holds no model `{model}`", self.config.name),
+                ),
+                Some(installed) if installed.record.retired => {
+                    failed(&op, format!("model `{model}` is retired"))
+                }
+                Some(installed) => {
+                    let named: Vec<(&str, f64)> =
+                        values.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                    match installed.runtime.apply(&named) {
+                        Err(e) => failed(&op, e.to_string()),
+                        Ok(()) => {
+                            let number = installed.batches + 1;
+                            write.insert(
+                                &self.batches,
+                                batch_key(model, installed.record.generation, number),
+                                encode_batch(&named),
+                            );
+                            batch_point = true;
+                            let model = model.clone();
+                            after_commit = Some(Box::new(move |host: &mut Host| {
+                                if let Some(installed) = host.models.get_mut(&model) {
+                                    installed.batches = number;
+                                }
+                            }));
+                            succeeded(&op, format!("batch {number}"))
+                        }
+                    }
+                }
+            },
+        };
+        let record = OperationRecord {
+            request,
+            answer: answer.clone(),
+            acknowledged: false,
+        };
+        write.insert(
+            &self.operations,
+            op.as_str(),
+            serde_json::to_vec(&record).expect("records serialize"),
+        );
+        self.failpoints.reach("submit-before-commit");
+        if let Err(e) = write
+            .commit()
+            .and_then(|()| self.database.persist(PersistMode::SyncAll))
+        {
+            // Memory may be ahead of the disk (an input batch was applied): stop.
+            fatal(&self.dir, "committing an operation", e);
+        }
+        if let Some(apply) = after_commit {
+            apply(self);
+        }
+        let mut drop_reply = self.failpoints.reach("submit-after-commit");
+        if batch_point {
+            drop_reply |= self.failpoints.reach("batch-after-commit");
+        }
+        if drop_reply {
+            return Handled::DropReply;
+        }
+        Handled::Reply(Reply::Answer(answer))
+    }
+}
+
+/// A storage failure in the middle of an operation: the host cannot know what is
+/// durable, so it stops; a restart recovers from the store.
+fn fatal(dir: &Path, what: &str, error: impl std::fmt::Display) -> ! {
+    eprintln!(
+        "gridd: {}: storage failed while {what}: {error}; stopping",
+        dir.display()
+    );
+    std::process::abort();
+}

@@ -1,0 +1,136 @@
+//! The host control API's wire types (an API boundary: these types are serialized, so
+//! fields are only ever added). One JSON [`Call`] per line from the caller, one JSON
+//! [`Reply`] per line from the host, over the host's Unix socket `DIR/control.sock`
+//! (documented in `docs/control-api.md`).
+//!
+//! Every change a host makes is an *operation* with a caller-chosen id. The host
+//! retains the original [`Answer`] of every id it received, durably with the change
+//! itself: re-sending the id returns that answer, identical, and never acts again; the
+//! same id with a different request is refused. A caller that saw an answer
+//! acknowledges it; answers never acknowledged are reported by `observe`, so an
+//! operator can learn the outcome of a reply that was lost.
+
+use serde::{Deserialize, Serialize};
+
+/// One request to a host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "call", rename_all = "kebab-case")]
+pub enum Call {
+    /// What the host holds: its models and its unacknowledged answers. Changes nothing.
+    Observe,
+    /// Perform an operation once.
+    Submit { op: String, request: Request },
+    /// The retained answer of `op`, if the host ever received it. Changes nothing.
+    Answer { op: String },
+    /// The caller has seen the answer of `op`.
+    Acknowledge { op: String },
+    /// The current values of a model. Changes nothing.
+    Values { model: String },
+}
+
+/// What an operation asks a host to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Request {
+    /// Install a model, or change an installed one, to the canonical KDL text `model`
+    /// (see `grid_spec::canonical::model`). Input values carry over to inputs that the
+    /// new definition still has.
+    InstallModel { name: String, model: String },
+    /// Retire an installed model: it stops serving and its state is kept.
+    RetireModel { name: String },
+    /// One atomic input batch.
+    Input {
+        model: String,
+        values: Vec<(String, f64)>,
+    },
+}
+
+impl Request {
+    /// A short description for operators, e.g. `install model boiler`.
+    pub fn describe(&self) -> String {
+        match self {
+            Request::InstallModel { name, .. } => format!("install model {name}"),
+            Request::RetireModel { name } => format!("retire model {name}"),
+            Request::Input { model, values } => {
+                let sets: Vec<String> = values.iter().map(|(n, v)| format!("{n}={v}")).collect();
+                format!("input {model} {}", sets.join(" "))
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+}
+
+/// The original answer of one operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    pub op: String,
+    pub outcome: Outcome,
+    /// What happened, for people: `installed generation 2`, the refusal reason, …
+    pub detail: String,
+}
+
+/// A host's reply to one [`Call`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "kebab-case")]
+pub enum Reply {
+    Observation(Observation),
+    /// The original answer of an operation (new or retained).
+    Answer(Answer),
+    /// `answer` for an id the host never received.
+    NoAnswer {
+        op: String,
+    },
+    Acknowledged {
+        op: String,
+    },
+    Values {
+        model: String,
+        values: Vec<(String, ValueText)>,
+    },
+    /// The call was refused and changed nothing (an id reused for another request, a
+    /// malformed call, an unknown model for `values`). A refusal of a retry does not
+    /// make an earlier outcome known.
+    Refused {
+        reason: String,
+    },
+}
+
+/// A value as it crosses the wire: a finite number or an error value's text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ValueText {
+    Number(f64),
+    Error(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    pub host: String,
+    pub models: Vec<ModelState>,
+    /// Operations whose answer no caller acknowledged: their reply may have been lost.
+    pub unacknowledged: Vec<RetainedOperation>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelState {
+    pub name: String,
+    /// Canonical KDL text of the installed definition.
+    pub model: String,
+    pub retired: bool,
+    /// Definitions installed so far under this name (1 for the first).
+    pub generation: u32,
+    /// Batches applied to the current generation.
+    pub batches: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetainedOperation {
+    pub request: Request,
+    pub answer: Answer,
+}

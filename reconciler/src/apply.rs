@@ -1,0 +1,280 @@
+//! Reconcile: apply a plan's transitions, each sent once to its original owner with
+//! the plan's operation id. Never retries: a lost reply makes the transition
+//! `unknown` and reconcile stops there; the next plan shows the owner's retained
+//! answer.
+
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::Path;
+
+use grid_engine::host::config::HOST_CONFIG_FILE;
+use grid_engine::host::control::{CallError, Client};
+use grid_engine::protocol::{Call, Outcome, Reply};
+
+use crate::observe;
+use crate::plan::{Action, Plan, Transition};
+
+/// How one transition, or a whole reconcile, ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Succeeded,
+    Failed,
+    Unknown,
+    Refused,
+    /// Not attempted: an earlier transition stopped reconcile, or it has no action.
+    Skipped,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Succeeded => "succeeded",
+            Status::Failed => "failed",
+            Status::Unknown => "unknown",
+            Status::Refused => "refused",
+            Status::Skipped => "skipped",
+        }
+    }
+
+    /// The process exit code for an overall outcome.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Status::Succeeded | Status::Skipped => 0,
+            Status::Failed => 1,
+            Status::Unknown => 3,
+            Status::Refused => 4,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Applied {
+    pub transition: Transition,
+    pub status: Status,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub outcome: Status,
+    pub reason: Option<String>,
+    pub applied: Vec<Applied>,
+}
+
+impl Report {
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for a in &self.applied {
+            let t = &a.transition;
+            out.push_str(&format!(
+                "{} {} {} @ {}: {}{}\n",
+                t.op.symbol(),
+                t.kind,
+                t.name,
+                t.host,
+                a.status.name(),
+                if a.detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", a.detail)
+                }
+            ));
+        }
+        if let Some(reason) = &self.reason {
+            out.push_str(&format!("{reason}\n"));
+        }
+        out.push_str(&format!("reconcile: {}\n", self.outcome.name()));
+        out
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "outcome": self.outcome.name(),
+            "reason": self.reason,
+            "transitions": self.applied.iter().map(|a| serde_json::json!({
+                "op": a.transition.op.symbol(),
+                "kind": a.transition.kind,
+                "name": a.transition.name,
+                "host": a.transition.host,
+                "id": a.transition.id,
+                "status": a.status.name(),
+                "detail": a.detail,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// Refuses a saved plan whose owners changed since it was made, except owners for
+/// which every transition already has a retained answer (re-applying the same plan
+/// returns those answers and acts on nothing).
+pub fn check_fresh(plan: &Plan) -> Result<(), String> {
+    for observed in &plan.observed {
+        let dir = observe::host_dir(&plan.state, &observed.owner);
+        let now = observe::observe_host(&observed.owner, &dir);
+        let Some(change) = now.difference(&observed.fingerprint, &observed.summary) else {
+            continue;
+        };
+        let pending: Vec<&Transition> = plan
+            .transitions
+            .iter()
+            .filter(|t| t.host == observed.owner && !matches!(t.action, Action::None))
+            .collect();
+        let all_answered = !pending.is_empty()
+            && pending.iter().all(|t| match &t.action {
+                Action::Submit { .. } => matches!(retained(&dir, &t.id), Some(Reply::Answer(_))),
+                Action::Recover { op } => matches!(retained(&dir, op), Some(Reply::Answer(_))),
+                Action::WriteHostConfig { config, .. } => {
+                    grid_engine::host::config::HostConfig::read(&dir)
+                        .ok()
+                        .as_ref()
+                        == Some(config)
+                }
+                _ => false,
+            });
+        if !all_answered {
+            return Err(format!(
+                "the saved plan is stale: {change}; make a new plan (nothing was applied)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn retained(dir: &Path, op: &str) -> Option<Reply> {
+    Client::connect(dir)
+        .ok()?
+        .call(&Call::Answer { op: op.to_owned() })
+        .ok()
+}
+
+/// Applies every transition in order; stops at the first that does not succeed.
+pub fn apply(plan: &Plan) -> Report {
+    let mut applied = Vec::new();
+    let mut outcome = Status::Succeeded;
+    let mut reason = None;
+    for t in &plan.transitions {
+        if outcome != Status::Succeeded {
+            applied.push(Applied {
+                transition: t.clone(),
+                status: Status::Skipped,
+                detail: "not attempted".to_owned(),
+            });
+            continue;
+        }
+        let dir = observe::host_dir(&plan.state, &t.host);
+        let (status, detail) = match &t.action {
+            Action::None => (
+                Status::Skipped,
+                "needs attention; nothing to apply".to_owned(),
+            ),
+            Action::WriteHostConfig {
+                config,
+                dir: custom,
+            } => match write_host(&dir, custom.as_deref(), config) {
+                Ok(detail) => (Status::Succeeded, detail),
+                Err(e) => (Status::Failed, e),
+            },
+            Action::Submit { request } => send(
+                &dir,
+                Call::Submit {
+                    op: t.id.clone(),
+                    request: request.clone(),
+                },
+            ),
+            Action::Recover { op } => send(&dir, Call::Answer { op: op.clone() }),
+        };
+        if matches!(status, Status::Failed | Status::Unknown | Status::Refused) {
+            outcome = status;
+            reason = Some(match status {
+                Status::Unknown => format!(
+                    "the reply of {} {} was lost: its outcome is unknown. Reconcile stopped and retries nothing; `gridctl plan` shows the owner's retained answer",
+                    t.kind, t.name
+                ),
+                _ => format!("{} {} {}: reconcile stopped", t.kind, t.name, status.name()),
+            });
+        }
+        applied.push(Applied {
+            transition: t.clone(),
+            status,
+            detail,
+        });
+    }
+    Report {
+        outcome,
+        reason,
+        applied,
+    }
+}
+
+/// Sends one call (a submit, or a recovery of a retained answer) and acknowledges the
+/// answer it receives.
+pub fn send(dir: &Path, call: Call) -> (Status, String) {
+    let mut client = match Client::connect(dir) {
+        Ok(c) => c,
+        // Nothing was sent: the owner cannot have acted.
+        Err(e) => return (Status::Failed, e.to_string()),
+    };
+    match client.call(&call) {
+        Ok(Reply::Answer(answer)) => {
+            // Losing the acknowledgement only makes the answer show once more.
+            let _ = client.call(&Call::Acknowledge {
+                op: answer.op.clone(),
+            });
+            let status = match answer.outcome {
+                Outcome::Succeeded => Status::Succeeded,
+                Outcome::Failed => Status::Failed,
+            };
+            (status, answer.detail)
+        }
+        Ok(Reply::NoAnswer { op }) => (
+            Status::Failed,
+            format!("the owner never received operation {op}"),
+        ),
+        Ok(Reply::Refused { reason }) => (Status::Refused, reason),
+        Ok(other) => (Status::Failed, format!("unexpected reply {other:?}")),
+        Err(CallError::Lost { detail }) => (Status::Unknown, detail),
+        Err(e @ CallError::Unreachable { .. }) => (Status::Failed, e.to_string()),
+    }
+}
+
+/// Creates or rewrites a host installation: `DIR` 0700 and `DIR/host.toml` 0600. A
+/// host with `dir=` in the files lives there, reached through `<state>/hosts/NAME`.
+fn write_host(
+    link: &Path,
+    custom: Option<&Path>,
+    config: &grid_engine::host::config::HostConfig,
+) -> Result<String, String> {
+    let dir = custom.unwrap_or(link);
+    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io)?;
+    }
+    if let Some(custom) = custom {
+        if let Some(parent) = link.parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(io)?;
+        }
+        if std::fs::symlink_metadata(link).is_err() {
+            std::os::unix::fs::symlink(custom, link).map_err(io)?;
+        }
+    }
+    let path = dir.join(HOST_CONFIG_FILE);
+    let temporary = dir.join(format!("{HOST_CONFIG_FILE}.new"));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)
+        .map_err(io)?;
+    std::io::Write::write_all(&mut file, config.to_toml().as_bytes()).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    std::fs::rename(&temporary, &path).map_err(io)?;
+    Ok(format!("wrote {}", path.display()))
+}

@@ -1,0 +1,12 @@
+//! The operator side of Grid: observe original owners, diff against the topology
+//! files, plan, and apply each transition once (SPEC §3).
+//!
+//! The reconciler holds no state of its own that an owner does not retain, besides
+//! saved plans: every plan is made from fresh observations, and the outcome of an
+//! uncertain transition is learned from its owner, never remembered here.
+
+pub mod apply;
+pub mod observe;
+pub mod plan;
+pub mod planfile;
+pub mod up;

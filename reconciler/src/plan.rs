@@ -1,0 +1,409 @@
+//! Plan: the files' desired state against what the original owners retain, as one
+//! line per transition. Planning changes nothing.
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use grid_engine::host::config::HostConfig;
+use grid_engine::protocol::{Outcome, Request};
+use grid_spec::Topology;
+use sha2::{Digest, Sha256};
+
+use crate::observe::{self, HostObservation, HostStatus, hex};
+
+/// `+` create, `~` change, `-` retire, `!` needs attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Create,
+    Change,
+    Retire,
+    Attention,
+}
+
+impl Op {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Op::Create => "+",
+            Op::Change => "~",
+            Op::Retire => "-",
+            Op::Attention => "!",
+        }
+    }
+
+    pub fn from_symbol(symbol: &str) -> Option<Op> {
+        [Op::Create, Op::Change, Op::Retire, Op::Attention]
+            .into_iter()
+            .find(|op| op.symbol() == symbol)
+    }
+}
+
+/// What reconcile does for a transition.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Nothing: the line informs (unreachable or unmanaged owners).
+    None,
+    /// Create or rewrite the host's installation (`DIR/host.toml`, DIR 0700).
+    WriteHostConfig {
+        config: HostConfig,
+        dir: Option<PathBuf>,
+    },
+    /// Send an operation to the host.
+    Submit { request: Request },
+    /// Ask the host again for the retained answer of `op` and acknowledge it.
+    Recover { op: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub op: Op,
+    pub kind: String,
+    pub name: String,
+    /// The owner it goes to.
+    pub host: String,
+    pub detail: String,
+    /// The operation id sent to the owner (empty for lines without action).
+    pub id: String,
+    pub action: Action,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observed {
+    pub owner: String,
+    pub fingerprint: String,
+    pub summary: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub state: PathBuf,
+    pub files: Vec<PathBuf>,
+    /// What was observed of each owner.
+    pub observed: Vec<Observed>,
+    pub transitions: Vec<Transition>,
+}
+
+impl Plan {
+    /// A digest of the whole plan's inputs: what was observed and what is desired.
+    pub fn fingerprint(&self) -> String {
+        let mut hasher = Sha256::new();
+        for observed in &self.observed {
+            hasher.update(observed.owner.as_bytes());
+            hasher.update(observed.fingerprint.as_bytes());
+        }
+        for t in &self.transitions {
+            hasher.update(t.op.symbol().as_bytes());
+            hasher.update(t.kind.as_bytes());
+            hasher.update(t.name.as_bytes());
+            hasher.update(t.detail.as_bytes());
+            hasher.update(format!("{:?}", t.action).as_bytes());
+        }
+        hex(&hasher.finalize()[..16])
+    }
+
+    pub fn count(&self, op: Op) -> usize {
+        self.transitions.iter().filter(|t| t.op == op).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.transitions.is_empty()
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for t in &self.transitions {
+            let _ = writeln!(
+                out,
+                "{} {} {} @ {}: {}",
+                t.op.symbol(),
+                t.kind,
+                t.name,
+                t.host,
+                indent(&t.detail)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "plan: {} to create, {} to change, {} to retire, {} needing attention",
+            self.count(Op::Create),
+            self.count(Op::Change),
+            self.count(Op::Retire),
+            self.count(Op::Attention)
+        );
+        out
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "fingerprint": self.fingerprint(),
+            "transitions": self.transitions.iter().map(|t| serde_json::json!({
+                "op": t.op.symbol(),
+                "kind": t.kind,
+                "name": t.name,
+                "host": t.host,
+                "detail": t.detail,
+                "id": t.id,
+            })).collect::<Vec<_>>(),
+            "counts": {
+                "+": self.count(Op::Create),
+                "~": self.count(Op::Change),
+                "-": self.count(Op::Retire),
+                "!": self.count(Op::Attention),
+            },
+        })
+    }
+}
+
+fn indent(detail: &str) -> String {
+    detail.replace('\n', "\n    ")
+}
+
+/// The line-level difference of two canonical texts, for `~` details.
+fn diff(before: &str, after: &str) -> String {
+    let old: Vec<&str> = before.lines().collect();
+    let new: Vec<&str> = after.lines().collect();
+    let mut out = Vec::new();
+    for line in &old {
+        if !new.contains(line) {
+            out.push(format!("before: {}", line.trim()));
+        }
+    }
+    for line in &new {
+        if !old.contains(line) {
+            out.push(format!("after:  {}", line.trim()));
+        }
+    }
+    if out.is_empty() {
+        "declaration order changed".to_owned()
+    } else {
+        out.join("\n")
+    }
+}
+
+/// Where a topology host's installation is.
+pub fn host_dir(state: &Path, host: &grid_spec::Host) -> PathBuf {
+    observe::host_dir(state, &host.name)
+}
+
+/// Observes every owner and diffs. `state` is the operator's state directory.
+pub fn plan(topology: &Topology, files: &[PathBuf], state: &Path) -> Plan {
+    let mut observations: Vec<HostObservation> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for host in &topology.hosts {
+        seen.insert(host.name.clone());
+        observations.push(observe::observe_host(&host.name, &host_dir(state, host)));
+    }
+    for name in observe::installed_hosts(state) {
+        if !seen.contains(&name) {
+            observations.push(observe::observe_host(
+                &name,
+                &observe::host_dir(state, &name),
+            ));
+        }
+    }
+    let mut transitions = Vec::new();
+    for observation in &observations {
+        let desired = topology.host(&observation.name);
+        transitions.extend(host_transitions(topology, desired, observation));
+    }
+    let observed = observations
+        .iter()
+        .map(|o| Observed {
+            owner: o.name.clone(),
+            fingerprint: o.fingerprint(),
+            summary: o.summary(),
+        })
+        .collect();
+    let mut plan = Plan {
+        state: state.to_owned(),
+        files: files.to_owned(),
+        observed,
+        transitions,
+    };
+    // Operation ids derive from the plan: the same plan sends the same ids.
+    let fingerprint = plan.fingerprint();
+    for (index, t) in plan.transitions.iter_mut().enumerate() {
+        if matches!(
+            t.action,
+            Action::Submit { .. } | Action::WriteHostConfig { .. }
+        ) {
+            t.id = format!("plan-{fingerprint}-{index}");
+        }
+    }
+    plan
+}
+
+fn attention(kind: &str, name: &str, host: &str, detail: String) -> Transition {
+    Transition {
+        op: Op::Attention,
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+        host: host.to_owned(),
+        detail,
+        id: String::new(),
+        action: Action::None,
+    }
+}
+
+fn host_transitions(
+    topology: &Topology,
+    desired: Option<&grid_spec::Host>,
+    observation: &HostObservation,
+) -> Vec<Transition> {
+    let name = &observation.name;
+    let mut out = Vec::new();
+    let Some(desired) = desired else {
+        out.push(attention(
+            "host",
+            name,
+            name,
+            format!(
+                "unmanaged: an installation exists in {} but no file declares it",
+                observation.dir.display()
+            ),
+        ));
+        return out;
+    };
+    let config = HostConfig::from_host(desired);
+    let write = |op: Op, detail: String| Transition {
+        op,
+        kind: "host".to_owned(),
+        name: name.clone(),
+        host: name.clone(),
+        detail,
+        id: String::new(),
+        action: Action::WriteHostConfig {
+            config: config.clone(),
+            dir: desired.dir.clone(),
+        },
+    };
+    match (&observation.config, &observation.status) {
+        (None, HostStatus::Missing) => {
+            out.push(write(
+                Op::Create,
+                format!("installation in {}", observation.dir.display()),
+            ));
+            return out;
+        }
+        (None, HostStatus::Unreachable { reason }) => {
+            out.push(attention(
+                "host",
+                name,
+                name,
+                format!("installation unreadable: {reason}"),
+            ));
+            return out;
+        }
+        (Some(found), _) if *found != config => {
+            let before = found.to_toml();
+            let after = config.to_toml();
+            let mut detail = diff(&before, &after);
+            if matches!(observation.status, HostStatus::Running(_)) {
+                detail.push_str("\n(takes effect when gridd restarts)");
+            }
+            out.push(write(Op::Change, detail));
+        }
+        _ => {}
+    }
+    let observed = match &observation.status {
+        HostStatus::Running(o) => o,
+        HostStatus::Missing => return out,
+        HostStatus::Unreachable { reason } => {
+            let models = topology.models.iter().filter(|m| m.host == *name).count();
+            out.push(attention(
+                "host",
+                name,
+                name,
+                format!("unreachable: {reason}; its {models} model(s) cannot be planned"),
+            ));
+            return out;
+        }
+    };
+    for retained in &observed.unacknowledged {
+        let outcome = match retained.answer.outcome {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+        };
+        out.push(Transition {
+            op: Op::Attention,
+            kind: "operation".to_owned(),
+            name: retained.answer.op.clone(),
+            host: name.clone(),
+            detail: format!(
+                "{} {outcome} at the owner ({}); its reply was never acknowledged",
+                retained.request.describe(),
+                retained.answer.detail
+            ),
+            id: retained.answer.op.clone(),
+            action: Action::Recover {
+                op: retained.answer.op.clone(),
+            },
+        });
+    }
+    let submit = |op: Op, model: &str, detail: String, request: Request| Transition {
+        op,
+        kind: "model".to_owned(),
+        name: model.to_owned(),
+        host: name.clone(),
+        detail,
+        id: String::new(),
+        action: Action::Submit { request },
+    };
+    for model in topology.models.iter().filter(|m| m.host == *name) {
+        let canonical = grid_spec::canonical::model(model);
+        let install = Request::InstallModel {
+            name: model.name.clone(),
+            model: canonical.clone(),
+        };
+        match observed.models.iter().find(|m| m.name == model.name) {
+            None if model.retired => {}
+            None => out.push(submit(
+                Op::Create,
+                &model.name,
+                format!(
+                    "{} inputs, {} cells",
+                    model.inputs().count(),
+                    model.cells().count()
+                ),
+                install,
+            )),
+            Some(held) if held.retired && !model.retired => out.push(submit(
+                Op::Create,
+                &model.name,
+                "reinstate a retired model as a new generation".to_owned(),
+                install,
+            )),
+            Some(held) if held.retired => {}
+            Some(_) if model.retired => out.push(submit(
+                Op::Retire,
+                &model.name,
+                "retired=#true in the files".to_owned(),
+                Request::RetireModel {
+                    name: model.name.clone(),
+                },
+            )),
+            Some(held) if held.model != canonical => out.push(submit(
+                Op::Change,
+                &model.name,
+                diff(&held.model, &canonical),
+                install,
+            )),
+            Some(_) => {}
+        }
+    }
+    for held in observed.models.iter().filter(|m| !m.retired) {
+        let declared = topology
+            .models
+            .iter()
+            .any(|m| m.name == held.name && m.host == *name);
+        if !declared {
+            out.push(attention(
+                "model",
+                &held.name,
+                name,
+                "unmanaged: the host holds it but no file declares it here; mark it retired=#true to retire it".to_owned(),
+            ));
+        }
+    }
+    out
+}
