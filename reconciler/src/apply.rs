@@ -245,13 +245,8 @@ fn write_host(
 ) -> Result<String, String> {
     let dir = custom.unwrap_or(link);
     let io = |e: std::io::Error| format!("{}: {e}", dir.display());
-    if !dir.exists() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io)?;
-    }
+    // Created 0700 when absent; an existing one with weaker permissions is refused.
+    grid_engine::journal::ensure_private_dir(dir).map_err(|e| e.to_string())?;
     if let Some(custom) = custom {
         if let Some(parent) = link.parent() {
             std::fs::DirBuilder::new()

@@ -277,6 +277,27 @@ fn host_transitions(
             dir: desired.dir.clone(),
         },
     };
+    // Where the installation is against where the files want it: moving it is an
+    // installation transfer (SPEC C11), which is never inferred from an edit.
+    if observation.config.is_some() {
+        let linked = std::fs::read_link(&observation.dir).ok();
+        if linked.as_deref() != desired.dir.as_deref() {
+            let now = linked.map_or_else(
+                || observation.dir.display().to_string(),
+                |l| l.display().to_string(),
+            );
+            let wanted = desired.dir.as_ref().map_or_else(
+                || observation.dir.display().to_string(),
+                |d| d.display().to_string(),
+            );
+            out.push(attention(
+                "host",
+                name,
+                name,
+                format!("installed in {now}, the files say {wanted}: moving an installation is a transfer, which this version does not perform"),
+            ));
+        }
+    }
     match (&observation.config, &observation.status) {
         (None, HostStatus::Missing) => {
             out.push(write(

@@ -213,7 +213,9 @@ mod tests {
                     host: "solo".to_owned(),
                     detail: "lost".to_owned(),
                     id: "b2".to_owned(),
-                    action: Action::Recover { op: "b2".to_owned() },
+                    action: Action::Recover {
+                        op: "b2".to_owned(),
+                    },
                 },
             ],
         };
