@@ -89,6 +89,18 @@ enum Command {
     /// Read what an owner holds, without changing it.
     #[command(subcommand)]
     Inspect(InspectCommand),
+    /// Journeys: scripted crashes and refusals against real hosts.
+    #[command(subcommand)]
+    Journey(JourneyCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum JourneyCommand {
+    /// Run journey files by hand, printing their story; exit 1 at the first failure.
+    Run {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -375,6 +387,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
             Ok(ExitCode::from(status.exit_code()))
+        }
+        Command::Journey(JourneyCommand::Run { files }) => {
+            let binaries = grid_journeys::Binaries::beside(&std::env::current_exe()?);
+            for file in &files {
+                if let Err(e) = grid_journeys::run_file(file, &binaries, &mut std::io::stdout()) {
+                    eprintln!("{e}");
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Inspect(InspectCommand::Model { model, state, json }) => {
             let dir = owner_of(&state, &model)?;

@@ -1,0 +1,403 @@
+//! Journey files (KDL 2) → a title and a list of steps.
+//!
+//! The first node is `journey "TITLE"`; every following node is a step, looked up by
+//! name in [`crate::steps::REGISTRY`]. Each step's parser reads its arguments and
+//! properties through [`Node`], which rejects anything the parser did not take — so a
+//! misspelt property is an error before anything runs, never silently ignored.
+
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+
+use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
+
+use crate::error::{JourneyError, ParseFailure};
+use crate::steps::{REGISTRY, Step};
+
+/// A parsed journey.
+pub struct Journey {
+    pub title: String,
+    pub path: PathBuf,
+    pub steps: Vec<StepEntry>,
+}
+
+/// One step of a journey, with where it was written.
+pub struct StepEntry {
+    /// 1-based; the `journey` node is not counted.
+    pub number: usize,
+    pub line: usize,
+    /// The step's KDL text as written in the file.
+    pub text: String,
+    pub step: Box<dyn Step>,
+}
+
+/// A problem at a place in the journey file.
+#[derive(Debug, Clone)]
+pub struct ParseError {
+    pub offset: usize,
+    pub message: String,
+    pub help: Option<String>,
+}
+
+impl ParseError {
+    pub fn with_help(mut self, help: impl Into<String>) -> ParseError {
+        self.help = Some(help.into());
+        self
+    }
+}
+
+/// Reads and parses a journey file. Paths in it (topologies) are relative to its
+/// directory.
+pub fn parse_file(path: &Path) -> Result<Journey, JourneyError> {
+    let source = std::fs::read_to_string(path).map_err(|source| JourneyError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_str(path, &source)
+}
+
+/// Parses journey text as if read from `path`.
+pub fn parse_str(path: &Path, source: &str) -> Result<Journey, JourneyError> {
+    let fail = |error: ParseError| JourneyError::Parse(Box::new(locate(path, source, error)));
+    let document = KdlDocument::parse_v2(source).map_err(|error| {
+        let first = error.diagnostics.first();
+        fail(ParseError {
+            offset: first.map_or(0, |d| d.span.offset()),
+            message: format!(
+                "KDL syntax: {}",
+                first
+                    .and_then(|d| d.message.clone().or_else(|| d.label.clone()))
+                    .unwrap_or_else(|| "invalid document".into())
+            ),
+            help: first.and_then(|d| d.help.clone()),
+        })
+    })?;
+    let journey_dir = path
+        .parent()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let cx = ParseCx {
+        journey_dir: &journey_dir,
+        source,
+        refused: Cell::new(false),
+        refusal_taken: Cell::new(false),
+    };
+
+    let mut nodes = document.nodes().iter();
+    let title = match nodes.next() {
+        Some(node) if node.name().value() == "journey" => {
+            let mut reader = Node::new(node, &cx);
+            let title = reader.argument("the journey's title").map_err(fail)?;
+            reader.finish().map_err(fail)?;
+            title
+        }
+        Some(node) => {
+            return Err(fail(ParseError {
+                offset: node.span().offset(),
+                message: format!(
+                    "a journey starts with `journey \"TITLE\"`, found `{}`",
+                    node.name().value()
+                ),
+                help: None,
+            }));
+        }
+        None => {
+            return Err(fail(ParseError {
+                offset: 0,
+                message: "empty journey".into(),
+                help: Some("start with `journey \"TITLE\"`, then one step per line".into()),
+            }));
+        }
+    };
+
+    let mut steps = Vec::new();
+    for (index, node) in nodes.enumerate() {
+        let step = cx.parse_step(node).map_err(fail)?;
+        let offset = node.span().offset();
+        steps.push(StepEntry {
+            number: index + 1,
+            line: line_column(source, offset).0,
+            text: cx.text(node),
+            step,
+        });
+    }
+    Ok(Journey {
+        title,
+        path: path.to_path_buf(),
+        steps,
+    })
+}
+
+/// What step parsers may know about the journey being parsed.
+pub struct ParseCx<'a> {
+    journey_dir: &'a Path,
+    source: &'a str,
+    /// Whether the step being parsed is inside `expect-refused`.
+    refused: Cell<bool>,
+    /// Whether the step's parser asked (and so handles the refusal).
+    refusal_taken: Cell<bool>,
+}
+
+impl ParseCx<'_> {
+    /// Parses one step node through the registry.
+    pub fn parse_step(&self, node: &KdlNode) -> Result<Box<dyn Step>, ParseError> {
+        self.parse_step_as(node, false)
+    }
+
+    /// Parses one step node that must end refused (the child of `expect-refused`).
+    pub fn parse_refused_step(&self, node: &KdlNode) -> Result<Box<dyn Step>, ParseError> {
+        self.parse_step_as(node, true)
+    }
+
+    fn parse_step_as(&self, node: &KdlNode, refused: bool) -> Result<Box<dyn Step>, ParseError> {
+        let name = node.name().value();
+        let Some((_, parse)) = REGISTRY.iter().find(|(known, _)| *known == name) else {
+            let known: Vec<&str> = REGISTRY.iter().map(|(known, _)| *known).collect();
+            return Err(ParseError {
+                offset: node.name().span().offset(),
+                message: format!("unknown step `{name}`"),
+                help: Some(format!("steps are: {}", known.join(", "))),
+            });
+        };
+        let (outer_refused, outer_taken) = (self.refused.get(), self.refusal_taken.get());
+        self.refused.set(refused);
+        self.refusal_taken.set(false);
+        let mut reader = Node::new(node, self);
+        let result = parse(&mut reader).and_then(|step| {
+            reader.finish()?;
+            if refused && !self.refusal_taken.get() {
+                return Err(reader.error(format!("`{name}` cannot be expected to be refused")));
+            }
+            Ok(step)
+        });
+        self.refused.set(outer_refused);
+        self.refusal_taken.set(outer_taken);
+        result
+    }
+
+    /// The directory of the journey file; paths in steps are relative to it.
+    pub fn journey_dir(&self) -> &Path {
+        self.journey_dir
+    }
+
+    /// The node's text as written, for reports.
+    pub fn text(&self, node: &KdlNode) -> String {
+        let span = node.span();
+        let end = (span.offset() + span.len()).min(self.source.len());
+        let text = self.source.get(span.offset()..end).unwrap_or_default();
+        // A node's span may include its terminator and surrounding blanks.
+        text.trim().trim_end_matches(';').trim_end().to_string()
+    }
+}
+
+/// A step node being read by its parser. Everything not taken is an error.
+pub struct Node<'a> {
+    node: &'a KdlNode,
+    cx: &'a ParseCx<'a>,
+    taken: Vec<bool>,
+    children_taken: bool,
+}
+
+impl<'a> Node<'a> {
+    fn new(node: &'a KdlNode, cx: &'a ParseCx<'a>) -> Node<'a> {
+        Node {
+            node,
+            cx,
+            taken: vec![false; node.entries().len()],
+            children_taken: false,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        self.node.name().value()
+    }
+
+    pub fn cx(&self) -> &'a ParseCx<'a> {
+        self.cx
+    }
+
+    /// Whether this step must end refused (it is the child of `expect-refused`). A step
+    /// that can be refused asks and adapts its expectation; one that never asks is
+    /// rejected inside `expect-refused`.
+    pub fn expects_refusal(&self) -> bool {
+        self.cx.refusal_taken.set(true);
+        self.cx.refused.get()
+    }
+
+    /// An error pointing at the node.
+    pub fn error(&self, message: impl Into<String>) -> ParseError {
+        ParseError {
+            offset: self.node.span().offset(),
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    /// An error pointing at one of its entries.
+    pub fn entry_error(&self, entry: &KdlEntry, message: impl Into<String>) -> ParseError {
+        ParseError {
+            offset: entry.span().offset(),
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    /// The next positional argument, which must be a string.
+    pub fn argument(&mut self, what: &str) -> Result<String, ParseError> {
+        match self.optional_argument(what)? {
+            Some(value) => Ok(value),
+            None => Err(self.error(format!("`{}` needs {what}", self.name()))),
+        }
+    }
+
+    /// The next positional argument if there is one; it must be a string.
+    pub fn optional_argument(&mut self, what: &str) -> Result<Option<String>, ParseError> {
+        let entries = self.node.entries();
+        let Some(index) =
+            (0..entries.len()).find(|&i| !self.taken[i] && entries[i].name().is_none())
+        else {
+            return Ok(None);
+        };
+        self.taken[index] = true;
+        let entry = &entries[index];
+        match entry.value() {
+            KdlValue::String(text) => Ok(Some(text.clone())),
+            other => Err(self.entry_error(
+                entry,
+                format!("{what} must be a string, found {}", kind(other)),
+            )),
+        }
+    }
+
+    /// A property's entry, taken.
+    pub fn property(&mut self, key: &str) -> Result<Option<&'a KdlEntry>, ParseError> {
+        let entries = self.node.entries();
+        let mut found = None;
+        for (index, entry) in entries.iter().enumerate() {
+            if entry.name().is_some_and(|name| name.value() == key) {
+                if found.is_some() {
+                    return Err(self.entry_error(entry, format!("property `{key}` is repeated")));
+                }
+                self.taken[index] = true;
+                found = Some(entry);
+            }
+        }
+        Ok(found)
+    }
+
+    /// A string property.
+    pub fn string(&mut self, key: &str) -> Result<Option<String>, ParseError> {
+        let Some(entry) = self.property(key)? else {
+            return Ok(None);
+        };
+        match entry.value() {
+            KdlValue::String(text) => Ok(Some(text.clone())),
+            other => Err(self.entry_error(
+                entry,
+                format!("property `{key}` must be a string, found {}", kind(other)),
+            )),
+        }
+    }
+
+    /// A non-negative integer property.
+    pub fn count(&mut self, key: &str) -> Result<Option<u64>, ParseError> {
+        let Some(entry) = self.property(key)? else {
+            return Ok(None);
+        };
+        match entry.value() {
+            KdlValue::Integer(n) => u64::try_from(*n).map(Some).map_err(|_| {
+                self.entry_error(entry, format!("property `{key}` must be 0 or more"))
+            }),
+            other => Err(self.entry_error(
+                entry,
+                format!("property `{key}` must be an integer, found {}", kind(other)),
+            )),
+        }
+    }
+
+    /// Every property not taken yet, in file order, now taken. Repeated keys are errors.
+    pub fn remaining_properties(&mut self) -> Result<Vec<(String, &'a KdlEntry)>, ParseError> {
+        let entries = self.node.entries();
+        let mut rest: Vec<(String, &'a KdlEntry)> = Vec::new();
+        for (index, entry) in entries.iter().enumerate() {
+            let Some(name) = entry.name() else { continue };
+            if self.taken[index] {
+                continue;
+            }
+            if rest.iter().any(|(seen, _)| seen == name.value()) {
+                return Err(
+                    self.entry_error(entry, format!("property `{}` is repeated", name.value()))
+                );
+            }
+            self.taken[index] = true;
+            rest.push((name.value().to_string(), entry));
+        }
+        Ok(rest)
+    }
+
+    /// The child nodes (`{ … }`), taken.
+    pub fn children(&mut self) -> &'a [KdlNode] {
+        self.children_taken = true;
+        self.node.children().map_or(&[], |doc| doc.nodes())
+    }
+
+    fn finish(&self) -> Result<(), ParseError> {
+        for (entry, taken) in self.node.entries().iter().zip(&self.taken) {
+            if !taken {
+                let message = match entry.name() {
+                    Some(name) => {
+                        format!("unknown property `{}` of `{}`", name.value(), self.name())
+                    }
+                    None => format!("unexpected argument of `{}`", self.name()),
+                };
+                return Err(self.entry_error(entry, message));
+            }
+        }
+        if !self.children_taken
+            && let Some(children) = self.node.children()
+            && let Some(first) = children.nodes().first()
+        {
+            return Err(ParseError {
+                offset: first.span().offset(),
+                message: format!("`{}` takes no children", self.name()),
+                help: None,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A value's KDL type, for messages.
+pub fn kind(value: &KdlValue) -> &'static str {
+    match value {
+        KdlValue::String(_) => "a string",
+        KdlValue::Integer(_) => "an integer",
+        KdlValue::Float(_) => "a number",
+        KdlValue::Bool(_) => "a boolean",
+        KdlValue::Null => "#null",
+    }
+}
+
+fn locate(path: &Path, source: &str, error: ParseError) -> ParseFailure {
+    let (line, column) = line_column(source, error.offset);
+    ParseFailure {
+        path: path.to_path_buf(),
+        line,
+        column,
+        message: error.message,
+        help: error.help,
+        source_line: source.lines().nth(line - 1).unwrap_or_default().to_string(),
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+fn line_column(source: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(source.len());
+    while !source.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &source[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[line_start..].chars().count() + 1)
+}

@@ -1,0 +1,191 @@
+//! Host processes: `start`, `kill`, `kill … at=`, `lose-reply`, `restart`.
+//!
+//! - `start HOST [failpoints="POINT=ACTION,…"]` — runs `gridd --dir <state>/hosts/HOST`
+//!   and waits until its control socket accepts a connection. Inside `expect-refused`,
+//!   gridd must instead exit non-zero with a message.
+//! - `kill HOST` — SIGKILL, then wait for the exit.
+//! - `kill HOST at="POINT"` — restarts the host with `GRID_FAILPOINTS=POINT=abort`: it
+//!   aborts itself when a later step's operation reaches POINT. The next `restart`
+//!   waits for that exit, and a journey whose armed host never aborts fails.
+//! - `lose-reply HOST [at="POINT"]` — restarts the host with `POINT=drop-reply`
+//!   (default `submit-after-commit`): the next operation reaching POINT gets no reply.
+//! - `restart HOST` — starts the host again without failpoints: after `kill`, after an
+//!   armed crash (which it waits for), or (SIGKILL first) while it runs.
+
+use super::Step;
+use crate::error::Failure;
+use crate::parse::{Node, ParseError};
+use crate::process::describe_status;
+use crate::runner::{Context, FAILPOINTS_ENV, quote_output};
+
+/// The crash point `lose-reply` drops the reply at when none is named.
+pub const DEFAULT_LOSE_REPLY_POINT: &str = "submit-after-commit";
+
+enum HostStep {
+    Start {
+        host: String,
+        failpoints: Option<String>,
+        refused: bool,
+    },
+    Kill {
+        host: String,
+    },
+    /// Restart with failpoints (`kill … at=`, `lose-reply`).
+    Arm {
+        host: String,
+        point: String,
+        action: &'static str,
+    },
+    Restart {
+        host: String,
+    },
+}
+
+pub fn parse_start(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
+    let host = node.argument("a host name")?;
+    let failpoints = node.string("failpoints")?;
+    let refused = node.expects_refusal();
+    Ok(Box::new(HostStep::Start {
+        host,
+        failpoints,
+        refused,
+    }))
+}
+
+pub fn parse_kill(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
+    let host = node.argument("a host name")?;
+    Ok(Box::new(match node.string("at")? {
+        Some(point) => HostStep::Arm {
+            host,
+            point: check_point(node, point)?,
+            action: "abort",
+        },
+        None => HostStep::Kill { host },
+    }))
+}
+
+pub fn parse_lose_reply(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
+    let host = node.argument("a host name")?;
+    let point = node
+        .string("at")?
+        .unwrap_or_else(|| DEFAULT_LOSE_REPLY_POINT.to_string());
+    Ok(Box::new(HostStep::Arm {
+        host,
+        point: check_point(node, point)?,
+        action: "drop-reply",
+    }))
+}
+
+pub fn parse_restart(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
+    let host = node.argument("a host name")?;
+    Ok(Box::new(HostStep::Restart { host }))
+}
+
+/// The engine decides which points exist (gridd refuses an unknown one); the harness
+/// only keeps the environment variable well-formed.
+fn check_point(node: &Node<'_>, point: String) -> Result<String, ParseError> {
+    if point.is_empty() || point.contains([',', '=']) || point.contains(char::is_whitespace) {
+        return Err(node.error(format!("`{point}` is not a crash point name")));
+    }
+    Ok(point)
+}
+
+impl Step for HostStep {
+    fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
+        match self {
+            HostStep::Start {
+                host,
+                failpoints,
+                refused: false,
+            } => cx.start_host(host, failpoints.as_deref()),
+            HostStep::Start {
+                host,
+                failpoints,
+                refused: true,
+            } => start_refused(cx, host, failpoints.as_deref()),
+            HostStep::Kill { host } => {
+                let (status, killed) = cx.kill_host(host)?;
+                if killed {
+                    cx.say(format_args!("host {host}: {}", describe_status(&status)));
+                } else {
+                    cx.say(format_args!(
+                        "host {host} had already exited ({})",
+                        describe_status(&status)
+                    ));
+                }
+                Ok(())
+            }
+            HostStep::Arm {
+                host,
+                point,
+                action,
+            } => {
+                stop_if_running(cx, host)?;
+                cx.start_host(host, Some(&format!("{point}={action}")))?;
+                let what = match *action {
+                    "abort" => "aborts itself",
+                    _ => "drops the reply (once)",
+                };
+                cx.say(format_args!(
+                    "host {host} {what} when an operation reaches {point}"
+                ));
+                Ok(())
+            }
+            HostStep::Restart { host } => {
+                if !cx.host_abort_points(host).is_empty() {
+                    cx.wait_for_armed_crash(host)?;
+                } else {
+                    stop_if_running(cx, host)?;
+                }
+                cx.start_host(host, None)
+            }
+        }
+    }
+}
+
+/// SIGKILLs the host's process first if it is still running.
+fn stop_if_running(cx: &mut Context<'_>, host: &str) -> Result<(), Failure> {
+    if cx.host_running(host) {
+        let (status, _) = cx.kill_host(host)?;
+        cx.say(format_args!(
+            "stopped the running gridd of {host} first ({})",
+            describe_status(&status)
+        ));
+    }
+    Ok(())
+}
+
+fn start_refused(
+    cx: &mut Context<'_>,
+    host: &str,
+    failpoints: Option<&str>,
+) -> Result<(), Failure> {
+    let expected = format!("gridd for `{host}` to refuse to start (non-zero exit, with a message)");
+    cx.start_host_process(host, failpoints)?;
+    if let Some(failpoints) = failpoints {
+        cx.say(format_args!("{FAILPOINTS_ENV}={failpoints}"));
+    }
+    let (status, log) = match cx.wait_host_exit(host) {
+        Ok(exit) => exit,
+        Err(failure) => {
+            let _ = cx.kill_host(host);
+            return Err(Failure::new(expected, failure.observed));
+        }
+    };
+    if status.success() || log.trim().is_empty() {
+        return Err(Failure::new(
+            expected,
+            format!(
+                "{}; it printed: {}",
+                describe_status(&status),
+                quote_output(&log)
+            ),
+        ));
+    }
+    cx.say(format_args!(
+        "→ refused ({}): {}",
+        describe_status(&status),
+        super::shorten(log.trim(), 600)
+    ));
+    Ok(())
+}

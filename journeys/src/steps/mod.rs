@@ -1,0 +1,239 @@
+//! The journey steps, one module each, found by node name through [`REGISTRY`].
+//!
+//! Adding a step: write a module with a type implementing [`Step`] and a `parse`
+//! function reading its node through [`Node`], then add one line to [`REGISTRY`]. The
+//! parser and the runner never change. A step that can be placed inside
+//! `expect-refused` asks [`Node::expects_refusal`] while parsing and adapts its
+//! expectation; one that never asks is rejected there.
+
+mod hosts;
+mod input;
+mod plan;
+mod reconcile;
+mod refused;
+mod topology;
+mod values;
+
+use crate::error::Failure;
+use crate::parse::{Node, ParseError};
+use crate::process::{CommandOutput, describe_status};
+use crate::runner::{Context, quote_output};
+
+/// One kind of step: parsed once from its node, run once in order.
+pub trait Step {
+    /// Runs the step, telling its story through [`Context::say`]; an expectation that
+    /// does not hold is a [`Failure`] (what was expected, what was observed).
+    fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure>;
+}
+
+/// Reads a step node into a step; everything it does not take is an error.
+pub type ParseStep = fn(&mut Node<'_>) -> Result<Box<dyn Step>, ParseError>;
+
+/// Every step, by node name.
+pub const REGISTRY: &[(&str, ParseStep)] = &[
+    ("topology", topology::parse),
+    ("plan", plan::parse_plan),
+    ("expect-plan-empty", plan::parse_expect_plan_empty),
+    ("reconcile", reconcile::parse),
+    ("start", hosts::parse_start),
+    ("kill", hosts::parse_kill),
+    ("lose-reply", hosts::parse_lose_reply),
+    ("restart", hosts::parse_restart),
+    ("input", input::parse),
+    ("expect-values", values::parse),
+    ("expect-refused", refused::parse),
+];
+
+/// How an operation ended, as `gridctl` reports it (`"outcome"` in its JSON and its
+/// exit status).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    Unknown,
+    Refused,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 4] = [
+        Outcome::Succeeded,
+        Outcome::Failed,
+        Outcome::Unknown,
+        Outcome::Refused,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::Unknown => "unknown",
+            Outcome::Refused => "refused",
+        }
+    }
+
+    /// gridctl's exit status for the outcome.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Outcome::Succeeded => 0,
+            Outcome::Failed => 1,
+            Outcome::Unknown => 3,
+            Outcome::Refused => 4,
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Outcome> {
+        Outcome::ALL.into_iter().find(|o| o.name() == name)
+    }
+
+    /// The expected outcome of an outcome-reporting step: its `expect=` property
+    /// (default `succeeded`), or `refused` inside `expect-refused`.
+    pub fn expected(node: &mut Node<'_>) -> Result<Outcome, ParseError> {
+        let entry = node.property("expect")?;
+        let refused = node.expects_refusal();
+        let Some(entry) = entry else {
+            return Ok(if refused {
+                Outcome::Refused
+            } else {
+                Outcome::Succeeded
+            });
+        };
+        let named = match entry.value() {
+            kdl::KdlValue::String(text) => Outcome::from_name(text),
+            _ => None,
+        };
+        let Some(outcome) = named else {
+            return Err(node
+                .entry_error(
+                    entry,
+                    "`expect` must be one of \"succeeded\", \"failed\", \"unknown\", \"refused\"",
+                )
+                .with_help("write e.g. expect=\"unknown\" (or bare: expect=unknown)"));
+        };
+        if refused && outcome != Outcome::Refused {
+            return Err(node.entry_error(
+                entry,
+                format!(
+                    "inside `expect-refused` the outcome is `refused`, not `{}`",
+                    outcome.name()
+                ),
+            ));
+        }
+        Ok(outcome)
+    }
+}
+
+/// Checks an outcome-reporting `gridctl` command (`reconcile`, `input`): its JSON
+/// `"outcome"` must be `expected` and its exit status must match that outcome. Returns
+/// the JSON.
+pub fn check_outcome(
+    cx: &mut Context<'_>,
+    output: &CommandOutput,
+    expected: Outcome,
+) -> Result<serde_json::Value, Failure> {
+    let expectation = format!(
+        "outcome {} (exit {})",
+        expected.name(),
+        expected.exit_code()
+    );
+    let status = describe_status(&output.status);
+    let json: Option<serde_json::Value> = serde_json::from_str(output.stdout.trim()).ok();
+    let outcome_text = json
+        .as_ref()
+        .and_then(|json| json.get("outcome"))
+        .and_then(|o| o.as_str())
+        .map(str::to_string);
+    let Some(outcome_text) = outcome_text else {
+        return Err(Failure::new(
+            expectation,
+            format!(
+                "{status} and no JSON \"outcome\" on stdout; stdout: {}; stderr: {}",
+                quote_output(&output.stdout),
+                quote_output(&output.stderr)
+            ),
+        ));
+    };
+    let json = json.expect("outcome came from it");
+    let message = describe_answer(&json, &output.stderr);
+    cx.say(format_args!("→ {outcome_text} ({status}){message}"));
+    let Some(outcome) = Outcome::from_name(&outcome_text) else {
+        return Err(Failure::new(
+            expectation,
+            format!("an outcome gridctl should not report: {outcome_text:?} ({status})"),
+        ));
+    };
+    if outcome != expected {
+        return Err(Failure::new(
+            expectation,
+            format!("outcome {outcome_text} ({status}){message}"),
+        ));
+    }
+    if output.status.code() != Some(expected.exit_code()) {
+        return Err(Failure::new(
+            expectation,
+            format!(
+                "outcome {outcome_text} but {status} (gridctl exits {} for {outcome_text})",
+                expected.exit_code()
+            ),
+        ));
+    }
+    Ok(json)
+}
+
+/// The interesting parts of an answer for the story: its `reason` and `detail`, one
+/// line per transition it reports (reconcile), and stderr when there is any.
+fn describe_answer(json: &serde_json::Value, stderr: &str) -> String {
+    let mut text = String::new();
+    for key in ["reason", "detail"] {
+        match json.get(key) {
+            Some(serde_json::Value::String(s)) if !s.is_empty() => {
+                text.push_str(&format!(": {s}"));
+            }
+            Some(serde_json::Value::Null) | None => {}
+            Some(other) => text.push_str(&format!(": {}", shorten(&other.to_string(), 300))),
+        }
+    }
+    if let Some(transitions) = json.get("transitions").and_then(|t| t.as_array()) {
+        for transition in transitions {
+            let field = |key: &str| match transition.get(key) {
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(serde_json::Value::Null) | None => String::new(),
+                Some(other) => other.to_string(),
+            };
+            let status = field("status");
+            let detail = field("detail");
+            text.push_str(&format!(
+                "\n  {} {} {}{}{}",
+                field("op"),
+                field("kind"),
+                field("name"),
+                if status.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{status}]")
+                },
+                if detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", shorten(&detail, 300).replace('\n', "\n    "))
+                },
+            ));
+        }
+    }
+    let stderr = stderr.trim();
+    if !stderr.is_empty() {
+        text.push_str(&format!("\nstderr: {}", shorten(stderr, 600)));
+    }
+    text
+}
+
+/// `text`, cut to about `max` bytes.
+pub fn shorten(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
