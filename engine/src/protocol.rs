@@ -38,6 +38,9 @@ pub enum Request {
     InstallModel { name: String, model: String },
     /// Retire an installed model: it stops serving and its state is kept.
     RetireModel { name: String },
+    /// Rotate the host's signing key to `generation` (only ever higher); the old key
+    /// stays in the custody manifest as retired, verify-only.
+    RotateKeys { generation: u32 },
     /// One atomic input batch.
     Input {
         model: String,
@@ -51,6 +54,9 @@ impl Request {
         match self {
             Request::InstallModel { name, .. } => format!("install model {name}"),
             Request::RetireModel { name } => format!("retire model {name}"),
+            Request::RotateKeys { generation } => {
+                format!("rotate signing keys to generation {generation}")
+            }
             Request::Input { model, values } => {
                 let sets: Vec<String> = values.iter().map(|(n, v)| format!("{n}={v}")).collect();
                 format!("input {model} {}", sets.join(" "))
@@ -112,6 +118,9 @@ pub enum ValueText {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
     pub host: String,
+    /// The host's key custody, as its manifest says.
+    #[serde(default)]
+    pub keys: Option<KeysState>,
     pub models: Vec<ModelState>,
     /// Operations whose answer no caller acknowledged: their reply may have been lost.
     pub unacknowledged: Vec<RetainedOperation>,
@@ -133,4 +142,14 @@ pub struct ModelState {
 pub struct RetainedOperation {
     pub request: Request,
     pub answer: Answer,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeysState {
+    /// The current signing-key generation.
+    pub generation: u32,
+    /// `ed25519:<hex>` of the current signing key.
+    pub signing: String,
+    /// Generations of retired (verify-only) signing keys.
+    pub retired: Vec<u32>,
 }

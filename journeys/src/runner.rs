@@ -46,6 +46,8 @@ pub struct Context<'a> {
     out: &'a mut dyn Write,
     commands: usize,
     hosts_started: usize,
+    /// Every story line said so far (for steps that check what an inner step saw).
+    said: Vec<String>,
 }
 
 impl<'a> Context<'a> {
@@ -83,6 +85,7 @@ impl<'a> Context<'a> {
             out,
             commands: 0,
             hosts_started: 0,
+            said: Vec::new(),
         };
         let _ = writeln!(
             cx.out,
@@ -184,6 +187,17 @@ impl<'a> Context<'a> {
             .to_string()
             .replace(&*self.work.to_string_lossy(), "$WORK");
         let _ = writeln!(self.out, "     {}", indent(&text, 5));
+        self.said.push(text);
+    }
+
+    /// How many story lines were said so far: a mark for [`Context::said_since`].
+    pub fn said_count(&self) -> usize {
+        self.said.len()
+    }
+
+    /// The story lines said since `mark`, joined.
+    pub fn said_since(&self, mark: usize) -> String {
+        self.said[mark.min(self.said.len())..].join("\n")
     }
 
     /// Shortens paths inside the work and journey directories for the story.

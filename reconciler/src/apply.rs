@@ -181,6 +181,13 @@ pub fn apply(plan: &Plan) -> Report {
                 },
             ),
             Action::Recover { op } => send(&dir, Call::Answer { op: op.clone() }),
+            Action::CreateCustody => match grid_engine::custody::create(&dir) {
+                Ok(m) => (
+                    Status::Succeeded,
+                    format!("created key custody (generation {})", m.generation),
+                ),
+                Err(e) => (Status::Failed, e.to_string()),
+            },
         };
         if matches!(status, Status::Failed | Status::Unknown | Status::Refused) {
             outcome = status;
@@ -271,5 +278,16 @@ fn write_host(
     std::io::Write::write_all(&mut file, config.to_toml().as_bytes()).map_err(io)?;
     file.sync_all().map_err(io)?;
     std::fs::rename(&temporary, &path).map_err(io)?;
-    Ok(format!("wrote {}", path.display()))
+    // A new installation gets its keys; an existing custody is left as it is.
+    let created = !grid_engine::custody::exists(dir);
+    let manifest = grid_engine::custody::create(dir).map_err(|e| e.to_string())?;
+    if created {
+        Ok(format!(
+            "wrote {} and key custody (generation {})",
+            path.display(),
+            manifest.generation
+        ))
+    } else {
+        Ok(format!("wrote {}", path.display()))
+    }
 }

@@ -48,6 +48,8 @@ pub enum Action {
         config: HostConfig,
         dir: Option<PathBuf>,
     },
+    /// Create the host's key custody (keys and manifest) in its installation.
+    CreateCustody,
     /// Send an operation to the host.
     Submit { request: Request },
     /// Ask the host again for the retained answer of `op` and acknowledge it.
@@ -326,6 +328,7 @@ fn host_transitions(
         }
         _ => {}
     }
+    out.extend(key_transitions(desired, observation));
     let observed = match &observation.status {
         HostStatus::Running(o) => o,
         HostStatus::Missing => return out,
@@ -423,6 +426,84 @@ fn host_transitions(
                 &held.name,
                 name,
                 "unmanaged: the host holds it but no file declares it here; mark it retired=#true to retire it".to_owned(),
+            ));
+        }
+    }
+    out
+}
+
+/// Key custody: created with the installation; rotated only when the files raise
+/// `keys generation=N`; never regenerated because a key is missing (that refuses the
+/// host instead) and never rotated backwards.
+fn key_transitions(desired: &grid_spec::Host, observation: &HostObservation) -> Vec<Transition> {
+    let name = &observation.name;
+    let mut out = Vec::new();
+    if observation.config.is_none() {
+        return out; // `+ host` creates the custody with the installation.
+    }
+    let wanted = desired.key_generation.unwrap_or(1);
+    let manifest = match grid_engine::custody::manifest(&observation.dir) {
+        Ok(m) => m,
+        Err(grid_engine::custody::CustodyError::MissingKey { .. })
+            if !observation
+                .dir
+                .join(grid_engine::custody::KEYS_DIR)
+                .exists() =>
+        {
+            out.push(Transition {
+                op: Op::Create,
+                kind: "keys".to_owned(),
+                name: name.clone(),
+                host: name.clone(),
+                detail: "key custody: signing, mail and TLS keys with their manifest".to_owned(),
+                id: String::new(),
+                action: Action::CreateCustody,
+            });
+            return out;
+        }
+        Err(e) => {
+            out.push(attention(
+                "keys",
+                name,
+                name,
+                format!("key custody unreadable: {e}"),
+            ));
+            return out;
+        }
+    };
+    let current = match &observation.status {
+        HostStatus::Running(o) => o
+            .keys
+            .as_ref()
+            .map_or(manifest.generation, |k| k.generation),
+        _ => manifest.generation,
+    };
+    if wanted < current {
+        out.push(attention(
+            "keys",
+            name,
+            name,
+            format!("the files say signing generation {wanted}, the host holds {current}: generations only grow"),
+        ));
+    } else if wanted > current {
+        if matches!(observation.status, HostStatus::Running(_)) {
+            out.push(Transition {
+                op: Op::Change,
+                kind: "keys".to_owned(),
+                name: name.clone(),
+                host: name.clone(),
+                detail: format!("signing key generation {current} -> {wanted} (generation {current} kept verify-only)"),
+                id: String::new(),
+                action: Action::Submit {
+                    request: Request::RotateKeys { generation: wanted },
+                },
+            });
+        } else {
+            out.push(attention(
+                "keys",
+                name,
+                name,
+                format!("signing key generation {current} -> {wanted} waits for the host to run (its owner rotates)"),
             ));
         }
     }

@@ -68,6 +68,7 @@ pub fn render(plan: &Plan) -> String {
             Action::Recover { op } => {
                 out.push_str(&format!(" {{\n        recover {}\n    }}\n", quote(op)))
             }
+            Action::CreateCustody => out.push_str(" {\n        create-custody\n    }\n"),
         }
     }
     out.push_str("}\n");
@@ -146,6 +147,7 @@ pub fn load(path: &Path) -> Result<Plan, String> {
                             .map_err(|e| format!("a request does not decode: {e}"))?,
                     },
                     Some(("recover", c)) => Action::Recover { op: argument(c)? },
+                    Some(("create-custody", _)) => Action::CreateCustody,
                     Some((other, _)) => return Err(format!("unknown action `{other}`")),
                 };
                 plan.transitions.push(Transition {

@@ -30,7 +30,8 @@ use serde::{Deserialize, Serialize};
 use crate::journal::{JournalError, decode_batch, encode_batch, ensure_private_dir};
 use crate::model::{Runtime, Value};
 use crate::protocol::{
-    Answer, Call, ModelState, Observation, Outcome, Reply, Request, RetainedOperation, ValueText,
+    Answer, Call, KeysState, ModelState, Observation, Outcome, Reply, Request, RetainedOperation,
+    ValueText,
 };
 use config::HostConfig;
 use failpoints::Failpoints;
@@ -62,6 +63,8 @@ pub enum HostError {
     ProfileUnavailable { profile: String },
     #[error(transparent)]
     Private(#[from] JournalError),
+    #[error("key custody refuses: {0}")]
+    Custody(#[from] crate::custody::CustodyError),
     #[error("{path}: the host store failed: {source}")]
     Storage { path: PathBuf, source: fjall::Error },
     #[error("{path}: the host store is damaged: {detail}")]
@@ -99,6 +102,7 @@ struct Installed {
 pub struct Host {
     dir: PathBuf,
     config: HostConfig,
+    custody: crate::custody::Custody,
     database: Database,
     operations: Keyspace,
     models_keyspace: Keyspace,
@@ -159,6 +163,8 @@ impl Host {
         ensure_private_dir(dir)?;
         let config = HostConfig::read(dir)?;
         config.check_profiles(dir)?;
+        // Every host has its keys; missing, replaced or exposed keys refuse (SPEC §1.6).
+        let custody = crate::custody::verify(dir)?;
         let store = dir.join("store");
         let storage = |source| HostError::Storage {
             path: store.clone(),
@@ -189,6 +195,7 @@ impl Host {
         let mut host = Host {
             dir: dir.to_owned(),
             config,
+            custody,
             database,
             operations,
             models_keyspace,
@@ -401,6 +408,17 @@ impl Host {
             }
         }
         Observation {
+            keys: Some(KeysState {
+                generation: self.custody.manifest.generation,
+                signing: self.custody.manifest.signing.clone(),
+                retired: self
+                    .custody
+                    .manifest
+                    .retired
+                    .iter()
+                    .map(|r| r.generation)
+                    .collect(),
+            }),
             host: self.config.name.clone(),
             models: self
                 .models
@@ -561,6 +579,32 @@ impl Host {
                     succeeded(&op, "retired")
                 }
             },
+            Request::RotateKeys { generation } => {
+                // Key files are not in the store: rotation is idempotent by generation,
+                // so a crash before the answer is committed is answered on re-send by
+                // "already at generation N", never by a second rotation.
+                match crate::custody::rotate(&self.dir, *generation) {
+                    Err(e) => failed(&op, e.to_string()),
+                    Ok(manifest) => match crate::custody::verify(&self.dir) {
+                        Err(e) => fatal(&self.dir, "reloading rotated keys", e),
+                        Ok(custody) => {
+                            let from = self.custody.manifest.generation;
+                            self.custody = custody;
+                            if from == manifest.generation {
+                                succeeded(&op, format!("signing keys already at generation {from}"))
+                            } else {
+                                succeeded(
+                                    &op,
+                                    format!(
+                                        "signing keys rotated from generation {from} to {}",
+                                        manifest.generation
+                                    ),
+                                )
+                            }
+                        }
+                    },
+                }
+            }
             Request::Input { model, values } => match self.models.get_mut(model) {
                 None => failed(
                     &op,

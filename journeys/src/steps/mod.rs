@@ -11,6 +11,7 @@ mod input;
 mod plan;
 mod reconcile;
 mod refused;
+mod tamper;
 mod topology;
 mod values;
 
@@ -42,6 +43,10 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("input", input::parse),
     ("expect-values", values::parse),
     ("expect-refused", refused::parse),
+    ("chmod", tamper::parse_chmod),
+    ("replace-key", tamper::parse_replace_key),
+    ("remove", tamper::parse_remove),
+    ("edit", tamper::parse_edit),
 ];
 
 /// How an operation ended, as `gridctl` reports it (`"outcome"` in its JSON and its

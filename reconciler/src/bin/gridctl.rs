@@ -12,7 +12,7 @@ use grid_spec::{Diagnostics, Model, Options, Topology};
 
 /// Grid: live calculation models on many hosts, driven by KDL topology files.
 #[derive(Parser, Debug)]
-#[command(name = "gridctl", version, about, long_about = None)]
+#[command(name = "gridctl", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

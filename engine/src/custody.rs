@@ -1,0 +1,411 @@
+//! Key custody (SPEC C2, §1.6): a host's keys and the manifest of their public
+//! fingerprints. The only module that reads or writes key files.
+//!
+//! ```text
+//! DIR/keys/            0700
+//!   signing.key        0600  Ed25519 secret (32 bytes, hex), current generation
+//!   mail.key           0600  X25519 secret (32 bytes, hex)
+//!   tls.key            0600  Ed25519 secret for the TLS identity (32 bytes, hex)
+//!   custody.toml       0600  manifest: generation and every public fingerprint,
+//!                            retired signing keys (verify-only) included
+//! ```
+//!
+//! Invariants:
+//! - a key whose public half differs from the manifest is *replaced* and refuses the
+//!   host (never "re-trusted"); a missing key refuses; weaker permissions refuse;
+//! - rotation never deletes a public key: the old signing key is kept in the manifest as
+//!   retired, so what it signed still verifies, and it cannot sign again;
+//! - secrets are generated from the operating system's random source only.
+
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use serde::{Deserialize, Serialize};
+use x25519_dalek::{PublicKey as MailPublicKey, StaticSecret};
+
+/// The keys directory inside a host installation.
+pub const KEYS_DIR: &str = "keys";
+pub const SIGNING_KEY_FILE: &str = "signing.key";
+pub const MAIL_KEY_FILE: &str = "mail.key";
+pub const TLS_KEY_FILE: &str = "tls.key";
+pub const MANIFEST_FILE: &str = "custody.toml";
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CustodyError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("key {path} is missing; refusing to run without it (the manifest names it)")]
+    MissingKey { path: PathBuf },
+    #[error(
+        "key {path} was replaced: its public key is {found}, the custody manifest says {expected}; refusing to trust it"
+    )]
+    ReplacedKey {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
+    #[error("{path} is not a key: {reason}")]
+    Malformed { path: PathBuf, reason: String },
+    #[error("the random source failed: {0}")]
+    Random(String),
+    #[error("cannot rotate signing keys from generation {from} to {to}: generations only grow")]
+    GenerationNotGrowing { from: u32, to: u32 },
+}
+
+/// The manifest of public fingerprints (`keys/custody.toml`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// The current signing-key generation (1 for the first).
+    pub generation: u32,
+    /// `ed25519:<hex>` of the current signing key.
+    pub signing: String,
+    /// `x25519:<hex>` of the mail key.
+    pub mail: String,
+    /// `ed25519:<hex>` of the TLS key.
+    pub tls: String,
+    /// Signing keys of earlier generations: verify-only.
+    #[serde(default)]
+    pub retired: Vec<RetiredKey>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetiredKey {
+    pub generation: u32,
+    pub signing: String,
+}
+
+/// A host's verified keys.
+pub struct Custody {
+    pub manifest: Manifest,
+    signing: SigningKey,
+    mail: StaticSecret,
+}
+
+impl std::fmt::Debug for Custody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Custody")
+            .field("manifest", &self.manifest)
+            .finish_non_exhaustive()
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<[u8; 32]> {
+    let text = text.trim();
+    if text.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, chunk) in text.as_bytes().chunks(2).enumerate() {
+        out[i] = u8::from_str_radix(std::str::from_utf8(chunk).ok()?, 16).ok()?;
+    }
+    Some(out)
+}
+
+fn random_secret() -> Result<[u8; 32], CustodyError> {
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| CustodyError::Random(e.to_string()))?;
+    Ok(seed)
+}
+
+fn signing_fingerprint(key: &VerifyingKey) -> String {
+    format!("ed25519:{}", hex(key.as_bytes()))
+}
+
+fn mail_fingerprint(secret: &StaticSecret) -> String {
+    format!("x25519:{}", hex(MailPublicKey::from(secret).as_bytes()))
+}
+
+/// Writes `bytes` to `path` 0600, synced, replacing it atomically.
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), CustodyError> {
+    let io = |source| CustodyError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let temporary = path.with_extension("new");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)
+        .map_err(io)?;
+    std::io::Write::write_all(&mut file, bytes).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    std::fs::rename(&temporary, path).map_err(io)
+}
+
+fn read_secret(path: &Path) -> Result<[u8; 32], CustodyError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(CustodyError::MissingKey {
+                path: path.to_owned(),
+            });
+        }
+        Err(source) => {
+            return Err(CustodyError::Io {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    unhex(&text).ok_or_else(|| CustodyError::Malformed {
+        path: path.to_owned(),
+        reason: "expected 64 hexadecimal digits".to_owned(),
+    })
+}
+
+fn manifest_path(dir: &Path) -> PathBuf {
+    dir.join(KEYS_DIR).join(MANIFEST_FILE)
+}
+
+/// Whether `dir` holds a key custody (a manifest).
+pub fn exists(dir: &Path) -> bool {
+    manifest_path(dir).exists()
+}
+
+/// Reads the manifest alone (public fingerprints; no secret is read).
+pub fn manifest(dir: &Path) -> Result<Manifest, CustodyError> {
+    let path = manifest_path(dir);
+    let text = std::fs::read_to_string(&path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => CustodyError::MissingKey { path: path.clone() },
+        _ => CustodyError::Io {
+            path: path.clone(),
+            source,
+        },
+    })?;
+    toml::from_str(&text).map_err(|e| CustodyError::Malformed {
+        path,
+        reason: e.to_string(),
+    })
+}
+
+/// Creates a host's keys and manifest in `dir/keys` (0700). Refuses to overwrite an
+/// existing custody.
+pub fn create(dir: &Path) -> Result<Manifest, CustodyError> {
+    let keys = dir.join(KEYS_DIR);
+    std::fs::create_dir_all(&keys).map_err(|source| CustodyError::Io {
+        path: keys.clone(),
+        source,
+    })?;
+    std::fs::set_permissions(&keys, std::os::unix::fs::PermissionsExt::from_mode(0o700)).map_err(
+        |source| CustodyError::Io {
+            path: keys.clone(),
+            source,
+        },
+    )?;
+    if exists(dir) {
+        return manifest(dir);
+    }
+    let signing = SigningKey::from_bytes(&random_secret()?);
+    let mail = StaticSecret::from(random_secret()?);
+    let tls = SigningKey::from_bytes(&random_secret()?);
+    write_private(
+        &keys.join(SIGNING_KEY_FILE),
+        hex(&signing.to_bytes()).as_bytes(),
+    )?;
+    write_private(&keys.join(MAIL_KEY_FILE), hex(mail.as_bytes()).as_bytes())?;
+    write_private(&keys.join(TLS_KEY_FILE), hex(&tls.to_bytes()).as_bytes())?;
+    let manifest = Manifest {
+        generation: 1,
+        signing: signing_fingerprint(&signing.verifying_key()),
+        mail: mail_fingerprint(&mail),
+        tls: signing_fingerprint(&tls.verifying_key()),
+        retired: Vec::new(),
+    };
+    // The manifest last: a custody without one is not a custody yet.
+    write_private(
+        &manifest_path(dir),
+        toml::to_string(&manifest)
+            .expect("manifests serialize")
+            .as_bytes(),
+    )?;
+    Ok(manifest)
+}
+
+/// Reads every key and checks it against the manifest.
+pub fn verify(dir: &Path) -> Result<Custody, CustodyError> {
+    let manifest = manifest(dir)?;
+    let keys = dir.join(KEYS_DIR);
+    let check = |file: &str, found: String, expected: &str| {
+        if found == expected {
+            Ok(())
+        } else {
+            Err(CustodyError::ReplacedKey {
+                path: keys.join(file),
+                expected: expected.to_owned(),
+                found,
+            })
+        }
+    };
+    let signing = SigningKey::from_bytes(&read_secret(&keys.join(SIGNING_KEY_FILE))?);
+    check(
+        SIGNING_KEY_FILE,
+        signing_fingerprint(&signing.verifying_key()),
+        &manifest.signing,
+    )?;
+    let mail = StaticSecret::from(read_secret(&keys.join(MAIL_KEY_FILE))?);
+    check(MAIL_KEY_FILE, mail_fingerprint(&mail), &manifest.mail)?;
+    let tls = SigningKey::from_bytes(&read_secret(&keys.join(TLS_KEY_FILE))?);
+    check(
+        TLS_KEY_FILE,
+        signing_fingerprint(&tls.verifying_key()),
+        &manifest.tls,
+    )?;
+    Ok(Custody {
+        manifest,
+        signing,
+        mail,
+    })
+}
+
+/// Rotates the signing key to `generation`: a new key, the old one kept in the
+/// manifest as retired (verify-only). Rotating to the current generation is a no-op.
+pub fn rotate(dir: &Path, generation: u32) -> Result<Manifest, CustodyError> {
+    let current = verify(dir)?;
+    let from = current.manifest.generation;
+    if generation == from {
+        return Ok(current.manifest);
+    }
+    if generation < from {
+        return Err(CustodyError::GenerationNotGrowing {
+            from,
+            to: generation,
+        });
+    }
+    let next = SigningKey::from_bytes(&random_secret()?);
+    let mut manifest = current.manifest.clone();
+    manifest.retired.push(RetiredKey {
+        generation: from,
+        signing: manifest.signing.clone(),
+    });
+    manifest.generation = generation;
+    manifest.signing = signing_fingerprint(&next.verifying_key());
+    // Crash safety: the new key goes to a staging file, the manifest names it, then the
+    // key takes its place. A crash between the two renames leaves a manifest whose
+    // key is `signing.key.next`: `verify` then refuses (replaced key) rather than sign
+    // with either — the operator sees it (docs/custody.md).
+    let keys = dir.join(KEYS_DIR);
+    write_private(
+        &keys.join(format!("{SIGNING_KEY_FILE}.next")),
+        hex(&next.to_bytes()).as_bytes(),
+    )?;
+    write_private(
+        &manifest_path(dir),
+        toml::to_string(&manifest)
+            .expect("manifests serialize")
+            .as_bytes(),
+    )?;
+    std::fs::rename(
+        keys.join(format!("{SIGNING_KEY_FILE}.next")),
+        keys.join(SIGNING_KEY_FILE),
+    )
+    .map_err(|source| CustodyError::Io {
+        path: keys.join(SIGNING_KEY_FILE),
+        source,
+    })?;
+    Ok(manifest)
+}
+
+impl Custody {
+    /// Signs with the current signing key.
+    pub fn sign(&self, message: &[u8]) -> (u32, Signature) {
+        (self.manifest.generation, self.signing.sign(message))
+    }
+
+    pub fn mail_public(&self) -> MailPublicKey {
+        MailPublicKey::from(&self.mail)
+    }
+}
+
+/// Verifies a signature made by generation `generation` of the signing keys that
+/// `manifest` names, current or retired.
+pub fn verify_signature(
+    manifest: &Manifest,
+    generation: u32,
+    message: &[u8],
+    signature: &Signature,
+) -> bool {
+    let fingerprint = if generation == manifest.generation {
+        Some(&manifest.signing)
+    } else {
+        manifest
+            .retired
+            .iter()
+            .find(|r| r.generation == generation)
+            .map(|r| &r.signing)
+    };
+    let Some(key) = fingerprint
+        .and_then(|f| f.strip_prefix("ed25519:"))
+        .and_then(unhex)
+        .and_then(|bytes| VerifyingKey::from_bytes(&bytes).ok())
+    else {
+        return false;
+    };
+    key.verify(message, signature).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("grid-custody-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn created_keys_verify_and_replaced_or_missing_keys_refuse() {
+        let d = dir("verify");
+        let manifest = create(&d).unwrap();
+        assert_eq!(manifest.generation, 1);
+        verify(&d).unwrap();
+        // A replaced mail key.
+        write_private(&d.join("keys/mail.key"), hex(&[7u8; 32]).as_bytes()).unwrap();
+        assert!(matches!(verify(&d), Err(CustodyError::ReplacedKey { .. })));
+        std::fs::remove_file(d.join("keys/mail.key")).unwrap();
+        assert!(matches!(verify(&d), Err(CustodyError::MissingKey { .. })));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn rotation_keeps_old_signatures_verifying_and_never_goes_back() {
+        let d = dir("rotate");
+        create(&d).unwrap();
+        let before = verify(&d).unwrap();
+        let (generation, signature) = before.sign(b"grant 1");
+        let manifest = rotate(&d, 2).unwrap();
+        assert_eq!(manifest.generation, 2);
+        assert_eq!(manifest.retired.len(), 1);
+        let after = verify(&d).unwrap();
+        assert!(verify_signature(
+            &manifest, generation, b"grant 1", &signature
+        ));
+        assert!(!verify_signature(
+            &manifest, generation, b"grant 2", &signature
+        ));
+        let (g2, s2) = after.sign(b"grant 2");
+        assert_eq!(g2, 2);
+        assert!(verify_signature(&manifest, 2, b"grant 2", &s2));
+        // The retired key does not verify new work under the new generation.
+        assert!(!verify_signature(&manifest, 2, b"grant 1", &signature));
+        assert!(matches!(
+            rotate(&d, 1),
+            Err(CustodyError::GenerationNotGrowing { .. })
+        ));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
