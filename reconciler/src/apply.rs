@@ -108,6 +108,34 @@ impl Report {
 /// returns those answers and acts on nothing).
 pub fn check_fresh(plan: &Plan) -> Result<(), String> {
     for observed in &plan.observed {
+        if let Some(membership) = observed
+            .owner
+            .strip_prefix(crate::plan::MEMBERSHIP_OWNER_PREFIX)
+        {
+            let dir = grid_engine::custody::membership::authority_dir(&plan.state, membership);
+            if observe::authority_fingerprint(&dir) != observed.fingerprint {
+                // Re-applying: every transition of this owner already took effect.
+                let applied = plan
+                    .transitions
+                    .iter()
+                    .filter(|t| t.host == observed.owner)
+                    .all(|t| match &t.action {
+                        Action::CreateAuthority { .. } => dir.join("authority.toml").exists(),
+                        Action::Revoke { participant, .. } => {
+                            grid_engine::custody::membership::read_authority(&dir)
+                                .is_ok_and(|r| r.revoked.contains(participant))
+                        }
+                        _ => false,
+                    });
+                if !applied {
+                    return Err(format!(
+                        "the saved plan is stale: membership `{membership}` changed since the plan was made (it was \"{}\"); make a new plan (nothing was applied)",
+                        observed.summary
+                    ));
+                }
+            }
+            continue;
+        }
         let dir = observe::host_dir(&plan.state, &observed.owner);
         let now = observe::observe_host(&observed.owner, &dir);
         let Some(change) = now.difference(&observed.fingerprint, &observed.summary) else {
@@ -181,6 +209,45 @@ pub fn apply(plan: &Plan) -> Report {
                 },
             ),
             Action::Recover { op } => send(&dir, Call::Answer { op: op.clone() }),
+            Action::CreateAuthority { membership } => {
+                let authority =
+                    grid_engine::custody::membership::authority_dir(&plan.state, membership);
+                match grid_engine::custody::membership::create_authority(&authority, membership) {
+                    Ok(r) => (Status::Succeeded, format!("authority {}", r.fingerprint)),
+                    Err(e) => (Status::Failed, e.to_string()),
+                }
+            }
+            Action::Enroll { membership } => enroll(&plan.state, &dir, membership, &t.host),
+            Action::Revoke {
+                membership,
+                participant,
+            } => {
+                let authority =
+                    grid_engine::custody::membership::authority_dir(&plan.state, membership);
+                match grid_engine::custody::membership::read_authority(&authority) {
+                    Ok(r) if r.revoked.contains(participant) => (
+                        Status::Succeeded,
+                        format!("`{participant}` already revoked"),
+                    ),
+                    _ => match grid_engine::custody::membership::revoke(&authority, participant) {
+                        Ok(r) => (
+                            Status::Succeeded,
+                            format!("revocation list {} issued", r.crl_number),
+                        ),
+                        Err(e) => (Status::Failed, e.to_string()),
+                    },
+                }
+            }
+            Action::DistributeRevocations { membership } => {
+                let authority =
+                    grid_engine::custody::membership::authority_dir(&plan.state, membership);
+                match grid_engine::custody::membership::distribute_revocations(
+                    &authority, &dir, membership,
+                ) {
+                    Ok(()) => (Status::Succeeded, "revocation list loaded".to_owned()),
+                    Err(e) => (Status::Failed, e.to_string()),
+                }
+            }
             Action::CreateCustody => match grid_engine::custody::create(&dir) {
                 Ok(m) => (
                     Status::Succeeded,
@@ -209,6 +276,37 @@ pub fn apply(plan: &Plan) -> Report {
         outcome,
         reason,
         applied,
+    }
+}
+
+/// Enrolls once: a host already holding a current certificate of this authority for
+/// its current TLS key is answered "already enrolled", never issued a second one.
+fn enroll(state: &Path, dir: &Path, membership: &str, participant: &str) -> (Status, String) {
+    use grid_engine::custody::membership;
+    let authority = membership::authority_dir(state, membership);
+    let record = match membership::read_authority(&authority) {
+        Ok(r) => r,
+        Err(e) => return (Status::Failed, e.to_string()),
+    };
+    let tls = grid_engine::custody::manifest(dir).map(|m| m.tls).ok();
+    if let Ok(Some(held)) = membership::read_enrollment(dir, membership)
+        && held.authority == record.fingerprint
+        && Some(&held.tls) == tls.as_ref()
+    {
+        return (
+            Status::Succeeded,
+            format!("already enrolled (serial {})", held.serial),
+        );
+    }
+    match membership::enroll(&authority, dir, participant) {
+        Ok(e) => (
+            Status::Succeeded,
+            format!(
+                "certificate serial {} valid until {}",
+                e.serial, e.not_after
+            ),
+        ),
+        Err(e) => (Status::Failed, e.to_string()),
     }
 }
 

@@ -31,6 +31,9 @@ pub struct HostObservation {
     pub dir: PathBuf,
     /// `host.toml` as found, when the installation exists and it reads.
     pub config: Option<HostConfig>,
+    /// A digest of the installation's custody files (key manifest, enrollments,
+    /// revocation lists) and the memberships it is enrolled in.
+    pub custody: (String, Vec<String>),
     pub status: HostStatus,
 }
 
@@ -45,6 +48,8 @@ impl HostObservation {
             Some(c) => hasher.update(c.to_toml().as_bytes()),
             None => hasher.update(b"no config"),
         }
+        hasher.update([0]);
+        hasher.update(self.custody.0.as_bytes());
         hasher.update([0]);
         match &self.status {
             HostStatus::Missing => hasher.update(b"missing"),
@@ -64,7 +69,12 @@ impl HostObservation {
     /// changed.
     pub fn summary(&self) -> String {
         let config = match &self.config {
-            Some(c) => format!("listen {} profiles [{}]", c.listen, c.profiles.join(" ")),
+            Some(c) => format!(
+                "listen {} profiles [{}] enrolled in [{}]",
+                c.listen,
+                c.profiles.join(" "),
+                self.custody.1.join(" ")
+            ),
             None => "no installation".to_owned(),
         };
         match &self.status {
@@ -114,11 +124,13 @@ pub fn observe_host(name: &str, dir: &Path) -> HostObservation {
         name: name.to_owned(),
         dir: dir.to_owned(),
         config: None,
+        custody: (String::new(), Vec::new()),
         status: HostStatus::Missing,
     };
     if !dir.join(HOST_CONFIG_FILE).exists() {
         return observation;
     }
+    observation.custody = custody_digest(dir);
     match HostConfig::read(dir) {
         Ok(config) => observation.config = Some(config),
         Err(e) => {
@@ -155,4 +167,36 @@ pub fn installed_hosts(state: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// A digest of what the installation holds in custody, and its memberships.
+fn custody_digest(dir: &Path) -> (String, Vec<String>) {
+    use grid_engine::custody::membership;
+    let mut hasher = Sha256::new();
+    let read = |path: PathBuf| std::fs::read(path).unwrap_or_default();
+    hasher.update(read(
+        dir.join("keys").join(grid_engine::custody::MANIFEST_FILE),
+    ));
+    let memberships = membership::enrolled_memberships(dir);
+    for m in &memberships {
+        let d = membership::host_membership_dir(dir, m);
+        hasher.update(m.as_bytes());
+        hasher.update(read(d.join(membership::ENROLLMENT_FILE)));
+        hasher.update(read(d.join(membership::CRL_FILE)));
+    }
+    (hex(&hasher.finalize()[..16]), memberships)
+}
+
+/// A digest of a membership authority's record and revocation list ("absent" when
+/// none exists), for saved plans.
+pub fn authority_fingerprint(dir: &Path) -> String {
+    use grid_engine::custody::membership;
+    let record = std::fs::read(dir.join(membership::AUTHORITY_FILE));
+    let Ok(record) = record else {
+        return "absent".to_owned();
+    };
+    let mut hasher = Sha256::new();
+    hasher.update(record);
+    hasher.update(std::fs::read(dir.join(membership::CRL_FILE)).unwrap_or_default());
+    hex(&hasher.finalize()[..16])
 }

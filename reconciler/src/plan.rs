@@ -50,6 +50,17 @@ pub enum Action {
     },
     /// Create the host's key custody (keys and manifest) in its installation.
     CreateCustody,
+    /// Create a membership's certificate authority in the operator's state.
+    CreateAuthority { membership: String },
+    /// Certify the host's public TLS key as a participant of the membership.
+    Enroll { membership: String },
+    /// Revoke a participant: every certificate issued to it, in a new revocation list.
+    Revoke {
+        membership: String,
+        participant: String,
+    },
+    /// Copy the membership's current revocation list into a member host's installation.
+    DistributeRevocations { membership: String },
     /// Send an operation to the host.
     Submit { request: Request },
     /// Ask the host again for the retained answer of `op` and acknowledge it.
@@ -203,12 +214,20 @@ pub fn plan(topology: &Topology, files: &[PathBuf], state: &Path) -> Plan {
             ));
         }
     }
-    let mut transitions = Vec::new();
+    let mut transitions = membership_transitions(topology, state);
     for observation in &observations {
         let desired = topology.host(&observation.name);
         transitions.extend(host_transitions(topology, desired, observation));
+        if let Some(desired) = desired {
+            transitions.extend(enrollment_transitions(
+                topology,
+                state,
+                desired,
+                observation,
+            ));
+        }
     }
-    let observed = observations
+    let mut observed: Vec<Observed> = observations
         .iter()
         .map(|o| Observed {
             owner: o.name.clone(),
@@ -216,6 +235,21 @@ pub fn plan(topology: &Topology, files: &[PathBuf], state: &Path) -> Plan {
             summary: o.summary(),
         })
         .collect();
+    for name in membership_names(topology, state) {
+        let dir = grid_engine::custody::membership::authority_dir(state, &name);
+        observed.push(Observed {
+            owner: format!("{MEMBERSHIP_OWNER_PREFIX}{name}"),
+            fingerprint: observe::authority_fingerprint(&dir),
+            summary: match grid_engine::custody::membership::read_authority(&dir) {
+                Ok(r) => format!(
+                    "authority with {} enrollment(s), revoked [{}]",
+                    r.enrolled.len(),
+                    r.revoked.join(" ")
+                ),
+                Err(_) => "no authority".to_owned(),
+            },
+        });
+    }
     let mut plan = Plan {
         state: state.to_owned(),
         files: files.to_owned(),
@@ -504,6 +538,171 @@ fn key_transitions(desired: &grid_spec::Host, observation: &HostObservation) -> 
                 name,
                 name,
                 format!("signing key generation {current} -> {wanted} waits for the host to run (its owner rotates)"),
+            ));
+        }
+    }
+    out
+}
+
+/// Saved plans name a membership authority as the owner `membership:NAME`.
+pub const MEMBERSHIP_OWNER_PREFIX: &str = "membership:";
+
+/// Memberships declared in the files or holding an authority in the state directory.
+fn membership_names(topology: &Topology, state: &Path) -> Vec<String> {
+    let mut names: BTreeSet<String> = topology
+        .memberships
+        .iter()
+        .map(|m| m.name.clone())
+        .collect();
+    if let Ok(entries) = std::fs::read_dir(state.join("memberships")) {
+        for entry in entries.flatten() {
+            if let Ok(name) = entry.file_name().into_string() {
+                names.insert(name);
+            }
+        }
+    }
+    names.into_iter().collect()
+}
+
+fn membership_transitions(topology: &Topology, state: &Path) -> Vec<Transition> {
+    use grid_engine::custody::membership;
+    let mut out = Vec::new();
+    let owner = |m: &str| format!("{MEMBERSHIP_OWNER_PREFIX}{m}");
+    for name in membership_names(topology, state) {
+        let dir = membership::authority_dir(state, &name);
+        let record = membership::read_authority(&dir).ok();
+        let Some(desired) = topology.memberships.iter().find(|m| m.name == name) else {
+            out.push(attention(
+                "membership",
+                &name,
+                &owner(&name),
+                "unmanaged: its authority exists in the state directory but no file declares it"
+                    .to_owned(),
+            ));
+            continue;
+        };
+        if record.is_none() {
+            out.push(Transition {
+                op: Op::Create,
+                kind: "membership".to_owned(),
+                name: name.clone(),
+                host: owner(&name),
+                detail: format!("certificate authority in {}", dir.display()),
+                id: String::new(),
+                action: Action::CreateAuthority {
+                    membership: name.clone(),
+                },
+            });
+        }
+        for participant in &desired.revoked {
+            let done = record
+                .as_ref()
+                .is_some_and(|r| r.revoked.contains(participant));
+            if !done {
+                out.push(Transition {
+                    op: Op::Retire,
+                    kind: "participant".to_owned(),
+                    name: participant.clone(),
+                    host: owner(&name),
+                    detail: format!("revoke `{participant}` in membership {name}: every certificate it holds, in a new revocation list"),
+                    id: String::new(),
+                    action: Action::Revoke {
+                        membership: name.clone(),
+                        participant: participant.clone(),
+                    },
+                });
+            }
+        }
+    }
+    out
+}
+
+fn enrollment_transitions(
+    topology: &Topology,
+    state: &Path,
+    desired: &grid_spec::Host,
+    observation: &HostObservation,
+) -> Vec<Transition> {
+    use grid_engine::custody::membership;
+    let mut out = Vec::new();
+    let name = &observation.name;
+    if observation.config.is_none() || !grid_engine::custody::exists(&observation.dir) {
+        return out; // the installation and its keys come first
+    }
+    let Ok(manifest) = grid_engine::custody::manifest(&observation.dir) else {
+        return out;
+    };
+    for m in &desired.memberships {
+        let Some(membership_spec) = topology.memberships.iter().find(|x| x.name == *m) else {
+            continue;
+        };
+        let authority_dir = membership::authority_dir(state, m);
+        let record = membership::read_authority(&authority_dir).ok();
+        if membership_spec.revoked.contains(name)
+            || record.as_ref().is_some_and(|r| r.revoked.contains(name))
+        {
+            out.push(attention(
+                "enrollment",
+                &format!("{name} in {m}"),
+                name,
+                format!("`{name}` is revoked in {m}; its `member {m}` line no longer admits it and it is never enrolled again"),
+            ));
+            continue;
+        }
+        let held = membership::read_enrollment(&observation.dir, m)
+            .ok()
+            .flatten();
+        let reason = match (&held, &record) {
+            (None, _) => Some("certificate for its TLS key".to_owned()),
+            (Some(e), Some(r)) if e.authority != r.fingerprint => {
+                Some("its certificate is from another authority".to_owned())
+            }
+            (Some(e), _) if e.tls != manifest.tls => {
+                Some("its certificate names another TLS key".to_owned())
+            }
+            _ => None,
+        };
+        if let Some(reason) = reason {
+            out.push(Transition {
+                op: Op::Create,
+                kind: "enrollment".to_owned(),
+                name: format!("{name} in {m}"),
+                host: name.clone(),
+                detail: reason,
+                id: String::new(),
+                action: Action::Enroll {
+                    membership: m.clone(),
+                },
+            });
+            continue;
+        }
+        let revoking = !membership_spec
+            .revoked
+            .iter()
+            .all(|p| record.as_ref().is_some_and(|r| r.revoked.contains(p)));
+        if revoking || !membership::revocations_current(&authority_dir, &observation.dir, m) {
+            out.push(Transition {
+                op: Op::Change,
+                kind: "revocations".to_owned(),
+                name: format!("{m} at {name}"),
+                host: name.clone(),
+                detail: "load the membership's current revocation list".to_owned(),
+                id: String::new(),
+                action: Action::DistributeRevocations {
+                    membership: m.clone(),
+                },
+            });
+        }
+    }
+    for m in &observation.custody.1 {
+        let revoked = membership::read_authority(&membership::authority_dir(state, m))
+            .is_ok_and(|r| r.revoked.contains(name));
+        if !desired.memberships.contains(m) && !revoked {
+            out.push(attention(
+                "enrollment",
+                &format!("{name} in {m}"),
+                name,
+                format!("unmanaged: the files no longer list `member {m}`; nothing is revoked until a `revoke {name}` line says so"),
             ));
         }
     }

@@ -69,6 +69,26 @@ pub fn render(plan: &Plan) -> String {
                 out.push_str(&format!(" {{\n        recover {}\n    }}\n", quote(op)))
             }
             Action::CreateCustody => out.push_str(" {\n        create-custody\n    }\n"),
+            Action::CreateAuthority { membership } => out.push_str(&format!(
+                " {{\n        create-authority {}\n    }}\n",
+                quote(membership)
+            )),
+            Action::Enroll { membership } => out.push_str(&format!(
+                " {{\n        enroll {}\n    }}\n",
+                quote(membership)
+            )),
+            Action::Revoke {
+                membership,
+                participant,
+            } => out.push_str(&format!(
+                " {{\n        revoke {} participant={}\n    }}\n",
+                quote(membership),
+                quote(participant)
+            )),
+            Action::DistributeRevocations { membership } => out.push_str(&format!(
+                " {{\n        distribute-revocations {}\n    }}\n",
+                quote(membership)
+            )),
         }
     }
     out.push_str("}\n");
@@ -148,6 +168,19 @@ pub fn load(path: &Path) -> Result<Plan, String> {
                     },
                     Some(("recover", c)) => Action::Recover { op: argument(c)? },
                     Some(("create-custody", _)) => Action::CreateCustody,
+                    Some(("create-authority", c)) => Action::CreateAuthority {
+                        membership: argument(c)?,
+                    },
+                    Some(("enroll", c)) => Action::Enroll {
+                        membership: argument(c)?,
+                    },
+                    Some(("revoke", c)) => Action::Revoke {
+                        membership: argument(c)?,
+                        participant: string(c, "participant")?,
+                    },
+                    Some(("distribute-revocations", c)) => Action::DistributeRevocations {
+                        membership: argument(c)?,
+                    },
                     Some((other, _)) => return Err(format!("unknown action `{other}`")),
                 };
                 plan.transitions.push(Transition {

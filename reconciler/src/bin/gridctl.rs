@@ -89,6 +89,17 @@ enum Command {
     /// Read what an owner holds, without changing it.
     #[command(subcommand)]
     Inspect(InspectCommand),
+    /// A host's identity as its installation holds it: memberships (participant
+    /// certificates), profiles, key generation, and whether it runs.
+    Status {
+        /// The host.
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// Journeys: scripted crashes and refusals against real hosts.
     #[command(subcommand)]
     Journey(JourneyCommand),
@@ -387,6 +398,73 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
             Ok(ExitCode::from(status.exit_code()))
+        }
+        Command::Status { host, state, json } => {
+            let dir = grid_reconciler::observe::host_dir(&state, &host);
+            let observation = grid_reconciler::observe::observe_host(&host, &dir);
+            let Some(config) = &observation.config else {
+                bail!("no installation of host `{host}` under {}", state.display());
+            };
+            let keys = grid_engine::custody::manifest(&dir).ok();
+            let memberships: Vec<_> = grid_engine::custody::membership::enrolled_memberships(&dir)
+                .into_iter()
+                .filter_map(|m| {
+                    grid_engine::custody::membership::read_enrollment(&dir, &m)
+                        .ok()
+                        .flatten()
+                })
+                .collect();
+            let running = matches!(
+                observation.status,
+                grid_reconciler::observe::HostStatus::Running(_)
+            );
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "name": config.name,
+                        "listen": config.listen,
+                        "profiles": config.profiles,
+                        "running": running,
+                        "keys": keys.as_ref().map(|k| serde_json::json!({
+                            "generation": k.generation,
+                            "signing": k.signing,
+                            "mail": k.mail,
+                            "tls": k.tls,
+                            "retired": k.retired.iter().map(|r| r.generation).collect::<Vec<_>>(),
+                        })),
+                        "memberships": memberships.iter().map(|e| serde_json::json!({
+                            "membership": e.membership,
+                            "participant": e.participant,
+                            "serial": e.serial,
+                            "not_after": e.not_after,
+                            "authority": e.authority,
+                        })).collect::<Vec<_>>(),
+                    })
+                );
+            } else {
+                println!(
+                    "host {} ({})",
+                    config.name,
+                    if running { "running" } else { "not running" }
+                );
+                println!("  listen      {}", config.listen);
+                println!("  profiles    [{}]", config.profiles.join(" "));
+                if let Some(k) = &keys {
+                    println!(
+                        "  keys        signing generation {} ({} retired)",
+                        k.generation,
+                        k.retired.len()
+                    );
+                }
+                for e in &memberships {
+                    println!(
+                        "  member      {} as participant {} (serial {}, until {})",
+                        e.membership, e.participant, e.serial, e.not_after
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Journey(JourneyCommand::Run { files }) => {
             let binaries = grid_journeys::Binaries::beside(&std::env::current_exe()?);

@@ -24,6 +24,8 @@ use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use x25519_dalek::{PublicKey as MailPublicKey, StaticSecret};
 
+pub mod membership;
+
 /// The keys directory inside a host installation.
 pub const KEYS_DIR: &str = "keys";
 pub const SIGNING_KEY_FILE: &str = "signing.key";
@@ -96,11 +98,11 @@ impl std::fmt::Debug for Custody {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn unhex(text: &str) -> Option<[u8; 32]> {
+pub(crate) fn unhex(text: &str) -> Option<[u8; 32]> {
     let text = text.trim();
     if text.len() != 64 {
         return None;
@@ -127,7 +129,7 @@ fn mail_fingerprint(secret: &StaticSecret) -> String {
 }
 
 /// Writes `bytes` to `path` 0600, synced, replacing it atomically.
-fn write_private(path: &Path, bytes: &[u8]) -> Result<(), CustodyError> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<(), CustodyError> {
     let io = |source| CustodyError::Io {
         path: path.to_owned(),
         source,

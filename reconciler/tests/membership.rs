@@ -1,0 +1,163 @@
+//! Memberships, enrollment and revocation end to end through `gridctl`, with the
+//! certificates checked by an independent verifier (`openssl verify`): a participant
+//! certificate chains to its own membership's authority and to no other; after
+//! `revoke`, the revocation list every member loads rejects the revoked participant
+//! and still accepts the others. Plans show each step as an explicit transition and
+//! are empty after.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn work() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("grid-membership-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn gridctl(dir: &Path, args: &[&str]) -> (bool, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_gridctl"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
+fn plan_counts(dir: &Path) -> serde_json::Value {
+    let (ok, text) = gridctl(dir, &["plan", "t.kdl", "--json"]);
+    assert!(ok, "{text}");
+    let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
+    plan["counts"].clone()
+}
+
+/// `openssl verify`: Ok(()) when the certificate verifies, Err(output) otherwise.
+fn verify(dir: &Path, ca: &str, certificate: &str, crl: Option<&str>) -> Result<(), String> {
+    let mut command = Command::new("openssl");
+    command.current_dir(dir).arg("verify");
+    if let Some(crl) = crl {
+        command.args(["-crl_check", "-CRLfile", crl]);
+    }
+    let output = command
+        .args(["-CAfile", ca, certificate])
+        .output()
+        .expect("openssl is installed (see .ci/run)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(text)
+    }
+}
+
+#[test]
+fn enrollment_and_revocation_verify_with_openssl() {
+    let dir = work();
+    let topology = |revoke: &str| {
+        format!(
+            "grid version=1\nmembership ops {{ {revoke} }}\nmembership other\n\
+             host a listen=\"127.0.0.1:7621\" {{ member ops; }}\n\
+             host b listen=\"127.0.0.1:7622\" {{ member ops; member other; }}\n"
+        )
+    };
+    std::fs::write(dir.join("t.kdl"), topology("")).unwrap();
+    // Authorities and installations first, then enrollments (they need the keys).
+    assert_eq!(plan_counts(&dir)["+"], 4);
+    assert!(gridctl(&dir, &["reconcile", "t.kdl"]).0);
+    assert_eq!(plan_counts(&dir)["+"], 3);
+    let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]);
+    assert!(ok, "{text}");
+    let counts = plan_counts(&dir);
+    assert_eq!(
+        (
+            counts["+"].as_u64(),
+            counts["~"].as_u64(),
+            counts["-"].as_u64()
+        ),
+        (Some(0), Some(0), Some(0))
+    );
+
+    let ops_ca = "state-ca-ops.pem";
+    std::fs::copy(
+        dir.join("grid-state/memberships/ops/ca.pem"),
+        dir.join(ops_ca),
+    )
+    .unwrap();
+    let other_ca = "grid-state/memberships/other/ca.pem";
+    let a = "grid-state/hosts/a/memberships/ops/participant.pem";
+    let b_ops = "grid-state/hosts/b/memberships/ops/participant.pem";
+    let b_other = "grid-state/hosts/b/memberships/other/participant.pem";
+    verify(&dir, ops_ca, a, None).unwrap();
+    verify(&dir, ops_ca, b_ops, None).unwrap();
+    verify(&dir, other_ca, b_other, None).unwrap();
+    assert!(
+        verify(&dir, other_ca, a, None).is_err(),
+        "another authority must not vouch for a"
+    );
+
+    // The host's status names its memberships and participant.
+    let (ok, text) = gridctl(&dir, &["status", "--host", "b", "--json"]);
+    assert!(ok, "{text}");
+    let status: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(status["name"], "b");
+    let memberships: Vec<(String, String)> = status["memberships"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["membership"].as_str().unwrap().to_owned(),
+                m["participant"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        memberships,
+        vec![("ops".into(), "b".into()), ("other".into(), "b".into())]
+    );
+
+    // Reconciling again issues nothing new.
+    let serial_before = std::fs::read(dir.join(a)).unwrap();
+    assert!(gridctl(&dir, &["reconcile", "t.kdl"]).0);
+    assert_eq!(
+        std::fs::read(dir.join(a)).unwrap(),
+        serial_before,
+        "no second certificate"
+    );
+
+    // Revoking a: an explicit `-` transition, the list distributed to b.
+    std::fs::write(dir.join("t.kdl"), topology("revoke a;")).unwrap();
+    let counts = plan_counts(&dir);
+    assert_eq!(counts["-"], 1);
+    assert_eq!(counts["~"], 1, "b loads the new revocation list");
+    let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]);
+    assert!(ok, "{text}");
+    let crl = "grid-state/hosts/b/memberships/ops/crl.pem";
+    let refused = verify(&dir, ops_ca, a, Some(crl)).unwrap_err();
+    assert!(refused.contains("certificate revoked"), "{refused}");
+    verify(&dir, ops_ca, b_ops, Some(crl)).unwrap();
+
+    // A revoked participant is never enrolled again; the plan says why and changes nothing.
+    let (ok, text) = gridctl(&dir, &["plan", "t.kdl"]);
+    assert!(ok);
+    assert!(text.contains("is revoked in ops"), "{text}");
+    let counts = plan_counts(&dir);
+    assert_eq!(
+        (
+            counts["+"].as_u64(),
+            counts["~"].as_u64(),
+            counts["-"].as_u64()
+        ),
+        (Some(0), Some(0), Some(0))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
