@@ -7,3 +7,4 @@ pub mod host;
 pub mod journal;
 pub mod model;
 pub mod protocol;
+pub mod transport;

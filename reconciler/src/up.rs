@@ -22,7 +22,7 @@ pub const HOST_READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a stopped gridd may take to exit before it is killed.
 pub const HOST_STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// The most plan/reconcile rounds `up` makes before it gives up on an empty plan.
-pub const UP_RECONCILE_ROUNDS_MAX: usize = 4;
+pub const UP_RECONCILE_ROUNDS_MAX: usize = 8;
 /// How often the live view refreshes.
 pub const VIEW_REFRESH: Duration = Duration::from_millis(500);
 
@@ -138,6 +138,8 @@ pub fn up(
             if report.outcome != Status::Succeeded {
                 return Ok(report.outcome.exit_code());
             }
+            // Installations and their certificates settle before any host starts.
+            continue;
         }
         // Start every host of the files that is installed but not running.
         let mut started_any = false;

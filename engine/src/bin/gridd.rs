@@ -42,6 +42,33 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // The transport binds its listen address before anything is served, so a taken
+    // address or missing credentials refuse the start.
+    let transport = if host.config().selects(grid_spec::Profile::Transport) {
+        match grid_engine::transport::server_config(&cli.dir).and_then(|config| {
+            grid_engine::transport::bind(&host.config().listen).map(|listener| (listener, config))
+        }) {
+            Ok(ready) => Some(ready),
+            Err(e) => {
+                eprintln!("gridd: cannot start the host in {}: {e}", cli.dir.display());
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
+    let host = std::sync::Arc::new(std::sync::Mutex::new(host));
+    if let Some((listener, config)) = transport {
+        let address = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        if let Err(e) = grid_engine::transport::serve(listener, config, host.clone()) {
+            eprintln!("gridd: cannot start the transport: {e}");
+            return ExitCode::FAILURE;
+        }
+        eprintln!("gridd: transport (mutual TLS 1.3) on {address}");
+    }
     match control::serve(host) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

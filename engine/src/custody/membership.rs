@@ -252,34 +252,17 @@ pub fn enroll(
         .and_then(unhex)
         .ok_or_else(|| malformed(host_dir, "the custody manifest's TLS key is not ed25519"))?;
     let serial = record.next_serial;
-    let mut params = CertificateParams::default();
-    let mut name = DistinguishedName::new();
-    name.push(DnType::CommonName, participant.to_owned());
-    name.push(DnType::OrganizationalUnitName, membership.clone());
-    params.distinguished_name = name;
-    params.subject_alt_names = vec![
-        SanType::DnsName(participant.try_into().map_err(|e| malformed(host_dir, e))?),
-        SanType::URI(
-            format!("grid://{membership}/{participant}")
-                .try_into()
-                .map_err(|e| malformed(host_dir, e))?,
-        ),
-    ];
-    params.serial_number = Some(SerialNumber::from(serial));
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![
-        ExtendedKeyUsagePurpose::ServerAuth,
-        ExtendedKeyUsagePurpose::ClientAuth,
-    ];
-    params.use_authority_key_identifier_extension = true;
     let now = OffsetDateTime::now_utc();
-    params.not_before = now - Duration::minutes(5);
     let not_after = now + Duration::days(CERTIFICATE_VALIDITY_DAYS);
-    params.not_after = not_after;
-    let issuer = issuer(authority_dir, &membership)?;
-    let certificate = params
-        .signed_by(&Ed25519Public(tls), &issuer)
-        .map_err(|e| malformed(authority_dir, e))?;
+    let certificate = certificate(
+        authority_dir,
+        &membership,
+        participant,
+        serial,
+        &tls,
+        now - Duration::minutes(5),
+        not_after,
+    )?;
     // The serial is spent before the certificate leaves the authority.
     record.next_serial += 1;
     record.enrolled.push(Enrolled {
@@ -292,10 +275,7 @@ pub fn enroll(
     private_dir(&target)?;
     let ca = std::fs::read(authority_dir.join("ca.pem")).map_err(io(authority_dir))?;
     write_private(&target.join("ca.pem"), &ca)?;
-    write_private(
-        &target.join("participant.pem"),
-        certificate.pem().as_bytes(),
-    )?;
+    write_private(&target.join("participant.pem"), certificate.as_bytes())?;
     if let Ok(crl) = std::fs::read(authority_dir.join(CRL_FILE)) {
         write_private(&target.join(CRL_FILE), &crl)?;
     }
@@ -314,6 +294,51 @@ pub fn enroll(
             .as_bytes(),
     )?;
     Ok(enrollment)
+}
+
+/// Signs a participant certificate (PEM) for an Ed25519 public key with the authority
+/// in `authority_dir`. `enroll` is the way to enroll a host; this is also how a test
+/// makes a certificate with a validity of its choosing (an expired one, say).
+pub fn certificate(
+    authority_dir: &Path,
+    membership: &str,
+    participant: &str,
+    serial: u64,
+    tls: &[u8; 32],
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
+) -> Result<String, CustodyError> {
+    let mut params = CertificateParams::default();
+    let mut name = DistinguishedName::new();
+    name.push(DnType::CommonName, participant.to_owned());
+    name.push(DnType::OrganizationalUnitName, membership.to_owned());
+    params.distinguished_name = name;
+    params.subject_alt_names = vec![
+        SanType::DnsName(
+            participant
+                .try_into()
+                .map_err(|e| malformed(authority_dir, e))?,
+        ),
+        SanType::URI(
+            format!("grid://{membership}/{participant}")
+                .try_into()
+                .map_err(|e| malformed(authority_dir, e))?,
+        ),
+    ];
+    params.serial_number = Some(SerialNumber::from(serial));
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    params.use_authority_key_identifier_extension = true;
+    params.not_before = not_before;
+    params.not_after = not_after;
+    let issuer = issuer(authority_dir, membership)?;
+    let certificate = params
+        .signed_by(&Ed25519Public(*tls), &issuer)
+        .map_err(|e| malformed(authority_dir, e))?;
+    Ok(certificate.pem())
 }
 
 /// Revokes every certificate issued to `participant` and reissues the revocation list.

@@ -272,6 +272,12 @@ pub fn verify(dir: &Path) -> Result<Custody, CustodyError> {
     })
 }
 
+/// The TLS key's secret, after the whole custody verifies (for the transport only).
+pub fn tls_secret(dir: &Path) -> Result<[u8; 32], CustodyError> {
+    verify(dir)?;
+    read_secret(&dir.join(KEYS_DIR).join(TLS_KEY_FILE))
+}
+
 /// Rotates the signing key to `generation`: a new key, the old one kept in the
 /// manifest as retired (verify-only). Rotating to the current generation is a no-op.
 pub fn rotate(dir: &Path, generation: u32) -> Result<Manifest, CustodyError> {

@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::HostError;
 
+/// Profiles this build of gridd can run; every other one refuses to start.
+pub const AVAILABLE_PROFILES: [&str; 1] = ["transport"];
+
 /// The name of the configuration file inside a host's directory.
 pub const HOST_CONFIG_FILE: &str = "host.toml";
 
@@ -61,12 +64,20 @@ impl HostConfig {
                 profile: unknown.clone(),
             });
         }
-        // No distributed profile has landed yet: each one refuses rather than run weaker.
-        match self.profiles.first() {
+        // Profiles that have not landed refuse rather than run weaker.
+        match self
+            .profiles
+            .iter()
+            .find(|p| !AVAILABLE_PROFILES.contains(&p.as_str()))
+        {
             Some(profile) => Err(HostError::ProfileUnavailable {
                 profile: profile.clone(),
             }),
             None => Ok(()),
         }
+    }
+
+    pub fn selects(&self, profile: Profile) -> bool {
+        self.profiles.iter().any(|p| p == profile.name())
     }
 }

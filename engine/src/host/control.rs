@@ -25,8 +25,11 @@ pub fn socket_path(dir: &Path) -> PathBuf {
 
 /// Binds the control socket (replacing a stale one: the store's lock already proved
 /// no other gridd runs on this directory) and serves until the process ends.
-pub fn serve(host: Host) -> Result<(), HostError> {
-    let path = socket_path(host.dir());
+pub fn serve(host: Arc<Mutex<Host>>) -> Result<(), HostError> {
+    let (path, name) = {
+        let host = host.lock().unwrap_or_else(|p| p.into_inner());
+        (socket_path(host.dir()), host.name().to_owned())
+    };
     let io = |source| HostError::Io {
         path: path.clone(),
         source,
@@ -38,8 +41,7 @@ pub fn serve(host: Host) -> Result<(), HostError> {
     }
     let listener = UnixListener::bind(&path).map_err(io)?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
-    eprintln!("gridd: host {} serving {}", host.name(), path.display());
-    let host = Arc::new(Mutex::new(host));
+    eprintln!("gridd: host {name} serving {}", path.display());
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };

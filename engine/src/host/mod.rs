@@ -211,6 +211,10 @@ impl Host {
         &self.config.name
     }
 
+    pub fn config(&self) -> &HostConfig {
+        &self.config
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }

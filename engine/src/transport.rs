@@ -1,0 +1,226 @@
+//! The `transport` profile (SPEC C2): HTTPS with mutual TLS 1.3 (rustls, ring) on the
+//! host's `listen` address, between participants of a shared membership. The only
+//! module that speaks TLS.
+//!
+//! Refused at the handshake: no client certificate, a certificate from an authority
+//! of no membership this host belongs to (another authority, or a participant of no
+//! shared membership), an expired certificate, a revoked participant (the revocation
+//! lists the host loaded at start). The control API is served as `POST /control`
+//! (one JSON call in the body, one JSON reply) for remote use; the Unix socket stays
+//! for local operators.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{
+    CertificateDer, CertificateRevocationListDer, PrivateKeyDer, PrivatePkcs8KeyDer,
+};
+
+use crate::custody::membership;
+use crate::host::control::CONTROL_LINE_MAX;
+use crate::host::{Handled, Host};
+use crate::protocol::{Call, Reply};
+
+/// The most TLS connections served at once.
+pub const TRANSPORT_CONNECTIONS_MAX: usize = 256;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    #[error(
+        "profile `transport` needs a membership certificate, and this host holds none (reconcile enrolls hosts listed with `member M`)"
+    )]
+    NoMembership,
+    #[error("profile `transport`: listen address {address} is in use")]
+    AddressInUse { address: SocketAddr },
+    #[error("profile `transport`: listen address `{address}`: {reason}")]
+    Listen { address: String, reason: String },
+    #[error("profile `transport`: {path}: {reason}")]
+    Credentials { path: String, reason: String },
+    #[error("profile `transport`: TLS configuration refused: {0}")]
+    Tls(String),
+}
+
+/// The DER of an Ed25519 PKCS#8 v1 private key (RFC 8410) around a 32-byte seed.
+pub fn ed25519_pkcs8(seed: &[u8; 32]) -> Vec<u8> {
+    const PREFIX: [u8; 16] = [
+        0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04,
+        0x20,
+    ];
+    let mut der = PREFIX.to_vec();
+    der.extend_from_slice(seed);
+    der
+}
+
+fn credentials(path: &Path, reason: impl std::fmt::Display) -> TransportError {
+    TransportError::Credentials {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Builds the TLS configuration from the host's custody: its TLS key, the participant
+/// certificate of its first membership (by name), every membership's authority as a
+/// client-certificate root, and every revocation list.
+pub fn server_config(dir: &Path) -> Result<ServerConfig, TransportError> {
+    let memberships = membership::enrolled_memberships(dir);
+    let Some(first) = memberships.first() else {
+        return Err(TransportError::NoMembership);
+    };
+    let mut roots = RootCertStore::empty();
+    let mut crls = Vec::new();
+    for m in &memberships {
+        let m_dir = membership::host_membership_dir(dir, m);
+        let ca_path = m_dir.join("ca.pem");
+        let ca = CertificateDer::from_pem_file(&ca_path).map_err(|e| credentials(&ca_path, e))?;
+        roots.add(ca).map_err(|e| credentials(&ca_path, e))?;
+        let crl_path = m_dir.join(membership::CRL_FILE);
+        if crl_path.exists() {
+            crls.push(
+                CertificateRevocationListDer::from_pem_file(&crl_path)
+                    .map_err(|e| credentials(&crl_path, e))?,
+            );
+        }
+    }
+    let cert_path = membership::host_membership_dir(dir, first).join("participant.pem");
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
+        .map_err(|e| credentials(&cert_path, e))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| credentials(&cert_path, e))?;
+    let seed = crate::custody::tls_secret(dir).map_err(|e| TransportError::Tls(e.to_string()))?;
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ed25519_pkcs8(&seed)));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .with_crls(crls)
+        .build()
+        .map_err(|e| TransportError::Tls(e.to_string()))?;
+    ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| TransportError::Tls(e.to_string()))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(|e| TransportError::Tls(e.to_string()))
+}
+
+/// Binds the listen address now, so a host whose address is taken refuses to start.
+pub fn bind(listen: &str) -> Result<std::net::TcpListener, TransportError> {
+    let address: SocketAddr = listen.parse().map_err(|_| TransportError::Listen {
+        address: listen.to_owned(),
+        reason: "not IP:PORT".to_owned(),
+    })?;
+    std::net::TcpListener::bind(address).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => TransportError::AddressInUse { address },
+        _ => TransportError::Listen {
+            address: listen.to_owned(),
+            reason: e.to_string(),
+        },
+    })
+}
+
+/// Serves HTTPS on `listener` in a thread of its own, handing control calls to `host`.
+pub fn serve(
+    listener: std::net::TcpListener,
+    config: ServerConfig,
+    host: Arc<Mutex<Host>>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    listener.set_nonblocking(true)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("transport".to_owned())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                    return;
+                };
+                let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+                let permits = Arc::new(tokio::sync::Semaphore::new(TRANSPORT_CONNECTIONS_MAX));
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else { continue };
+                    let Ok(permit) = permits.clone().acquire_owned().await else { return };
+                    let acceptor = acceptor.clone();
+                    let host = host.clone();
+                    tokio::spawn(async move {
+                        let _permit = permit;
+                        // A refused handshake (no, foreign, expired or revoked
+                        // certificate) ends here: nothing reaches the host.
+                        let Ok(tls) = acceptor.accept(stream).await else { return };
+                        let service = hyper::service::service_fn(move |request| {
+                            let host = host.clone();
+                            async move { Ok::<_, std::convert::Infallible>(route(request, host).await) }
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                            .await;
+                    });
+                }
+            });
+        })
+}
+
+fn json(status: StatusCode, body: &Reply) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(
+            serde_json::to_vec(body).expect("replies serialize"),
+        )))
+        .expect("a valid response")
+}
+
+async fn route(request: Request<Incoming>, host: Arc<Mutex<Host>>) -> Response<Full<Bytes>> {
+    if request.method() != Method::POST || request.uri().path() != "/control" {
+        return json(
+            StatusCode::NOT_FOUND,
+            &Reply::Refused {
+                reason: "the control API is POST /control".to_owned(),
+            },
+        );
+    }
+    let body = match Limited::new(request.into_body(), CONTROL_LINE_MAX as usize)
+        .collect()
+        .await
+    {
+        Ok(body) => body.to_bytes(),
+        Err(_) => {
+            return json(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &Reply::Refused {
+                    reason: format!("call longer than CONTROL_LINE_MAX ({CONTROL_LINE_MAX} bytes)"),
+                },
+            );
+        }
+    };
+    let call: Call = match serde_json::from_slice(&body) {
+        Ok(call) => call,
+        Err(e) => {
+            return json(
+                StatusCode::BAD_REQUEST,
+                &Reply::Refused {
+                    reason: format!("malformed call: {e}"),
+                },
+            );
+        }
+    };
+    let handled = tokio::task::spawn_blocking(move || {
+        host.lock().unwrap_or_else(|p| p.into_inner()).handle(call)
+    })
+    .await;
+    match handled {
+        Ok(Handled::Reply(reply)) => json(StatusCode::OK, &reply),
+        // A failpoint: the operation is durable, its reply is lost.
+        Ok(Handled::DropReply) | Err(_) => Response::builder()
+            .status(StatusCode::SERVICE_UNAVAILABLE)
+            .body(Full::new(Bytes::new()))
+            .expect("a valid response"),
+    }
+}

@@ -1,0 +1,253 @@
+//! The `transport` profile against a real external client: `curl` (OpenSSL) talks to a
+//! real `gridd` over mutual TLS 1.3 with right and wrong credentials. Refused: no
+//! client certificate, a certificate of another authority (a participant of no shared
+//! membership), an expired certificate, TLS 1.2, a revoked participant (after
+//! reconcile distributes the revocation list and the host restarts). A host whose listen
+//! address is taken, or that selects `transport` without any membership certificate,
+//! refuses to start.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+
+struct Work {
+    dir: PathBuf,
+    hosts: Vec<Child>,
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        for child in &mut self.hosts {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn topology(revoke: &str) -> String {
+    format!(
+        "grid version=1\nmembership ops {{ {revoke} }}\nmembership other\n\
+         host a listen=\"127.0.0.1:7641\" {{ member ops; profiles transport; }}\n\
+         host b listen=\"127.0.0.1:7642\" {{ member ops; }}\n\
+         host e listen=\"127.0.0.1:7643\" {{ member ops; }}\n\
+         host c listen=\"127.0.0.1:7644\" {{ member other; }}\n\
+         host d listen=\"127.0.0.1:7645\" {{ profiles transport; }}\n"
+    )
+}
+
+impl Work {
+    fn gridctl(&self, args: &[&str]) -> String {
+        let output = Command::new(env!("CARGO_BIN_EXE_gridctl"))
+            .current_dir(&self.dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "gridctl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn host_dir(&self, host: &str) -> PathBuf {
+        self.dir.join("grid-state/hosts").join(host)
+    }
+
+    /// Starts gridd for `dir`; Ok once its control socket answers, Err(stderr) when it
+    /// exits instead.
+    fn start(&mut self, dir: &Path) -> Result<(), String> {
+        let log = self.dir.join(format!("gridd-{}.log", self.hosts.len()));
+        let mut child = Command::new(gridd())
+            .arg("--dir")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                assert!(!status.success());
+                return Err(std::fs::read_to_string(&log).unwrap());
+            }
+            if std::os::unix::net::UnixStream::connect(dir.join("control.sock")).is_ok()
+                && std::fs::read_to_string(&log).unwrap().contains("serving")
+            {
+                self.hosts.push(child);
+                return Ok(());
+            }
+            assert!(started.elapsed() < READY_TIMEOUT, "gridd did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stop_all(&mut self) {
+        for child in &mut self.hosts {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.hosts.clear();
+    }
+
+    /// The host's TLS key as a PEM file for curl (PKCS#8 DER converted by openssl).
+    fn key_pem(&self, host: &str) -> String {
+        let hex = std::fs::read_to_string(self.host_dir(host).join("keys/tls.key")).unwrap();
+        let seed: Vec<u8> = (0..32)
+            .map(|i| u8::from_str_radix(&hex.trim()[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        let der = grid_engine::transport::ed25519_pkcs8(&seed.try_into().unwrap());
+        let der_path = self.dir.join(format!("{host}.der"));
+        std::fs::write(&der_path, der).unwrap();
+        let pem = format!("{host}.key.pem");
+        let status = Command::new("openssl")
+            .current_dir(&self.dir)
+            .args(["pkey", "-inform", "DER", "-in"])
+            .arg(&der_path)
+            .args(["-out", &pem])
+            .status()
+            .expect("openssl is installed (see .ci/run)");
+        assert!(status.success());
+        pem
+    }
+
+    /// curl POST /control with `{"call":"observe"}` to host a; Ok(body) or Err(stderr).
+    fn observe_a(&self, extra: &[&str]) -> Result<String, String> {
+        let output = Command::new("curl")
+            .current_dir(&self.dir)
+            .args([
+                "-sS",
+                "--max-time",
+                "10",
+                "--cacert",
+                "grid-state/memberships/ops/ca.pem",
+            ])
+            .args(["--resolve", "a:7641:127.0.0.1"])
+            .args(extra)
+            .args(["https://a:7641/control", "-d", r#"{"call":"observe"}"#])
+            .output()
+            .expect("curl is installed (see .ci/run)");
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).into_owned())
+        }
+    }
+}
+
+fn gridd() -> PathBuf {
+    let gridctl = PathBuf::from(env!("CARGO_BIN_EXE_gridctl"));
+    let gridd = gridctl.with_file_name("gridd");
+    assert!(gridd.exists(), "build gridd too: cargo build --bin gridd");
+    gridd
+}
+
+#[test]
+fn mutual_tls_admits_participants_and_refuses_everyone_else() {
+    let dir = std::env::temp_dir().join(format!("grid-transport-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut work = Work {
+        dir,
+        hosts: Vec::new(),
+    };
+    std::fs::write(work.dir.join("t.kdl"), topology("")).unwrap();
+    work.gridctl(&["reconcile", "t.kdl"]); // authorities and installations
+    work.gridctl(&["reconcile", "t.kdl"]); // enrollments
+
+    // Selecting transport with no membership certificate refuses, naming why.
+    let refused = work.start(&work.host_dir("d")).unwrap_err();
+    assert!(
+        refused.contains("needs a membership certificate"),
+        "{refused}"
+    );
+
+    work.start(&work.host_dir("a")).unwrap();
+    let b_cert = "grid-state/hosts/b/memberships/ops/participant.pem";
+    let b_key = work.key_pem("b");
+    let c_key = work.key_pem("c");
+    let e_key = work.key_pem("e");
+
+    let body = work
+        .observe_a(&["--cert", b_cert, "--key", &b_key])
+        .unwrap();
+    let reply: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(reply["reply"], "observation");
+    assert_eq!(reply["host"], "a");
+
+    let no_cert = work.observe_a(&[]).unwrap_err();
+    assert!(no_cert.contains("certificate required"), "{no_cert}");
+
+    let foreign = work
+        .observe_a(&[
+            "--cert",
+            "grid-state/hosts/c/memberships/other/participant.pem",
+            "--key",
+            &c_key,
+        ])
+        .unwrap_err();
+    assert!(foreign.contains("unknown ca"), "{foreign}");
+
+    let old_tls = work
+        .observe_a(&["--tls-max", "1.2", "--cert", b_cert, "--key", &b_key])
+        .unwrap_err();
+    assert!(old_tls.contains("protocol version"), "{old_tls}");
+
+    // An expired certificate of the right authority, for b's own key.
+    let manifest = grid_engine::custody::manifest(&work.host_dir("b")).unwrap();
+    let tls: Vec<u8> = (0..32)
+        .map(|i| {
+            u8::from_str_radix(&manifest.tls["ed25519:".len()..][2 * i..2 * i + 2], 16).unwrap()
+        })
+        .collect();
+    let now = time::OffsetDateTime::now_utc();
+    let expired = grid_engine::custody::membership::certificate(
+        &work.dir.join("grid-state/memberships/ops"),
+        "ops",
+        "b",
+        9_999,
+        &tls.try_into().unwrap(),
+        now - time::Duration::days(30),
+        now - time::Duration::days(1),
+    )
+    .unwrap();
+    std::fs::write(work.dir.join("expired.pem"), expired).unwrap();
+    let refused = work
+        .observe_a(&["--cert", "expired.pem", "--key", &b_key])
+        .unwrap_err();
+    assert!(refused.contains("expired"), "{refused}");
+
+    // A second host on a's listen address refuses to start.
+    let copy = work.dir.join("a-copy");
+    let status = Command::new("cp")
+        .args(["-a"])
+        .arg(work.host_dir("a"))
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let _ = std::fs::remove_file(copy.join("control.sock"));
+    let in_use = work.start(&copy).unwrap_err();
+    assert!(
+        in_use.contains("listen address 127.0.0.1:7641 is in use"),
+        "{in_use}"
+    );
+
+    // Revoke b: reconcile distributes the list; a loads it when it restarts.
+    std::fs::write(work.dir.join("t.kdl"), topology("revoke b;")).unwrap();
+    work.gridctl(&["reconcile", "t.kdl"]);
+    work.stop_all();
+    work.start(&work.host_dir("a")).unwrap();
+    let revoked = work
+        .observe_a(&["--cert", b_cert, "--key", &b_key])
+        .unwrap_err();
+    assert!(revoked.contains("certificate revoked"), "{revoked}");
+    let e_cert = "grid-state/hosts/e/memberships/ops/participant.pem";
+    work.observe_a(&["--cert", e_cert, "--key", &e_key])
+        .expect("a participant that was not revoked is still admitted");
+
+    work.stop_all();
+    std::fs::remove_dir_all(&work.dir).unwrap();
+}
