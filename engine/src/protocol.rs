@@ -26,6 +26,8 @@ pub enum Call {
     Acknowledge { op: String },
     /// The current values of a model. Changes nothing.
     Values { model: String },
+    /// Wire observation counters (profile `wire-observation`). Changes nothing.
+    Wire,
 }
 
 /// What an operation asks a host to do.
@@ -99,6 +101,10 @@ pub enum Reply {
         model: String,
         values: Vec<(String, ValueText)>,
     },
+    /// Bytes this host's sockets wrote per peer (`None`: unavailable).
+    Wire {
+        peers: Vec<WirePeer>,
+    },
     /// The call was refused and changed nothing (an id reused for another request, a
     /// malformed call, an unknown model for `values`). A refusal of a retry does not
     /// make an earlier outcome known.
@@ -152,4 +158,14 @@ pub struct KeysState {
     pub signing: String,
     /// Generations of retired (verify-only) signing keys.
     pub retired: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WirePeer {
+    /// `participant in membership`, or `unauthenticated` for refused handshakes.
+    pub peer: String,
+    /// Whose writes: `server-to-client` (this host serving the peer).
+    pub direction: String,
+    /// Bytes written, or none when the counter overflowed.
+    pub bytes: Option<u64>,
 }

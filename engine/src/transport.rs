@@ -31,6 +31,100 @@ use crate::protocol::{Call, Reply};
 /// The most TLS connections served at once.
 pub const TRANSPORT_CONNECTIONS_MAX: usize = 256;
 
+/// Wire observation (profile `wire-observation`): the bytes this host's sockets write
+/// on each TLS stream — handshake, records, alerts — per peer, counted once at the
+/// writer. Not counted: IP and TCP headers, TCP retransmissions by the kernel, bytes
+/// the peer writes (its own observation counts those). A counter that would overflow
+/// reports `unavailable` from then on.
+#[derive(Debug, Default)]
+pub struct WireCounters {
+    peers: std::sync::Mutex<std::collections::BTreeMap<String, Option<u64>>>,
+}
+
+/// The peer a connection is attributed to before (or without) an authenticated
+/// handshake.
+pub const UNAUTHENTICATED_PEER: &str = "unauthenticated";
+
+impl WireCounters {
+    fn add(&self, peer: &str, bytes: u64) {
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = peers.entry(peer.to_owned()).or_insert(Some(0));
+        *entry = entry.and_then(|total| total.checked_add(bytes));
+    }
+
+    /// `(peer, bytes written to it by this host as server)`; `None` is unavailable.
+    pub fn snapshot(&self) -> Vec<(String, Option<u64>)> {
+        let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        peers.iter().map(|(p, b)| (p.clone(), *b)).collect()
+    }
+}
+
+/// A socket that counts what it writes; the count moves to the peer's total when the
+/// peer is known and whenever more is written.
+struct Counted<S> {
+    inner: S,
+    written: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counted<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Counted<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let result = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let std::task::Poll::Ready(Ok(n)) = &result {
+            self.written
+                .fetch_add(*n as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+        result
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// `participant in membership` from a verified participant certificate's
+/// `grid://membership/participant` subject alternative name: a DER
+/// `[6] IMPLICIT IA5String` (tag 0x86, short length), read by its length.
+fn participant_of(der: &[u8]) -> String {
+    let marker = b"grid://";
+    let name = der
+        .windows(marker.len())
+        .enumerate()
+        .filter(|(at, w)| *w == marker && *at >= 2 && der[at - 2] == 0x86 && der[at - 1] < 0x80)
+        .find_map(|(at, _)| {
+            let length = der[at - 1] as usize;
+            der.get(at..at + length)
+                .and_then(|bytes| std::str::from_utf8(bytes).ok())
+        });
+    match name.and_then(|n| n.strip_prefix("grid://")?.split_once('/')) {
+        Some((membership, participant)) => format!("{participant} in {membership}"),
+        None => "unnamed participant".to_owned(),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TransportError {
@@ -129,6 +223,7 @@ pub fn serve(
     listener: std::net::TcpListener,
     config: ServerConfig,
     host: Arc<Mutex<Host>>,
+    wire: Option<Arc<WireCounters>>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     listener.set_nonblocking(true)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -149,11 +244,29 @@ pub fn serve(
                     let Ok(permit) = permits.clone().acquire_owned().await else { return };
                     let acceptor = acceptor.clone();
                     let host = host.clone();
+                    let wire = wire.clone();
                     tokio::spawn(async move {
                         let _permit = permit;
+                        let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
+                        let stream = Counted { inner: stream, written: written.clone() };
                         // A refused handshake (no, foreign, expired or revoked
                         // certificate) ends here: nothing reaches the host.
-                        let Ok(tls) = acceptor.accept(stream).await else { return };
+                        let tls = match acceptor.accept(stream).await {
+                            Ok(tls) => tls,
+                            Err(_) => {
+                                if let Some(wire) = &wire {
+                                    wire.add(UNAUTHENTICATED_PEER, written.swap(0, std::sync::atomic::Ordering::Relaxed));
+                                }
+                                return;
+                            }
+                        };
+                        let peer = tls
+                            .get_ref()
+                            .1
+                            .peer_certificates()
+                            .and_then(|c| c.first())
+                            .map(|c| participant_of(c.as_ref()))
+                            .unwrap_or_else(|| UNAUTHENTICATED_PEER.to_owned());
                         let service = hyper::service::service_fn(move |request| {
                             let host = host.clone();
                             async move { Ok::<_, std::convert::Infallible>(route(request, host).await) }
@@ -161,6 +274,10 @@ pub fn serve(
                         let _ = hyper::server::conn::http1::Builder::new()
                             .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
                             .await;
+                        // Everything this connection wrote, handshake included, once.
+                        if let Some(wire) = &wire {
+                            wire.add(&peer, written.swap(0, std::sync::atomic::Ordering::Relaxed));
+                        }
                     });
                 }
             });

@@ -115,18 +115,19 @@ impl Work {
 
     /// curl POST /control with `{"call":"observe"}` to host a; Ok(body) or Err(stderr).
     fn observe_a(&self, extra: &[&str]) -> Result<String, String> {
+        self.observe("a", 7641, extra)
+    }
+
+    /// curl POST /control with `{"call":"observe"}` to `host` at 127.0.0.1:`port`.
+    fn observe(&self, host: &str, port: u16, extra: &[&str]) -> Result<String, String> {
         let output = Command::new("curl")
             .current_dir(&self.dir)
-            .args([
-                "-sS",
-                "--max-time",
-                "10",
-                "--cacert",
-                "grid-state/memberships/ops/ca.pem",
-            ])
-            .args(["--resolve", "a:7641:127.0.0.1"])
+            .args(["-sS", "--max-time", "10"])
+            .args(["--cacert", "grid-state/memberships/ops/ca.pem"])
+            .args(["--resolve", &format!("{host}:{port}:127.0.0.1")])
             .args(extra)
-            .args(["https://a:7641/control", "-d", r#"{"call":"observe"}"#])
+            .arg(format!("https://{host}:{port}/control"))
+            .args(["-d", r#"{"call":"observe"}"#])
             .output()
             .expect("curl is installed (see .ci/run)");
         if output.status.success() {
@@ -247,6 +248,109 @@ fn mutual_tls_admits_participants_and_refuses_everyone_else() {
     let e_cert = "grid-state/hosts/e/memberships/ops/participant.pem";
     work.observe_a(&["--cert", e_cert, "--key", &e_key])
         .expect("a participant that was not revoked is still admitted");
+
+    work.stop_all();
+    std::fs::remove_dir_all(&work.dir).unwrap();
+}
+
+/// A TCP relay between curl and gridd that counts the bytes gridd writes: an
+/// independent count of what wire observation must report. Serves `connections`
+/// connections, then stops.
+fn counting_relay(target: u16, connections: usize) -> (u16, std::thread::JoinHandle<u64>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let mut total = 0u64;
+        for _ in 0..connections {
+            let (client, _) = listener.accept().unwrap();
+            let server = std::net::TcpStream::connect(("127.0.0.1", target)).unwrap();
+            let (mut client_read, mut server_write) =
+                (client.try_clone().unwrap(), server.try_clone().unwrap());
+            let upstream = std::thread::spawn(move || {
+                let _ = std::io::copy(&mut client_read, &mut server_write);
+                let _ = server_write.shutdown(std::net::Shutdown::Write);
+            });
+            let (mut server_read, mut client_write) = (server, client);
+            let mut buffer = [0u8; 16 * 1024];
+            loop {
+                match server_read.read(&mut buffer) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        total += n as u64;
+                        if client_write.write_all(&buffer[..n]).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+            let _ = client_write.shutdown(std::net::Shutdown::Write);
+            upstream.join().unwrap();
+        }
+        total
+    });
+    (port, handle)
+}
+
+#[test]
+fn wire_observation_matches_an_independent_count() {
+    let dir = std::env::temp_dir().join(format!("grid-wire-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut work = Work {
+        dir,
+        hosts: Vec::new(),
+    };
+    std::fs::write(
+        work.dir.join("t.kdl"),
+        "grid version=1\nmembership ops\n\
+         host w listen=\"127.0.0.1:7661\" { member ops; profiles transport wire-observation; }\n\
+         host b listen=\"127.0.0.1:7662\" { member ops; }\n\
+         host plain listen=\"127.0.0.1:7663\" { member ops; profiles wire-observation; }\n",
+    )
+    .unwrap();
+    work.gridctl(&["reconcile", "t.kdl"]);
+    work.gridctl(&["reconcile", "t.kdl"]);
+    let refused = work.start(&work.host_dir("plain")).unwrap_err();
+    assert!(
+        refused.contains("needs the `transport` profile"),
+        "{refused}"
+    );
+    work.start(&work.host_dir("w")).unwrap();
+    let b_key = work.key_pem("b");
+    let b_cert = "grid-state/hosts/b/memberships/ops/participant.pem";
+
+    let (port, relay) = counting_relay(7661, 3);
+    work.observe("w", port, &["--cert", b_cert, "--key", &b_key])
+        .unwrap();
+    work.observe("w", port, &["--cert", b_cert, "--key", &b_key])
+        .unwrap();
+    work.observe("w", port, &[]).unwrap_err(); // refused handshake: its bytes count too
+    let independent = relay.join().unwrap();
+
+    // The host attributes a connection's bytes when it closes; wait boundedly.
+    let started = Instant::now();
+    let (observed, peers) = loop {
+        let text = work.gridctl(&["inspect", "wire", "--host", "w", "--json"]);
+        let reply: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let peers = reply["peers"].as_array().unwrap().clone();
+        let total: u64 = peers.iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
+        if total >= independent || started.elapsed() > READY_TIMEOUT {
+            break (total, peers);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        observed, independent,
+        "wire observation {peers:?} against the relay's count"
+    );
+    let names: Vec<&str> = peers.iter().map(|p| p["peer"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["b in ops", "unauthenticated"]);
+    assert!(
+        peers
+            .iter()
+            .all(|p| p["direction"] == "server-to-client" && p["bytes"].as_u64().unwrap() > 0)
+    );
 
     work.stop_all();
     std::fs::remove_dir_all(&work.dir).unwrap();

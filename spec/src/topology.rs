@@ -73,10 +73,12 @@ pub enum Profile {
     Ledger,
     Exports,
     Control,
+    /// Count TLS bytes per peer and direction (off unless selected).
+    WireObservation,
 }
 
 impl Profile {
-    pub const ALL: [Profile; 9] = [
+    pub const ALL: [Profile; 10] = [
         Profile::Transport,
         Profile::Authority,
         Profile::Delivery,
@@ -86,6 +88,7 @@ impl Profile {
         Profile::Ledger,
         Profile::Exports,
         Profile::Control,
+        Profile::WireObservation,
     ];
 
     pub fn name(self) -> &'static str {
@@ -99,6 +102,7 @@ impl Profile {
             Profile::Ledger => "ledger",
             Profile::Exports => "exports",
             Profile::Control => "control",
+            Profile::WireObservation => "wire-observation",
         }
     }
 

@@ -57,13 +57,28 @@ fn main() -> ExitCode {
     } else {
         None
     };
+    let mut host = host;
+    let wire = if host.config().selects(grid_spec::Profile::WireObservation) {
+        if transport.is_none() {
+            eprintln!(
+                "gridd: cannot start the host in {}: profile `wire-observation` counts TLS bytes and needs the `transport` profile",
+                cli.dir.display()
+            );
+            return ExitCode::FAILURE;
+        }
+        let counters = std::sync::Arc::new(grid_engine::transport::WireCounters::default());
+        host.observe_wire(counters.clone());
+        Some(counters)
+    } else {
+        None
+    };
     let host = std::sync::Arc::new(std::sync::Mutex::new(host));
     if let Some((listener, config)) = transport {
         let address = listener
             .local_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        if let Err(e) = grid_engine::transport::serve(listener, config, host.clone()) {
+        if let Err(e) = grid_engine::transport::serve(listener, config, host.clone(), wire) {
             eprintln!("gridd: cannot start the transport: {e}");
             return ExitCode::FAILURE;
         }

@@ -102,6 +102,8 @@ struct Installed {
 pub struct Host {
     dir: PathBuf,
     config: HostConfig,
+    /// Set when the host runs with `wire-observation`.
+    wire: Option<std::sync::Arc<crate::transport::WireCounters>>,
     custody: crate::custody::Custody,
     database: Database,
     operations: Keyspace,
@@ -195,6 +197,7 @@ impl Host {
         let mut host = Host {
             dir: dir.to_owned(),
             config,
+            wire: None,
             custody,
             database,
             operations,
@@ -213,6 +216,11 @@ impl Host {
 
     pub fn config(&self) -> &HostConfig {
         &self.config
+    }
+
+    /// Attaches the transport's wire counters (profile `wire-observation`).
+    pub fn observe_wire(&mut self, counters: std::sync::Arc<crate::transport::WireCounters>) {
+        self.wire = Some(counters);
     }
 
     pub fn dir(&self) -> &Path {
@@ -362,6 +370,25 @@ impl Host {
                 },
             }),
             Call::Submit { op, request } => self.submit(op, request),
+            Call::Wire => Handled::Reply(match &self.wire {
+                Some(wire) => Reply::Wire {
+                    peers: wire
+                        .snapshot()
+                        .into_iter()
+                        .map(|(peer, bytes)| crate::protocol::WirePeer {
+                            peer,
+                            direction: "server-to-client".to_owned(),
+                            bytes,
+                        })
+                        .collect(),
+                },
+                None => Reply::Refused {
+                    reason: format!(
+                        "host `{}` does not run the `wire-observation` profile",
+                        self.config.name
+                    ),
+                },
+            }),
         }
     }
 

@@ -116,6 +116,16 @@ enum JourneyCommand {
 
 #[derive(Subcommand, Debug)]
 enum InspectCommand {
+    /// TLS bytes the host's sockets wrote per peer and direction (profile
+    /// `wire-observation`); an overflowed counter reads `unavailable`.
+    Wire {
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// A model's current values as its host holds them.
     Model {
         model: String,
@@ -472,6 +482,35 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 if let Err(e) = grid_journeys::run_file(file, &binaries, &mut std::io::stdout()) {
                     eprintln!("{e}");
                     return Ok(ExitCode::FAILURE);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Inspect(InspectCommand::Wire { host, state, json }) => {
+            let dir = grid_reconciler::observe::host_dir(&state, &host);
+            let reply = grid_engine::host::control::Client::connect(&dir)
+                .and_then(|mut c| c.call(&grid_engine::protocol::Call::Wire))?;
+            let peers = match reply {
+                grid_engine::protocol::Reply::Wire { peers } => peers,
+                grid_engine::protocol::Reply::Refused { reason } => bail!("{reason}"),
+                other => bail!("the host answered {other:?}"),
+            };
+            if json {
+                let peers: Vec<_> = peers
+                    .iter()
+                    .map(|p| {
+                        serde_json::json!({
+                            "peer": p.peer,
+                            "direction": p.direction,
+                            "bytes": p.bytes.map_or(serde_json::Value::from("unavailable"), serde_json::Value::from),
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::json!({"host": host, "peers": peers}));
+            } else {
+                for p in &peers {
+                    let bytes = p.bytes.map_or("unavailable".to_owned(), |b| b.to_string());
+                    println!("{} {} {bytes}", p.peer, p.direction);
                 }
             }
             Ok(ExitCode::SUCCESS)
