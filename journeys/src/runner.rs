@@ -48,6 +48,8 @@ pub struct Context<'a> {
     hosts_started: usize,
     /// Every story line said so far (for steps that check what an inner step saw).
     said: Vec<String>,
+    /// Listeners held by `occupy` until the journey ends.
+    held: Vec<std::net::TcpListener>,
 }
 
 impl<'a> Context<'a> {
@@ -86,6 +88,7 @@ impl<'a> Context<'a> {
             commands: 0,
             hosts_started: 0,
             said: Vec::new(),
+            held: Vec::new(),
         };
         let _ = writeln!(
             cx.out,
@@ -188,6 +191,11 @@ impl<'a> Context<'a> {
             .replace(&*self.work.to_string_lossy(), "$WORK");
         let _ = writeln!(self.out, "     {}", indent(&text, 5));
         self.said.push(text);
+    }
+
+    /// Keeps a listener bound until the journey ends (`occupy`).
+    pub fn hold(&mut self, listener: std::net::TcpListener) {
+        self.held.push(listener);
     }
 
     /// How many story lines were said so far: a mark for [`Context::said_since`].

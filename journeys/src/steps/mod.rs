@@ -12,6 +12,7 @@ mod plan;
 mod reconcile;
 mod refused;
 mod tamper;
+mod tls;
 mod topology;
 mod values;
 
@@ -47,6 +48,8 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("replace-key", tamper::parse_replace_key),
     ("remove", tamper::parse_remove),
     ("edit", tamper::parse_edit),
+    ("call", tls::parse_call),
+    ("occupy", tls::parse_occupy),
 ];
 
 /// How an operation ended, as `gridctl` reports it (`"outcome"` in its JSON and its
