@@ -341,3 +341,93 @@ async fn route(request: Request<Incoming>, host: Arc<Mutex<Host>>) -> Response<F
             .expect("a valid response"),
     }
 }
+
+/// A participant calling another host's control API over mutual TLS (reqwest with the
+/// same rustls configuration rules): TLS 1.3 only, the server must present a
+/// certificate of the membership's authority naming `peer`, not revoked by the lists
+/// this participant holds.
+pub struct Client {
+    http: reqwest::blocking::Client,
+    url: String,
+}
+
+impl Client {
+    /// `own_dir` is the calling participant's installation; `membership` the shared
+    /// membership; `peer` the participant name of the host at `address`.
+    pub fn new(
+        own_dir: &Path,
+        membership: &str,
+        peer: &str,
+        address: SocketAddr,
+    ) -> Result<Client, TransportError> {
+        let m_dir = membership::host_membership_dir(own_dir, membership);
+        let ca_path = m_dir.join("ca.pem");
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_file(&ca_path).map_err(|e| credentials(&ca_path, e))?)
+            .map_err(|e| credentials(&ca_path, e))?;
+        let mut crls = Vec::new();
+        let crl_path = m_dir.join(membership::CRL_FILE);
+        if crl_path.exists() {
+            crls.push(
+                CertificateRevocationListDer::from_pem_file(&crl_path)
+                    .map_err(|e| credentials(&crl_path, e))?,
+            );
+        }
+        let cert_path = m_dir.join("participant.pem");
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
+            .map_err(|e| credentials(&cert_path, e))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| credentials(&cert_path, e))?;
+        let seed =
+            crate::custody::tls_secret(own_dir).map_err(|e| TransportError::Tls(e.to_string()))?;
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ed25519_pkcs8(&seed)));
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .with_crls(crls)
+        .build()
+        .map_err(|e| TransportError::Tls(e.to_string()))?;
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| TransportError::Tls(e.to_string()))?
+            .with_webpki_verifier(verifier)
+            .with_client_auth_cert(chain, key)
+            .map_err(|e| TransportError::Tls(e.to_string()))?;
+        let http = reqwest::blocking::Client::builder()
+            .tls_backend_preconfigured(config)
+            .resolve(peer, address)
+            .timeout(std::time::Duration::from_secs(30))
+            .build()
+            .map_err(|e| TransportError::Tls(e.to_string()))?;
+        Ok(Client {
+            http,
+            url: format!("https://{peer}:{}/control", address.port()),
+        })
+    }
+
+    /// Sends one call. Once the request may have left, a failure is `Err(Lost)`-like:
+    /// the caller must not assume it had no effect (the message says which).
+    pub fn call(&self, call: &Call) -> Result<Reply, String> {
+        let response = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(call).expect("calls serialize"))
+            .send()
+            .map_err(|e| {
+                let mut text = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    text.push_str(": ");
+                    text.push_str(&s.to_string());
+                    source = s.source();
+                }
+                text
+            })?;
+        let body = response.bytes().map_err(|e| e.to_string())?;
+        serde_json::from_slice(&body).map_err(|e| format!("the reply does not decode: {e}"))
+    }
+}

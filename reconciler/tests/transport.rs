@@ -2,7 +2,9 @@
 //! real `gridd` over mutual TLS 1.3 with right and wrong credentials. Refused: no
 //! client certificate, a certificate of another authority (a participant of no shared
 //! membership), an expired certificate, TLS 1.2, a revoked participant (after
-//! reconcile distributes the revocation list and the host restarts). A host whose listen
+//! reconcile distributes the revocation list and the host restarts) — also for Grid's own
+//! client (`gridctl remote observe`, reqwest), which in turn refuses a server certified
+//! by another authority. A host whose listen
 //! address is taken, or that selects `transport` without any membership certificate,
 //! refuses to start.
 
@@ -50,6 +52,16 @@ impl Work {
             String::from_utf8_lossy(&output.stderr)
         );
         String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn gridctl_fails(&self, args: &[&str]) -> String {
+        let output = Command::new(env!("CARGO_BIN_EXE_gridctl"))
+            .current_dir(&self.dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "gridctl {args:?} should fail");
+        String::from_utf8_lossy(&output.stderr).into_owned()
     }
 
     fn host_dir(&self, host: &str) -> PathBuf {
@@ -178,6 +190,22 @@ fn mutual_tls_admits_participants_and_refuses_everyone_else() {
     assert_eq!(reply["reply"], "observation");
     assert_eq!(reply["host"], "a");
 
+    // Grid's own client (reqwest over the same rules) as participant b: admitted.
+    let remote = work.gridctl(&["remote", "observe", "--host", "a", "--as", "b", "--json"]);
+    assert!(remote.contains(r#""host":"a""#), "{remote}");
+    // As c of `other`: c's client refuses a's certificate (another authority).
+    let refused = work.gridctl_fails(&[
+        "remote",
+        "observe",
+        "--host",
+        "a",
+        "--as",
+        "c",
+        "--membership",
+        "other",
+    ]);
+    assert!(refused.contains("UnknownIssuer"), "{refused}");
+
     let no_cert = work.observe_a(&[]).unwrap_err();
     assert!(no_cert.contains("certificate required"), "{no_cert}");
 
@@ -245,6 +273,9 @@ fn mutual_tls_admits_participants_and_refuses_everyone_else() {
         .observe_a(&["--cert", b_cert, "--key", &b_key])
         .unwrap_err();
     assert!(revoked.contains("certificate revoked"), "{revoked}");
+    let refused = work.gridctl_fails(&["remote", "observe", "--host", "a", "--as", "b"]);
+    assert!(refused.contains("CertificateRevoked"), "{refused}");
+    work.gridctl(&["remote", "observe", "--host", "a", "--as", "e"]);
     let e_cert = "grid-state/hosts/e/memberships/ops/participant.pem";
     work.observe_a(&["--cert", e_cert, "--key", &e_key])
         .expect("a participant that was not revoked is still admitted");

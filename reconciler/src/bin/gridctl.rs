@@ -100,9 +100,33 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Call a host's control API over mutual TLS as one of its fellow participants.
+    #[command(subcommand)]
+    Remote(RemoteCommand),
     /// Journeys: scripted crashes and refusals against real hosts.
     #[command(subcommand)]
     Journey(JourneyCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum RemoteCommand {
+    /// Observe a host (`observe` over its transport), authenticated as participant
+    /// AS with its installation's certificate and key.
+    Observe {
+        /// The host to observe (its listen address is read from its installation).
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        /// The calling participant (a host installed under the state directory).
+        #[arg(long = "as", value_name = "PARTICIPANT")]
+        participant: String,
+        /// The shared membership (default: the first both are enrolled in).
+        #[arg(long, value_name = "M")]
+        membership: Option<String>,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -473,6 +497,39 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         e.membership, e.participant, e.serial, e.not_after
                     );
                 }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Remote(RemoteCommand::Observe {
+            host,
+            participant,
+            membership,
+            state,
+            json,
+        }) => {
+            let target = grid_reconciler::observe::host_dir(&state, &host);
+            let own = grid_reconciler::observe::host_dir(&state, &participant);
+            let config = grid_engine::host::config::HostConfig::read(&target)?;
+            let address: std::net::SocketAddr = config.listen.parse()?;
+            let shared = grid_engine::custody::membership::enrolled_memberships(&own);
+            let membership = match membership {
+                Some(m) => m,
+                None => shared
+                    .iter()
+                    .find(|m| {
+                        grid_engine::custody::membership::enrolled_memberships(&target).contains(m)
+                    })
+                    .cloned()
+                    .with_context(|| format!("`{participant}` and `{host}` share no membership"))?,
+            };
+            let client = grid_engine::transport::Client::new(&own, &membership, &host, address)?;
+            let reply = client
+                .call(&grid_engine::protocol::Call::Observe)
+                .map_err(|e| anyhow::anyhow!("refused or unreachable: {e}"))?;
+            if json {
+                println!("{}", serde_json::to_string(&reply)?);
+            } else {
+                println!("{reply:?}");
             }
             Ok(ExitCode::SUCCESS)
         }
