@@ -218,10 +218,30 @@ pub fn bind(listen: &str) -> Result<std::net::TcpListener, TransportError> {
     })
 }
 
+/// When each membership credential file was last changed: reconcile writing a new
+/// revocation list (or certificate) changes it.
+fn credentials_stamp(dir: &Path) -> Vec<(std::path::PathBuf, Option<std::time::SystemTime>)> {
+    membership::enrolled_memberships(dir)
+        .into_iter()
+        .flat_map(|m| {
+            let m_dir = membership::host_membership_dir(dir, &m);
+            ["ca.pem", "participant.pem", membership::CRL_FILE].map(|f| m_dir.join(f))
+        })
+        .map(|path| {
+            let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+            (path, modified)
+        })
+        .collect()
+}
+
 /// Serves HTTPS on `listener` in a thread of its own, handing control calls to `host`.
+/// Membership credentials are reloaded when their files change (a revocation takes
+/// effect for new connections without a restart); if they no longer load, every new
+/// connection is refused until they do — never the old, weaker configuration.
 pub fn serve(
     listener: std::net::TcpListener,
     config: ServerConfig,
+    dir: std::path::PathBuf,
     host: Arc<Mutex<Host>>,
     wire: Option<Arc<WireCounters>>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
@@ -237,12 +257,27 @@ pub fn serve(
                 let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
                     return;
                 };
-                let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+                let mut acceptor = Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)));
+                let mut stamp = credentials_stamp(&dir);
                 let permits = Arc::new(tokio::sync::Semaphore::new(TRANSPORT_CONNECTIONS_MAX));
                 loop {
                     let Ok((stream, _)) = listener.accept().await else { continue };
+                    let now = credentials_stamp(&dir);
+                    if now != stamp {
+                        stamp = now;
+                        acceptor = match server_config(&dir) {
+                            Ok(config) => {
+                                eprintln!("gridd: transport: membership credentials reloaded");
+                                Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+                            }
+                            Err(e) => {
+                                eprintln!("gridd: transport: credentials no longer load ({e}); refusing connections until they do");
+                                None
+                            }
+                        };
+                    }
+                    let Some(acceptor) = acceptor.clone() else { continue };
                     let Ok(permit) = permits.clone().acquire_owned().await else { return };
-                    let acceptor = acceptor.clone();
                     let host = host.clone();
                     let wire = wire.clone();
                     tokio::spawn(async move {

@@ -3,7 +3,7 @@
 //! `unknown` and reconcile stops there; the next plan shows the owner's retained
 //! answer.
 
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 use grid_engine::host::config::HOST_CONFIG_FILE;
@@ -365,17 +365,8 @@ fn write_host(
         }
     }
     let path = dir.join(HOST_CONFIG_FILE);
-    let temporary = dir.join(format!("{HOST_CONFIG_FILE}.new"));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temporary)
-        .map_err(io)?;
-    std::io::Write::write_all(&mut file, config.to_toml().as_bytes()).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    std::fs::rename(&temporary, &path).map_err(io)?;
+    grid_engine::custody::write_private(&path, config.to_toml().as_bytes())
+        .map_err(|e| e.to_string())?;
     // A new installation gets its keys; an existing custody is left as it is.
     let created = !grid_engine::custody::exists(dir);
     let manifest = grid_engine::custody::create(dir).map_err(|e| e.to_string())?;

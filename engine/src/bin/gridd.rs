@@ -78,7 +78,9 @@ fn main() -> ExitCode {
             .local_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        if let Err(e) = grid_engine::transport::serve(listener, config, host.clone(), wire) {
+        if let Err(e) =
+            grid_engine::transport::serve(listener, config, cli.dir.clone(), host.clone(), wire)
+        {
             eprintln!("gridd: cannot start the transport: {e}");
             return ExitCode::FAILURE;
         }

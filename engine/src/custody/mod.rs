@@ -128,8 +128,9 @@ fn mail_fingerprint(secret: &StaticSecret) -> String {
     format!("x25519:{}", hex(MailPublicKey::from(secret).as_bytes()))
 }
 
-/// Writes `bytes` to `path` 0600, synced, replacing it atomically.
-pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<(), CustodyError> {
+/// Writes `bytes` to `path` 0600, synced, replacing it atomically (a private file of
+/// an installation: keys, certificates, `host.toml`).
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), CustodyError> {
     let io = |source| CustodyError::Io {
         path: path.to_owned(),
         source,
