@@ -81,6 +81,55 @@ pub struct Answer {
     pub outcome: Outcome,
     /// What happened, for people: `installed generation 2`, the refusal reason, …
     pub detail: String,
+    /// The owner's Ed25519 signature over [`Answer::signed_bytes`], made when the
+    /// answer was first given and retained with it: it verifies offline with the
+    /// owner's public key of that generation, also after rotation or revocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<AnswerSignature>,
+    /// The request this answers, so the answer verifies on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<Request>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AnswerSignature {
+    /// The host that answered.
+    pub host: String,
+    /// Its signing-key generation.
+    pub generation: u32,
+    /// 64 bytes, hex.
+    pub signature: String,
+}
+
+impl Answer {
+    /// Verifies the owner's signature with its custody manifest (public keys only):
+    /// `Some(generation)` when it verifies.
+    pub fn verify(&self, manifest: &crate::custody::Manifest) -> Option<u32> {
+        let signature = self.signature.as_ref()?;
+        let request = self.request.as_ref()?;
+        crate::custody::verify_hex_signature(
+            manifest,
+            signature.generation,
+            &self.signed_bytes(&signature.host, request),
+            &signature.signature,
+        )
+        .then_some(signature.generation)
+    }
+
+    /// What the owner signs: the answer and the request it answers, canonically.
+    pub fn signed_bytes(&self, host: &str, request: &Request) -> Vec<u8> {
+        let outcome = match self.outcome {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+        };
+        format!(
+            "grid-answer/1\nhost {host}\nop {}\noutcome {outcome}\ndetail {}\nrequest {}\n",
+            self.op,
+            self.detail,
+            serde_json::to_string(request).expect("requests serialize")
+        )
+        .into_bytes()
+    }
 }
 
 /// A host's reply to one [`Call`].
@@ -168,4 +217,44 @@ pub struct WirePeer {
     pub direction: String,
     /// Bytes written, or none when the counter overflowed.
     pub bytes: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signed_answer_verifies_and_an_altered_one_does_not() {
+        let dir = std::env::temp_dir().join(format!("grid-answer-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let manifest = crate::custody::create(&dir).unwrap();
+        let custody = crate::custody::verify(&dir).unwrap();
+        let request = Request::RetireModel {
+            name: "m".to_owned(),
+        };
+        let mut answer = Answer {
+            op: "o1".to_owned(),
+            outcome: Outcome::Succeeded,
+            detail: "retired".to_owned(),
+            signature: None,
+            request: Some(request.clone()),
+        };
+        let (generation, signature) = custody.sign(&answer.signed_bytes("h", &request));
+        answer.signature = Some(AnswerSignature {
+            host: "h".to_owned(),
+            generation,
+            signature: crate::custody::hex(&signature.to_bytes()),
+        });
+        assert_eq!(answer.verify(&manifest), Some(1));
+        let mut altered = answer.clone();
+        altered.outcome = Outcome::Failed;
+        assert_eq!(altered.verify(&manifest), None);
+        let mut altered = answer.clone();
+        altered.request = Some(Request::RetireModel {
+            name: "other".to_owned(),
+        });
+        assert_eq!(altered.verify(&manifest), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -161,3 +161,73 @@ fn enrollment_and_revocation_verify_with_openssl() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Answers are signed by their owner and verify offline with its public keys — also
+/// after the owner is revoked from its membership and after its signing key rotated
+/// (the retired key still verifies what it signed; new answers use the new key).
+#[test]
+fn answers_signed_before_revocation_and_rotation_still_verify() {
+    let dir = std::env::temp_dir().join(format!("grid-signed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let topology = |membership: &str, keys: &str| {
+        format!(
+            "grid version=1\n{membership}\nhost s listen=\"127.0.0.1:7671\" {{ member ops; {keys} }}\n\
+             model counter host=s {{ input n default=0; cell twice \"n * 2\"; }}\n"
+        )
+    };
+    std::fs::write(dir.join("t.kdl"), topology("membership ops", "")).unwrap();
+    assert!(gridctl(&dir, &["reconcile", "t.kdl"]).0);
+    assert!(gridctl(&dir, &["reconcile", "t.kdl"]).0);
+    let gridd = PathBuf::from(env!("CARGO_BIN_EXE_gridctl")).with_file_name("gridd");
+    let mut host = Command::new(&gridd)
+        .arg("--dir")
+        .arg(dir.join("grid-state/hosts/s"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("gridd beside gridctl (cargo build --bin gridd)");
+    let started = std::time::Instant::now();
+    while std::os::unix::net::UnixStream::connect(dir.join("grid-state/hosts/s/control.sock"))
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "gridd did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let verified = |op: &str| -> Option<u64> {
+        let (ok, text) = gridctl(&dir, &["verify", "--host", "s", "--op", op, "--json"]);
+        let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(ok, report["verified"].as_bool().unwrap());
+        report["generation"].as_u64()
+    };
+    assert!(gridctl(&dir, &["reconcile", "t.kdl"]).0); // installs counter
+    assert!(gridctl(&dir, &["input", "counter", "n=3", "--op", "b1"]).0);
+    assert_eq!(verified("b1"), Some(1));
+
+    // Revoked from its membership: what it signed before still verifies.
+    std::fs::write(
+        dir.join("t.kdl"),
+        topology("membership ops { revoke s; }", ""),
+    )
+    .unwrap();
+    assert!(gridctl(&dir, &["reconcile", "t.kdl"]).0);
+    assert_eq!(verified("b1"), Some(1));
+
+    // Rotated to generation 2: b1 verifies with the retired key, b2 with the new one.
+    std::fs::write(
+        dir.join("t.kdl"),
+        topology("membership ops { revoke s; }", "keys generation=2;"),
+    )
+    .unwrap();
+    let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]);
+    assert!(ok, "{text}");
+    assert_eq!(verified("b1"), Some(1));
+    assert!(gridctl(&dir, &["input", "counter", "n=4", "--op", "b2"]).0);
+    assert_eq!(verified("b2"), Some(2));
+
+    let _ = host.kill();
+    let _ = host.wait();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -98,7 +98,8 @@ impl std::fmt::Debug for Custody {
     }
 }
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
+/// Lower-case hexadecimal.
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -363,6 +364,28 @@ pub fn verify_signature(
         return false;
     };
     key.verify(message, signature).is_ok()
+}
+
+/// Verifies a hex signature (64 bytes) of `message` by generation `generation` of the
+/// signing keys `manifest` names.
+pub fn verify_hex_signature(
+    manifest: &Manifest,
+    generation: u32,
+    message: &[u8],
+    signature: &str,
+) -> bool {
+    let bytes: Vec<u8> = (0..signature.len() / 2)
+        .filter_map(|i| u8::from_str_radix(signature.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect();
+    let Ok(bytes) = <[u8; 64]>::try_from(bytes.as_slice()) else {
+        return false;
+    };
+    verify_signature(
+        manifest,
+        generation,
+        message,
+        &Signature::from_bytes(&bytes),
+    )
 }
 
 #[cfg(test)]

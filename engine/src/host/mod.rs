@@ -141,6 +141,8 @@ fn succeeded(op: &str, detail: impl Into<String>) -> Answer {
         op: op.to_owned(),
         outcome: Outcome::Succeeded,
         detail: detail.into(),
+        signature: None,
+        request: None,
     }
 }
 
@@ -149,6 +151,8 @@ fn failed(op: &str, detail: impl Into<String>) -> Answer {
         op: op.to_owned(),
         outcome: Outcome::Failed,
         detail: detail.into(),
+        signature: None,
+        request: None,
     }
 }
 
@@ -669,6 +673,17 @@ impl Host {
                 }
             },
         };
+        // The owner signs its answer once; the signature is retained with it.
+        let mut answer = answer;
+        answer.request = Some(request.clone());
+        let (generation, signature) = self
+            .custody
+            .sign(&answer.signed_bytes(&self.config.name, &request));
+        answer.signature = Some(crate::protocol::AnswerSignature {
+            host: self.config.name.clone(),
+            generation,
+            signature: crate::custody::hex(&signature.to_bytes()),
+        });
         let record = OperationRecord {
             request,
             answer: answer.clone(),

@@ -100,6 +100,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Verify an operation's answer offline: the owner's retained answer, its signature
+    /// checked with the public keys of the owner's custody manifest (retired
+    /// generations included).
+    Verify {
+        /// The host that answered.
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        /// The operation id.
+        #[arg(long, value_name = "ID")]
+        op: String,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// Call a host's control API over mutual TLS as one of its fellow participants.
     #[command(subcommand)]
     Remote(RemoteCommand),
@@ -499,6 +514,48 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Verify {
+            host,
+            op,
+            state,
+            json,
+        } => {
+            let dir = grid_reconciler::observe::host_dir(&state, &host);
+            let reply = grid_engine::host::control::Client::connect(&dir).and_then(|mut c| {
+                c.call(&grid_engine::protocol::Call::Answer { op: op.clone() })
+            })?;
+            let grid_engine::protocol::Reply::Answer(answer) = reply else {
+                bail!("host `{host}` holds no answer for operation `{op}` ({reply:?})");
+            };
+            let manifest = grid_engine::custody::manifest(&dir)?;
+            let verified = answer.verify(&manifest);
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "op": op,
+                        "host": host,
+                        "verified": verified.is_some(),
+                        "generation": verified,
+                        "answer": answer,
+                    })
+                );
+            } else {
+                match verified {
+                    Some(g) => println!(
+                        "verified: operation {op} answered by {host}, signing key generation {g}"
+                    ),
+                    None => println!(
+                        "NOT verified: the signature of operation {op} does not match {host}'s keys"
+                    ),
+                }
+            }
+            Ok(if verified.is_some() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Command::Remote(RemoteCommand::Observe {
             host,
