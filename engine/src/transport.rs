@@ -160,16 +160,60 @@ fn credentials(path: &Path, reason: impl std::fmt::Display) -> TransportError {
     }
 }
 
+/// The TLS server name of `participant` reached through `membership`:
+/// `participant.membership.grid` when both are DNS labels, else the participant's name.
+/// Participant certificates carry both names, so a host in several memberships shows
+/// each client the certificate of the membership it asked for.
+pub fn server_name(participant: &str, membership: &str) -> String {
+    if membership::dns_label(participant) && membership::dns_label(membership) {
+        format!("{participant}.{membership}.grid")
+    } else {
+        participant.to_owned()
+    }
+}
+
+/// Chooses the participant certificate by the server name the client asked for; the
+/// first membership's (by name) when it asked for none it knows.
+#[derive(Debug)]
+struct MembershipCertificates {
+    by_name: std::collections::HashMap<String, Arc<rustls::sign::CertifiedKey>>,
+    default: Arc<rustls::sign::CertifiedKey>,
+}
+
+impl rustls::server::ResolvesServerCert for MembershipCertificates {
+    fn resolve(
+        &self,
+        hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(
+            hello
+                .server_name()
+                .and_then(|name| self.by_name.get(name))
+                .unwrap_or(&self.default)
+                .clone(),
+        )
+    }
+}
+
 /// Builds the TLS configuration from the host's custody: its TLS key, the participant
-/// certificate of its first membership (by name), every membership's authority as a
-/// client-certificate root, and every revocation list.
+/// certificate of each membership (chosen by server name), every membership's
+/// authority as a client-certificate root, and every revocation list.
 pub fn server_config(dir: &Path) -> Result<ServerConfig, TransportError> {
     let memberships = membership::enrolled_memberships(dir);
-    let Some(first) = memberships.first() else {
+    if memberships.is_empty() {
         return Err(TransportError::NoMembership);
-    };
+    }
+    let seed = crate::custody::tls_secret(dir).map_err(|e| TransportError::Tls(e.to_string()))?;
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ed25519_pkcs8(&seed)));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let signing_key = provider
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| TransportError::Tls(e.to_string()))?;
     let mut roots = RootCertStore::empty();
     let mut crls = Vec::new();
+    let mut by_name = std::collections::HashMap::new();
+    let mut default = None;
     for m in &memberships {
         let m_dir = membership::host_membership_dir(dir, m);
         let ca_path = m_dir.join("ca.pem");
@@ -182,25 +226,33 @@ pub fn server_config(dir: &Path) -> Result<ServerConfig, TransportError> {
                     .map_err(|e| credentials(&crl_path, e))?,
             );
         }
+        let cert_path = m_dir.join("participant.pem");
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
+            .map_err(|e| credentials(&cert_path, e))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| credentials(&cert_path, e))?;
+        let certified = Arc::new(rustls::sign::CertifiedKey::new(chain, signing_key.clone()));
+        let participant = membership::read_enrollment(dir, m)
+            .ok()
+            .flatten()
+            .map(|e| e.participant)
+            .unwrap_or_default();
+        by_name.insert(server_name(&participant, m), certified.clone());
+        default.get_or_insert(certified);
     }
-    let cert_path = membership::host_membership_dir(dir, first).join("participant.pem");
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
-        .map_err(|e| credentials(&cert_path, e))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| credentials(&cert_path, e))?;
-    let seed = crate::custody::tls_secret(dir).map_err(|e| TransportError::Tls(e.to_string()))?;
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ed25519_pkcs8(&seed)));
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let resolver = MembershipCertificates {
+        by_name,
+        default: default.expect("at least one membership"),
+    };
     let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .with_crls(crls)
         .build()
         .map_err(|e| TransportError::Tls(e.to_string()))?;
-    ServerConfig::builder_with_provider(provider)
+    Ok(ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| TransportError::Tls(e.to_string()))?
         .with_client_cert_verifier(verifier)
-        .with_single_cert(chain, key)
-        .map_err(|e| TransportError::Tls(e.to_string()))
+        .with_cert_resolver(Arc::new(resolver)))
 }
 
 /// Binds the listen address now, so a host whose address is taken refuses to start.
@@ -431,15 +483,16 @@ impl Client {
             .with_webpki_verifier(verifier)
             .with_client_auth_cert(chain, key)
             .map_err(|e| TransportError::Tls(e.to_string()))?;
+        let name = server_name(peer, membership);
         let http = reqwest::blocking::Client::builder()
             .tls_backend_preconfigured(config)
-            .resolve(peer, address)
+            .resolve(&name, address)
             .timeout(std::time::Duration::from_secs(30))
             .build()
             .map_err(|e| TransportError::Tls(e.to_string()))?;
         Ok(Client {
             http,
-            url: format!("https://{peer}:{}/control", address.port()),
+            url: format!("https://{name}:{}/control", address.port()),
         })
     }
 

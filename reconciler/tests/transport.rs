@@ -35,7 +35,8 @@ fn topology(revoke: &str) -> String {
          host b listen=\"127.0.0.1:7642\" {{ member ops; }}\n\
          host e listen=\"127.0.0.1:7643\" {{ member ops; }}\n\
          host c listen=\"127.0.0.1:7644\" {{ member other; }}\n\
-         host d listen=\"127.0.0.1:7645\" {{ profiles transport; }}\n"
+         host d listen=\"127.0.0.1:7645\" {{ profiles transport; }}\n\
+         host m2 listen=\"127.0.0.1:7646\" {{ member ops; member other; profiles transport; }}\n"
     )
 }
 
@@ -205,6 +206,24 @@ fn mutual_tls_admits_participants_and_refuses_everyone_else() {
         "other",
     ]);
     assert!(refused.contains("UnknownIssuer"), "{refused}");
+
+    // A host in two memberships shows each client the certificate of the membership it
+    // asks for (by server name): participants of either are admitted.
+    work.start(&work.host_dir("m2")).unwrap();
+    for (participant, membership) in [("b", "ops"), ("c", "other")] {
+        let remote = work.gridctl(&[
+            "remote",
+            "observe",
+            "--host",
+            "m2",
+            "--as",
+            participant,
+            "--membership",
+            membership,
+            "--json",
+        ]);
+        assert!(remote.contains(r#""host":"m2""#), "{remote}");
+    }
 
     let no_cert = work.observe_a(&[]).unwrap_err();
     assert!(no_cert.contains("certificate required"), "{no_cert}");

@@ -313,18 +313,24 @@ pub fn certificate(
     name.push(DnType::CommonName, participant.to_owned());
     name.push(DnType::OrganizationalUnitName, membership.to_owned());
     params.distinguished_name = name;
-    params.subject_alt_names = vec![
-        SanType::DnsName(
-            participant
-                .try_into()
-                .map_err(|e| malformed(authority_dir, e))?,
-        ),
-        SanType::URI(
-            format!("grid://{membership}/{participant}")
-                .try_into()
-                .map_err(|e| malformed(authority_dir, e))?,
-        ),
-    ];
+    let mut names = vec![participant.to_owned()];
+    if dns_label(participant) && dns_label(membership) {
+        // The name a client uses to ask for this membership's certificate.
+        names.push(format!("{participant}.{membership}.grid"));
+    }
+    params.subject_alt_names = names
+        .into_iter()
+        .map(|n| {
+            n.try_into()
+                .map(SanType::DnsName)
+                .map_err(|e| malformed(authority_dir, e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    params.subject_alt_names.extend([SanType::URI(
+        format!("grid://{membership}/{participant}")
+            .try_into()
+            .map_err(|e| malformed(authority_dir, e))?,
+    )]);
     params.serial_number = Some(SerialNumber::from(serial));
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = vec![
@@ -398,4 +404,14 @@ pub fn distribute_revocations(
     let target = host_membership_dir(host_dir, membership);
     private_dir(&target)?;
     write_private(&target.join(CRL_FILE), &crl)
+}
+
+/// Whether `name` is one DNS label: 1–63 of `a-z A-Z 0-9 -`, not starting or ending
+/// with `-`.
+pub fn dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
 }
