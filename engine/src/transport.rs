@@ -519,3 +519,41 @@ impl Client {
         serde_json::from_slice(&body).map_err(|e| format!("the reply does not decode: {e}"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_overflowing_counter_reads_unavailable_from_then_on() {
+        let wire = WireCounters::default();
+        wire.add("b in ops", 10);
+        wire.add("b in ops", 5);
+        wire.add("c in other", u64::MAX);
+        wire.add("c in other", 1);
+        wire.add("c in other", 1);
+        assert_eq!(
+            wire.snapshot(),
+            vec![
+                ("b in ops".to_owned(), Some(15)),
+                ("c in other".to_owned(), None)
+            ]
+        );
+    }
+
+    #[test]
+    fn server_names_ask_for_a_membership_when_both_are_dns_labels() {
+        assert_eq!(server_name("edge-a", "plant-ops"), "edge-a.plant-ops.grid");
+        assert_eq!(server_name("edge-a", "plant/ops"), "edge-a");
+    }
+
+    #[test]
+    fn the_participant_is_read_from_the_grid_name_by_its_length() {
+        // [6] IMPLICIT IA5String "grid://ops/b" followed by a DER SEQUENCE tag ('0').
+        let mut der = vec![0x30, 0x10, 0x86, 12];
+        der.extend_from_slice(b"grid://ops/b");
+        der.extend_from_slice(b"0\x0e");
+        assert_eq!(participant_of(&der), "b in ops");
+        assert_eq!(participant_of(b"no name here"), "unnamed participant");
+    }
+}
