@@ -39,7 +39,7 @@ use failpoints::Failpoints;
 /// The longest operation id, in bytes.
 pub const OPERATION_ID_LENGTH_MAX: usize = 128;
 
-/// The most unacknowledged answers one `observe` lists (the oldest first).
+/// The most unacknowledged answers one `observe` lists (in operation-id order).
 pub const OBSERVE_UNACKNOWLEDGED_MAX: usize = 256;
 
 /// What the `store/meta` keyspace's `format` key holds.
@@ -107,6 +107,9 @@ pub struct Host {
     custody: crate::custody::Custody,
     database: Database,
     operations: Keyspace,
+    /// Ids of answers no caller acknowledged yet: `observe` reads only these, so it
+    /// costs what is pending, not everything ever answered.
+    unacknowledged: Keyspace,
     models_keyspace: Keyspace,
     batches: Keyspace,
     models: BTreeMap<String, Installed>,
@@ -183,6 +186,7 @@ impl Host {
         let keyspace = |name: &str| database.keyspace(name, KeyspaceCreateOptions::default);
         let meta = keyspace("meta").map_err(storage)?;
         let operations = keyspace("operations").map_err(storage)?;
+        let unacknowledged = keyspace("unacknowledged").map_err(storage)?;
         let models_keyspace = keyspace("models").map_err(storage)?;
         let batches = keyspace("batches").map_err(storage)?;
         match meta.get("format").map_err(storage)? {
@@ -205,6 +209,7 @@ impl Host {
             custody,
             database,
             operations,
+            unacknowledged,
             models_keyspace,
             batches,
             models: BTreeMap::new(),
@@ -420,8 +425,11 @@ impl Host {
             record.acknowledged = true;
             // Losing an acknowledgement only shows the answer once more: no fsync needed.
             let bytes = serde_json::to_vec(&record).expect("records serialize");
-            self.operations
-                .insert(op.as_str(), bytes)
+            let mut write = self.database.batch();
+            write.insert(&self.operations, op.as_str(), bytes);
+            write.remove(&self.unacknowledged, op.as_str());
+            write
+                .commit()
                 .unwrap_or_else(|e| fatal(&self.dir, "acknowledging", e));
         }
         Reply::Acknowledged { op }
@@ -429,18 +437,18 @@ impl Host {
 
     fn observe(&self) -> Observation {
         let mut unacknowledged = Vec::new();
-        for guard in self.operations.iter() {
-            let (_, value) = guard
-                .into_inner()
-                .unwrap_or_else(|e| fatal(&self.dir, "reading operations", e));
-            let record: OperationRecord = serde_json::from_slice(&value)
-                .unwrap_or_else(|e| fatal(&self.dir, "decoding an operation", e));
-            if !record.acknowledged && unacknowledged.len() < OBSERVE_UNACKNOWLEDGED_MAX {
-                unacknowledged.push(RetainedOperation {
-                    request: record.request,
-                    answer: record.answer,
-                });
-            }
+        for guard in self.unacknowledged.iter().take(OBSERVE_UNACKNOWLEDGED_MAX) {
+            let key = guard
+                .key()
+                .unwrap_or_else(|e| fatal(&self.dir, "reading unacknowledged answers", e));
+            let op = String::from_utf8_lossy(&key).into_owned();
+            let Some(record) = self.retained(&op) else {
+                fatal(&self.dir, "an unacknowledged answer has no record", &op);
+            };
+            unacknowledged.push(RetainedOperation {
+                request: record.request,
+                answer: record.answer,
+            });
         }
         Observation {
             keys: Some(KeysState {
@@ -694,6 +702,7 @@ impl Host {
             op.as_str(),
             serde_json::to_vec(&record).expect("records serialize"),
         );
+        write.insert(&self.unacknowledged, op.as_str(), []);
         self.failpoints.reach("submit-before-commit");
         if let Err(e) = write
             .commit()
