@@ -160,6 +160,33 @@ fn credentials(path: &Path, reason: impl std::fmt::Display) -> TransportError {
     }
 }
 
+/// Loads one membership's credentials from a host installation: its authority into
+/// `roots`, its revocation list (if any) into `crls`; returns the participant
+/// certificate chain.
+fn load_membership(
+    dir: &Path,
+    m: &str,
+    roots: &mut RootCertStore,
+    crls: &mut Vec<CertificateRevocationListDer<'static>>,
+) -> Result<Vec<CertificateDer<'static>>, TransportError> {
+    let m_dir = membership::host_membership_dir(dir, m);
+    let ca_path = m_dir.join("ca.pem");
+    let ca = CertificateDer::from_pem_file(&ca_path).map_err(|e| credentials(&ca_path, e))?;
+    roots.add(ca).map_err(|e| credentials(&ca_path, e))?;
+    let crl_path = m_dir.join(membership::CRL_FILE);
+    if crl_path.exists() {
+        crls.push(
+            CertificateRevocationListDer::from_pem_file(&crl_path)
+                .map_err(|e| credentials(&crl_path, e))?,
+        );
+    }
+    let cert_path = m_dir.join("participant.pem");
+    CertificateDer::pem_file_iter(&cert_path)
+        .map_err(|e| credentials(&cert_path, e))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| credentials(&cert_path, e))
+}
+
 /// The TLS server name of `participant` reached through `membership`:
 /// `participant.membership.grid` when both are DNS labels, else the participant's name.
 /// Participant certificates carry both names, so a host in several memberships shows
@@ -215,22 +242,7 @@ pub fn server_config(dir: &Path) -> Result<ServerConfig, TransportError> {
     let mut by_name = std::collections::HashMap::new();
     let mut default = None;
     for m in &memberships {
-        let m_dir = membership::host_membership_dir(dir, m);
-        let ca_path = m_dir.join("ca.pem");
-        let ca = CertificateDer::from_pem_file(&ca_path).map_err(|e| credentials(&ca_path, e))?;
-        roots.add(ca).map_err(|e| credentials(&ca_path, e))?;
-        let crl_path = m_dir.join(membership::CRL_FILE);
-        if crl_path.exists() {
-            crls.push(
-                CertificateRevocationListDer::from_pem_file(&crl_path)
-                    .map_err(|e| credentials(&crl_path, e))?,
-            );
-        }
-        let cert_path = m_dir.join("participant.pem");
-        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
-            .map_err(|e| credentials(&cert_path, e))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| credentials(&cert_path, e))?;
+        let chain = load_membership(dir, m, &mut roots, &mut crls)?;
         let certified = Arc::new(rustls::sign::CertifiedKey::new(chain, signing_key.clone()));
         let participant = membership::read_enrollment(dir, m)
             .ok()
@@ -447,25 +459,9 @@ impl Client {
         peer: &str,
         address: SocketAddr,
     ) -> Result<Client, TransportError> {
-        let m_dir = membership::host_membership_dir(own_dir, membership);
-        let ca_path = m_dir.join("ca.pem");
         let mut roots = RootCertStore::empty();
-        roots
-            .add(CertificateDer::from_pem_file(&ca_path).map_err(|e| credentials(&ca_path, e))?)
-            .map_err(|e| credentials(&ca_path, e))?;
         let mut crls = Vec::new();
-        let crl_path = m_dir.join(membership::CRL_FILE);
-        if crl_path.exists() {
-            crls.push(
-                CertificateRevocationListDer::from_pem_file(&crl_path)
-                    .map_err(|e| credentials(&crl_path, e))?,
-            );
-        }
-        let cert_path = m_dir.join("participant.pem");
-        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
-            .map_err(|e| credentials(&cert_path, e))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| credentials(&cert_path, e))?;
+        let chain = load_membership(own_dir, membership, &mut roots, &mut crls)?;
         let seed =
             crate::custody::tls_secret(own_dir).map_err(|e| TransportError::Tls(e.to_string()))?;
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ed25519_pkcs8(&seed)));
