@@ -2,6 +2,7 @@
 //! (C1), its durable journal, and the host that owns installed models and the
 //! operations it was sent. Every later capability joins as its own module.
 
+pub mod authority;
 pub mod custody;
 pub mod host;
 pub mod journal;
