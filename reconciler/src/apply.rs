@@ -104,67 +104,79 @@ impl Report {
 }
 
 /// Refuses a saved plan whose owners changed since it was made, except owners for
-/// which every transition already has a retained answer (re-applying the same plan
-/// returns those answers and acts on nothing).
+/// which every transition already took effect (re-applying the same plan returns
+/// those answers and acts on nothing).
 pub fn check_fresh(plan: &Plan) -> Result<(), String> {
     for observed in &plan.observed {
-        if let Some(membership) = observed
+        let membership = observed
             .owner
-            .strip_prefix(crate::plan::MEMBERSHIP_OWNER_PREFIX)
-        {
-            let dir = grid_engine::custody::membership::authority_dir(&plan.state, membership);
-            if observe::authority_fingerprint(&dir) != observed.fingerprint {
-                // Re-applying: every transition of this owner already took effect.
-                let applied = plan
-                    .transitions
-                    .iter()
-                    .filter(|t| t.host == observed.owner)
-                    .all(|t| match &t.action {
-                        Action::CreateAuthority { .. } => dir.join("authority.toml").exists(),
-                        Action::Revoke { participant, .. } => {
-                            grid_engine::custody::membership::read_authority(&dir)
-                                .is_ok_and(|r| r.revoked.contains(participant))
-                        }
-                        _ => false,
-                    });
-                if !applied {
-                    return Err(format!(
-                        "the saved plan is stale: membership `{membership}` changed since the plan was made (it was \"{}\"); make a new plan (nothing was applied)",
+            .strip_prefix(crate::plan::MEMBERSHIP_OWNER_PREFIX);
+        let change = match membership {
+            Some(m) => {
+                let dir = grid_engine::custody::membership::authority_dir(&plan.state, m);
+                (observe::authority_fingerprint(&dir) != observed.fingerprint).then(|| {
+                    format!(
+                        "membership `{m}` changed since the plan was made (it was \"{}\")",
                         observed.summary
-                    ));
-                }
+                    )
+                })
             }
-            continue;
-        }
-        let dir = observe::host_dir(&plan.state, &observed.owner);
-        let now = observe::observe_host(&observed.owner, &dir);
-        let Some(change) = now.difference(&observed.fingerprint, &observed.summary) else {
-            continue;
+            None => observe::observe_host(
+                &observed.owner,
+                &observe::host_dir(&plan.state, &observed.owner),
+            )
+            .difference(&observed.fingerprint, &observed.summary),
         };
+        let Some(change) = change else { continue };
         let pending: Vec<&Transition> = plan
             .transitions
             .iter()
             .filter(|t| t.host == observed.owner && !matches!(t.action, Action::None))
             .collect();
-        let all_answered = !pending.is_empty()
-            && pending.iter().all(|t| match &t.action {
-                Action::Submit { .. } => matches!(retained(&dir, &t.id), Some(Reply::Answer(_))),
-                Action::Recover { op } => matches!(retained(&dir, op), Some(Reply::Answer(_))),
-                Action::WriteHostConfig { config, .. } => {
-                    grid_engine::host::config::HostConfig::read(&dir)
-                        .ok()
-                        .as_ref()
-                        == Some(config)
-                }
-                _ => false,
-            });
-        if !all_answered {
+        // A host that changed with nothing of this plan to show for it changed on its
+        // own. A membership's record also changes as a side effect of the plan's
+        // enrollments, so there only the plan's own transitions for it count.
+        let own_change = pending.is_empty() && membership.is_none();
+        if own_change || !pending.iter().all(|t| took_effect(plan, t)) {
             return Err(format!(
                 "the saved plan is stale: {change}; make a new plan (nothing was applied)"
             ));
         }
     }
     Ok(())
+}
+
+/// Whether a transition of a saved plan already took effect at its owner.
+fn took_effect(plan: &Plan, t: &Transition) -> bool {
+    use grid_engine::custody::membership;
+    let dir = observe::host_dir(&plan.state, &t.host);
+    let answered = |op: &str| matches!(retained(&dir, op), Some(Reply::Answer(_)));
+    match &t.action {
+        Action::None => true,
+        Action::Submit { .. } => answered(&t.id),
+        Action::Recover { op } => answered(op),
+        Action::WriteHostConfig { config, .. } => {
+            grid_engine::host::config::HostConfig::read(&dir)
+                .ok()
+                .as_ref()
+                == Some(config)
+        }
+        Action::CreateCustody => grid_engine::custody::exists(&dir),
+        Action::CreateAuthority { membership: m } => {
+            membership::read_authority(&membership::authority_dir(&plan.state, m)).is_ok()
+        }
+        Action::Revoke {
+            membership: m,
+            participant,
+        } => membership::read_authority(&membership::authority_dir(&plan.state, m))
+            .is_ok_and(|r| r.revoked.contains(participant)),
+        Action::Enroll { membership: m } => {
+            membership::read_enrollment(&dir, m).is_ok_and(|e| e.is_some())
+        }
+        Action::DistributeRevocations { membership: m } => {
+            membership::revocations_current(&membership::authority_dir(&plan.state, m), &dir, m)
+        }
+    }
 }
 
 fn retained(dir: &Path, op: &str) -> Option<Reply> {

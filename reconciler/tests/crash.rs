@@ -213,10 +213,9 @@ fn sigkill_mid_batches_recovers_a_whole_prefix() {
     std::fs::remove_dir_all(&work).unwrap();
 }
 
+mod common;
+
 /// A fresh temporary directory for this test process, removed on success.
 fn tempdir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("grid-crash-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::work_dir("crash")
 }

@@ -8,11 +8,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+
 fn work() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("grid-membership-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::work_dir("membership")
 }
 
 fn gridctl(dir: &Path, args: &[&str]) -> (bool, String) {
@@ -167,9 +166,7 @@ fn enrollment_and_revocation_verify_with_openssl() {
 /// (the retired key still verifies what it signed; new answers use the new key).
 #[test]
 fn answers_signed_before_revocation_and_rotation_still_verify() {
-    let dir = std::env::temp_dir().join(format!("grid-signed-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::work_dir("signed");
     let topology = |membership: &str, keys: &str| {
         format!(
             "grid version=1\n{membership}\nhost s listen=\"127.0.0.1:7671\" {{ member ops; {keys} }}\n\
@@ -179,23 +176,14 @@ fn answers_signed_before_revocation_and_rotation_still_verify() {
     std::fs::write(dir.join("t.kdl"), topology("membership ops", "")).unwrap();
     assert!(gridctl(&dir, &["reconcile", "t.kdl"]).0);
     assert!(gridctl(&dir, &["reconcile", "t.kdl"]).0);
-    let gridd = PathBuf::from(env!("CARGO_BIN_EXE_gridctl")).with_file_name("gridd");
-    let mut host = Command::new(&gridd)
+    let host_dir = dir.join("grid-state/hosts/s");
+    let mut host = Command::new(common::gridd())
         .arg("--dir")
-        .arg(dir.join("grid-state/hosts/s"))
+        .arg(&host_dir)
         .stderr(std::process::Stdio::null())
         .spawn()
-        .expect("gridd beside gridctl (cargo build --bin gridd)");
-    let started = std::time::Instant::now();
-    while std::os::unix::net::UnixStream::connect(dir.join("grid-state/hosts/s/control.sock"))
-        .is_err()
-    {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(20),
-            "gridd did not start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+        .unwrap();
+    common::wait_ready(&mut host, &host_dir).expect("gridd starts");
     let verified = |op: &str| -> Option<u64> {
         let (ok, text) = gridctl(&dir, &["verify", "--host", "s", "--op", op, "--json"]);
         let report: serde_json::Value = serde_json::from_str(&text).unwrap();

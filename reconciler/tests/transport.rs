@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const READY_TIMEOUT: Duration = Duration::from_secs(20);
+mod common;
 
 struct Work {
     dir: PathBuf,
@@ -41,12 +41,16 @@ fn topology(revoke: &str) -> String {
 }
 
 impl Work {
-    fn gridctl(&self, args: &[&str]) -> String {
-        let output = Command::new(env!("CARGO_BIN_EXE_gridctl"))
+    fn run_gridctl(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_gridctl"))
             .current_dir(&self.dir)
             .args(args)
             .output()
-            .unwrap();
+            .unwrap()
+    }
+
+    fn gridctl(&self, args: &[&str]) -> String {
+        let output = self.run_gridctl(args);
         assert!(
             output.status.success(),
             "gridctl {args:?}: {}",
@@ -56,11 +60,7 @@ impl Work {
     }
 
     fn gridctl_fails(&self, args: &[&str]) -> String {
-        let output = Command::new(env!("CARGO_BIN_EXE_gridctl"))
-            .current_dir(&self.dir)
-            .args(args)
-            .output()
-            .unwrap();
+        let output = self.run_gridctl(args);
         assert!(!output.status.success(), "gridctl {args:?} should fail");
         String::from_utf8_lossy(&output.stderr).into_owned()
     }
@@ -73,27 +73,22 @@ impl Work {
     /// exits instead.
     fn start(&mut self, dir: &Path) -> Result<(), String> {
         let log = self.dir.join(format!("gridd-{}.log", self.hosts.len()));
-        let mut child = Command::new(gridd())
+        let mut child = Command::new(common::gridd())
             .arg("--dir")
             .arg(dir)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let started = Instant::now();
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                assert!(!status.success());
-                return Err(std::fs::read_to_string(&log).unwrap());
-            }
-            if std::os::unix::net::UnixStream::connect(dir.join("control.sock")).is_ok()
-                && std::fs::read_to_string(&log).unwrap().contains("serving")
-            {
+        match common::wait_ready(&mut child, dir) {
+            Ok(()) => {
                 self.hosts.push(child);
-                return Ok(());
+                Ok(())
             }
-            assert!(started.elapsed() < READY_TIMEOUT, "gridd did not start");
-            std::thread::sleep(Duration::from_millis(20));
+            Err(status) => {
+                assert!(!status.success());
+                Err(std::fs::read_to_string(&log).unwrap())
+            }
         }
     }
 
@@ -151,18 +146,9 @@ impl Work {
     }
 }
 
-fn gridd() -> PathBuf {
-    let gridctl = PathBuf::from(env!("CARGO_BIN_EXE_gridctl"));
-    let gridd = gridctl.with_file_name("gridd");
-    assert!(gridd.exists(), "build gridd too: cargo build --bin gridd");
-    gridd
-}
-
 #[test]
 fn mutual_tls_admits_participants_and_refuses_everyone_else() {
-    let dir = std::env::temp_dir().join(format!("grid-transport-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::work_dir("transport");
     let mut work = Work {
         dir,
         hosts: Vec::new(),
@@ -342,9 +328,7 @@ fn counting_relay(target: u16, connections: usize) -> (u16, std::thread::JoinHan
 
 #[test]
 fn wire_observation_matches_an_independent_count() {
-    let dir = std::env::temp_dir().join(format!("grid-wire-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::work_dir("wire");
     let mut work = Work {
         dir,
         hosts: Vec::new(),
@@ -383,7 +367,7 @@ fn wire_observation_matches_an_independent_count() {
         let reply: serde_json::Value = serde_json::from_str(&text).unwrap();
         let peers = reply["peers"].as_array().unwrap().clone();
         let total: u64 = peers.iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
-        if total >= independent || started.elapsed() > READY_TIMEOUT {
+        if total >= independent || started.elapsed() > common::READY_TIMEOUT {
             break (total, peers);
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -8,11 +8,10 @@ use std::process::Command;
 
 use grid_engine::host::control::Client;
 
+mod common;
+
 fn work(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("grid-up-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::work_dir(&format!("up-{name}"))
 }
 
 #[test]

@@ -118,8 +118,17 @@ pub struct Claims {
     answers: BTreeMap<String, (Command, Answer)>,
     /// Operation ids in the order they were answered, for retention.
     order: VecDeque<String>,
-    /// Ids whose answers were forgotten (retention), kept as a count only.
-    forgotten: u64,
+    /// 64-bit digests of ids whose answers are no longer retained: such an id is
+    /// refused as expired, never executed again (8 bytes per forgotten id; a digest
+    /// collision can only refuse a new id, never execute an old one twice).
+    forgotten: std::collections::BTreeSet<u64>,
+}
+
+/// FNV-1a: a digest every voter computes identically.
+fn digest(op: &str) -> u64 {
+    op.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 impl Claims {
@@ -133,6 +142,10 @@ impl Claims {
 
     /// Applies one operation (a committed log entry).
     pub fn apply(&mut self, op: &str, command: Command) -> Applied {
+        self.apply_retaining(op, command, ANSWERS_RETAINED_MAX)
+    }
+
+    fn apply_retaining(&mut self, op: &str, command: Command, retained: usize) -> Applied {
         if op.is_empty() || op.len() > 128 {
             return Applied::Refused("operation ids are 1 to 128 bytes".to_owned());
         }
@@ -146,6 +159,11 @@ impl Claims {
                 ))
             };
         }
+        if self.forgotten.contains(&digest(op)) {
+            return Applied::Refused(format!(
+                "operation `{op}` is older than the retained answers (ANSWERS_RETAINED_MAX = {ANSWERS_RETAINED_MAX}); it is never executed again"
+            ));
+        }
         if command.claim().is_empty() || command.claim().len() > CLAIM_NAME_LENGTH_MAX {
             return Applied::Refused(format!(
                 "claim names are 1 to CLAIM_NAME_LENGTH_MAX ({CLAIM_NAME_LENGTH_MAX}) bytes"
@@ -155,10 +173,10 @@ impl Claims {
         self.answers
             .insert(op.to_owned(), (command, answer.clone()));
         self.order.push_back(op.to_owned());
-        while self.order.len() > ANSWERS_RETAINED_MAX {
+        while self.order.len() > retained {
             if let Some(old) = self.order.pop_front() {
                 self.answers.remove(&old);
-                self.forgotten += 1;
+                self.forgotten.insert(digest(&old));
             }
         }
         Applied::Answer(answer)
@@ -385,6 +403,28 @@ mod tests {
             },
         ));
         assert_eq!(answer(s.apply("o7", acquire("pump", "a"))).epoch, 3);
+    }
+
+    #[test]
+    fn an_id_past_retention_is_refused_never_executed_again() {
+        let mut s = Claims::default();
+        answer(s.apply_retaining("o1", acquire("pump", "a"), 2));
+        answer(s.apply_retaining(
+            "o2",
+            Command::Release {
+                claim: "pump".into(),
+                caller: "a".into(),
+            },
+            2,
+        ));
+        answer(s.apply_retaining("o3", acquire("valve", "b"), 2));
+        assert!(s.answer("o1").is_none(), "o1 is past retention");
+        let before = s.clone();
+        assert!(matches!(
+            s.apply_retaining("o1", acquire("pump", "a"), 2),
+            Applied::Refused(r) if r.contains("never executed again")
+        ));
+        assert_eq!(s, before, "the expired id acquired nothing");
     }
 
     #[test]

@@ -170,6 +170,11 @@ fn read_secret(path: &Path) -> Result<[u8; 32], CustodyError> {
     })
 }
 
+fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), CustodyError> {
+    let text = toml::to_string(manifest).expect("manifests serialize");
+    write_private(&manifest_path(dir), text.as_bytes())
+}
+
 fn manifest_path(dir: &Path) -> PathBuf {
     dir.join(KEYS_DIR).join(MANIFEST_FILE)
 }
@@ -229,12 +234,7 @@ pub fn create(dir: &Path) -> Result<Manifest, CustodyError> {
         retired: Vec::new(),
     };
     // The manifest last: a custody without one is not a custody yet.
-    write_private(
-        &manifest_path(dir),
-        toml::to_string(&manifest)
-            .expect("manifests serialize")
-            .as_bytes(),
-    )?;
+    write_manifest(dir, &manifest)?;
     Ok(manifest)
 }
 
@@ -311,12 +311,7 @@ pub fn rotate(dir: &Path, generation: u32) -> Result<Manifest, CustodyError> {
         &keys.join(format!("{SIGNING_KEY_FILE}.next")),
         hex(&next.to_bytes()).as_bytes(),
     )?;
-    write_private(
-        &manifest_path(dir),
-        toml::to_string(&manifest)
-            .expect("manifests serialize")
-            .as_bytes(),
-    )?;
+    write_manifest(dir, &manifest)?;
     std::fs::rename(
         keys.join(format!("{SIGNING_KEY_FILE}.next")),
         keys.join(SIGNING_KEY_FILE),

@@ -1,0 +1,40 @@
+//! Helpers shared by the reconciler's integration tests (each test file uses a part).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+/// How long a started gridd may take to answer on its control socket.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A fresh work directory for this test process, named `grid-NAME-PID`.
+pub fn work_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("grid-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `gridd`, built beside `gridctl` by `cargo test`.
+pub fn gridd() -> PathBuf {
+    let gridd = PathBuf::from(env!("CARGO_BIN_EXE_gridctl")).with_file_name("gridd");
+    assert!(gridd.exists(), "build gridd too: cargo build --bin gridd");
+    gridd
+}
+
+/// Waits until the gridd `child` serving `host_dir` answers on its control socket;
+/// `Err` with its exit status when it exits instead.
+pub fn wait_ready(child: &mut Child, host_dir: &Path) -> Result<(), std::process::ExitStatus> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Err(status);
+        }
+        if std::os::unix::net::UnixStream::connect(host_dir.join("control.sock")).is_ok() {
+            return Ok(());
+        }
+        assert!(started.elapsed() < READY_TIMEOUT, "gridd did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
