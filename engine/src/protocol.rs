@@ -28,6 +28,13 @@ pub enum Call {
     Values { model: String },
     /// Wire observation counters (profile `wire-observation`). Changes nothing.
     Wire,
+    /// A call to the authority of `membership` (the only one this host runs when
+    /// `None`); profile `authority`. Handled outside the host's lock.
+    Authority {
+        #[serde(default)]
+        membership: Option<String>,
+        request: crate::authority::service::AuthorityCall,
+    },
 }
 
 /// What an operation asks a host to do.
@@ -43,11 +50,21 @@ pub enum Request {
     /// Rotate the host's signing key to `generation` (only ever higher); the old key
     /// stays in the custody manifest as retired, verify-only.
     RotateKeys { generation: u32 },
-    /// One atomic input batch.
+    /// One atomic input batch; with `fence`, a write stamped `(claim, epoch)` that the
+    /// host refuses once it has seen a newer epoch of that claim (SPEC C3 fencing).
     Input {
         model: String,
         values: Vec<(String, f64)>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fence: Option<FenceStamp>,
     },
+}
+
+/// A write's fencing stamp: the claim its writer holds and the epoch it holds it at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FenceStamp {
+    pub claim: String,
+    pub epoch: u64,
 }
 
 impl Request {
@@ -59,9 +76,17 @@ impl Request {
             Request::RotateKeys { generation } => {
                 format!("rotate signing keys to generation {generation}")
             }
-            Request::Input { model, values } => {
+            Request::Input {
+                model,
+                values,
+                fence,
+            } => {
                 let sets: Vec<String> = values.iter().map(|(n, v)| format!("{n}={v}")).collect();
-                format!("input {model} {}", sets.join(" "))
+                let stamp = fence
+                    .as_ref()
+                    .map(|f| format!(" stamped {}:{}", f.claim, f.epoch))
+                    .unwrap_or_default();
+                format!("input {model} {}{stamp}", sets.join(" "))
             }
         }
     }
@@ -154,6 +179,8 @@ pub enum Reply {
     Wire {
         peers: Vec<WirePeer>,
     },
+    /// What the authority answered.
+    Authority(crate::authority::service::AuthorityReply),
     /// The call was refused and changed nothing (an id reused for another request, a
     /// malformed call, an unknown model for `values`). A refusal of a retry does not
     /// make an earlier outcome known.

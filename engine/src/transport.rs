@@ -23,6 +23,7 @@ use rustls_pki_types::{
     CertificateDer, CertificateRevocationListDer, PrivateKeyDer, PrivatePkcs8KeyDer,
 };
 
+use crate::authority::service::Authorities;
 use crate::custody::membership;
 use crate::host::control::CONTROL_LINE_MAX;
 use crate::host::{Handled, Host};
@@ -109,6 +110,14 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Counted<S> {
 /// `grid://membership/participant` subject alternative name: a DER
 /// `[6] IMPLICIT IA5String` (tag 0x86, short length), read by its length.
 fn participant_of(der: &[u8]) -> String {
+    match identity_of(der) {
+        Some((membership, participant)) => format!("{participant} in {membership}"),
+        None => "unnamed participant".to_owned(),
+    }
+}
+
+/// `(membership, participant)` of a verified participant certificate.
+fn identity_of(der: &[u8]) -> Option<(String, String)> {
     let marker = b"grid://";
     let name = der
         .windows(marker.len())
@@ -119,10 +128,8 @@ fn participant_of(der: &[u8]) -> String {
             der.get(at..at + length)
                 .and_then(|bytes| std::str::from_utf8(bytes).ok())
         });
-    match name.and_then(|n| n.strip_prefix("grid://")?.split_once('/')) {
-        Some((membership, participant)) => format!("{participant} in {membership}"),
-        None => "unnamed participant".to_owned(),
-    }
+    name.and_then(|n| n.strip_prefix("grid://")?.split_once('/'))
+        .map(|(m, p)| (m.to_owned(), p.to_owned()))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -298,7 +305,8 @@ fn credentials_stamp(dir: &Path) -> Vec<(std::path::PathBuf, Option<std::time::S
         .collect()
 }
 
-/// Serves HTTPS on `listener` in a thread of its own, handing control calls to `host`.
+/// Serves HTTPS on `listener` on `runtime`, handing control calls to `host` and Raft
+/// messages and forwarded calls to the `authorities`.
 /// Membership credentials are reloaded when their files change (a revocation takes
 /// effect for new connections without a restart); if they no longer load, every new
 /// connection is refused until they do — never the old, weaker configuration.
@@ -308,19 +316,14 @@ pub fn serve(
     dir: std::path::PathBuf,
     host: Arc<Mutex<Host>>,
     wire: Option<Arc<WireCounters>>,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
+    authorities: Authorities,
+    runtime: &tokio::runtime::Handle,
+) -> std::io::Result<()> {
     listener.set_nonblocking(true)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    std::thread::Builder::new()
-        .name("transport".to_owned())
-        .spawn(move || {
-            runtime.block_on(async move {
-                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                    return;
-                };
+    let _entered = runtime.enter();
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    runtime.spawn(async move {
+                {
                 let mut acceptor = Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)));
                 let mut stamp = credentials_stamp(&dir);
                 let permits = Arc::new(tokio::sync::Semaphore::new(TRANSPORT_CONNECTIONS_MAX));
@@ -344,6 +347,7 @@ pub fn serve(
                     let Ok(permit) = permits.clone().acquire_owned().await else { return };
                     let host = host.clone();
                     let wire = wire.clone();
+                    let authorities = authorities.clone();
                     tokio::spawn(async move {
                         let _permit = permit;
                         let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -359,16 +363,26 @@ pub fn serve(
                                 return;
                             }
                         };
-                        let peer = tls
+                        let certificate = tls
                             .get_ref()
                             .1
                             .peer_certificates()
                             .and_then(|c| c.first())
-                            .map(|c| participant_of(c.as_ref()))
+                            .map(|c| c.as_ref().to_vec());
+                        let peer = certificate
+                            .as_deref()
+                            .map(participant_of)
                             .unwrap_or_else(|| UNAUTHENTICATED_PEER.to_owned());
+                        let identity = Arc::new(certificate.as_deref().and_then(identity_of));
                         let service = hyper::service::service_fn(move |request| {
                             let host = host.clone();
-                            async move { Ok::<_, std::convert::Infallible>(route(request, host).await) }
+                            let authorities = authorities.clone();
+                            let identity = identity.clone();
+                            async move {
+                                Ok::<_, std::convert::Infallible>(
+                                    route(request, host, &authorities, identity.as_ref().as_ref()).await,
+                                )
+                            }
                         });
                         let _ = hyper::server::conn::http1::Builder::new()
                             .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
@@ -379,8 +393,9 @@ pub fn serve(
                         }
                     });
                 }
-            });
-        })
+        }
+    });
+    Ok(())
 }
 
 fn json(status: StatusCode, body: &Reply) -> Response<Full<Bytes>> {
@@ -393,7 +408,90 @@ fn json(status: StatusCode, body: &Reply) -> Response<Full<Bytes>> {
         .expect("a valid response")
 }
 
-async fn route(request: Request<Incoming>, host: Arc<Mutex<Host>>) -> Response<Full<Bytes>> {
+/// The longest Raft message or forwarded call body accepted, in bytes.
+pub const RAFT_MESSAGE_MAX: usize = 64 * 1024 * 1024;
+/// The largest snapshot a voter accepts, in bytes.
+pub const SNAPSHOT_BYTES_MAX: usize = 1024 * 1024 * 1024;
+
+fn bytes_reply(status: StatusCode, body: Vec<u8>) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .expect("a valid response")
+}
+
+/// `POST /raft/M/{append,vote,snapshot}` and `POST /authority/M/forward`: only from a
+/// participant certified by membership M's authority, to this host's voter of M.
+async fn route_authority(
+    request: Request<Incoming>,
+    authorities: &Authorities,
+    identity: Option<&(String, String)>,
+) -> Response<Full<Bytes>> {
+    let refused = |status, reason: String| json(status, &Reply::Refused { reason });
+    let path = request.uri().path().to_owned();
+    let mut parts = path.trim_start_matches('/').splitn(3, '/');
+    let (Some(kind), Some(membership), Some(what)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return refused(StatusCode::NOT_FOUND, format!("no endpoint {path}"));
+    };
+    let Some((peer_membership, peer)) = identity else {
+        return refused(StatusCode::FORBIDDEN, "no participant certificate".to_owned());
+    };
+    if peer_membership != membership {
+        return refused(
+            StatusCode::FORBIDDEN,
+            format!("`{peer}` is certified in `{peer_membership}`, not in `{membership}`"),
+        );
+    }
+    let Some(authority) = authorities.by_membership.get(membership).cloned() else {
+        return refused(
+            StatusCode::NOT_FOUND,
+            format!("this host runs no authority of `{membership}`"),
+        );
+    };
+    let header = request
+        .headers()
+        .get(crate::authority::network::SNAPSHOT_META_HEADER)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned);
+    let limit = if what == "snapshot" { SNAPSHOT_BYTES_MAX } else { RAFT_MESSAGE_MAX };
+    let body = match Limited::new(request.into_body(), limit).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(_) => {
+            return refused(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("body longer than {limit} bytes"),
+            );
+        }
+    };
+    match kind {
+        "raft" => match authority.serve_raft(what, header.as_deref(), &body).await {
+            Ok(reply) => bytes_reply(StatusCode::OK, reply),
+            Err(reason) => refused(StatusCode::BAD_REQUEST, reason),
+        },
+        "authority" if what == "forward" => {
+            let forwarded: crate::authority::service::Forwarded = match serde_json::from_slice(&body) {
+                Ok(f) => f,
+                Err(e) => return refused(StatusCode::BAD_REQUEST, format!("malformed call: {e}")),
+            };
+            let reply = authority.handle(forwarded.call, Some(peer)).await;
+            bytes_reply(StatusCode::OK, serde_json::to_vec(&reply).expect("replies serialize"))
+        }
+        _ => refused(StatusCode::NOT_FOUND, format!("no endpoint {path}")),
+    }
+}
+
+async fn route(
+    request: Request<Incoming>,
+    host: Arc<Mutex<Host>>,
+    authorities: &Authorities,
+    identity: Option<&(String, String)>,
+) -> Response<Full<Bytes>> {
+    let path = request.uri().path();
+    if request.method() == Method::POST && (path.starts_with("/raft/") || path.starts_with("/authority/")) {
+        return route_authority(request, authorities, identity).await;
+    }
     if request.method() != Method::POST || request.uri().path() != "/control" {
         return json(
             StatusCode::NOT_FOUND,
@@ -441,6 +539,32 @@ async fn route(request: Request<Incoming>, host: Arc<Mutex<Host>>) -> Response<F
     }
 }
 
+/// The TLS configuration of a participant calling other participants of
+/// `membership`: TLS 1.3 only, its own participant certificate as client
+/// certificate, the membership's authority as the only root, its revocation list.
+pub fn client_tls(own_dir: &Path, membership: &str) -> Result<rustls::ClientConfig, TransportError> {
+    let mut roots = RootCertStore::empty();
+    let mut crls = Vec::new();
+    let chain = load_membership(own_dir, membership, &mut roots, &mut crls)?;
+    let seed =
+        crate::custody::tls_secret(own_dir).map_err(|e| TransportError::Tls(e.to_string()))?;
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ed25519_pkcs8(&seed)));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .with_crls(crls)
+    .build()
+    .map_err(|e| TransportError::Tls(e.to_string()))?;
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| TransportError::Tls(e.to_string()))?
+        .with_webpki_verifier(verifier)
+        .with_client_auth_cert(chain, key)
+        .map_err(|e| TransportError::Tls(e.to_string()))
+}
+
 /// A participant calling another host's control API over mutual TLS (reqwest with the
 /// same rustls configuration rules): TLS 1.3 only, the server must present a
 /// certificate of the membership's authority naming `peer`, not revoked by the lists
@@ -459,26 +583,7 @@ impl Client {
         peer: &str,
         address: SocketAddr,
     ) -> Result<Client, TransportError> {
-        let mut roots = RootCertStore::empty();
-        let mut crls = Vec::new();
-        let chain = load_membership(own_dir, membership, &mut roots, &mut crls)?;
-        let seed =
-            crate::custody::tls_secret(own_dir).map_err(|e| TransportError::Tls(e.to_string()))?;
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ed25519_pkcs8(&seed)));
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
-            Arc::new(roots),
-            provider.clone(),
-        )
-        .with_crls(crls)
-        .build()
-        .map_err(|e| TransportError::Tls(e.to_string()))?;
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(|e| TransportError::Tls(e.to_string()))?
-            .with_webpki_verifier(verifier)
-            .with_client_auth_cert(chain, key)
-            .map_err(|e| TransportError::Tls(e.to_string()))?;
+        let config = client_tls(own_dir, membership)?;
         let name = server_name(peer, membership);
         let http = reqwest::blocking::Client::builder()
             .tls_backend_preconfigured(config)

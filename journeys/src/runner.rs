@@ -6,6 +6,10 @@
 //! - `plans/NAME.kdl` — plans saved by `plan out="NAME"`
 //! - `logs/NNN-gridctl.{out,err}` — each command's output; `logs/host-NAME-K.log` — the
 //!   K-th `gridd` process of host NAME (stdout and stderr)
+//!
+//! A host whose listen address is a non-loopback IPv4 address runs in a network
+//! namespace of its own, on a bridge the journey creates ([`crate::steps::net`]); the
+//! namespaces, veths and bridge go when the journey ends, after the hosts are killed.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -23,6 +27,7 @@ use crate::parse::Journey;
 use crate::process::{
     CommandOutput, RunError, describe_status, die_with_parent, run_bounded, tail, wait_bounded,
 };
+use crate::steps::net::{self, Network};
 use crate::{Binaries, HOST_EXIT_TIMEOUT, HOST_READY_TIMEOUT, POLL_INTERVAL, STEP_TIMEOUT};
 
 /// The environment variable that arms crash points in `gridd`.
@@ -43,6 +48,9 @@ pub struct Context<'a> {
     logs: PathBuf,
     topology: Option<PathBuf>,
     hosts: Hosts,
+    /// Namespaces, veths and the bridge of namespaced hosts. Declared after `hosts`: when
+    /// a `Context` is dropped (a panic), the hosts are killed before the network goes.
+    net: Network,
     out: &'a mut dyn Write,
     commands: usize,
     hosts_started: usize,
@@ -84,6 +92,7 @@ impl<'a> Context<'a> {
             logs,
             topology: None,
             hosts: Hosts::default(),
+            net: Network::default(),
             out,
             commands: 0,
             hosts_started: 0,
@@ -158,11 +167,15 @@ impl<'a> Context<'a> {
         })
     }
 
-    /// Kills every host process and hands back the story writer.
+    /// Kills every host process, removes the journey's network namespaces and hands
+    /// back the story writer.
     pub(crate) fn finish(mut self) -> &'a mut dyn Write {
         self.hosts.kill_all();
+        for line in self.net.remove() {
+            let _ = writeln!(self.out, "{line}");
+        }
         let _ = self.out.flush();
-        // `Context` has a Drop only through `hosts`, so moving `out` out is fine.
+        // `Context` has a Drop only through `hosts` and `net`, so moving `out` out is fine.
         let Context { out, .. } = self;
         out
     }
@@ -173,6 +186,11 @@ impl<'a> Context<'a> {
 
     pub fn work_dir(&self) -> &Path {
         &self.work
+    }
+
+    /// The gridctl binary the journey runs (for steps that run many commands at once).
+    pub fn gridctl_path(&self) -> &Path {
+        &self.binaries.gridctl
     }
 
     pub fn state_dir(&self) -> &Path {
@@ -293,6 +311,61 @@ impl<'a> Context<'a> {
         self.state.join("hosts").join(host)
     }
 
+    /// The host's listen address `IP:PORT`, from its installed `host.toml`.
+    pub fn host_listen(&self, host: &str) -> Result<String, Failure> {
+        let path = self.host_dir(host).join("host.toml");
+        let config = std::fs::read_to_string(&path).map_err(|e| {
+            Failure::new(
+                format!("host `{host}` installed (reconcile first)"),
+                format!("{}: {e}", self.show_path(&path)),
+            )
+        })?;
+        config
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("listen = "))
+            .map(|l| l.trim().trim_matches('"').to_owned())
+            .ok_or_else(|| {
+                Failure::new(
+                    format!("a listen address in {}", self.show_path(&path)),
+                    quote_output(&config),
+                )
+            })
+    }
+
+    /// The network namespace the host runs in: for a listen address that is a
+    /// non-loopback IPv4 address, placed (with the journey's bridge) the first time it
+    /// is asked for; `None` for a loopback address or a host not installed yet.
+    pub fn host_namespace(&mut self, host: &str) -> Result<Option<String>, Failure> {
+        let Some(ip) = self
+            .host_listen(host)
+            .ok()
+            .and_then(|listen| net::namespaced_ip(&listen))
+        else {
+            return Ok(self.net.namespace(host).map(|(ns, _)| ns.to_owned()));
+        };
+        if let Some((namespace, placed)) = self.net.namespace(host) {
+            if placed != ip {
+                return Err(Failure::new(
+                    format!("host `{host}` to keep its address {placed} within the journey"),
+                    format!(
+                        "host.toml now says {ip}; the harness does not re-address namespace \
+                         {namespace}"
+                    ),
+                ));
+            }
+            return Ok(Some(namespace.to_owned()));
+        }
+        for line in self.net.place(host, ip)? {
+            self.say(line);
+        }
+        Ok(self.net.namespace(host).map(|(ns, _)| ns.to_owned()))
+    }
+
+    /// The journey's network namespaces, for `partition` and `heal`.
+    pub(crate) fn network(&mut self) -> &mut Network {
+        &mut self.net
+    }
+
     /// Whether the harness has a live `gridd` for the host.
     pub fn host_running(&mut self, host: &str) -> bool {
         self.hosts
@@ -344,15 +417,20 @@ impl<'a> Context<'a> {
         }
         let pid = self.hosts.map[host].child.id();
         let armed = failpoints.map_or(String::new(), |f| format!(", {FAILPOINTS_ENV}={f}"));
+        let netns = self.net.namespace(host).map_or(String::new(), |(ns, ip)| {
+            format!(", {ip} in namespace {ns}")
+        });
         self.say(format_args!(
-            "host {host} ready (pid {pid}{armed}) after {} ms",
+            "host {host} ready (pid {pid}{armed}{netns}) after {} ms",
             started.elapsed().as_millis()
         ));
         Ok(())
     }
 
     /// Starts gridd for the host and returns at once (no readiness wait): for steps
-    /// that expect gridd to refuse to start.
+    /// that expect gridd to refuse to start. A host with a non-loopback IPv4 listen
+    /// address is started as `ip netns exec NS gridd …` in its namespace (`ip` execs
+    /// gridd: the child's pid is gridd's, and SIGKILL reaches it).
     pub fn start_host_process(
         &mut self,
         host: &str,
@@ -364,11 +442,21 @@ impl<'a> Context<'a> {
                 format!("the harness's gridd for `{host}` is still running (kill it first)"),
             ));
         }
+        let namespace = self.host_namespace(host)?;
         let generation = self.hosts.map.get(host).map_or(0, |p| p.generation) + 1;
         let log = self.logs.join(format!("host-{host}-{generation}.log"));
         let spawn = || -> std::io::Result<Child> {
             let file = File::create(&log)?;
-            let mut command = Command::new(&self.binaries.gridd);
+            let mut command = match &namespace {
+                Some(namespace) => {
+                    let mut command = Command::new("ip");
+                    command
+                        .args(["netns", "exec", namespace])
+                        .arg(&self.binaries.gridd);
+                    command
+                }
+                None => Command::new(&self.binaries.gridd),
+            };
             command
                 .arg("--dir")
                 .arg(self.host_dir(host))
@@ -384,9 +472,15 @@ impl<'a> Context<'a> {
             command.spawn()
         };
         let child = spawn().map_err(|error| {
+            let via = namespace
+                .as_ref()
+                .map_or(String::new(), |ns| format!("ip netns exec {ns} "));
             Failure::new(
                 format!("gridd for host `{host}` to start"),
-                format!("could not start {}: {error}", self.binaries.gridd.display()),
+                format!(
+                    "could not start {via}{}: {error}",
+                    self.binaries.gridd.display()
+                ),
             )
         })?;
         self.hosts_started += 1;

@@ -176,6 +176,18 @@ fn took_effect(plan: &Plan, t: &Transition) -> bool {
         Action::DistributeRevocations { membership: m } => {
             membership::revocations_current(&membership::authority_dir(&plan.state, m), &dir, m)
         }
+        Action::Authority { membership: m, call } => {
+            use grid_engine::authority::service::AuthorityCall;
+            let Ok(status) = observe::authority_status(&dir, m) else {
+                return false;
+            };
+            match call {
+                AuthorityCall::Initialize => status.initialized,
+                AuthorityCall::AddVoter { participant, .. } => status.voters.contains(participant),
+                AuthorityCall::RemoveVoter { participant } => !status.voters.contains(participant),
+                _ => false,
+            }
+        }
     }
 }
 
@@ -258,6 +270,16 @@ pub fn apply(plan: &Plan) -> Report {
                 ) {
                     Ok(()) => (Status::Succeeded, "revocation list loaded".to_owned()),
                     Err(e) => (Status::Failed, e.to_string()),
+                }
+            }
+            Action::Authority { membership, call } => {
+                use grid_engine::authority::service::AuthorityReply;
+                match observe::authority_call(&dir, membership, call.clone()) {
+                    Ok(AuthorityReply::Done { detail }) => (Status::Succeeded, detail),
+                    Ok(AuthorityReply::Refused { reason }) => (Status::Refused, reason),
+                    Ok(AuthorityReply::Unknown { reason }) => (Status::Unknown, reason),
+                    Ok(other) => (Status::Failed, format!("unexpected reply {other:?}")),
+                    Err(e) => (Status::Unknown, e),
                 }
             }
             Action::CreateCustody => match grid_engine::custody::create(&dir) {

@@ -6,6 +6,7 @@
 //! uncertain transition is learned from its owner, never remembered here.
 
 pub mod apply;
+pub mod authority;
 pub mod observe;
 pub mod plan;
 pub mod planfile;

@@ -200,3 +200,34 @@ pub fn authority_fingerprint(dir: &Path) -> String {
     hasher.update(std::fs::read(dir.join(membership::CRL_FILE)).unwrap_or_default());
     hex(&hasher.finalize()[..16])
 }
+
+/// Asks the host in `dir` for its view of `membership`'s authority (no barrier).
+pub fn authority_status(
+    dir: &Path,
+    membership: &str,
+) -> Result<grid_engine::authority::service::VoterStatus, String> {
+    use grid_engine::authority::service::{AuthorityCall, AuthorityReply};
+    match authority_call(dir, membership, AuthorityCall::Status)? {
+        AuthorityReply::Status(status) => Ok(status),
+        other => Err(format!("unexpected reply {other:?}")),
+    }
+}
+
+/// Sends one call to the authority of `membership` on the host in `dir` (its control
+/// socket). `Err` when the host did not answer.
+pub fn authority_call(
+    dir: &Path,
+    membership: &str,
+    request: grid_engine::authority::service::AuthorityCall,
+) -> Result<grid_engine::authority::service::AuthorityReply, String> {
+    let mut client = Client::connect(dir).map_err(|e| e.to_string())?;
+    match client.call(&Call::Authority {
+        membership: Some(membership.to_owned()),
+        request,
+    }) {
+        Ok(Reply::Authority(reply)) => Ok(reply),
+        Ok(Reply::Refused { reason }) => Err(reason),
+        Ok(other) => Err(format!("unexpected reply {other:?}")),
+        Err(e) => Err(e.to_string()),
+    }
+}

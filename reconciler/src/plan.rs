@@ -65,6 +65,12 @@ pub enum Action {
     Submit { request: Request },
     /// Ask the host again for the retained answer of `op` and acknowledge it.
     Recover { op: String },
+    /// A call to the authority of `membership` through the host's control socket:
+    /// bootstrap, add or remove a voter.
+    Authority {
+        membership: String,
+        call: grid_engine::authority::service::AuthorityCall,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -227,6 +233,7 @@ pub fn plan(topology: &Topology, files: &[PathBuf], state: &Path) -> Plan {
             ));
         }
     }
+    transitions.extend(authority_transitions(topology, state, &observations));
     let mut observed: Vec<Observed> = observations
         .iter()
         .map(|o| Observed {
@@ -707,4 +714,147 @@ fn enrollment_transitions(
         }
     }
     out
+}
+
+/// The voters a membership's `authority voters=N` asks for: its first N member hosts,
+/// in file order, that select the `authority` profile.
+pub fn desired_voters<'t>(topology: &'t Topology, membership: &str) -> Vec<&'t grid_spec::Host> {
+    let Some(n) = topology
+        .memberships
+        .iter()
+        .find(|m| m.name == membership)
+        .and_then(|m| m.authority_voters)
+    else {
+        return Vec::new();
+    };
+    topology
+        .hosts
+        .iter()
+        .filter(|h| {
+            h.memberships.iter().any(|m| m == membership)
+                && h.profiles.contains(&grid_spec::Profile::Authority)
+        })
+        .take(n as usize)
+        .collect()
+}
+
+/// Bootstrapping each membership's authority and changing its voters, one explicit
+/// transition each, sent to a running voter (which forwards to the leader). Waits
+/// (prints nothing) until the voters' installations are enrolled; says `!` while a
+/// voter does not run, since only running voters can be asked.
+fn authority_transitions(
+    topology: &Topology,
+    state: &Path,
+    observations: &[HostObservation],
+) -> Vec<Transition> {
+    use grid_engine::authority::service::AuthorityCall;
+    let mut out = Vec::new();
+    for membership in &topology.memberships {
+        let m = &membership.name;
+        let desired = desired_voters(topology, m);
+        if desired.is_empty() {
+            continue;
+        }
+        let enrolled = desired.iter().all(|h| {
+            grid_engine::custody::membership::read_enrollment(&host_dir(state, h), m)
+                .is_ok_and(|e| e.is_some())
+        });
+        if !enrolled {
+            continue; // installations, keys and enrollments come first
+        }
+        let mut statuses = Vec::new();
+        let mut stopped = Vec::new();
+        for h in &desired {
+            let running = observations
+                .iter()
+                .any(|o| o.name == h.name && matches!(o.status, observe::HostStatus::Running(_)));
+            match running.then(|| observe::authority_status(&host_dir(state, h), m)) {
+                Some(Ok(status)) => statuses.push(status),
+                Some(Err(e)) => stopped.push(format!("`{}` ({e})", h.name)),
+                None => stopped.push(format!("`{}` (not running)", h.name)),
+            }
+        }
+        if !stopped.is_empty() {
+            out.push(attention(
+                "authority",
+                m,
+                &desired[0].name,
+                format!(
+                    "voters {} cannot be asked; start them and plan again",
+                    stopped.join(", ")
+                ),
+            ));
+            continue;
+        }
+        // The newest view: the leader's if one is known, else the highest term's.
+        let view = statuses
+            .iter()
+            .filter(|s| s.initialized)
+            .max_by_key(|s| (s.state == "leader", s.term));
+        let Some(view) = view else {
+            let first = desired[0];
+            out.push(Transition {
+                op: Op::Create,
+                kind: "authority".to_owned(),
+                name: m.clone(),
+                host: first.name.clone(),
+                detail: format!("bootstrap the Raft group with voter `{}`", first.name),
+                id: String::new(),
+                action: Action::Authority {
+                    membership: m.clone(),
+                    call: AuthorityCall::Initialize,
+                },
+            });
+            for h in &desired[1..] {
+                out.push(add_voter(m, &first.name, h));
+            }
+            continue;
+        };
+        let via = view.participant.clone();
+        for h in &desired {
+            if !view.voters.contains(&h.name) {
+                out.push(add_voter(m, &via, h));
+            }
+        }
+        for voter in &view.voters {
+            if !desired.iter().any(|h| &h.name == voter) {
+                out.push(Transition {
+                    op: Op::Retire,
+                    kind: "voter".to_owned(),
+                    name: format!("{voter} in {m}"),
+                    host: via.clone(),
+                    detail: format!("remove `{voter}` from the voters of {m}"),
+                    id: String::new(),
+                    action: Action::Authority {
+                        membership: m.clone(),
+                        call: AuthorityCall::RemoveVoter {
+                            participant: voter.clone(),
+                        },
+                    },
+                });
+            }
+        }
+    }
+    out
+}
+
+fn add_voter(membership: &str, via: &str, host: &grid_spec::Host) -> Transition {
+    Transition {
+        op: Op::Create,
+        kind: "voter".to_owned(),
+        name: format!("{} in {membership}", host.name),
+        host: via.to_owned(),
+        detail: format!(
+            "add `{}` ({}) as a learner, let it catch up, then promote it to voter",
+            host.name, host.listen
+        ),
+        id: String::new(),
+        action: Action::Authority {
+            membership: membership.to_owned(),
+            call: grid_engine::authority::service::AuthorityCall::AddVoter {
+                participant: host.name.clone(),
+                address: host.listen.to_string(),
+            },
+        },
+    }
 }

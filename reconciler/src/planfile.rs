@@ -89,6 +89,11 @@ pub fn render(plan: &Plan) -> String {
                 " {{\n        distribute-revocations {}\n    }}\n",
                 quote(membership)
             )),
+            Action::Authority { membership, call } => out.push_str(&format!(
+                " {{\n        authority {} call={}\n    }}\n",
+                quote(membership),
+                quote(&serde_json::to_string(call).expect("authority calls serialize"))
+            )),
         }
     }
     out.push_str("}\n");
@@ -180,6 +185,11 @@ pub fn load(path: &Path) -> Result<Plan, String> {
                     },
                     Some(("distribute-revocations", c)) => Action::DistributeRevocations {
                         membership: argument(c)?,
+                    },
+                    Some(("authority", c)) => Action::Authority {
+                        membership: argument(c)?,
+                        call: serde_json::from_str(&string(c, "call")?)
+                            .map_err(|e| format!("an authority call does not decode: {e}"))?,
                     },
                     Some((other, _)) => return Err(format!("unknown action `{other}`")),
                 };

@@ -136,6 +136,20 @@ impl Claims {
         self.claims.get(name)
     }
 
+    /// How many claims exist (held or released).
+    pub fn len(&self) -> usize {
+        self.claims.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.claims.is_empty()
+    }
+
+    /// How many answers are retained.
+    pub fn answers_retained(&self) -> usize {
+        self.answers.len()
+    }
+
     pub fn answer(&self, op: &str) -> Option<&Answer> {
         self.answers.get(op).map(|(_, a)| a)
     }

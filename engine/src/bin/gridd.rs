@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use grid_engine::authority::service::{Authorities, Authority};
 use grid_engine::host::{Host, control, failpoints::Failpoints};
 
 /// Grid host daemon: runs one host from its installation directory.
@@ -72,21 +73,72 @@ fn main() -> ExitCode {
     } else {
         None
     };
+    // One runtime for the transport and the authorities.
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("gridd-async")
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("gridd: cannot start its runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut authorities = Authorities::default();
+    if host.config().selects(grid_spec::Profile::Authority) {
+        if transport.is_none() {
+            eprintln!(
+                "gridd: cannot start the host in {}: profile `authority` speaks Raft over the `transport` profile, which is not selected",
+                cli.dir.display()
+            );
+            return ExitCode::FAILURE;
+        }
+        for membership in grid_engine::custody::membership::enrolled_memberships(&cli.dir) {
+            let participant = match grid_engine::custody::membership::read_enrollment(&cli.dir, &membership) {
+                Ok(Some(enrollment)) => enrollment.participant,
+                _ => continue,
+            };
+            match Authority::start(
+                &cli.dir,
+                &membership,
+                &participant,
+                &host.config().listen,
+                runtime.handle().clone(),
+            ) {
+                Ok(authority) => {
+                    eprintln!("gridd: authority of `{membership}`: voter `{participant}` (node {})", authority.id);
+                    authorities.by_membership.insert(membership, authority);
+                }
+                Err(e) => {
+                    eprintln!("gridd: cannot start the host in {}: {e}", cli.dir.display());
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    }
     let host = std::sync::Arc::new(std::sync::Mutex::new(host));
     if let Some((listener, config)) = transport {
         let address = listener
             .local_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        if let Err(e) =
-            grid_engine::transport::serve(listener, config, cli.dir.clone(), host.clone(), wire)
-        {
+        if let Err(e) = grid_engine::transport::serve(
+            listener,
+            config,
+            cli.dir.clone(),
+            host.clone(),
+            wire,
+            authorities.clone(),
+            runtime.handle(),
+        ) {
             eprintln!("gridd: cannot start the transport: {e}");
             return ExitCode::FAILURE;
         }
         eprintln!("gridd: transport (mutual TLS 1.3) on {address}");
     }
-    match control::serve(host) {
+    match control::serve(host, authorities) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gridd: {e}");

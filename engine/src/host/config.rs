@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::HostError;
 
 /// Profiles this build of gridd can run; every other one refuses to start.
-pub const AVAILABLE_PROFILES: [&str; 2] = ["transport", "wire-observation"];
+pub const AVAILABLE_PROFILES: [&str; 3] = ["transport", "wire-observation", "authority"];
 
 /// The name of the configuration file inside a host's directory.
 pub const HOST_CONFIG_FILE: &str = "host.toml";

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::{Handled, Host, HostError};
+use crate::authority::service::Authorities;
 use crate::protocol::{Call, Reply};
 
 /// The socket's file name inside the host directory.
@@ -25,7 +26,7 @@ pub fn socket_path(dir: &Path) -> PathBuf {
 
 /// Binds the control socket (replacing a stale one: the store's lock already proved
 /// no other gridd runs on this directory) and serves until the process ends.
-pub fn serve(host: Arc<Mutex<Host>>) -> Result<(), HostError> {
+pub fn serve(host: Arc<Mutex<Host>>, authorities: Authorities) -> Result<(), HostError> {
     let (path, name) = {
         let host = host.lock().unwrap_or_else(|p| p.into_inner());
         (socket_path(host.dir()), host.name().to_owned())
@@ -58,10 +59,11 @@ pub fn serve(host: Arc<Mutex<Host>>) -> Result<(), HostError> {
             continue;
         }
         let host = host.clone();
+        let authorities = authorities.clone();
         let open = open.clone();
         open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         std::thread::spawn(move || {
-            connection(stream, &host);
+            connection(stream, &host, &authorities);
             open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         });
     }
@@ -74,7 +76,7 @@ fn reply(stream: &mut UnixStream, reply: &Reply) -> std::io::Result<()> {
     stream.write_all(&line)
 }
 
-fn connection(stream: UnixStream, host: &Mutex<Host>) {
+fn connection(stream: UnixStream, host: &Mutex<Host>, authorities: &Authorities) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
@@ -106,7 +108,18 @@ fn connection(stream: UnixStream, host: &Mutex<Host>) {
                 continue;
             }
         };
-        let handled = host.lock().unwrap_or_else(|p| p.into_inner()).handle(call);
+        let handled = match call {
+            // The authority answers outside the host's lock: a write may wait for a
+            // quorum.
+            Call::Authority {
+                membership,
+                request,
+            } => Handled::Reply(match authorities.pick(membership.as_deref()) {
+                Ok(authority) => Reply::Authority(authority.handle_local(request)),
+                Err(reason) => Reply::Refused { reason },
+            }),
+            call => host.lock().unwrap_or_else(|p| p.into_inner()).handle(call),
+        };
         match handled {
             Handled::Reply(r) => {
                 if reply(&mut writer, &r).is_err() {

@@ -114,7 +114,13 @@ pub struct Host {
     batches: Keyspace,
     models: BTreeMap<String, Installed>,
     failpoints: Failpoints,
+    meta: Keyspace,
+    /// The newest epoch of each claim this host has seen on stamped writes.
+    fence: crate::authority::claims::Fence,
 }
+
+/// Where the host keeps its fence (in the `meta` keyspace).
+const FENCE_KEY: &str = "fence";
 
 /// What an operation changes in memory once its effect is durable.
 type AfterCommit = Box<dyn FnOnce(&mut Host)>;
@@ -214,6 +220,14 @@ impl Host {
             batches,
             models: BTreeMap::new(),
             failpoints,
+            fence: match meta.get(FENCE_KEY).map_err(storage)? {
+                Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| HostError::Config {
+                    path: store.clone(),
+                    reason: format!("the fence record does not decode: {e}"),
+                })?,
+                None => Default::default(),
+            },
+            meta,
         };
         host.recover()?;
         Ok(host)
@@ -379,6 +393,11 @@ impl Host {
                 },
             }),
             Call::Submit { op, request } => self.submit(op, request),
+            // Only this host's operator (the control socket) acts as this host at the
+            // authority; a remote participant calls `/authority/M/forward` as itself.
+            Call::Authority { .. } => Handled::Reply(Reply::Refused {
+                reason: "authority calls are taken on the host's control socket only".to_owned(),
+            }),
             Call::Wire => Handled::Reply(match &self.wire {
                 Some(wire) => Reply::Wire {
                     peers: wire
@@ -648,7 +667,17 @@ impl Host {
                     },
                 }
             }
-            Request::Input { model, values } => match self.models.get_mut(model) {
+            Request::Input {
+                fence: Some(stamp), ..
+            } if self.fence.clone().admit(&stamp.claim, stamp.epoch).is_err() => {
+                let refused = self
+                    .fence
+                    .clone()
+                    .admit(&stamp.claim, stamp.epoch)
+                    .expect_err("just refused");
+                failed(&op, format!("fenced: {refused}"))
+            }
+            Request::Input { model, values, fence } => match self.models.get_mut(model) {
                 None => failed(
                     &op,
                     format!("host `{}` holds no model `{model}`", self.config.name),
@@ -668,9 +697,21 @@ impl Host {
                                 batch_key(model, installed.record.generation, number),
                                 encode_batch(&named),
                             );
+                            // The newest epoch seen, durable with the write it admitted.
+                            let mut seen = self.fence.clone();
+                            if let Some(stamp) = fence {
+                                seen.admit(&stamp.claim, stamp.epoch)
+                                    .expect("checked before the batch");
+                                write.insert(
+                                    &self.meta,
+                                    FENCE_KEY,
+                                    serde_json::to_vec(&seen).expect("fences serialize"),
+                                );
+                            }
                             batch_point = true;
                             let model = model.clone();
                             after_commit = Some(Box::new(move |host: &mut Host| {
+                                host.fence = seen;
                                 if let Some(installed) = host.models.get_mut(&model) {
                                     installed.batches = number;
                                 }

@@ -3,6 +3,9 @@
 //! - `start HOST [failpoints="POINT=ACTION,…"]` — runs `gridd --dir <state>/hosts/HOST`
 //!   and waits until its control socket accepts a connection. Inside `expect-refused`,
 //!   gridd must instead exit non-zero with a message.
+//!   A host whose listen address is a non-loopback IPv4 address (e.g. `10.77.1.1:7521`)
+//!   runs as `ip netns exec NS gridd …` in a network namespace of its own, made the
+//!   first time it starts (see `net`); `kill`/`restart` are the same for it.
 //! - `kill HOST` — SIGKILL, then wait for the exit.
 //! - `kill HOST at="POINT"` — restarts the host with `GRID_FAILPOINTS=POINT=abort`: it
 //!   aborts itself when a later step's operation reaches POINT. The next `restart`

@@ -1,6 +1,6 @@
-//! `input MODEL NAME=VALUE… op="ID" [expect=OUTCOME]` — one input batch through
-//! `gridctl input MODEL NAME=VALUE… --op ID`, sent to the model's owner. Every property
-//! except `op` and `expect` is an input; values are numbers (`n=1`, `x=-2.5`) or strings
+//! `input MODEL NAME=VALUE… op="ID" [fence="CLAIM:EPOCH"] [expect=OUTCOME]` — one input
+//! batch through `gridctl input MODEL NAME=VALUE… --op ID [--fence CLAIM:EPOCH]`, sent to
+//! the model's owner. Every property except `op`, `fence` and `expect` is an input; values are numbers (`n=1`, `x=-2.5`) or strings
 //! passed as written (`x="1e3"`). The outcome must be `expect` (default `succeeded`;
 //! `refused` inside `expect-refused`).
 
@@ -18,6 +18,7 @@ struct Input {
     op: String,
     /// `NAME=VALUE` arguments, in file order.
     values: Vec<String>,
+    fence: Option<String>,
     expect: Outcome,
 }
 
@@ -28,6 +29,7 @@ pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
             .with_help("re-sending the same op returns the original answer")
     })?;
     let expect = Outcome::expected(node)?;
+    let fence = node.string("fence")?;
     let mut values = Vec::new();
     for (name, entry) in node.remaining_properties()? {
         let text = match entry.value() {
@@ -52,6 +54,7 @@ pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         model,
         op,
         values,
+        fence,
         expect,
     }))
 }
@@ -61,6 +64,9 @@ impl Step for Input {
         let mut args: Vec<OsString> = vec!["input".into(), self.model.clone().into()];
         args.extend(self.values.iter().map(OsString::from));
         args.extend(["--op".into(), self.op.clone().into(), "--json".into()]);
+        if let Some(fence) = &self.fence {
+            args.extend(["--fence".into(), fence.into()]);
+        }
         let output = cx.gridctl(&args)?;
         let json = check_outcome(cx, &output, self.expect)?;
         if let Some(op) = json.get("op").and_then(|op| op.as_str())

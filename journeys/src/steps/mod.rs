@@ -6,8 +6,10 @@
 //! `expect-refused` asks [`Node::expects_refusal`] while parsing and adapts its
 //! expectation; one that never asks is rejected there.
 
+mod claims;
 mod hosts;
 mod input;
+pub(crate) mod net;
 mod plan;
 mod reconcile;
 mod refused;
@@ -50,6 +52,16 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("edit", tamper::parse_edit),
     ("call", tls::parse_call),
     ("occupy", tls::parse_occupy),
+    ("claim", claims::parse_claim),
+    ("claim-stream", claims::parse_stream),
+    ("expect-answers-unchanged", claims::parse_unchanged),
+    ("expect-claim", claims::parse_expect_claim),
+    ("expect-authority", claims::parse_expect_authority),
+    ("authority-snapshot", claims::parse_snapshot),
+    ("kill-leader", claims::parse_kill_leader),
+    ("restart-stopped", claims::parse_restart_stopped),
+    ("partition", net::parse_partition),
+    ("heal", net::parse_heal),
 ];
 
 /// How an operation ended, as `gridctl` reports it (`"outcome"` in its JSON and its

@@ -1,28 +1,43 @@
 //! Talking to a host's `transport` as an outside client would, with `curl` (OpenSSL):
 //!
-//! - `call HOST ca="M" [as="P" in="M2"] [cert="FILE"] expect="admitted|refused"
-//!   [because="TEXT"]` — `POST /control` `{"call":"observe"}` to HOST's listen address,
-//!   trusting membership M's authority, presenting participant P's certificate of
-//!   membership M2 (default M) with P's TLS key — or no certificate without `as`.
-//!   `cert` replaces the certificate by a file of the journey's directory.
-//!   `because` must appear in curl's error when refused.
+//! - `call HOST ca="M" [as="P" in="M2"] [cert="FILE"] [from="H"]
+//!   expect="admitted|refused|unreachable" [because="TEXT"]` — `POST /control`
+//!   `{"call":"observe"}` to HOST's listen address, trusting membership M's authority,
+//!   presenting participant P's certificate of membership M2 (default M) with P's TLS
+//!   key — or no certificate without `as`. `cert` replaces the certificate by a file of
+//!   the journey's directory. `from` runs curl inside host H's network namespace (H
+//!   must have a non-loopback listen address), instead of the root namespace.
+//!   `unreachable`: no TCP connection at all (curl exit 7 or 28, and the address did
+//!   not answer with a reset) — e.g. across a `partition`. `because` must appear in
+//!   curl's error when refused or unreachable.
 //! - `occupy "IP:PORT"` — binds the address and holds it until the journey ends, so a
 //!   host listening there must refuse to start.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output};
 
 use super::Step;
 use crate::error::Failure;
 use crate::parse::{Node, ParseError};
 use crate::runner::Context;
 
+/// How long `call` waits for a TCP connection.
+const CONNECT_TIMEOUT_SECS: &str = "5";
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    Admitted,
+    Refused,
+    Unreachable,
+}
+
 struct Call {
     host: String,
     ca: String,
     client: Option<(String, String)>,
     cert: Option<PathBuf>,
-    admitted: bool,
+    from: Option<String>,
+    expect: Expect,
     because: Option<String>,
 }
 
@@ -40,10 +55,16 @@ pub fn parse_call(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let cert = node
         .string("cert")?
         .map(|c| node.cx().journey_dir().join(c));
-    let admitted = match node.string("expect")?.as_deref() {
-        Some("admitted") => true,
-        Some("refused") => false,
-        _ => return Err(node.error("`call` needs expect=\"admitted\" or expect=\"refused\"")),
+    let from = node.string("from")?;
+    let expect = match node.string("expect")?.as_deref() {
+        Some("admitted") => Expect::Admitted,
+        Some("refused") => Expect::Refused,
+        Some("unreachable") => Expect::Unreachable,
+        _ => {
+            return Err(node.error(
+                "`call` needs expect=\"admitted\", expect=\"refused\" or expect=\"unreachable\"",
+            ));
+        }
     };
     let because = node.string("because")?;
     let client = participant.map(|p| (p, membership.unwrap_or_else(|| ca.clone())));
@@ -52,7 +73,8 @@ pub fn parse_call(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         ca,
         client,
         cert,
-        admitted,
+        from,
+        expect,
         because,
     }))
 }
@@ -99,13 +121,7 @@ fn key_pem(cx: &Context<'_>, participant: &str) -> Result<PathBuf, Failure> {
 
 impl Step for Call {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
-        let config = std::fs::read_to_string(cx.host_dir(&self.host).join("host.toml"))
-            .map_err(|e| failure(format!("host `{}` installed", self.host), e))?;
-        let listen = config
-            .lines()
-            .find_map(|l| l.strip_prefix("listen = "))
-            .map(|l| l.trim().trim_matches('"').to_owned())
-            .ok_or_else(|| failure("a listen address in host.toml", &config))?;
+        let listen = cx.host_listen(&self.host)?;
         let (ip, port) = listen
             .rsplit_once(':')
             .ok_or_else(|| failure("IP:PORT", &listen))?;
@@ -114,11 +130,37 @@ impl Step for Call {
             .join("memberships")
             .join(&self.ca)
             .join("ca.pem");
-        let mut command = Command::new("curl");
+        let mut command = match &self.from {
+            Some(from) => {
+                let Some(namespace) = cx.host_namespace(from)? else {
+                    return Err(failure(
+                        format!(
+                            "host `{from}` in a network namespace (`from` needs a non-loopback \
+                             listen address)"
+                        ),
+                        format!(
+                            "`{from}` runs in the root namespace (listen {})",
+                            cx.host_listen(from)
+                                .unwrap_or_else(|f| format!("unknown: {}", f.observed))
+                        ),
+                    ));
+                };
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", &namespace, "curl"]);
+                command
+            }
+            None => Command::new("curl"),
+        };
         command
-            .args(["-sS", "--max-time", "10", "--cacert"])
+            .args(["-sS", "--max-time", "10", "--connect-timeout"])
+            .arg(CONNECT_TIMEOUT_SECS)
+            .arg("--cacert")
             .arg(&ca)
             .args(["--resolve", &format!("{}:{port}:{ip}", self.host)]);
+        if self.expect == Expect::Unreachable {
+            // The verbose lines name why the connection failed (no route, timeout, reset).
+            command.arg("-v");
+        }
         let mut who = "no client certificate".to_owned();
         if let Some((participant, membership)) = &self.client {
             let cert = match &self.cert {
@@ -142,12 +184,26 @@ impl Step for Call {
             .output()
             .map_err(|e| failure("curl to run", e))?;
         let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
-        let expected = if self.admitted {
-            format!("{} to admit {who}", self.host)
-        } else {
-            format!("{} to refuse {who}", self.host)
+        let via = self
+            .from
+            .as_ref()
+            .map_or(String::new(), |from| format!(" from {from}'s namespace"));
+        let expected = match self.expect {
+            Expect::Admitted => format!("{} ({listen}) to admit {who}{via}", self.host),
+            Expect::Refused => format!("{} ({listen}) to refuse {who}{via}", self.host),
+            Expect::Unreachable => {
+                return unreachable(
+                    cx,
+                    &self.host,
+                    &listen,
+                    &via,
+                    &output,
+                    self.because.as_deref(),
+                );
+            }
         };
-        match (output.status.success(), self.admitted) {
+        let admitted = self.expect == Expect::Admitted;
+        match (output.status.success(), admitted) {
             (true, true) => {
                 cx.say(format_args!(
                     "→ admitted {who}: {}",
@@ -155,6 +211,10 @@ impl Step for Call {
                 ));
                 Ok(())
             }
+            (false, false) if never_connected(&output) => Err(failure(
+                expected,
+                format!("no connection at all (unreachable, not refused): {stderr}"),
+            )),
             (false, false) => {
                 if let Some(because) = &self.because
                     && !stderr.contains(because.as_str())
@@ -171,6 +231,82 @@ impl Step for Call {
             (false, true) => Err(failure(expected, stderr)),
         }
     }
+}
+
+/// Whether curl never got a TCP connection: exit 7 (could not connect), or exit 28 (timed
+/// out) while still connecting.
+fn never_connected(output: &Output) -> bool {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    match output.status.code() {
+        Some(7) => true,
+        Some(28) => [
+            "Failed to connect",
+            "Connection timed out",
+            "Connection timeout",
+        ]
+        .iter()
+        .any(|text| stderr.contains(text)),
+        _ => false,
+    }
+}
+
+/// Checks that curl made no TCP connection ([`never_connected`]) and that the address
+/// did not answer with a reset (a reset means the network reaches it).
+fn unreachable(
+    cx: &mut Context<'_>,
+    host: &str,
+    listen: &str,
+    via: &str,
+    output: &Output,
+    because: Option<&str>,
+) -> Result<(), Failure> {
+    let expected = format!("{host} ({listen}) unreachable{via}: no TCP connection");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // `* connect to IP port P failed: REASON` and `curl: (N) …`.
+    let reasons: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("* connect to ") || l.starts_with("curl: ("))
+        .map(|l| l.trim_start_matches("* "))
+        .collect();
+    let reason = if reasons.is_empty() {
+        stderr.trim().lines().last().unwrap_or("").to_owned()
+    } else {
+        reasons.join("; ")
+    };
+    if output.status.success() {
+        return Err(failure(
+            expected,
+            "curl connected and the call was answered",
+        ));
+    }
+    if !never_connected(output) {
+        let code = output
+            .status
+            .code()
+            .map_or("a signal".to_owned(), |c| c.to_string());
+        return Err(failure(
+            expected,
+            format!("curl connected (exit {code}): {reason}"),
+        ));
+    }
+    if reason.contains("Connection refused") {
+        return Err(failure(
+            expected,
+            format!(
+                "the address answered with a reset (nothing listening, but reachable): {reason}"
+            ),
+        ));
+    }
+    if let Some(because) = because
+        && !reason.contains(because)
+    {
+        return Err(failure(
+            format!("{expected} because of {because:?}"),
+            reason,
+        ));
+    }
+    cx.say(format_args!("→ unreachable{via}: {reason}"));
+    Ok(())
 }
 
 impl Step for Occupy {

@@ -81,6 +81,10 @@ enum Command {
         /// The operation id; re-sending it returns the original answer.
         #[arg(long, value_name = "ID")]
         op: String,
+        /// Stamp the write with a claim and the epoch its writer holds it at: the host
+        /// refuses it once it has seen a newer epoch of that claim (fencing).
+        #[arg(long, value_name = "CLAIM:EPOCH")]
+        fence: Option<String>,
         #[arg(long, value_name = "DIR", default_value = "grid-state")]
         state: PathBuf,
         #[arg(long)]
@@ -121,6 +125,84 @@ enum Command {
     /// Journeys: scripted crashes and refusals against real hosts.
     #[command(subcommand)]
     Journey(JourneyCommand),
+    /// Claims at a membership's authority, sent once as one of its hosts (with that
+    /// host's credentials). Exit 0 succeeded, 1 failed, 3 unknown (re-send the same
+    /// op id), 4 refused.
+    #[command(subcommand)]
+    Claim(ClaimCli),
+    /// Operator actions on a membership's authority.
+    #[command(subcommand)]
+    Authority(AuthorityCli),
+}
+
+/// Options every claim command takes.
+#[derive(Args, Debug)]
+struct ClaimTarget {
+    /// The operation id: re-sending it returns the original answer, never acts twice.
+    #[arg(long, value_name = "ID")]
+    op: String,
+    /// The calling host (a host of the membership installed under the state).
+    #[arg(long = "as", value_name = "HOST")]
+    caller: String,
+    /// The membership (default: the only one the host is enrolled in).
+    #[arg(long, value_name = "M")]
+    membership: Option<String>,
+    #[arg(long, value_name = "DIR", default_value = "grid-state")]
+    state: PathBuf,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum ClaimCli {
+    /// Own CLAIM (a new epoch), if nobody holds it.
+    Acquire {
+        claim: String,
+        #[command(flatten)]
+        target: ClaimTarget,
+    },
+    /// Name PARTICIPANT as the successor of CLAIM (the owner only).
+    EnrollSuccessor {
+        claim: String,
+        participant: String,
+        #[command(flatten)]
+        target: ClaimTarget,
+    },
+    /// Hand CLAIM to its enrolled successor: the owner is fenced (the epoch grows).
+    Handoff {
+        claim: String,
+        #[command(flatten)]
+        target: ClaimTarget,
+    },
+    /// Release CLAIM (the owner only).
+    Release {
+        claim: String,
+        #[command(flatten)]
+        target: ClaimTarget,
+    },
+    /// CLAIM as the authority holds it, read after a linearizable barrier.
+    Show {
+        claim: String,
+        #[arg(long, value_name = "M")]
+        membership: Option<String>,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum AuthorityCli {
+    /// Build a snapshot at voter HOST now; the log it covers is purged and older
+    /// snapshot generations are deleted.
+    Snapshot {
+        membership: String,
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -155,6 +237,15 @@ enum JourneyCommand {
 
 #[derive(Subcommand, Debug)]
 enum InspectCommand {
+    /// A membership's authority: voters, leader, term, last applied, profiles, and an
+    /// explicit linearizable read barrier (`unknown` when no quorum confirms it).
+    Authority {
+        membership: String,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// TLS bytes the host's sockets wrote per peer and direction (profile
     /// `wire-observation`); an overflowed counter reads `unavailable`.
     Wire {
@@ -418,10 +509,26 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             model,
             values,
             op,
+            fence,
             state,
             json,
         } => {
             let sets = parse_sets(&values)?;
+            let fence = match fence {
+                None => None,
+                Some(text) => {
+                    let Some((claim, epoch)) = text.rsplit_once(':') else {
+                        bail!("--fence `{text}`: expected CLAIM:EPOCH");
+                    };
+                    let epoch: u64 = epoch
+                        .parse()
+                        .with_context(|| format!("--fence `{text}`: the epoch is not a whole number"))?;
+                    Some(grid_engine::protocol::FenceStamp {
+                        claim: claim.to_owned(),
+                        epoch,
+                    })
+                }
+            };
             let dir = owner_of(&state, &model)?;
             let (status, detail) = grid_reconciler::apply::send(
                 &dir,
@@ -430,6 +537,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     request: grid_engine::protocol::Request::Input {
                         model,
                         values: sets,
+                        fence,
                     },
                 },
             );
@@ -598,6 +706,138 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::FAILURE);
                 }
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Inspect(InspectCommand::Authority {
+            membership,
+            state,
+            json,
+        }) => {
+            let inspection =
+                grid_reconciler::authority::inspect(&state, &membership).map_err(anyhow::Error::msg)?;
+            if json {
+                println!("{}", inspection.to_json());
+            } else {
+                print!("{}", inspection.render());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Claim(ClaimCli::Show {
+            claim,
+            membership,
+            state,
+            json,
+        }) => {
+            let membership = grid_reconciler::authority::membership_of(&state, membership.as_deref())
+                .map_err(anyhow::Error::msg)?;
+            match grid_reconciler::authority::show(&state, &membership, &claim) {
+                Ok((found, read_index, via)) => {
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::json!({
+                                "claim": claim,
+                                "membership": membership,
+                                "barrier": "ok",
+                                "read_index": read_index,
+                                "owner": found.as_ref().map(|c| &c.owner),
+                                "epoch": found.as_ref().map(|c| c.epoch),
+                                "successor": found.as_ref().and_then(|c| c.successor.as_ref()),
+                                "state": found.as_ref().map(|c| serde_json::to_value(c.state).expect("states serialize")),
+                            })
+                        );
+                    } else {
+                        match &found {
+                            Some(c) => println!(
+                                "{claim}: {} by {} at epoch {}{} (read after a barrier through {via}, index {read_index})",
+                                serde_json::to_value(c.state).expect("states serialize").as_str().unwrap_or("?"),
+                                c.owner,
+                                c.epoch,
+                                c.successor.as_ref().map(|s| format!(", successor {s}")).unwrap_or_default()
+                            ),
+                            None => println!("{claim}: no such claim (read after a barrier through {via}, index {read_index})"),
+                        }
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    if json {
+                        println!("{}", serde_json::json!({"claim": claim, "membership": membership, "barrier": "unknown", "detail": e}));
+                    } else {
+                        eprintln!("{e}");
+                    }
+                    Ok(ExitCode::from(3))
+                }
+            }
+        }
+        Command::Claim(command) => {
+            use grid_engine::authority::service::ClaimCommand;
+            let (verb, target, command) = match command {
+                ClaimCli::Acquire { claim, target } => ("acquire", target, ClaimCommand::Acquire { claim }),
+                ClaimCli::EnrollSuccessor {
+                    claim,
+                    participant,
+                    target,
+                } => (
+                    "enroll-successor",
+                    target,
+                    ClaimCommand::EnrollSuccessor {
+                        claim,
+                        successor: participant,
+                    },
+                ),
+                ClaimCli::Handoff { claim, target } => ("handoff", target, ClaimCommand::Handoff { claim }),
+                ClaimCli::Release { claim, target } => ("release", target, ClaimCommand::Release { claim }),
+                ClaimCli::Show { .. } => unreachable!("handled above"),
+            };
+            let resend = format!(
+                "gridctl claim {verb} {} --op {} --as {}",
+                match &command {
+                    ClaimCommand::Acquire { claim }
+                    | ClaimCommand::Handoff { claim }
+                    | ClaimCommand::Release { claim } => claim.clone(),
+                    ClaimCommand::EnrollSuccessor { claim, successor } => format!("{claim} {successor}"),
+                },
+                target.op,
+                target.caller
+            );
+            let result = grid_reconciler::authority::claim(
+                &target.state,
+                target.membership.as_deref(),
+                &target.caller,
+                &target.op,
+                command,
+            )
+            .map_err(anyhow::Error::msg)?;
+            if target.json {
+                let mut value = result.to_json();
+                if result.outcome == grid_engine::authority::service::ClaimOutcome::Unknown {
+                    value["resend"] = serde_json::Value::from(resend.clone());
+                }
+                println!("{value}");
+            } else {
+                println!(
+                    "{verb} {} (op {}) as {}: {}{}",
+                    result.claim,
+                    result.op,
+                    result.caller,
+                    result.outcome_name(),
+                    if result.detail.is_empty() { String::new() } else { format!(" — {}", result.detail) }
+                );
+                if result.outcome == grid_engine::authority::service::ClaimOutcome::Unknown {
+                    println!("nothing was retried; to learn the outcome re-send the same op id: {resend}");
+                }
+            }
+            Ok(ExitCode::from(result.exit_code()))
+        }
+        Command::Authority(AuthorityCli::Snapshot {
+            membership,
+            host,
+            state,
+        }) => {
+            let detail = grid_reconciler::authority::snapshot(&state, &membership, &host)
+                .map_err(anyhow::Error::msg)?;
+            println!("{host}: {detail}");
             Ok(ExitCode::SUCCESS)
         }
         Command::Inspect(InspectCommand::Wire { host, state, json }) => {

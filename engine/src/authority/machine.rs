@@ -1,0 +1,255 @@
+//! The authority's state machine (claims and original answers) and its snapshots.
+//!
+//! The state lives in memory; its durable form is the newest snapshot file in
+//! `DIR/authority/M/snapshots/` plus the fsynced log after it: at start the snapshot
+//! is loaded and openraft re-applies the committed entries that follow. A snapshot
+//! file is written to a temporary name, fsynced, renamed and its directory fsynced;
+//! only then are older generations deleted (files really removed) and the log prefix
+//! it covers purged.
+
+use std::io::{Cursor, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use openraft::storage::RaftStateMachine;
+use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
+use serde::{Deserialize, Serialize};
+
+use super::claims::{Applied, Claims};
+use super::types::{
+    Decision, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
+};
+
+/// The snapshot files' extension.
+const SNAPSHOT_EXTENSION: &str = "snapshot";
+
+/// Everything the state machine holds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct MachineState {
+    pub last_applied: Option<LogId>,
+    pub last_membership: StoredMembership,
+    pub claims: Claims,
+}
+
+/// A snapshot file: its meta and the state it captured.
+#[derive(Serialize, Deserialize)]
+struct SnapshotFile {
+    meta: SnapshotMeta,
+    state: MachineState,
+}
+
+/// The state machine; clones share the state (readers use it between applies).
+#[derive(Clone)]
+pub struct Machine {
+    pub state: Arc<RwLock<MachineState>>,
+    snapshots: PathBuf,
+}
+
+fn snapshot_err(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::write_snapshot(None, &e).into()
+}
+
+fn read_snapshot_err(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::read_snapshot(None, &e).into()
+}
+
+/// `(generation, path)` of every snapshot file, oldest first.
+fn generations(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().and_then(|e| e.to_str()) != Some(SNAPSHOT_EXTENSION) {
+            continue;
+        }
+        let generation = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.split('-').next())
+            .and_then(|g| g.parse::<u64>().ok());
+        if let Some(g) = generation {
+            found.push((g, path));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+impl Machine {
+    /// Opens the state machine from the newest snapshot in `snapshots` (created 0700).
+    pub fn open(snapshots: &Path) -> std::io::Result<Machine> {
+        crate::journal::ensure_private_dir(snapshots)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let state = match generations(snapshots)?.last() {
+            Some((_, path)) => {
+                let file: SnapshotFile = serde_json::from_slice(&std::fs::read(path)?)
+                    .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
+                file.state
+            }
+            None => MachineState::default(),
+        };
+        // Temporary files of an interrupted write are not snapshots.
+        for entry in std::fs::read_dir(snapshots)? {
+            let path = entry?.path();
+            if path.extension().and_then(|e| e.to_str()) == Some("tmp") {
+                std::fs::remove_file(path)?;
+            }
+        }
+        Ok(Machine {
+            state: Arc::new(RwLock::new(state)),
+            snapshots: snapshots.to_owned(),
+        })
+    }
+
+    /// The snapshot files on disk now: `(generation, file name)`.
+    pub fn snapshot_files(&self) -> Vec<String> {
+        generations(&self.snapshots)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(_, p)| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, MachineState> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, MachineState> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes a snapshot file durably, then deletes every older generation.
+    fn persist(&self, meta: &SnapshotMeta, bytes: &[u8]) -> Result<(), StorageError> {
+        let generation = generations(&self.snapshots)
+            .map_err(snapshot_err)?
+            .last()
+            .map_or(1, |(g, _)| g + 1);
+        let last = meta.last_log_id.map_or(0, |l| l.index);
+        let name = format!("{generation:012}-{last}");
+        let temporary = self.snapshots.join(format!("{name}.tmp"));
+        let path = self.snapshots.join(format!("{name}.{SNAPSHOT_EXTENSION}"));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)
+            .map_err(snapshot_err)?;
+        file.write_all(bytes).map_err(snapshot_err)?;
+        file.sync_all().map_err(snapshot_err)?;
+        std::fs::rename(&temporary, &path).map_err(snapshot_err)?;
+        std::fs::File::open(&self.snapshots)
+            .and_then(|d| d.sync_all())
+            .map_err(snapshot_err)?;
+        for (g, old) in generations(&self.snapshots).map_err(snapshot_err)? {
+            if g < generation {
+                std::fs::remove_file(old).map_err(snapshot_err)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn encode(meta: &SnapshotMeta, state: &MachineState) -> Result<Vec<u8>, StorageError> {
+        serde_json::to_vec(&SnapshotFile {
+            meta: meta.clone(),
+            state: state.clone(),
+        })
+        .map_err(snapshot_err)
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for Machine {
+    async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
+        let (meta, bytes) = {
+            let state = self.read();
+            let meta = SnapshotMeta {
+                last_log_id: state.last_applied,
+                last_membership: state.last_membership.clone(),
+                snapshot_id: format!(
+                    "{}-{}",
+                    state.last_applied.map_or(0, |l| l.leader_id.term),
+                    state.last_applied.map_or(0, |l| l.index)
+                ),
+            };
+            let bytes = Machine::encode(&meta, &state)?;
+            (meta, bytes)
+        };
+        self.persist(&meta, &bytes)?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(bytes)),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for Machine {
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        let state = self.read();
+        Ok((state.last_applied, state.last_membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Decision>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + openraft::OptionalSend,
+        I::IntoIter: openraft::OptionalSend,
+    {
+        let mut state = self.write();
+        let mut decisions = Vec::new();
+        for entry in entries {
+            state.last_applied = Some(entry.log_id);
+            decisions.push(match entry.payload {
+                EntryPayload::Blank => Decision::Internal,
+                EntryPayload::Normal(proposal) => {
+                    match state.claims.apply(&proposal.op, proposal.command) {
+                        Applied::Answer(answer) => Decision::Answer(answer),
+                        Applied::Refused(reason) => Decision::Refused { reason },
+                    }
+                }
+                EntryPayload::Membership(membership) => {
+                    state.last_membership = StoredMembership::new(Some(entry.log_id), membership);
+                    Decision::Internal
+                }
+            });
+        }
+        Ok(decisions)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let bytes = snapshot.into_inner();
+        let file: SnapshotFile = serde_json::from_slice(&bytes).map_err(read_snapshot_err)?;
+        if file.meta.last_log_id != meta.last_log_id {
+            return Err(read_snapshot_err(std::io::Error::other(
+                "the snapshot's contents do not match its meta",
+            )));
+        }
+        self.persist(meta, &bytes)?;
+        *self.write() = file.state;
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
+        let Some((_, path)) = generations(&self.snapshots)
+            .map_err(read_snapshot_err)?
+            .pop()
+        else {
+            return Ok(None);
+        };
+        let bytes = std::fs::read(&path).map_err(read_snapshot_err)?;
+        let file: SnapshotFile = serde_json::from_slice(&bytes).map_err(read_snapshot_err)?;
+        Ok(Some(Snapshot {
+            meta: file.meta,
+            snapshot: Box::new(Cursor::new(bytes)),
+        }))
+    }
+}
