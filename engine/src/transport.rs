@@ -436,7 +436,10 @@ async fn route_authority(
         return refused(StatusCode::NOT_FOUND, format!("no endpoint {path}"));
     };
     let Some((peer_membership, peer)) = identity else {
-        return refused(StatusCode::FORBIDDEN, "no participant certificate".to_owned());
+        return refused(
+            StatusCode::FORBIDDEN,
+            "no participant certificate".to_owned(),
+        );
     };
     if peer_membership != membership {
         return refused(
@@ -455,7 +458,11 @@ async fn route_authority(
         .get(crate::authority::network::SNAPSHOT_META_HEADER)
         .and_then(|h| h.to_str().ok())
         .map(str::to_owned);
-    let limit = if what == "snapshot" { SNAPSHOT_BYTES_MAX } else { RAFT_MESSAGE_MAX };
+    let limit = if what == "snapshot" {
+        SNAPSHOT_BYTES_MAX
+    } else {
+        RAFT_MESSAGE_MAX
+    };
     let body = match Limited::new(request.into_body(), limit).collect().await {
         Ok(body) => body.to_bytes(),
         Err(_) => {
@@ -471,12 +478,18 @@ async fn route_authority(
             Err(reason) => refused(StatusCode::BAD_REQUEST, reason),
         },
         "authority" if what == "forward" => {
-            let forwarded: crate::authority::service::Forwarded = match serde_json::from_slice(&body) {
-                Ok(f) => f,
-                Err(e) => return refused(StatusCode::BAD_REQUEST, format!("malformed call: {e}")),
-            };
+            let forwarded: crate::authority::service::Forwarded =
+                match serde_json::from_slice(&body) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        return refused(StatusCode::BAD_REQUEST, format!("malformed call: {e}"));
+                    }
+                };
             let reply = authority.handle(forwarded.call, Some(peer)).await;
-            bytes_reply(StatusCode::OK, serde_json::to_vec(&reply).expect("replies serialize"))
+            bytes_reply(
+                StatusCode::OK,
+                serde_json::to_vec(&reply).expect("replies serialize"),
+            )
         }
         _ => refused(StatusCode::NOT_FOUND, format!("no endpoint {path}")),
     }
@@ -489,7 +502,9 @@ async fn route(
     identity: Option<&(String, String)>,
 ) -> Response<Full<Bytes>> {
     let path = request.uri().path();
-    if request.method() == Method::POST && (path.starts_with("/raft/") || path.starts_with("/authority/")) {
+    if request.method() == Method::POST
+        && (path.starts_with("/raft/") || path.starts_with("/authority/"))
+    {
         return route_authority(request, authorities, identity).await;
     }
     if request.method() != Method::POST || request.uri().path() != "/control" {
@@ -542,7 +557,10 @@ async fn route(
 /// The TLS configuration of a participant calling other participants of
 /// `membership`: TLS 1.3 only, its own participant certificate as client
 /// certificate, the membership's authority as the only root, its revocation list.
-pub fn client_tls(own_dir: &Path, membership: &str) -> Result<rustls::ClientConfig, TransportError> {
+pub fn client_tls(
+    own_dir: &Path,
+    membership: &str,
+) -> Result<rustls::ClientConfig, TransportError> {
     let mut roots = RootCertStore::empty();
     let mut crls = Vec::new();
     let chain = load_membership(own_dir, membership, &mut roots, &mut crls)?;

@@ -176,7 +176,10 @@ fn took_effect(plan: &Plan, t: &Transition) -> bool {
         Action::DistributeRevocations { membership: m } => {
             membership::revocations_current(&membership::authority_dir(&plan.state, m), &dir, m)
         }
-        Action::Authority { membership: m, call } => {
+        Action::Authority {
+            membership: m,
+            call,
+        } => {
             use grid_engine::authority::service::AuthorityCall;
             let Ok(status) = observe::authority_status(&dir, m) else {
                 return false;
@@ -184,7 +187,15 @@ fn took_effect(plan: &Plan, t: &Transition) -> bool {
             match call {
                 AuthorityCall::Initialize => status.initialized,
                 AuthorityCall::AddVoter { participant, .. } => status.voters.contains(participant),
-                AuthorityCall::RemoveVoter { participant } => !status.voters.contains(participant),
+                AuthorityCall::RemoveVoter { participant, .. } => {
+                    !status.voters.contains(participant)
+                }
+                AuthorityCall::AddLearner { participant, .. } => {
+                    status.learners.contains(participant)
+                }
+                AuthorityCall::RemoveLearner { participant } => {
+                    !status.learners.contains(participant)
+                }
                 _ => false,
             }
         }

@@ -17,7 +17,8 @@ use crate::observe;
 /// How the fault, custody and storage profiles of this build's authority are
 /// installed (reported by `inspect authority`).
 pub const FAULT_PROFILE: &str = "crash-recovery: log entries and votes fsynced before acknowledgment; a majority of voters must run";
-pub const CUSTODY_PROFILE: &str = "local-files: host keys and membership certificates in each voter's installation";
+pub const CUSTODY_PROFILE: &str =
+    "local-files: host keys and membership certificates in each voter's installation";
 pub const STORAGE_PROFILE: &str = "fjall log per voter, snapshots as local files";
 
 /// A host installed under the state directory that runs a voter of `membership`.
@@ -133,8 +134,14 @@ pub fn claim(
     command: ClaimCommand,
 ) -> Result<ClaimResult, String> {
     let dir = observe::host_dir(state, caller);
-    if !dir.join(grid_engine::host::config::HOST_CONFIG_FILE).exists() {
-        return Err(format!("no host `{caller}` is installed under {}", state.display()));
+    if !dir
+        .join(grid_engine::host::config::HOST_CONFIG_FILE)
+        .exists()
+    {
+        return Err(format!(
+            "no host `{caller}` is installed under {}",
+            state.display()
+        ));
     }
     let membership = match membership {
         Some(m) => m.to_owned(),
@@ -196,7 +203,8 @@ pub fn claim(
             result.detail = format!("unexpected reply {other:?}; re-send the same op id");
         }
         Err(e) => {
-            result.detail = format!("the reply was lost ({e}); re-send the same op id to learn its outcome");
+            result.detail =
+                format!("the reply was lost ({e}); re-send the same op id to learn its outcome");
         }
     }
     Ok(result)
@@ -210,7 +218,10 @@ pub fn show(
 ) -> Result<(Option<grid_engine::authority::claims::Claim>, u64, String), String> {
     let voters = voter_hosts(state, membership);
     if voters.is_empty() {
-        return Err(format!("no host under {} runs a voter of `{membership}`", state.display()));
+        return Err(format!(
+            "no host under {} runs a voter of `{membership}`",
+            state.display()
+        ));
     }
     let mut errors = Vec::new();
     for voter in &voters {
@@ -224,12 +235,17 @@ pub fn show(
             Ok(AuthorityReply::Shown { claim, read_index }) => {
                 return Ok((claim, read_index, voter.name.clone()));
             }
-            Ok(AuthorityReply::Unknown { reason }) => errors.push(format!("{}: {reason}", voter.name)),
+            Ok(AuthorityReply::Unknown { reason }) => {
+                errors.push(format!("{}: {reason}", voter.name))
+            }
             Ok(other) => errors.push(format!("{}: {other:?}", voter.name)),
             Err(e) => errors.push(format!("{}: {e}", voter.name)),
         }
     }
-    Err(format!("unknown: no voter could read it after a barrier ({})", errors.join("; ")))
+    Err(format!(
+        "unknown: no voter could read it after a barrier ({})",
+        errors.join("; ")
+    ))
 }
 
 /// What `inspect authority` reports.
@@ -287,7 +303,8 @@ impl Inspection {
         out.push_str(&format!("authority of {}\n", self.membership));
         out.push_str(&format!(
             "  voters: {}\n",
-            view.map(|v| v.voters.join(", ")).unwrap_or_else(|| "(not bootstrapped)".to_owned())
+            view.map(|v| v.voters.join(", "))
+                .unwrap_or_else(|| "(not bootstrapped)".to_owned())
         ));
         if let Some(v) = view.filter(|v| !v.learners.is_empty()) {
             out.push_str(&format!("  learners: {}\n", v.learners.join(", ")));
@@ -334,11 +351,19 @@ impl Inspection {
 pub fn inspect(state: &Path, membership: &str) -> Result<Inspection, String> {
     let voters = voter_hosts(state, membership);
     if voters.is_empty() {
-        return Err(format!("no host under {} runs a voter of `{membership}`", state.display()));
+        return Err(format!(
+            "no host under {} runs a voter of `{membership}`",
+            state.display()
+        ));
     }
     let members: Vec<(String, Result<VoterStatus, String>)> = voters
         .iter()
-        .map(|v| (v.name.clone(), observe::authority_status(&v.dir, membership)))
+        .map(|v| {
+            (
+                v.name.clone(),
+                observe::authority_status(&v.dir, membership),
+            )
+        })
         .collect();
     let mut inspection = Inspection {
         membership: membership.to_owned(),
@@ -357,7 +382,9 @@ pub fn inspect(state: &Path, membership: &str) -> Result<Inspection, String> {
     });
     let mut details = Vec::new();
     for i in order {
-        let Ok(status) = &inspection.members[i].1 else { continue };
+        let Ok(status) = &inspection.members[i].1 else {
+            continue;
+        };
         if !status.initialized {
             continue;
         }
@@ -377,14 +404,20 @@ pub fn inspect(state: &Path, membership: &str) -> Result<Inspection, String> {
                 };
                 return Ok(inspection);
             }
-            Ok(AuthorityReply::Barrier { detail, .. }) => details.push(format!("{}: {detail}", voters[i].name)),
+            Ok(AuthorityReply::Barrier { detail, .. }) => {
+                details.push(format!("{}: {detail}", voters[i].name))
+            }
             Ok(other) => details.push(format!("{}: {other:?}", voters[i].name)),
             Err(e) => details.push(format!("{}: {e}", voters[i].name)),
         }
     }
     if !details.is_empty() {
         inspection.barrier_detail = details.join("; ");
-    } else if inspection.members.iter().any(|(_, s)| s.as_ref().is_ok_and(|s| !s.initialized)) {
+    } else if inspection
+        .members
+        .iter()
+        .any(|(_, s)| s.as_ref().is_ok_and(|s| !s.initialized))
+    {
         inspection.barrier_detail = "the authority is not bootstrapped".to_owned();
     }
     Ok(inspection)

@@ -208,7 +208,7 @@ pub fn authority_status(
 ) -> Result<grid_engine::authority::service::VoterStatus, String> {
     use grid_engine::authority::service::{AuthorityCall, AuthorityReply};
     match authority_call(dir, membership, AuthorityCall::Status)? {
-        AuthorityReply::Status(status) => Ok(status),
+        AuthorityReply::Status(status) => Ok(*status),
         other => Err(format!("unexpected reply {other:?}")),
     }
 }

@@ -716,17 +716,20 @@ fn enrollment_transitions(
     out
 }
 
-/// The voters a membership's `authority voters=N` asks for: its first N member hosts,
-/// in file order, that select the `authority` profile.
-pub fn desired_voters<'t>(topology: &'t Topology, membership: &str) -> Vec<&'t grid_spec::Host> {
-    let Some(n) = topology
+/// The member hosts of `membership` that select the `authority` profile, in file
+/// order: the first N (`authority voters=N`) vote, the others are learners (non-voting
+/// replicas through which their hosts send claim commands). Empty when the membership
+/// runs no authority.
+pub fn authority_hosts<'t>(topology: &'t Topology, membership: &str) -> Vec<&'t grid_spec::Host> {
+    if topology
         .memberships
         .iter()
         .find(|m| m.name == membership)
         .and_then(|m| m.authority_voters)
-    else {
+        .is_none()
+    {
         return Vec::new();
-    };
+    }
     topology
         .hosts
         .iter()
@@ -734,6 +737,20 @@ pub fn desired_voters<'t>(topology: &'t Topology, membership: &str) -> Vec<&'t g
             h.memberships.iter().any(|m| m == membership)
                 && h.profiles.contains(&grid_spec::Profile::Authority)
         })
+        .collect()
+}
+
+/// The voters a membership's `authority voters=N` asks for: its first N authority
+/// hosts in file order.
+pub fn desired_voters<'t>(topology: &'t Topology, membership: &str) -> Vec<&'t grid_spec::Host> {
+    let n = topology
+        .memberships
+        .iter()
+        .find(|m| m.name == membership)
+        .and_then(|m| m.authority_voters)
+        .unwrap_or(0);
+    authority_hosts(topology, membership)
+        .into_iter()
         .take(n as usize)
         .collect()
 }
@@ -755,7 +772,9 @@ fn authority_transitions(
         if desired.is_empty() {
             continue;
         }
-        let enrolled = desired.iter().all(|h| {
+        let all = authority_hosts(topology, m);
+        let learners: Vec<&grid_spec::Host> = all[desired.len()..].to_vec();
+        let enrolled = all.iter().all(|h| {
             grid_engine::custody::membership::read_enrollment(&host_dir(state, h), m)
                 .is_ok_and(|e| e.is_some())
         });
@@ -764,7 +783,7 @@ fn authority_transitions(
         }
         let mut statuses = Vec::new();
         let mut stopped = Vec::new();
-        for h in &desired {
+        for h in &all {
             let running = observations
                 .iter()
                 .any(|o| o.name == h.name && matches!(o.status, observe::HostStatus::Running(_)));
@@ -808,6 +827,9 @@ fn authority_transitions(
             for h in &desired[1..] {
                 out.push(add_voter(m, &first.name, h));
             }
+            for h in &learners {
+                out.push(add_learner(m, &first.name, h));
+            }
             continue;
         };
         let via = view.participant.clone();
@@ -816,19 +838,48 @@ fn authority_transitions(
                 out.push(add_voter(m, &via, h));
             }
         }
+        for h in &learners {
+            if !view.voters.contains(&h.name) && !view.learners.contains(&h.name) {
+                out.push(add_learner(m, &via, h));
+            }
+        }
         for voter in &view.voters {
             if !desired.iter().any(|h| &h.name == voter) {
+                let keep = learners.iter().any(|h| &h.name == voter);
                 out.push(Transition {
                     op: Op::Retire,
                     kind: "voter".to_owned(),
                     name: format!("{voter} in {m}"),
                     host: via.clone(),
-                    detail: format!("remove `{voter}` from the voters of {m}"),
+                    detail: if keep {
+                        format!("`{voter}` stops voting in {m} and stays a learner")
+                    } else {
+                        format!("remove `{voter}` from the voters of {m}")
+                    },
                     id: String::new(),
                     action: Action::Authority {
                         membership: m.clone(),
                         call: AuthorityCall::RemoveVoter {
                             participant: voter.clone(),
+                            keep_as_learner: keep,
+                        },
+                    },
+                });
+            }
+        }
+        for learner in &view.learners {
+            if !all.iter().any(|h| &h.name == learner) {
+                out.push(Transition {
+                    op: Op::Retire,
+                    kind: "learner".to_owned(),
+                    name: format!("{learner} in {m}"),
+                    host: via.clone(),
+                    detail: format!("`{learner}` no longer replicates the authority of {m}"),
+                    id: String::new(),
+                    action: Action::Authority {
+                        membership: m.clone(),
+                        call: AuthorityCall::RemoveLearner {
+                            participant: learner.clone(),
                         },
                     },
                 });
@@ -836,6 +887,27 @@ fn authority_transitions(
         }
     }
     out
+}
+
+fn add_learner(membership: &str, via: &str, host: &grid_spec::Host) -> Transition {
+    Transition {
+        op: Op::Create,
+        kind: "learner".to_owned(),
+        name: format!("{} in {membership}", host.name),
+        host: via.to_owned(),
+        detail: format!(
+            "add `{}` ({}) as a learner: a non-voting replica (beyond `voters`), through which it sends claim commands",
+            host.name, host.listen
+        ),
+        id: String::new(),
+        action: Action::Authority {
+            membership: membership.to_owned(),
+            call: grid_engine::authority::service::AuthorityCall::AddLearner {
+                participant: host.name.clone(),
+                address: host.listen.to_string(),
+            },
+        },
+    }
 }
 
 fn add_voter(membership: &str, via: &str, host: &grid_spec::Host) -> Transition {

@@ -6,6 +6,9 @@
 //! that moment (group commit, on the flusher thread). The vote is fsynced before
 //! `save_vote` returns. Nothing is acknowledged from memory only.
 
+// openraft's storage traits fix the error type (`StorageError`, ~224 bytes).
+#![allow(clippy::result_large_err)]
+
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
@@ -78,7 +81,10 @@ impl LogStore {
         })
     }
 
-    fn get_meta<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Option<T>, StorageError> {
+    fn get_meta<T: serde::de::DeserializeOwned>(
+        &self,
+        name: &str,
+    ) -> Result<Option<T>, StorageError> {
         match self.meta.get(name).map_err(read_err)? {
             Some(bytes) => Ok(Some(serde_json::from_slice(&bytes).map_err(read_err)?)),
             None => Ok(None),
@@ -91,7 +97,9 @@ impl LogStore {
     }
 
     fn sync(&self) -> Result<(), StorageError> {
-        self.database.persist(PersistMode::SyncAll).map_err(write_err)
+        self.database
+            .persist(PersistMode::SyncAll)
+            .map_err(write_err)
     }
 
     /// Removes every entry with an index in `from..=to`.
@@ -127,14 +135,19 @@ impl RaftLogReader<TypeConfig> for LogStore {
         let mut entries = Vec::new();
         for guard in self.logs.range(key(start)..) {
             let (k, v) = guard.into_inner().map_err(read_err)?;
-            let index = u64::from_be_bytes(k.as_ref().try_into().map_err(|_| {
-                read_err(std::io::Error::other("a log key is not 8 bytes"))
-            })?);
+            let index = u64::from_be_bytes(
+                k.as_ref()
+                    .try_into()
+                    .map_err(|_| read_err(std::io::Error::other("a log key is not 8 bytes")))?,
+            );
             if !range.contains(&index) {
                 break;
             }
             let entry: Entry = serde_json::from_slice(&v).map_err(read_err)?;
-            assert_eq!(entry.log_id.index, index, "a log entry stored under another index");
+            assert_eq!(
+                entry.log_id.index, index,
+                "a log entry stored under another index"
+            );
             entries.push(entry);
         }
         Ok(entries)
@@ -183,7 +196,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(self.get_meta::<Option<LogId>>(COMMITTED)?.flatten())
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
     where
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
@@ -212,4 +229,3 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.remove_range(0, log_id.index)
     }
 }
-

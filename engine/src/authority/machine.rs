@@ -7,6 +7,9 @@
 //! only then are older generations deleted (files really removed) and the log prefix
 //! it covers purged.
 
+// openraft's storage traits fix the error type (`StorageError`, ~224 bytes).
+#![allow(clippy::result_large_err)]
+
 use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -43,6 +46,10 @@ struct SnapshotFile {
 pub struct Machine {
     pub state: Arc<RwLock<MachineState>>,
     snapshots: PathBuf,
+    /// Snapshots received from a leader and installed since this process started.
+    pub installed: Arc<std::sync::atomic::AtomicU64>,
+    /// The `snapshot-install` failpoint, as armed.
+    install_failpoint: Option<crate::host::failpoints::Action>,
 }
 
 fn snapshot_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -76,7 +83,10 @@ fn generations(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
 
 impl Machine {
     /// Opens the state machine from the newest snapshot in `snapshots` (created 0700).
-    pub fn open(snapshots: &Path) -> std::io::Result<Machine> {
+    pub fn open(
+        snapshots: &Path,
+        install_failpoint: Option<crate::host::failpoints::Action>,
+    ) -> std::io::Result<Machine> {
         crate::journal::ensure_private_dir(snapshots)
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         let state = match generations(snapshots)?.last() {
@@ -97,6 +107,8 @@ impl Machine {
         Ok(Machine {
             state: Arc::new(RwLock::new(state)),
             snapshots: snapshots.to_owned(),
+            installed: Arc::default(),
+            install_failpoint,
         })
     }
 
@@ -226,6 +238,16 @@ impl RaftStateMachine<TypeConfig> for Machine {
         meta: &SnapshotMeta,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
+        match self.install_failpoint {
+            Some(crate::host::failpoints::Action::Slow) => {
+                tokio::time::sleep(crate::host::failpoints::SLOW_DELAY).await;
+            }
+            Some(crate::host::failpoints::Action::Abort) => {
+                eprintln!("gridd: failpoint snapshot-install: aborting");
+                std::process::abort();
+            }
+            _ => {}
+        }
         let bytes = snapshot.into_inner();
         let file: SnapshotFile = serde_json::from_slice(&bytes).map_err(read_snapshot_err)?;
         if file.meta.last_log_id != meta.last_log_id {
@@ -235,6 +257,8 @@ impl RaftStateMachine<TypeConfig> for Machine {
         }
         self.persist(meta, &bytes)?;
         *self.write() = file.state;
+        self.installed
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 

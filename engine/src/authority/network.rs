@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use openraft::OptionalSend;
 use openraft::error::{
     Fatal, NetworkError, RPCError, RaftError as OpenRaftError, RemoteError, ReplicationClosed,
     StreamingError, Unreachable,
@@ -21,9 +22,8 @@ use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
-use openraft::OptionalSend;
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use super::types::{NodeId, Snapshot, TypeConfig, Vote, Voter};
 
@@ -63,11 +63,14 @@ pub struct PeerClient {
 }
 
 impl PeerClient {
-    pub fn new(dir: &std::path::Path, membership: &str, peer: &Voter) -> Result<PeerClient, PeerError> {
-        let address: SocketAddr = peer
-            .address
-            .parse()
-            .map_err(|_| PeerError::NotSent(format!("voter address `{}` is not IP:PORT", peer.address)))?;
+    pub fn new(
+        dir: &std::path::Path,
+        membership: &str,
+        peer: &Voter,
+    ) -> Result<PeerClient, PeerError> {
+        let address: SocketAddr = peer.address.parse().map_err(|_| {
+            PeerError::NotSent(format!("voter address `{}` is not IP:PORT", peer.address))
+        })?;
         let config = crate::transport::client_tls(dir, membership)
             .map_err(|e| PeerError::NotSent(e.to_string()))?;
         let name = crate::transport::server_name(&peer.participant, membership);
@@ -92,8 +95,11 @@ impl PeerClient {
         timeout: Duration,
     ) -> Result<R, PeerError> {
         let bytes = serde_json::to_vec(body).map_err(|e| PeerError::NotSent(e.to_string()))?;
-        self.send(self.http.post(format!("{}{path}", self.base)).body(bytes), timeout)
-            .await
+        self.send(
+            self.http.post(format!("{}{path}", self.base)).body(bytes),
+            timeout,
+        )
+        .await
     }
 
     async fn send<R: DeserializeOwned>(
@@ -114,7 +120,10 @@ impl PeerClient {
                 }
             })?;
         let status = response.status();
-        let body = response.bytes().await.map_err(|e| PeerError::Lost(chain(&e)))?;
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| PeerError::Lost(chain(&e)))?;
         serde_json::from_slice(&body).map_err(|e| {
             PeerError::Lost(format!(
                 "the reply ({status}) does not decode: {e}: {}",
@@ -168,7 +177,9 @@ impl Connection {
         option: &RPCOption,
     ) -> Result<R, RPCError<NodeId, Voter, OpenRaftError<NodeId>>> {
         let path = format!("/raft/{}/{what}", self.membership);
-        let client = self.client().map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
+        let client = self
+            .client()
+            .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
         let reply: Result<R, OpenRaftError<NodeId>> = client
             .post(&path, body, option.hard_ttl())
             .await
@@ -176,7 +187,13 @@ impl Connection {
                 PeerError::NotSent(_) => RPCError::Unreachable(Unreachable::new(&e)),
                 PeerError::Lost(_) => RPCError::Network(NetworkError::new(&e)),
             })?;
-        reply.map_err(|e| RPCError::RemoteError(RemoteError::new_with_node(self.target, self.peer.clone(), e)))
+        reply.map_err(|e| {
+            RPCError::RemoteError(RemoteError::new_with_node(
+                self.target,
+                self.peer.clone(),
+                e,
+            ))
+        })
     }
 }
 
@@ -228,7 +245,11 @@ impl RaftNetwork<TypeConfig> for Connection {
             PeerError::Lost(_) => StreamingError::Network(NetworkError::new(&e)),
         })?;
         reply.map_err(|e| {
-            StreamingError::RemoteError(RemoteError::new_with_node(self.target, self.peer.clone(), e))
+            StreamingError::RemoteError(RemoteError::new_with_node(
+                self.target,
+                self.peer.clone(),
+                e,
+            ))
         })
     }
 }

@@ -84,9 +84,25 @@ pub enum AuthorityCall {
     /// Bootstrap the group with this voter alone (reconcile, once).
     Initialize,
     /// Add a voter: learner catch-up, then promotion (at the leader).
-    AddVoter { participant: String, address: String },
-    /// Remove a voter (at the leader).
-    RemoveVoter { participant: String },
+    AddVoter {
+        participant: String,
+        address: String,
+    },
+    /// Remove a voter (at the leader); it stays a learner (a non-voting replica that
+    /// knows the leader) when `keep_as_learner`.
+    RemoveVoter {
+        participant: String,
+        #[serde(default)]
+        keep_as_learner: bool,
+    },
+    /// Add a learner: a non-voting replica through which its host sends claim
+    /// commands (at the leader).
+    AddLearner {
+        participant: String,
+        address: String,
+    },
+    /// Remove a learner (at the leader).
+    RemoveLearner { participant: String },
     /// Build a snapshot now (then purge the log it covers).
     Snapshot,
 }
@@ -125,6 +141,9 @@ pub struct VoterStatus {
     pub vote: Option<(u64, NodeId, bool)>,
     /// Snapshot files on disk now.
     pub snapshot_files: Vec<String>,
+    /// Snapshots received from a leader and installed since this voter started.
+    #[serde(default)]
+    pub snapshots_installed: u64,
     pub claims: usize,
 }
 
@@ -144,7 +163,7 @@ pub enum AuthorityReply {
         claim: Option<Claim>,
         read_index: u64,
     },
-    Status(VoterStatus),
+    Status(Box<VoterStatus>),
     Barrier {
         /// `ok`, or `unknown` when no quorum confirmed this leader in time.
         barrier: String,
@@ -207,6 +226,7 @@ impl Authority {
         participant: &str,
         address: &str,
         runtime: tokio::runtime::Handle,
+        failpoints: &crate::host::failpoints::Failpoints,
     ) -> Result<Arc<Authority>, AuthorityError> {
         let dir = authority_dir(host_dir, membership);
         let storage = |path: &Path, reason: String| AuthorityError::Storage {
@@ -218,7 +238,8 @@ impl Authority {
         let log_dir = dir.join("log");
         let log = LogStore::open(&log_dir).map_err(|e| storage(&log_dir, e.to_string()))?;
         let snapshots = dir.join("snapshots");
-        let machine = Machine::open(&snapshots).map_err(|e| storage(&snapshots, e.to_string()))?;
+        let machine = Machine::open(&snapshots, failpoints.armed("snapshot-install"))
+            .map_err(|e| storage(&snapshots, e.to_string()))?;
         let config = Config {
             cluster_name: membership.to_owned(),
             heartbeat_interval: HEARTBEAT_MS,
@@ -241,7 +262,13 @@ impl Authority {
         };
         let id = node_id(participant);
         let raft = runtime
-            .block_on(Raft::new(id, Arc::new(config), peers, log.clone(), machine.clone()))
+            .block_on(Raft::new(
+                id,
+                Arc::new(config),
+                peers,
+                log.clone(),
+                machine.clone(),
+            ))
             .map_err(|e| AuthorityError::Start {
                 membership: membership.to_owned(),
                 reason: e.to_string(),
@@ -286,7 +313,7 @@ impl Authority {
                     reason: format!("read barrier failed: {detail}"),
                 },
             },
-            AuthorityCall::Status => AuthorityReply::Status(self.status()),
+            AuthorityCall::Status => AuthorityReply::Status(Box::new(self.status())),
             AuthorityCall::Barrier => {
                 let result = if forwarded_by.is_some() {
                     self.leader_barrier().await
@@ -321,13 +348,41 @@ impl Authority {
                 )
                 .await
             }
-            AuthorityCall::RemoveVoter { participant } => {
+            AuthorityCall::RemoveVoter {
+                participant,
+                keep_as_learner,
+            } => {
                 self.at_leader(
                     AuthorityCall::RemoveVoter {
                         participant: participant.clone(),
+                        keep_as_learner,
                     },
                     forwarded_by,
-                    self.remove_voter(&participant),
+                    self.remove(&participant, true, keep_as_learner),
+                )
+                .await
+            }
+            AuthorityCall::AddLearner {
+                participant,
+                address,
+            } => {
+                self.at_leader(
+                    AuthorityCall::AddLearner {
+                        participant: participant.clone(),
+                        address: address.clone(),
+                    },
+                    forwarded_by,
+                    self.add_learner(&participant, &address),
+                )
+                .await
+            }
+            AuthorityCall::RemoveLearner { participant } => {
+                self.at_leader(
+                    AuthorityCall::RemoveLearner {
+                        participant: participant.clone(),
+                    },
+                    forwarded_by,
+                    self.remove(&participant, false, false),
                 )
                 .await
             }
@@ -353,7 +408,12 @@ impl Authority {
         PeerClient::new(&self.dir, &self.membership, voter)
     }
 
-    async fn forward(&self, leader: &Voter, call: AuthorityCall, timeout: Duration) -> Result<AuthorityReply, PeerError> {
+    async fn forward(
+        &self,
+        leader: &Voter,
+        call: AuthorityCall,
+        timeout: Duration,
+    ) -> Result<AuthorityReply, PeerError> {
         let path = format!("/authority/{}/forward", self.membership);
         self.peer(leader)?
             .post(&path, &Forwarded { call }, timeout)
@@ -498,14 +558,26 @@ impl Authority {
                 self.membership, self.participant
             ));
         };
-        let index = match self.forward(&leader, AuthorityCall::Barrier, BARRIER_TIMEOUT + Duration::from_secs(1)).await {
+        let index = match self
+            .forward(
+                &leader,
+                AuthorityCall::Barrier,
+                BARRIER_TIMEOUT + Duration::from_secs(1),
+            )
+            .await
+        {
             Ok(AuthorityReply::Barrier {
                 read_index: Some(index),
                 ..
             }) => index,
             Ok(AuthorityReply::Barrier { detail, .. }) => return Err(detail),
             Ok(other) => return Err(format!("the leader answered {other:?}")),
-            Err(e) => return Err(format!("the leader `{}` did not answer: {e}", leader.participant)),
+            Err(e) => {
+                return Err(format!(
+                    "the leader `{}` did not answer: {e}",
+                    leader.participant
+                ));
+            }
         };
         self.raft
             .wait(Some(BARRIER_TIMEOUT))
@@ -553,6 +625,10 @@ impl Authority {
                 metrics.vote.is_committed(),
             )),
             snapshot_files: self.machine.snapshot_files(),
+            snapshots_installed: self
+                .machine
+                .installed
+                .load(std::sync::atomic::Ordering::SeqCst),
             claims: self.read(|s| s.claims.len()),
         }
     }
@@ -580,11 +656,11 @@ impl Authority {
                     };
                 }
                 AuthorityReply::Done {
-                detail: format!(
-                    "authority of `{}` bootstrapped with voter `{}`",
-                    self.membership, self.participant
-                ),
-            }
+                    detail: format!(
+                        "authority of `{}` bootstrapped with voter `{}`",
+                        self.membership, self.participant
+                    ),
+                }
             }
             Err(OrError::APIError(InitializeError::NotAllowed(_))) => AuthorityReply::Done {
                 detail: format!("authority of `{}` was already initialized", self.membership),
@@ -616,7 +692,14 @@ impl Authority {
                 reason: format!("no leader of `{}` is known", self.membership),
             };
         };
-        match self.forward(&leader, call, VOTER_CATCH_UP_TIMEOUT + Duration::from_secs(10)).await {
+        match self
+            .forward(
+                &leader,
+                call,
+                VOTER_CATCH_UP_TIMEOUT + Duration::from_secs(10),
+            )
+            .await
+        {
             Ok(reply) => reply,
             Err(PeerError::NotSent(e)) => AuthorityReply::Refused {
                 reason: format!("the leader `{}` is unreachable: {e}", leader.participant),
@@ -634,12 +717,22 @@ impl Authority {
             address: address.to_owned(),
         };
         let metrics = self.raft.metrics().borrow().clone();
-        if metrics.membership_config.membership().voter_ids().any(|v| v == id) {
+        if metrics
+            .membership_config
+            .membership()
+            .voter_ids()
+            .any(|v| v == id)
+        {
             return AuthorityReply::Done {
                 detail: format!("`{participant}` already votes"),
             };
         }
-        match tokio::time::timeout(VOTER_CATCH_UP_TIMEOUT, self.raft.add_learner(id, node, true)).await {
+        match tokio::time::timeout(
+            VOTER_CATCH_UP_TIMEOUT,
+            self.raft.add_learner(id, node, true),
+        )
+        .await
+        {
             Err(_) => {
                 return AuthorityReply::Unknown {
                     reason: format!(
@@ -648,41 +741,85 @@ impl Authority {
                     ),
                 };
             }
-            Ok(Err(e)) => return AuthorityReply::Refused { reason: e.to_string() },
+            Ok(Err(e)) => {
+                return AuthorityReply::Refused {
+                    reason: e.to_string(),
+                };
+            }
             Ok(Ok(_)) => {}
         }
         let ids: BTreeSet<NodeId> = [id].into();
         match tokio::time::timeout(
             CLAIM_WRITE_TIMEOUT,
-            self.raft.change_membership(ChangeMembers::AddVoterIds(ids), false),
+            self.raft
+                .change_membership(ChangeMembers::AddVoterIds(ids), false),
         )
         .await
         {
             Err(_) => AuthorityReply::Unknown {
                 reason: format!("promoting `{participant}` did not commit in time"),
             },
-            Ok(Err(e)) => AuthorityReply::Refused { reason: e.to_string() },
+            Ok(Err(e)) => AuthorityReply::Refused {
+                reason: e.to_string(),
+            },
             Ok(Ok(_)) => AuthorityReply::Done {
                 detail: format!("`{participant}` caught up as a learner and now votes"),
             },
         }
     }
 
-    async fn remove_voter(&self, participant: &str) -> AuthorityReply {
-        let id = node_id(participant);
-        let ids: BTreeSet<NodeId> = [id].into();
+    async fn add_learner(&self, participant: &str, address: &str) -> AuthorityReply {
+        let node = Voter {
+            participant: participant.to_owned(),
+            address: address.to_owned(),
+        };
+        match tokio::time::timeout(
+            VOTER_CATCH_UP_TIMEOUT,
+            self.raft.add_learner(node_id(participant), node, true),
+        )
+        .await
+        {
+            Err(_) => AuthorityReply::Unknown {
+                reason: format!(
+                    "`{participant}` did not catch up within VOTER_CATCH_UP_TIMEOUT ({} s)",
+                    VOTER_CATCH_UP_TIMEOUT.as_secs()
+                ),
+            },
+            Ok(Err(e)) => AuthorityReply::Refused {
+                reason: e.to_string(),
+            },
+            Ok(Ok(_)) => AuthorityReply::Done {
+                detail: format!("`{participant}` caught up and replicates as a learner"),
+            },
+        }
+    }
+
+    /// Removes a voter (`voter`; kept as a learner if `keep`) or a learner.
+    async fn remove(&self, participant: &str, voter: bool, keep: bool) -> AuthorityReply {
+        let ids: BTreeSet<NodeId> = [node_id(participant)].into();
+        let change = if voter {
+            ChangeMembers::RemoveVoters(ids)
+        } else {
+            ChangeMembers::RemoveNodes(ids)
+        };
         match tokio::time::timeout(
             CLAIM_WRITE_TIMEOUT,
-            self.raft.change_membership(ChangeMembers::RemoveVoters(ids), false),
+            self.raft.change_membership(change, keep),
         )
         .await
         {
             Err(_) => AuthorityReply::Unknown {
                 reason: format!("removing `{participant}` did not commit in time"),
             },
-            Ok(Err(e)) => AuthorityReply::Refused { reason: e.to_string() },
+            Ok(Err(e)) => AuthorityReply::Refused {
+                reason: e.to_string(),
+            },
             Ok(Ok(_)) => AuthorityReply::Done {
-                detail: format!("`{participant}` no longer votes"),
+                detail: match (voter, keep) {
+                    (true, true) => format!("`{participant}` no longer votes; it stays a learner"),
+                    (true, false) => format!("`{participant}` no longer votes"),
+                    _ => format!("`{participant}` no longer replicates"),
+                },
             },
         }
     }
@@ -690,7 +827,9 @@ impl Authority {
     async fn snapshot(&self) -> AuthorityReply {
         let applied = self.raft.metrics().borrow().last_applied;
         if let Err(e) = self.raft.trigger().snapshot().await {
-            return AuthorityReply::Refused { reason: e.to_string() };
+            return AuthorityReply::Refused {
+                reason: e.to_string(),
+            };
         }
         let waited = self
             .raft
@@ -711,7 +850,12 @@ impl Authority {
     }
 
     /// Serves a Raft message from another voter (`what` is the last path segment).
-    pub async fn serve_raft(&self, what: &str, header: Option<&str>, body: &[u8]) -> Result<Vec<u8>, String> {
+    pub async fn serve_raft(
+        &self,
+        what: &str,
+        header: Option<&str>,
+        body: &[u8],
+    ) -> Result<Vec<u8>, String> {
         fn encode<T: Serialize>(t: &T) -> Result<Vec<u8>, String> {
             serde_json::to_vec(t).map_err(|e| e.to_string())
         }
@@ -759,11 +903,17 @@ impl Authorities {
                 .get(m)
                 .ok_or_else(|| format!("this host runs no authority of membership `{m}`")),
             None => match self.by_membership.len() {
-                0 => Err("this host runs no authority (profile `authority` not selected)".to_owned()),
+                0 => {
+                    Err("this host runs no authority (profile `authority` not selected)".to_owned())
+                }
                 1 => Ok(self.by_membership.values().next().expect("one")),
                 _ => Err(format!(
                     "this host runs the authorities of {}; name one with --membership",
-                    self.by_membership.keys().cloned().collect::<Vec<_>>().join(", ")
+                    self.by_membership
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )),
             },
         }

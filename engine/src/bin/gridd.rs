@@ -36,7 +36,7 @@ fn main() -> ExitCode {
         },
         Err(_) => Failpoints::default(),
     };
-    let host = match Host::open(&cli.dir, failpoints) {
+    let host = match Host::open(&cli.dir, failpoints.clone()) {
         Ok(host) => host,
         Err(e) => {
             eprintln!("gridd: cannot start the host in {}: {e}", cli.dir.display());
@@ -96,19 +96,24 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
         for membership in grid_engine::custody::membership::enrolled_memberships(&cli.dir) {
-            let participant = match grid_engine::custody::membership::read_enrollment(&cli.dir, &membership) {
-                Ok(Some(enrollment)) => enrollment.participant,
-                _ => continue,
-            };
+            let participant =
+                match grid_engine::custody::membership::read_enrollment(&cli.dir, &membership) {
+                    Ok(Some(enrollment)) => enrollment.participant,
+                    _ => continue,
+                };
             match Authority::start(
                 &cli.dir,
                 &membership,
                 &participant,
                 &host.config().listen,
                 runtime.handle().clone(),
+                &failpoints,
             ) {
                 Ok(authority) => {
-                    eprintln!("gridd: authority of `{membership}`: voter `{participant}` (node {})", authority.id);
+                    eprintln!(
+                        "gridd: authority of `{membership}`: voter `{participant}` (node {})",
+                        authority.id
+                    );
                     authorities.by_membership.insert(membership, authority);
                 }
                 Err(e) => {

@@ -3,25 +3,33 @@
 //! kill a host at an exact point of an operation or lose a reply after a commit.
 //!
 //! `GRID_FAILPOINTS="POINT=ACTION[,POINT=ACTION]"`; points are listed in [`POINTS`],
-//! actions are `abort` (the process aborts: a crash, as SIGKILL) and `drop-reply` (the
-//! connection closes without the reply, once).
+//! actions are `abort` (the process aborts: a crash, as SIGKILL), `drop-reply` (the
+//! connection closes without the reply, once) and `slow` (the step takes
+//! [`SLOW_DELAY`] longer: for the authority's snapshot installation, far longer than
+//! openraft's default snapshot-chunk timeout).
 
 use std::collections::HashMap;
 
 /// Every failpoint, in the order an operation reaches them.
-pub const POINTS: [&str; 3] = [
+pub const POINTS: [&str; 4] = [
     // An operation was executed in memory; nothing of it is durable yet.
     "submit-before-commit",
     // The operation and its answer are durable; the reply is not sent yet.
     "submit-after-commit",
     // An input batch is durable; the reply is not sent yet (input batches only).
     "batch-after-commit",
+    // A voter received a whole snapshot from the leader and is about to install it.
+    "snapshot-install",
 ];
+
+/// How much longer a step armed `slow` takes.
+pub const SLOW_DELAY: std::time::Duration = std::time::Duration::from_secs(3);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     Abort,
     DropReply,
+    Slow,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -47,9 +55,10 @@ impl Failpoints {
             let action = match action {
                 "abort" => Action::Abort,
                 "drop-reply" => Action::DropReply,
+                "slow" => Action::Slow,
                 other => {
                     return Err(format!(
-                        "unknown failpoint action `{other}`; actions are: abort, drop-reply"
+                        "unknown failpoint action `{other}`; actions are: abort, drop-reply, slow"
                     ));
                 }
             };
@@ -71,7 +80,18 @@ impl Failpoints {
                 self.armed.remove(point);
                 true
             }
+            Some(Action::Slow) => {
+                std::thread::sleep(SLOW_DELAY);
+                false
+            }
             None => false,
         }
+    }
+
+    /// How `point` is armed, for code that must act on it itself (async code sleeps
+    /// without blocking its runtime).
+    pub fn armed(&self, point: &'static str) -> Option<Action> {
+        debug_assert!(POINTS.contains(&point), "unknown failpoint {point}");
+        self.armed.get(point).copied()
     }
 }

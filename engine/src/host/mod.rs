@@ -677,7 +677,11 @@ impl Host {
                     .expect_err("just refused");
                 failed(&op, format!("fenced: {refused}"))
             }
-            Request::Input { model, values, fence } => match self.models.get_mut(model) {
+            Request::Input {
+                model,
+                values,
+                fence,
+            } => match self.models.get_mut(model) {
                 None => failed(
                     &op,
                     format!("host `{}` holds no model `{model}`", self.config.name),

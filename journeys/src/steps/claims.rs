@@ -15,8 +15,9 @@
 //! - `expect-claim CLAIM [membership="M"] owner="HOST" epoch=N` — `gridctl claim show`
 //!   after a barrier; or `barrier="unknown"` when no barrier can pass.
 //! - `expect-authority M [barrier="ok"|"unknown"] [voters=N] [agree=#true]
-//!   [snapshot-files=N] [purged=#true] [not-leader="HOST"]` — `gridctl inspect
-//!   authority M --json`. `agree` waits (bounded) until every voter has applied the same
+//!   [snapshot-files=N] [purged=#true] [not-leader="HOST"] [installed="HOST=N"]` —
+//!   `gridctl inspect authority M --json`; `installed`: snapshots HOST installed from a
+//!   leader since it started. `agree` waits (bounded) until every voter has applied the same
 //!   index in the same term; `snapshot-files` and `purged` hold at every voter.
 //! - `authority-snapshot M host="HOST"` — builds a snapshot at HOST now.
 //! - `kill-leader M` — SIGKILLs the host the read barrier confirms as leader.
@@ -284,8 +285,12 @@ impl Step for Stream {
         ));
         let mut threads = Vec::new();
         for (index, caller) in self.callers.iter().enumerate() {
-            let (gridctl, work, state, answered) =
-                (gridctl.clone(), work.clone(), state.clone(), answered.clone());
+            let (gridctl, work, state, answered) = (
+                gridctl.clone(),
+                work.clone(),
+                state.clone(),
+                answered.clone(),
+            );
             let caller = caller.clone();
             let membership = self.membership.clone();
             let (ops, claims, seed) = (self.ops, self.claims, self.seed);
@@ -294,7 +299,11 @@ impl Step for Stream {
                 let mut records = Vec::new();
                 for j in 0..ops {
                     let claim = format!("stream-{}", next(&mut rng) % claims);
-                    let verb = if next(&mut rng).is_multiple_of(3) { "release" } else { "acquire" };
+                    let verb = if next(&mut rng).is_multiple_of(3) {
+                        "release"
+                    } else {
+                        "acquire"
+                    };
                     let mut record = Record {
                         op: format!("stream{seed}-{caller}-{j}", seed = seed),
                         caller: caller.clone(),
@@ -363,7 +372,9 @@ impl Step for Stream {
 fn check_epochs(records: &[Record]) -> Result<(), Failure> {
     let mut owners: BTreeMap<(String, u64), (String, String)> = BTreeMap::new();
     for r in records.iter().filter(|r| r.definite()) {
-        let (Some(owner), Some(epoch)) = (&r.owner, r.epoch) else { continue };
+        let (Some(owner), Some(epoch)) = (&r.owner, r.epoch) else {
+            continue;
+        };
         if epoch == 0 {
             continue;
         }
@@ -371,7 +382,10 @@ fn check_epochs(records: &[Record]) -> Result<(), Failure> {
             Some((seen, by)) if seen != owner => {
                 return Err(Failure::new(
                     format!("one owner of `{}` at epoch {epoch}", r.claim),
-                    format!("`{seen}` (answer to {by}) and `{owner}` (answer to {})", r.op),
+                    format!(
+                        "`{seen}` (answer to {by}) and `{owner}` (answer to {})",
+                        r.op
+                    ),
                 ));
             }
             Some(_) => {}
@@ -403,7 +417,11 @@ impl Step for Unchanged {
         let mut records = read_records(cx)?;
         let (mut same, mut resolved, mut skipped) = (0, 0, 0);
         for (i, record) in records.iter_mut().enumerate() {
-            if record.membership.as_deref().is_some_and(|m| m != self.membership) {
+            if record
+                .membership
+                .as_deref()
+                .is_some_and(|m| m != self.membership)
+            {
                 continue;
             }
             // Refused before sending (the caller's host was down): never sent, nothing
@@ -501,7 +519,10 @@ impl Step for ExpectClaim {
         cx.say(format_args!("→ {json}"));
         let barrier = json.get("barrier").and_then(|b| b.as_str()).unwrap_or("");
         if barrier != self.barrier {
-            return Err(Failure::new(format!("barrier {}", self.barrier), json.to_string()));
+            return Err(Failure::new(
+                format!("barrier {}", self.barrier),
+                json.to_string(),
+            ));
         }
         if let Some(owner) = &self.owner
             && json.get("owner").and_then(|o| o.as_str()) != Some(owner)
@@ -527,6 +548,8 @@ struct ExpectAuthority {
     snapshot_files: Option<u64>,
     purged: bool,
     not_leader: Option<String>,
+    /// `(host, n)`: snapshots host installed from a leader since it started.
+    installed: Option<(String, u64)>,
 }
 
 pub fn parse_expect_authority(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
@@ -548,10 +571,23 @@ pub fn parse_expect_authority(node: &mut Node<'_>) -> Result<Box<dyn Step>, Pars
         snapshot_files: node.count("snapshot-files")?,
         purged: flag(node, "purged")?,
         not_leader: node.string("not-leader")?,
+        installed: match node.string("installed")? {
+            None => None,
+            Some(text) => {
+                let parsed = text
+                    .split_once('=')
+                    .and_then(|(h, n)| Some((h.to_owned(), n.parse::<u64>().ok()?)));
+                Some(parsed.ok_or_else(|| node.error("`installed` is \"HOST=N\""))?)
+            }
+        },
     }))
 }
 
-fn inspect(cx: &mut Context<'_>, membership: &str, quiet: bool) -> Result<serde_json::Value, Failure> {
+fn inspect(
+    cx: &mut Context<'_>,
+    membership: &str,
+    quiet: bool,
+) -> Result<serde_json::Value, Failure> {
     let args: Vec<OsString> = vec![
         "inspect".into(),
         "authority".into(),
@@ -618,7 +654,9 @@ impl Step for ExpectAuthority {
                     })
                     .collect();
                 let agreed = !views.is_empty()
-                    && views.iter().all(|v| v.0.is_some() && v.1.is_some() && *v == views[0]);
+                    && views
+                        .iter()
+                        .all(|v| v.0.is_some() && v.1.is_some() && *v == views[0]);
                 if agreed {
                     cx.say(format_args!(
                         "every voter applied through {} in term {}",
@@ -665,22 +703,34 @@ impl Step for ExpectAuthority {
         if let Some(n) = self.voters {
             let count = field("voters").as_array().map_or(0, |v| v.len()) as u64;
             if count != n {
-                return Err(Failure::new(format!("{n} voters"), field("voters").to_string()));
+                return Err(Failure::new(
+                    format!("{n} voters"),
+                    field("voters").to_string(),
+                ));
             }
         }
         if let Some(host) = &self.not_leader
             && field("leader").as_str() == Some(host)
         {
-            return Err(Failure::new(format!("a leader other than {host}"), field("leader").to_string()));
+            return Err(Failure::new(
+                format!("a leader other than {host}"),
+                field("leader").to_string(),
+            ));
         }
         for m in members(&json) {
             let name = m.get("participant").cloned().unwrap_or_default();
             if let Some(n) = self.snapshot_files {
-                let files = m.get("snapshot_files").and_then(|f| f.as_array()).map_or(0, |f| f.len()) as u64;
+                let files = m
+                    .get("snapshot_files")
+                    .and_then(|f| f.as_array())
+                    .map_or(0, |f| f.len()) as u64;
                 if files != n {
                     return Err(Failure::new(
                         format!("{n} snapshot file(s) at {name}"),
-                        m.get("snapshot_files").cloned().unwrap_or_default().to_string(),
+                        m.get("snapshot_files")
+                            .cloned()
+                            .unwrap_or_default()
+                            .to_string(),
                     ));
                 }
             }
@@ -688,6 +738,23 @@ impl Step for ExpectAuthority {
                 return Err(Failure::new(
                     format!("a purged log prefix at {name}"),
                     m.to_string(),
+                ));
+            }
+        }
+        if let Some((host, n)) = &self.installed {
+            let member = members(&json)
+                .into_iter()
+                .find(|m| m.get("participant").and_then(|p| p.as_str()) == Some(host));
+            let count = member
+                .and_then(|m| m.get("snapshots_installed"))
+                .and_then(|c| c.as_u64());
+            cx.say(format_args!(
+                "  {host} installed {count:?} snapshot(s) from the leader"
+            ));
+            if count != Some(*n) {
+                return Err(Failure::new(
+                    format!("{host} installed exactly {n} snapshot(s) since it started"),
+                    format!("{count:?}"),
                 ));
             }
         }
@@ -735,7 +802,11 @@ impl Step for Snapshot {
         if !output.status.success() {
             return Err(Failure::new(
                 "a snapshot",
-                format!("{}; stderr: {}", describe_status(&output.status), quote_output(&output.stderr)),
+                format!(
+                    "{}; stderr: {}",
+                    describe_status(&output.status),
+                    quote_output(&output.stderr)
+                ),
             ));
         }
         Ok(())

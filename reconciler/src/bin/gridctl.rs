@@ -520,9 +520,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     let Some((claim, epoch)) = text.rsplit_once(':') else {
                         bail!("--fence `{text}`: expected CLAIM:EPOCH");
                     };
-                    let epoch: u64 = epoch
-                        .parse()
-                        .with_context(|| format!("--fence `{text}`: the epoch is not a whole number"))?;
+                    let epoch: u64 = epoch.parse().with_context(|| {
+                        format!("--fence `{text}`: the epoch is not a whole number")
+                    })?;
                     Some(grid_engine::protocol::FenceStamp {
                         claim: claim.to_owned(),
                         epoch,
@@ -713,8 +713,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             state,
             json,
         }) => {
-            let inspection =
-                grid_reconciler::authority::inspect(&state, &membership).map_err(anyhow::Error::msg)?;
+            let inspection = grid_reconciler::authority::inspect(&state, &membership)
+                .map_err(anyhow::Error::msg)?;
             if json {
                 println!("{}", inspection.to_json());
             } else {
@@ -728,8 +728,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             state,
             json,
         }) => {
-            let membership = grid_reconciler::authority::membership_of(&state, membership.as_deref())
-                .map_err(anyhow::Error::msg)?;
+            let membership =
+                grid_reconciler::authority::membership_of(&state, membership.as_deref())
+                    .map_err(anyhow::Error::msg)?;
             match grid_reconciler::authority::show(&state, &membership, &claim) {
                 Ok((found, read_index, via)) => {
                     if json {
@@ -750,19 +751,30 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         match &found {
                             Some(c) => println!(
                                 "{claim}: {} by {} at epoch {}{} (read after a barrier through {via}, index {read_index})",
-                                serde_json::to_value(c.state).expect("states serialize").as_str().unwrap_or("?"),
+                                serde_json::to_value(c.state)
+                                    .expect("states serialize")
+                                    .as_str()
+                                    .unwrap_or("?"),
                                 c.owner,
                                 c.epoch,
-                                c.successor.as_ref().map(|s| format!(", successor {s}")).unwrap_or_default()
+                                c.successor
+                                    .as_ref()
+                                    .map(|s| format!(", successor {s}"))
+                                    .unwrap_or_default()
                             ),
-                            None => println!("{claim}: no such claim (read after a barrier through {via}, index {read_index})"),
+                            None => println!(
+                                "{claim}: no such claim (read after a barrier through {via}, index {read_index})"
+                            ),
                         }
                     }
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(e) => {
                     if json {
-                        println!("{}", serde_json::json!({"claim": claim, "membership": membership, "barrier": "unknown", "detail": e}));
+                        println!(
+                            "{}",
+                            serde_json::json!({"claim": claim, "membership": membership, "barrier": "unknown", "detail": e})
+                        );
                     } else {
                         eprintln!("{e}");
                     }
@@ -773,7 +785,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Claim(command) => {
             use grid_engine::authority::service::ClaimCommand;
             let (verb, target, command) = match command {
-                ClaimCli::Acquire { claim, target } => ("acquire", target, ClaimCommand::Acquire { claim }),
+                ClaimCli::Acquire { claim, target } => {
+                    ("acquire", target, ClaimCommand::Acquire { claim })
+                }
                 ClaimCli::EnrollSuccessor {
                     claim,
                     participant,
@@ -786,8 +800,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         successor: participant,
                     },
                 ),
-                ClaimCli::Handoff { claim, target } => ("handoff", target, ClaimCommand::Handoff { claim }),
-                ClaimCli::Release { claim, target } => ("release", target, ClaimCommand::Release { claim }),
+                ClaimCli::Handoff { claim, target } => {
+                    ("handoff", target, ClaimCommand::Handoff { claim })
+                }
+                ClaimCli::Release { claim, target } => {
+                    ("release", target, ClaimCommand::Release { claim })
+                }
                 ClaimCli::Show { .. } => unreachable!("handled above"),
             };
             let resend = format!(
@@ -796,7 +814,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     ClaimCommand::Acquire { claim }
                     | ClaimCommand::Handoff { claim }
                     | ClaimCommand::Release { claim } => claim.clone(),
-                    ClaimCommand::EnrollSuccessor { claim, successor } => format!("{claim} {successor}"),
+                    ClaimCommand::EnrollSuccessor { claim, successor } =>
+                        format!("{claim} {successor}"),
                 },
                 target.op,
                 target.caller
@@ -822,10 +841,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     result.op,
                     result.caller,
                     result.outcome_name(),
-                    if result.detail.is_empty() { String::new() } else { format!(" — {}", result.detail) }
+                    if result.detail.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" — {}", result.detail)
+                    }
                 );
                 if result.outcome == grid_engine::authority::service::ClaimOutcome::Unknown {
-                    println!("nothing was retried; to learn the outcome re-send the same op id: {resend}");
+                    println!(
+                        "nothing was retried; to learn the outcome re-send the same op id: {resend}"
+                    );
                 }
             }
             Ok(ExitCode::from(result.exit_code()))
