@@ -11,6 +11,7 @@
 #![allow(clippy::result_large_err)]
 
 use std::io::{Cursor, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
@@ -142,6 +143,7 @@ impl Machine {
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(&temporary)
             .map_err(snapshot_err)?;
         file.write_all(bytes).map_err(snapshot_err)?;
@@ -275,5 +277,70 @@ impl RaftStateMachine<TypeConfig> for Machine {
             meta: file.meta,
             snapshot: Box::new(Cursor::new(bytes)),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authority::claims::Command;
+    use crate::authority::types::Proposal;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("grid-machine-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn entry(index: u64, op: &str, claim: &str) -> Entry {
+        Entry {
+            log_id: openraft::LogId::new(openraft::CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(Proposal {
+                op: op.to_owned(),
+                command: Command::Acquire {
+                    claim: claim.to_owned(),
+                    caller: "a".to_owned(),
+                },
+            }),
+        }
+    }
+
+    #[test]
+    fn a_new_generation_replaces_the_old_one_and_reopening_loads_it() {
+        let dir = scratch("generations");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let mut machine = Machine::open(&dir, None).unwrap();
+            machine.apply(vec![entry(1, "o1", "x")]).await.unwrap();
+            machine.build_snapshot().await.unwrap();
+            assert_eq!(machine.snapshot_files(), vec!["000000000001-1.snapshot"]);
+            machine
+                .apply(vec![entry(2, "o2", "y"), entry(3, "o3", "z")])
+                .await
+                .unwrap();
+            machine.build_snapshot().await.unwrap();
+            // The older generation's file is really gone.
+            assert_eq!(machine.snapshot_files(), vec!["000000000002-3.snapshot"]);
+            assert!(!dir.join("000000000001-1.snapshot").exists());
+        });
+        // A temporary file of an interrupted write is not a snapshot and is removed.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(dir.join("000000000003-9.tmp"))
+            .and_then(|mut f| f.write_all(b"partial"))
+            .unwrap();
+        let reopened = Machine::open(&dir, None).unwrap();
+        assert!(!dir.join("000000000003-9.tmp").exists());
+        let state = reopened.state.read().unwrap();
+        assert_eq!(state.last_applied.map(|l| l.index), Some(3));
+        assert_eq!(state.claims.len(), 3);
+        assert_eq!(state.claims.answer("o2").map(|a| a.epoch), Some(1));
+        drop(state);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
