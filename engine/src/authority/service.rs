@@ -199,6 +199,9 @@ pub struct Authority {
     log: LogStore,
     dir: PathBuf,
     runtime: tokio::runtime::Handle,
+    /// Clients of the other voters, by participant and address (each keeps its
+    /// connections: a forwarded call does not pay a TLS handshake).
+    clients: std::sync::Mutex<BTreeMap<(String, String), PeerClient>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -283,6 +286,7 @@ impl Authority {
             log,
             dir: host_dir.to_owned(),
             runtime,
+            clients: Default::default(),
         }))
     }
 
@@ -405,7 +409,14 @@ impl Authority {
     }
 
     fn peer(&self, voter: &Voter) -> Result<PeerClient, PeerError> {
-        PeerClient::new(&self.dir, &self.membership, voter)
+        let key = (voter.participant.clone(), voter.address.clone());
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(client) = clients.get(&key) {
+            return Ok(client.clone());
+        }
+        let client = PeerClient::new(&self.dir, &self.membership, voter)?;
+        clients.insert(key, client.clone());
+        Ok(client)
     }
 
     async fn forward(
