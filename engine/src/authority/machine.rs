@@ -21,7 +21,8 @@ use serde::{Deserialize, Serialize};
 
 use super::claims::{Applied, Claims};
 use super::types::{
-    Decision, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
+    Decision, Decisions, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership,
+    TypeConfig,
 };
 
 /// The snapshot files' extension.
@@ -171,8 +172,11 @@ impl Machine {
 
 impl RaftSnapshotBuilder<TypeConfig> for Machine {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
-        let (meta, bytes) = {
-            let state = self.read();
+        // A copy taken under the lock; encoding and the synced write happen on a
+        // blocking thread, so applying goes on meanwhile.
+        let state = self.read().clone();
+        let machine = self.clone();
+        let (meta, bytes) = tokio::task::spawn_blocking(move || {
             let meta = SnapshotMeta {
                 last_log_id: state.last_applied,
                 last_membership: state.last_membership.clone(),
@@ -183,9 +187,11 @@ impl RaftSnapshotBuilder<TypeConfig> for Machine {
                 ),
             };
             let bytes = Machine::encode(&meta, &state)?;
-            (meta, bytes)
-        };
-        self.persist(&meta, &bytes)?;
+            machine.persist(&meta, &bytes)?;
+            Ok::<_, StorageError>((meta, bytes))
+        })
+        .await
+        .map_err(snapshot_err)??;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(bytes)),
@@ -201,7 +207,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
         Ok((state.last_applied, state.last_membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Decision>, StorageError>
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Decisions>, StorageError>
     where
         I: IntoIterator<Item = Entry> + openraft::OptionalSend,
         I::IntoIter: openraft::OptionalSend,
@@ -211,16 +217,20 @@ impl RaftStateMachine<TypeConfig> for Machine {
         for entry in entries {
             state.last_applied = Some(entry.log_id);
             decisions.push(match entry.payload {
-                EntryPayload::Blank => Decision::Internal,
-                EntryPayload::Normal(proposal) => {
-                    match state.claims.apply(&proposal.op, proposal.command) {
-                        Applied::Answer(answer) => Decision::Answer(answer),
-                        Applied::Refused(reason) => Decision::Refused { reason },
-                    }
-                }
+                EntryPayload::Blank => Decisions(Vec::new()),
+                EntryPayload::Normal(proposals) => Decisions(
+                    proposals
+                        .0
+                        .into_iter()
+                        .map(|p| match state.claims.apply(&p.op, p.command) {
+                            Applied::Answer(answer) => Decision::Answer(answer),
+                            Applied::Refused(reason) => Decision::Refused { reason },
+                        })
+                        .collect(),
+                ),
                 EntryPayload::Membership(membership) => {
                     state.last_membership = StoredMembership::new(Some(entry.log_id), membership);
-                    Decision::Internal
+                    Decisions(Vec::new())
                 }
             });
         }
@@ -284,7 +294,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
 mod tests {
     use super::*;
     use crate::authority::claims::Command;
-    use crate::authority::types::Proposal;
+    use crate::authority::types::{Proposal, Proposals};
 
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("grid-machine-{name}-{}", std::process::id()));
@@ -295,13 +305,13 @@ mod tests {
     fn entry(index: u64, op: &str, claim: &str) -> Entry {
         Entry {
             log_id: openraft::LogId::new(openraft::CommittedLeaderId::new(1, 1), index),
-            payload: EntryPayload::Normal(Proposal {
+            payload: EntryPayload::Normal(Proposals(vec![Proposal {
                 op: op.to_owned(),
                 command: Command::Acquire {
                     claim: claim.to_owned(),
                     caller: "a".to_owned(),
                 },
-            }),
+            }])),
         }
     }
 

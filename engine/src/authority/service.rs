@@ -23,7 +23,7 @@ use super::claims::{Claim, Command, Outcome};
 use super::log::LogStore;
 use super::machine::Machine;
 use super::network::{PeerClient, PeerError, Peers};
-use super::types::{Decision, NodeId, Proposal, Raft, Voter, node_id};
+use super::types::{Decision, NodeId, Proposal, Proposals, Raft, Voter, node_id};
 
 /// How long a claim command may wait for its entry to commit and apply before it is
 /// reported `unknown` (it may still commit later: re-send the same op id).
@@ -75,6 +75,9 @@ impl ClaimCommand {
 pub enum AuthorityCall {
     /// A claim command with its operation id, sent by this host.
     Claim { op: String, command: ClaimCommand },
+    /// Claim commands forwarded together by a voter (their caller): one reply each,
+    /// in order.
+    ClaimBatch { claims: Vec<(String, ClaimCommand)> },
     /// A claim as it stands after a read barrier.
     Show { claim: String },
     /// This voter's view (no barrier: what it remembers).
@@ -159,6 +162,10 @@ pub enum AuthorityReply {
         epoch: u64,
         detail: String,
     },
+    /// The replies of a `claim-batch`, in order.
+    Claims {
+        replies: Vec<AuthorityReply>,
+    },
     Shown {
         claim: Option<Claim>,
         read_index: u64,
@@ -202,6 +209,8 @@ pub struct Authority {
     /// Clients of the other voters, by participant and address (each keeps its
     /// connections: a forwarded call does not pay a TLS handshake).
     clients: std::sync::Mutex<BTreeMap<(String, String), PeerClient>>,
+    /// Claim commands waiting for the next batch (see `batch_loop`).
+    batcher: tokio::sync::mpsc::UnboundedSender<Pending>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -276,7 +285,8 @@ impl Authority {
                 membership: membership.to_owned(),
                 reason: e.to_string(),
             })?;
-        Ok(Arc::new(Authority {
+        let (batcher, queue) = tokio::sync::mpsc::unbounded_channel();
+        let authority = Arc::new(Authority {
             membership: membership.to_owned(),
             participant: participant.to_owned(),
             id,
@@ -287,7 +297,12 @@ impl Authority {
             dir: host_dir.to_owned(),
             runtime,
             clients: Default::default(),
-        }))
+            batcher,
+        });
+        authority
+            .runtime
+            .spawn(batch_loop(Arc::downgrade(&authority), queue));
+        Ok(authority)
     }
 
     pub fn runtime(&self) -> &tokio::runtime::Handle {
@@ -307,6 +322,37 @@ impl Authority {
                 let caller = forwarded_by.unwrap_or(&self.participant).to_owned();
                 self.claim(op, command.by(&caller), forwarded_by.is_some())
                     .await
+            }
+            AuthorityCall::ClaimBatch { claims } => {
+                if claims.len() > BATCH_COMMANDS_MAX {
+                    return AuthorityReply::Refused {
+                        reason: format!(
+                            "more than BATCH_COMMANDS_MAX ({BATCH_COMMANDS_MAX}) commands in one batch"
+                        ),
+                    };
+                }
+                let caller = forwarded_by.unwrap_or(&self.participant).to_owned();
+                // Queued together, so they join one batch here.
+                let waiting: Vec<_> = claims
+                    .into_iter()
+                    .map(|(op, command)| {
+                        let proposal = Proposal {
+                            op: op.clone(),
+                            command: command.clone().by(&caller),
+                        };
+                        let receiver =
+                            self.enqueue(op, command.by(&caller), forwarded_by.is_some());
+                        (proposal, receiver)
+                    })
+                    .collect();
+                let mut replies = Vec::with_capacity(waiting.len());
+                for (proposal, receiver) in waiting {
+                    replies.push(match receiver.await {
+                        Ok(reply) => reply,
+                        Err(_) => unknown_claim(&proposal, "the batch was dropped".to_owned()),
+                    });
+                }
+                AuthorityReply::Claims { replies }
             }
             AuthorityCall::Show { claim } => match self.barrier().await {
                 Ok(read_index) => AuthorityReply::Shown {
@@ -431,78 +477,98 @@ impl Authority {
             .await
     }
 
+    /// Queues one claim command for the next batch; the receiver gets its reply.
+    fn enqueue(
+        &self,
+        op: String,
+        command: Command,
+        forwarded: bool,
+    ) -> tokio::sync::oneshot::Receiver<AuthorityReply> {
+        let (reply, receiver) = tokio::sync::oneshot::channel();
+        let pending = Pending {
+            proposal: Proposal { op, command },
+            forwarded,
+            reply,
+        };
+        if let Err(refused) = self.batcher.send(pending) {
+            let p = refused.0;
+            let _ = p.reply.send(unknown_claim(
+                &p.proposal,
+                "the authority is stopping".to_owned(),
+            ));
+        }
+        receiver
+    }
+
     async fn claim(&self, op: String, command: Command, forwarded: bool) -> AuthorityReply {
-        let claim = command.claim().to_owned();
-        let unknown = |reason: String| AuthorityReply::Claim {
-            op: op.clone(),
-            claim: claim.clone(),
-            outcome: ClaimOutcome::Unknown,
-            owner: None,
-            epoch: 0,
-            detail: format!("{reason}; re-send the same op id to learn its outcome"),
-        };
-        let refused = |reason: String| AuthorityReply::Claim {
-            op: op.clone(),
-            claim: claim.clone(),
-            outcome: ClaimOutcome::Refused,
-            owner: None,
-            epoch: 0,
-            detail: reason,
-        };
         let proposal = Proposal {
             op: op.clone(),
             command: command.clone(),
         };
-        // Within CLAIM_WRITE_TIMEOUT the command is proposed here if this voter leads,
-        // or forwarded to the leader. Only attempts that certainly did not propose are
-        // made again (no leader known here; the leader refused the connection) — and
-        // even a second proposal of the same op id applies at most once.
+        match self.enqueue(op, command, forwarded).await {
+            Ok(reply) => reply,
+            Err(_) => unknown_claim(&proposal, "the batch was dropped".to_owned()),
+        }
+    }
+
+    /// Commits one batch of claim commands as one log entry here, or forwards the
+    /// batch to the leader in one request. Within CLAIM_WRITE_TIMEOUT, attempts that
+    /// certainly did not reach a leader (none known yet; the leader refused the
+    /// connection) are made again — and the state machine applies an op id once
+    /// anyway. Every command of the batch gets exactly one reply.
+    async fn write_batch(&self, batch: Vec<Pending>) {
         let deadline = tokio::time::Instant::now() + CLAIM_WRITE_TIMEOUT;
+        let mut batch = batch;
         loop {
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
             if remaining.is_zero() {
-                return unknown(format!(
+                let reason = format!(
                     "no leader of `{}` answered within CLAIM_WRITE_TIMEOUT ({} s)",
                     self.membership,
                     CLAIM_WRITE_TIMEOUT.as_secs()
-                ));
+                );
+                return answer_all(batch, |p| unknown_claim(p, reason.clone()));
             }
-            let written =
-                tokio::time::timeout(remaining, self.raft.client_write(proposal.clone())).await;
+            let proposals = Proposals(batch.iter().map(|p| p.proposal.clone()).collect());
+            let written = tokio::time::timeout(remaining, self.raft.client_write(proposals)).await;
             let to = match written {
                 Err(_) => {
-                    return unknown(format!(
+                    let reason = format!(
                         "not committed within CLAIM_WRITE_TIMEOUT ({} s): a quorum may be unreachable",
                         CLAIM_WRITE_TIMEOUT.as_secs()
-                    ));
+                    );
+                    return answer_all(batch, |p| unknown_claim(p, reason.clone()));
                 }
                 Ok(Ok(response)) => {
-                    return match response.data {
-                        Decision::Answer(answer) => AuthorityReply::Claim {
-                            op: answer.op,
-                            claim: answer.claim,
-                            outcome: match answer.outcome {
-                                Outcome::Succeeded => ClaimOutcome::Succeeded,
-                                Outcome::Failed => ClaimOutcome::Failed,
-                            },
-                            owner: answer.owner,
-                            epoch: answer.epoch,
-                            detail: answer.detail,
-                        },
-                        Decision::Refused { reason } => refused(reason),
-                        Decision::Internal => {
-                            unknown("the entry applied as an internal one".to_owned())
-                        }
-                    };
+                    let decisions = response.data.0;
+                    assert_eq!(
+                        decisions.len(),
+                        batch.len(),
+                        "one decision per proposal of an entry"
+                    );
+                    for (pending, decision) in batch.into_iter().zip(decisions) {
+                        let reply = decided(&pending.proposal, decision);
+                        let _ = pending.reply.send(reply);
+                    }
+                    return;
                 }
                 Ok(Err(OrError::APIError(CwError::ForwardToLeader(to)))) => to,
-                Ok(Err(e)) => return unknown(e.to_string()),
+                Ok(Err(e)) => {
+                    let reason = e.to_string();
+                    return answer_all(batch, |p| unknown_claim(p, reason.clone()));
+                }
             };
-            if forwarded {
-                return unknown(format!(
-                    "`{}` is no longer the leader of `{}`",
-                    self.participant, self.membership
-                ));
+            // Commands forwarded to this voter are never forwarded again.
+            let (again, local): (Vec<Pending>, Vec<Pending>) =
+                batch.into_iter().partition(|p| p.forwarded);
+            let reason = format!(
+                "`{}` is no longer the leader of `{}`",
+                self.participant, self.membership
+            );
+            answer_all(again, |p| unknown_claim(p, reason.clone()));
+            batch = local;
+            if batch.is_empty() {
+                return;
             }
             let Some(leader) = to.leader_node else {
                 // An election is under way: wait for its outcome.
@@ -513,31 +579,36 @@ impl Authority {
                     .await;
                 continue;
             };
-            let call = AuthorityCall::Claim {
-                op: op.clone(),
-                command: match command.clone() {
-                    Command::Acquire { claim, .. } => ClaimCommand::Acquire { claim },
-                    Command::EnrollSuccessor {
-                        claim, successor, ..
-                    } => ClaimCommand::EnrollSuccessor { claim, successor },
-                    Command::Handoff { claim, .. } => ClaimCommand::Handoff { claim },
-                    Command::Release { claim, .. } => ClaimCommand::Release { claim },
-                },
+            let call = AuthorityCall::ClaimBatch {
+                claims: batch
+                    .iter()
+                    .map(|p| (p.proposal.op.clone(), stated(&p.proposal.command)))
+                    .collect(),
             };
             match self
                 .forward(&leader, call, CLAIM_WRITE_TIMEOUT + Duration::from_secs(2))
                 .await
             {
-                Ok(reply) => return reply,
+                Ok(AuthorityReply::Claims { replies }) if replies.len() == batch.len() => {
+                    for (pending, reply) in batch.into_iter().zip(replies) {
+                        let _ = pending.reply.send(reply);
+                    }
+                    return;
+                }
+                Ok(other) => {
+                    let reason = format!("the leader `{}` answered {other:?}", leader.participant);
+                    return answer_all(batch, |p| unknown_claim(p, reason.clone()));
+                }
                 Err(PeerError::NotSent(_)) => {
                     // The remembered leader is gone: wait for the voters to elect another.
                     tokio::time::sleep(remaining.min(Duration::from_millis(200))).await;
                 }
                 Err(PeerError::Lost(e)) => {
-                    return unknown(format!(
+                    let reason = format!(
                         "forwarded to the leader `{}`, no answer: {e}",
                         leader.participant
-                    ));
+                    );
+                    return answer_all(batch, |p| unknown_claim(p, reason.clone()));
                 }
             }
         }
@@ -891,6 +962,102 @@ impl Authority {
             }
             other => Err(format!("no Raft message `{other}`")),
         }
+    }
+}
+
+/// A claim command waiting for its batch.
+struct Pending {
+    proposal: Proposal,
+    /// Forwarded by another voter: never forwarded again.
+    forwarded: bool,
+    reply: tokio::sync::oneshot::Sender<AuthorityReply>,
+}
+
+/// The most claim commands in one log entry.
+pub const BATCH_COMMANDS_MAX: usize = 1_024;
+/// How many batches may wait for their commit at once; meanwhile new commands gather
+/// into the next batch.
+pub const BATCHES_IN_FLIGHT_MAX: usize = 4;
+
+/// Gathers the commands that arrive while earlier batches are in flight into one
+/// batch each (group commit).
+async fn batch_loop(
+    authority: std::sync::Weak<Authority>,
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<Pending>,
+) {
+    let permits = Arc::new(tokio::sync::Semaphore::new(BATCHES_IN_FLIGHT_MAX));
+    while let Some(first) = queue.recv().await {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let mut batch = vec![first];
+        while batch.len() < BATCH_COMMANDS_MAX {
+            match queue.try_recv() {
+                Ok(p) => batch.push(p),
+                Err(_) => break,
+            }
+        }
+        let Some(authority) = authority.upgrade() else {
+            return;
+        };
+        tokio::spawn(async move {
+            authority.write_batch(batch).await;
+            drop(permit);
+        });
+    }
+}
+
+fn answer_all(batch: Vec<Pending>, reply: impl Fn(&Proposal) -> AuthorityReply) {
+    for pending in batch {
+        let r = reply(&pending.proposal);
+        let _ = pending.reply.send(r);
+    }
+}
+
+fn unknown_claim(proposal: &Proposal, reason: String) -> AuthorityReply {
+    AuthorityReply::Claim {
+        op: proposal.op.clone(),
+        claim: proposal.command.claim().to_owned(),
+        outcome: ClaimOutcome::Unknown,
+        owner: None,
+        epoch: 0,
+        detail: format!("{reason}; re-send the same op id to learn its outcome"),
+    }
+}
+
+fn decided(proposal: &Proposal, decision: Decision) -> AuthorityReply {
+    match decision {
+        Decision::Answer(answer) => AuthorityReply::Claim {
+            op: answer.op,
+            claim: answer.claim,
+            outcome: match answer.outcome {
+                Outcome::Succeeded => ClaimOutcome::Succeeded,
+                Outcome::Failed => ClaimOutcome::Failed,
+            },
+            owner: answer.owner,
+            epoch: answer.epoch,
+            detail: answer.detail,
+        },
+        Decision::Refused { reason } => AuthorityReply::Claim {
+            op: proposal.op.clone(),
+            claim: proposal.command.claim().to_owned(),
+            outcome: ClaimOutcome::Refused,
+            owner: None,
+            epoch: 0,
+            detail: reason,
+        },
+    }
+}
+
+/// A command as its caller states it (the caller is who sends it).
+fn stated(command: &Command) -> ClaimCommand {
+    match command.clone() {
+        Command::Acquire { claim, .. } => ClaimCommand::Acquire { claim },
+        Command::EnrollSuccessor {
+            claim, successor, ..
+        } => ClaimCommand::EnrollSuccessor { claim, successor },
+        Command::Handoff { claim, .. } => ClaimCommand::Handoff { claim },
+        Command::Release { claim, .. } => ClaimCommand::Release { claim },
     }
 }
 

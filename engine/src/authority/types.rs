@@ -11,8 +11,8 @@ use super::claims::{Answer, Command};
 openraft::declare_raft_types!(
     /// The authority of one membership.
     pub TypeConfig:
-        D = Proposal,
-        R = Decision,
+        D = Proposals,
+        R = Decisions,
         NodeId = u64,
         Node = Voter,
         SnapshotData = Cursor<Vec<u8>>,
@@ -38,12 +38,23 @@ pub struct Voter {
     pub address: String,
 }
 
-/// One log entry's command: a claims operation with its caller-chosen id.
+/// A claims operation with its caller-chosen id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Proposal {
     pub op: String,
     pub command: Command,
 }
+
+/// One log entry: the claim commands that reached the leader together, applied in
+/// order (group commit: one append, one fsync, one replication for all of them). Each
+/// keeps its own operation id and answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proposals(pub Vec<Proposal>);
+
+/// The decisions of one entry's proposals, in order (none for blank and membership
+/// entries).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decisions(pub Vec<Decision>);
 
 /// What applying an entry answered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,8 +64,6 @@ pub enum Decision {
     Answer(Answer),
     /// Nothing changed (the id was used for another command, or has expired).
     Refused { reason: String },
-    /// A blank or membership entry: nothing for a caller.
-    Internal,
 }
 
 /// A voter's Raft node id: the first 8 bytes of SHA-256 of its participant name, so
