@@ -4,6 +4,7 @@
 
 pub mod authority;
 pub mod custody;
+pub mod delivery;
 pub mod host;
 pub mod journal;
 pub mod model;
