@@ -122,10 +122,23 @@ pub struct Claims {
     /// refused as expired, never executed again (8 bytes per forgotten id; a digest
     /// collision can only refuse a new id, never execute an old one twice).
     forgotten: std::collections::BTreeSet<u64>,
+    /// Ids forgotten since the last `take_forgotten` (for write-through storage).
+    #[serde(skip)]
+    evicted: Vec<String>,
 }
 
-/// FNV-1a: a digest every voter computes identically.
-fn digest(op: &str) -> u64 {
+/// Everything a `Claims` holds, in a form storage writes key by key and reads back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaimsParts {
+    pub claims: Vec<Claim>,
+    /// Retained answers, oldest first.
+    pub answers: Vec<(String, Command, Answer)>,
+    pub forgotten: Vec<u64>,
+}
+
+/// FNV-1a: a digest every voter computes identically. Storage keeps the digests of
+/// forgotten ids under it.
+pub fn digest(op: &str) -> u64 {
     op.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
@@ -148,6 +161,46 @@ impl Claims {
     /// How many answers are retained.
     pub fn answers_retained(&self) -> usize {
         self.answers.len()
+    }
+
+    /// The retained answer of `op` with the command it answered.
+    pub fn retained(&self, op: &str) -> Option<&(Command, Answer)> {
+        self.answers.get(op)
+    }
+
+    /// The ids forgotten (past retention) since the last call.
+    pub fn take_forgotten(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.evicted)
+    }
+
+    /// Everything held, for storage.
+    pub fn to_parts(&self) -> ClaimsParts {
+        ClaimsParts {
+            claims: self.claims.values().cloned().collect(),
+            answers: self
+                .order
+                .iter()
+                .filter_map(|op| {
+                    let (command, answer) = self.answers.get(op)?;
+                    Some((op.clone(), command.clone(), answer.clone()))
+                })
+                .collect(),
+            forgotten: self.forgotten.iter().copied().collect(),
+        }
+    }
+
+    /// The state `to_parts` described (answers oldest first).
+    pub fn from_parts(parts: ClaimsParts) -> Claims {
+        let mut claims = Claims::default();
+        for claim in parts.claims {
+            claims.claims.insert(claim.name.clone(), claim);
+        }
+        for (op, command, answer) in parts.answers {
+            claims.order.push_back(op.clone());
+            claims.answers.insert(op, (command, answer));
+        }
+        claims.forgotten = parts.forgotten.into_iter().collect();
+        claims
     }
 
     pub fn answer(&self, op: &str) -> Option<&Answer> {
@@ -191,6 +244,7 @@ impl Claims {
             if let Some(old) = self.order.pop_front() {
                 self.answers.remove(&old);
                 self.forgotten.insert(digest(&old));
+                self.evicted.push(old);
             }
         }
         Applied::Answer(answer)

@@ -116,6 +116,12 @@ impl LogStore {
         batch.commit().map_err(write_err)
     }
 
+    /// The authority's fjall database (the state machine keeps its keyspaces there, so
+    /// every fsync of the log's journal also covers the state written before it).
+    pub fn database(&self) -> Database {
+        self.database.clone()
+    }
+
     /// The purged prefix's last log id, for inspection.
     pub fn purged(&self) -> Option<LogId> {
         self.get_meta(PURGED).ok().flatten()

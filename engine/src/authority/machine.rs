@@ -1,11 +1,17 @@
 //! The authority's state machine (claims and original answers) and its snapshots.
 //!
-//! The state lives in memory; its durable form is the newest snapshot file in
-//! `DIR/authority/M/snapshots/` plus the fsynced log after it: at start the snapshot
-//! is loaded and openraft re-applies the committed entries that follow. A snapshot
-//! file is written to a temporary name, fsynced, renamed and its directory fsynced;
-//! only then are older generations deleted (files really removed) and the log prefix
-//! it covers purged.
+//! The state is written through to fjall — keyspaces `sm-claims`, `sm-answers`,
+//! `sm-forgotten`, `sm-meta` of the authority's database, beside the log — in one
+//! batch per `apply` call, with the last applied log id; it is read back at start, and
+//! openraft re-applies the committed entries after it. Those batches are not fsynced on
+//! their own: the log entries they come from are, and every later fsync of the shared
+//! journal (the next append, the vote, a purge) covers them in order. Before a log
+//! prefix is purged, the state covering it is made durable. Reads are served from the
+//! copy in memory.
+//!
+//! A snapshot (for a voter that needs one, and to purge the log) is a file in
+//! `DIR/authority/M/snapshots/`, written to a temporary name, fsynced, renamed and its
+//! directory fsynced; only then are older generations deleted (files really removed).
 
 // openraft's storage traits fix the error type (`StorageError`, ~224 bytes).
 #![allow(clippy::result_large_err)]
@@ -19,7 +25,7 @@ use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use serde::{Deserialize, Serialize};
 
-use super::claims::{Applied, Claims};
+use super::claims::{Applied, Claim, Claims, ClaimsParts, Command};
 use super::types::{
     Decision, Decisions, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership,
     TypeConfig,
@@ -43,9 +49,157 @@ struct SnapshotFile {
     state: MachineState,
 }
 
+/// The state machine's keyspaces in the authority's fjall database.
+#[derive(Clone)]
+struct Store {
+    database: fjall::Database,
+    claims: fjall::Keyspace,
+    answers: fjall::Keyspace,
+    forgotten: fjall::Keyspace,
+    meta: fjall::Keyspace,
+}
+
+/// A retained answer as stored: `seq` orders retention (log index × 2,048 + position in
+/// the entry; a snapshot's answers take 0, 1, 2, … below every later one).
+#[derive(Serialize, Deserialize)]
+struct StoredAnswer {
+    seq: u64,
+    command: Command,
+    answer: super::claims::Answer,
+}
+
+const LAST_APPLIED: &str = "last-applied";
+
+fn json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(bytes).map_err(|e| e.to_string())
+}
+const MEMBERSHIP: &str = "membership";
+
+fn store_err(e: impl std::fmt::Display) -> StorageError {
+    StorageIOError::write_state_machine(&std::io::Error::other(e.to_string())).into()
+}
+
+impl Store {
+    fn open(database: fjall::Database) -> Result<Store, fjall::Error> {
+        let keyspace = |name: &str| database.keyspace(name, fjall::KeyspaceCreateOptions::default);
+        Ok(Store {
+            claims: keyspace("sm-claims")?,
+            answers: keyspace("sm-answers")?,
+            forgotten: keyspace("sm-forgotten")?,
+            meta: keyspace("sm-meta")?,
+            database,
+        })
+    }
+
+    /// The state as stored, or `None` when nothing was ever applied here.
+    #[allow(clippy::type_complexity)]
+    fn load(&self) -> Result<Option<MachineState>, String> {
+        let Some(last) = self.meta.get(LAST_APPLIED).map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        let last_applied: Option<LogId> = json(&last)?;
+        let last_membership: StoredMembership =
+            match self.meta.get(MEMBERSHIP).map_err(|e| e.to_string())? {
+                Some(bytes) => json(&bytes)?,
+                None => StoredMembership::default(),
+            };
+        let mut claims = Vec::new();
+        for guard in self.claims.iter() {
+            let (_, v) = guard.into_inner().map_err(|e| e.to_string())?;
+            claims.push(json(&v)?);
+        }
+        let mut answers: Vec<(u64, String, Command, super::claims::Answer)> = Vec::new();
+        for guard in self.answers.iter() {
+            let (k, v) = guard.into_inner().map_err(|e| e.to_string())?;
+            let stored: StoredAnswer = json(&v)?;
+            let op = String::from_utf8(k.to_vec()).map_err(|e| e.to_string())?;
+            answers.push((stored.seq, op, stored.command, stored.answer));
+        }
+        answers.sort_by_key(|a| a.0);
+        let mut forgotten = Vec::new();
+        for guard in self.forgotten.iter() {
+            let k = guard.key().map_err(|e| e.to_string())?;
+            let bytes: [u8; 8] = k
+                .as_ref()
+                .try_into()
+                .map_err(|_| "a forgotten digest is not 8 bytes")?;
+            forgotten.push(u64::from_be_bytes(bytes));
+        }
+        Ok(Some(MachineState {
+            last_applied,
+            last_membership,
+            claims: Claims::from_parts(ClaimsParts {
+                claims,
+                answers: answers
+                    .into_iter()
+                    .map(|(_, op, c, a)| (op, c, a))
+                    .collect(),
+                forgotten,
+            }),
+        }))
+    }
+
+    /// Replaces everything stored with `state` (installing a snapshot), durably.
+    fn replace(&self, state: &MachineState) -> Result<(), StorageError> {
+        let mut batch = self.database.batch();
+        for keyspace in [&self.claims, &self.answers, &self.forgotten, &self.meta] {
+            for guard in keyspace.iter() {
+                batch.remove(keyspace, guard.key().map_err(store_err)?);
+            }
+        }
+        let parts = state.claims.to_parts();
+        for claim in &parts.claims {
+            batch.insert(
+                &self.claims,
+                claim.name.as_str(),
+                serde_json::to_vec(claim).map_err(store_err)?,
+            );
+        }
+        for (seq, (op, command, answer)) in parts.answers.into_iter().enumerate() {
+            let stored = StoredAnswer {
+                seq: seq as u64,
+                command,
+                answer,
+            };
+            batch.insert(
+                &self.answers,
+                op.as_str(),
+                serde_json::to_vec(&stored).map_err(store_err)?,
+            );
+        }
+        for digest in parts.forgotten {
+            batch.insert(&self.forgotten, digest.to_be_bytes(), []);
+        }
+        self.put_meta(&mut batch, state)?;
+        batch.commit().map_err(store_err)?;
+        self.database
+            .persist(fjall::PersistMode::SyncAll)
+            .map_err(store_err)
+    }
+
+    fn put_meta(
+        &self,
+        batch: &mut fjall::OwnedWriteBatch,
+        state: &MachineState,
+    ) -> Result<(), StorageError> {
+        batch.insert(
+            &self.meta,
+            LAST_APPLIED,
+            serde_json::to_vec(&state.last_applied).map_err(store_err)?,
+        );
+        batch.insert(
+            &self.meta,
+            MEMBERSHIP,
+            serde_json::to_vec(&state.last_membership).map_err(store_err)?,
+        );
+        Ok(())
+    }
+}
+
 /// The state machine; clones share the state (readers use it between applies).
 #[derive(Clone)]
 pub struct Machine {
+    store: Option<Store>,
     pub state: Arc<RwLock<MachineState>>,
     snapshots: PathBuf,
     /// Snapshots received from a leader and installed since this process started.
@@ -84,20 +238,32 @@ fn generations(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
 }
 
 impl Machine {
-    /// Opens the state machine from the newest snapshot in `snapshots` (created 0700).
+    /// Opens the state machine: its state from `database` (the authority's fjall
+    /// database) — or, with none, from the newest snapshot in `snapshots` (created
+    /// 0700).
     pub fn open(
         snapshots: &Path,
+        database: Option<fjall::Database>,
         install_failpoint: Option<crate::host::failpoints::Action>,
     ) -> std::io::Result<Machine> {
         crate::journal::ensure_private_dir(snapshots)
             .map_err(|e| std::io::Error::other(e.to_string()))?;
-        let state = match generations(snapshots)?.last() {
-            Some((_, path)) => {
+        let store = database
+            .map(Store::open)
+            .transpose()
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let stored = match &store {
+            Some(store) => store.load().map_err(std::io::Error::other)?,
+            None => None,
+        };
+        let state = match (stored, generations(snapshots)?.last()) {
+            (Some(state), _) => state,
+            (None, Some((_, path))) => {
                 let file: SnapshotFile = serde_json::from_slice(&std::fs::read(path)?)
                     .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
                 file.state
             }
-            None => MachineState::default(),
+            (None, None) => MachineState::default(),
         };
         // Temporary files of an interrupted write are not snapshots.
         for entry in std::fs::read_dir(snapshots)? {
@@ -107,6 +273,7 @@ impl Machine {
             }
         }
         Ok(Machine {
+            store,
             state: Arc::new(RwLock::new(state)),
             snapshots: snapshots.to_owned(),
             installed: Arc::default(),
@@ -173,8 +340,17 @@ impl Machine {
 impl RaftSnapshotBuilder<TypeConfig> for Machine {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
         // A copy taken under the lock; encoding and the synced write happen on a
-        // blocking thread, so applying goes on meanwhile.
+        // blocking thread, so applying goes on meanwhile. The stored state is made
+        // durable first: the log this snapshot covers is purged after it.
         let state = self.read().clone();
+        if let Some(store) = self.store.clone() {
+            tokio::task::spawn_blocking(move || {
+                store.database.persist(fjall::PersistMode::SyncAll)
+            })
+            .await
+            .map_err(snapshot_err)?
+            .map_err(store_err)?;
+        }
         let machine = self.clone();
         let (meta, bytes) = tokio::task::spawn_blocking(move || {
             let meta = SnapshotMeta {
@@ -214,25 +390,62 @@ impl RaftStateMachine<TypeConfig> for Machine {
     {
         let mut state = self.write();
         let mut decisions = Vec::new();
+        let mut batch = self.store.as_ref().map(|s| s.database.batch());
         for entry in entries {
             state.last_applied = Some(entry.log_id);
             decisions.push(match entry.payload {
                 EntryPayload::Blank => Decisions(Vec::new()),
-                EntryPayload::Normal(proposals) => Decisions(
-                    proposals
-                        .0
-                        .into_iter()
-                        .map(|p| match state.claims.apply(&p.op, p.command) {
+                EntryPayload::Normal(proposals) => {
+                    let mut decided = Vec::with_capacity(proposals.0.len());
+                    for (i, p) in proposals.0.into_iter().enumerate() {
+                        let known = state.claims.retained(&p.op).is_some();
+                        let name = p.command.claim().to_owned();
+                        let op = p.op.clone();
+                        decided.push(match state.claims.apply(&p.op, p.command) {
                             Applied::Answer(answer) => Decision::Answer(answer),
                             Applied::Refused(reason) => Decision::Refused { reason },
-                        })
-                        .collect(),
-                ),
+                        });
+                        if let (Some(batch), Some(store)) = (batch.as_mut(), self.store.as_ref()) {
+                            if !known && let Some((command, answer)) = state.claims.retained(&op) {
+                                let stored = StoredAnswer {
+                                    seq: entry.log_id.index * 2_048 + i as u64,
+                                    command: command.clone(),
+                                    answer: answer.clone(),
+                                };
+                                batch.insert(
+                                    &store.answers,
+                                    op.as_str(),
+                                    serde_json::to_vec(&stored).map_err(store_err)?,
+                                );
+                            }
+                            if let Some(claim) = state.claims.claim(&name) {
+                                batch.insert(
+                                    &store.claims,
+                                    name.as_str(),
+                                    serde_json::to_vec::<Claim>(claim).map_err(store_err)?,
+                                );
+                            }
+                            for old in state.claims.take_forgotten() {
+                                batch.remove(&store.answers, old.as_str());
+                                batch.insert(
+                                    &store.forgotten,
+                                    super::claims::digest(&old).to_be_bytes(),
+                                    [],
+                                );
+                            }
+                        }
+                    }
+                    Decisions(decided)
+                }
                 EntryPayload::Membership(membership) => {
                     state.last_membership = StoredMembership::new(Some(entry.log_id), membership);
                     Decisions(Vec::new())
                 }
             });
+        }
+        if let (Some(mut batch), Some(store)) = (batch, self.store.as_ref()) {
+            store.put_meta(&mut batch, &state)?;
+            batch.commit().map_err(store_err)?;
         }
         Ok(decisions)
     }
@@ -268,6 +481,9 @@ impl RaftStateMachine<TypeConfig> for Machine {
             )));
         }
         self.persist(meta, &bytes)?;
+        if let Some(store) = &self.store {
+            store.replace(&file.state)?;
+        }
         *self.write() = file.state;
         self.installed
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -323,7 +539,7 @@ mod tests {
             .build()
             .unwrap();
         runtime.block_on(async {
-            let mut machine = Machine::open(&dir, None).unwrap();
+            let mut machine = Machine::open(&dir, None, None).unwrap();
             machine.apply(vec![entry(1, "o1", "x")]).await.unwrap();
             machine.build_snapshot().await.unwrap();
             assert_eq!(machine.snapshot_files(), vec!["000000000001-1.snapshot"]);
@@ -344,13 +560,50 @@ mod tests {
             .open(dir.join("000000000003-9.tmp"))
             .and_then(|mut f| f.write_all(b"partial"))
             .unwrap();
-        let reopened = Machine::open(&dir, None).unwrap();
+        let reopened = Machine::open(&dir, None, None).unwrap();
         assert!(!dir.join("000000000003-9.tmp").exists());
         let state = reopened.state.read().unwrap();
         assert_eq!(state.last_applied.map(|l| l.index), Some(3));
         assert_eq!(state.claims.len(), 3);
         assert_eq!(state.claims.answer("o2").map(|a| a.epoch), Some(1));
         drop(state);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_state_written_through_to_fjall_is_read_back_whole() {
+        let dir = scratch("store");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let log = crate::authority::log::LogStore::open(&dir.join("log")).unwrap();
+        let before = runtime.block_on(async {
+            let mut machine =
+                Machine::open(&dir.join("snapshots"), Some(log.database()), None).unwrap();
+            machine
+                .apply(vec![
+                    entry(1, "o1", "x"),
+                    entry(2, "o2", "x"),
+                    entry(3, "o3", "y"),
+                ])
+                .await
+                .unwrap();
+            let state = machine.state.read().unwrap().clone();
+            state
+        });
+        log.database().persist(fjall::PersistMode::SyncAll).unwrap();
+        // No snapshot file exists: everything comes from the keyspaces.
+        let reopened = Machine::open(&dir.join("snapshots"), Some(log.database()), None).unwrap();
+        assert!(reopened.snapshot_files().is_empty());
+        let after = reopened.state.read().unwrap().clone();
+        assert_eq!(after.last_applied, before.last_applied);
+        assert_eq!(after.claims.to_parts(), before.claims.to_parts());
+        assert_eq!(
+            after.claims.answer("o2").map(|a| a.outcome),
+            Some(crate::authority::claims::Outcome::Succeeded)
+        );
+        drop(log);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

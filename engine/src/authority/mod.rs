@@ -47,7 +47,8 @@ mod tests {
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir).expect("a scratch directory");
             let log = LogStore::open(&dir.join("log")).expect("the log opens");
-            let machine = Machine::open(&dir.join("snapshots"), None).expect("the machine opens");
+            let machine = Machine::open(&dir.join("snapshots"), Some(log.database()), None)
+                .expect("the machine opens");
             Ok((Scratch(dir), log, machine))
         }
     }

@@ -250,8 +250,12 @@ impl Authority {
         let log_dir = dir.join("log");
         let log = LogStore::open(&log_dir).map_err(|e| storage(&log_dir, e.to_string()))?;
         let snapshots = dir.join("snapshots");
-        let machine = Machine::open(&snapshots, failpoints.armed("snapshot-install"))
-            .map_err(|e| storage(&snapshots, e.to_string()))?;
+        let machine = Machine::open(
+            &snapshots,
+            Some(log.database()),
+            failpoints.armed("snapshot-install"),
+        )
+        .map_err(|e| storage(&snapshots, e.to_string()))?;
         let config = Config {
             cluster_name: membership.to_owned(),
             heartbeat_interval: HEARTBEAT_MS,
