@@ -589,8 +589,7 @@ mod tests {
                 ])
                 .await
                 .unwrap();
-            let state = machine.state.read().unwrap().clone();
-            state
+            machine.state.read().unwrap().clone()
         });
         log.database().persist(fjall::PersistMode::SyncAll).unwrap();
         // No snapshot file exists: everything comes from the keyspaces.
