@@ -17,7 +17,9 @@
 //! - `expect-authority M [barrier="ok"|"unknown"] [voters=N] [agree=#true]
 //!   [snapshot-files=N] [purged=#true] [not-leader="HOST"] [installed="HOST=N"]` —
 //!   `gridctl inspect authority M --json`; `installed`: snapshots HOST installed from a
-//!   leader since it started. `agree` waits (bounded) until every voter has applied the same
+//!   leader since it started; `purged`: every running voter's log is purged through
+//!   its snapshot (waited for, bounded: a leader postpones a purge while a replication
+//!   request in flight uses the logs). `agree` waits (bounded) until every voter has applied the same
 //!   index in the same term; `snapshot-files` and `purged` hold at every voter.
 //! - `authority-snapshot M host="HOST"` — builds a snapshot at HOST now.
 //! - `kill-leader M` — SIGKILLs the host the read barrier confirms as leader.
@@ -614,6 +616,12 @@ fn inspect(
     })
 }
 
+/// A member whose log is purged through its snapshot.
+fn purged_through_snapshot(member: &serde_json::Value) -> bool {
+    let index = |k: &str| member.get(k).and_then(|v| v.as_u64());
+    matches!((index("purged"), index("snapshot")), (Some(p), Some(s)) if p >= s)
+}
+
 fn members(json: &serde_json::Value) -> Vec<&serde_json::Value> {
     json.get("members")
         .and_then(|m| m.as_array())
@@ -678,6 +686,20 @@ impl Step for ExpectAuthority {
                 json = inspect(cx, &self.membership, true)?;
             }
         }
+        // `purged` waits (bounded) for every running voter to purge through its
+        // snapshot: a leader postpones purging while a replication request in flight
+        // still uses the logs (e.g. to a voter that just died).
+        if self.purged {
+            let deadline = Instant::now() + AGREE_TIMEOUT;
+            while !members(&json)
+                .iter()
+                .all(|m| m.get("unreachable").is_some() || purged_through_snapshot(m))
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(200));
+                json = inspect(cx, &self.membership, true)?;
+            }
+        }
         let field = |k: &str| json.get(k).cloned().unwrap_or(serde_json::Value::Null);
         cx.say(format_args!(
             "→ barrier {}, leader {}, voters {}, term {}",
@@ -734,9 +756,9 @@ impl Step for ExpectAuthority {
                     ));
                 }
             }
-            if self.purged && m.get("purged").and_then(|p| p.as_u64()).is_none() {
+            if self.purged && m.get("unreachable").is_none() && !purged_through_snapshot(m) {
                 return Err(Failure::new(
-                    format!("a purged log prefix at {name}"),
+                    format!("a log purged through the snapshot at {name}"),
                     m.to_string(),
                 ));
             }
