@@ -141,7 +141,8 @@ struct ClaimTarget {
     /// The operation id: re-sending it returns the original answer, never acts twice.
     #[arg(long, value_name = "ID")]
     op: String,
-    /// The calling host (a host of the membership installed under the state).
+    /// The calling host: a host of the membership installed under the state that
+    /// selects the `authority` profile (a voter or a learner).
     #[arg(long = "as", value_name = "HOST")]
     caller: String,
     /// The membership (default: the only one the host is enrolled in).
