@@ -244,34 +244,11 @@ impl Receipt {
     }
 }
 
-/// Lower-case hexadecimal.
-pub(crate) fn to_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    out
-}
+pub(crate) use super::to_hex;
 
 /// Hexadecimal (either case) to bytes; `None` for an odd length or another character.
 pub(crate) fn from_hex(text: &str) -> Option<Vec<u8>> {
-    fn digit(c: u8) -> Option<u8> {
-        match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'a'..=b'f' => Some(c - b'a' + 10),
-            b'A'..=b'F' => Some(c - b'A' + 10),
-            _ => None,
-        }
-    }
-    let text = text.as_bytes();
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    text.chunks(2)
-        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
-        .collect()
+    super::from_hex(text).ok()
 }
 
 /// Serde for fixed-size byte arrays as hexadecimal strings.

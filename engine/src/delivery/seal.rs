@@ -62,6 +62,8 @@ use serde::{Deserialize, Serialize};
 use x25519_dalek::{PublicKey, StaticSecret};
 use zeroize::Zeroize;
 
+use super::{from_hex, to_hex};
+
 type Kem = X25519HkdfSha256;
 type Kdf = HkdfSha256;
 type Aead = ChaCha20Poly1305;
@@ -355,41 +357,6 @@ mod hex_bytes {
         let text = String::deserialize(deserializer)?;
         super::from_hex(&text).map_err(serde::de::Error::custom)
     }
-}
-
-fn to_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-    }
-    out
-}
-
-fn from_hex(text: &str) -> Result<Vec<u8>, String> {
-    if !text.len().is_multiple_of(2) {
-        return Err(format!(
-            "expected an even number of hexadecimal digits, found {}",
-            text.len()
-        ));
-    }
-    fn digit(c: u8) -> Option<u8> {
-        match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'a'..=b'f' => Some(c - b'a' + 10),
-            b'A'..=b'F' => Some(c - b'A' + 10),
-            _ => None,
-        }
-    }
-    text.as_bytes()
-        .chunks_exact(2)
-        .enumerate()
-        .map(|(i, pair)| match (digit(pair[0]), digit(pair[1])) {
-            (Some(high), Some(low)) => Ok(high << 4 | low),
-            _ => Err(format!("not a hexadecimal digit at position {}", 2 * i)),
-        })
-        .collect()
 }
 
 #[cfg(test)]
