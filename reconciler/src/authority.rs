@@ -28,20 +28,30 @@ pub struct VoterHost {
     pub dir: PathBuf,
 }
 
-/// Hosts under `state` that select the `authority` profile and are enrolled in
-/// `membership`.
-pub fn voter_hosts(state: &Path, membership: &str) -> Vec<VoterHost> {
+/// Hosts installed under `state` that select the `authority` profile, with the
+/// memberships each is enrolled in.
+fn authority_installations(state: &Path) -> Vec<(VoterHost, Vec<String>)> {
     observe::installed_hosts(state)
         .into_iter()
         .filter_map(|name| {
             let dir = observe::host_dir(state, &name);
             let config = HostConfig::read(&dir).ok()?;
-            let enrolled = grid_engine::custody::membership::enrolled_memberships(&dir)
-                .iter()
-                .any(|m| m == membership);
-            (config.selects(grid_spec::Profile::Authority) && enrolled)
-                .then_some(VoterHost { name, dir })
+            if !config.selects(grid_spec::Profile::Authority) {
+                return None;
+            }
+            let memberships = grid_engine::custody::membership::enrolled_memberships(&dir);
+            Some((VoterHost { name, dir }, memberships))
         })
+        .collect()
+}
+
+/// Hosts under `state` that select the `authority` profile and are enrolled in
+/// `membership`.
+pub fn voter_hosts(state: &Path, membership: &str) -> Vec<VoterHost> {
+    authority_installations(state)
+        .into_iter()
+        .filter(|(_, memberships)| memberships.iter().any(|m| m == membership))
+        .map(|(host, _)| host)
         .collect()
 }
 
@@ -50,13 +60,10 @@ pub fn membership_of(state: &Path, given: Option<&str>) -> Result<String, String
     if let Some(m) = given {
         return Ok(m.to_owned());
     }
-    let mut found = std::collections::BTreeSet::new();
-    for name in observe::installed_hosts(state) {
-        let dir = observe::host_dir(state, &name);
-        if HostConfig::read(&dir).is_ok_and(|c| c.selects(grid_spec::Profile::Authority)) {
-            found.extend(grid_engine::custody::membership::enrolled_memberships(&dir));
-        }
-    }
+    let found: std::collections::BTreeSet<String> = authority_installations(state)
+        .into_iter()
+        .flat_map(|(_, memberships)| memberships)
+        .collect();
     match found.len() {
         1 => Ok(found.into_iter().next().expect("one")),
         0 => Err(format!(

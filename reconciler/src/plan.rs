@@ -718,18 +718,8 @@ fn enrollment_transitions(
 
 /// The member hosts of `membership` that select the `authority` profile, in file
 /// order: the first N (`authority voters=N`) vote, the others are learners (non-voting
-/// replicas through which their hosts send claim commands). Empty when the membership
-/// runs no authority.
+/// replicas through which their hosts send claim commands).
 pub fn authority_hosts<'t>(topology: &'t Topology, membership: &str) -> Vec<&'t grid_spec::Host> {
-    if topology
-        .memberships
-        .iter()
-        .find(|m| m.name == membership)
-        .and_then(|m| m.authority_voters)
-        .is_none()
-    {
-        return Vec::new();
-    }
     topology
         .hosts
         .iter()
@@ -737,21 +727,6 @@ pub fn authority_hosts<'t>(topology: &'t Topology, membership: &str) -> Vec<&'t 
             h.memberships.iter().any(|m| m == membership)
                 && h.profiles.contains(&grid_spec::Profile::Authority)
         })
-        .collect()
-}
-
-/// The voters a membership's `authority voters=N` asks for: its first N authority
-/// hosts in file order.
-pub fn desired_voters<'t>(topology: &'t Topology, membership: &str) -> Vec<&'t grid_spec::Host> {
-    let n = topology
-        .memberships
-        .iter()
-        .find(|m| m.name == membership)
-        .and_then(|m| m.authority_voters)
-        .unwrap_or(0);
-    authority_hosts(topology, membership)
-        .into_iter()
-        .take(n as usize)
         .collect()
 }
 
@@ -768,12 +743,14 @@ fn authority_transitions(
     let mut out = Vec::new();
     for membership in &topology.memberships {
         let m = &membership.name;
-        let desired = desired_voters(topology, m);
+        let Some(voters) = membership.authority_voters else {
+            continue;
+        };
+        let all = authority_hosts(topology, m);
+        let (desired, learners) = all.split_at((voters as usize).min(all.len()));
         if desired.is_empty() {
             continue;
         }
-        let all = authority_hosts(topology, m);
-        let learners: Vec<&grid_spec::Host> = all[desired.len()..].to_vec();
         let enrolled = all.iter().all(|h| {
             grid_engine::custody::membership::read_enrollment(&host_dir(state, h), m)
                 .is_ok_and(|e| e.is_some())
@@ -827,18 +804,18 @@ fn authority_transitions(
             for h in &desired[1..] {
                 out.push(add_voter(m, &first.name, h));
             }
-            for h in &learners {
+            for h in learners {
                 out.push(add_learner(m, &first.name, h));
             }
             continue;
         };
         let via = view.participant.clone();
-        for h in &desired {
+        for h in desired {
             if !view.voters.contains(&h.name) {
                 out.push(add_voter(m, &via, h));
             }
         }
-        for h in &learners {
+        for h in learners {
             if !view.voters.contains(&h.name) && !view.learners.contains(&h.name) {
                 out.push(add_learner(m, &via, h));
             }

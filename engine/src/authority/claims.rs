@@ -158,11 +158,6 @@ impl Claims {
         self.claims.is_empty()
     }
 
-    /// How many answers are retained.
-    pub fn answers_retained(&self) -> usize {
-        self.answers.len()
-    }
-
     /// The retained answer of `op` with the command it answered.
     pub fn retained(&self, op: &str) -> Option<&(Command, Answer)> {
         self.answers.get(op)

@@ -309,10 +309,6 @@ impl Authority {
         Ok(authority)
     }
 
-    pub fn runtime(&self) -> &tokio::runtime::Handle {
-        &self.runtime
-    }
-
     /// Handles a call from this host's operator (blocking; not on a runtime thread).
     pub fn handle_local(&self, call: AuthorityCall) -> AuthorityReply {
         self.runtime.block_on(self.handle(call, None))

@@ -703,25 +703,25 @@ impl Outbox {
         receipt: &Receipt,
         key: &VerifyingKey,
     ) -> Result<Released, DeliveryError> {
-        if receipt.route != self.route
-            || receipt.membership != self.membership
-            || receipt.class != self.class
+        if receipt.body.route != self.route
+            || receipt.body.membership != self.membership
+            || receipt.body.class != self.class
         {
             return Err(DeliveryError::WrongRoute {
                 route: self.route.clone(),
                 membership: self.membership.clone(),
                 class: self.class,
-                recipient: receipt.recipient.clone(),
-                other_route: receipt.route.clone(),
-                other_membership: receipt.membership.clone(),
-                other_class: receipt.class,
+                recipient: receipt.body.recipient.clone(),
+                other_route: receipt.body.route.clone(),
+                other_membership: receipt.body.membership.clone(),
+                other_class: receipt.body.class,
             });
         }
         receipt.verify(key)?;
         self.receipt(
-            &receipt.recipient,
-            receipt.highest_position,
-            &receipt.digest,
+            &receipt.body.recipient,
+            receipt.body.highest_position,
+            &receipt.body.digest,
         )
     }
 
@@ -1651,7 +1651,10 @@ mod tests {
         }
 
         fn receive_receipt(&mut self, receipt: &Receipt) {
-            let i = NAMES.iter().position(|n| *n == receipt.recipient).unwrap();
+            let i = NAMES
+                .iter()
+                .position(|n| *n == receipt.body.recipient)
+                .unwrap();
             let public = key(NAMES[i]).verifying_key();
             receipt.verify(&public).expect("every receipt verifies");
             assert!(receipt.verify(&key("z").verifying_key()).is_err());

@@ -175,12 +175,7 @@ impl ReceiptBody {
     pub fn sign(&self, key: &SigningKey, generation: u32) -> Receipt {
         let signature = key.sign(&self.signed_bytes(generation));
         Receipt {
-            route: self.route.clone(),
-            membership: self.membership.clone(),
-            recipient: self.recipient.clone(),
-            class: self.class,
-            highest_position: self.highest_position,
-            digest: self.digest,
+            body: self.clone(),
             generation,
             signature: signature.to_bytes(),
         }
@@ -191,13 +186,9 @@ impl ReceiptBody {
 /// in lower-case hexadecimal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Receipt {
-    pub route: String,
-    pub membership: String,
-    pub recipient: String,
-    pub class: Class,
-    pub highest_position: u64,
-    #[serde(with = "hex_array")]
-    pub digest: [u8; 32],
+    /// What is signed (its fields appear at the top level of the JSON).
+    #[serde(flatten)]
+    pub body: ReceiptBody,
     /// The generation of the recipient's signing key that signed it.
     pub generation: u32,
     #[serde(with = "hex_array")]
@@ -210,20 +201,9 @@ impl Receipt {
         body.sign(key, generation)
     }
 
-    pub fn body(&self) -> ReceiptBody {
-        ReceiptBody {
-            route: self.route.clone(),
-            membership: self.membership.clone(),
-            recipient: self.recipient.clone(),
-            class: self.class,
-            highest_position: self.highest_position,
-            digest: self.digest,
-        }
-    }
-
     /// The canonical bytes this receipt signs.
     pub fn signed_bytes(&self) -> Vec<u8> {
-        self.body().signed_bytes(self.generation)
+        self.body.signed_bytes(self.generation)
     }
 
     /// Verifies the signature offline with the recipient's public key of generation
@@ -235,10 +215,10 @@ impl Receipt {
             &Signature::from_bytes(&self.signature),
         )
         .map_err(|_| ReceiptError::BadSignature {
-            route: self.route.clone(),
-            membership: self.membership.clone(),
-            recipient: self.recipient.clone(),
-            highest_position: self.highest_position,
+            route: self.body.route.clone(),
+            membership: self.body.membership.clone(),
+            recipient: self.body.recipient.clone(),
+            highest_position: self.body.highest_position,
             generation: self.generation,
         })
     }
@@ -309,7 +289,7 @@ mod tests {
     fn a_receipt_verifies_with_its_signer_only() {
         let receipt = body().sign(&key(1), 2);
         assert_eq!(receipt.generation, 2);
-        assert_eq!(receipt.body(), body());
+        assert_eq!(receipt.body, body());
         receipt.verify(&key(1).verifying_key()).unwrap();
         let err = receipt.verify(&key(2).verifying_key()).unwrap_err();
         assert!(err.to_string().contains("`b`"), "{err}");
@@ -322,22 +302,22 @@ mod tests {
         let public = key(1).verifying_key();
         let mut changed: Vec<Receipt> = Vec::new();
         let mut r = receipt.clone();
-        r.route.push('x');
+        r.body.route.push('x');
         changed.push(r);
         let mut r = receipt.clone();
-        r.membership.push('x');
+        r.body.membership.push('x');
         changed.push(r);
         let mut r = receipt.clone();
-        r.recipient = "c".into();
+        r.body.recipient = "c".into();
         changed.push(r);
         let mut r = receipt.clone();
-        r.class = Class::Latest;
+        r.body.class = Class::Latest;
         changed.push(r);
         let mut r = receipt.clone();
-        r.highest_position += 1;
+        r.body.highest_position += 1;
         changed.push(r);
         let mut r = receipt.clone();
-        r.digest[0] ^= 1;
+        r.body.digest[0] ^= 1;
         changed.push(r);
         let mut r = receipt.clone();
         r.generation = 2;
@@ -391,12 +371,12 @@ mod tests {
     fn json_round_trips_with_hex_bytes() {
         let receipt = body().sign(&key(3), 4);
         let json = serde_json::to_string(&receipt).unwrap();
-        assert!(json.contains(&to_hex(&receipt.digest)), "{json}");
+        assert!(json.contains(&to_hex(&receipt.body.digest)), "{json}");
         assert!(json.contains("\"class\":\"ordered\""), "{json}");
         let back: Receipt = serde_json::from_str(&json).unwrap();
         assert_eq!(back, receipt);
         back.verify(&key(3).verifying_key()).unwrap();
-        let broken = json.replace(&to_hex(&receipt.digest), "zz");
+        let broken = json.replace(&to_hex(&receipt.body.digest), "zz");
         assert!(serde_json::from_str::<Receipt>(&broken).is_err());
     }
 
