@@ -35,6 +35,11 @@ pub enum Call {
         membership: Option<String>,
         request: crate::authority::service::AuthorityCall,
     },
+    /// A call to the host's `delivery` profile (publish, routes, held values,
+    /// receipts). Handled outside the host's lock.
+    Delivery {
+        request: crate::delivery::api::DeliveryCall,
+    },
 }
 
 /// What an operation asks a host to do.
@@ -57,6 +62,11 @@ pub enum Request {
         values: Vec<(String, f64)>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fence: Option<FenceStamp>,
+    },
+    /// Install a route at its publisher or a destination (profile `delivery`), or
+    /// update its destinations and their keys.
+    InstallRoute {
+        route: crate::delivery::api::RouteInstall,
     },
 }
 
@@ -88,6 +98,7 @@ impl Request {
                     .unwrap_or_default();
                 format!("input {model} {}{stamp}", sets.join(" "))
             }
+            Request::InstallRoute { route } => format!("install route {}", route.name),
         }
     }
 }
@@ -181,6 +192,8 @@ pub enum Reply {
     },
     /// What the authority answered.
     Authority(crate::authority::service::AuthorityReply),
+    /// What the delivery profile answered.
+    Delivery(Box<crate::delivery::api::DeliveryReply>),
     /// The call was refused and changed nothing (an id reused for another request, a
     /// malformed call, an unknown model for `values`). A refusal of a retry does not
     /// make an earlier outcome known.
@@ -206,6 +219,9 @@ pub struct Observation {
     pub models: Vec<ModelState>,
     /// Operations whose answer no caller acknowledged: their reply may have been lost.
     pub unacknowledged: Vec<RetainedOperation>,
+    /// Routes installed at this host (profile `delivery`).
+    #[serde(default)]
+    pub routes: Vec<crate::delivery::api::RouteInstall>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

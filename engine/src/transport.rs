@@ -305,8 +305,17 @@ fn credentials_stamp(dir: &Path) -> Vec<(std::path::PathBuf, Option<std::time::S
         .collect()
 }
 
-/// Serves HTTPS on `listener` on `runtime`, handing control calls to `host` and Raft
-/// messages and forwarded calls to the `authorities`.
+/// What the transport serves: the host's control API, its authorities (Raft messages
+/// and forwarded calls) and its delivery profile (pushes).
+pub struct Served {
+    pub host: Arc<Mutex<Host>>,
+    pub wire: Option<Arc<WireCounters>>,
+    pub authorities: Authorities,
+    pub delivery: Option<Arc<crate::delivery::service::Delivery>>,
+}
+
+/// Serves HTTPS on `listener` on `runtime`, handing control calls to the host, Raft
+/// messages and forwarded calls to the authorities, pushes to delivery.
 /// Membership credentials are reloaded when their files change (a revocation takes
 /// effect for new connections without a restart); if they no longer load, every new
 /// connection is refused until they do — never the old, weaker configuration.
@@ -314,11 +323,15 @@ pub fn serve(
     listener: std::net::TcpListener,
     config: ServerConfig,
     dir: std::path::PathBuf,
-    host: Arc<Mutex<Host>>,
-    wire: Option<Arc<WireCounters>>,
-    authorities: Authorities,
+    served: Served,
     runtime: &tokio::runtime::Handle,
 ) -> std::io::Result<()> {
+    let Served {
+        host,
+        wire,
+        authorities,
+        delivery,
+    } = served;
     listener.set_nonblocking(true)?;
     let _entered = runtime.enter();
     let listener = tokio::net::TcpListener::from_std(listener)?;
@@ -348,6 +361,7 @@ pub fn serve(
                     let host = host.clone();
                     let wire = wire.clone();
                     let authorities = authorities.clone();
+                    let delivery = delivery.clone();
                     tokio::spawn(async move {
                         let _permit = permit;
                         let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -378,9 +392,10 @@ pub fn serve(
                             let host = host.clone();
                             let authorities = authorities.clone();
                             let identity = identity.clone();
+                            let delivery = delivery.clone();
                             async move {
                                 Ok::<_, std::convert::Infallible>(
-                                    route(request, host, &authorities, identity.as_ref().as_ref()).await,
+                                    route(request, host, &authorities, delivery.as_ref(), identity.as_ref().as_ref()).await,
                                 )
                             }
                         });
@@ -495,10 +510,69 @@ async fn route_authority(
     }
 }
 
+/// `POST /delivery/M/push`: values for this host from a route's publisher, certified
+/// in M; answered with the signed receipt of what this host durably holds.
+async fn route_delivery(
+    request: Request<Incoming>,
+    delivery: Option<&Arc<crate::delivery::service::Delivery>>,
+    identity: Option<&(String, String)>,
+) -> Response<Full<Bytes>> {
+    use crate::delivery::api::PushReply;
+    let refused = |status, reason: String| {
+        bytes_reply(
+            status,
+            serde_json::to_vec(&PushReply::Refused { reason }).expect("replies serialize"),
+        )
+    };
+    let path = request.uri().path().to_owned();
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let ["delivery", membership, "push"] = parts.as_slice() else {
+        return refused(StatusCode::NOT_FOUND, format!("no endpoint {path}"));
+    };
+    let Some((peer_membership, peer)) = identity else {
+        return refused(
+            StatusCode::FORBIDDEN,
+            "no participant certificate".to_owned(),
+        );
+    };
+    if peer_membership != membership {
+        return refused(
+            StatusCode::FORBIDDEN,
+            format!("`{peer}` is certified in `{peer_membership}`, not in `{membership}`"),
+        );
+    }
+    let Some(delivery) = delivery else {
+        return refused(
+            StatusCode::NOT_FOUND,
+            "this host does not run the `delivery` profile".to_owned(),
+        );
+    };
+    let limit = crate::delivery::service::PUSH_BODY_MAX;
+    let body = match Limited::new(request.into_body(), limit).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(_) => {
+            return refused(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("push longer than PUSH_BODY_MAX ({limit} bytes)"),
+            );
+        }
+    };
+    let push = match serde_json::from_slice(&body) {
+        Ok(p) => p,
+        Err(e) => return refused(StatusCode::BAD_REQUEST, format!("malformed push: {e}")),
+    };
+    let reply = delivery.accept_push(peer, membership, push).await;
+    bytes_reply(
+        StatusCode::OK,
+        serde_json::to_vec(&reply).expect("replies serialize"),
+    )
+}
+
 async fn route(
     request: Request<Incoming>,
     host: Arc<Mutex<Host>>,
     authorities: &Authorities,
+    delivery: Option<&Arc<crate::delivery::service::Delivery>>,
     identity: Option<&(String, String)>,
 ) -> Response<Full<Bytes>> {
     let path = request.uri().path();
@@ -506,6 +580,9 @@ async fn route(
         && (path.starts_with("/raft/") || path.starts_with("/authority/"))
     {
         return route_authority(request, authorities, identity).await;
+    }
+    if request.method() == Method::POST && path.starts_with("/delivery/") {
+        return route_delivery(request, delivery, identity).await;
     }
     if request.method() != Method::POST || request.uri().path() != "/control" {
         return json(

@@ -199,6 +199,19 @@ fn took_effect(plan: &Plan, t: &Transition) -> bool {
                 _ => false,
             }
         }
+        Action::Claim {
+            membership,
+            command,
+        } => {
+            use grid_engine::authority::service::{AuthorityCall, AuthorityReply};
+            let claim = crate::authority::command_claim(command).to_owned();
+            matches!(
+                observe::authority_call(&dir, membership, AuthorityCall::Show { claim }),
+                Ok(AuthorityReply::Shown { claim: Some(c), .. })
+                    if c.owner == t.host
+                        && c.state == grid_engine::authority::claims::ClaimState::Held
+            )
+        }
     }
 }
 
@@ -291,6 +304,30 @@ pub fn apply(plan: &Plan) -> Report {
                     Ok(AuthorityReply::Unknown { reason }) => (Status::Unknown, reason),
                     Ok(other) => (Status::Failed, format!("unexpected reply {other:?}")),
                     Err(e) => (Status::Unknown, e),
+                }
+            }
+            Action::Claim {
+                membership,
+                command,
+            } => {
+                use grid_engine::authority::service::ClaimOutcome;
+                match crate::authority::claim(
+                    &plan.state,
+                    Some(membership),
+                    &t.host,
+                    &t.id,
+                    command.clone(),
+                ) {
+                    Ok(r) => match r.outcome {
+                        ClaimOutcome::Succeeded => (
+                            Status::Succeeded,
+                            format!("held at epoch {}", r.epoch.unwrap_or_default()),
+                        ),
+                        ClaimOutcome::Failed => (Status::Failed, r.detail),
+                        ClaimOutcome::Refused => (Status::Refused, r.detail),
+                        ClaimOutcome::Unknown => (Status::Unknown, r.detail),
+                    },
+                    Err(e) => (Status::Refused, e),
                 }
             }
             Action::CreateCustody => match grid_engine::custody::create(&dir) {

@@ -123,7 +123,7 @@ impl ClaimResult {
     }
 }
 
-fn command_claim(command: &ClaimCommand) -> &str {
+pub fn command_claim(command: &ClaimCommand) -> &str {
     match command {
         ClaimCommand::Acquire { claim }
         | ClaimCommand::EnrollSuccessor { claim, .. }

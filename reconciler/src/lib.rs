@@ -10,4 +10,5 @@ pub mod authority;
 pub mod observe;
 pub mod plan;
 pub mod planfile;
+pub mod routes;
 pub mod up;

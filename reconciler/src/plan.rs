@@ -71,6 +71,13 @@ pub enum Action {
         membership: String,
         call: grid_engine::authority::service::AuthorityCall,
     },
+    /// A claim command sent as the host (its control socket) to the authority of
+    /// `membership`, with the transition's operation id: the publishing right of a
+    /// route.
+    Claim {
+        membership: String,
+        command: grid_engine::authority::service::ClaimCommand,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -233,7 +240,23 @@ pub fn plan(topology: &Topology, files: &[PathBuf], state: &Path) -> Plan {
             ));
         }
     }
-    transitions.extend(authority_transitions(topology, state, &observations));
+    let authority = authority_transitions(topology, state, &observations);
+    // Routes wait for their membership's authority and its learners: a publishing
+    // right is a claim there.
+    let pending: BTreeSet<String> = authority
+        .iter()
+        .filter_map(|t| match &t.action {
+            Action::Authority { membership, .. } => Some(membership.clone()),
+            _ => (t.kind == "authority").then(|| t.name.clone()),
+        })
+        .collect();
+    transitions.extend(authority);
+    transitions.extend(crate::routes::transitions(
+        topology,
+        state,
+        &observations,
+        &pending,
+    ));
     let mut observed: Vec<Observed> = observations
         .iter()
         .map(|o| Observed {
@@ -268,7 +291,7 @@ pub fn plan(topology: &Topology, files: &[PathBuf], state: &Path) -> Plan {
     for (index, t) in plan.transitions.iter_mut().enumerate() {
         if matches!(
             t.action,
-            Action::Submit { .. } | Action::WriteHostConfig { .. }
+            Action::Submit { .. } | Action::WriteHostConfig { .. } | Action::Claim { .. }
         ) {
             t.id = format!("plan-{fingerprint}-{index}");
         }

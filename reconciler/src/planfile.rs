@@ -94,6 +94,14 @@ pub fn render(plan: &Plan) -> String {
                 quote(membership),
                 quote(&serde_json::to_string(call).expect("authority calls serialize"))
             )),
+            Action::Claim {
+                membership,
+                command,
+            } => out.push_str(&format!(
+                " {{\n        claim {} command={}\n    }}\n",
+                quote(membership),
+                quote(&serde_json::to_string(command).expect("claim commands serialize"))
+            )),
         }
     }
     out.push_str("}\n");
@@ -190,6 +198,11 @@ pub fn load(path: &Path) -> Result<Plan, String> {
                         membership: argument(c)?,
                         call: serde_json::from_str(&string(c, "call")?)
                             .map_err(|e| format!("an authority call does not decode: {e}"))?,
+                    },
+                    Some(("claim", c)) => Action::Claim {
+                        membership: argument(c)?,
+                        command: serde_json::from_str(&string(c, "command")?)
+                            .map_err(|e| format!("a claim command does not decode: {e}"))?,
                     },
                     Some((other, _)) => return Err(format!("unknown action `{other}`")),
                 };

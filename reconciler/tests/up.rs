@@ -85,7 +85,7 @@ fn up_stops_with_the_refusal_of_a_host_that_cannot_run_its_profiles() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
-    assert!(stderr.contains("profile `delivery` cannot run"), "{stderr}");
+    assert!(stderr.contains("profile `sources` cannot run"), "{stderr}");
     assert!(Client::connect(&dir.join("state/hosts/edge-a")).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
 }

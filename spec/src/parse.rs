@@ -58,6 +58,10 @@ impl RefKind {
 pub(crate) enum Requirement {
     /// The host must be a `member` of this membership.
     MemberOf(String),
+    /// A route's publisher: a `member` of this membership selecting the `delivery`
+    /// profile (to publish) and the `authority` profile (its right to publish is a
+    /// claim in the membership's authority, which must exist).
+    Publishes(String),
     /// The route must have this host as its publisher.
     PublishedBy(String),
     /// The route must have this host as a destination.
@@ -921,7 +925,7 @@ impl FileReader<'_> {
             file: self.file.clone(),
             span: p_span,
             context: format!("route `{name}` publisher"),
-            require: Some(Requirement::MemberOf(membership.clone())),
+            require: Some(Requirement::Publishes(membership.clone())),
         });
         for (destination, (file, span)) in destinations.iter().zip(&destination_spans) {
             if destination.host == publisher {

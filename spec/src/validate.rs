@@ -114,6 +114,45 @@ fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
                     )
                 })
             }),
+            Some(Requirement::Publishes(membership)) => t.host(&reference.name).and_then(|host| {
+                let needs = |profile: Profile, why: &str| {
+                    (!host.profiles.contains(&profile)).then(|| {
+                        (
+                            format!(
+                                "{} `{}` does not select the `{}` profile, which {why}",
+                                reference.context,
+                                reference.name,
+                                profile.name()
+                            ),
+                            format!("add `{}` to the `profiles` line of host `{}`", profile.name(), reference.name),
+                        )
+                    })
+                };
+                if !host.memberships.contains(membership) {
+                    Some((
+                        format!(
+                            "{} `{}` is not a member of membership `{membership}`",
+                            reference.context, reference.name
+                        ),
+                        format!("add `member {membership}` to host `{}`", reference.name),
+                    ))
+                } else if t
+                    .memberships
+                    .iter()
+                    .any(|m| m.name == *membership && m.authority_voters.is_none())
+                {
+                    Some((
+                        format!(
+                            "{} `{}` publishes in membership `{membership}`, which has no authority: the right to publish is a claim there",
+                            reference.context, reference.name
+                        ),
+                        format!("add `authority voters=1` (or more) to membership `{membership}`"),
+                    ))
+                } else {
+                    needs(Profile::Delivery, "publishing values needs")
+                        .or_else(|| needs(Profile::Authority, "holds its right to publish (a claim) needs"))
+                }
+            }),
             Some(Requirement::PublishedBy(host)) => t.routes.iter().find(|r| r.name == reference.name).and_then(|route| {
                 (route.publisher != *host).then(|| {
                     (

@@ -3,8 +3,10 @@
 use grid_spec::limits::{MODEL_OPERATIONS_CEILING_MAX, ROUTE_DESTINATIONS_MAX};
 
 fn route_with(destinations: usize) -> String {
-    let mut text = String::from("grid version=1\nmembership m\n");
-    text.push_str("host p listen=\"127.0.0.1:1\" { member m; }\n");
+    let mut text = String::from("grid version=1\nmembership m { authority voters=1; }\n");
+    text.push_str(
+        "host p listen=\"127.0.0.1:1\" { member m; profiles transport authority delivery; }\n",
+    );
     for i in 0..destinations {
         text.push_str(&format!(
             "host d{i} listen=\"127.0.{}.{}:7000\" {{ member m; }}\n",
@@ -65,4 +67,47 @@ fn ceiling_is_bounded_by_model_operations_ceiling_max() {
             .message
             .contains("MODEL_OPERATIONS_CEILING_MAX")
     );
+}
+
+#[test]
+fn a_publisher_needs_the_delivery_and_authority_profiles_and_an_authority() {
+    let with = |membership: &str, profiles: &str| {
+        format!(
+            "grid version=1\n{membership}\nhost p listen=\"127.0.0.1:1\" {{ member m; {profiles} }}\nhost d listen=\"127.0.0.1:2\" {{ member m; }}\nroute r membership=m class=ordered {{\n    publisher p\n    destination d\n}}\n"
+        )
+    };
+    let authority = "membership m { authority voters=1; }";
+    grid_spec::load_str(
+        "ok.kdl",
+        &with(authority, "profiles transport authority delivery;"),
+    )
+    .expect("a publisher with both profiles in a membership with an authority is valid");
+    for (membership, profiles, expected) in [
+        (
+            authority,
+            "profiles transport authority;",
+            "`delivery` profile",
+        ),
+        (
+            authority,
+            "profiles transport delivery;",
+            "`authority` profile",
+        ),
+        (
+            "membership m",
+            "profiles transport authority delivery;",
+            "has no authority",
+        ),
+    ] {
+        let text = with(membership, profiles);
+        let diagnostics = grid_spec::load_str("bad.kdl", &text).unwrap_err();
+        let d = diagnostics
+            .items
+            .iter()
+            .find(|d| d.message.contains("route `r` publisher `p`"))
+            .unwrap_or_else(|| panic!("{:?}", diagnostics.items));
+        assert!(d.message.contains(expected), "{}", d.message);
+        let offset = d.offset().unwrap();
+        assert!(text[offset..].starts_with('p'), "points at the publisher");
+    }
 }

@@ -634,6 +634,14 @@ impl Authority {
         if metrics.state == ServerState::Leader {
             return self.leader_barrier().await;
         }
+        if self.leader().is_none() {
+            // Just started or just added: a leader's first message names it.
+            let _ = self
+                .raft
+                .wait(Some(BARRIER_TIMEOUT))
+                .metrics(|m| m.current_leader.is_some(), "a leader known")
+                .await;
+        }
         let Some(leader) = self.leader() else {
             return Err(format!(
                 "no leader of `{}` is known to `{}`",

@@ -123,6 +123,17 @@ fn main() -> ExitCode {
             }
         }
     }
+    let delivery = host.delivery();
+    if let Some(delivery) = &delivery {
+        if transport.is_none() {
+            eprintln!(
+                "gridd: cannot start the host in {}: profile `delivery` pushes values over the `transport` profile, which is not selected",
+                cli.dir.display()
+            );
+            return ExitCode::FAILURE;
+        }
+        delivery.start(runtime.handle().clone(), authorities.clone());
+    }
     let host = std::sync::Arc::new(std::sync::Mutex::new(host));
     if let Some((listener, config)) = transport {
         let address = listener
@@ -133,9 +144,12 @@ fn main() -> ExitCode {
             listener,
             config,
             cli.dir.clone(),
-            host.clone(),
-            wire,
-            authorities.clone(),
+            grid_engine::transport::Served {
+                host: host.clone(),
+                wire,
+                authorities: authorities.clone(),
+                delivery,
+            },
             runtime.handle(),
         ) {
             eprintln!("gridd: cannot start the transport: {e}");

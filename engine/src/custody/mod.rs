@@ -84,6 +84,7 @@ pub struct RetiredKey {
 }
 
 /// A host's verified keys.
+#[derive(Clone)]
 pub struct Custody {
     pub manifest: Manifest,
     signing: SigningKey,
@@ -332,6 +333,16 @@ impl Custody {
     pub fn mail_public(&self) -> MailPublicKey {
         MailPublicKey::from(&self.mail)
     }
+
+    /// The current signing key, for signers that sign their own formats (receipts).
+    pub(crate) fn signing_key(&self) -> &SigningKey {
+        &self.signing
+    }
+
+    /// The mail secret, to open values sealed to this host.
+    pub(crate) fn mail_secret(&self) -> &StaticSecret {
+        &self.mail
+    }
 }
 
 /// Verifies a signature made by generation `generation` of the signing keys that
@@ -342,6 +353,12 @@ pub fn verify_signature(
     message: &[u8],
     signature: &Signature,
 ) -> bool {
+    signing_key_of(manifest, generation).is_some_and(|key| key.verify(message, signature).is_ok())
+}
+
+/// The public signing key of generation `generation` that `manifest` names, current
+/// or retired.
+pub fn signing_key_of(manifest: &Manifest, generation: u32) -> Option<VerifyingKey> {
     let fingerprint = if generation == manifest.generation {
         Some(&manifest.signing)
     } else {
@@ -351,14 +368,19 @@ pub fn verify_signature(
             .find(|r| r.generation == generation)
             .map(|r| &r.signing)
     };
-    let Some(key) = fingerprint
+    fingerprint
         .and_then(|f| f.strip_prefix("ed25519:"))
         .and_then(unhex)
         .and_then(|bytes| VerifyingKey::from_bytes(&bytes).ok())
-    else {
-        return false;
-    };
-    key.verify(message, signature).is_ok()
+}
+
+/// The public mail key that `manifest` names.
+pub fn mail_key_of(manifest: &Manifest) -> Option<MailPublicKey> {
+    manifest
+        .mail
+        .strip_prefix("x25519:")
+        .and_then(unhex)
+        .map(MailPublicKey::from)
 }
 
 /// Verifies a hex signature (64 bytes) of `message` by generation `generation` of the

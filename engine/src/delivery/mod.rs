@@ -1,6 +1,8 @@
-//! Value delivery (SPEC C4) — groundwork for the `delivery` profile (issue 6): pure,
-//! tested pieces that the profile will drive.
+//! Value delivery (SPEC C4): the `delivery` profile (docs/delivery.md).
 //!
+//! - `service`: routes at a host — publish, push over mutual TLS, accept pushes,
+//!   receipts — persisted in the host's store;
+//! - `api`: its wire types (control calls, route definitions, pushes);
 //! - `seal`: a value sealed to a recipient's X25519 mail key as in HPKE (RFC 9180 base
 //!   mode, DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305);
 //! - `ordered`: the Ordered and Latest route state machines — publisher outbox,
@@ -8,9 +10,11 @@
 //!   separate capacities;
 //! - `receipts`: signed cumulative receipts and their offline verification.
 
+pub mod api;
 pub mod ordered;
 pub mod receipts;
 pub mod seal;
+pub mod service;
 
 /// Lower-case hexadecimal (the custody fingerprints' form).
 pub(crate) fn to_hex(bytes: &[u8]) -> String {

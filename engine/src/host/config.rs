@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use super::HostError;
 
 /// Profiles this build of gridd can run; every other one refuses to start.
-pub const AVAILABLE_PROFILES: [&str; 3] = ["transport", "wire-observation", "authority"];
+pub const AVAILABLE_PROFILES: [&str; 4] =
+    ["transport", "wire-observation", "authority", "delivery"];
 
 /// The name of the configuration file inside a host's directory.
 pub const HOST_CONFIG_FILE: &str = "host.toml";

@@ -118,6 +118,13 @@ fn connection(stream: UnixStream, host: &Mutex<Host>, authorities: &Authorities)
                 Ok(authority) => Reply::Authority(authority.handle_local(request)),
                 Err(reason) => Reply::Refused { reason },
             }),
+            // Delivery too: a publish waits for the authority and an fsync.
+            Call::Delivery { request } => Handled::Reply(match delivery(host) {
+                Some(delivery) => Reply::Delivery(Box::new(delivery.handle_local(request))),
+                None => Reply::Refused {
+                    reason: "this host does not run the `delivery` profile".to_owned(),
+                },
+            }),
             call => host.lock().unwrap_or_else(|p| p.into_inner()).handle(call),
         };
         match handled {
@@ -133,6 +140,10 @@ fn connection(stream: UnixStream, host: &Mutex<Host>, authorities: &Authorities)
             }
         }
     }
+}
+
+fn delivery(host: &Mutex<Host>) -> Option<Arc<crate::delivery::service::Delivery>> {
+    host.lock().unwrap_or_else(|p| p.into_inner()).delivery()
 }
 
 /// A caller's connection to one host.

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 /// Every failpoint, in the order an operation reaches them.
-pub const POINTS: [&str; 4] = [
+pub const POINTS: [&str; 7] = [
     // An operation was executed in memory; nothing of it is durable yet.
     "submit-before-commit",
     // The operation and its answer are durable; the reply is not sent yet.
@@ -20,6 +20,12 @@ pub const POINTS: [&str; 4] = [
     "batch-after-commit",
     // A voter received a whole snapshot from the leader and is about to install it.
     "snapshot-install",
+    // A publication is durable in the publisher's outbox; `publish` has not returned.
+    "publish-after-commit",
+    // A recipient stored delivered values durably; its receipt is not signed or sent.
+    "inbox-after-commit",
+    // The publisher received a receipt and has not applied or recorded it.
+    "receipt-before-record",
 ];
 
 /// How much longer a step armed `slow` takes.

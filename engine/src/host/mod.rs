@@ -117,6 +117,8 @@ pub struct Host {
     meta: Keyspace,
     /// The newest epoch of each claim this host has seen on stamped writes.
     fence: crate::authority::claims::Fence,
+    /// The `delivery` profile, when selected: its routes live in this store.
+    delivery: Option<std::sync::Arc<crate::delivery::service::Delivery>>,
 }
 
 /// Where the host keeps its fence (in the `meta` keyspace).
@@ -126,6 +128,8 @@ const FENCE_KEY: &str = "fence";
 type AfterCommit = Box<dyn FnOnce(&mut Host)>;
 
 /// What handling a call produced: a reply, or (at a failpoint) none.
+// One per call, moved once into the reply: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Handled {
     Reply(Reply),
     DropReply,
@@ -228,8 +232,23 @@ impl Host {
                 None => Default::default(),
             },
             meta,
+            delivery: None,
         };
         host.recover()?;
+        if host.config.selects(grid_spec::Profile::Delivery) {
+            let delivery = crate::delivery::service::Delivery::open(
+                &host.database,
+                &host.dir,
+                &host.config.name,
+                host.custody.clone(),
+                host.failpoints.clone(),
+            )
+            .map_err(|detail| HostError::Damaged {
+                path: host.dir.join("store"),
+                detail,
+            })?;
+            host.delivery = Some(delivery);
+        }
         Ok(host)
     }
 
@@ -248,6 +267,11 @@ impl Host {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The `delivery` profile, when selected.
+    pub fn delivery(&self) -> Option<std::sync::Arc<crate::delivery::service::Delivery>> {
+        self.delivery.clone()
     }
 
     fn damaged(&self, detail: String) -> HostError {
@@ -398,6 +422,9 @@ impl Host {
             Call::Authority { .. } => Handled::Reply(Reply::Refused {
                 reason: "authority calls are taken on the host's control socket only".to_owned(),
             }),
+            Call::Delivery { .. } => Handled::Reply(Reply::Refused {
+                reason: "delivery calls are taken on the host's control socket only".to_owned(),
+            }),
             Call::Wire => Handled::Reply(match &self.wire {
                 Some(wire) => Reply::Wire {
                     peers: wire
@@ -494,6 +521,11 @@ impl Host {
                 })
                 .collect(),
             unacknowledged,
+            routes: self
+                .delivery
+                .as_ref()
+                .map(|d| d.installed())
+                .unwrap_or_default(),
         }
     }
 
@@ -667,6 +699,22 @@ impl Host {
                     },
                 }
             }
+            Request::InstallRoute { route } => match &self.delivery {
+                None => failed(
+                    &op,
+                    format!(
+                        "host `{}` does not run the `delivery` profile; route `{}` cannot be installed here",
+                        self.config.name, route.name
+                    ),
+                ),
+                Some(delivery) => match delivery.prepare_install(route, &mut write) {
+                    Err(reason) => failed(&op, reason),
+                    Ok((detail, apply)) => {
+                        after_commit = Some(Box::new(move |_: &mut Host| apply()));
+                        succeeded(&op, detail)
+                    }
+                },
+            },
             Request::Input {
                 fence: Some(stamp), ..
             } if self.fence.clone().admit(&stamp.claim, stamp.epoch).is_err() => {

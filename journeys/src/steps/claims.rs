@@ -264,7 +264,7 @@ pub fn parse_stream(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
 }
 
 /// splitmix64: a seeded sequence, the same on every machine.
-fn next(state: &mut u64) -> u64 {
+pub(crate) fn next(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

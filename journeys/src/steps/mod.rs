@@ -7,6 +7,7 @@
 //! expectation; one that never asks is rejected there.
 
 mod claims;
+mod delivery;
 mod hosts;
 mod input;
 pub(crate) mod net;
@@ -62,6 +63,10 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("restart-stopped", claims::parse_restart_stopped),
     ("partition", net::parse_partition),
     ("heal", net::parse_heal),
+    ("publish", delivery::parse_publish),
+    ("publish-cycles", delivery::parse_cycles),
+    ("expect-delivered", delivery::parse_expect_delivered),
+    ("expect-receipts", delivery::parse_expect_receipts),
 ];
 
 /// How an operation ended, as `gridctl` reports it (`"outcome"` in its JSON and its

@@ -133,6 +133,27 @@ enum Command {
     /// Operator actions on a membership's authority.
     #[command(subcommand)]
     Authority(AuthorityCli),
+    /// Publish one value on ROUTE at its publisher HOST (profile `delivery`): it
+    /// returns the value's position once the value is durable at the publisher, and
+    /// only while HOST holds the route's publishing right (the claim `route:ROUTE`).
+    /// A non-finite value, a full Ordered capacity ("capacity exhausted") or a fenced
+    /// publisher is refused and nothing is published. Exit 0 published, 4 refused,
+    /// 3 unknown (the reply was lost: `gridctl inspect inbox ROUTE --host HOST` shows
+    /// what the publisher holds).
+    Publish {
+        route: String,
+        /// A finite number.
+        #[arg(allow_hyphen_values = true)]
+        value: String,
+        /// The route's publisher.
+        #[arg(long = "as", value_name = "HOST")]
+        host: String,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        /// One JSON object {"route", "position"}.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Options every claim command takes.
@@ -254,6 +275,45 @@ enum InspectCommand {
         host: String,
         #[arg(long, value_name = "DIR", default_value = "grid-state")]
         state: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The routes a participant takes part in: role, class, destinations, published
+    /// and receipted positions, values outstanding.
+    Routes {
+        /// One host (default: every installed host that answers).
+        #[arg(long, value_name = "NAME")]
+        host: Option<String>,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// What HOST holds durably of ROUTE: a destination its inbox, the publisher its
+    /// published sequence (encrypted values opened with HOST's own mail key).
+    Inbox {
+        route: String,
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        /// The first position to show.
+        #[arg(long, value_name = "POSITION", default_value_t = 0)]
+        from: u64,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        /// A JSON list of {"position", "value"}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The newest signed receipt of every destination of ROUTE, at its publisher, and
+    /// the values still outstanding. With --verify every signature is checked offline
+    /// with the recipient's public keys (its custody manifest); exit 1 if one fails.
+    Receipts {
+        route: String,
+        #[arg(long)]
+        verify: bool,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        /// {"route", "receipts", "verified", "outstanding", …}.
         #[arg(long)]
         json: bool,
     },
@@ -865,6 +925,193 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .map_err(anyhow::Error::msg)?;
             println!("{host}: {detail}");
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Publish {
+            route,
+            value,
+            host,
+            state,
+            json,
+        } => {
+            let number: f64 = match value.trim().parse() {
+                Ok(v) if f64::is_finite(v) => v,
+                _ => {
+                    let detail = format!(
+                        "value `{value}` is not a finite number; refused before capture, nothing was published"
+                    );
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::json!({"route": route, "outcome": "refused", "detail": detail})
+                        );
+                    }
+                    eprintln!("gridctl: {detail}");
+                    return Ok(ExitCode::from(4));
+                }
+            };
+            use grid_engine::delivery::api::{DeliveryCall, DeliveryReply};
+            match grid_reconciler::routes::call(
+                &state,
+                &host,
+                DeliveryCall::Publish {
+                    route: route.clone(),
+                    value: number,
+                },
+            ) {
+                Ok(DeliveryReply::Published { route, position }) => {
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::json!({"route": route, "position": position, "value": number, "host": host, "outcome": "succeeded"})
+                        );
+                    } else {
+                        println!("published {number} on {route} at position {position}");
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+                Ok(DeliveryReply::Refused { reason }) => {
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::json!({"route": route, "outcome": "refused", "detail": reason})
+                        );
+                    }
+                    eprintln!("gridctl: publish refused: {reason}");
+                    Ok(ExitCode::from(4))
+                }
+                Ok(other) => bail!("the host answered {other:?}"),
+                Err(e) if e.contains("lost") => {
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::json!({"route": route, "outcome": "unknown", "detail": e})
+                        );
+                    }
+                    eprintln!(
+                        "gridctl: {e}\n  whether the value was published is unknown; `gridctl inspect inbox {route} --host {host}` shows what the publisher holds (nothing is re-sent)"
+                    );
+                    Ok(ExitCode::from(3))
+                }
+                Err(e) => {
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::json!({"route": route, "outcome": "refused", "detail": format!("{e}; nothing was sent")})
+                        );
+                    }
+                    eprintln!("gridctl: {e}; nothing was published");
+                    Ok(ExitCode::from(4))
+                }
+            }
+        }
+        Command::Inspect(InspectCommand::Routes { host, state, json }) => {
+            use grid_engine::delivery::api::{DeliveryCall, DeliveryReply};
+            let hosts = match host {
+                Some(h) => vec![h],
+                None => grid_reconciler::observe::installed_hosts(&state),
+            };
+            let mut all = Vec::new();
+            for h in &hosts {
+                match grid_reconciler::routes::call(&state, h, DeliveryCall::Routes) {
+                    Ok(DeliveryReply::Routes { routes, .. }) => {
+                        all.extend(routes.into_iter().map(|r| (h.clone(), r)))
+                    }
+                    Ok(other) => bail!("{h} answered {other:?}"),
+                    Err(e) if hosts.len() == 1 => bail!("{h}: {e}"),
+                    Err(_) => {}
+                }
+            }
+            if json {
+                let list: Vec<_> = all
+                    .iter()
+                    .map(|(h, r)| {
+                        serde_json::json!({
+                            "host": h,
+                            "route": r.route.name,
+                            "membership": r.route.membership,
+                            "class": r.route.class.name(),
+                            "encrypted": r.route.encrypted,
+                            "role": r.role,
+                            "publisher": r.route.publisher,
+                            "destinations": r.route.destinations.iter().map(|d| serde_json::json!({"host": d.host, "retired": d.retired})).collect::<Vec<_>>(),
+                            "published": r.published,
+                            "receipted": r.receipted,
+                            "outstanding": r.outstanding,
+                            "held": r.held,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::Value::Array(list));
+            } else {
+                for (h, r) in &all {
+                    let class = r.route.class.name();
+                    let sealed = if r.route.encrypted { " encrypted" } else { "" };
+                    if r.role == "publisher" {
+                        println!(
+                            "{h}: publishes {} ({class}{sealed}, {}) to {} destination(s), published through {}",
+                            r.route.name,
+                            r.route.membership,
+                            r.route.destinations.len(),
+                            r.published
+                        );
+                        for d in &r.route.destinations {
+                            println!(
+                                "    {}{}: receipted through {}, {} outstanding",
+                                d.host,
+                                if d.retired { " (retired)" } else { "" },
+                                r.receipted.get(&d.host).copied().unwrap_or(0),
+                                r.outstanding.get(&d.host).copied().unwrap_or(0)
+                            );
+                        }
+                    } else {
+                        println!(
+                            "{h}: receives {} ({class}{sealed}, {}) from {}, holds through {}",
+                            r.route.name, r.route.membership, r.route.publisher, r.held
+                        );
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Inspect(InspectCommand::Inbox {
+            route,
+            host,
+            from,
+            state,
+            json,
+        }) => {
+            let values = grid_reconciler::routes::held(&state, &route, &host, from)
+                .map_err(anyhow::Error::msg)?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&values).expect("values serialize")
+                );
+            } else {
+                for v in &values {
+                    println!("{} {}", v.position, v.value);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Inspect(InspectCommand::Receipts {
+            route,
+            verify,
+            state,
+            json,
+        }) => {
+            let receipts = grid_reconciler::routes::receipts(&state, &route, verify)
+                .map_err(anyhow::Error::msg)?;
+            if json {
+                println!("{}", receipts.to_json());
+            } else {
+                print!("{}", receipts.render());
+            }
+            Ok(if receipts.verified() == Some(false) {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
         }
         Command::Inspect(InspectCommand::Wire { host, state, json }) => {
             let dir = grid_reconciler::observe::host_dir(&state, &host);

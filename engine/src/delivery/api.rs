@@ -1,0 +1,180 @@
+//! The `delivery` profile's wire types (an API boundary: fields are only ever added):
+//! a route's definition as reconcile installs it, the control calls of `gridctl
+//! publish` and `gridctl inspect routes|inbox|receipts`, and the push between hosts.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::receipts::{Class, Receipt};
+use super::seal::Sealed;
+use crate::custody::Manifest;
+
+/// A route as installed at its publisher and at each destination (the same text at
+/// every host of the route; `Request::InstallRoute`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteInstall {
+    pub name: String,
+    pub membership: String,
+    pub class: Class,
+    #[serde(default)]
+    pub encrypted: bool,
+    pub publisher: String,
+    pub destinations: Vec<RouteDestination>,
+}
+
+/// One destination of a route, with the public keys its receipts and sealed values
+/// use (from its custody manifest: public halves only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteDestination {
+    pub host: String,
+    /// Its transport listen address, `IP:PORT`.
+    pub address: String,
+    /// Retired: in no new cohort; it still owes (and is sent) what earlier cohorts
+    /// name, until its receipts cover them.
+    #[serde(default)]
+    pub retired: bool,
+    pub keys: Manifest,
+}
+
+impl RouteInstall {
+    pub fn destination(&self, host: &str) -> Option<&RouteDestination> {
+        self.destinations.iter().find(|d| d.host == host)
+    }
+
+    /// The cohort of a new publication: every destination not retired.
+    pub fn cohort(&self) -> Vec<&str> {
+        self.destinations
+            .iter()
+            .filter(|d| !d.retired)
+            .map(|d| d.host.as_str())
+            .collect()
+    }
+
+    /// The claim in the membership's authority that is the publisher's right to
+    /// publish.
+    pub fn claim(&self) -> String {
+        publishing_claim(&self.name)
+    }
+}
+
+/// The claim that is the right to publish on route `route`.
+pub fn publishing_claim(route: &str) -> String {
+    format!("route:{route}")
+}
+
+/// A control call of the `delivery` profile (`Call::Delivery`), handled outside the
+/// host's lock.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "delivery", rename_all = "kebab-case")]
+pub enum DeliveryCall {
+    /// Publish one value at this host, the route's publisher.
+    Publish { route: String, value: f64 },
+    /// The routes this host takes part in. Changes nothing.
+    Routes,
+    /// What this host holds durably of `route` from position `from`: a destination its
+    /// inbox, the publisher its published sequence. Changes nothing.
+    Held {
+        route: String,
+        #[serde(default)]
+        from: u64,
+    },
+    /// The newest receipt of every destination of `route`, at its publisher. Changes
+    /// nothing.
+    Receipts { route: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "delivery", rename_all = "kebab-case")]
+pub enum DeliveryReply {
+    Published {
+        route: String,
+        position: u64,
+    },
+    Routes {
+        host: String,
+        routes: Vec<RouteView>,
+    },
+    Held {
+        route: String,
+        /// `publisher` or `destination`.
+        role: String,
+        values: Vec<HeldValue>,
+        /// The position to ask `from` next when the reply was cut at
+        /// `HELD_REPLY_MAX` values.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        next: Option<u64>,
+    },
+    Receipts {
+        route: String,
+        /// The last position published.
+        published: u64,
+        receipts: Vec<Receipt>,
+        /// Values still owed per destination (no receipt covers them yet).
+        outstanding: BTreeMap<String, u64>,
+    },
+    /// Nothing was published or read: the reason says why (capacity exhausted, fenced,
+    /// not finite, unknown route, …).
+    Refused {
+        reason: String,
+    },
+}
+
+/// One route as a host sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RouteView {
+    pub route: RouteInstall,
+    /// `publisher` or `destination`.
+    pub role: String,
+    /// Publisher: the last position published (durably).
+    #[serde(default)]
+    pub published: u64,
+    /// Publisher: the highest position each destination's receipts cover.
+    #[serde(default)]
+    pub receipted: BTreeMap<String, u64>,
+    /// Publisher: values owed per destination.
+    #[serde(default)]
+    pub outstanding: BTreeMap<String, u64>,
+    /// Destination: the highest position held.
+    #[serde(default)]
+    pub held: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldValue {
+    pub position: u64,
+    pub value: f64,
+}
+
+/// `POST /delivery/M/push`: values for the recipient, in position order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Push {
+    pub route: String,
+    pub deliveries: Vec<WireDelivery>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireDelivery {
+    pub position: u64,
+    /// The recipient's preceding owed position (0: none).
+    pub previous: u64,
+    pub payload: WirePayload,
+}
+
+/// A value as it travels: 8 bytes of a finite `f64` (hex), or sealed to the
+/// recipient's mail key on an encrypted route.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WirePayload {
+    Plain(String),
+    Sealed(Sealed),
+}
+
+/// The recipient's answer to a push: its current signed cumulative receipt, made only
+/// for a durable state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "kebab-case")]
+pub enum PushReply {
+    Receipt { receipt: Receipt },
+    Refused { reason: String },
+}
