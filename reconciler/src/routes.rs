@@ -220,8 +220,13 @@ pub fn transitions(
         for host in hosts.iter().skip(1).chain(hosts.first()) {
             let observed = running(host).expect("checked above");
             let held = observed.routes.iter().find(|r| r.name == route.name);
+            let here = if *host == route.publisher {
+                desired.clone()
+            } else {
+                desired.for_destination(host)
+            };
             let request = Request::InstallRoute {
-                route: desired.clone(),
+                route: here.clone(),
             };
             let role = if *host == route.publisher {
                 format!(
@@ -246,12 +251,12 @@ pub fn transitions(
                     role,
                     Action::Submit { request },
                 )),
-                Some(held) if *held != desired => out.push(line(
+                Some(held) if *held != here => out.push(line(
                     Op::Change,
                     "route",
                     &route.name,
                     host,
-                    difference(held, &desired),
+                    difference(held, &here),
                     Action::Submit { request },
                 )),
                 Some(_) => {}

@@ -46,3 +46,7 @@ const _: () = assert!(BATCH_INPUTS_MAX >= REFERENCE_MODEL_CELLS);
 
 /// The most voters one membership's authority may have.
 pub const AUTHORITY_VOTERS_MAX: usize = 7;
+
+/// The largest delivery capacity a host's `capacity` child may set (values owed or
+/// retained publications).
+pub const DELIVERY_CAPACITY_MAX: u64 = 16_777_216;

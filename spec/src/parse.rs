@@ -399,6 +399,7 @@ impl FileReader<'_> {
         let mut memberships: Vec<String> = Vec::new();
         let mut profiles: Vec<Profile> = Vec::new();
         let mut key_generation = None;
+        let mut capacity = crate::topology::DeliveryCapacity::default();
         let mut profiles_seen = false;
         for child in n.children(self) {
             let mut c = NodeReader::new(child);
@@ -465,13 +466,24 @@ impl FileReader<'_> {
                         key_generation = Some(generation as u32);
                     }
                 }
+                "capacity" => {
+                    let max = crate::limits::DELIVERY_CAPACITY_MAX as i128;
+                    let mut read =
+                        |key: &str| c.int_prop(self, key, false, 1, max).map(|(n, _)| n as u64);
+                    capacity = crate::topology::DeliveryCapacity {
+                        ordered_per_destination: read("ordered-per-destination"),
+                        ordered_per_host: read("ordered-per-host"),
+                        latest_per_destination: read("latest-per-destination"),
+                        latest_per_host: read("latest-per-host"),
+                    };
+                }
                 other => {
                     c.skip_all();
                     self.error(
                         child.name().span(),
                         format!("unknown child `{other}` of host"),
                         "not a host setting",
-                        "a host holds `member M`, `profiles P…` and `keys generation=N`",
+                        "a host holds `member M`, `profiles P…`, `keys generation=N` and `capacity …`",
                     )
                 }
             }
@@ -493,6 +505,7 @@ impl FileReader<'_> {
             memberships,
             profiles,
             key_generation,
+            capacity,
             retired,
             origin,
         });

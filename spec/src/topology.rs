@@ -121,8 +121,20 @@ pub struct Host {
     pub profiles: Vec<Profile>,
     /// `keys generation=N`: the signing-key generation the host should hold.
     pub key_generation: Option<u32>,
+    /// `capacity …`: delivery capacity of the routes this host publishes.
+    pub capacity: DeliveryCapacity,
     pub retired: bool,
     pub origin: Origin,
+}
+
+/// `capacity [ordered-per-destination=N] [ordered-per-host=N] [latest-per-destination=N]
+/// [latest-per-host=N]` — separate for the two classes; unset means the engine's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeliveryCapacity {
+    pub ordered_per_destination: Option<u64>,
+    pub ordered_per_host: Option<u64>,
+    pub latest_per_destination: Option<u64>,
+    pub latest_per_host: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

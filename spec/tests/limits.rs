@@ -111,3 +111,36 @@ fn a_publisher_needs_the_delivery_and_authority_profiles_and_an_authority() {
         assert!(text[offset..].starts_with('p'), "points at the publisher");
     }
 }
+
+#[test]
+fn delivery_capacity_is_bounded() {
+    let at = |n: u64| {
+        format!(
+            "grid version=1\nhost h listen=\"127.0.0.1:1\" {{ capacity ordered-per-destination={n}; }}\n"
+        )
+    };
+    let topology = grid_spec::load_str("ok.kdl", &at(grid_spec::limits::DELIVERY_CAPACITY_MAX))
+        .expect("the maximum is allowed");
+    assert_eq!(
+        topology.hosts[0].capacity.ordered_per_destination,
+        Some(grid_spec::limits::DELIVERY_CAPACITY_MAX)
+    );
+    for bad in [0, grid_spec::limits::DELIVERY_CAPACITY_MAX + 1] {
+        let d = grid_spec::load_str("bad.kdl", &at(bad)).unwrap_err();
+        assert!(
+            d.items[0].message.contains("ordered-per-destination"),
+            "{}",
+            d.items[0].message
+        );
+    }
+    let d = grid_spec::load_str(
+        "bad.kdl",
+        "grid version=1\nhost h listen=\"127.0.0.1:1\" { capacity ordered=3; }\n",
+    )
+    .unwrap_err();
+    assert!(
+        d.items[0].message.contains("ordered"),
+        "{}",
+        d.items[0].message
+    );
+}

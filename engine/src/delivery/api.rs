@@ -10,8 +10,8 @@ use super::receipts::{Class, Receipt};
 use super::seal::Sealed;
 use crate::custody::Manifest;
 
-/// A route as installed at its publisher and at each destination (the same text at
-/// every host of the route; `Request::InstallRoute`).
+/// A route as installed at its publisher (every destination) and at each destination
+/// (itself alone); `Request::InstallRoute`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouteInstall {
     pub name: String,
@@ -49,6 +49,20 @@ impl RouteInstall {
             .filter(|d| !d.retired)
             .map(|d| d.host.as_str())
             .collect()
+    }
+
+    /// The definition a destination holds: the route with that destination alone
+    /// (it needs no other destination's keys).
+    pub fn for_destination(&self, host: &str) -> RouteInstall {
+        RouteInstall {
+            destinations: self
+                .destinations
+                .iter()
+                .filter(|d| d.host == host)
+                .cloned()
+                .collect(),
+            ..self.clone()
+        }
     }
 
     /// The claim in the membership's authority that is the publisher's right to

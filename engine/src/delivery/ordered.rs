@@ -502,6 +502,17 @@ impl Outbox {
         payload: Vec<u8>,
         cohort: &[S],
     ) -> Result<u64, DeliveryError> {
+        let (position, recipients) = self.admit(cohort)?;
+        self.accept(position, payload, recipients);
+        Ok(position)
+    }
+
+    /// Whether a publication to `cohort` would be accepted now (its position and
+    /// recipients), changing nothing: the checks of [`Outbox::publish`].
+    pub fn admit<S: AsRef<str>>(
+        &self,
+        cohort: &[S],
+    ) -> Result<(u64, BTreeSet<String>), DeliveryError> {
         let route = || self.route.clone();
         if cohort.len() > ROUTE_DESTINATIONS_MAX {
             return Err(DeliveryError::TooManyDestinations {
@@ -550,7 +561,10 @@ impl Outbox {
             }
         }
 
-        // Accepted: from here on nothing fails.
+        Ok((position, recipients))
+    }
+
+    fn accept(&mut self, position: u64, payload: Vec<u8>, recipients: BTreeSet<String>) {
         self.published = position;
         if self
             .cohorts
@@ -597,7 +611,6 @@ impl Outbox {
             self.trim_latest();
         }
         self.forget_cohorts();
-        Ok(position)
     }
 
     /// Latest: one window fewer keeps `position`; the record goes with the last.

@@ -55,6 +55,9 @@ pub const PUSH_TIMEOUT: Duration = Duration::from_secs(10);
 pub const PUSH_BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// Values one `held` reply carries at most (`next` says where to continue).
 pub const HELD_REPLY_MAX: usize = 20_000;
+/// Default of the host-wide Ordered capacity: publications not yet receipted by their
+/// whole cohort, over every Ordered route the host publishes.
+pub const ORDERED_PER_HOST_DEFAULT: u64 = 262_144;
 /// The longest push body a recipient accepts, in bytes.
 pub const PUSH_BODY_MAX: usize = 4 * 1024 * 1024;
 
@@ -159,8 +162,9 @@ struct Gate {
 
 struct Publishing {
     outbox: Outbox,
-    /// The highest position durable (fsynced); pushes carry nothing beyond it.
-    durable: u64,
+    /// Positions issued whose records are not fsynced yet; pushes carry nothing from
+    /// the first of them on.
+    pending: std::collections::BTreeSet<u64>,
     wake: Arc<Notify>,
     gate: Arc<Gate>,
 }
@@ -190,6 +194,12 @@ pub struct Delivery {
     syncer: Syncer,
     /// Set by [`Delivery::start`].
     runtime: Mutex<Option<(tokio::runtime::Handle, Authorities)>>,
+    /// Counts pushes that stored values; signalled to the host's feeder.
+    stored: (Mutex<u64>, std::sync::Condvar),
+    /// Each route's capacity (host configuration over the defaults).
+    capacity: Capacity,
+    /// Ordered publications all this host's routes may retain together.
+    ordered_per_host: u64,
 }
 
 fn capacity_for_replay(configured: Capacity) -> Capacity {
@@ -202,6 +212,15 @@ fn capacity_for_replay(configured: Capacity) -> Capacity {
     }
 }
 
+impl Publishing {
+    /// The highest position below which every publication is durable (fsynced).
+    fn durable(&self) -> u64 {
+        self.pending
+            .first()
+            .map_or(self.outbox.published(), |first| first - 1)
+    }
+}
+
 impl Delivery {
     /// Opens the delivery keyspaces of the host's database and recovers every route.
     pub fn open(
@@ -210,6 +229,7 @@ impl Delivery {
         host: &str,
         custody: Custody,
         failpoints: Failpoints,
+        capacity: crate::host::config::CapacityConfig,
     ) -> Result<Arc<Delivery>, String> {
         let keyspace = |name: &str| {
             database
@@ -236,6 +256,22 @@ impl Delivery {
             routes: Mutex::new(BTreeMap::new()),
             syncer,
             runtime: Mutex::new(None),
+            stored: (Mutex::new(0), std::sync::Condvar::new()),
+            capacity: Capacity {
+                ordered_per_destination: capacity
+                    .ordered_per_destination
+                    .unwrap_or(super::ordered::ORDERED_PER_DESTINATION_DEFAULT),
+                ordered_per_publisher: super::ordered::ORDERED_PER_PUBLISHER_DEFAULT,
+                latest_per_destination: capacity
+                    .latest_per_destination
+                    .unwrap_or(super::ordered::LATEST_PER_DESTINATION_DEFAULT),
+                latest_per_publisher: capacity
+                    .latest_per_host
+                    .unwrap_or(super::ordered::LATEST_PER_PUBLISHER_DEFAULT),
+            },
+            ordered_per_host: capacity
+                .ordered_per_host
+                .unwrap_or(ORDERED_PER_HOST_DEFAULT),
         };
         delivery.recover()?;
         Ok(Arc::new(delivery))
@@ -280,7 +316,7 @@ impl Delivery {
     fn recover_outbox(&self, install: &RouteInstall) -> Result<Publishing, String> {
         let name = &install.name;
         let damaged = |detail: String| format!("route `{name}`: {detail}");
-        let configured = Capacity::default();
+        let configured = self.capacity;
         let mut outbox = Outbox::new(
             name,
             &install.membership,
@@ -334,7 +370,7 @@ impl Delivery {
         }
         outbox.set_capacity(configured).map_err(|e| e.to_string())?;
         Ok(Publishing {
-            durable: outbox.published(),
+            pending: Default::default(),
             outbox,
             wake: Arc::new(Notify::new()),
             gate: Arc::new(Gate::default()),
@@ -502,12 +538,12 @@ impl Delivery {
                                     &install.name,
                                     &install.membership,
                                     install.class,
-                                    Capacity::default(),
+                                    me.capacity,
                                 )
-                                .expect("default capacities are valid");
+                                .expect("capacities are at least 1 (validated)");
                                 Role::Publisher(Box::new(Publishing {
                                     outbox,
-                                    durable: 0,
+                                    pending: Default::default(),
                                     wake: Arc::new(Notify::new()),
                                     gate: Arc::new(Gate::default()),
                                 }))
@@ -579,7 +615,7 @@ impl Delivery {
                 Role::Publisher(p) => RouteView {
                     route: r.install.clone(),
                     role: "publisher".to_owned(),
-                    published: p.durable,
+                    published: p.durable(),
                     receipted: r
                         .install
                         .destinations
@@ -614,7 +650,7 @@ impl Delivery {
                     r.install.clone(),
                     matches!(r.role, Role::Publisher(_)),
                     match &r.role {
-                        Role::Publisher(p) => p.durable,
+                        Role::Publisher(p) => p.durable(),
                         Role::Destination(i) => i.held(),
                     },
                 ),
@@ -722,7 +758,7 @@ impl Delivery {
         }
         DeliveryReply::Receipts {
             route: route.to_owned(),
-            published: p.durable,
+            published: p.durable(),
             receipts,
             outstanding: p.outbox.outstanding(),
         }
@@ -792,65 +828,239 @@ impl Delivery {
         }
     }
 
+    /// The publisher side of `route` here: its definition and its publishing gate.
+    fn publishing(&self, route: &str) -> Result<(RouteInstall, Arc<Gate>), String> {
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        match routes.get(route) {
+            Some(RouteState {
+                install,
+                role: Role::Publisher(p),
+            }) => Ok((install.clone(), p.gate.clone())),
+            Some(r) => Err(format!(
+                "host `{}` is a destination of route `{route}`; its publisher is `{}`",
+                self.host, r.install.publisher
+            )),
+            None => Err(format!("host `{}` holds no route `{route}`", self.host)),
+        }
+    }
+
     /// Publishes one value; returns its position once it is durable.
     pub async fn publish(self: &Arc<Self>, route: &str, value: f64) -> Result<u64, String> {
+        super::ordered::value_payload(route, value).map_err(|e| e.to_string())?;
+        let (install, gate) = self.publishing(route)?;
+        let epoch = self.check_right(&install, &gate).await?;
+        let mut write = self.database.batch();
+        let position = self.stage(route, value, epoch, &mut write)?;
+        write
+            .commit()
+            .unwrap_or_else(|e| fatal(&self.dir, "committing a publication", e));
+        if let Err(e) = self.syncer.sync().await {
+            fatal(&self.dir, "syncing a publication", e);
+        }
+        if self.failpoints.armed("publish-after-commit") == Some(Action::Abort) {
+            eprintln!("gridd: failpoint publish-after-commit: aborting");
+            std::process::abort();
+        }
+        self.settle(route, position);
+        Ok(position)
+    }
+
+    /// The publishing right of `route`, confirmed now (blocking: for the host's own
+    /// thread, never a runtime thread): the epoch it is held at.
+    pub fn check_right_blocking(self: &Arc<Self>, route: &str) -> Result<u64, String> {
+        let (install, gate) = self.publishing(route)?;
+        let runtime = self
+            .runtime
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|(r, _)| r.clone())
+            .ok_or_else(|| "delivery has not started".to_owned())?;
+        runtime.block_on(self.check_right(&install, &gate))
+    }
+
+    /// Assigns `value` the next position of `route` (capacity permitting) and adds
+    /// its records to `write`; the position is pushed only once [`Delivery::settle`]
+    /// says `write` is durable. Refused, changing nothing, when the outbox refuses.
+    pub fn stage(
+        &self,
+        route: &str,
+        value: f64,
+        epoch: u64,
+        write: &mut OwnedWriteBatch,
+    ) -> Result<u64, String> {
+        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        self.stage_locked(&mut routes, route, value, epoch, write)
+    }
+
+    /// The host-wide Ordered capacity: `more` publications on `route` (if Ordered)
+    /// fit beside what every Ordered route of this host retains.
+    fn admit_host(
+        &self,
+        routes: &BTreeMap<String, RouteState>,
+        route: &str,
+        more: u64,
+    ) -> Result<(), String> {
+        let ordered = matches!(
+            routes.get(route),
+            Some(RouteState { install, role: Role::Publisher(_) }) if install.class == Class::Ordered
+        );
+        if !ordered {
+            return Ok(());
+        }
+        let retained: u64 = routes
+            .values()
+            .filter_map(|r| match &r.role {
+                Role::Publisher(p) if r.install.class == Class::Ordered => {
+                    Some(p.outbox.retained())
+                }
+                _ => None,
+            })
+            .sum();
+        if retained + more > self.ordered_per_host {
+            return Err(format!(
+                "route `{route}`: Ordered capacity exhausted for host `{}`: its Ordered routes retain {retained} publications not yet receipted by their whole cohort (ordered-per-host = {}; default ORDERED_PER_HOST_DEFAULT = {ORDERED_PER_HOST_DEFAULT}); nothing was published, nothing dropped",
+                self.host, self.ordered_per_host
+            ));
+        }
+        Ok(())
+    }
+
+    fn stage_locked(
+        &self,
+        routes: &mut BTreeMap<String, RouteState>,
+        route: &str,
+        value: f64,
+        epoch: u64,
+        write: &mut OwnedWriteBatch,
+    ) -> Result<u64, String> {
         let payload = super::ordered::value_payload(route, value).map_err(|e| e.to_string())?;
-        let (install, gate) = {
+        self.admit_host(routes, route, 1)?;
+        let Some(RouteState {
+            install,
+            role: Role::Publisher(p),
+        }) = routes.get_mut(route)
+        else {
+            return Err(format!("route `{route}` is not published here"));
+        };
+        let cohort = install.cohort();
+        let last = p.outbox.cohort(p.outbox.published()).cloned();
+        let position = p
+            .outbox
+            .publish(payload.to_vec(), &cohort)
+            .map_err(|e| e.to_string())?;
+        p.pending.insert(position);
+        let mut record = epoch.to_be_bytes().to_vec();
+        record.extend_from_slice(&payload);
+        write.insert(&self.ks.published, key(route, position), record);
+        let same = last.is_some_and(|l| l.iter().map(String::as_str).eq(cohort.iter().copied()))
+            && position > 1;
+        if !same {
+            write.insert(
+                &self.ks.cohorts,
+                key(route, position),
+                serde_json::to_vec(&cohort).expect("cohorts serialize"),
+            );
+        }
+        Ok(position)
+    }
+
+    /// Stages several publications at once — all or none: every outbox must admit
+    /// its publication before any is published (a model batch publishing on several
+    /// routes).
+    pub fn stage_all(
+        &self,
+        publications: &[(String, f64, u64)],
+        write: &mut OwnedWriteBatch,
+    ) -> Result<Vec<u64>, String> {
+        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        {
+            for (route, value, _) in publications {
+                super::ordered::value_payload(route, *value).map_err(|e| e.to_string())?;
+                let Some(RouteState {
+                    install,
+                    role: Role::Publisher(p),
+                }) = routes.get(route)
+                else {
+                    return Err(format!("route `{route}` is not published here"));
+                };
+                p.outbox
+                    .admit(&install.cohort())
+                    .map_err(|e| e.to_string())?;
+            }
+            let ordered = publications
+                .iter()
+                .filter(|(route, _, _)| {
+                    routes
+                        .get(route)
+                        .is_some_and(|r| r.install.class == Class::Ordered)
+                })
+                .count() as u64;
+            if let Some((route, _, _)) = publications.iter().find(|(route, _, _)| {
+                routes
+                    .get(route)
+                    .is_some_and(|r| r.install.class == Class::Ordered)
+            }) {
+                self.admit_host(&routes, route, ordered)?;
+            }
+        }
+        // Every outbox admits its publication, and nothing else publishes while this
+        // lock is held: none of these fails.
+        publications
+            .iter()
+            .map(|(route, value, epoch)| {
+                self.stage_locked(&mut routes, route, *value, *epoch, write)
+            })
+            .collect()
+    }
+
+    /// Values held at this destination of `route` after position `after` (Latest: the
+    /// one value held, if newer), for the models it feeds.
+    pub fn delivered_after(&self, route: &str, after: u64) -> Result<Vec<(u64, f64)>, String> {
+        let (install, held) = {
             let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
             match routes.get(route) {
                 Some(RouteState {
                     install,
-                    role: Role::Publisher(p),
-                }) => (install.clone(), p.gate.clone()),
-                Some(r) => {
-                    return Err(format!(
-                        "host `{}` is a destination of route `{route}`; its publisher is `{}`",
-                        self.host, r.install.publisher
-                    ));
-                }
-                None => {
-                    return Err(format!("host `{}` holds no route `{route}`", self.host));
-                }
+                    role: Role::Destination(inbox),
+                }) => (install.clone(), inbox.held()),
+                _ => return Ok(Vec::new()),
             }
         };
-        let epoch = self.check_right(&install, &gate).await?;
-        let position = {
-            let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(RouteState {
-                install,
-                role: Role::Publisher(p),
-            }) = routes.get_mut(route)
-            else {
-                return Err(format!("route `{route}` is no longer published here"));
-            };
-            let cohort = install.cohort();
-            let last = p.outbox.cohort(p.outbox.published()).cloned();
-            let position = p
-                .outbox
-                .publish(payload.to_vec(), &cohort)
-                .map_err(|e| e.to_string())?;
-            let mut write = self.database.batch();
-            let mut record = epoch.to_be_bytes().to_vec();
-            record.extend_from_slice(&payload);
-            write.insert(&self.ks.published, key(route, position), record);
-            let same = last
-                .is_some_and(|l| l.iter().map(String::as_str).eq(cohort.iter().copied()))
-                && position > 1;
-            if !same {
-                write.insert(
-                    &self.ks.cohorts,
-                    key(route, position),
-                    serde_json::to_vec(&cohort).expect("cohorts serialize"),
-                );
-            }
-            write
-                .commit()
-                .unwrap_or_else(|e| fatal(&self.dir, "committing a publication", e));
-            position
-        };
-        if let Err(e) = self.syncer.sync().await {
-            fatal(&self.dir, "syncing a publication", e);
+        if held <= after {
+            return Ok(Vec::new());
         }
+        let mut out = Vec::new();
+        for guard in self
+            .ks
+            .inbox
+            .range(key(route, after + 1)..=key(route, held))
+        {
+            let (k, v) = guard
+                .into_inner()
+                .unwrap_or_else(|e| fatal(&self.dir, "reading delivered values", e));
+            let Some(position) = position_of(&k, route) else {
+                continue;
+            };
+            out.push((position, self.stored_value(&install, position, &v)?));
+        }
+        Ok(out)
+    }
+
+    /// Waits until a push stored values (or `timeout`): the host then feeds its models.
+    pub fn wait_stored(&self, seen: u64, timeout: Duration) -> u64 {
+        let guard = self.stored.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (guard, _) = self
+            .stored
+            .1
+            .wait_timeout_while(guard, timeout, |n| *n == seen)
+            .unwrap_or_else(|p| p.into_inner());
+        *guard
+    }
+
+    /// `position` of `route` is durable: pushes may carry it (and every earlier one
+    /// that is durable too).
+    pub fn settle(&self, route: &str, position: u64) {
         let wake = {
             let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
             match routes.get_mut(route) {
@@ -858,20 +1068,15 @@ impl Delivery {
                     role: Role::Publisher(p),
                     ..
                 }) => {
-                    p.durable = p.durable.max(position);
+                    p.pending.remove(&position);
                     Some(p.wake.clone())
                 }
                 _ => None,
             }
         };
-        if self.failpoints.armed("publish-after-commit") == Some(Action::Abort) {
-            eprintln!("gridd: failpoint publish-after-commit: aborting");
-            std::process::abort();
-        }
         if let Some(wake) = wake {
             wake.notify_waiters();
         }
-        Ok(position)
     }
 
     /// What to push to `destination` next (durable positions only), sealed on
@@ -893,7 +1098,7 @@ impl Delivery {
             .outbox
             .next_for(destination, PUSH_DELIVERIES_MAX)
             .into_iter()
-            .filter(|d| d.position <= p.durable)
+            .filter(|d| d.position <= p.durable())
             .collect();
         let install = install.clone();
         let wake = p.wake.clone();
@@ -1159,6 +1364,10 @@ impl Delivery {
         if stored && self.failpoints.armed("inbox-after-commit") == Some(Action::Abort) {
             eprintln!("gridd: failpoint inbox-after-commit: aborting");
             std::process::abort();
+        }
+        if stored {
+            *self.stored.0.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+            self.stored.1.notify_all();
         }
         PushReply::Receipt {
             receipt: Receipt::sign(

@@ -21,6 +21,30 @@ pub struct HostConfig {
     pub listen: String,
     #[serde(default)]
     pub profiles: Vec<String>,
+    /// Delivery capacity of the routes this host publishes (profile `delivery`);
+    /// unset values are the engine's defaults.
+    #[serde(default, skip_serializing_if = "CapacityConfig::is_default")]
+    pub capacity: CapacityConfig,
+}
+
+/// `capacity` in `host.toml` (from the topology's `capacity` child of the host).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CapacityConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordered_per_destination: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordered_per_host: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_per_destination: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_per_host: Option<u64>,
+}
+
+impl CapacityConfig {
+    pub fn is_default(&self) -> bool {
+        *self == CapacityConfig::default()
+    }
 }
 
 impl HostConfig {
@@ -29,6 +53,12 @@ impl HostConfig {
             name: host.name.clone(),
             listen: host.listen.to_string(),
             profiles: host.profiles.iter().map(|p| p.name().to_owned()).collect(),
+            capacity: CapacityConfig {
+                ordered_per_destination: host.capacity.ordered_per_destination,
+                ordered_per_host: host.capacity.ordered_per_host,
+                latest_per_destination: host.capacity.latest_per_destination,
+                latest_per_host: host.capacity.latest_per_host,
+            },
         }
     }
 

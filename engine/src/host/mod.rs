@@ -96,6 +96,39 @@ struct Installed {
     record: ModelRecord,
     runtime: Runtime,
     batches: u64,
+    /// `output CELL route=R`: (cell, route), published on each batch that changes it.
+    outputs: RouteLinks,
+    /// `input NAME from="route:R"`: (input, route), fed from this host's inbox.
+    fed: RouteLinks,
+}
+
+/// (a model's cell or input, a route).
+type RouteLinks = Vec<(String, String)>;
+
+/// What a model publishes and what feeds it, from its definition.
+fn routes_of(model: &grid_spec::Model) -> (RouteLinks, RouteLinks) {
+    let outputs = model
+        .outputs
+        .iter()
+        .map(|o| (o.cell.clone(), o.route.clone()))
+        .collect();
+    let fed = model
+        .inputs()
+        .filter_map(|i| match &i.from {
+            Some(grid_spec::InputSource::Route(r)) => Some((i.name.clone(), r.clone())),
+            _ => None,
+        })
+        .collect();
+    (outputs, fed)
+}
+
+/// The meta key of the last position of `route` fed to `model`'s input.
+fn fed_key(model: &str, route: &str) -> Vec<u8> {
+    let mut key = b"fed\0".to_vec();
+    key.extend_from_slice(model.as_bytes());
+    key.push(0);
+    key.extend_from_slice(route.as_bytes());
+    key
 }
 
 /// One host, open on its directory.
@@ -242,6 +275,7 @@ impl Host {
                 &host.config.name,
                 host.custody.clone(),
                 host.failpoints.clone(),
+                host.config.capacity,
             )
             .map_err(|detail| HostError::Damaged {
                 path: host.dir.join("store"),
@@ -326,12 +360,15 @@ impl Host {
                     .map_err(|e| self.damaged(format!("model `{name}`: batch {number}: {e}")))?;
                 batches = number;
             }
+            let (outputs, fed) = routes_of(&model);
             self.models.insert(
                 name,
                 Installed {
                     record,
                     runtime,
                     batches,
+                    outputs,
+                    fed,
                 },
             );
         }
@@ -364,24 +401,182 @@ impl Host {
                 model.name, model.host, self.config.name
             ));
         }
-        if let Some(input) = model.inputs().find(|i| i.from.is_some()) {
-            let (source, profile) = match &input.from {
-                Some(grid_spec::InputSource::Tag(t)) => (format!("tag:{t}"), "sources"),
-                Some(grid_spec::InputSource::Route(r)) => (format!("route:{r}"), "delivery"),
-                None => unreachable!(),
+        let delivery = self.config.selects(grid_spec::Profile::Delivery);
+        for input in model.inputs() {
+            let refused = match &input.from {
+                Some(grid_spec::InputSource::Tag(t)) => Some((format!("tag:{t}"), "sources")),
+                Some(grid_spec::InputSource::Route(r)) if !delivery => {
+                    Some((format!("route:{r}"), "delivery"))
+                }
+                _ => None,
             };
-            return Err(format!(
-                "input `{}` is fed from {source}, which needs the `{profile}` profile; this host cannot run it yet",
-                input.name
-            ));
+            if let Some((source, profile)) = refused {
+                return Err(format!(
+                    "input `{}` is fed from {source}, which needs the `{profile}` profile; this host cannot run it",
+                    input.name
+                ));
+            }
         }
-        if let Some(output) = model.outputs.first() {
+        if let Some(output) = model.outputs.first()
+            && !delivery
+        {
             return Err(format!(
-                "output `{}` publishes on route `{}`, which needs the `delivery` profile; this host cannot run it yet",
+                "output `{}` publishes on route `{}`, which needs the `delivery` profile; this host does not select it",
                 output.cell, output.route
             ));
         }
         Ok(model)
+    }
+
+    /// Applies one input batch to `model` and adds it to `write`: journaled as its next
+    /// batch, with a publication of every output the batch changes (staged in the same
+    /// write, so a model batch and its publications are durable together or not at
+    /// all). Memory moves ahead of the disk until `write` commits (a failed commit
+    /// stops the process). Refused, changing nothing, when the batch or a publication
+    /// is refused. Returns the batch number and the staged (route, position)s.
+    fn batch(
+        &mut self,
+        model: &str,
+        named: &[(&str, f64)],
+        write: &mut fjall::OwnedWriteBatch,
+    ) -> Result<(u64, Vec<(String, u64)>), String> {
+        let delivery = self.delivery.clone();
+        let installed = self
+            .models
+            .get(model)
+            .ok_or_else(|| format!("host `{}` holds no model `{model}`", self.config.name))?;
+        // The publishing right of every output route, confirmed before anything moves.
+        let mut epochs = Vec::new();
+        for (cell, route) in &installed.outputs {
+            let Some(delivery) = &delivery else {
+                return Err(format!("output `{cell}` needs the `delivery` profile"));
+            };
+            let epoch = delivery.check_right_blocking(route).map_err(|reason| {
+                format!(
+                    "output `{cell}` cannot publish on route `{route}`: {reason}; nothing applied"
+                )
+            })?;
+            epochs.push(epoch);
+        }
+        let installed = self.models.get_mut(model).expect("found above");
+        let before: Vec<Option<Value>> = installed
+            .outputs
+            .iter()
+            .map(|(cell, _)| installed.runtime.value(cell))
+            .collect();
+        let backup = (!installed.outputs.is_empty()).then(|| installed.runtime.clone());
+        installed.runtime.apply(named).map_err(|e| e.to_string())?;
+        let mut publications = Vec::new();
+        for (((cell, route), was), epoch) in installed.outputs.iter().zip(&before).zip(&epochs) {
+            match installed.runtime.value(cell) {
+                Some(Value::Number(now)) if !matches!(was, Some(Value::Number(w)) if w.to_bits() == now.to_bits()) =>
+                {
+                    publications.push((route.clone(), now, *epoch));
+                }
+                _ => {}
+            }
+        }
+        let mut published = Vec::new();
+        if !publications.is_empty() {
+            let delivery = delivery
+                .as_ref()
+                .expect("outputs need delivery, checked above");
+            match delivery.stage_all(&publications, write) {
+                Ok(positions) => {
+                    published = publications
+                        .iter()
+                        .map(|(route, _, _)| route.clone())
+                        .zip(positions)
+                        .collect();
+                }
+                Err(reason) => {
+                    installed.runtime = backup.expect("kept for a model with outputs");
+                    return Err(format!("{reason}; nothing applied"));
+                }
+            }
+        }
+        let number = installed.batches + 1;
+        installed.batches = number;
+        write.insert(
+            &self.batches,
+            batch_key(model, installed.record.generation, number),
+            encode_batch(named),
+        );
+        Ok((number, published))
+    }
+
+    /// Publications staged by model batches are durable: they may be pushed.
+    fn settle(&self, published: Vec<(String, u64)>) {
+        if let Some(delivery) = &self.delivery {
+            for (route, position) in published {
+                delivery.settle(&route, position);
+            }
+        }
+    }
+
+    /// Feeds every model input `from="route:R"` the values this host's inbox of R
+    /// holds beyond what the model was fed: one journaled batch per value, each with
+    /// the fed position, in one synced write. A value the model refuses stops that
+    /// input (it stays in the inbox; nothing is skipped).
+    pub fn feed_routes(&mut self) {
+        let Some(delivery) = self.delivery.clone() else {
+            return;
+        };
+        let mut write = self.database.batch();
+        let mut published = Vec::new();
+        let mut fed_any = false;
+        let feeds: Vec<(String, String, String)> = self
+            .models
+            .iter()
+            .filter(|(_, m)| !m.record.retired)
+            .flat_map(|(name, m)| {
+                m.fed
+                    .iter()
+                    .map(|(input, route)| (name.clone(), input.clone(), route.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for (model, input, route) in feeds {
+            let key = fed_key(&model, &route);
+            let fed = self
+                .meta
+                .get(&key)
+                .unwrap_or_else(|e| fatal(&self.dir, "reading a fed position", e))
+                .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
+                .map_or(0, u64::from_be_bytes);
+            let values = match delivery.delivered_after(&route, fed) {
+                Ok(v) => v,
+                Err(reason) => {
+                    eprintln!("gridd: model {model}: route {route}: {reason}");
+                    continue;
+                }
+            };
+            for (position, value) in values {
+                match self.batch(&model, &[(input.as_str(), value)], &mut write) {
+                    Ok((_, p)) => {
+                        published.extend(p);
+                        write.insert(&self.meta, key.clone(), position.to_be_bytes());
+                        fed_any = true;
+                    }
+                    Err(reason) => {
+                        eprintln!(
+                            "gridd: model {model}: input {input} from route {route} position {position} refused: {reason}"
+                        );
+                        break;
+                    }
+                }
+            }
+        }
+        if !fed_any {
+            return;
+        }
+        if let Err(e) = write
+            .commit()
+            .and_then(|()| self.database.persist(PersistMode::SyncAll))
+        {
+            fatal(&self.dir, "feeding models from routes", e);
+        }
+        self.settle(published);
     }
 
     /// Handles one call. Storage failures after an effect began are fatal: the
@@ -630,6 +825,7 @@ impl Host {
                                 } else {
                                     format!("installed model {name} generation {generation}")
                                 };
+                                let (outputs, fed) = routes_of(&parsed);
                                 after_commit = Some(Box::new(move |host: &mut Host| {
                                     host.models.insert(
                                         name,
@@ -637,6 +833,8 @@ impl Host {
                                             record,
                                             runtime,
                                             batches,
+                                            outputs,
+                                            fed,
                                         },
                                     );
                                 }));
@@ -729,7 +927,7 @@ impl Host {
                 model,
                 values,
                 fence,
-            } => match self.models.get_mut(model) {
+            } => match self.models.get(model) {
                 None => failed(
                     &op,
                     format!("host `{}` holds no model `{model}`", self.config.name),
@@ -737,18 +935,12 @@ impl Host {
                 Some(installed) if installed.record.retired => {
                     failed(&op, format!("model `{model}` is retired"))
                 }
-                Some(installed) => {
+                Some(_) => {
                     let named: Vec<(&str, f64)> =
                         values.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-                    match installed.runtime.apply(&named) {
-                        Err(e) => failed(&op, e.to_string()),
-                        Ok(()) => {
-                            let number = installed.batches + 1;
-                            write.insert(
-                                &self.batches,
-                                batch_key(model, installed.record.generation, number),
-                                encode_batch(&named),
-                            );
+                    match self.batch(model, &named, &mut write) {
+                        Err(reason) => failed(&op, reason),
+                        Ok((number, published)) => {
                             // The newest epoch seen, durable with the write it admitted.
                             let mut seen = self.fence.clone();
                             if let Some(stamp) = fence {
@@ -761,12 +953,9 @@ impl Host {
                                 );
                             }
                             batch_point = true;
-                            let model = model.clone();
                             after_commit = Some(Box::new(move |host: &mut Host| {
                                 host.fence = seen;
-                                if let Some(installed) = host.models.get_mut(&model) {
-                                    installed.batches = number;
-                                }
+                                host.settle(published);
                             }));
                             succeeded(&op, format!("batch {number}"))
                         }

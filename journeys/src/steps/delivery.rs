@@ -11,8 +11,9 @@
 //! - `expect-delivered ROUTE [duplicates=0]` — waits (bounded) until every destination's
 //!   receipt covers the publisher's last position, then: each destination's inbox
 //!   equals the publisher's sequence exactly (Ordered; Latest: its newest value), the
-//!   sequence is gap-free from 1, no value is published twice, every acknowledged
-//!   publish is in it at its position, and nothing is in it that no step sent.
+//!   sequence is gap-free from 1; when the journey's own steps published on the route
+//!   (distinct values), no value is in it twice, every acknowledged publish is at its
+//!   position, and nothing is in it that no step sent.
 //! - `expect-receipts ROUTE verified=#true` — `gridctl inspect receipts ROUTE --verify`:
 //!   every signature verifies offline with the recipients' public keys and nothing is
 //!   outstanding.
@@ -73,6 +74,7 @@ struct Publish {
     value: String,
     host: String,
     expect: Outcome,
+    detail: Option<String>,
 }
 
 pub fn parse_publish(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
@@ -95,11 +97,13 @@ pub fn parse_publish(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         .string("as")?
         .ok_or_else(|| node.error("`publish` needs as=\"HOST\" (the route's publisher)"))?;
     let expect = Outcome::expected(node)?;
+    let detail = node.string("detail")?;
     Ok(Box::new(Publish {
         route,
         value,
         host,
         expect,
+        detail,
     }))
 }
 
@@ -115,6 +119,15 @@ impl Step for Publish {
         ];
         let output = cx.gridctl(&args)?;
         let json = check_outcome(cx, &output, self.expect)?;
+        if let Some(detail) = &self.detail {
+            let said = json["detail"].as_str().unwrap_or_default();
+            if !said.contains(detail.as_str()) {
+                return Err(Failure::new(
+                    format!("the answer to say {detail:?}"),
+                    format!("{json}"),
+                ));
+            }
+        }
         let work = cx.work_dir().to_owned();
         record(
             &work,
@@ -272,10 +285,114 @@ impl Step for Cycles {
     }
 }
 
+// ---- publish-many ---------------------------------------------------------------------
+
+/// The most values one `publish-many` stream publishes.
+pub const PUBLISH_MANY_MAX: u64 = 5_000;
+
+struct Many {
+    streams: Vec<(String, u64)>,
+    host: String,
+    start: f64,
+}
+
+pub fn parse_many(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
+    let route = node.argument("a route name")?;
+    let host = node
+        .string("as")?
+        .ok_or_else(|| node.error("`publish-many` needs as=\"HOST\" (the publisher)"))?;
+    let count = node
+        .count("count")?
+        .ok_or_else(|| node.error("`publish-many` needs count=N"))?;
+    let mut streams = vec![(route, count)];
+    if let Some(other) = node.string("during")? {
+        let n = node
+            .count("during-count")?
+            .ok_or_else(|| node.error("`during` needs during-count=N"))?;
+        streams.push((other, n));
+    }
+    if streams
+        .iter()
+        .any(|(_, n)| *n == 0 || *n > PUBLISH_MANY_MAX)
+    {
+        return Err(node.error(format!(
+            "counts are 1 to PUBLISH_MANY_MAX ({PUBLISH_MANY_MAX})"
+        )));
+    }
+    let start = node.count("start")?.unwrap_or(1_000_000) as f64;
+    Ok(Box::new(Many {
+        streams,
+        host,
+        start,
+    }))
+}
+
+impl Step for Many {
+    fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
+        let gridctl = cx.gridctl_path().to_owned();
+        let work = cx.work_dir().to_owned();
+        let state = cx.state_dir().to_owned();
+        let started = Instant::now();
+        let threads: Vec<_> = self
+            .streams
+            .iter()
+            .enumerate()
+            .map(|(index, (route, count))| {
+                let (gridctl, work, state) = (gridctl.clone(), work.clone(), state.clone());
+                let (route, count, host) = (route.clone(), *count, self.host.clone());
+                // Distinct values per stream: start + index offset + j.
+                let base = self.start + (index as f64) * 100_000.0;
+                std::thread::spawn(move || {
+                    let mut sent = Vec::new();
+                    for j in 0..count {
+                        let value = base + j as f64 + 0.5;
+                        let tag = format!("many-{route}-{}-{j}", base as u64).replace('/', "_");
+                        let (outcome, position) =
+                            publish_quiet(&gridctl, &work, &state, &route, &host, value, &tag);
+                        sent.push((route.clone(), value, outcome, position));
+                    }
+                    (route, sent, Instant::now())
+                })
+            })
+            .collect();
+        for thread in threads {
+            let (route, sent, done) = thread
+                .join()
+                .map_err(|_| Failure::new("every publishing thread to finish", "one panicked"))?;
+            let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+            for (route, value, outcome, position) in &sent {
+                *counts.entry(outcome.clone()).or_default() += 1;
+                record(
+                    &work,
+                    &serde_json::json!({
+                        "route": route,
+                        "value": value,
+                        "outcome": outcome,
+                        "position": position,
+                    }),
+                )?;
+            }
+            cx.say(format_args!(
+                "{route}: {} publishes in {} ms, by outcome {counts:?}",
+                sent.len(),
+                done.duration_since(started).as_millis()
+            ));
+            if counts.keys().any(|o| o != "succeeded") {
+                return Err(Failure::new(
+                    format!("every publish on {route} to succeed"),
+                    format!("{counts:?}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 // ---- expect-delivered -----------------------------------------------------------------
 
 struct ExpectDelivered {
     route: String,
+    within: Duration,
 }
 
 pub fn parse_expect_delivered(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
@@ -285,7 +402,17 @@ pub fn parse_expect_delivered(node: &mut Node<'_>) -> Result<Box<dyn Step>, Pars
     {
         return Err(node.error("only duplicates=0 can be expected"));
     }
-    Ok(Box::new(ExpectDelivered { route }))
+    let within = match node.count("within")? {
+        Some(s) if Duration::from_secs(s) > DELIVERY_SETTLE_TIMEOUT => {
+            return Err(node.error(format!(
+                "`within` is at most DELIVERY_SETTLE_TIMEOUT ({} s)",
+                DELIVERY_SETTLE_TIMEOUT.as_secs()
+            )));
+        }
+        Some(s) => Duration::from_secs(s),
+        None => DELIVERY_SETTLE_TIMEOUT,
+    };
+    Ok(Box::new(ExpectDelivered { route, within }))
 }
 
 fn gridctl_json(cx: &mut Context<'_>, args: &[&str]) -> Result<Value, Failure> {
@@ -349,6 +476,7 @@ fn route_view(
 fn settle(
     cx: &mut Context<'_>,
     route: &str,
+    within: Duration,
 ) -> Result<(String, u64, BTreeMap<String, u64>, String), Failure> {
     let started = Instant::now();
     loop {
@@ -361,12 +489,12 @@ fn settle(
             ));
             return Ok(view);
         }
-        if started.elapsed() > DELIVERY_SETTLE_TIMEOUT {
+        if started.elapsed() > within {
             return Err(Failure::new(
                 format!(
-                    "every destination's receipt to cover position {} within DELIVERY_SETTLE_TIMEOUT ({} s)",
+                    "every destination's receipt to cover position {} within {} s",
                     view.1,
-                    DELIVERY_SETTLE_TIMEOUT.as_secs()
+                    within.as_secs()
                 ),
                 format!("receipted {:?}", view.2),
             ));
@@ -390,7 +518,7 @@ fn held(cx: &mut Context<'_>, route: &str, host: &str) -> Result<Vec<(u64, f64)>
 impl Step for ExpectDelivered {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
         let route = &self.route;
-        let (publisher, published, receipted, class) = settle(cx, route)?;
+        let (publisher, published, receipted, class) = settle(cx, route, self.within)?;
         let sequence = held(cx, route, &publisher)?;
         // Gap-free from 1, each position once.
         for (i, (position, _)) in sequence.iter().enumerate() {
@@ -407,9 +535,12 @@ impl Step for ExpectDelivered {
                 format!("{}", sequence.len()),
             ));
         }
-        // No value twice (every step publishes distinct values).
+        // Values published by this journey's steps (distinct by construction): none
+        // twice, none that no step sent. (A route fed by a model has no such record.)
+        let work = cx.work_dir().to_owned();
+        let sent = recorded(&work, route);
         let mut seen = BTreeSet::new();
-        for (position, value) in &sequence {
+        for (position, value) in sequence.iter().filter(|_| !sent.is_empty()) {
             if !seen.insert(value.to_bits()) {
                 return Err(Failure::new(
                     format!("no value published twice on {route}"),
@@ -418,8 +549,6 @@ impl Step for ExpectDelivered {
             }
         }
         // Every acknowledged publish at its position; nothing no step sent.
-        let work = cx.work_dir().to_owned();
-        let sent = recorded(&work, route);
         let by_position: BTreeMap<u64, f64> = sequence.iter().copied().collect();
         let mut acknowledged = 0;
         for entry in &sent {
@@ -435,12 +564,27 @@ impl Step for ExpectDelivered {
                 }
             }
         }
+        let refused: BTreeSet<u64> = sent
+            .iter()
+            .filter(|e| e["outcome"] == "refused")
+            .filter_map(|e| e["value"].as_f64().map(f64::to_bits))
+            .collect();
+        if let Some((position, value)) = sequence
+            .iter()
+            .find(|(_, v)| refused.contains(&v.to_bits()))
+        {
+            return Err(Failure::new(
+                format!("no refused publish on {route} to be published"),
+                format!("{value} at position {position}"),
+            ));
+        }
         let sent_values: BTreeSet<u64> = sent
             .iter()
             .filter_map(|e| e["value"].as_f64().map(f64::to_bits))
             .collect();
         if let Some((position, value)) = sequence
             .iter()
+            .filter(|_| !sent.is_empty())
             .find(|(_, v)| !sent_values.contains(&v.to_bits()))
         {
             return Err(Failure::new(
@@ -502,7 +646,7 @@ pub fn parse_expect_receipts(node: &mut Node<'_>) -> Result<Box<dyn Step>, Parse
 
 impl Step for ExpectReceipts {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
-        settle(cx, &self.route)?;
+        settle(cx, &self.route, DELIVERY_SETTLE_TIMEOUT)?;
         let args: Vec<OsString> = ["inspect", "receipts", &self.route, "--verify", "--json"]
             .iter()
             .map(OsString::from)

@@ -192,3 +192,52 @@ fn start_refused(
     ));
     Ok(())
 }
+
+/// The most processes one `start-packed` step starts.
+pub const PACKED_PROCESSES_MAX: u64 = 64;
+
+/// `start-packed prefix="d" count=N processes=P` — the hosts `{prefix}0001` …
+/// `{prefix}{N:04}` of the topology, packed into P `gridd` processes (named
+/// `{prefix}-pack-1` …; `kill` takes those names), each ready when every one of its
+/// hosts accepts control connections.
+struct StartPacked {
+    prefix: String,
+    count: u64,
+    processes: u64,
+}
+
+pub fn parse_start_packed(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
+    let prefix = node
+        .string("prefix")?
+        .ok_or_else(|| node.error("`start-packed` needs prefix=\"NAME\""))?;
+    let count = node
+        .count("count")?
+        .ok_or_else(|| node.error("`start-packed` needs count=N"))?;
+    let processes = node.count("processes")?.unwrap_or(1);
+    if count == 0 || count > 9_999 {
+        return Err(node.error("count is 1 to 9,999 (names carry 4 digits)"));
+    }
+    if processes == 0 || processes > PACKED_PROCESSES_MAX || processes > count {
+        return Err(node.error(format!(
+            "processes is 1 to PACKED_PROCESSES_MAX ({PACKED_PROCESSES_MAX}) and at most count"
+        )));
+    }
+    Ok(Box::new(StartPacked {
+        prefix,
+        count,
+        processes,
+    }))
+}
+
+impl Step for StartPacked {
+    fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
+        let names: Vec<String> = (1..=self.count)
+            .map(|i| format!("{}{i:04}", self.prefix))
+            .collect();
+        let per = names.len().div_ceil(self.processes as usize);
+        for (index, chunk) in names.chunks(per).enumerate() {
+            cx.start_packed(&format!("{}-pack-{}", self.prefix, index + 1), chunk)?;
+        }
+        Ok(())
+    }
+}

@@ -41,6 +41,7 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("expect-plan-empty", plan::parse_expect_plan_empty),
     ("reconcile", reconcile::parse),
     ("start", hosts::parse_start),
+    ("start-packed", hosts::parse_start_packed),
     ("kill", hosts::parse_kill),
     ("lose-reply", hosts::parse_lose_reply),
     ("restart", hosts::parse_restart),
@@ -65,6 +66,7 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("heal", net::parse_heal),
     ("publish", delivery::parse_publish),
     ("publish-cycles", delivery::parse_cycles),
+    ("publish-many", delivery::parse_many),
     ("expect-delivered", delivery::parse_expect_delivered),
     ("expect-receipts", delivery::parse_expect_receipts),
 ];

@@ -1,6 +1,8 @@
 //! `expect-values MODEL NAME=VALUE…` — `gridctl inspect model MODEL --json` must show
 //! each named value: numbers compare exactly (`total=3`, `ratio=0.5`), error values as
-//! strings (`ratio="#DIV/0!"`). Values not named are not checked.
+//! strings (`ratio="#DIV/0!"`). Values not named are not checked. With `within=S` (at
+//! most 60) the values may arrive later (a model fed from a route): the check is
+//! repeated until it holds or S seconds pass.
 
 use std::ffi::OsString;
 
@@ -43,10 +45,16 @@ impl Expected {
 struct ExpectValues {
     model: String,
     values: Vec<(String, Expected)>,
+    within: Option<std::time::Duration>,
 }
 
 pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let model = node.argument("a model name")?;
+    let within = match node.count("within")? {
+        Some(s) if s > 60 => return Err(node.error("`within` is at most 60 seconds")),
+        Some(s) => Some(std::time::Duration::from_secs(s)),
+        None => None,
+    };
     let mut values = Vec::new();
     for (name, entry) in node.remaining_properties()? {
         let expected = match entry.value() {
@@ -70,11 +78,30 @@ pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
             .error("`expect-values` needs at least one NAME=VALUE")
             .with_help("write e.g. `expect-values counter n=3 total=3`"));
     }
-    Ok(Box::new(ExpectValues { model, values }))
+    Ok(Box::new(ExpectValues {
+        model,
+        values,
+        within,
+    }))
 }
 
 impl Step for ExpectValues {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
+        let started = std::time::Instant::now();
+        loop {
+            match self.check(cx) {
+                Err(failure) if self.within.is_some_and(|w| started.elapsed() < w) => {
+                    let _ = failure;
+                    std::thread::sleep(std::time::Duration::from_millis(250));
+                }
+                result => return result,
+            }
+        }
+    }
+}
+
+impl ExpectValues {
+    fn check(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
         let wanted = self
             .values
             .iter()
