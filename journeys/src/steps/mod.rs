@@ -69,6 +69,7 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("publish-many", delivery::parse_many),
     ("expect-delivered", delivery::parse_expect_delivered),
     ("expect-receipts", delivery::parse_expect_receipts),
+    ("expect-plaintext", delivery::parse_plaintext),
 ];
 
 /// How an operation ended, as `gridctl` reports it (`"outcome"` in its JSON and its
