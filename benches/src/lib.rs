@@ -10,6 +10,8 @@
 //! become A1 formulas with every binary operation parenthesised, so IronCalc parses the
 //! same tree Grid does and adds and multiplies in the same order.
 
+pub mod procs;
+
 use std::collections::HashMap;
 
 use grid_engine::model::{InputSlot, Runtime, Value};

@@ -748,6 +748,31 @@ impl Outbox {
         highest: u64,
         digest: &[u8; 32],
     ) -> Result<Released, DeliveryError> {
+        self.receipt_with(recipient, highest, digest, None)
+    }
+
+    /// Latest: a receipt for a value conflated out of the recipient's window, checked
+    /// against `payload` — the value the publisher published at `highest`, from its
+    /// own journal. With it, the receipt releases (as for a kept value) every owed
+    /// position up to `highest` instead of being [`ReceiptOutcome::Conflated`]. The
+    /// same as [`Outbox::receipt`] otherwise.
+    pub fn receipt_of_conflated(
+        &mut self,
+        recipient: &str,
+        highest: u64,
+        digest: &[u8; 32],
+        payload: &[u8],
+    ) -> Result<Released, DeliveryError> {
+        self.receipt_with(recipient, highest, digest, Some(payload))
+    }
+
+    fn receipt_with(
+        &mut self,
+        recipient: &str,
+        highest: u64,
+        digest: &[u8; 32],
+        published: Option<&[u8]>,
+    ) -> Result<Released, DeliveryError> {
         let Some(d) = self.destinations.get(recipient) else {
             return Err(DeliveryError::UnknownRecipient {
                 route: self.route.clone(),
@@ -825,14 +850,17 @@ impl Outbox {
                 })
             }
             Class::Latest => {
-                if !d.window.contains(&highest) {
-                    return Ok(unchanged(ReceiptOutcome::Conflated));
-                }
-                let Some(record) = self.records.get(&highest) else {
-                    // Not reachable while a window keeps its record; never a panic.
+                let kept = if d.window.contains(&highest) {
+                    self.records.get(&highest).map(|r| r.payload.as_slice())
+                } else {
+                    None
+                };
+                // Conflated away: only the publisher's own record of the value can
+                // check the receipt's digest.
+                let Some(payload) = kept.or(published) else {
                     return Ok(unchanged(ReceiptOutcome::Conflated));
                 };
-                let expected = chain(&GENESIS, highest, &record.payload);
+                let expected = chain(&GENESIS, highest, payload);
                 if expected != *digest {
                     return Err(mismatch(&expected));
                 }
@@ -1310,6 +1338,44 @@ mod tests {
         assert!((1..=3).all(|p| out.complete(p)));
         assert!(out.outstanding().is_empty());
         assert_eq!(out.retained(), 0);
+    }
+
+    #[test]
+    fn a_receipt_for_a_conflated_value_releases_when_the_publisher_shows_its_payload() {
+        let capacity = Capacity {
+            latest_per_destination: 2,
+            ..Capacity::default()
+        };
+        let mut out = outbox(Class::Latest, capacity);
+        let mut a = inbox("a", Class::Latest);
+        out.publish_value(1.0, &["a"]).unwrap();
+        let sent = out.next_for("a", 1);
+        a.accept(&sent[0]);
+        for v in 2..=6 {
+            out.publish_value(f64::from(v), &["a"]).unwrap();
+        }
+        let body = a.receipt();
+        assert_eq!(body.highest_position, 1);
+        // Position 1 left the window: the receipt alone cannot be checked.
+        let r = out.receipt("a", 1, &body.digest).unwrap();
+        assert_eq!(r.outcome, ReceiptOutcome::Conflated);
+        assert_eq!(out.receipted("a"), Some(0));
+        // Another value at that position does not match the digest: refused.
+        let wrong = out.receipt_of_conflated("a", 1, &body.digest, &9f64.to_be_bytes());
+        assert!(matches!(wrong, Err(DeliveryError::DigestMismatch { .. })));
+        assert_eq!(out.receipted("a"), Some(0));
+        // The publisher's own record of position 1 checks it; it releases nothing newer.
+        let r = out
+            .receipt_of_conflated("a", 1, &body.digest, &1f64.to_be_bytes())
+            .unwrap();
+        assert_eq!(r.outcome, ReceiptOutcome::Advanced);
+        assert_eq!(out.receipted("a"), Some(1));
+        assert_eq!(
+            out.next_for("a", 1)[0].position,
+            6,
+            "the newest is still owed"
+        );
+        out.check();
     }
 
     #[test]

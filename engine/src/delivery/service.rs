@@ -360,11 +360,24 @@ impl Delivery {
             let (_, v) = guard.into_inner().map_err(|e| e.to_string())?;
             let receipt: Receipt = serde_json::from_slice(&v)
                 .map_err(|e| damaged(format!("a receipt does not decode: {e}")))?;
+            let position = receipt.body.highest_position;
+            let payload = self
+                .ks
+                .published
+                .get(key(name, position))
+                .map_err(|e| e.to_string())?
+                .and_then(|b| b.get(8..).map(<[u8]>::to_vec))
+                .ok_or_else(|| {
+                    damaged(format!(
+                        "a receipt names position {position}, never published"
+                    ))
+                })?;
             outbox
-                .receipt(
+                .receipt_of_conflated(
                     &receipt.body.recipient,
-                    receipt.body.highest_position,
+                    position,
                     &receipt.body.digest,
+                    &payload,
                 )
                 .map_err(|e| damaged(format!("replaying a receipt: {e}")))?;
         }
@@ -1241,10 +1254,27 @@ impl Delivery {
                     receipt.generation
                 )
             })?;
-        let released = p
+        let mut released = p
             .outbox
             .apply(receipt, &key_of)
             .map_err(|e| e.to_string())?;
+        if released.outcome == ReceiptOutcome::Conflated {
+            // Superseded beyond the window while the receipt was on its way: checked
+            // against this publisher's journal of the value instead (signature verified
+            // above).
+            let position = receipt.body.highest_position;
+            let stored = self
+                .ks
+                .published
+                .get(key(route, position))
+                .unwrap_or_else(|e| fatal(&self.dir, "reading a publication", e));
+            if let Some(payload) = stored.as_deref().and_then(|b| b.get(8..)) {
+                released = p
+                    .outbox
+                    .receipt_of_conflated(destination, position, &receipt.body.digest, payload)
+                    .map_err(|e| e.to_string())?;
+            }
+        }
         if released.outcome == ReceiptOutcome::Advanced {
             // Lazily durable: a lost receipt only resends values answered as duplicates.
             self.ks

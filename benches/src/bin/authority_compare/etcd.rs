@@ -15,7 +15,7 @@ use rcgen::{
     KeyUsagePurpose, SanType,
 };
 
-use crate::procs::{Procs, Result, free_ports};
+use grid_benches::procs::{Procs, Result, free_ports};
 
 const MEMBERS: usize = 3;
 const CLUSTER_READY_TIMEOUT: Duration = Duration::from_secs(60);

@@ -13,7 +13,7 @@ use grid_engine::authority::service::{
 use grid_engine::host::control::{CONTROL_CONNECTIONS_MAX, Client};
 use grid_engine::protocol::{Call, Reply};
 
-use crate::procs::{Procs, Result, free_ports, tail};
+use grid_benches::procs::{Procs, Result, free_ports, tail};
 
 pub const MEMBERSHIP: &str = "ops";
 pub const HOSTS: [&str; 3] = ["a", "b", "c"];

@@ -33,13 +33,12 @@
 
 mod etcd;
 mod grid;
-mod procs;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::path::Path;
+use std::time::{Duration, Instant};
 
-use procs::{Result, WorkDir, cpu_time, cpu_time_of};
+use grid_benches::procs::{Result, WorkDir, cpu_time, cpu_time_of, grid_bin_dir, machine, newest};
 
 struct Args {
     seconds: f64,
@@ -359,54 +358,6 @@ async fn measure_etcd(
     ))
 }
 
-/// `target/release` beside this crate, or `$GRID_BIN_DIR`.
-fn grid_bin_dir() -> Result<PathBuf> {
-    let dir = match std::env::var_os("GRID_BIN_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release"),
-    };
-    for bin in ["gridd", "gridctl"] {
-        if !dir.join(bin).is_file() {
-            return Err(format!(
-                "no {} — build it first: cargo build --release --bin gridd --bin gridctl \
-                 (or set GRID_BIN_DIR)",
-                dir.join(bin).display()
-            )
-            .into());
-        }
-    }
-    Ok(dir)
-}
-
-/// The newest modification time of the files under `dir`.
-fn newest(dir: &Path) -> Option<SystemTime> {
-    let mut latest = None;
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        let path = entry.path();
-        let time = if path.is_dir() {
-            newest(&path)
-        } else {
-            entry.metadata().ok().and_then(|m| m.modified().ok())
-        };
-        latest = latest.max(time);
-    }
-    latest
-}
-
-fn machine() -> String {
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, m)| m.trim().to_owned())
-        })
-        .unwrap_or_default();
-    format!("{cpus} CPUs ({model})")
-}
-
 fn print_tables(cells: &[Cell]) {
     println!();
     println!(
@@ -546,7 +497,7 @@ fn run() -> Result<()> {
         args.seconds, args.warmup, args.callers
     );
 
-    let work = WorkDir::new(args.keep)?;
+    let work = WorkDir::new("gac", args.keep)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -1,12 +1,13 @@
-//! Child processes that never outlive the benchmark, a work directory that is removed
-//! afterwards, free loopback ports and CPU time from `/proc`.
+//! Helpers of the side-by-side server benchmarks (`authority_compare`,
+//! `delivery_compare`): child processes that never outlive the benchmark, a work
+//! directory that is removed afterwards, free loopback ports and CPU time from `/proc`.
 
 use std::fs::File;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 pub type Result<T> = std::result::Result<T, Error>;
@@ -98,9 +99,10 @@ pub struct WorkDir {
 }
 
 impl WorkDir {
-    pub fn new(keep: bool) -> Result<WorkDir> {
+    /// `$TMPDIR/PREFIX-PID`.
+    pub fn new(prefix: &str, keep: bool) -> Result<WorkDir> {
         use std::os::unix::fs::DirBuilderExt;
-        let path = std::env::temp_dir().join(format!("gac-{}", std::process::id()));
+        let path = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&path)
@@ -160,4 +162,53 @@ pub fn cpu_time(pid: Option<u32>) -> Duration {
 /// The CPU time of several processes together.
 pub fn cpu_time_of(pids: &[u32]) -> Duration {
     pids.iter().map(|&pid| cpu_time(Some(pid))).sum()
+}
+
+/// `target/release` beside this crate, or `$GRID_BIN_DIR`.
+pub fn grid_bin_dir() -> Result<PathBuf> {
+    let dir = match std::env::var_os("GRID_BIN_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release"),
+    };
+    for bin in ["gridd", "gridctl"] {
+        if !dir.join(bin).is_file() {
+            return Err(format!(
+                "no {} — build it first: cargo build --release --bin gridd --bin gridctl \
+                 (or set GRID_BIN_DIR)",
+                dir.join(bin).display()
+            )
+            .into());
+        }
+    }
+    Ok(dir)
+}
+
+/// The newest modification time of the files under `dir`.
+pub fn newest(dir: &Path) -> Option<SystemTime> {
+    let mut latest = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let time = if path.is_dir() {
+            newest(&path)
+        } else {
+            entry.metadata().ok().and_then(|m| m.modified().ok())
+        };
+        latest = latest.max(time);
+    }
+    latest
+}
+
+/// The number of CPUs and their model, for the report.
+pub fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_owned())
+        })
+        .unwrap_or_default();
+    format!("{cpus} CPUs ({model})")
 }
