@@ -669,6 +669,14 @@ impl Outbox {
     /// value after its receipted position that it owes; Latest, only its newest owed
     /// value. Changes nothing.
     pub fn next_for(&self, recipient: &str, max: usize) -> Vec<Delivery> {
+        self.next_through(recipient, max, u64::MAX)
+    }
+
+    /// [`Outbox::next_for`] among positions up to `through` only (those the
+    /// publisher's store holds durably): Ordered, the owed values up to it; Latest,
+    /// the newest owed value up to it — newer ones may still be on their way to the
+    /// disk, and waiting for them would starve a busy Latest route.
+    pub fn next_through(&self, recipient: &str, max: usize, through: u64) -> Vec<Delivery> {
         let Some(d) = self.destinations.get(recipient) else {
             return Vec::new();
         };
@@ -679,7 +687,10 @@ impl Outbox {
             Class::Ordered => {
                 let mut previous = d.receipted;
                 let mut out = Vec::new();
-                for (&position, record) in self.records.range(d.receipted + 1..) {
+                if through <= d.receipted {
+                    return out;
+                }
+                for (&position, record) in self.records.range(d.receipted + 1..=through) {
                     if out.len() == max {
                         break;
                     }
@@ -696,7 +707,9 @@ impl Outbox {
             }
             Class::Latest => d
                 .window
-                .last()
+                .iter()
+                .rev()
+                .find(|&&p| p <= through)
                 .and_then(|p| self.records.get(p).map(|r| (*p, r)))
                 .map(|(position, record)| Delivery {
                     position,
@@ -1338,6 +1351,27 @@ mod tests {
         assert!((1..=3).all(|p| out.complete(p)));
         assert!(out.outstanding().is_empty());
         assert_eq!(out.retained(), 0);
+    }
+
+    #[test]
+    fn next_through_sends_only_durable_positions_and_latest_its_newest_durable_one() {
+        let mut ordered = outbox(Class::Ordered, Capacity::default());
+        let mut latest = outbox(Class::Latest, Capacity::default());
+        for v in 1..=5 {
+            ordered.publish_value(f64::from(v), &["a"]).unwrap();
+            latest.publish_value(f64::from(v), &["a"]).unwrap();
+        }
+        let positions = |d: Vec<Delivery>| d.iter().map(|d| d.position).collect::<Vec<_>>();
+        assert_eq!(positions(ordered.next_through("a", 10, 3)), [1, 2, 3]);
+        assert_eq!(
+            positions(ordered.next_through("a", 10, 0)),
+            Vec::<u64>::new()
+        );
+        assert_eq!(positions(ordered.next_through("a", 2, 5)), [1, 2]);
+        // Latest: the newest value the store holds durably, not nothing.
+        assert_eq!(positions(latest.next_through("a", 10, 3)), [3]);
+        assert_eq!(positions(latest.next_through("a", 10, 5)), [5]);
+        assert_eq!(positions(latest.next_for("a", 10)), [5]);
     }
 
     #[test]

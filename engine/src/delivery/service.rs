@@ -1109,10 +1109,7 @@ impl Delivery {
         };
         let next: Vec<Value> = p
             .outbox
-            .next_for(destination, PUSH_DELIVERIES_MAX)
-            .into_iter()
-            .filter(|d| d.position <= p.durable())
-            .collect();
+            .next_through(destination, PUSH_DELIVERIES_MAX, p.durable());
         let install = install.clone();
         let wake = p.wake.clone();
         drop(routes);
