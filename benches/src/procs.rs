@@ -212,3 +212,19 @@ pub fn machine() -> String {
         .unwrap_or_default();
     format!("{cpus} CPUs ({model})")
 }
+
+/// Prints which `gridd` a benchmark runs, and a warning when `engine/src` changed after
+/// it was built (a stale binary would measure old code).
+pub fn report_gridd(bin_dir: &Path) -> Result<()> {
+    let gridd = bin_dir.join("gridd").canonicalize()?;
+    println!("gridd: {}", gridd.display());
+    let built = std::fs::metadata(&gridd)?.modified()?;
+    let sources = newest(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/src"));
+    if sources.is_some_and(|s| s > built) {
+        println!(
+            "WARNING: engine/src changed after gridd was built: \
+             cargo build --release --bin gridd --bin gridctl"
+        );
+    }
+    Ok(())
+}

@@ -35,10 +35,11 @@ mod etcd;
 mod grid;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use grid_benches::procs::{Result, WorkDir, cpu_time, cpu_time_of, grid_bin_dir, machine, newest};
+use grid_benches::procs::{
+    Result, WorkDir, cpu_time, cpu_time_of, grid_bin_dir, machine, report_gridd,
+};
 
 struct Args {
     seconds: f64,
@@ -474,16 +475,7 @@ fn run() -> Result<()> {
     println!("authority_compare: claim acquires, Grid authority beside etcd");
     println!("machine: {}", machine());
     if let Some(dir) = &bin_dir {
-        let gridd = dir.join("gridd").canonicalize()?;
-        println!("gridd: {}", gridd.display());
-        let built = std::fs::metadata(&gridd)?.modified()?;
-        let sources = newest(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/src"));
-        if sources.is_some_and(|s| s > built) {
-            println!(
-                "WARNING: engine/src changed after gridd was built: \
-                 cargo build --release --bin gridd --bin gridctl"
-            );
-        }
+        report_gridd(dir)?;
     }
     if let Some(etcd_bin) = &etcd_bin {
         println!(

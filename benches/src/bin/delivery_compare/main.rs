@@ -49,12 +49,13 @@ mod grid;
 mod jetstream;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use grid_benches::procs::{Result, WorkDir, cpu_time, cpu_time_of, grid_bin_dir, machine, newest};
+use grid_benches::procs::{
+    Result, WorkDir, cpu_time, cpu_time_of, grid_bin_dir, machine, report_gridd,
+};
 use grid_engine::host::control::CONTROL_CONNECTIONS_MAX;
 
 /// Why Grid's fan-out row is not measured when `gridd` runs one host per process.
@@ -1174,16 +1175,7 @@ fn run() -> Result<()> {
     println!("delivery_compare: value delivery, Grid beside NATS JetStream");
     println!("machine: {}", machine());
     if let Some(dir) = &bin_dir {
-        let gridd = dir.join("gridd").canonicalize()?;
-        println!("gridd: {}", gridd.display());
-        let built = std::fs::metadata(&gridd)?.modified()?;
-        let sources = newest(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/src"));
-        if sources.is_some_and(|s| s > built) {
-            println!(
-                "WARNING: engine/src changed after gridd was built: \
-                 cargo build --release --bin gridd --bin gridctl"
-            );
-        }
+        report_gridd(dir)?;
     }
     if let Some(bin) = &nats_bin {
         println!(
