@@ -46,6 +46,7 @@ use crate::authority::service::{Authorities, AuthorityCall, AuthorityReply};
 use crate::authority::types::Voter;
 use crate::custody::Custody;
 use crate::host::failpoints::{Action, Failpoints};
+use crate::host::fatal;
 
 /// Deliveries one push carries at most.
 pub const PUSH_DELIVERIES_MAX: usize = 512;
@@ -92,16 +93,6 @@ fn position_of(key: &[u8], route: &str) -> Option<u64> {
     key.get(route.len() + 1..)
         .and_then(|b| <[u8; 8]>::try_from(b).ok())
         .map(u64::from_be_bytes)
-}
-
-/// A storage failure in the middle of delivery: memory may be ahead of the disk, so the
-/// process stops; a restart recovers from the store.
-fn fatal(dir: &Path, what: &str, error: impl std::fmt::Display) -> ! {
-    eprintln!(
-        "gridd: {}: delivery storage failed while {what}: {error}; stopping",
-        dir.display()
-    );
-    std::process::abort();
 }
 
 /// One fsync for every writer waiting at that moment (group commit).
@@ -209,6 +200,20 @@ fn capacity_for_replay(configured: Capacity) -> Capacity {
         ordered_per_destination: u64::MAX,
         ordered_per_publisher: u64::MAX,
         ..configured
+    }
+}
+
+/// The publisher side of `route` among `routes`, if this host publishes it.
+fn publisher<'a>(
+    routes: &'a BTreeMap<String, RouteState>,
+    route: &str,
+) -> Option<(&'a RouteInstall, &'a Publishing)> {
+    match routes.get(route) {
+        Some(RouteState {
+            install,
+            role: Role::Publisher(p),
+        }) => Some((install, p)),
+        _ => None,
     }
 }
 
@@ -743,11 +748,7 @@ impl Delivery {
 
     fn receipts(&self, route: &str) -> DeliveryReply {
         let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(RouteState {
-            install,
-            role: Role::Publisher(p),
-        }) = routes.get(route)
-        else {
+        let Some((install, p)) = publisher(&routes, route) else {
             return DeliveryReply::Refused {
                 reason: format!(
                     "host `{}` does not publish route `{route}`; its publisher holds the receipts",
@@ -1100,13 +1101,7 @@ impl Delivery {
         destination: &str,
     ) -> Option<(RouteInstall, Vec<WireDelivery>, Arc<Notify>)> {
         let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(RouteState {
-            install,
-            role: Role::Publisher(p),
-        }) = routes.get(route)
-        else {
-            return None;
-        };
+        let (install, p) = publisher(&routes, route)?;
         let next: Vec<Value> = p
             .outbox
             .next_through(destination, PUSH_DELIVERIES_MAX, p.durable());

@@ -1009,7 +1009,7 @@ impl Host {
 
 /// A storage failure in the middle of an operation: the host cannot know what is
 /// durable, so it stops; a restart recovers from the store.
-fn fatal(dir: &Path, what: &str, error: impl std::fmt::Display) -> ! {
+pub(crate) fn fatal(dir: &Path, what: &str, error: impl std::fmt::Display) -> ! {
     eprintln!(
         "gridd: {}: storage failed while {what}: {error}; stopping",
         dir.display()

@@ -80,17 +80,12 @@ struct Publish {
 pub fn parse_publish(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let route = node.argument("a route name")?;
     let value = match node.property("value")? {
-        Some(entry) => match entry.value() {
-            KdlValue::Integer(n) => n.to_string(),
-            KdlValue::Float(x) => x.to_string(),
-            KdlValue::String(s) => s.clone(),
-            other => {
-                return Err(node.entry_error(
-                    entry,
-                    format!("`value` must be a number, found {}", kind(other)),
-                ));
-            }
-        },
+        Some(entry) => super::number_text(entry.value()).ok_or_else(|| {
+            node.entry_error(
+                entry,
+                format!("`value` must be a number, found {}", kind(entry.value())),
+            )
+        })?,
         None => return Err(node.error("`publish` needs value=NUMBER")),
     };
     let host = node

@@ -6,8 +6,6 @@
 
 use std::ffi::OsString;
 
-use kdl::KdlValue;
-
 use super::{Outcome, Step, check_outcome};
 use crate::error::Failure;
 use crate::parse::{Node, ParseError, kind};
@@ -32,16 +30,14 @@ pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let fence = node.string("fence")?;
     let mut values = Vec::new();
     for (name, entry) in node.remaining_properties()? {
-        let text = match entry.value() {
-            KdlValue::Integer(n) => n.to_string(),
-            KdlValue::Float(x) => x.to_string(),
-            KdlValue::String(s) => s.clone(),
-            other => {
-                return Err(node.entry_error(
-                    entry,
-                    format!("input `{name}` must be a number, found {}", kind(other)),
-                ));
-            }
+        let Some(text) = super::number_text(entry.value()) else {
+            return Err(node.entry_error(
+                entry,
+                format!(
+                    "input `{name}` must be a number, found {}",
+                    kind(entry.value())
+                ),
+            ));
         };
         values.push(format!("{name}={text}"));
     }

@@ -254,6 +254,17 @@ fn describe_answer(json: &serde_json::Value, stderr: &str) -> String {
     text
 }
 
+/// A number (or a string passed as written) of a step's property, as gridctl takes it
+/// on its command line; `None` for other kinds of values.
+pub fn number_text(value: &kdl::KdlValue) -> Option<String> {
+    match value {
+        kdl::KdlValue::Integer(n) => Some(n.to_string()),
+        kdl::KdlValue::Float(x) => Some(x.to_string()),
+        kdl::KdlValue::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
 /// `text`, cut to about `max` bytes.
 pub fn shorten(text: &str, max: usize) -> String {
     if text.len() <= max {
