@@ -8,5 +8,6 @@ pub mod delivery;
 pub mod host;
 pub mod journal;
 pub mod model;
+pub mod processes;
 pub mod protocol;
 pub mod transport;

@@ -40,6 +40,11 @@ pub enum Call {
     Delivery {
         request: crate::delivery::api::DeliveryCall,
     },
+    /// A call to the host's `processes` profile (run as the caller, inspect, resolve,
+    /// grants). Handled outside the host's lock.
+    Process {
+        request: crate::processes::api::ProcessCall,
+    },
 }
 
 /// What an operation asks a host to do.
@@ -68,6 +73,13 @@ pub enum Request {
     InstallRoute {
         route: crate::delivery::api::RouteInstall,
     },
+    /// Issue execution units of a grant to its caller (profile `processes`): the first
+    /// signed issue, or a raise by the difference.
+    IssueGrant {
+        grant: crate::processes::api::GrantIssue,
+    },
+    /// Surrender a grant's unused units and retire it (profile `processes`).
+    SurrenderGrant { name: String },
 }
 
 /// A write's fencing stamp: the claim its writer holds and the epoch it holds it at.
@@ -99,6 +111,11 @@ impl Request {
                 format!("input {model} {}{stamp}", sets.join(" "))
             }
             Request::InstallRoute { route } => format!("install route {}", route.name),
+            Request::IssueGrant { grant } => format!(
+                "issue {} unit(s) of grant {} to {}",
+                grant.units, grant.name, grant.caller
+            ),
+            Request::SurrenderGrant { name } => format!("surrender grant {name}"),
         }
     }
 }
@@ -194,6 +211,8 @@ pub enum Reply {
     Authority(crate::authority::service::AuthorityReply),
     /// What the delivery profile answered.
     Delivery(Box<crate::delivery::api::DeliveryReply>),
+    /// What the processes profile answered.
+    Process(Box<crate::processes::api::ProcessReply>),
     /// The call was refused and changed nothing (an id reused for another request, a
     /// malformed call, an unknown model for `values`). A refusal of a retry does not
     /// make an earlier outcome known.
@@ -222,6 +241,9 @@ pub struct Observation {
     /// Routes installed at this host (profile `delivery`).
     #[serde(default)]
     pub routes: Vec<crate::delivery::api::RouteInstall>,
+    /// Grants this host issued (profile `processes`).
+    #[serde(default)]
+    pub grants: Vec<crate::processes::api::GrantView>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -312,6 +312,7 @@ pub struct Served {
     pub wire: Option<Arc<WireCounters>>,
     pub authorities: Authorities,
     pub delivery: Option<Arc<crate::delivery::service::Delivery>>,
+    pub processes: Option<Arc<crate::processes::service::Processes>>,
 }
 
 /// Serves HTTPS on `listener` on `runtime`, handing control calls to the host, Raft
@@ -331,6 +332,7 @@ pub fn serve(
         wire,
         authorities,
         delivery,
+        processes,
     } = served;
     listener.set_nonblocking(true)?;
     let _entered = runtime.enter();
@@ -362,6 +364,7 @@ pub fn serve(
                     let wire = wire.clone();
                     let authorities = authorities.clone();
                     let delivery = delivery.clone();
+                    let processes = processes.clone();
                     tokio::spawn(async move {
                         let _permit = permit;
                         let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -393,8 +396,18 @@ pub fn serve(
                             let authorities = authorities.clone();
                             let identity = identity.clone();
                             let delivery = delivery.clone();
+                            let processes = processes.clone();
                             async move {
-                                Ok::<_, std::convert::Infallible>(
+                                if request.uri().path().starts_with("/process/")
+                                    || request.uri().path().starts_with("/mailbox/")
+                                {
+                                    // None: a failpoint lost the reply; the connection
+                                    // closes without one.
+                                    return route_processes(request, processes.as_ref(), identity.as_ref().as_ref())
+                                        .await
+                                        .ok_or(ReplyLost);
+                                }
+                                Ok::<_, ReplyLost>(
                                     route(request, host, &authorities, delivery.as_ref(), identity.as_ref().as_ref()).await,
                                 )
                             }
@@ -566,6 +579,121 @@ async fn route_delivery(
         StatusCode::OK,
         serde_json::to_vec(&reply).expect("replies serialize"),
     )
+}
+
+/// A reply a failpoint lost: hyper closes the connection without answering.
+#[derive(Debug)]
+struct ReplyLost;
+
+impl std::fmt::Display for ReplyLost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the reply was lost at a failpoint")
+    }
+}
+
+impl std::error::Error for ReplyLost {}
+
+/// `POST /process/M/{run,status}` (the direct service) and `POST
+/// /mailbox/M/{deposit,fetch,collect}`: from participants certified in M, acting as
+/// their certificate's participant. `None`: the reply is lost (failpoint).
+async fn route_processes(
+    request: Request<Incoming>,
+    processes: Option<&Arc<crate::processes::service::Processes>>,
+    identity: Option<&(String, String)>,
+) -> Option<Response<Full<Bytes>>> {
+    use crate::processes::api::{MailboxReply, ServiceReply};
+    let path = request.uri().path().to_owned();
+    let parts: Vec<String> = path
+        .trim_start_matches('/')
+        .split('/')
+        .map(str::to_owned)
+        .collect();
+    let refused = |status, reason: String| {
+        Some(bytes_reply(
+            status,
+            serde_json::to_vec(&ServiceReply::Refused { reason }).expect("replies serialize"),
+        ))
+    };
+    let [kind, membership, what] = parts.as_slice() else {
+        return refused(StatusCode::NOT_FOUND, format!("no endpoint {path}"));
+    };
+    if request.method() != Method::POST {
+        return refused(StatusCode::NOT_FOUND, format!("no endpoint {path}"));
+    }
+    let Some((peer_membership, peer)) = identity else {
+        return refused(
+            StatusCode::FORBIDDEN,
+            "no participant certificate".to_owned(),
+        );
+    };
+    if peer_membership != membership {
+        return refused(
+            StatusCode::FORBIDDEN,
+            format!("`{peer}` is certified in `{peer_membership}`, not in `{membership}`"),
+        );
+    }
+    let Some(processes) = processes else {
+        return refused(
+            StatusCode::NOT_FOUND,
+            "this host does not run the `processes` profile".to_owned(),
+        );
+    };
+    let limit = crate::processes::service::PROCESS_BODY_MAX;
+    let body = match Limited::new(request.into_body(), limit).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(_) => {
+            return refused(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("body longer than PROCESS_BODY_MAX ({limit} bytes)"),
+            );
+        }
+    };
+    fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+        serde_json::from_slice(body).map_err(|e| format!("malformed call: {e}"))
+    }
+    let ok = |reply: Vec<u8>| Some(bytes_reply(StatusCode::OK, reply));
+    let json_of = |r: &dyn erased::Reply| r.to_json();
+    match (kind.as_str(), what.as_str()) {
+        ("process", "run") => match parse(&body) {
+            Ok(run) => {
+                let reply = processes.serve_run(peer, "direct", run).await;
+                if processes.drop_reply() {
+                    return None;
+                }
+                ok(json_of(&reply))
+            }
+            Err(reason) => refused(StatusCode::BAD_REQUEST, reason),
+        },
+        ("process", "status") => match parse(&body) {
+            Ok(query) => ok(json_of(&processes.status(peer, &query))),
+            Err(reason) => refused(StatusCode::BAD_REQUEST, reason),
+        },
+        ("mailbox", "deposit") => match parse(&body) {
+            Ok(deposit) => ok(json_of(&processes.deposit(peer, deposit).await)),
+            Err(reason) => ok(json_of(&MailboxReply::Refused { reason })),
+        },
+        ("mailbox", "fetch") => match parse(&body) {
+            Ok(fetch) => ok(json_of(&processes.fetch(peer, &fetch))),
+            Err(reason) => ok(json_of(&MailboxReply::Refused { reason })),
+        },
+        ("mailbox", "collect") => match parse(&body) {
+            Ok(collect) => ok(json_of(&processes.collect(peer, &collect))),
+            Err(reason) => ok(json_of(&MailboxReply::Refused { reason })),
+        },
+        _ => refused(StatusCode::NOT_FOUND, format!("no endpoint {path}")),
+    }
+}
+
+mod erased {
+    /// A reply serialized to JSON bytes.
+    pub trait Reply {
+        fn to_json(&self) -> Vec<u8>;
+    }
+    impl<T: serde::Serialize> Reply for T {
+        fn to_json(&self) -> Vec<u8> {
+            serde_json::to_vec(self).expect("replies serialize")
+        }
+    }
 }
 
 async fn route(

@@ -10,5 +10,6 @@ pub mod authority;
 pub mod observe;
 pub mod plan;
 pub mod planfile;
+pub mod processes;
 pub mod routes;
 pub mod up;

@@ -257,6 +257,11 @@ pub fn plan(topology: &Topology, files: &[PathBuf], state: &Path) -> Plan {
         &observations,
         &pending,
     ));
+    transitions.extend(crate::processes::transitions(
+        topology,
+        state,
+        &observations,
+    ));
     let mut observed: Vec<Observed> = observations
         .iter()
         .map(|o| Observed {

@@ -66,6 +66,9 @@ pub(crate) enum Requirement {
     PublishedBy(String),
     /// The route must have this host as a destination.
     DeliversTo(String),
+    /// A party of a grant: the host selects the `processes` profile and shares one
+    /// membership with every host named (the transport's identity between them).
+    Processes(Vec<String>),
 }
 
 /// Where a cell's formula text starts in its file, so formula spans map into the file.
@@ -993,12 +996,52 @@ impl FileReader<'_> {
         let mut n = NodeReader::new(node);
         let name = self.object_name(&mut n, "grant");
         let label = format!("grant `{}`", name.as_ref().map_or("?", |n| n.0.as_str()));
+        let first = self.parsed.references.len();
         let issuer = self.host_ref(&mut n, "issuer", &label);
         let caller = self.host_ref(&mut n, "caller", &label);
+        let mailbox = match n.string_prop(self, "mailbox", false) {
+            Some((host, span)) => {
+                self.parsed.references.push(Reference {
+                    kind: RefKind::Host,
+                    name: host.clone(),
+                    file: self.file.clone(),
+                    span,
+                    context: format!("{label} `mailbox`"),
+                    require: None,
+                });
+                Some(host)
+            }
+            None => None,
+        };
         let units = n.int_prop(self, "units", true, 1, u64::MAX as i128);
         let retired = n.bool_prop(self, "retired").unwrap_or(false);
         n.no_children(self);
         n.finish(self);
+        // Every party serves Processes and shares a membership with the others.
+        let parties: Vec<String> = [&issuer, &caller, &mailbox]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        for reference in &mut self.parsed.references[first..] {
+            let others = parties
+                .iter()
+                .filter(|p| **p != reference.name)
+                .cloned()
+                .collect();
+            reference.require = Some(Requirement::Processes(others));
+        }
+        if let (Some(issuer), Some(caller)) = (&issuer, &caller)
+            && issuer == caller
+            && let Some(span) = self.parsed.references.get(first + 1).map(|r| r.span)
+        {
+            self.error(
+                span,
+                format!("{label}: host `{caller}` cannot be granted units by itself"),
+                "the caller is the issuer",
+                "a grant lets another host run Processes at the issuer: name a different caller",
+            );
+        }
         if let (Some((name, span)), Some(issuer), Some(caller), Some((units, _))) =
             (name, issuer, caller, units)
         {
@@ -1008,6 +1051,7 @@ impl FileReader<'_> {
                 issuer,
                 caller,
                 units: units as u64,
+                mailbox,
                 retired,
                 origin,
             });

@@ -265,6 +265,8 @@ pub struct Grant {
     pub issuer: String,
     pub caller: String,
     pub units: u64,
+    /// The mailbox host through which the caller may reach the issuer.
+    pub mailbox: Option<String>,
     pub retired: bool,
     pub origin: Origin,
 }

@@ -164,6 +164,34 @@ fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
                     )
                 })
             }),
+            Some(Requirement::Processes(others)) => t.host(&reference.name).and_then(|host| {
+                if !host.profiles.contains(&Profile::Processes) {
+                    return Some((
+                        format!(
+                            "{} `{}` does not select the `processes` profile, which serving, calling and relaying Processes needs",
+                            reference.context, reference.name
+                        ),
+                        format!("add `processes` to the `profiles` line of host `{}`", reference.name),
+                    ));
+                }
+                let shared = host.memberships.iter().any(|m| {
+                    others
+                        .iter()
+                        .filter_map(|o| t.host(o))
+                        .all(|o| o.memberships.contains(m))
+                });
+                (!shared).then(|| {
+                    (
+                        format!(
+                            "{} `{}` shares no membership with {}",
+                            reference.context,
+                            reference.name,
+                            others.iter().map(|o| format!("`{o}`")).collect::<Vec<_>>().join(" and ")
+                        ),
+                        "the parties of a grant reach each other over mutual TLS in one membership: add a common `member` line".to_owned(),
+                    )
+                })
+            }),
             Some(Requirement::DeliversTo(host)) => t.routes.iter().find(|r| r.name == reference.name).and_then(|route| {
                 (!route.destinations.iter().any(|d| d.host == *host)).then(|| {
                     (

@@ -107,7 +107,16 @@ fn start(
         }
         delivery.start(runtime.handle().clone(), authorities.clone());
     }
+    let processes = host.processes();
+    if processes.is_some() && transport.is_none() {
+        return Err(refuse(
+            &"profile `processes` serves and calls Processes over the `transport` profile, which is not selected",
+        ));
+    }
     let host = Arc::new(Mutex::new(host));
+    if let Some(processes) = &processes {
+        processes.start(runtime.handle().clone(), Arc::downgrade(&host));
+    }
     // Models fed from routes take what this host's inboxes stored (also what was
     // stored before a restart and not fed yet).
     if let Some(delivery) = delivery.clone() {
@@ -137,6 +146,7 @@ fn start(
                 wire,
                 authorities: authorities.clone(),
                 delivery,
+                processes,
             },
             runtime.handle(),
         )

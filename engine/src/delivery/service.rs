@@ -96,16 +96,16 @@ fn position_of(key: &[u8], route: &str) -> Option<u64> {
 }
 
 /// One fsync for every writer waiting at that moment (group commit).
-struct Syncer {
+pub(crate) struct Syncer {
     requests: std::sync::mpsc::Sender<tokio::sync::oneshot::Sender<Result<(), String>>>,
 }
 
 impl Syncer {
-    fn start(database: Database) -> std::io::Result<Syncer> {
+    pub(crate) fn start(database: Database, name: &str) -> std::io::Result<Syncer> {
         let (requests, pending) =
             std::sync::mpsc::channel::<tokio::sync::oneshot::Sender<Result<(), String>>>();
         std::thread::Builder::new()
-            .name("delivery-fsync".to_owned())
+            .name(name.to_owned())
             .spawn(move || {
                 while let Ok(first) = pending.recv() {
                     let mut waiting = vec![first];
@@ -123,7 +123,7 @@ impl Syncer {
 
     /// Waits for an fsync that began after this call: it covers every write committed
     /// before.
-    async fn sync(&self) -> Result<(), String> {
+    pub(crate) async fn sync(&self) -> Result<(), String> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.requests
             .send(tx)
@@ -249,7 +249,7 @@ impl Delivery {
             inbox: keyspace(INBOX)?,
             inbox_state: keyspace(INBOX_STATE)?,
         };
-        let syncer = Syncer::start(database.clone())
+        let syncer = Syncer::start(database.clone(), "delivery-fsync")
             .map_err(|e| format!("cannot start the delivery fsync thread: {e}"))?;
         let delivery = Delivery {
             host: host.to_owned(),

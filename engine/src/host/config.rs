@@ -8,8 +8,13 @@ use serde::{Deserialize, Serialize};
 use super::HostError;
 
 /// Profiles this build of gridd can run; every other one refuses to start.
-pub const AVAILABLE_PROFILES: [&str; 4] =
-    ["transport", "wire-observation", "authority", "delivery"];
+pub const AVAILABLE_PROFILES: [&str; 5] = [
+    "transport",
+    "wire-observation",
+    "authority",
+    "delivery",
+    "processes",
+];
 
 /// The name of the configuration file inside a host's directory.
 pub const HOST_CONFIG_FILE: &str = "host.toml";

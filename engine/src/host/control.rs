@@ -125,6 +125,13 @@ fn connection(stream: UnixStream, host: &Mutex<Host>, authorities: &Authorities)
                     reason: "this host does not run the `delivery` profile".to_owned(),
                 },
             }),
+            // And Processes: a run waits for its receiver.
+            Call::Process { request } => Handled::Reply(match processes(host) {
+                Some(processes) => Reply::Process(Box::new(processes.handle_local(request))),
+                None => Reply::Refused {
+                    reason: "this host does not run the `processes` profile".to_owned(),
+                },
+            }),
             call => host.lock().unwrap_or_else(|p| p.into_inner()).handle(call),
         };
         match handled {
@@ -144,6 +151,10 @@ fn connection(stream: UnixStream, host: &Mutex<Host>, authorities: &Authorities)
 
 fn delivery(host: &Mutex<Host>) -> Option<Arc<crate::delivery::service::Delivery>> {
     host.lock().unwrap_or_else(|p| p.into_inner()).delivery()
+}
+
+fn processes(host: &Mutex<Host>) -> Option<Arc<crate::processes::service::Processes>> {
+    host.lock().unwrap_or_else(|p| p.into_inner()).processes()
 }
 
 /// A caller's connection to one host.

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 /// Every failpoint, in the order an operation reaches them.
-pub const POINTS: [&str; 7] = [
+pub const POINTS: [&str; 11] = [
     // An operation was executed in memory; nothing of it is durable yet.
     "submit-before-commit",
     // The operation and its answer are durable; the reply is not sent yet.
@@ -26,6 +26,14 @@ pub const POINTS: [&str; 7] = [
     "inbox-after-commit",
     // The publisher received a receipt and has not applied or recorded it.
     "receipt-before-record",
+    // A receiver journaled a run and reserved its unit; the Process has not started.
+    "process-after-dispatch",
+    // A receiver's Process ran; its outcome is not journaled.
+    "process-before-outcome",
+    // A receiver journaled a run's outcome; the reply is not sent (drop-reply loses it).
+    "process-reply",
+    // A caller journaled its wait; the request is not sent yet.
+    "wait-after-journal",
 ];
 
 /// How much longer a step armed `slow` takes.

@@ -152,6 +152,9 @@ pub struct Host {
     fence: crate::authority::claims::Fence,
     /// The `delivery` profile, when selected: its routes live in this store.
     delivery: Option<std::sync::Arc<crate::delivery::service::Delivery>>,
+    /// The `processes` profile, when selected: its runs, waits, grants and mailbox
+    /// live in this store.
+    processes: Option<std::sync::Arc<crate::processes::service::Processes>>,
 }
 
 /// Where the host keeps its fence (in the `meta` keyspace).
@@ -266,6 +269,7 @@ impl Host {
             },
             meta,
             delivery: None,
+            processes: None,
         };
         host.recover()?;
         if host.config.selects(grid_spec::Profile::Delivery) {
@@ -282,6 +286,20 @@ impl Host {
                 detail,
             })?;
             host.delivery = Some(delivery);
+        }
+        if host.config.selects(grid_spec::Profile::Processes) {
+            let processes = crate::processes::service::Processes::open(
+                &host.database,
+                &host.dir,
+                &host.config.name,
+                host.custody.clone(),
+                host.failpoints.clone(),
+            )
+            .map_err(|detail| HostError::Damaged {
+                path: host.dir.join("store"),
+                detail,
+            })?;
+            host.processes = Some(processes);
         }
         Ok(host)
     }
@@ -306,6 +324,38 @@ impl Host {
     /// The `delivery` profile, when selected.
     pub fn delivery(&self) -> Option<std::sync::Arc<crate::delivery::service::Delivery>> {
         self.delivery.clone()
+    }
+
+    /// The `processes` profile, when selected.
+    pub fn processes(&self) -> Option<std::sync::Arc<crate::processes::service::Processes>> {
+        self.processes.clone()
+    }
+
+    /// Evaluates `model` on a copy with `inputs` applied: nothing is journaled or
+    /// changed (the `model.eval` Process).
+    pub fn evaluate(
+        &self,
+        model: &str,
+        inputs: &[(String, f64)],
+    ) -> Result<Vec<(String, ValueText)>, String> {
+        let installed = self
+            .models
+            .get(model)
+            .filter(|m| !m.record.retired)
+            .ok_or_else(|| format!("host `{}` serves no model `{model}`", self.config.name))?;
+        let mut runtime = installed.runtime.clone();
+        let named: Vec<(&str, f64)> = inputs.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        runtime.apply(&named).map_err(|e| e.to_string())?;
+        Ok(runtime
+            .values()
+            .map(|(n, v)| {
+                let v = match v {
+                    Value::Number(x) => ValueText::Number(x),
+                    Value::Error(e) => ValueText::Error(e.to_string()),
+                };
+                (n.to_owned(), v)
+            })
+            .collect())
     }
 
     fn damaged(&self, detail: String) -> HostError {
@@ -620,6 +670,9 @@ impl Host {
             Call::Delivery { .. } => Handled::Reply(Reply::Refused {
                 reason: "delivery calls are taken on the host's control socket only".to_owned(),
             }),
+            Call::Process { .. } => Handled::Reply(Reply::Refused {
+                reason: "process calls are taken on the host's control socket only".to_owned(),
+            }),
             Call::Wire => Handled::Reply(match &self.wire {
                 Some(wire) => Reply::Wire {
                     peers: wire
@@ -721,7 +774,19 @@ impl Host {
                 .as_ref()
                 .map(|d| d.installed())
                 .unwrap_or_default(),
+            grants: self
+                .processes
+                .as_ref()
+                .map(|p| p.grants())
+                .unwrap_or_default(),
         }
+    }
+
+    fn no_processes(&self) -> String {
+        format!(
+            "host `{}` does not run the `processes` profile; it holds no grants",
+            self.config.name
+        )
     }
 
     fn submit(&mut self, op: String, request: Request) -> Handled {
@@ -746,6 +811,14 @@ impl Host {
         let mut write = self.database.batch();
         let mut after_commit: Option<AfterCommit> = None;
         let mut batch_point = false;
+        // Grants change only while no run writes them: held through the commit.
+        let processes = self.processes.clone();
+        let mut grants_held = match (&request, &processes) {
+            (Request::IssueGrant { .. } | Request::SurrenderGrant { .. }, Some(p)) => {
+                Some(p.lock_grants())
+            }
+            _ => None,
+        };
         let answer = match &request {
             Request::InstallModel { name, model } => match self.parse_model(model) {
                 Err(reason) => failed(&op, reason),
@@ -913,6 +986,20 @@ impl Host {
                     }
                 },
             },
+            Request::IssueGrant { grant } => match (&processes, grants_held.as_mut()) {
+                (Some(p), Some(state)) => match p.issue(state, grant, &mut write) {
+                    Ok(detail) => succeeded(&op, detail),
+                    Err(reason) => failed(&op, reason),
+                },
+                _ => failed(&op, self.no_processes()),
+            },
+            Request::SurrenderGrant { name } => match (&processes, grants_held.as_mut()) {
+                (Some(p), Some(state)) => match p.surrender(state, name, &mut write) {
+                    Ok(detail) => succeeded(&op, detail),
+                    Err(reason) => failed(&op, reason),
+                },
+                _ => failed(&op, self.no_processes()),
+            },
             Request::Input {
                 fence: Some(stamp), ..
             } if self.fence.clone().admit(&stamp.claim, stamp.epoch).is_err() => {
@@ -993,6 +1080,7 @@ impl Host {
             // Memory may be ahead of the disk (an input batch was applied): stop.
             fatal(&self.dir, "committing an operation", e);
         }
+        drop(grants_held);
         if let Some(apply) = after_commit {
             apply(self);
         }

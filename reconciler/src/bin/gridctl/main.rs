@@ -10,6 +10,8 @@ use grid_engine::journal::DurableModel;
 use grid_engine::model::{Runtime, Value};
 use grid_spec::{Diagnostics, Model, Options, Topology};
 
+mod process;
+
 /// Grid: live calculation models on many hosts, driven by KDL topology files.
 #[derive(Parser, Debug)]
 #[command(name = "gridctl", version)]
@@ -93,6 +95,10 @@ enum Command {
     /// Read what an owner holds, without changing it.
     #[command(subcommand)]
     Inspect(InspectCommand),
+    /// Remote Processes (profile `processes`): run one at another host under an
+    /// execution grant, or resolve a run left unknown.
+    #[command(subcommand)]
+    Process(process::ProcessCli),
     /// A host's identity as its installation holds it: memberships (participant
     /// certificates), profiles, key generation, and whether it runs.
     Status {
@@ -314,6 +320,40 @@ enum InspectCommand {
         #[arg(long, value_name = "DIR", default_value = "grid-state")]
         state: PathBuf,
         /// {"route", "receipts", "verified", "outstanding", …}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A run as HOST holds it: as its receiver (outcome, grant, unit) or as its
+    /// caller (its wait journal).
+    Process {
+        /// The request id.
+        id: String,
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        /// {"host", "run": null or {"request", "outcome", "result", "units", …}}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The grants HOST issued and their units: allocated, reserved, consumed,
+    /// surrendered, unknown (held by runs left unknown).
+    Grants {
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        /// {"host", "allocated", "reserved", "consumed", "surrendered", "unknown",
+        /// "grants": […]} (totals, then each grant with its signed issues).
+        #[arg(long)]
+        json: bool,
+    },
+    /// The Processes HOST serves, its runs by outcome, and the `demo.count` counter.
+    Processes {
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
         #[arg(long)]
         json: bool,
     },
@@ -1141,6 +1181,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Process(command) => process::process(command),
+        Command::Inspect(InspectCommand::Process {
+            id,
+            host,
+            state,
+            json,
+        }) => process::inspect_process(&state, &id, &host, json),
+        Command::Inspect(InspectCommand::Grants { host, state, json }) => {
+            process::inspect_grants(&state, &host, json)
+        }
+        Command::Inspect(InspectCommand::Processes { host, state, json }) => {
+            process::inspect_processes(&state, &host, json)
         }
         Command::Inspect(InspectCommand::Model { model, state, json }) => {
             let dir = owner_of(&state, &model)?;
