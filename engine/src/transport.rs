@@ -436,6 +436,22 @@ fn json(status: StatusCode, body: &Reply) -> Response<Full<Bytes>> {
         .expect("a valid response")
 }
 
+/// The participant a certificate names, if it was issued by `membership`'s authority:
+/// every endpoint but the control API acts only for participants certified in the
+/// membership its path names.
+fn certified_in<'a>(
+    identity: Option<&'a (String, String)>,
+    membership: &str,
+) -> Result<&'a str, String> {
+    match identity {
+        None => Err("no participant certificate".to_owned()),
+        Some((certified, peer)) if certified != membership => Err(format!(
+            "`{peer}` is certified in `{certified}`, not in `{membership}`"
+        )),
+        Some((_, peer)) => Ok(peer),
+    }
+}
+
 /// The longest Raft message or forwarded call body accepted, in bytes.
 pub const RAFT_MESSAGE_MAX: usize = 64 * 1024 * 1024;
 /// The largest snapshot a voter accepts, in bytes.
@@ -463,18 +479,10 @@ async fn route_authority(
     else {
         return refused(StatusCode::NOT_FOUND, format!("no endpoint {path}"));
     };
-    let Some((peer_membership, peer)) = identity else {
-        return refused(
-            StatusCode::FORBIDDEN,
-            "no participant certificate".to_owned(),
-        );
+    let peer = match certified_in(identity, membership) {
+        Ok(peer) => peer,
+        Err(reason) => return refused(StatusCode::FORBIDDEN, reason),
     };
-    if peer_membership != membership {
-        return refused(
-            StatusCode::FORBIDDEN,
-            format!("`{peer}` is certified in `{peer_membership}`, not in `{membership}`"),
-        );
-    }
     let Some(authority) = authorities.by_membership.get(membership).cloned() else {
         return refused(
             StatusCode::NOT_FOUND,
@@ -542,18 +550,10 @@ async fn route_delivery(
     let ["delivery", membership, "push"] = parts.as_slice() else {
         return refused(StatusCode::NOT_FOUND, format!("no endpoint {path}"));
     };
-    let Some((peer_membership, peer)) = identity else {
-        return refused(
-            StatusCode::FORBIDDEN,
-            "no participant certificate".to_owned(),
-        );
+    let peer = match certified_in(identity, membership) {
+        Ok(peer) => peer,
+        Err(reason) => return refused(StatusCode::FORBIDDEN, reason),
     };
-    if peer_membership != membership {
-        return refused(
-            StatusCode::FORBIDDEN,
-            format!("`{peer}` is certified in `{peer_membership}`, not in `{membership}`"),
-        );
-    }
     let Some(delivery) = delivery else {
         return refused(
             StatusCode::NOT_FOUND,
@@ -620,18 +620,10 @@ async fn route_processes(
     if request.method() != Method::POST {
         return refused(StatusCode::NOT_FOUND, format!("no endpoint {path}"));
     }
-    let Some((peer_membership, peer)) = identity else {
-        return refused(
-            StatusCode::FORBIDDEN,
-            "no participant certificate".to_owned(),
-        );
+    let peer = match certified_in(identity, membership) {
+        Ok(peer) => peer,
+        Err(reason) => return refused(StatusCode::FORBIDDEN, reason),
     };
-    if peer_membership != membership {
-        return refused(
-            StatusCode::FORBIDDEN,
-            format!("`{peer}` is certified in `{peer_membership}`, not in `{membership}`"),
-        );
-    }
     let Some(processes) = processes else {
         return refused(
             StatusCode::NOT_FOUND,
