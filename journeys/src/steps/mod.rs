@@ -12,6 +12,7 @@ mod hosts;
 mod input;
 pub(crate) mod net;
 mod plan;
+mod processes;
 mod reconcile;
 mod refused;
 mod tamper;
@@ -70,6 +71,14 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("expect-delivered", delivery::parse_expect_delivered),
     ("expect-receipts", delivery::parse_expect_receipts),
     ("expect-plaintext", delivery::parse_plaintext),
+    ("run-process", processes::parse_run),
+    ("expect-process", processes::parse_expect_process),
+    ("resolve-process", processes::parse_resolve),
+    ("expect-grants", processes::parse_expect_grants),
+    ("expect-processes", processes::parse_expect_processes),
+    ("expect-stored-text", processes::parse_stored_text),
+    ("edit-topology", processes::parse_edit_topology),
+    ("process-cycles", processes::parse_cycles),
 ];
 
 /// How an operation ended, as `gridctl` reports it (`"outcome"` in its JSON and its
