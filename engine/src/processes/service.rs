@@ -9,6 +9,7 @@
 //! process-waits    ID                     WaitRecord (JSON)          (caller)
 //! process-demo     "count"                be64                       (demo.count)
 //! process-cursor   MAILBOX                be64 fetched-through       (receiver)
+//! process-outbox   ID                     MAILBOX: outcome to deposit (receiver)
 //! mailbox          TO \0 KIND \0 SEQ(be64)  Held (JSON, sealed)      (mailbox host)
 //! mailbox-index    TO \0 KIND \0 FROM \0 ID  SEQ(be64)               (mailbox host)
 //! ```
@@ -63,6 +64,8 @@ pub const MAILBOX_FETCH_MAX: usize = 256;
 pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// The longest pause between a caller's polls of an open wait.
 pub const WAIT_POLL_MAX: Duration = Duration::from_secs(2);
+/// Owed outcome deposits one pass of the receiver's fetcher tries at most.
+pub const OUTBOX_PASS_MAX: usize = 64;
 /// The longest `delay_ms` of `demo.count`.
 pub const DEMO_DELAY_MAX_MS: u64 = 60_000;
 
@@ -72,6 +75,7 @@ const ISSUES: &str = "process-issues";
 const WAITS: &str = "process-waits";
 const DEMO: &str = "process-demo";
 const CURSOR: &str = "process-cursor";
+const OUTBOX: &str = "process-outbox";
 const MAILBOX: &str = "mailbox";
 const MAILBOX_INDEX: &str = "mailbox-index";
 
@@ -152,6 +156,7 @@ struct Keyspaces {
     waits: Keyspace,
     demo: Keyspace,
     cursor: Keyspace,
+    outbox: Keyspace,
     mailbox: Keyspace,
     mailbox_index: Keyspace,
 }
@@ -281,6 +286,7 @@ impl Processes {
             waits: keyspace(WAITS)?,
             demo: keyspace(DEMO)?,
             cursor: keyspace(CURSOR)?,
+            outbox: keyspace(OUTBOX)?,
             mailbox: keyspace(MAILBOX)?,
             mailbox_index: keyspace(MAILBOX_INDEX)?,
         };
@@ -722,6 +728,7 @@ impl Processes {
                 })
                 .expect("records serialize"),
             );
+            self.owe_deposit(&view, &mut write);
             write
                 .commit()
                 .unwrap_or_else(|e| fatal(&self.dir, "journaling an outcome", e));
@@ -862,6 +869,7 @@ impl Processes {
                 request,
                 serde_json::to_vec(&record).expect("records serialize"),
             );
+            self.owe_deposit(&record.view, &mut write);
             write
                 .commit()
                 .and_then(|()| self.database.persist(PersistMode::SyncAll))
@@ -873,14 +881,7 @@ impl Processes {
             }
             record.view
         };
-        // A mailbox caller learns it from its mailbox.
-        if let Some(mailbox) = view.via.strip_prefix("mailbox:").map(str::to_owned) {
-            let me = self.clone();
-            let deposit = view.clone();
-            if let Some(runtime) = self.handle() {
-                runtime.spawn(async move { me.deposit_outcome(&mailbox, &deposit).await });
-            }
-        }
+        // A mailbox caller learns it from its mailbox (the outbox's next pass).
         ProcessReply::Resolved { run: view }
     }
 
@@ -922,6 +923,50 @@ impl Processes {
                 if let Err(PeerError::NotSent(_)) = self.fetch_from(&client, &at).await {
                     clients.remove(&name);
                 }
+            }
+            self.flush_outbox().await;
+        }
+    }
+
+    /// A terminal outcome of a mailbox run is owed to its caller's mailbox until a
+    /// deposit is acknowledged: recorded in the outcome's own write, so neither a
+    /// crash nor an unreachable mailbox loses it.
+    fn owe_deposit(&self, view: &RunView, write: &mut OwnedWriteBatch) {
+        if let Some(mailbox) = view.via.strip_prefix("mailbox:")
+            && view.outcome != RunOutcome::Unknown
+        {
+            write.insert(&self.ks.outbox, view.request.as_str(), mailbox);
+        }
+    }
+
+    fn deposited(&self, request: &str) {
+        // Lazily durable: a lost removal only deposits again, answered "already".
+        self.ks
+            .outbox
+            .remove(request)
+            .unwrap_or_else(|e| fatal(&self.dir, "clearing a deposited outcome", e));
+    }
+
+    /// Deposits owed outcomes (a bounded number per pass).
+    async fn flush_outbox(&self) {
+        let owed: Vec<(String, String)> = self
+            .ks
+            .outbox
+            .iter()
+            .filter_map(|g| g.into_inner().ok())
+            .take(OUTBOX_PASS_MAX)
+            .map(|(k, v)| {
+                (
+                    String::from_utf8_lossy(&k).into_owned(),
+                    String::from_utf8_lossy(&v).into_owned(),
+                )
+            })
+            .collect();
+        for (request, mailbox) in owed {
+            if let Some(record) = self.record(&request)
+                && self.deposit_outcome(&mailbox, &record.view).await
+            {
+                self.deposited(&request);
             }
         }
     }
@@ -993,8 +1038,10 @@ impl Processes {
                                         me.execute(view, process, done).await
                                     }
                                 };
-                                if view.outcome != RunOutcome::Unknown {
-                                    me.deposit_outcome(&mailbox, &view).await;
+                                if view.outcome != RunOutcome::Unknown
+                                    && me.deposit_outcome(&mailbox, &view).await
+                                {
+                                    me.deposited(&view.request);
                                 }
                             });
                         }
@@ -1057,15 +1104,17 @@ impl Processes {
         Ok(signed)
     }
 
-    async fn deposit_outcome(&self, mailbox: &str, view: &RunView) {
+    /// One attempt to deposit a run's signed outcome, sealed to its caller, at
+    /// `mailbox`: true once the mailbox holds it.
+    async fn deposit_outcome(&self, mailbox: &str, view: &RunView) -> bool {
         let Some(issue) = self.issue_of_caller(&view.caller) else {
-            return;
+            return false;
         };
         let Some(at) = issue.mailbox.filter(|m| m.host == mailbox) else {
-            return;
+            return false;
         };
         let Some(key) = crate::custody::mail_key_of(&issue.caller_keys) else {
-            return;
+            return false;
         };
         let plain = serde_json::to_vec(view).expect("runs serialize");
         let Ok(sealed) = seal::seal(
@@ -1074,7 +1123,7 @@ impl Processes {
             &binding(DepositKind::Outcome, &view.caller, &view.request),
             &plain,
         ) else {
-            return;
+            return false;
         };
         let deposit = Deposit {
             to: view.caller.clone(),
@@ -1082,26 +1131,19 @@ impl Processes {
             id: view.request.clone(),
             sealed,
         };
-        let mut pause = POLL_INTERVAL;
-        for _ in 0..20 {
-            if let Ok(client) = self.client(&at.membership, &at.host, &at.address)
-                && let Ok(MailboxReply::Deposited { .. }) = client
+        match self.client(&at.membership, &at.host, &at.address) {
+            Ok(client) => matches!(
+                client
                     .post::<_, MailboxReply>(
                         &format!("/mailbox/{}/deposit", at.membership),
                         &deposit,
                         Duration::from_secs(10),
                     )
-                    .await
-            {
-                return;
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(WAIT_POLL_MAX);
+                    .await,
+                Ok(MailboxReply::Deposited { .. })
+            ),
+            Err(_) => false,
         }
-        eprintln!(
-            "gridd: the outcome of `{}` could not be deposited at `{mailbox}`; it is deposited again when the request is fetched again",
-            view.request
-        );
     }
 
     // ---- the mailbox host ----
