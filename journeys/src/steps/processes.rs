@@ -60,6 +60,9 @@ pub const PROCESS_SETTLE_TIMEOUT: Duration = Duration::from_secs(90);
 const PROCESS_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest `delay_ms` a cycle gives `demo.count`.
 const CYCLE_DELAY_MAX_MS: u64 = 250;
+/// How long a cycle's mailbox run waits for its outcome (`--wait-ms`): a run whose
+/// receiver died stays unknown, and asking it again must not cost the default wait.
+const CYCLE_MAILBOX_WAIT_MS: u64 = 3_000;
 
 // ---- shared --------------------------------------------------------------------------
 
@@ -943,6 +946,8 @@ enum Kind {
     ReceiverKill,
     CallerKill,
     LostReply,
+    /// Through the mailbox, with the receiver or the mailbox host SIGKILLed.
+    MailboxKill,
 }
 
 impl Kind {
@@ -953,6 +958,7 @@ impl Kind {
             Kind::ReceiverKill => "receiver-kill",
             Kind::CallerKill => "caller-kill",
             Kind::LostReply => "lost-reply",
+            Kind::MailboxKill => "mailbox-kill",
         }
     }
 }
@@ -1149,19 +1155,29 @@ impl Cycles {
                 via = Some(format!("mailbox:{}", self.mailbox));
                 args.push(("marker".to_owned(), self.marker.clone()));
             }
+            Kind::MailboxKill => {
+                via = Some(format!("mailbox:{}", self.mailbox));
+                args.push(("marker".to_owned(), self.marker.clone()));
+                args.push(("delay_ms".to_owned(), delay_ms.to_string()));
+            }
             Kind::ReceiverKill | Kind::CallerKill => {
                 args.push(("delay_ms".to_owned(), delay_ms.to_string()));
             }
             Kind::Direct | Kind::LostReply => {}
         }
-        run_args(
+        let mut out = run_args(
             &self.receiver,
             "demo.count",
             &self.caller,
             op,
             via.as_deref(),
             &args,
-        )
+        );
+        if via.is_some() {
+            out.push("--wait-ms".into());
+            out.push(CYCLE_MAILBOX_WAIT_MS.to_string().into());
+        }
+        out
     }
 
     fn check_elapsed(&self, started: Instant, cycle: u64) -> Result<(), Failure> {
@@ -1223,13 +1239,15 @@ impl Cycles {
         let mut tally: BTreeMap<(Kind, String), u64> = BTreeMap::new();
         for cycle in 0..self.cycles {
             self.check_elapsed(started, cycle)?;
-            let kind = match next(&mut rng) % 5 {
+            let kind = match next(&mut rng) % 6 {
                 0 => Kind::Direct,
                 1 => Kind::Mailbox,
                 2 => Kind::ReceiverKill,
                 3 => Kind::CallerKill,
+                4 => Kind::MailboxKill,
                 _ => Kind::LostReply,
             };
+            let mailbox_victim = next(&mut rng).is_multiple_of(2);
             let delay_ms = next(&mut rng) % (CYCLE_DELAY_MAX_MS + 1);
             let kill_after = Duration::from_millis(next(&mut rng) % (delay_ms + 100));
             let op_id = format!("pc{}-{cycle:04}", self.seed);
@@ -1250,11 +1268,12 @@ impl Cycles {
                     cx.start_host(&self.receiver, Some("process-reply=drop-reply"))?;
                     quiet.ask(&args, &tag)
                 }
-                Kind::ReceiverKill | Kind::CallerKill => {
-                    let victim = if kind == Kind::ReceiverKill {
-                        &self.receiver
-                    } else {
-                        &self.caller
+                Kind::ReceiverKill | Kind::CallerKill | Kind::MailboxKill => {
+                    let victim = match kind {
+                        Kind::ReceiverKill => &self.receiver,
+                        Kind::CallerKill => &self.caller,
+                        _ if mailbox_victim => &self.mailbox,
+                        _ => &self.receiver,
                     };
                     let thread = {
                         let (quiet, args, tag) = (quiet.clone(), args.clone(), tag.clone());
@@ -1277,6 +1296,7 @@ impl Cycles {
                 // `refused`: the caller was down before gridctl reached it.
                 Kind::CallerKill => &["succeeded", "failed", "unknown", "no-answer", "refused"],
                 Kind::LostReply => &["unknown"],
+                Kind::MailboxKill => &["succeeded", "failed", "unknown"],
             };
             if !allowed.contains(&outcome.as_str()) {
                 return Err(Failure::new(
@@ -1337,7 +1357,9 @@ impl Cycles {
                     held.push(i);
                 }
             }
-            if started.elapsed() > PROCESS_SETTLE_TIMEOUT {
+            let still_open =
+                (0..ops.len()).any(|i| ops[i].terminal.is_none() && !held.contains(&i));
+            if still_open && started.elapsed() > PROCESS_SETTLE_TIMEOUT {
                 let open: Vec<String> = (0..ops.len())
                     .filter(|i| ops[*i].terminal.is_none() && !held.contains(i))
                     .map(|i| {
