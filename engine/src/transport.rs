@@ -344,6 +344,8 @@ pub fn serve(
                 let permits = Arc::new(tokio::sync::Semaphore::new(TRANSPORT_CONNECTIONS_MAX));
                 loop {
                     let Ok((stream, _)) = listener.accept().await else { continue };
+                    // Small request/response exchanges: no Nagle delay waiting for an ACK.
+                    let _ = stream.set_nodelay(true);
                     let now = credentials_stamp(&dir);
                     if now != stamp {
                         stamp = now;

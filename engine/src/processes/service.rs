@@ -185,6 +185,11 @@ pub struct Processes {
     waits: Mutex<()>,
     registry: RwLock<BTreeMap<String, Arc<dyn Process>>>,
     runtime: Mutex<Option<tokio::runtime::Handle>>,
+    /// One client (its connection pool) per (membership, peer, address).
+    peers: Mutex<BTreeMap<(String, String, String), PeerClient>>,
+    /// Outcomes being deposited right now by the task that ran them: the outbox pass
+    /// leaves them alone.
+    depositing: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// What admitting a request produced.
@@ -366,6 +371,8 @@ impl Processes {
             waits: Mutex::new(()),
             registry: RwLock::new(BTreeMap::new()),
             runtime: Mutex::new(None),
+            peers: Mutex::new(BTreeMap::new()),
+            depositing: Mutex::new(std::collections::BTreeSet::new()),
             ks,
         });
         processes.serve(
@@ -897,7 +904,6 @@ impl Processes {
     /// Fetches requests from every mailbox a grant names, runs them, deposits their
     /// outcomes sealed to their callers.
     async fn fetch_loop(self: Arc<Self>) {
-        let mut clients: BTreeMap<String, PeerClient> = BTreeMap::new();
         loop {
             tokio::time::sleep(POLL_INTERVAL).await;
             let mailboxes: BTreeMap<String, super::api::MailboxAt> = self
@@ -910,18 +916,11 @@ impl Processes {
                 .map(|m| (m.host.clone(), m))
                 .collect();
             for (name, at) in mailboxes {
-                let client = match clients.get(&name) {
-                    Some(c) => c.clone(),
-                    None => match self.client(&at.membership, &name, &at.address) {
-                        Ok(c) => {
-                            clients.insert(name.clone(), c.clone());
-                            c
-                        }
-                        Err(_) => continue,
-                    },
+                let Ok(client) = self.client(&at.membership, &name, &at.address) else {
+                    continue;
                 };
                 if let Err(PeerError::NotSent(_)) = self.fetch_from(&client, &at).await {
-                    clients.remove(&name);
+                    self.forget(&at.membership, &name);
                 }
             }
             self.flush_outbox().await;
@@ -963,6 +962,14 @@ impl Processes {
             })
             .collect();
         for (request, mailbox) in owed {
+            if self
+                .depositing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&request)
+            {
+                continue;
+            }
             if let Some(record) = self.record(&request)
                 && self.deposit_outcome(&mailbox, &record.view).await
             {
@@ -971,15 +978,32 @@ impl Processes {
         }
     }
 
+    /// The client of a peer, kept with its connections for the next call.
     fn client(&self, membership: &str, name: &str, address: &str) -> Result<PeerClient, PeerError> {
-        PeerClient::new(
+        let key = (membership.to_owned(), name.to_owned(), address.to_owned());
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(client) = peers.get(&key) {
+            return Ok(client.clone());
+        }
+        let client = PeerClient::new(
             &self.dir,
             membership,
             &Voter {
                 participant: name.to_owned(),
                 address: address.to_owned(),
             },
-        )
+        )?;
+        peers.insert(key, client.clone());
+        Ok(client)
+    }
+
+    /// Drops a peer's client after a failed connection: the next call builds it anew
+    /// (with the credentials as they are then).
+    fn forget(&self, membership: &str, name: &str) {
+        self.peers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(m, n, _), _| m != membership || n != name);
     }
 
     async fn fetch_from(
@@ -1038,10 +1062,18 @@ impl Processes {
                                         me.execute(view, process, done).await
                                     }
                                 };
-                                if view.outcome != RunOutcome::Unknown
-                                    && me.deposit_outcome(&mailbox, &view).await
-                                {
-                                    me.deposited(&view.request);
+                                if view.outcome != RunOutcome::Unknown {
+                                    me.depositing
+                                        .lock()
+                                        .unwrap_or_else(|p| p.into_inner())
+                                        .insert(view.request.clone());
+                                    if me.deposit_outcome(&mailbox, &view).await {
+                                        me.deposited(&view.request);
+                                    }
+                                    me.depositing
+                                        .lock()
+                                        .unwrap_or_else(|p| p.into_inner())
+                                        .remove(&view.request);
                                 }
                             });
                         }
@@ -1131,18 +1163,23 @@ impl Processes {
             id: view.request.clone(),
             sealed,
         };
-        match self.client(&at.membership, &at.host, &at.address) {
-            Ok(client) => matches!(
-                client
-                    .post::<_, MailboxReply>(
-                        &format!("/mailbox/{}/deposit", at.membership),
-                        &deposit,
-                        Duration::from_secs(10),
-                    )
-                    .await,
-                Ok(MailboxReply::Deposited { .. })
-            ),
-            Err(_) => false,
+        let Ok(client) = self.client(&at.membership, &at.host, &at.address) else {
+            return false;
+        };
+        match client
+            .post::<_, MailboxReply>(
+                &format!("/mailbox/{}/deposit", at.membership),
+                &deposit,
+                Duration::from_secs(10),
+            )
+            .await
+        {
+            Ok(MailboxReply::Deposited { .. }) => true,
+            Err(PeerError::NotSent(_)) => {
+                self.forget(&at.membership, &at.host);
+                false
+            }
+            _ => false,
         }
     }
 
@@ -1327,7 +1364,10 @@ impl Processes {
                         .await
                 }
                 .map_err(|e| match e {
-                    PeerError::NotSent(e) => format!("the request was not sent: {e}"),
+                    PeerError::NotSent(e) => {
+                        self.forget(&record.membership, &record.receiver.name);
+                        format!("the request was not sent: {e}")
+                    }
                     PeerError::Lost(e) => format!("the reply was lost ({e})"),
                 })?;
                 match reply {
