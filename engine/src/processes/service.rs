@@ -64,6 +64,8 @@ pub const MAILBOX_FETCH_MAX: usize = 256;
 pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// The longest pause between a caller's polls of an open wait.
 pub const WAIT_POLL_MAX: Duration = Duration::from_secs(2);
+/// Open waits one pass of the caller's resumption asks at most.
+pub const WAITS_PASS_MAX: usize = 64;
 /// Owed outcome deposits one pass of the receiver's fetcher tries at most.
 pub const OUTBOX_PASS_MAX: usize = 64;
 /// The longest `delay_ms` of `demo.count`.
@@ -190,6 +192,8 @@ pub struct Processes {
     /// Outcomes being deposited right now by the task that ran them: the outbox pass
     /// leaves them alone.
     depositing: Mutex<std::collections::BTreeSet<String>>,
+    /// Request ids of the caller's waits without a terminal outcome.
+    open_waits: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// What admitting a request produced.
@@ -355,6 +359,15 @@ impl Processes {
                 .and_then(|()| database.persist(PersistMode::SyncAll))
                 .map_err(|e| format!("marking interrupted runs unknown: {e}"))?;
         }
+        let mut open_waits = std::collections::BTreeSet::new();
+        for guard in ks.waits.iter() {
+            let (key, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
+            let record: WaitRecord = serde_json::from_slice(&bytes)
+                .map_err(|e| format!("a wait record does not decode: {e}"))?;
+            if record.run.is_none() {
+                open_waits.insert(String::from_utf8_lossy(&key).into_owned());
+            }
+        }
         let processes = Arc::new(Processes {
             host: host.to_owned(),
             dir: dir.to_owned(),
@@ -373,6 +386,7 @@ impl Processes {
             runtime: Mutex::new(None),
             peers: Mutex::new(BTreeMap::new()),
             depositing: Mutex::new(std::collections::BTreeSet::new()),
+            open_waits: Mutex::new(open_waits),
             ks,
         });
         processes.serve(
@@ -1433,7 +1447,9 @@ impl Processes {
                         return Err("no outcome in the mailbox yet".to_owned());
                     }
                     tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(WAIT_POLL_MAX);
+                    // While the user waits, the mailbox is asked at least every
+                    // POLL_INTERVAL (the receiver fetches as often).
+                    pause = (pause * 2).min(POLL_INTERVAL);
                 }
             }
         }
@@ -1528,6 +1544,10 @@ impl Processes {
                             serde_json::to_vec(&fresh).expect("waits serialize"),
                         )
                         .unwrap_or_else(|e| fatal(&self.dir, "journaling a wait", e));
+                    self.open_waits
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(fresh.request.request.clone());
                     (fresh, true)
                 }
             }
@@ -1572,16 +1592,35 @@ impl Processes {
     /// mailbox) for its outcome without sending the request again.
     async fn resume_waits(self: Arc<Self>) {
         let mut pause = POLL_INTERVAL;
+        // Open waits are asked WAITS_PASS_MAX at a time, round the set.
+        let mut after = String::new();
         loop {
             tokio::time::sleep(pause).await;
-            let open: Vec<WaitRecord> = self
-                .ks
-                .waits
+            let ids: Vec<String> = {
+                let open = self.open_waits.lock().unwrap_or_else(|p| p.into_inner());
+                let mut ids: Vec<String> = open
+                    .range::<String, _>((
+                        std::ops::Bound::Excluded(&after),
+                        std::ops::Bound::Unbounded,
+                    ))
+                    .take(WAITS_PASS_MAX)
+                    .cloned()
+                    .collect();
+                for id in open.iter() {
+                    if ids.len() >= WAITS_PASS_MAX {
+                        break;
+                    }
+                    if !ids.contains(id) {
+                        ids.push(id.clone());
+                    }
+                }
+                ids
+            };
+            after = ids.last().cloned().unwrap_or_default();
+            let open: Vec<WaitRecord> = ids
                 .iter()
-                .filter_map(|g| g.into_inner().ok())
-                .filter_map(|(_, v)| serde_json::from_slice::<WaitRecord>(&v).ok())
+                .filter_map(|id| self.wait_record(id))
                 .filter(|r| r.run.is_none())
-                .take(64)
                 .collect();
             if open.is_empty() {
                 pause = WAIT_POLL_MAX;
