@@ -10,4 +10,5 @@ pub mod journal;
 pub mod model;
 pub mod processes;
 pub mod protocol;
+pub mod sources;
 pub mod transport;

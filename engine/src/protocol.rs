@@ -45,6 +45,9 @@ pub enum Call {
     Process {
         request: crate::processes::api::ProcessCall,
     },
+    /// A simulated tag's journal (profile `sources`): its observations and the
+    /// position fed to each model. Changes nothing.
+    Tag { name: String },
 }
 
 /// What an operation asks a host to do.
@@ -55,6 +58,10 @@ pub enum Request {
     /// (see `grid_spec::canonical::model`). Input values carry over to inputs that the
     /// new definition still has.
     InstallModel { name: String, model: String },
+    /// Install a tag read at this host, or change an installed one, to the canonical
+    /// KDL text `tag` (see `grid_spec::canonical::tag`); profile `sources`. Only
+    /// `simulate` sources run in this build; any other source is refused by name.
+    InstallTag { name: String, tag: String },
     /// Retire an installed model: it stops serving and its state is kept.
     RetireModel { name: String },
     /// Rotate the host's signing key to `generation` (only ever higher); the old key
@@ -94,6 +101,7 @@ impl Request {
     pub fn describe(&self) -> String {
         match self {
             Request::InstallModel { name, .. } => format!("install model {name}"),
+            Request::InstallTag { name, .. } => format!("install tag {name}"),
             Request::RetireModel { name } => format!("retire model {name}"),
             Request::RotateKeys { generation } => {
                 format!("rotate signing keys to generation {generation}")
@@ -213,6 +221,8 @@ pub enum Reply {
     Delivery(Box<crate::delivery::api::DeliveryReply>),
     /// What the processes profile answered.
     Process(Box<crate::processes::api::ProcessReply>),
+    /// A simulated tag's journal (`Call::Tag`).
+    Tag(Box<TagReport>),
     /// The call was refused and changed nothing (an id reused for another request, a
     /// malformed call, an unknown model for `values`). A refusal of a retry does not
     /// make an earlier outcome known.
@@ -244,6 +254,48 @@ pub struct Observation {
     /// Grants this host issued (profile `processes`).
     #[serde(default)]
     pub grants: Vec<crate::processes::api::GrantView>,
+    /// Tags read at this host (profile `sources`).
+    #[serde(default)]
+    pub tags: Vec<TagState>,
+}
+
+/// A tag a host holds, as `observe` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TagState {
+    pub name: String,
+    /// Canonical KDL text of the installed definition.
+    pub tag: String,
+    /// Observations journaled so far (the last index).
+    pub observations: u64,
+}
+
+/// A tag's journal (`Call::Tag`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TagReport {
+    pub host: String,
+    pub name: String,
+    /// Canonical KDL text of the installed definition.
+    pub tag: String,
+    /// Observations journaled (the last index; indexes run 1..=count).
+    pub count: u64,
+    /// The journaled observations (index, value), oldest first: the newest
+    /// `TAG_REPORT_OBSERVATIONS_MAX` of them.
+    pub observations: Vec<(u64, f64)>,
+    /// Each model input fed from this tag, with the last index fed to it.
+    pub fed: Vec<TagFed>,
+}
+
+/// The most observations one `Call::Tag` reply lists.
+pub const TAG_REPORT_OBSERVATIONS_MAX: usize = 10_000;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TagFed {
+    pub model: String,
+    pub input: String,
+    /// The last observation index journaled with a batch of `model`.
+    pub position: u64,
+    /// The model's batches in its current generation.
+    pub batches: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

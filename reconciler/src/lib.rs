@@ -12,4 +12,5 @@ pub mod plan;
 pub mod planfile;
 pub mod processes;
 pub mod routes;
+pub mod sources;
 pub mod up;

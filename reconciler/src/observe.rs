@@ -59,6 +59,8 @@ impl HostObservation {
                 // not make a plan about the model's definition stale.
                 let mut o = o.clone();
                 o.models.iter_mut().for_each(|m| m.batches = 0);
+                // Nor are observations a simulated tag journals.
+                o.tags.iter_mut().for_each(|t| t.observations = 0);
                 // Nor are runs charging grants: only what a plan changes of a grant.
                 o.grants.iter_mut().for_each(|g| {
                     g.reserved = 0;

@@ -185,7 +185,7 @@ fn indent(detail: &str) -> String {
 }
 
 /// The line-level difference of two canonical texts, for `~` details.
-fn diff(before: &str, after: &str) -> String {
+pub(crate) fn diff(before: &str, after: &str) -> String {
     let old: Vec<&str> = before.lines().collect();
     let new: Vec<&str> = after.lines().collect();
     let mut out = Vec::new();
@@ -262,6 +262,7 @@ pub fn plan(topology: &Topology, files: &[PathBuf], state: &Path) -> Plan {
         state,
         &observations,
     ));
+    transitions.extend(crate::sources::transitions(topology, &observations));
     let mut observed: Vec<Observed> = observations
         .iter()
         .map(|o| Observed {

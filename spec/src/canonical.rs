@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::topology::{InputSource, Item, Model};
+use crate::topology::{InputSource, Item, Model, Tag, TagSource};
 
 /// A KDL 2 quoted string.
 pub fn quote(text: &str) -> String {
@@ -83,8 +83,44 @@ pub fn model(model: &Model) -> String {
     out
 }
 
+/// The canonical `tag` node of a simulated tag; `None` for other sources, which no
+/// owner installs yet (the reconciler reports them instead).
+pub fn tag(tag: &Tag) -> Option<String> {
+    let TagSource::Simulate {
+        wave,
+        period_s,
+        min,
+        max,
+        seed,
+        interval_ms,
+    } = &tag.source
+    else {
+        return None;
+    };
+    Some(format!(
+        "tag {} host={} {{\n    simulate wave={} period-s={period_s} min={} max={} seed={seed} interval-ms={interval_ms}\n}}\n",
+        quote(&tag.name),
+        quote(&tag.host),
+        wave.name(),
+        number(*min),
+        number(*max),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_simulated_tag_reads_back_to_the_same_text() {
+        let text = "grid version=1\nhost h listen=\"127.0.0.1:1\"\ntag t host=h { simulate wave=sine period-s=20 min=60 max=95.5 seed=7; }\n";
+        let topology = crate::load_str("t.kdl", text).unwrap();
+        let canonical = super::tag(&topology.tags[0]).unwrap();
+        assert!(canonical.contains("interval-ms=1000"), "{canonical}");
+        let again = format!("grid version=1\nhost h listen=\"127.0.0.1:1\"\n{canonical}");
+        let topology2 = crate::load_str("again.kdl", &again).unwrap();
+        assert_eq!(topology2.tags[0].source, topology.tags[0].source);
+        assert_eq!(super::tag(&topology2.tags[0]).unwrap(), canonical);
+    }
+
     #[test]
     fn a_model_reads_back_to_the_same_text() {
         let text = r#"grid version=1

@@ -50,3 +50,22 @@ pub const AUTHORITY_VOTERS_MAX: usize = 7;
 /// The largest delivery capacity a host's `capacity` child may set (values owed or
 /// retained publications).
 pub const DELIVERY_CAPACITY_MAX: u64 = 16_777_216;
+
+/// The shortest `interval-ms` of a simulated tag (one observation per interval).
+pub const SIMULATE_INTERVAL_MS_MIN: u32 = 10;
+
+/// The longest `interval-ms` of a simulated tag (one day).
+pub const SIMULATE_INTERVAL_MS_MAX: u32 = 86_400_000;
+
+/// A simulated tag's `interval-ms` when it declares none.
+pub const SIMULATE_INTERVAL_MS_DEFAULT: u32 = 1_000;
+
+/// The longest `period-s` of a simulated tag's wave (one week).
+pub const SIMULATE_PERIOD_S_MAX: u32 = 604_800;
+
+/// The most observations of one simulated tag a host generates in one sampler tick when
+/// several are due (the rest follow on the next ticks).
+pub const SIMULATE_CATCH_UP_PER_TICK: u32 = 64;
+
+const _: () = assert!(SIMULATE_INTERVAL_MS_MIN <= SIMULATE_INTERVAL_MS_DEFAULT);
+const _: () = assert!(SIMULATE_INTERVAL_MS_DEFAULT <= SIMULATE_INTERVAL_MS_MAX);

@@ -15,6 +15,7 @@ use miette::{NamedSource, SourceSpan};
 
 use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::formula;
+use crate::limits;
 use crate::limits::{MODEL_OPERATIONS_CEILING_MAX, NAME_LENGTH_MAX};
 use crate::topology::*;
 use crate::validate;
@@ -66,6 +67,8 @@ pub(crate) enum Requirement {
     PublishedBy(String),
     /// The route must have this host as a destination.
     DeliversTo(String),
+    /// The tag must be read at this host (a model reads only its own host's tags).
+    TagAt(String),
     /// A party of a grant: the host selects the `processes` profile and shares one
     /// membership with every host named (the transport's identity between them).
     Processes(Vec<String>),
@@ -809,6 +812,7 @@ impl FileReader<'_> {
                 context: format!("model `{model}` input"),
                 require: match (kind, host) {
                     (RefKind::Route, Some(h)) => Some(Requirement::DeliversTo(h.to_owned())),
+                    (RefKind::Tag, Some(h)) => Some(Requirement::TagAt(h.to_owned())),
                     _ => None,
                 },
             });
@@ -1123,8 +1127,14 @@ impl FileReader<'_> {
         let label = format!("tag `{}`", name.as_ref().map_or("?", |n| n.0.as_str()));
         let host = self.host_ref(&mut n, "host", &label);
         let mut source: Option<(TagSource, SourceSpan)> = None;
+        // A source child that failed to read has its own diagnostics already.
+        let mut unreadable = false;
         for child in n.children(self) {
             let mut c = NodeReader::new(child);
+            let known = matches!(
+                child.name().value(),
+                "modbus" | "opcua" | "sparkplug" | "bacnet" | "j1939" | "simulate"
+            );
             let read = match child.name().value() {
                 "modbus" => self.modbus(&mut c),
                 "opcua" => (|| {
@@ -1156,6 +1166,7 @@ impl FileReader<'_> {
                         object: object?.0,
                     })
                 })(),
+                "simulate" => self.simulate(&mut c),
                 "j1939" => (|| {
                     let source = c.string_arg(self, 0, "candump log or interface");
                     let pgn = c.int_prop(self, "pgn", true, 0, 0x3FFFF);
@@ -1172,13 +1183,14 @@ impl FileReader<'_> {
                         child.name().span(),
                         format!("unknown tag source `{other}`"),
                         "not a source",
-                        "a tag reads from one of: modbus, opcua, sparkplug, bacnet, j1939",
+                        "a tag reads from one of: modbus, opcua, sparkplug, bacnet, j1939, simulate",
                     );
                     None
                 }
             };
             c.no_children(self);
             c.finish(self);
+            unreadable |= known && read.is_none();
             if let Some(read) = read {
                 if let Some((_, first)) = &source {
                     let d = Diagnostic::at(
@@ -1198,11 +1210,14 @@ impl FileReader<'_> {
         n.finish(self);
         let Some((name, span)) = name else { return };
         let Some((source, _)) = source else {
+            if unreadable {
+                return;
+            }
             self.error(
                 span,
                 format!("tag `{name}` has no source"),
                 "needs a source",
-                "add one child: modbus, opcua, sparkplug, bacnet or j1939",
+                "add one child: modbus, opcua, sparkplug, bacnet, j1939 or simulate",
             );
             return;
         };
@@ -1214,6 +1229,74 @@ impl FileReader<'_> {
             source,
             origin,
         });
+    }
+
+    /// `simulate wave=… period-s=N min=X max=Y seed=N [interval-ms=N]`.
+    fn simulate(&mut self, c: &mut NodeReader) -> Option<TagSource> {
+        let wave = c.string_prop(self, "wave", true).and_then(|(w, span)| {
+            Wave::from_name(&w).or_else(|| {
+                self.error(
+                    span,
+                    format!("unknown wave `{w}`"),
+                    "not a wave",
+                    "wave is sine, triangle, square or sawtooth",
+                );
+                None
+            })
+        });
+        let period = c.int_prop(
+            self,
+            "period-s",
+            true,
+            1,
+            limits::SIMULATE_PERIOD_S_MAX as i128,
+        );
+        let number = |this: &mut Self, c: &mut NodeReader, key: &str| {
+            let v = c.float_prop(this, key);
+            if v.is_none() && c.has_property(key).is_none() {
+                c.missing(
+                    this,
+                    format!("`simulate` needs the property `{key}`"),
+                    format!("add {key}=NUMBER, a finite number"),
+                );
+            }
+            v
+        };
+        let min = number(self, c, "min");
+        let max = number(self, c, "max");
+        let max_span = c.has_property("max");
+        let seed = c.int_prop(self, "seed", true, 0, u64::MAX as i128);
+        let interval = match c.int_prop(
+            self,
+            "interval-ms",
+            false,
+            limits::SIMULATE_INTERVAL_MS_MIN as i128,
+            limits::SIMULATE_INTERVAL_MS_MAX as i128,
+        ) {
+            Some((i, _)) => Some(i as u32),
+            None if c.has_property("interval-ms").is_some() => None,
+            None => Some(limits::SIMULATE_INTERVAL_MS_DEFAULT),
+        };
+        let (min, max) = (min?, max?);
+        if min >= max {
+            if let Some(span) = max_span {
+                self.error(
+                    span,
+                    format!("`simulate` has min={min} not below max={max}"),
+                    "not above min",
+                    "a simulated tag ranges from min up to a larger max",
+                );
+            }
+            return None;
+        }
+        Some(TagSource::Simulate {
+            wave: wave?,
+            period_s: period?.0 as u32,
+            min,
+            max,
+            seed: seed?.0 as u64,
+            interval_ms: interval?,
+        })
     }
 
     fn modbus(&mut self, c: &mut NodeReader) -> Option<TagSource> {
@@ -1435,6 +1518,11 @@ impl<'n> NodeReader<'n> {
             .rfind(|(_, e)| e.name().is_some_and(|n| n.value() == key))?;
         self.used[i] = true;
         Some(entry)
+    }
+
+    /// The span of property `key` when the node has it.
+    fn has_property(&mut self, key: &str) -> Option<SourceSpan> {
+        self.property(key).map(|e| e.span())
     }
 
     fn missing(&self, r: &mut FileReader, what: String, help: String) {

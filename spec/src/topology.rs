@@ -323,6 +323,43 @@ pub enum TagSource {
         pgn: u32,
         spn: u32,
     },
+    /// Deterministic observations generated at the tag's host (docs/sources.md):
+    /// `period_s >= 1`, `min < max`, both finite, `interval_ms` within
+    /// `SIMULATE_INTERVAL_MS_MIN..=SIMULATE_INTERVAL_MS_MAX`.
+    Simulate {
+        wave: Wave,
+        period_s: u32,
+        min: f64,
+        max: f64,
+        seed: u64,
+        interval_ms: u32,
+    },
+}
+
+/// The shape of a simulated tag's signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wave {
+    Sine,
+    Triangle,
+    Square,
+    Sawtooth,
+}
+
+impl Wave {
+    pub const ALL: [Wave; 4] = [Wave::Sine, Wave::Triangle, Wave::Square, Wave::Sawtooth];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Wave::Sine => "sine",
+            Wave::Triangle => "triangle",
+            Wave::Square => "square",
+            Wave::Sawtooth => "sawtooth",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Wave> {
+        Wave::ALL.into_iter().find(|w| w.name() == name)
+    }
 }
 
 impl TagSource {
@@ -333,6 +370,7 @@ impl TagSource {
             TagSource::Sparkplug { .. } => "sparkplug",
             TagSource::Bacnet { .. } => "bacnet",
             TagSource::J1939 { .. } => "j1939",
+            TagSource::Simulate { .. } => "simulate",
         }
     }
 }

@@ -153,6 +153,17 @@ fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
                         .or_else(|| needs(Profile::Authority, "holds its right to publish (a claim) needs"))
                 }
             }),
+            Some(Requirement::TagAt(host)) => t.tags.iter().find(|g| g.name == reference.name).and_then(|tag| {
+                (tag.host != *host).then(|| {
+                    (
+                        format!(
+                            "{} reads tag `{}`, which is read at host `{}`, not the model's host `{host}`",
+                            reference.context, reference.name, tag.host
+                        ),
+                        format!("a model reads only its own host's tags: set host={host} on tag `{}`, or route the value", reference.name),
+                    )
+                })
+            }),
             Some(Requirement::PublishedBy(host)) => t.routes.iter().find(|r| r.name == reference.name).and_then(|route| {
                 (route.publisher != *host).then(|| {
                     (

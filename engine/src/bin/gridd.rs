@@ -132,6 +132,25 @@ fn start(
             })
             .map_err(|e| refuse(&format!("cannot start the route feeder: {e}")))?;
     }
+    // Simulated tags: each due observation journaled and fed to its models in one
+    // synced write (the host's `sample_tags`), also after a restart.
+    if host
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .config()
+        .selects(grid_spec::Profile::Sources)
+    {
+        let host = host.clone();
+        std::thread::Builder::new()
+            .name("tag-sampler".to_owned())
+            .spawn(move || {
+                loop {
+                    let wait = host.lock().unwrap_or_else(|p| p.into_inner()).sample_tags();
+                    std::thread::sleep(wait.max(std::time::Duration::from_millis(1)));
+                }
+            })
+            .map_err(|e| refuse(&format!("cannot start the tag sampler: {e}")))?;
+    }
     if let Some((listener, config)) = transport {
         let address = listener
             .local_addr()

@@ -8,12 +8,13 @@ use serde::{Deserialize, Serialize};
 use super::HostError;
 
 /// Profiles this build of gridd can run; every other one refuses to start.
-pub const AVAILABLE_PROFILES: [&str; 5] = [
+pub const AVAILABLE_PROFILES: [&str; 6] = [
     "transport",
     "wire-observation",
     "authority",
     "delivery",
     "processes",
+    "sources",
 ];
 
 /// The name of the configuration file inside a host's directory.

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 /// Every failpoint, in the order an operation reaches them.
-pub const POINTS: [&str; 11] = [
+pub const POINTS: [&str; 12] = [
     // An operation was executed in memory; nothing of it is durable yet.
     "submit-before-commit",
     // The operation and its answer are durable; the reply is not sent yet.
@@ -34,6 +34,8 @@ pub const POINTS: [&str; 11] = [
     "process-reply",
     // A caller journaled its wait; the request is not sent yet.
     "wait-after-journal",
+    // The sampler generated tag observations and fed them to models; nothing is durable.
+    "sample-before-commit",
 ];
 
 /// How much longer a step armed `slow` takes.

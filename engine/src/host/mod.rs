@@ -100,6 +100,58 @@ struct Installed {
     outputs: RouteLinks,
     /// `input NAME from="route:R"`: (input, route), fed from this host's inbox.
     fed: RouteLinks,
+    /// `input NAME from="tag:T"`: (input, tag), fed from this host's source journal.
+    tag_fed: RouteLinks,
+}
+
+/// What the store keeps per tag name (keyspace `tags`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct TagRecord {
+    /// Canonical KDL text of the current definition.
+    tag: String,
+}
+
+/// A simulated tag this host samples.
+struct TagRuntime {
+    record: TagRecord,
+    simulation: crate::sources::Simulation,
+    /// The last observation index journaled (0: none yet).
+    last: u64,
+    /// When observation `last + 1` is due.
+    next_due: std::time::Instant,
+}
+
+/// What feeds a model from tags: (input, tag) for each `input … from="tag:T"`.
+fn tags_of(model: &grid_spec::Model) -> RouteLinks {
+    model
+        .inputs()
+        .filter_map(|i| match &i.from {
+            Some(grid_spec::InputSource::Tag(t)) => Some((i.name.clone(), t.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The `source-journal` key of observation `n` of `tag`.
+fn observation_key(tag: &str, n: u64) -> Vec<u8> {
+    let mut key = observation_prefix(tag);
+    key.extend_from_slice(&n.to_be_bytes());
+    key
+}
+
+fn observation_prefix(tag: &str) -> Vec<u8> {
+    let mut key = tag.as_bytes().to_vec();
+    key.push(0);
+    key
+}
+
+/// The meta key of the last observation index of `tag` fed to `model`.
+fn tag_fed_key(model: &str, tag: &str) -> Vec<u8> {
+    let mut key = b"tag-fed\0".to_vec();
+    key.extend_from_slice(model.as_bytes());
+    key.push(0);
+    key.extend_from_slice(tag.as_bytes());
+    key
 }
 
 /// (a model's cell or input, a route).
@@ -145,6 +197,11 @@ pub struct Host {
     unacknowledged: Keyspace,
     models_keyspace: Keyspace,
     batches: Keyspace,
+    /// Tag definitions (profile `sources`).
+    tags_keyspace: Keyspace,
+    /// Journaled observations of simulated tags: tag \0 index(be64) → f64 bits (be64).
+    source_journal: Keyspace,
+    tags: BTreeMap<String, TagRuntime>,
     models: BTreeMap<String, Installed>,
     failpoints: Failpoints,
     meta: Keyspace,
@@ -235,6 +292,8 @@ impl Host {
         let unacknowledged = keyspace("unacknowledged").map_err(storage)?;
         let models_keyspace = keyspace("models").map_err(storage)?;
         let batches = keyspace("batches").map_err(storage)?;
+        let tags_keyspace = keyspace("tags").map_err(storage)?;
+        let source_journal = keyspace("source-journal").map_err(storage)?;
         match meta.get("format").map_err(storage)? {
             Some(found) if found.as_ref() != HOST_STORE_FORMAT.as_bytes() => {
                 return Err(HostError::UnsupportedFormat {
@@ -258,6 +317,9 @@ impl Host {
             unacknowledged,
             models_keyspace,
             batches,
+            tags_keyspace,
+            source_journal,
+            tags: BTreeMap::new(),
             models: BTreeMap::new(),
             failpoints,
             fence: match meta.get(FENCE_KEY).map_err(storage)? {
@@ -411,6 +473,7 @@ impl Host {
                 batches = number;
             }
             let (outputs, fed) = routes_of(&model);
+            let tag_fed = tags_of(&model);
             self.models.insert(
                 name,
                 Installed {
@@ -419,14 +482,284 @@ impl Host {
                     batches,
                     outputs,
                     fed,
+                    tag_fed,
+                },
+            );
+        }
+        self.recover_tags()
+    }
+
+    /// Tags come back from the store with their last journaled index; the sampler
+    /// continues after it. Observations that fell due while the host was down are not
+    /// generated afterwards (docs/sources.md): the next one is due one interval from now.
+    fn recover_tags(&mut self) -> Result<(), HostError> {
+        let storage = |source| HostError::Storage {
+            path: self.dir.join("store"),
+            source,
+        };
+        let mut records = Vec::new();
+        for guard in self.tags_keyspace.iter() {
+            let (key, value) = guard.into_inner().map_err(storage)?;
+            let name = String::from_utf8(key.to_vec())
+                .map_err(|_| self.damaged("a tag name is not UTF-8".to_owned()))?;
+            let record: TagRecord = serde_json::from_slice(&value)
+                .map_err(|e| self.damaged(format!("tag `{name}`: {e}")))?;
+            records.push((name, record));
+        }
+        // A host that no longer selects `sources` keeps its tags (observe reports them,
+        // the plan flags them) but gridd samples nothing.
+        let now = std::time::Instant::now();
+        for (name, record) in records {
+            let simulation = self
+                .parse_tag(&record.tag)
+                .map_err(|e| self.damaged(format!("tag `{name}` no longer loads: {e}")))?;
+            let prefix = observation_prefix(&name);
+            let last = match self.source_journal.prefix(&prefix).next_back() {
+                None => 0,
+                Some(guard) => {
+                    let key = guard.key().map_err(storage)?;
+                    key.get(prefix.len()..)
+                        .and_then(|n| <[u8; 8]>::try_from(n).ok())
+                        .map(u64::from_be_bytes)
+                        .ok_or_else(|| {
+                            self.damaged(format!("tag `{name}`: a journal key is malformed"))
+                        })?
+                }
+            };
+            let next_due = now + std::time::Duration::from_millis(simulation.interval_ms.into());
+            self.tags.insert(
+                name,
+                TagRuntime {
+                    record,
+                    simulation,
+                    last,
+                    next_due,
                 },
             );
         }
         Ok(())
     }
 
+    /// Parses a canonical tag text as a tag read at this host; refuses every source
+    /// but `simulate` by name (the adapters have not landed).
+    fn parse_tag(&self, text: &str) -> Result<crate::sources::Simulation, String> {
+        let tag = self.parse_tag_node(text)?;
+        crate::sources::Simulation::of(&tag.source).ok_or_else(|| {
+            format!(
+                "tag `{}` reads {}, which this build does not provide; refusing rather than run without it",
+                tag.name,
+                tag.source.kind()
+            )
+        })
+    }
+
+    fn parse_tag_node(&self, text: &str) -> Result<grid_spec::Tag, String> {
+        let wrapped = format!(
+            "grid version=1\nhost {} listen={}\n{text}",
+            grid_spec::canonical::quote(&self.config.name),
+            grid_spec::canonical::quote(&self.config.listen)
+        );
+        let options = grid_spec::Options {
+            references: false,
+            ..grid_spec::Options::default()
+        };
+        let topology = grid_spec::load_str_with("tag", &wrapped, options).map_err(|d| {
+            d.iter()
+                .map(|d| d.message.clone())
+                .collect::<Vec<_>>()
+                .join("; ")
+        })?;
+        let [tag] = <[grid_spec::Tag; 1]>::try_from(topology.tags)
+            .map_err(|_| "the text must hold exactly one tag".to_owned())?;
+        if tag.host != self.config.name {
+            return Err(format!(
+                "tag `{}` is read at host `{}`, not `{}`",
+                tag.name, tag.host, self.config.name
+            ));
+        }
+        Ok(tag)
+    }
+
+    /// Generates every simulated observation that is due (at most
+    /// `SIMULATE_CATCH_UP_PER_TICK` per tag per call, one index at a time) and feeds
+    /// every model input `from="tag:T"` the journaled observations beyond its fed
+    /// position — observations, model batches (with their staged publications) and
+    /// fed positions in one synced write, settled after it. Returns how long the
+    /// caller may wait before the next call.
+    pub fn sample_tags(&mut self) -> std::time::Duration {
+        let idle = std::time::Duration::from_millis(200);
+        if self.tags.is_empty() {
+            return idle;
+        }
+        let now = std::time::Instant::now();
+        let mut write = self.database.batch();
+        let mut changed = false;
+        // Observations generated in this write, not yet readable from the keyspace.
+        let mut fresh: BTreeMap<(String, u64), f64> = BTreeMap::new();
+        for (name, tag) in self.tags.iter_mut() {
+            let interval = std::time::Duration::from_millis(tag.simulation.interval_ms.into());
+            let mut generated = 0;
+            while tag.next_due <= now && generated < grid_spec::limits::SIMULATE_CATCH_UP_PER_TICK {
+                let n = tag.last + 1;
+                let value = tag.simulation.observation(n);
+                write.insert(
+                    &self.source_journal,
+                    observation_key(name, n),
+                    value.to_bits().to_be_bytes(),
+                );
+                fresh.insert((name.clone(), n), value);
+                // Memory moves ahead of the disk until the commit (a failed commit stops
+                // the process).
+                tag.last = n;
+                tag.next_due += interval;
+                generated += 1;
+                changed = true;
+            }
+        }
+        let feeds: Vec<(String, String, String)> = self
+            .models
+            .iter()
+            .filter(|(_, m)| !m.record.retired)
+            .flat_map(|(name, m)| {
+                m.tag_fed
+                    .iter()
+                    .map(|(input, tag)| (name.clone(), input.clone(), tag.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let mut published = Vec::new();
+        for (model, input, tag) in feeds {
+            let Some(last) = self.tags.get(&tag).map(|t| t.last) else {
+                continue;
+            };
+            let key = tag_fed_key(&model, &tag);
+            let fed = self
+                .meta
+                .get(&key)
+                .unwrap_or_else(|e| fatal(&self.dir, "reading a fed position", e))
+                .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
+                .map_or(0, u64::from_be_bytes);
+            let until = last.min(fed + u64::from(grid_spec::limits::SIMULATE_CATCH_UP_PER_TICK));
+            for n in fed + 1..=until {
+                let value = match fresh.get(&(tag.clone(), n)) {
+                    Some(v) => *v,
+                    None => self.journaled(&tag, n),
+                };
+                match self.batch(&model, &[(input.as_str(), value)], &mut write) {
+                    Ok((_, p)) => {
+                        published.extend(p);
+                        write.insert(&self.meta, key.clone(), n.to_be_bytes());
+                        changed = true;
+                    }
+                    Err(reason) => {
+                        eprintln!(
+                            "gridd: model {model}: input {input} from tag {tag} observation {n} refused: {reason}"
+                        );
+                        break;
+                    }
+                }
+            }
+        }
+        if changed {
+            self.failpoints.reach("sample-before-commit");
+            if let Err(e) = write
+                .commit()
+                .and_then(|()| self.database.persist(PersistMode::SyncAll))
+            {
+                fatal(&self.dir, "journaling tag observations", e);
+            }
+            self.settle(published);
+        }
+        let next = self
+            .tags
+            .values()
+            .map(|t| t.next_due)
+            .min()
+            .map_or(idle, |due| {
+                due.saturating_duration_since(std::time::Instant::now())
+            });
+        next.min(idle)
+    }
+
+    /// Observation `n` of `tag` from the journal (it must be there).
+    fn journaled(&self, tag: &str, n: u64) -> f64 {
+        let bytes = self
+            .source_journal
+            .get(observation_key(tag, n))
+            .unwrap_or_else(|e| fatal(&self.dir, "reading the source journal", e))
+            .unwrap_or_else(|| {
+                fatal(
+                    &self.dir,
+                    "the source journal misses an observation",
+                    format!("tag {tag} observation {n}"),
+                )
+            });
+        let bits = <[u8; 8]>::try_from(bytes.as_ref())
+            .unwrap_or_else(|_| fatal(&self.dir, "an observation does not decode", tag));
+        f64::from_bits(u64::from_be_bytes(bits))
+    }
+
+    /// A tag's journal for `gridctl inspect tag`.
+    fn tag_report(&self, name: &str) -> Reply {
+        let Some(tag) = self.tags.get(name) else {
+            return Reply::Refused {
+                reason: format!("host `{}` holds no tag `{name}`", self.config.name),
+            };
+        };
+        let mut observations: Vec<(u64, f64)> = self
+            .source_journal
+            .prefix(observation_prefix(name))
+            .rev()
+            .take(crate::protocol::TAG_REPORT_OBSERVATIONS_MAX)
+            .map(|guard| {
+                let (key, value) = guard
+                    .into_inner()
+                    .unwrap_or_else(|e| fatal(&self.dir, "reading the source journal", e));
+                let n = key
+                    .get(name.len() + 1..)
+                    .and_then(|n| <[u8; 8]>::try_from(n).ok())
+                    .map(u64::from_be_bytes)
+                    .unwrap_or_else(|| fatal(&self.dir, "a journal key is malformed", name));
+                let bits = <[u8; 8]>::try_from(value.as_ref())
+                    .unwrap_or_else(|_| fatal(&self.dir, "an observation does not decode", name));
+                (n, f64::from_bits(u64::from_be_bytes(bits)))
+            })
+            .collect();
+        observations.reverse();
+        let fed = self
+            .models
+            .iter()
+            .flat_map(|(model, m)| {
+                m.tag_fed
+                    .iter()
+                    .filter(|(_, t)| t == name)
+                    .map(|(input, _)| crate::protocol::TagFed {
+                        model: model.clone(),
+                        input: input.clone(),
+                        position: self
+                            .meta
+                            .get(tag_fed_key(model, name))
+                            .unwrap_or_else(|e| fatal(&self.dir, "reading a fed position", e))
+                            .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
+                            .map_or(0, u64::from_be_bytes),
+                        batches: m.batches,
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        Reply::Tag(Box::new(crate::protocol::TagReport {
+            host: self.config.name.clone(),
+            name: name.to_owned(),
+            tag: tag.record.tag.clone(),
+            count: tag.last,
+            observations,
+            fed,
+        }))
+    }
+
     /// Parses a canonical model text as this host's own model; refuses what the host
-    /// cannot run (inputs from tags or routes, outputs: their profiles have not landed).
+    /// cannot run (inputs from tags without `sources`, from routes or outputs without
+    /// `delivery`).
     fn parse_model(&self, text: &str) -> Result<grid_spec::Model, String> {
         let wrapped = format!(
             "grid version=1\nhost {} listen={}\n{text}",
@@ -452,9 +785,12 @@ impl Host {
             ));
         }
         let delivery = self.config.selects(grid_spec::Profile::Delivery);
+        let sources = self.config.selects(grid_spec::Profile::Sources);
         for input in model.inputs() {
             let refused = match &input.from {
-                Some(grid_spec::InputSource::Tag(t)) => Some((format!("tag:{t}"), "sources")),
+                Some(grid_spec::InputSource::Tag(t)) if !sources => {
+                    Some((format!("tag:{t}"), "sources"))
+                }
                 Some(grid_spec::InputSource::Route(r)) if !delivery => {
                     Some((format!("route:{r}"), "delivery"))
                 }
@@ -662,6 +998,7 @@ impl Host {
                 },
             }),
             Call::Submit { op, request } => self.submit(op, request),
+            Call::Tag { name } => Handled::Reply(self.tag_report(&name)),
             // Only this host's operator (the control socket) acts as this host at the
             // authority; a remote participant calls `/authority/M/forward` as itself.
             Call::Authority { .. } => Handled::Reply(Reply::Refused {
@@ -779,6 +1116,15 @@ impl Host {
                 .as_ref()
                 .map(|p| p.grants())
                 .unwrap_or_default(),
+            tags: self
+                .tags
+                .iter()
+                .map(|(name, t)| crate::protocol::TagState {
+                    name: name.clone(),
+                    tag: t.record.tag.clone(),
+                    observations: t.last,
+                })
+                .collect(),
         }
     }
 
@@ -899,6 +1245,7 @@ impl Host {
                                     format!("installed model {name} generation {generation}")
                                 };
                                 let (outputs, fed) = routes_of(&parsed);
+                                let tag_fed = tags_of(&parsed);
                                 after_commit = Some(Box::new(move |host: &mut Host| {
                                     host.models.insert(
                                         name,
@@ -908,6 +1255,7 @@ impl Host {
                                             batches,
                                             outputs,
                                             fed,
+                                            tag_fed,
                                         },
                                     );
                                 }));
@@ -917,6 +1265,72 @@ impl Host {
                     }
                 },
             },
+            Request::InstallTag { name, tag } => {
+                if !self.config.selects(grid_spec::Profile::Sources) {
+                    failed(
+                        &op,
+                        format!(
+                            "host `{}` does not run the `sources` profile; tag `{name}` cannot be installed here",
+                            self.config.name
+                        ),
+                    )
+                } else {
+                    match self.parse_tag_node(tag).and_then(|parsed| {
+                        let simulation = self.parse_tag(tag)?;
+                        Ok((parsed, simulation))
+                    }) {
+                        Err(reason) => failed(&op, reason),
+                        Ok((parsed, _)) if parsed.name != *name => failed(
+                            &op,
+                            format!(
+                                "the request names tag `{name}` but its text declares `{}`",
+                                parsed.name
+                            ),
+                        ),
+                        Ok((parsed, simulation)) => {
+                            let canonical =
+                                grid_spec::canonical::tag(&parsed).expect("a simulated tag");
+                            match self.tags.get(name) {
+                                Some(current) if current.record.tag == canonical => {
+                                    succeeded(&op, format!("tag {name} already installed"))
+                                }
+                                current => {
+                                    let last = current.map_or(0, |t| t.last);
+                                    let detail = match current {
+                                        None => format!("installed tag {name}"),
+                                        Some(_) => format!(
+                                            "changed tag {name}; observations continue after {last}"
+                                        ),
+                                    };
+                                    let record = TagRecord { tag: canonical };
+                                    write.insert(
+                                        &self.tags_keyspace,
+                                        name.as_str(),
+                                        serde_json::to_vec(&record).expect("records serialize"),
+                                    );
+                                    let name = name.clone();
+                                    after_commit = Some(Box::new(move |host: &mut Host| {
+                                        let next_due = std::time::Instant::now()
+                                            + std::time::Duration::from_millis(
+                                                simulation.interval_ms.into(),
+                                            );
+                                        host.tags.insert(
+                                            name,
+                                            TagRuntime {
+                                                record,
+                                                simulation,
+                                                last,
+                                                next_due,
+                                            },
+                                        );
+                                    }));
+                                    succeeded(&op, detail)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
             Request::RetireModel { name } => match self.models.get(name) {
                 None => failed(
                     &op,

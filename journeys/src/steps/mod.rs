@@ -15,6 +15,7 @@ mod plan;
 mod processes;
 mod reconcile;
 mod refused;
+mod sources;
 mod tamper;
 mod tls;
 mod topology;
@@ -79,6 +80,7 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("expect-stored-text", processes::parse_stored_text),
     ("edit-topology", processes::parse_edit_topology),
     ("process-cycles", processes::parse_cycles),
+    ("expect-tag-journal", sources::parse),
 ];
 
 /// How an operation ended, as `gridctl` reports it (`"outcome"` in its JSON and its

@@ -62,7 +62,9 @@ enum Command {
         json: bool,
     },
     /// The local embedded default: reconcile, run every host as a child gridd,
-    /// reconcile until the plan is empty, show live values until Ctrl-C.
+    /// reconcile until the plan is empty, then a live view (models, routes and
+    /// receipts, grants, authority) until Ctrl-C or --seconds; every child is stopped.
+    /// Under `cargo run`, gridd is built first.
     Up {
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -348,6 +350,20 @@ enum InspectCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A simulated tag's source journal at HOST (profile `sources`): observations
+    /// journaled, the last index and value, the position fed to each model, and
+    /// whether the journal equals the deterministic sequence of its definition.
+    Tag {
+        tag: String,
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        state: PathBuf,
+        /// {"host", "tag", "count", "last", "observations", "fed", "deterministic",
+        /// "consecutive", …}.
+        #[arg(long)]
+        json: bool,
+    },
     /// The Processes HOST serves, its runs by outcome, and the `demo.count` counter.
     Processes {
         #[arg(long, value_name = "NAME")]
@@ -420,6 +436,42 @@ struct Target {
     /// The model's name.
     #[arg(long, value_name = "NAME")]
     model: String,
+}
+
+/// Under `cargo run` (which sets `CARGO`), `up` and `journey run` first have cargo
+/// build the `gridd` they start beside this gridctl, in the same profile, when it is
+/// missing or older than this gridctl: `cargo run --bin gridctl` builds gridctl only,
+/// and a missing or stale gridd would not speak this gridctl's protocol.
+fn build_gridd_under_cargo() -> anyhow::Result<()> {
+    let Some(cargo) = std::env::var_os("CARGO") else {
+        return Ok(());
+    };
+    let exe = std::env::current_exe().context("where is gridctl?")?;
+    let Some(dir) = exe.parent() else {
+        return Ok(());
+    };
+    let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let gridd = dir.join("gridd");
+    if let (Some(built), Some(ours)) = (modified(&gridd), modified(&exe))
+        && built >= ours
+    {
+        return Ok(());
+    }
+    let mut build = std::process::Command::new(cargo);
+    build.args(["build", "-q", "-p", "grid-engine", "--bin", "gridd"]);
+    if let Some(manifest) = std::env::var_os("CARGO_MANIFEST_DIR") {
+        build
+            .arg("--manifest-path")
+            .arg(PathBuf::from(manifest).join("Cargo.toml"));
+    }
+    if dir.ends_with("release") {
+        build.arg("--release");
+    }
+    let status = build.status().context("cannot run cargo to build gridd")?;
+    if !status.success() {
+        bail!("cargo could not build gridd ({status})");
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -601,6 +653,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let Some(topology) = load(&files, Options::default()) else {
                 return Ok(ExitCode::FAILURE);
             };
+            build_gridd_under_cargo()?;
             let code =
                 grid_reconciler::up::up(&topology, &files, &state, seconds, &mut std::io::stdout())
                     .map_err(anyhow::Error::msg)?;
@@ -800,6 +853,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Journey(JourneyCommand::Run { files }) => {
+            build_gridd_under_cargo()?;
             let binaries = grid_journeys::Binaries::beside(&std::env::current_exe()?);
             for file in &files {
                 if let Err(e) = grid_journeys::run_file(file, &binaries, &mut std::io::stdout()) {
@@ -1110,6 +1164,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         );
                     }
                 }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Inspect(InspectCommand::Tag {
+            tag,
+            host,
+            state,
+            json,
+        }) => {
+            let inspection = grid_reconciler::sources::inspect(&state, &tag, &host)
+                .map_err(anyhow::Error::msg)?;
+            if json {
+                println!("{}", inspection.to_json());
+            } else {
+                print!("{}", inspection.render());
             }
             Ok(ExitCode::SUCCESS)
         }

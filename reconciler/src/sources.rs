@@ -1,0 +1,266 @@
+//! Tags (profile `sources`, docs/sources.md): plan transitions installing simulated
+//! tags at their hosts, and `gridctl inspect tag` (a tag's journal, checked against
+//! the deterministic sequence its definition generates).
+
+use std::path::Path;
+
+use grid_engine::host::control::Client;
+use grid_engine::protocol::{Call, Reply, Request, TagReport};
+use grid_engine::sources::Simulation;
+use grid_spec::{Profile, Topology};
+
+use crate::observe::{self, HostObservation, HostStatus};
+use crate::plan::{Action, Op, Transition};
+
+fn line(op: Op, tag: &str, host: &str, detail: String, action: Action) -> Transition {
+    Transition {
+        op,
+        kind: "tag".to_owned(),
+        name: tag.to_owned(),
+        host: host.to_owned(),
+        detail,
+        id: String::new(),
+        action,
+    }
+}
+
+/// `+ tag T @ H` (install), `~` (its definition changed), `!` for a host without the
+/// `sources` profile, a source this build does not provide, and a tag a host holds
+/// that no file declares there. Hosts that do not answer are reported by their own
+/// lines; nothing is planned for their tags.
+pub fn transitions(topology: &Topology, observations: &[HostObservation]) -> Vec<Transition> {
+    let mut out = Vec::new();
+    for tag in &topology.tags {
+        let Some(host) = topology.host(&tag.host) else {
+            continue;
+        };
+        if !host.profiles.contains(&Profile::Sources) {
+            out.push(line(
+                Op::Attention,
+                &tag.name,
+                &tag.host,
+                format!(
+                    "host `{}` does not select the `sources` profile: add `sources` to its `profiles` line",
+                    tag.host
+                ),
+                Action::None,
+            ));
+            continue;
+        }
+        let Some(canonical) = grid_spec::canonical::tag(tag) else {
+            out.push(line(
+                Op::Attention,
+                &tag.name,
+                &tag.host,
+                format!(
+                    "tag `{}` reads {}, which this build does not provide; refusing rather than run without it",
+                    tag.name,
+                    tag.source.kind()
+                ),
+                Action::None,
+            ));
+            continue;
+        };
+        let Some(HostStatus::Running(observed)) = observations
+            .iter()
+            .find(|o| o.name == tag.host)
+            .map(|o| &o.status)
+        else {
+            continue;
+        };
+        let install = Action::Submit {
+            request: Request::InstallTag {
+                name: tag.name.clone(),
+                tag: canonical.clone(),
+            },
+        };
+        match observed.tags.iter().find(|t| t.name == tag.name) {
+            None => out.push(line(
+                Op::Create,
+                &tag.name,
+                &tag.host,
+                format!("simulated, {}", canonical_source(&canonical)),
+                install,
+            )),
+            Some(held) if held.tag != canonical => out.push(line(
+                Op::Change,
+                &tag.name,
+                &tag.host,
+                crate::plan::diff(&held.tag, &canonical),
+                install,
+            )),
+            Some(_) => {}
+        }
+    }
+    for observation in observations {
+        let HostStatus::Running(observed) = &observation.status else {
+            continue;
+        };
+        for held in &observed.tags {
+            let declared = topology
+                .tags
+                .iter()
+                .any(|t| t.name == held.name && t.host == observation.name);
+            if !declared {
+                out.push(line(
+                    Op::Attention,
+                    &held.name,
+                    &observation.name,
+                    format!(
+                        "unmanaged: the host holds it ({} observation(s) journaled) but no file declares it here",
+                        held.observations
+                    ),
+                    Action::None,
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The `simulate …` line of a canonical tag text.
+fn canonical_source(canonical: &str) -> String {
+    canonical
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("simulate "))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A tag's journal at `host`, with each observation checked against the sequence its
+/// definition generates.
+#[derive(Debug, Clone)]
+pub struct Inspection {
+    pub report: TagReport,
+    /// Indexes whose journaled value differs from the deterministic sequence.
+    pub mismatched: Vec<u64>,
+    /// The listed indexes run consecutively up to `count` (no gap, none twice).
+    pub consecutive: bool,
+}
+
+impl Inspection {
+    pub fn to_json(&self) -> serde_json::Value {
+        let r = &self.report;
+        serde_json::json!({
+            "host": r.host,
+            "tag": r.name,
+            "definition": r.tag,
+            "count": r.count,
+            "last": r.observations.last().map(|(n, v)| serde_json::json!({"index": n, "value": v})),
+            "observations": r.observations.iter().map(|(n, v)| serde_json::json!({"index": n, "value": v})).collect::<Vec<_>>(),
+            "fed": r.fed.iter().map(|f| serde_json::json!({
+                "model": f.model,
+                "input": f.input,
+                "position": f.position,
+                "batches": f.batches,
+            })).collect::<Vec<_>>(),
+            "deterministic": self.mismatched.is_empty(),
+            "mismatched": self.mismatched,
+            "consecutive": self.consecutive,
+        })
+    }
+
+    pub fn render(&self) -> String {
+        let r = &self.report;
+        let mut out = format!(
+            "tag {} @ {}: {} observation(s) journaled",
+            r.name, r.host, r.count
+        );
+        match r.observations.last() {
+            Some((n, v)) => out.push_str(&format!("; last {n} = {v}\n")),
+            None => out.push('\n'),
+        }
+        out.push_str(&format!(
+            "  sequence: {}{}\n",
+            if self.mismatched.is_empty() {
+                "equals the deterministic sequence of its definition"
+            } else {
+                "DIFFERS from the deterministic sequence"
+            },
+            if self.consecutive {
+                ", indexes consecutive"
+            } else {
+                ", indexes NOT consecutive"
+            }
+        ));
+        for f in &r.fed {
+            out.push_str(&format!(
+                "  fed to model {} input {}: position {} ({} batch(es))\n",
+                f.model, f.input, f.position, f.batches
+            ));
+        }
+        out
+    }
+}
+
+/// `gridctl inspect tag T --host H`.
+pub fn inspect(state: &Path, tag: &str, host: &str) -> Result<Inspection, String> {
+    let dir = observe::host_dir(state, host);
+    if !dir
+        .join(grid_engine::host::config::HOST_CONFIG_FILE)
+        .exists()
+    {
+        return Err(format!(
+            "no host `{host}` is installed under {}",
+            state.display()
+        ));
+    }
+    let mut client = Client::connect(&dir).map_err(|e| e.to_string())?;
+    let report = match client.call(&Call::Tag {
+        name: tag.to_owned(),
+    }) {
+        Ok(Reply::Tag(report)) => *report,
+        Ok(Reply::Refused { reason }) => return Err(reason),
+        Ok(other) => return Err(format!("unexpected reply {other:?}")),
+        Err(e) => return Err(e.to_string()),
+    };
+    let simulation = simulation_of(&report)?;
+    let mismatched = report
+        .observations
+        .iter()
+        .filter(|(n, v)| wire(simulation.observation(*n)).to_bits() != v.to_bits())
+        .map(|(n, _)| *n)
+        .collect();
+    let first = report.observations.first().map_or(1, |(n, _)| *n);
+    let consecutive = report
+        .observations
+        .iter()
+        .enumerate()
+        .all(|(i, (n, _))| *n == first + i as u64)
+        && report.observations.last().map_or(0, |(n, _)| *n) == report.count;
+    Ok(Inspection {
+        report,
+        mismatched,
+        consecutive,
+    })
+}
+
+/// A value as it arrives through the control API's JSON (serde_json's number
+/// parsing may differ from the sent `f64` in its last bit): the expected value takes
+/// the same path, so the comparison is exact.
+fn wire(value: f64) -> f64 {
+    serde_json::to_string(&value)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(value)
+}
+
+/// The simulation a report's canonical definition describes.
+fn simulation_of(report: &TagReport) -> Result<Simulation, String> {
+    let text = format!(
+        "grid version=1\nhost {} listen=\"127.0.0.1:1\"\n{}",
+        grid_spec::canonical::quote(&report.host),
+        report.tag
+    );
+    let options = grid_spec::Options {
+        references: false,
+        ..grid_spec::Options::default()
+    };
+    let topology = grid_spec::load_str_with("tag", &text, options)
+        .map_err(|_| format!("tag `{}`: its definition does not read", report.name))?;
+    topology
+        .tags
+        .first()
+        .and_then(|t| Simulation::of(&t.source))
+        .ok_or_else(|| format!("tag `{}` is not simulated", report.name))
+}
