@@ -553,7 +553,8 @@ impl Host {
         })
     }
 
-    fn parse_tag_node(&self, text: &str) -> Result<grid_spec::Tag, String> {
+    /// Loads a canonical text of one object (`what`) as if declared beside this host.
+    fn load_own(&self, what: &str, text: &str) -> Result<grid_spec::Topology, String> {
         let wrapped = format!(
             "grid version=1\nhost {} listen={}\n{text}",
             grid_spec::canonical::quote(&self.config.name),
@@ -563,12 +564,16 @@ impl Host {
             references: false,
             ..grid_spec::Options::default()
         };
-        let topology = grid_spec::load_str_with("tag", &wrapped, options).map_err(|d| {
+        grid_spec::load_str_with(what, &wrapped, options).map_err(|d| {
             d.iter()
                 .map(|d| d.message.clone())
                 .collect::<Vec<_>>()
                 .join("; ")
-        })?;
+        })
+    }
+
+    fn parse_tag_node(&self, text: &str) -> Result<grid_spec::Tag, String> {
+        let topology = self.load_own("tag", text)?;
         let [tag] = <[grid_spec::Tag; 1]>::try_from(topology.tags)
             .map_err(|_| "the text must hold exactly one tag".to_owned())?;
         if tag.host != self.config.name {
@@ -761,21 +766,7 @@ impl Host {
     /// cannot run (inputs from tags without `sources`, from routes or outputs without
     /// `delivery`).
     fn parse_model(&self, text: &str) -> Result<grid_spec::Model, String> {
-        let wrapped = format!(
-            "grid version=1\nhost {} listen={}\n{text}",
-            grid_spec::canonical::quote(&self.config.name),
-            grid_spec::canonical::quote(&self.config.listen)
-        );
-        let options = grid_spec::Options {
-            references: false,
-            ..grid_spec::Options::default()
-        };
-        let topology = grid_spec::load_str_with("model", &wrapped, options).map_err(|d| {
-            d.iter()
-                .map(|d| d.message.clone())
-                .collect::<Vec<_>>()
-                .join("; ")
-        })?;
+        let topology = self.load_own("model", text)?;
         let [model] = <[grid_spec::Model; 1]>::try_from(topology.models)
             .map_err(|_| "the text must hold exactly one model".to_owned())?;
         if model.host != self.config.name {
