@@ -645,8 +645,12 @@ async fn route_processes(
     fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
         serde_json::from_slice(body).map_err(|e| format!("malformed call: {e}"))
     }
-    let ok = |reply: Vec<u8>| Some(bytes_reply(StatusCode::OK, reply));
-    let json_of = |r: &dyn erased::Reply| r.to_json();
+    fn ok<T: serde::Serialize>(reply: &T) -> Option<Response<Full<Bytes>>> {
+        Some(bytes_reply(
+            StatusCode::OK,
+            serde_json::to_vec(reply).expect("replies serialize"),
+        ))
+    }
     match (kind.as_str(), what.as_str()) {
         ("process", "run") => match parse(&body) {
             Ok(run) => {
@@ -654,39 +658,27 @@ async fn route_processes(
                 if processes.drop_reply() {
                     return None;
                 }
-                ok(json_of(&reply))
+                ok(&reply)
             }
             Err(reason) => refused(StatusCode::BAD_REQUEST, reason),
         },
         ("process", "status") => match parse(&body) {
-            Ok(query) => ok(json_of(&processes.status(peer, &query))),
+            Ok(query) => ok(&processes.status(peer, &query)),
             Err(reason) => refused(StatusCode::BAD_REQUEST, reason),
         },
         ("mailbox", "deposit") => match parse(&body) {
-            Ok(deposit) => ok(json_of(&processes.deposit(peer, deposit).await)),
-            Err(reason) => ok(json_of(&MailboxReply::Refused { reason })),
+            Ok(deposit) => ok(&processes.deposit(peer, deposit).await),
+            Err(reason) => ok(&MailboxReply::Refused { reason }),
         },
         ("mailbox", "fetch") => match parse(&body) {
-            Ok(fetch) => ok(json_of(&processes.fetch(peer, &fetch))),
-            Err(reason) => ok(json_of(&MailboxReply::Refused { reason })),
+            Ok(fetch) => ok(&processes.fetch(peer, &fetch)),
+            Err(reason) => ok(&MailboxReply::Refused { reason }),
         },
         ("mailbox", "collect") => match parse(&body) {
-            Ok(collect) => ok(json_of(&processes.collect(peer, &collect))),
-            Err(reason) => ok(json_of(&MailboxReply::Refused { reason })),
+            Ok(collect) => ok(&processes.collect(peer, &collect)),
+            Err(reason) => ok(&MailboxReply::Refused { reason }),
         },
         _ => refused(StatusCode::NOT_FOUND, format!("no endpoint {path}")),
-    }
-}
-
-mod erased {
-    /// A reply serialized to JSON bytes.
-    pub trait Reply {
-        fn to_json(&self) -> Vec<u8>;
-    }
-    impl<T: serde::Serialize> Reply for T {
-        fn to_json(&self) -> Vec<u8> {
-            serde_json::to_vec(self).expect("replies serialize")
-        }
     }
 }
 

@@ -342,47 +342,26 @@ pub fn observe_view(topology: &Topology, state: &Path) -> Observed {
 /// One control call to the host in `dir`, given up at `deadline` (the host may still
 /// act on it: only observing calls are sent this way).
 fn call_within(dir: &Path, call: &Call, deadline: Instant) -> Result<Reply, String> {
-    use std::io::Read;
-    let path = grid_engine::host::control::socket_path(dir);
-    let mut stream = std::os::unix::net::UnixStream::connect(&path)
-        .map_err(|_| "not running (no control socket answers)".to_owned())?;
-    let remaining = || {
-        let left = deadline.saturating_duration_since(Instant::now());
-        (!left.is_zero()).then_some(left).ok_or_else(|| {
-            format!(
-                "no answer in time (VIEW_OBSERVATION_TIMEOUT = {} ms)",
-                VIEW_OBSERVATION_TIMEOUT.as_millis()
-            )
-        })
+    let timed_out = || {
+        format!(
+            "no answer in time (VIEW_OBSERVATION_TIMEOUT = {} ms)",
+            VIEW_OBSERVATION_TIMEOUT.as_millis()
+        )
     };
-    let mut line = serde_json::to_vec(call).expect("calls serialize");
-    line.push(b'\n');
-    stream
-        .set_write_timeout(Some(remaining()?))
-        .and_then(|()| stream.write_all(&line))
-        .map_err(|e| format!("sending failed: {e}"))?;
-    let mut reply = Vec::new();
-    let mut chunk = [0u8; 8192];
-    while !reply.ends_with(b"\n") {
-        stream
-            .set_read_timeout(Some(remaining()?))
-            .map_err(|e| e.to_string())?;
-        match stream.read(&mut chunk) {
-            Ok(0) => return Err("the host closed the connection".to_owned()),
-            Ok(n) => reply.extend_from_slice(&chunk[..n]),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                remaining()?;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("reading the reply failed: {e}")),
-        }
+    let mut client =
+        Client::connect(dir).map_err(|_| "not running (no control socket answers)".to_owned())?;
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(timed_out());
     }
-    serde_json::from_slice(&reply).map_err(|e| format!("malformed reply: {e}"))
+    client.set_timeout(Some(left)).map_err(|e| e.to_string())?;
+    client.call(call).map_err(|e| {
+        if Instant::now() >= deadline {
+            timed_out()
+        } else {
+            e.to_string()
+        }
+    })
 }
 
 fn unexpected(reply: &impl std::fmt::Debug) -> String {

@@ -191,6 +191,14 @@ impl Client {
         })
     }
 
+    /// Bounds every later send and every wait for a reply on this connection
+    /// (`None`: unbounded, the default). A call that runs out of time is
+    /// [`CallError::Lost`].
+    pub fn set_timeout(&self, timeout: Option<std::time::Duration>) -> std::io::Result<()> {
+        self.writer.set_write_timeout(timeout)?;
+        self.reader.get_ref().set_read_timeout(timeout)
+    }
+
     /// Sends one call and waits for its reply. Once the call is written, any failure
     /// is [`CallError::Lost`]: the caller must not assume it had no effect.
     pub fn call(&mut self, call: &Call) -> Result<Reply, CallError> {

@@ -427,20 +427,35 @@ impl Host {
         }
     }
 
+    /// Every (name, JSON record) of a keyspace keyed by object name (`what`: model,
+    /// tag), in name order; an undecodable one is damage naming it.
+    fn named_records<T: serde::de::DeserializeOwned>(
+        &self,
+        keyspace: &Keyspace,
+        what: &str,
+    ) -> Result<Vec<(String, T)>, HostError> {
+        let mut records = Vec::new();
+        for guard in keyspace.iter() {
+            let (key, value) = guard.into_inner().map_err(|source| HostError::Storage {
+                path: self.dir.join("store"),
+                source,
+            })?;
+            let name = String::from_utf8(key.to_vec())
+                .map_err(|_| self.damaged(format!("a {what} name is not UTF-8")))?;
+            let record = serde_json::from_slice(&value)
+                .map_err(|e| self.damaged(format!("{what} `{name}`: {e}")))?;
+            records.push((name, record));
+        }
+        Ok(records)
+    }
+
     fn recover(&mut self) -> Result<(), HostError> {
         let storage = |source| HostError::Storage {
             path: self.dir.join("store"),
             source,
         };
-        let mut records = Vec::new();
-        for guard in self.models_keyspace.iter() {
-            let (key, value) = guard.into_inner().map_err(storage)?;
-            let name = String::from_utf8(key.to_vec())
-                .map_err(|_| self.damaged("a model name is not UTF-8".to_owned()))?;
-            let record: ModelRecord = serde_json::from_slice(&value)
-                .map_err(|e| self.damaged(format!("model `{name}`: {e}")))?;
-            records.push((name, record));
-        }
+        let records: Vec<(String, ModelRecord)> =
+            self.named_records(&self.models_keyspace, "model")?;
         for (name, record) in records {
             let model = self
                 .parse_model(&record.model)
@@ -497,15 +512,7 @@ impl Host {
             path: self.dir.join("store"),
             source,
         };
-        let mut records = Vec::new();
-        for guard in self.tags_keyspace.iter() {
-            let (key, value) = guard.into_inner().map_err(storage)?;
-            let name = String::from_utf8(key.to_vec())
-                .map_err(|_| self.damaged("a tag name is not UTF-8".to_owned()))?;
-            let record: TagRecord = serde_json::from_slice(&value)
-                .map_err(|e| self.damaged(format!("tag `{name}`: {e}")))?;
-            records.push((name, record));
-        }
+        let records: Vec<(String, TagRecord)> = self.named_records(&self.tags_keyspace, "tag")?;
         // A host that no longer selects `sources` keeps its tags (observe reports them,
         // the plan flags them) but gridd samples nothing.
         let now = std::time::Instant::now();

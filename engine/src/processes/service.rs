@@ -395,6 +395,7 @@ impl Processes {
                 database: database.clone(),
                 keyspace: processes.ks.demo.clone(),
                 dir: dir.to_owned(),
+                incrementing: Mutex::new(()),
             }),
         );
         Ok(processes)
@@ -1714,6 +1715,8 @@ struct DemoCount {
     database: Database,
     keyspace: Keyspace,
     dir: PathBuf,
+    /// One increment at a time (read, add one, write).
+    incrementing: Mutex<()>,
 }
 
 impl DemoCount {
@@ -1725,8 +1728,6 @@ impl DemoCount {
             .unwrap_or(0)
     }
 }
-
-static DEMO_COUNTER: Mutex<()> = Mutex::new(());
 
 impl Process for DemoCount {
     fn run(&self, invocation: &Invocation<'_>) -> Result<serde_json::Value, String> {
@@ -1741,7 +1742,7 @@ impl Process for DemoCount {
             std::thread::sleep(Duration::from_millis(delay));
         }
         let count = {
-            let _one = DEMO_COUNTER.lock().unwrap_or_else(|p| p.into_inner());
+            let _one = self.incrementing.lock().unwrap_or_else(|p| p.into_inner());
             let count = Self::read(&self.keyspace, &self.dir) + 1;
             self.keyspace
                 .insert("count", count.to_be_bytes())
