@@ -10,8 +10,9 @@
 //! - the directory and everything in it is private (directories 0700, files 0600);
 //!   weaker permissions refuse to open.
 
+use crate::store::ensure_private_dir;
 use std::fmt;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+
 use std::path::{Path, PathBuf};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
@@ -57,6 +58,8 @@ pub enum JournalError {
     },
     #[error("{path}: the journal is damaged: {detail}")]
     Damaged { path: PathBuf, detail: String },
+    #[error(transparent)]
+    Private(#[from] crate::store::PrivateDirError),
     #[error(transparent)]
     Admission(#[from] AdmissionError),
     #[error(transparent)]
@@ -116,54 +119,6 @@ fn first_difference(held: &str, wanted: &str) -> String {
         std::cmp::Ordering::Less => "the file declares more inputs or cells".to_owned(),
         _ => "the file declares fewer inputs or cells".to_owned(),
     }
-}
-
-/// Creates `dir` private (0700) if absent; refuses an existing one, or anything in it,
-/// with group or other permission bits.
-pub fn ensure_private_dir(dir: &Path) -> Result<(), JournalError> {
-    let io = |source| JournalError::Io {
-        path: dir.to_owned(),
-        source,
-    };
-    if !dir.exists() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io)?;
-        return Ok(());
-    }
-    check_private(dir)
-}
-
-fn check_private(path: &Path) -> Result<(), JournalError> {
-    let metadata = std::fs::symlink_metadata(path).map_err(|source| JournalError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    let mode = metadata.permissions().mode() & 0o777;
-    let expected = if metadata.is_dir() { 0o700 } else { 0o600 };
-    if mode & 0o077 != 0 {
-        return Err(JournalError::WeakPermissions {
-            path: path.to_owned(),
-            mode,
-            expected,
-        });
-    }
-    if metadata.is_dir() {
-        let entries = std::fs::read_dir(path).map_err(|source| JournalError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-        for entry in entries {
-            let entry = entry.map_err(|source| JournalError::Io {
-                path: path.to_owned(),
-                source,
-            })?;
-            check_private(&entry.path())?;
-        }
-    }
-    Ok(())
 }
 
 /// Encodes one batch (format in `docs/model-journal.md`).

@@ -3,12 +3,16 @@
 //! operations it was sent. Every later capability joins as its own module.
 
 pub mod authority;
+pub mod config;
 pub mod custody;
 pub mod delivery;
 pub mod host;
 pub mod journal;
+pub mod limits;
 pub mod model;
 pub mod processes;
 pub mod protocol;
+pub mod root;
 pub mod sources;
+pub mod store;
 pub mod transport;

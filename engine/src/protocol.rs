@@ -152,15 +152,7 @@ pub struct Answer {
     pub request: Option<Request>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AnswerSignature {
-    /// The host that answered.
-    pub host: String,
-    /// Its signing-key generation.
-    pub generation: u32,
-    /// 64 bytes, hex.
-    pub signature: String,
-}
+pub use crate::custody::AnswerSignature;
 
 impl Answer {
     /// Verifies the owner's signature with its custody manifest (public keys only):
@@ -285,9 +277,6 @@ pub struct TagReport {
     pub fed: Vec<TagFed>,
 }
 
-/// The most observations one `Call::Tag` reply lists.
-pub const TAG_REPORT_OBSERVATIONS_MAX: usize = 10_000;
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TagFed {
     pub model: String,
@@ -357,12 +346,7 @@ mod tests {
             signature: None,
             request: Some(request.clone()),
         };
-        let (generation, signature) = custody.sign(&answer.signed_bytes("h", &request));
-        answer.signature = Some(AnswerSignature {
-            host: "h".to_owned(),
-            generation,
-            signature: crate::custody::hex(&signature.to_bytes()),
-        });
+        answer.signature = Some(custody.sign_answer("h", &answer.signed_bytes("h", &request)));
         assert_eq!(answer.verify(&manifest), Some(1));
         let mut altered = answer.clone();
         altered.outcome = Outcome::Failed;

@@ -433,7 +433,7 @@ fn write_host(
     let dir = custom.unwrap_or(link);
     let io = |e: std::io::Error| format!("{}: {e}", dir.display());
     // Created 0700 when absent; an existing one with weaker permissions is refused.
-    grid_engine::journal::ensure_private_dir(dir).map_err(|e| e.to_string())?;
+    grid_engine::store::ensure_private_dir(dir).map_err(|e| e.to_string())?;
     if let Some(custom) = custom {
         if let Some(parent) = link.parent() {
             std::fs::DirBuilder::new()

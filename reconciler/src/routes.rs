@@ -399,7 +399,7 @@ impl Receipts {
                 "  {}: holds through {} (digest {}, key generation {}){}\n",
                 r.body.recipient,
                 r.body.highest_position,
-                grid_engine::custody::hex(&r.body.digest),
+                hex::encode(r.body.digest),
                 r.generation,
                 match v {
                     None => String::new(),

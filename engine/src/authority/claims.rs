@@ -13,16 +13,10 @@
 //! - answers are retained for the last `ANSWERS_RETAINED_MAX` operations; an older id is
 //!   refused as expired, never executed again.
 
+use crate::limits::{ANSWERS_RETAINED_MAX, CLAIM_NAME_LENGTH_MAX};
 use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
-
-/// How many operation answers the state machine retains (the oldest are forgotten
-/// first). A re-sent id older than that is refused as expired, never executed again.
-pub const ANSWERS_RETAINED_MAX: usize = 1_000_000;
-
-/// The longest claim name, in bytes.
-pub const CLAIM_NAME_LENGTH_MAX: usize = 256;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "kebab-case")]

@@ -205,7 +205,7 @@ pub struct Machine {
     /// Snapshots received from a leader and installed since this process started.
     pub installed: Arc<std::sync::atomic::AtomicU64>,
     /// The `snapshot-install` failpoint, as armed.
-    install_failpoint: Option<crate::host::failpoints::Action>,
+    install_failpoint: Option<crate::store::failpoints::Action>,
 }
 
 fn snapshot_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -244,9 +244,9 @@ impl Machine {
     pub fn open(
         snapshots: &Path,
         database: Option<fjall::Database>,
-        install_failpoint: Option<crate::host::failpoints::Action>,
+        install_failpoint: Option<crate::store::failpoints::Action>,
     ) -> std::io::Result<Machine> {
-        crate::journal::ensure_private_dir(snapshots)
+        crate::store::ensure_private_dir(snapshots)
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         let store = database
             .map(Store::open)
@@ -464,10 +464,10 @@ impl RaftStateMachine<TypeConfig> for Machine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
         match self.install_failpoint {
-            Some(crate::host::failpoints::Action::Slow) => {
-                tokio::time::sleep(crate::host::failpoints::SLOW_DELAY).await;
+            Some(crate::store::failpoints::Action::Slow) => {
+                tokio::time::sleep(crate::store::failpoints::SLOW_DELAY).await;
             }
-            Some(crate::host::failpoints::Action::Abort) => {
+            Some(crate::store::failpoints::Action::Abort) => {
                 eprintln!("gridd: failpoint snapshot-install: aborting");
                 std::process::abort();
             }

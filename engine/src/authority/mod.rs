@@ -11,6 +11,7 @@
 //!   barrier, voters, snapshots.
 
 pub mod claims;
+pub mod endpoint;
 pub mod log;
 pub mod machine;
 pub mod network;

@@ -8,8 +8,8 @@
 //! (`SNAPSHOT_SEND_TIMEOUT`), so a far-behind voter is never caught in openraft 0.9's
 //! loop of chunks timing out and restarting.
 
+use crate::transport::{PeerClient, PeerError};
 use std::future::Future;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -32,106 +32,6 @@ pub const SNAPSHOT_SEND_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The header carrying a snapshot's vote and meta (JSON).
 pub const SNAPSHOT_META_HEADER: &str = "grid-raft-snapshot";
-
-/// Why a request to a peer failed.
-#[derive(Debug, thiserror::Error)]
-pub enum PeerError {
-    /// It never left: no connection could be made (or no client could be built).
-    #[error("{0}")]
-    NotSent(String),
-    /// It may have arrived: the reply was lost or did not decode.
-    #[error("{0}")]
-    Lost(String),
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
-/// An HTTPS client of one peer voter, as this participant of the membership.
-#[derive(Clone)]
-pub struct PeerClient {
-    http: reqwest::Client,
-    base: String,
-}
-
-impl PeerClient {
-    pub fn new(
-        dir: &std::path::Path,
-        membership: &str,
-        peer: &Voter,
-    ) -> Result<PeerClient, PeerError> {
-        let address: SocketAddr = peer.address.parse().map_err(|_| {
-            PeerError::NotSent(format!("voter address `{}` is not IP:PORT", peer.address))
-        })?;
-        let config = crate::transport::client_tls(dir, membership)
-            .map_err(|e| PeerError::NotSent(e.to_string()))?;
-        let name = crate::transport::server_name(&peer.participant, membership);
-        let http = reqwest::Client::builder()
-            .tls_backend_preconfigured(config)
-            .resolve(&name, address)
-            .connect_timeout(Duration::from_secs(2))
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| PeerError::NotSent(chain(&e)))?;
-        Ok(PeerClient {
-            http,
-            base: format!("https://{name}:{}", address.port()),
-        })
-    }
-
-    /// `POST path` with a JSON body, a JSON reply.
-    pub async fn post<Q: Serialize, R: DeserializeOwned>(
-        &self,
-        path: &str,
-        body: &Q,
-        timeout: Duration,
-    ) -> Result<R, PeerError> {
-        let bytes = serde_json::to_vec(body).map_err(|e| PeerError::NotSent(e.to_string()))?;
-        self.send(
-            self.http.post(format!("{}{path}", self.base)).body(bytes),
-            timeout,
-        )
-        .await
-    }
-
-    async fn send<R: DeserializeOwned>(
-        &self,
-        request: reqwest::RequestBuilder,
-        timeout: Duration,
-    ) -> Result<R, PeerError> {
-        let response = request
-            .header("content-type", "application/json")
-            .timeout(timeout)
-            .send()
-            .await
-            .map_err(|e| {
-                if e.is_connect() {
-                    PeerError::NotSent(chain(&e))
-                } else {
-                    PeerError::Lost(chain(&e))
-                }
-            })?;
-        let status = response.status();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| PeerError::Lost(chain(&e)))?;
-        serde_json::from_slice(&body).map_err(|e| {
-            PeerError::Lost(format!(
-                "the reply ({status}) does not decode: {e}: {}",
-                String::from_utf8_lossy(&body[..body.len().min(200)])
-            ))
-        })
-    }
-}
 
 /// Builds connections to the other voters of one membership.
 #[derive(Clone)]
@@ -165,7 +65,12 @@ impl RaftNetworkFactory<TypeConfig> for Peers {
 impl Connection {
     fn client(&mut self) -> Result<PeerClient, PeerError> {
         if self.client.is_none() {
-            self.client = Some(PeerClient::new(&self.dir, &self.membership, &self.peer)?);
+            self.client = Some(PeerClient::new(
+                &self.dir,
+                &self.membership,
+                &self.peer.participant,
+                &self.peer.address,
+            )?);
         }
         Ok(self.client.clone().expect("just built"))
     }
@@ -227,13 +132,11 @@ impl RaftNetwork<TypeConfig> for Connection {
         let header = serde_json::to_string(&(vote, &snapshot.meta))
             .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
         let bytes = snapshot.snapshot.into_inner();
-        let request = client
-            .http
-            .post(format!("{}/raft/{}/snapshot", client.base, self.membership))
-            .header(SNAPSHOT_META_HEADER, header)
-            .body(bytes);
-        let send = client.send::<Result<SnapshotResponse<NodeId>, Fatal<NodeId>>>(
-            request,
+        let path = format!("/raft/{}/snapshot", self.membership);
+        let send = client.post_bytes::<Result<SnapshotResponse<NodeId>, Fatal<NodeId>>>(
+            &path,
+            (SNAPSHOT_META_HEADER, &header),
+            bytes,
             SNAPSHOT_SEND_TIMEOUT,
         );
         let reply = tokio::select! {

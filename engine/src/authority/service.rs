@@ -9,6 +9,10 @@
 //! operation id — the caller's decision — returns the original answer if it was
 //! applied, and applies it once if it was not.
 
+use crate::limits::{
+    BATCH_COMMANDS_MAX, BATCHES_IN_FLIGHT_MAX, ELECTION_TIMEOUT_MS_MAX, ELECTION_TIMEOUT_MS_MIN,
+    HEARTBEAT_MS,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
@@ -22,8 +26,9 @@ use serde::{Deserialize, Serialize};
 use super::claims::{Claim, Command, Outcome};
 use super::log::LogStore;
 use super::machine::Machine;
-use super::network::{PeerClient, PeerError, Peers};
+use super::network::Peers;
 use super::types::{Decision, NodeId, Proposal, Proposals, Raft, Voter, node_id};
+use crate::transport::{PeerClient, PeerError};
 
 /// How long a claim command may wait for its entry to commit and apply before it is
 /// reported `unknown` (it may still commit later: re-send the same op id).
@@ -38,10 +43,6 @@ pub const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(60);
 /// A snapshot is built after this many entries since the last one (then the log
 /// prefix it covers is purged).
 pub const SNAPSHOT_LOGS_SINCE_LAST: u64 = 5_000;
-/// Raft timing: heartbeat and election timeouts, in milliseconds.
-pub const HEARTBEAT_MS: u64 = 250;
-pub const ELECTION_TIMEOUT_MIN_MS: u64 = 1_000;
-pub const ELECTION_TIMEOUT_MAX_MS: u64 = 2_000;
 
 /// A claim command as a caller states it; the caller is who sends it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -238,7 +239,7 @@ impl Authority {
         participant: &str,
         address: &str,
         runtime: tokio::runtime::Handle,
-        failpoints: &crate::host::failpoints::Failpoints,
+        failpoints: &crate::store::failpoints::Failpoints,
     ) -> Result<Arc<Authority>, AuthorityError> {
         let dir = authority_dir(host_dir, membership);
         let storage = |path: &Path, reason: String| AuthorityError::Storage {
@@ -246,21 +247,21 @@ impl Authority {
             path: path.to_owned(),
             reason,
         };
-        crate::journal::ensure_private_dir(&dir).map_err(|e| storage(&dir, e.to_string()))?;
+        crate::store::ensure_private_dir(&dir).map_err(|e| storage(&dir, e.to_string()))?;
         let log_dir = dir.join("log");
         let log = LogStore::open(&log_dir).map_err(|e| storage(&log_dir, e.to_string()))?;
         let snapshots = dir.join("snapshots");
         let machine = Machine::open(
             &snapshots,
             Some(log.database()),
-            failpoints.armed("snapshot-install"),
+            failpoints.armed(crate::store::Failpoint::SnapshotInstall),
         )
         .map_err(|e| storage(&snapshots, e.to_string()))?;
         let config = Config {
             cluster_name: membership.to_owned(),
             heartbeat_interval: HEARTBEAT_MS,
-            election_timeout_min: ELECTION_TIMEOUT_MIN_MS,
-            election_timeout_max: ELECTION_TIMEOUT_MAX_MS,
+            election_timeout_min: ELECTION_TIMEOUT_MS_MIN,
+            election_timeout_max: ELECTION_TIMEOUT_MS_MAX,
             install_snapshot_timeout: SNAPSHOT_TIMEOUT.as_millis() as u64,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_LOGS_SINCE_LAST),
             max_in_snapshot_log_to_keep: 0,
@@ -460,7 +461,12 @@ impl Authority {
         if let Some(client) = clients.get(&key) {
             return Ok(client.clone());
         }
-        let client = PeerClient::new(&self.dir, &self.membership, voter)?;
+        let client = PeerClient::new(
+            &self.dir,
+            &self.membership,
+            &voter.participant,
+            &voter.address,
+        )?;
         clients.insert(key, client.clone());
         Ok(client)
     }
@@ -980,12 +986,6 @@ struct Pending {
     forwarded: bool,
     reply: tokio::sync::oneshot::Sender<AuthorityReply>,
 }
-
-/// The most claim commands in one log entry.
-pub const BATCH_COMMANDS_MAX: usize = 1_024;
-/// How many batches may wait for their commit at once; meanwhile new commands gather
-/// into the next batch.
-pub const BATCHES_IN_FLIGHT_MAX: usize = 4;
 
 /// Gathers the commands that arrive while earlier batches are in flight into one
 /// batch each (group commit).

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
 
-use super::{CustodyError, hex, unhex, write_private};
+use super::{CustodyError, unhex, write_private};
 
 /// How long a participant certificate is valid.
 pub const CERTIFICATE_VALIDITY_DAYS: i64 = 365;
@@ -102,7 +102,7 @@ fn private_dir(dir: &Path) -> Result<(), CustodyError> {
 }
 
 fn fingerprint(der: &[u8]) -> String {
-    format!("sha256:{}", hex(&Sha256::digest(der)))
+    format!("sha256:{}", hex::encode(&Sha256::digest(der)))
 }
 
 fn rfc3339(t: OffsetDateTime) -> String {

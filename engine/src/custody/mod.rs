@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use x25519_dalek::{PublicKey as MailPublicKey, StaticSecret};
 
 pub mod membership;
+pub mod seal;
 
 /// The keys directory inside a host installation.
 pub const KEYS_DIR: &str = "keys";
@@ -99,20 +100,23 @@ impl std::fmt::Debug for Custody {
     }
 }
 
-/// Lower-case hexadecimal.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// An owner's Ed25519 signature over an answer (or a run's outcome), made when the
+/// answer was first given and retained with it: it verifies offline with the owner's
+/// public key of that generation, also after rotation or revocation.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AnswerSignature {
+    /// The host that answered.
+    pub host: String,
+    /// Its signing-key generation.
+    pub generation: u32,
+    /// 64 bytes, hex.
+    pub signature: String,
 }
 
+/// 32 bytes from 64 hexadecimal digits (surrounding white space ignored).
 pub(crate) fn unhex(text: &str) -> Option<[u8; 32]> {
-    let text = text.trim();
-    if text.len() != 64 {
-        return None;
-    }
     let mut out = [0u8; 32];
-    for (i, chunk) in text.as_bytes().chunks(2).enumerate() {
-        out[i] = u8::from_str_radix(std::str::from_utf8(chunk).ok()?, 16).ok()?;
-    }
+    hex::decode_to_slice(text.trim(), &mut out).ok()?;
     Some(out)
 }
 
@@ -123,11 +127,14 @@ fn random_secret() -> Result<[u8; 32], CustodyError> {
 }
 
 fn signing_fingerprint(key: &VerifyingKey) -> String {
-    format!("ed25519:{}", hex(key.as_bytes()))
+    format!("ed25519:{}", hex::encode(key.as_bytes()))
 }
 
 fn mail_fingerprint(secret: &StaticSecret) -> String {
-    format!("x25519:{}", hex(MailPublicKey::from(secret).as_bytes()))
+    format!(
+        "x25519:{}",
+        hex::encode(MailPublicKey::from(secret).as_bytes())
+    )
 }
 
 /// Writes `bytes` to `path` 0600, synced, replacing it atomically (a private file of
@@ -223,10 +230,16 @@ pub fn create(dir: &Path) -> Result<Manifest, CustodyError> {
     let tls = SigningKey::from_bytes(&random_secret()?);
     write_private(
         &keys.join(SIGNING_KEY_FILE),
-        hex(&signing.to_bytes()).as_bytes(),
+        hex::encode(&signing.to_bytes()).as_bytes(),
     )?;
-    write_private(&keys.join(MAIL_KEY_FILE), hex(mail.as_bytes()).as_bytes())?;
-    write_private(&keys.join(TLS_KEY_FILE), hex(&tls.to_bytes()).as_bytes())?;
+    write_private(
+        &keys.join(MAIL_KEY_FILE),
+        hex::encode(mail.as_bytes()).as_bytes(),
+    )?;
+    write_private(
+        &keys.join(TLS_KEY_FILE),
+        hex::encode(&tls.to_bytes()).as_bytes(),
+    )?;
     let manifest = Manifest {
         generation: 1,
         signing: signing_fingerprint(&signing.verifying_key()),
@@ -310,7 +323,7 @@ pub fn rotate(dir: &Path, generation: u32) -> Result<Manifest, CustodyError> {
     let keys = dir.join(KEYS_DIR);
     write_private(
         &keys.join(format!("{SIGNING_KEY_FILE}.next")),
-        hex(&next.to_bytes()).as_bytes(),
+        hex::encode(&next.to_bytes()).as_bytes(),
     )?;
     write_manifest(dir, &manifest)?;
     std::fs::rename(
@@ -328,6 +341,23 @@ impl Custody {
     /// Signs with the current signing key.
     pub fn sign(&self, message: &[u8]) -> (u32, Signature) {
         (self.manifest.generation, self.signing.sign(message))
+    }
+
+    /// Signs `message` with the current key: its generation and the 64-byte signature
+    /// as lower-case hexadecimal.
+    pub fn sign_hex(&self, message: &[u8]) -> (u32, String) {
+        let (generation, signature) = self.sign(message);
+        (generation, hex::encode(signature.to_bytes()))
+    }
+
+    /// `host`'s signature over an answer's signed bytes, retained with the answer.
+    pub fn sign_answer(&self, host: &str, message: &[u8]) -> AnswerSignature {
+        let (generation, signature) = self.sign_hex(message);
+        AnswerSignature {
+            host: host.to_owned(),
+            generation,
+            signature,
+        }
     }
 
     pub fn mail_public(&self) -> MailPublicKey {
@@ -391,12 +421,10 @@ pub fn verify_hex_signature(
     message: &[u8],
     signature: &str,
 ) -> bool {
-    let bytes: Vec<u8> = (0..signature.len() / 2)
-        .filter_map(|i| u8::from_str_radix(signature.get(2 * i..2 * i + 2)?, 16).ok())
-        .collect();
-    let Ok(bytes) = <[u8; 64]>::try_from(bytes.as_slice()) else {
+    let mut bytes = [0u8; 64];
+    if hex::decode_to_slice(signature, &mut bytes).is_err() {
         return false;
-    };
+    }
     verify_signature(
         manifest,
         generation,
@@ -423,7 +451,7 @@ mod tests {
         assert_eq!(manifest.generation, 1);
         verify(&d).unwrap();
         // A replaced mail key.
-        write_private(&d.join("keys/mail.key"), hex(&[7u8; 32]).as_bytes()).unwrap();
+        write_private(&d.join("keys/mail.key"), hex::encode(&[7u8; 32]).as_bytes()).unwrap();
         assert!(matches!(verify(&d), Err(CustodyError::ReplacedKey { .. })));
         std::fs::remove_file(d.join("keys/mail.key")).unwrap();
         assert!(matches!(verify(&d), Err(CustodyError::MissingKey { .. })));

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::receipts::{Class, Receipt};
-use super::seal::Sealed;
 use crate::custody::Manifest;
+use crate::custody::seal::Sealed;
 
 /// A route as installed at its publisher (every destination) and at each destination
 /// (itself alone); `Request::InstallRoute`.

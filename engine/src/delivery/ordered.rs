@@ -93,9 +93,7 @@ use ed25519_dalek::VerifyingKey;
 use grid_spec::limits::{NAME_LENGTH_MAX, ROUTE_DESTINATIONS_MAX};
 use serde::{Deserialize, Serialize};
 
-use super::receipts::{
-    Class, GENESIS, Receipt, ReceiptBody, ReceiptError, chain, hex_array, hex_bytes, to_hex,
-};
+use super::receipts::{Class, GENESIS, Receipt, ReceiptBody, ReceiptError, chain};
 
 /// Default of [`Capacity::ordered_per_destination`]: unreceipted Ordered values one
 /// destination may owe.
@@ -282,7 +280,7 @@ pub struct Delivery {
     /// The recipient's preceding owed position (0: none). Ordered inboxes take the
     /// value only when this is the position they hold.
     pub previous: u64,
-    #[serde(with = "hex_bytes")]
+    #[serde(with = "hex::serde")]
     pub payload: Vec<u8>,
 }
 
@@ -321,7 +319,7 @@ struct Cohort {
 /// A retained publication.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Record {
-    #[serde(with = "hex_bytes")]
+    #[serde(with = "hex::serde")]
     payload: Vec<u8>,
     /// Latest: how many destinations keep it in their window (0 for Ordered).
     windows: u64,
@@ -334,7 +332,7 @@ struct Destination {
     receipted: u64,
     /// Its digest at `receipted`, as its receipt stated and the publisher's chain
     /// confirmed.
-    #[serde(with = "hex_array")]
+    #[serde(with = "hex::serde")]
     digest: [u8; 32],
     /// Ordered: the unreceipted values it owes.
     owed: u64,
@@ -804,8 +802,8 @@ impl Outbox {
             route: self.route.clone(),
             recipient: recipient.to_owned(),
             position: highest,
-            expected: to_hex(expected),
-            got: to_hex(digest),
+            expected: hex::encode(expected),
+            got: hex::encode(digest),
         };
         let unchanged = |outcome| Released {
             recipient: recipient.to_owned(),
@@ -905,7 +903,7 @@ pub enum Accepted {
     /// Taken: persist the value and the inbox in one batch, then send the receipt.
     Stored {
         position: u64,
-        #[serde(with = "hex_array")]
+        #[serde(with = "hex::serde")]
         digest: [u8; 32],
     },
     /// Already held (or older than what is held): nothing stored; answer with the
@@ -927,7 +925,7 @@ pub struct Inbox {
     /// The highest position held (0: none).
     held: u64,
     /// The chain digest of what is held (Latest: of the one value held).
-    #[serde(with = "hex_array")]
+    #[serde(with = "hex::serde")]
     digest: [u8; 32],
 }
 

@@ -136,7 +136,7 @@ pub struct ReceiptBody {
     /// The highest position held (0: nothing yet). Ordered: every owed position up to
     /// it is held; Latest: the position of the one value held.
     pub highest_position: u64,
-    #[serde(with = "hex_array")]
+    #[serde(with = "hex::serde")]
     pub digest: [u8; 32],
 }
 
@@ -191,7 +191,7 @@ pub struct Receipt {
     pub body: ReceiptBody,
     /// The generation of the recipient's signing key that signed it.
     pub generation: u32,
-    #[serde(with = "hex_array")]
+    #[serde(with = "hex::serde")]
     pub signature: [u8; 64],
 }
 
@@ -221,48 +221,6 @@ impl Receipt {
             highest_position: self.body.highest_position,
             generation: self.generation,
         })
-    }
-}
-
-pub(crate) use super::to_hex;
-
-/// Hexadecimal (either case) to bytes; `None` for an odd length or another character.
-pub(crate) fn from_hex(text: &str) -> Option<Vec<u8>> {
-    super::from_hex(text).ok()
-}
-
-/// Serde for fixed-size byte arrays as hexadecimal strings.
-pub(crate) mod hex_array {
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
-
-    pub fn serialize<S: Serializer, const N: usize>(
-        bytes: &[u8; N],
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&super::to_hex(bytes))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>, const N: usize>(
-        deserializer: D,
-    ) -> Result<[u8; N], D::Error> {
-        let text = String::deserialize(deserializer)?;
-        super::from_hex(&text)
-            .and_then(|bytes| <[u8; N]>::try_from(bytes).ok())
-            .ok_or_else(|| D::Error::custom(format!("expected {} hexadecimal digits", 2 * N)))
-    }
-}
-
-/// Serde for byte strings as hexadecimal strings.
-pub(crate) mod hex_bytes {
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
-
-    pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&super::to_hex(bytes))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        super::from_hex(&text).ok_or_else(|| D::Error::custom("expected hexadecimal digits"))
     }
 }
 
@@ -371,21 +329,21 @@ mod tests {
     fn json_round_trips_with_hex_bytes() {
         let receipt = body().sign(&key(3), 4);
         let json = serde_json::to_string(&receipt).unwrap();
-        assert!(json.contains(&to_hex(&receipt.body.digest)), "{json}");
+        assert!(json.contains(&hex::encode(&receipt.body.digest)), "{json}");
         assert!(json.contains("\"class\":\"ordered\""), "{json}");
         let back: Receipt = serde_json::from_str(&json).unwrap();
         assert_eq!(back, receipt);
         back.verify(&key(3).verifying_key()).unwrap();
-        let broken = json.replace(&to_hex(&receipt.body.digest), "zz");
+        let broken = json.replace(&hex::encode(&receipt.body.digest), "zz");
         assert!(serde_json::from_str::<Receipt>(&broken).is_err());
     }
 
     #[test]
     fn hex_round_trips() {
         let bytes: Vec<u8> = (0..=255).collect();
-        assert_eq!(from_hex(&to_hex(&bytes)).unwrap(), bytes);
-        assert_eq!(from_hex("0A").unwrap(), vec![10]);
-        assert!(from_hex("abc").is_none());
-        assert!(from_hex("0g").is_none());
+        assert_eq!(hex::decode(hex::encode(&bytes)).unwrap(), bytes);
+        assert_eq!(hex::decode("0A").unwrap(), vec![10]);
+        assert!(hex::decode("abc").is_err());
+        assert!(hex::decode("0g").is_err());
     }
 }

@@ -24,13 +24,14 @@
 //! values are plaintext in its own store, sealed on the wire and in every recipient's
 //! inbox on encrypted routes.
 
+use crate::limits::{HELD_REPLY_MAX, PUSH_BACKOFF_MAX, PUSH_DELIVERIES_MAX, PUSH_TIMEOUT};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch};
 use tokio::sync::Notify;
 
 use super::api::{
@@ -39,28 +40,17 @@ use super::api::{
 };
 use super::ordered::{Accepted, Capacity, Delivery as Value, Inbox, Outbox, ReceiptOutcome};
 use super::receipts::{Class, Receipt};
-use super::seal::{Sealed, open_value, seal_value};
 use crate::authority::claims::ClaimState;
-use crate::authority::network::{PeerClient, PeerError};
 use crate::authority::service::{Authorities, AuthorityCall, AuthorityReply};
-use crate::authority::types::Voter;
-use crate::custody::Custody;
-use crate::host::failpoints::{Action, Failpoints};
-use crate::host::fatal;
+use crate::custody::seal::{Sealed, open_value, seal_value};
+use crate::transport::{PeerClient, PeerError};
 
-/// Deliveries one push carries at most.
-pub const PUSH_DELIVERIES_MAX: usize = 512;
-/// How long a push waits for the recipient's receipt before it is sent again.
-pub const PUSH_TIMEOUT: Duration = Duration::from_secs(10);
-/// The longest pause between attempts to reach a destination that did not answer.
-pub const PUSH_BACKOFF_MAX: Duration = Duration::from_secs(2);
-/// Values one `held` reply carries at most (`next` says where to continue).
-pub const HELD_REPLY_MAX: usize = 20_000;
+use crate::custody::Custody;
+use crate::store::{Action, Failpoint, Failpoints, Syncer, fatal};
+
 /// Default of the host-wide Ordered capacity: publications not yet receipted by their
 /// whole cohort, over every Ordered route the host publishes.
 pub const ORDERED_PER_HOST_DEFAULT: u64 = 262_144;
-/// The longest push body a recipient accepts, in bytes.
-pub const PUSH_BODY_MAX: usize = 4 * 1024 * 1024;
 
 const ROUTES: &str = "delivery-routes";
 const PUBLISHED: &str = "delivery-published";
@@ -93,44 +83,6 @@ fn position_of(key: &[u8], route: &str) -> Option<u64> {
     key.get(route.len() + 1..)
         .and_then(|b| <[u8; 8]>::try_from(b).ok())
         .map(u64::from_be_bytes)
-}
-
-/// One fsync for every writer waiting at that moment (group commit).
-pub(crate) struct Syncer {
-    requests: std::sync::mpsc::Sender<tokio::sync::oneshot::Sender<Result<(), String>>>,
-}
-
-impl Syncer {
-    pub(crate) fn start(database: Database, name: &str) -> std::io::Result<Syncer> {
-        let (requests, pending) =
-            std::sync::mpsc::channel::<tokio::sync::oneshot::Sender<Result<(), String>>>();
-        std::thread::Builder::new()
-            .name(name.to_owned())
-            .spawn(move || {
-                while let Ok(first) = pending.recv() {
-                    let mut waiting = vec![first];
-                    waiting.extend(pending.try_iter());
-                    let result = database
-                        .persist(PersistMode::SyncAll)
-                        .map_err(|e| e.to_string());
-                    for w in waiting {
-                        let _ = w.send(result.clone());
-                    }
-                }
-            })?;
-        Ok(Syncer { requests })
-    }
-
-    /// Waits for an fsync that began after this call: it covers every write committed
-    /// before.
-    pub(crate) async fn sync(&self) -> Result<(), String> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.requests
-            .send(tx)
-            .map_err(|_| "the fsync thread stopped".to_owned())?;
-        rx.await
-            .map_err(|_| "the fsync thread stopped".to_owned())?
-    }
 }
 
 struct Keyspaces {
@@ -871,7 +823,7 @@ impl Delivery {
         if let Err(e) = self.syncer.sync().await {
             fatal(&self.dir, "syncing a publication", e);
         }
-        if self.failpoints.armed("publish-after-commit") == Some(Action::Abort) {
+        if self.failpoints.armed(Failpoint::PublishAfterCommit) == Some(Action::Abort) {
             eprintln!("gridd: failpoint publish-after-commit: aborting");
             std::process::abort();
         }
@@ -1125,7 +1077,7 @@ impl Delivery {
                 .ok()?;
                 WirePayload::Sealed(sealed)
             } else {
-                WirePayload::Plain(super::to_hex(&d.payload))
+                WirePayload::Plain(hex::encode(&d.payload))
             };
             deliveries.push(WireDelivery {
                 position: d.position,
@@ -1158,10 +1110,8 @@ impl Delivery {
                 match PeerClient::new(
                     &self.dir,
                     &install.membership,
-                    &Voter {
-                        participant: destination.clone(),
-                        address: target.address.clone(),
-                    },
+                    &destination,
+                    &target.address,
                 ) {
                     Ok(c) => client = Some(c),
                     Err(e) => {
@@ -1184,7 +1134,8 @@ impl Delivery {
                 .await;
             match reply {
                 Ok(PushReply::Receipt { receipt }) => {
-                    if self.failpoints.armed("receipt-before-record") == Some(Action::Abort) {
+                    if self.failpoints.armed(Failpoint::ReceiptBeforeRecord) == Some(Action::Abort)
+                    {
                         eprintln!("gridd: failpoint receipt-before-record: aborting");
                         std::process::abort();
                     }
@@ -1325,7 +1276,7 @@ impl Delivery {
                         Err(e) => return refused(format!("value {}: {e}", d.position)),
                     },
                     (WirePayload::Plain(hex), false) => {
-                        let bytes = match super::from_hex(hex) {
+                        let bytes = match hex::decode(hex).map_err(|e| e.to_string()) {
                             Ok(b) => b,
                             Err(e) => return refused(format!("value {}: {e}", d.position)),
                         };
@@ -1383,7 +1334,7 @@ impl Delivery {
         if let Err(e) = self.syncer.sync().await {
             fatal(&self.dir, "syncing delivered values", e);
         }
-        if stored && self.failpoints.armed("inbox-after-commit") == Some(Action::Abort) {
+        if stored && self.failpoints.armed(Failpoint::InboxAfterCommit) == Some(Action::Abort) {
             eprintln!("gridd: failpoint inbox-after-commit: aborting");
             std::process::abort();
         }

@@ -1,6 +1,7 @@
 //! The local control API: JSON lines over the Unix socket `DIR/control.sock` (0600).
 //! One thread per connection; calls are handled one at a time by the host.
 
+use crate::limits::{CONTROL_CONNECTIONS_MAX, CONTROL_LINE_BYTES_MAX};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -13,12 +14,6 @@ use crate::protocol::{Call, Reply};
 
 /// The socket's file name inside the host directory.
 pub const CONTROL_SOCKET: &str = "control.sock";
-
-/// The longest call line accepted, in bytes.
-pub const CONTROL_LINE_MAX: u64 = 4 * 1024 * 1024;
-
-/// The most connections served at once; more wait in the listen backlog.
-pub const CONTROL_CONNECTIONS_MAX: usize = 64;
 
 pub fn socket_path(dir: &Path) -> PathBuf {
     dir.join(CONTROL_SOCKET)
@@ -83,7 +78,10 @@ fn connection(stream: UnixStream, host: &Mutex<Host>, authorities: &Authorities)
     let mut reader = BufReader::new(stream);
     loop {
         let mut line = String::new();
-        match (&mut reader).take(CONTROL_LINE_MAX).read_line(&mut line) {
+        match (&mut reader)
+            .take(CONTROL_LINE_BYTES_MAX)
+            .read_line(&mut line)
+        {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
@@ -91,7 +89,9 @@ fn connection(stream: UnixStream, host: &Mutex<Host>, authorities: &Authorities)
             let _ = reply(
                 &mut writer,
                 &Reply::Refused {
-                    reason: format!("call longer than CONTROL_LINE_MAX ({CONTROL_LINE_MAX} bytes)"),
+                    reason: format!(
+                        "call longer than CONTROL_LINE_BYTES_MAX ({CONTROL_LINE_BYTES_MAX} bytes)"
+                    ),
                 },
             );
             return;
@@ -209,7 +209,7 @@ impl Client {
         })?;
         let mut answer = String::new();
         match (&mut self.reader)
-            .take(CONTROL_LINE_MAX)
+            .take(CONTROL_LINE_BYTES_MAX)
             .read_line(&mut answer)
         {
             Ok(0) => Err(CallError::Lost {

@@ -17,30 +17,25 @@
 //!   never runs again; the same id with another request is refused;
 //! - recovery replays the store; it never re-executes an operation.
 
-pub mod config;
+pub use crate::config;
 pub mod control;
-pub mod failpoints;
 
+use crate::limits::{OBSERVE_UNACKNOWLEDGED_MAX, OPERATION_ID_LENGTH_MAX};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use serde::{Deserialize, Serialize};
 
-use crate::journal::{JournalError, decode_batch, encode_batch, ensure_private_dir};
+use crate::journal::{JournalError, decode_batch, encode_batch};
 use crate::model::{Runtime, Value};
 use crate::protocol::{
     Answer, Call, KeysState, ModelState, Observation, Outcome, Reply, Request, RetainedOperation,
     ValueText,
 };
+use crate::store::ensure_private_dir;
+use crate::store::{Failpoints, fatal};
 use config::HostConfig;
-use failpoints::Failpoints;
-
-/// The longest operation id, in bytes.
-pub const OPERATION_ID_LENGTH_MAX: usize = 128;
-
-/// The most unacknowledged answers one `observe` lists (in operation-id order).
-pub const OBSERVE_UNACKNOWLEDGED_MAX: usize = 256;
 
 /// What the `store/meta` keyspace's `format` key holds.
 pub const HOST_STORE_FORMAT: &str = "grid-host-store/1";
@@ -55,14 +50,12 @@ pub enum HostError {
     },
     #[error("{path}: {reason}")]
     Config { path: PathBuf, reason: String },
-    #[error("{path} selects unknown profile `{profile}`")]
-    UnknownProfile { path: PathBuf, profile: String },
-    #[error(
-        "profile `{profile}` cannot run: this build of gridd does not provide it yet; refusing to start rather than run without it"
-    )]
-    ProfileUnavailable { profile: String },
     #[error(transparent)]
-    Private(#[from] JournalError),
+    Installation(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Private(#[from] crate::store::PrivateDirError),
     #[error("key custody refuses: {0}")]
     Custody(#[from] crate::custody::CustodyError),
     #[error("{path}: the host store failed: {source}")]
@@ -673,7 +666,8 @@ impl Host {
             }
         }
         if changed {
-            self.failpoints.reach("sample-before-commit");
+            self.failpoints
+                .reach(crate::store::Failpoint::SampleBeforeCommit);
             if let Err(e) = write
                 .commit()
                 .and_then(|()| self.database.persist(PersistMode::SyncAll))
@@ -722,7 +716,7 @@ impl Host {
             .source_journal
             .prefix(observation_prefix(name))
             .rev()
-            .take(crate::protocol::TAG_REPORT_OBSERVATIONS_MAX)
+            .take(crate::limits::TAG_REPORT_OBSERVATIONS_MAX)
             .map(|guard| {
                 let (key, value) = guard
                     .into_inner()
@@ -1465,14 +1459,10 @@ impl Host {
         // The owner signs its answer once; the signature is retained with it.
         let mut answer = answer;
         answer.request = Some(request.clone());
-        let (generation, signature) = self
-            .custody
-            .sign(&answer.signed_bytes(&self.config.name, &request));
-        answer.signature = Some(crate::protocol::AnswerSignature {
-            host: self.config.name.clone(),
-            generation,
-            signature: crate::custody::hex(&signature.to_bytes()),
-        });
+        answer.signature = Some(self.custody.sign_answer(
+            &self.config.name,
+            &answer.signed_bytes(&self.config.name, &request),
+        ));
         let record = OperationRecord {
             request,
             answer: answer.clone(),
@@ -1484,7 +1474,8 @@ impl Host {
             serde_json::to_vec(&record).expect("records serialize"),
         );
         write.insert(&self.unacknowledged, op.as_str(), []);
-        self.failpoints.reach("submit-before-commit");
+        self.failpoints
+            .reach(crate::store::Failpoint::SubmitBeforeCommit);
         if let Err(e) = write
             .commit()
             .and_then(|()| self.database.persist(PersistMode::SyncAll))
@@ -1496,23 +1487,17 @@ impl Host {
         if let Some(apply) = after_commit {
             apply(self);
         }
-        let mut drop_reply = self.failpoints.reach("submit-after-commit");
+        let mut drop_reply = self
+            .failpoints
+            .reach(crate::store::Failpoint::SubmitAfterCommit);
         if batch_point {
-            drop_reply |= self.failpoints.reach("batch-after-commit");
+            drop_reply |= self
+                .failpoints
+                .reach(crate::store::Failpoint::BatchAfterCommit);
         }
         if drop_reply {
             return Handled::DropReply;
         }
         Handled::Reply(Reply::Answer(answer))
     }
-}
-
-/// A storage failure in the middle of an operation: the host cannot know what is
-/// durable, so it stops; a restart recovers from the store.
-pub(crate) fn fatal(dir: &Path, what: &str, error: impl std::fmt::Display) -> ! {
-    eprintln!(
-        "gridd: {}: storage failed while {what}: {error}; stopping",
-        dir.display()
-    );
-    std::process::abort();
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::custody::Manifest;
-use crate::delivery::seal::Sealed;
+use crate::custody::seal::Sealed;
 
 /// Another host as a caller names it: its listen address and public keys (its custody
 /// manifest), read by the operator from its installation.

@@ -10,5 +10,6 @@
 //!   unknown — pure, no IO.
 
 pub mod api;
+pub mod endpoint;
 pub mod grants;
 pub mod service;

@@ -23,9 +23,13 @@
 //! reservation exists without its dispatch, and there is no unused reservation for a
 //! stopped wait to close.
 
+use crate::limits::{
+    ARGUMENT_BYTES_MAX, DEMO_DELAY_MS_MAX, MAILBOX_FETCH_MAX, OUTBOX_PASS_MAX,
+    REQUEST_ID_LENGTH_MAX, RUN_ARGUMENTS_MAX, RUN_WAIT_MAX, WAIT_POLL_MAX, WAITS_PASS_MAX,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
@@ -37,39 +41,17 @@ use super::api::{
     SignedGrant, SignedRequest, StatusQuery,
 };
 use super::grants::{self, Held as Holding};
-use crate::authority::network::{PeerClient, PeerError};
-use crate::authority::types::Voter;
-use crate::custody::Custody;
-use crate::delivery::seal::{self, Sealed};
-use crate::delivery::service::Syncer;
-use crate::host::failpoints::Failpoints;
-use crate::host::{Host, fatal};
-use crate::protocol::AnswerSignature;
+use crate::transport::{PeerClient, PeerError};
 
-/// The most arguments one run carries.
-pub const RUN_ARGUMENTS_MAX: usize = 64;
-/// The longest argument name or value, in bytes.
-pub const ARGUMENT_BYTES_MAX: usize = 4096;
-/// The longest request id, in bytes (as operation ids).
-pub const REQUEST_ID_LENGTH_MAX: usize = crate::host::OPERATION_ID_LENGTH_MAX;
-/// The longest `run`/`status` body or mailbox call a host accepts, in bytes.
-pub const PROCESS_BODY_MAX: usize = 1024 * 1024;
+use crate::custody::Custody;
+use crate::custody::seal::{self, Sealed};
+
+use crate::store::{Failpoint, Failpoints, Syncer, fatal};
+
 /// How long a caller's `run` waits for the outcome when the call does not say.
 pub const RUN_WAIT_DEFAULT: Duration = Duration::from_secs(30);
-/// The longest a caller's `run` call may wait.
-pub const RUN_WAIT_MAX: Duration = Duration::from_secs(600);
-/// Deposits one `fetch` returns at most.
-pub const MAILBOX_FETCH_MAX: usize = 256;
 /// How often a receiver fetches its mailboxes, and a caller with open waits asks.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
-/// The longest pause between a caller's polls of an open wait.
-pub const WAIT_POLL_MAX: Duration = Duration::from_secs(2);
-/// Open waits one pass of the caller's resumption asks at most.
-pub const WAITS_PASS_MAX: usize = 64;
-/// Owed outcome deposits one pass of the receiver's fetcher tries at most.
-pub const OUTBOX_PASS_MAX: usize = 64;
-/// The longest `delay_ms` of `demo.count`.
-pub const DEMO_DELAY_MAX_MS: u64 = 60_000;
 
 const RUNS: &str = "process-runs";
 const GRANTS: &str = "process-grants";
@@ -411,8 +393,7 @@ impl Processes {
 
     /// Starts serving: `model.eval` over the host's models, the receiver's mailbox
     /// fetcher, and the caller's open waits.
-    pub fn start(self: &Arc<Self>, runtime: tokio::runtime::Handle, host: Weak<Mutex<Host>>) {
-        self.serve("model.eval", Arc::new(ModelEval { host }));
+    pub fn start(self: &Arc<Self>, runtime: tokio::runtime::Handle) {
         *self.runtime.lock().unwrap_or_else(|p| p.into_inner()) = Some(runtime.clone());
         let me = self.clone();
         runtime.spawn(async move { me.fetch_loop().await });
@@ -424,7 +405,7 @@ impl Processes {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn failpoint(&self, point: &'static str) -> bool {
+    fn failpoint(&self, point: Failpoint) -> bool {
         self.failpoints
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -432,12 +413,7 @@ impl Processes {
     }
 
     fn sign(&self, view: &mut RunView) {
-        let (generation, signature) = self.custody.sign(&view.signed_bytes());
-        view.signature = Some(AnswerSignature {
-            host: self.host.clone(),
-            generation,
-            signature: crate::custody::hex(&signature.to_bytes()),
-        });
+        view.signature = Some(self.custody.sign_answer(&self.host, &view.signed_bytes()));
     }
 
     async fn sync(&self, what: &str) {
@@ -509,9 +485,7 @@ impl Processes {
             generation: 0,
             signature: String::new(),
         };
-        let (generation, signature) = self.custody.sign(&signed.signed_bytes());
-        signed.generation = generation;
-        signed.signature = crate::custody::hex(&signature.to_bytes());
+        (signed.generation, signed.signature) = self.custody.sign_hex(&signed.signed_bytes());
         let mut grant = current;
         grant.allocated = allocated;
         grant.mailbox = issue.mailbox.as_ref().map(|m| m.host.clone());
@@ -696,7 +670,7 @@ impl Processes {
         process: Arc<dyn Process>,
         done: watch::Sender<bool>,
     ) -> RunView {
-        self.failpoint("process-after-dispatch");
+        self.failpoint(Failpoint::ProcessAfterDispatch);
         let (request, caller, arguments) = (
             view.request.clone(),
             view.caller.clone(),
@@ -711,7 +685,7 @@ impl Processes {
         })
         .await
         .unwrap_or_else(|e| Err(format!("the Process panicked: {e}")));
-        self.failpoint("process-before-outcome");
+        self.failpoint(Failpoint::ProcessBeforeOutcome);
         {
             let mut state = self.lock();
             let grant_name = view.grant.clone().expect("a dispatched run holds a grant");
@@ -810,7 +784,7 @@ impl Processes {
 
     /// Whether the reply to a run must be lost (failpoint `process-reply`).
     pub fn drop_reply(&self) -> bool {
-        self.failpoint("process-reply")
+        self.failpoint(Failpoint::ProcessReply)
     }
 
     /// `status`: what the receiver holds of a request from `caller`. Changes nothing.
@@ -1000,14 +974,7 @@ impl Processes {
         if let Some(client) = peers.get(&key) {
             return Ok(client.clone());
         }
-        let client = PeerClient::new(
-            &self.dir,
-            membership,
-            &Voter {
-                participant: name.to_owned(),
-                address: address.to_owned(),
-            },
-        )?;
+        let client = PeerClient::new(&self.dir, membership, name, address)?;
         peers.insert(key, client.clone());
         Ok(client)
     }
@@ -1463,14 +1430,14 @@ impl Processes {
             mailbox,
             &record.request,
         );
-        let (generation, signature) = self.custody.sign(&bytes);
+        let (generation, signature) = self.custody.sign_hex(&bytes);
         let signed = SignedRequest {
             caller: self.host.clone(),
             receiver: record.receiver.name.clone(),
             mailbox: mailbox.to_owned(),
             request: record.request.clone(),
             generation,
-            signature: crate::custody::hex(&signature.to_bytes()),
+            signature,
         };
         let key = crate::custody::mail_key_of(&record.receiver.keys)
             .ok_or_else(|| format!("`{}` names no mail key", record.receiver.name))?;
@@ -1564,7 +1531,7 @@ impl Processes {
         if first {
             self.sync("journaling a wait").await;
             // Armed `abort`, the caller dies with its wait journaled, nothing sent.
-            self.failpoint("wait-after-journal");
+            self.failpoint(Failpoint::WaitAfterJournal);
         }
         // Asking again with the same id is the only recovery: the receiver answers
         // the original outcome, or takes the request if it never journaled it.
@@ -1735,9 +1702,9 @@ impl Process for DemoCount {
             let delay: u64 = delay
                 .parse()
                 .ok()
-                .filter(|d| *d <= DEMO_DELAY_MAX_MS)
+                .filter(|d| *d <= DEMO_DELAY_MS_MAX)
                 .ok_or_else(|| {
-                    format!("delay_ms `{delay}` is not a whole number of milliseconds up to DEMO_DELAY_MAX_MS ({DEMO_DELAY_MAX_MS})")
+                    format!("delay_ms `{delay}` is not a whole number of milliseconds up to DEMO_DELAY_MS_MAX ({DEMO_DELAY_MS_MAX})")
                 })?;
             std::thread::sleep(Duration::from_millis(delay));
         }
@@ -1751,47 +1718,5 @@ impl Process for DemoCount {
             count
         };
         Ok(serde_json::json!({ "count": count }))
-    }
-}
-
-/// `model.eval`: evaluates a model this host serves with the given inputs (argument
-/// `model=NAME`, every other argument an input value) on a copy — nothing is journaled
-/// or changed — and returns every value.
-struct ModelEval {
-    host: Weak<Mutex<Host>>,
-}
-
-impl Process for ModelEval {
-    fn run(&self, invocation: &Invocation<'_>) -> Result<serde_json::Value, String> {
-        let model = invocation
-            .arguments
-            .get("model")
-            .ok_or("model.eval needs the argument `model=NAME`")?;
-        let mut inputs = Vec::new();
-        for (name, text) in invocation.arguments.iter().filter(|(n, _)| *n != "model") {
-            let value: f64 = text
-                .trim()
-                .parse()
-                .ok()
-                .filter(|v: &f64| v.is_finite())
-                .ok_or_else(|| format!("input `{name}`: `{text}` is not a finite number"))?;
-            inputs.push((name.clone(), value));
-        }
-        let host = self.host.upgrade().ok_or("the host is stopping")?;
-        let values = host
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .evaluate(model, &inputs)?;
-        let values: serde_json::Map<String, serde_json::Value> = values
-            .into_iter()
-            .map(|(name, value)| {
-                let value = match value {
-                    crate::protocol::ValueText::Number(x) => serde_json::json!(x),
-                    crate::protocol::ValueText::Error(e) => serde_json::json!(e),
-                };
-                (name, value)
-            })
-            .collect();
-        Ok(serde_json::json!({ "model": model, "values": values }))
     }
 }

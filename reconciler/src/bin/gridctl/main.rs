@@ -842,7 +842,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     .with_context(|| format!("`{participant}` and `{host}` share no membership"))?,
             };
             let client = grid_engine::transport::Client::new(&own, &membership, &host, address)?;
-            let reply = client
+            let reply: grid_engine::protocol::Reply = client
                 .call(&grid_engine::protocol::Call::Observe)
                 .map_err(|e| anyhow::anyhow!("refused or unreachable: {e}"))?;
             if json {

@@ -62,8 +62,6 @@ use serde::{Deserialize, Serialize};
 use x25519_dalek::{PublicKey, StaticSecret};
 use zeroize::Zeroize;
 
-use super::{from_hex, to_hex};
-
 type Kem = X25519HkdfSha256;
 type Kdf = HkdfSha256;
 type Aead = ChaCha20Poly1305;
@@ -84,10 +82,10 @@ pub const VALUE_INFO: &[u8] = b"grid/delivery/value/v1";
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sealed {
     /// The sender's ephemeral X25519 public key (`enc`, 32 bytes).
-    #[serde(with = "hex_array")]
+    #[serde(with = "hex::serde")]
     pub enc: [u8; ENC_LEN],
     /// The AEAD ciphertext: the plaintext's length plus the 16-byte tag.
-    #[serde(with = "hex_bytes")]
+    #[serde(with = "hex::serde")]
     pub ciphertext: Vec<u8>,
 }
 
@@ -327,38 +325,6 @@ impl TryRng for OnceRng {
 // Only the values drawn in `seal` (or a test vector) are handed out, once; see the type's doc.
 impl TryCryptoRng for OnceRng {}
 
-mod hex_array {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(bytes: &[u8; 32], serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&super::to_hex(bytes))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<[u8; 32], D::Error> {
-        let text = String::deserialize(deserializer)?;
-        let bytes = super::from_hex(&text).map_err(serde::de::Error::custom)?;
-        <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| {
-            serde::de::Error::custom(format!(
-                "enc must be 32 bytes (64 hexadecimal digits), found {} bytes",
-                bytes.len()
-            ))
-        })
-    }
-}
-
-mod hex_bytes {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&super::to_hex(bytes))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        super::from_hex(&text).map_err(serde::de::Error::custom)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,7 +348,7 @@ mod tests {
     }
 
     fn bytes(text: &str) -> Vec<u8> {
-        from_hex(text).expect("test hex")
+        hex::decode(text).expect("test hex")
     }
 
     fn key32(text: &str) -> [u8; 32] {
@@ -629,7 +595,7 @@ mod tests {
                 "plaintext bytes of {value} appear in the sealed form"
             );
             let json = serde_json::to_string(&sealed).expect("json");
-            assert!(!json.contains(&to_hex(&plain)));
+            assert!(!json.contains(&hex::encode(&plain)));
         }
     }
 
@@ -642,8 +608,8 @@ mod tests {
             json,
             format!(
                 r#"{{"enc":"{}","ciphertext":"{}"}}"#,
-                to_hex(&sealed.enc),
-                to_hex(&sealed.ciphertext)
+                hex::encode(&sealed.enc),
+                hex::encode(&sealed.ciphertext)
             )
         );
         let back: Sealed = serde_json::from_str(&json).expect("parse");
@@ -652,9 +618,15 @@ mod tests {
 
         let short_enc = r#"{"enc":"00","ciphertext":""}"#;
         assert!(serde_json::from_str::<Sealed>(short_enc).is_err());
-        let odd = format!(r#"{{"enc":"{}","ciphertext":"abc"}}"#, to_hex(&[1u8; 32]));
+        let odd = format!(
+            r#"{{"enc":"{}","ciphertext":"abc"}}"#,
+            hex::encode(&[1u8; 32])
+        );
         assert!(serde_json::from_str::<Sealed>(&odd).is_err());
-        let not_hex = format!(r#"{{"enc":"{}","ciphertext":"zz"}}"#, to_hex(&[1u8; 32]));
+        let not_hex = format!(
+            r#"{{"enc":"{}","ciphertext":"zz"}}"#,
+            hex::encode(&[1u8; 32])
+        );
         assert!(serde_json::from_str::<Sealed>(&not_hex).is_err());
     }
 

@@ -5,7 +5,30 @@ use std::path::Path;
 use grid_spec::Profile;
 use serde::{Deserialize, Serialize};
 
-use super::HostError;
+/// Why a host's configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("{path}: {source}")]
+    Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {reason}")]
+    Config {
+        path: std::path::PathBuf,
+        reason: String,
+    },
+    #[error("{path} selects unknown profile `{profile}`")]
+    UnknownProfile {
+        path: std::path::PathBuf,
+        profile: String,
+    },
+    #[error(
+        "profile `{profile}` cannot run: this build of gridd does not provide it yet; refusing to start rather than run without it"
+    )]
+    ProfileUnavailable { profile: String },
+}
 
 /// Profiles this build of gridd can run; every other one refuses to start.
 pub const AVAILABLE_PROFILES: [&str; 6] = [
@@ -76,13 +99,13 @@ impl HostConfig {
         toml::from_str(text).map_err(|e| e.to_string())
     }
 
-    pub fn read(dir: &Path) -> Result<HostConfig, HostError> {
+    pub fn read(dir: &Path) -> Result<HostConfig, ConfigError> {
         let path = dir.join(HOST_CONFIG_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|source| HostError::Io {
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Io {
             path: path.clone(),
             source,
         })?;
-        toml::from_str(&text).map_err(|e| HostError::Config {
+        toml::from_str(&text).map_err(|e| ConfigError::Config {
             path,
             reason: e.to_string(),
         })
@@ -90,13 +113,13 @@ impl HostConfig {
 
     /// Every selected profile must be one this build can run; none may be silently
     /// weakened or skipped (SPEC §1.1).
-    pub fn check_profiles(&self, dir: &Path) -> Result<(), HostError> {
+    pub fn check_profiles(&self, dir: &Path) -> Result<(), ConfigError> {
         if let Some(unknown) = self
             .profiles
             .iter()
             .find(|p| Profile::from_name(p).is_none())
         {
-            return Err(HostError::UnknownProfile {
+            return Err(ConfigError::UnknownProfile {
                 path: dir.join(HOST_CONFIG_FILE),
                 profile: unknown.clone(),
             });
@@ -107,7 +130,7 @@ impl HostConfig {
             .iter()
             .find(|p| !AVAILABLE_PROFILES.contains(&p.as_str()))
         {
-            Some(profile) => Err(HostError::ProfileUnavailable {
+            Some(profile) => Err(ConfigError::ProfileUnavailable {
                 profile: profile.clone(),
             }),
             None => Ok(()),

@@ -1,0 +1,128 @@
+//! Every runtime limit of the engine as a named constant, beside the limits of the
+//! topology language and SPEC §1.9 (re-exported from `grid_spec::limits`), so that
+//! `crate::limits` is the one place a bound is read from. Names carry their unit last
+//! (`…_BYTES_MAX`, `…_MS_MAX`); every error caused by a limit names its constant. Where
+//! one limit depends on another, a compile-time assertion says so, with the reason.
+
+use std::time::Duration;
+
+pub use grid_spec::limits::*;
+
+// Hosts and their operations.
+
+/// The longest operation id, in bytes.
+pub const OPERATION_ID_LENGTH_MAX: usize = 128;
+/// The most unacknowledged answers one `observe` lists (in operation-id order).
+pub const OBSERVE_UNACKNOWLEDGED_MAX: usize = 256;
+
+// The control API.
+
+/// The longest call line accepted, in bytes.
+pub const CONTROL_LINE_BYTES_MAX: u64 = 4 * 1024 * 1024;
+/// The most connections served at once; more wait in the listen backlog.
+pub const CONTROL_CONNECTIONS_MAX: usize = 64;
+
+// Control replies.
+
+/// The most observations one `Call::Tag` reply lists.
+pub const TAG_REPORT_OBSERVATIONS_MAX: usize = 10_000;
+
+// The transport.
+
+/// The most TLS connections served at once.
+pub const TRANSPORT_CONNECTIONS_MAX: usize = 256;
+/// The longest Raft message or forwarded call body accepted, in bytes.
+pub const RAFT_MESSAGE_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// The largest snapshot a voter accepts, in bytes.
+pub const SNAPSHOT_BYTES_MAX: usize = 1024 * 1024 * 1024;
+
+// The authority's state machine.
+
+/// How many operation answers the state machine retains (the oldest are forgotten
+/// first). A re-sent id older than that is refused as expired, never executed again.
+pub const ANSWERS_RETAINED_MAX: usize = 1_000_000;
+/// The longest claim name, in bytes.
+pub const CLAIM_NAME_LENGTH_MAX: usize = 256;
+
+// The authority's voters.
+
+/// Raft heartbeat interval, in milliseconds.
+pub const HEARTBEAT_MS: u64 = 250;
+/// Raft election timeout bound, in milliseconds.
+pub const ELECTION_TIMEOUT_MS_MIN: u64 = 1_000;
+/// Raft election timeout bound, in milliseconds.
+pub const ELECTION_TIMEOUT_MS_MAX: u64 = 2_000;
+/// The most claim commands in one log entry.
+pub const BATCH_COMMANDS_MAX: usize = 1_024;
+/// How many batches may wait for their commit at once; meanwhile new commands gather
+/// into the next batch.
+pub const BATCHES_IN_FLIGHT_MAX: usize = 4;
+
+// Value delivery.
+
+/// How long a push waits for the recipient's receipt before it is sent again.
+pub const PUSH_TIMEOUT: Duration = Duration::from_secs(10);
+/// Deliveries one push carries at most.
+pub const PUSH_DELIVERIES_MAX: usize = 512;
+/// The longest pause between attempts to reach a destination that did not answer.
+pub const PUSH_BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// Values one `held` reply carries at most (`next` says where to continue).
+pub const HELD_REPLY_MAX: usize = 20_000;
+/// The longest push body a recipient accepts, in bytes.
+pub const PUSH_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+// Remote Processes.
+
+/// The most arguments one run carries.
+pub const RUN_ARGUMENTS_MAX: usize = 64;
+/// The longest argument name or value, in bytes.
+pub const ARGUMENT_BYTES_MAX: usize = 4096;
+/// The longest request id, in bytes (as operation ids).
+pub const REQUEST_ID_LENGTH_MAX: usize = OPERATION_ID_LENGTH_MAX;
+/// The longest `run`/`status` body or mailbox call a host accepts, in bytes.
+pub const PROCESS_BODY_BYTES_MAX: usize = 1024 * 1024;
+/// The longest a caller's `run` call may wait.
+pub const RUN_WAIT_MAX: Duration = Duration::from_secs(600);
+/// Deposits one `fetch` returns at most.
+pub const MAILBOX_FETCH_MAX: usize = 256;
+/// The longest pause between a caller's polls of an open wait.
+pub const WAIT_POLL_MAX: Duration = Duration::from_secs(2);
+/// Open waits one pass of the caller's resumption asks at most.
+pub const WAITS_PASS_MAX: usize = 64;
+/// Owed outcome deposits one pass of the receiver's fetcher tries at most.
+pub const OUTBOX_PASS_MAX: usize = 64;
+/// The longest `delay_ms` of `demo.count`.
+pub const DEMO_DELAY_MS_MAX: u64 = 60_000;
+
+// The daemon.
+
+/// The most hosts one gridd process runs.
+pub const HOSTS_PER_PROCESS_MAX: usize = 1_024;
+
+// Relations between limits.
+
+// A Process request id is an operation id of the caller: the same bound, so any
+// operation id a caller holds can name a run.
+const _: () = assert!(REQUEST_ID_LENGTH_MAX == OPERATION_ID_LENGTH_MAX);
+// One gridd process can hold every recipient of the widest route: the fan-out
+// journeys pack a route's 1,024 destinations into one process.
+const _: () = assert!(HOSTS_PER_PROCESS_MAX >= ROUTE_DESTINATIONS_MAX);
+// A run's arguments at their limits (names and values, each at most
+// ARGUMENT_BYTES_MAX) fill at most half of the body that carries them; the rest is
+// for the request around them and JSON's quoting.
+const _: () = assert!(RUN_ARGUMENTS_MAX * 2 * ARGUMENT_BYTES_MAX <= PROCESS_BODY_BYTES_MAX / 2);
+// A run request or a mailbox call relayed through the control API fits in one
+// control line.
+const _: () = assert!(PROCESS_BODY_BYTES_MAX as u64 <= CONTROL_LINE_BYTES_MAX);
+// One push carries at most a `held` reply's worth of values.
+const _: () = assert!(PUSH_DELIVERIES_MAX <= HELD_REPLY_MAX);
+// Raft's election timeout is a range: its lower bound is below its upper bound, and
+// both above the heartbeat, so a live leader is never voted out.
+const _: () = assert!(HEARTBEAT_MS < ELECTION_TIMEOUT_MS_MIN);
+const _: () = assert!(ELECTION_TIMEOUT_MS_MIN < ELECTION_TIMEOUT_MS_MAX);
+// A snapshot is not smaller than the largest Raft message it replaces.
+const _: () = assert!(RAFT_MESSAGE_BYTES_MAX <= SNAPSHOT_BYTES_MAX);
+// A caller's wait is asked at least as often as its run may wait.
+const _: () = assert!(WAIT_POLL_MAX.as_millis() < RUN_WAIT_MAX.as_millis());
+// Backoff between pushes is shorter than a push's own timeout.
+const _: () = assert!(PUSH_BACKOFF_MAX.as_millis() < PUSH_TIMEOUT.as_millis());

@@ -1,0 +1,165 @@
+//! The composition root: opens a host from its installation, builds the profiles it
+//! selects (refusing one it cannot run, never falling back), registers every
+//! capability's transport endpoint and starts their background work. Capabilities
+//! never import this module; `gridd` is argument parsing and a call to [`start`].
+
+mod control;
+mod model_eval;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use crate::authority::endpoint::AuthorityEndpoint;
+use crate::authority::service::{Authorities, Authority};
+use crate::delivery::endpoint::DeliveryEndpoint;
+use crate::host::Host;
+use crate::processes::endpoint::ProcessesEndpoint;
+use crate::store::Failpoints;
+use control::ControlEndpoint;
+use model_eval::ModelEval;
+
+/// A host ready to serve its control socket.
+pub struct Started {
+    pub host: Arc<Mutex<Host>>,
+    pub authorities: Authorities,
+}
+
+pub fn start(
+    dir: &Path,
+    failpoints: &Failpoints,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<Started, String> {
+    let refuse = |e: &dyn std::fmt::Display| {
+        format!("gridd: cannot start the host in {}: {e}", dir.display())
+    };
+    let mut host = Host::open(dir, failpoints.clone()).map_err(|e| refuse(&e))?;
+    // The transport binds its listen address before anything is served, so a taken
+    // address or missing credentials refuse the start.
+    let transport = if host.config().selects(grid_spec::Profile::Transport) {
+        let config = crate::transport::server_config(dir).map_err(|e| refuse(&e))?;
+        let listener = crate::transport::bind(&host.config().listen).map_err(|e| refuse(&e))?;
+        Some((listener, config))
+    } else {
+        None
+    };
+    let wire = if host.config().selects(grid_spec::Profile::WireObservation) {
+        if transport.is_none() {
+            return Err(refuse(
+                &"profile `wire-observation` counts TLS bytes and needs the `transport` profile",
+            ));
+        }
+        let counters = Arc::new(crate::transport::WireCounters::default());
+        host.observe_wire(counters.clone());
+        Some(counters)
+    } else {
+        None
+    };
+    let mut authorities = Authorities::default();
+    if host.config().selects(grid_spec::Profile::Authority) {
+        if transport.is_none() {
+            return Err(refuse(
+                &"profile `authority` speaks Raft over the `transport` profile, which is not selected",
+            ));
+        }
+        for membership in crate::custody::membership::enrolled_memberships(dir) {
+            let participant = match crate::custody::membership::read_enrollment(dir, &membership) {
+                Ok(Some(enrollment)) => enrollment.participant,
+                _ => continue,
+            };
+            let authority = Authority::start(
+                dir,
+                &membership,
+                &participant,
+                &host.config().listen,
+                runtime.handle().clone(),
+                failpoints,
+            )
+            .map_err(|e| refuse(&e))?;
+            eprintln!(
+                "gridd: authority of `{membership}`: voter `{participant}` (node {})",
+                authority.id
+            );
+            authorities.by_membership.insert(membership, authority);
+        }
+    }
+    let delivery = host.delivery();
+    if let Some(delivery) = &delivery {
+        if transport.is_none() {
+            return Err(refuse(
+                &"profile `delivery` pushes values over the `transport` profile, which is not selected",
+            ));
+        }
+        delivery.start(runtime.handle().clone(), authorities.clone());
+    }
+    let processes = host.processes();
+    if processes.is_some() && transport.is_none() {
+        return Err(refuse(
+            &"profile `processes` serves and calls Processes over the `transport` profile, which is not selected",
+        ));
+    }
+    let host = Arc::new(Mutex::new(host));
+    if let Some(processes) = &processes {
+        processes.serve(
+            "model.eval",
+            Arc::new(ModelEval {
+                host: Arc::downgrade(&host),
+            }),
+        );
+        processes.start(runtime.handle().clone());
+    }
+    // Models fed from routes take what this host's inboxes stored (also what was
+    // stored before a restart and not fed yet).
+    if let Some(delivery) = delivery.clone() {
+        let host = host.clone();
+        std::thread::Builder::new()
+            .name("route-feeder".to_owned())
+            .spawn(move || {
+                let mut seen = 0;
+                loop {
+                    host.lock().unwrap_or_else(|p| p.into_inner()).feed_routes();
+                    seen = delivery.wait_stored(seen, std::time::Duration::from_secs(1));
+                }
+            })
+            .map_err(|e| refuse(&format!("cannot start the route feeder: {e}")))?;
+    }
+    // Simulated tags: each due observation journaled and fed to its models in one
+    // synced write (the host's `sample_tags`), also after a restart.
+    if host
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .config()
+        .selects(grid_spec::Profile::Sources)
+    {
+        let host = host.clone();
+        std::thread::Builder::new()
+            .name("tag-sampler".to_owned())
+            .spawn(move || {
+                loop {
+                    let wait = host.lock().unwrap_or_else(|p| p.into_inner()).sample_tags();
+                    std::thread::sleep(wait.max(std::time::Duration::from_millis(1)));
+                }
+            })
+            .map_err(|e| refuse(&format!("cannot start the tag sampler: {e}")))?;
+    }
+    if let Some((listener, config)) = transport {
+        let address = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let routes = crate::transport::Routes {
+            control: Arc::new(ControlEndpoint { host: host.clone() }),
+            endpoints: vec![
+                Arc::new(AuthorityEndpoint {
+                    authorities: authorities.clone(),
+                }),
+                Arc::new(DeliveryEndpoint { delivery }),
+                Arc::new(ProcessesEndpoint { processes }),
+            ],
+            wire,
+        };
+        crate::transport::serve(listener, config, dir.to_owned(), routes, runtime.handle())
+            .map_err(|e| refuse(&format!("cannot start the transport: {e}")))?;
+        eprintln!("gridd: transport (mutual TLS 1.3) on {address}");
+    }
+    Ok(Started { host, authorities })
+}

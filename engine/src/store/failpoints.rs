@@ -1,0 +1,159 @@
+//! Named crash points compiled into every build and armed only by the environment
+//! variable `GRID_FAILPOINTS` (read by `gridd`, never by this library), so journeys can
+//! kill a host at an exact point of an operation or lose a reply after a commit.
+//!
+//! `GRID_FAILPOINTS="POINT=ACTION[,POINT=ACTION]"`; points are the [`Failpoint`]s by name,
+//! actions are `abort` (the process aborts: a crash, as SIGKILL), `drop-reply` (the
+//! connection closes without the reply, once) and `slow` (the step takes
+//! [`SLOW_DELAY`] longer: for the authority's snapshot installation, far longer than
+//! openraft's default snapshot-chunk timeout).
+
+use std::collections::HashMap;
+
+/// Every failpoint, in the order an operation reaches them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Failpoint {
+    /// An operation was executed in memory; nothing of it is durable yet.
+    SubmitBeforeCommit,
+    /// The operation and its answer are durable; the reply is not sent yet.
+    SubmitAfterCommit,
+    /// An input batch is durable; the reply is not sent yet (input batches only).
+    BatchAfterCommit,
+    /// A voter received a whole snapshot from the leader and is about to install it.
+    SnapshotInstall,
+    /// A publication is durable in the publisher's outbox; `publish` has not returned.
+    PublishAfterCommit,
+    /// A recipient stored delivered values durably; its receipt is not signed or sent.
+    InboxAfterCommit,
+    /// The publisher received a receipt and has not applied or recorded it.
+    ReceiptBeforeRecord,
+    /// A receiver journaled a run and reserved its unit; the Process has not started.
+    ProcessAfterDispatch,
+    /// A receiver's Process ran; its outcome is not journaled.
+    ProcessBeforeOutcome,
+    /// A receiver journaled a run's outcome; the reply is not sent (drop-reply loses it).
+    ProcessReply,
+    /// A caller journaled its wait; the request is not sent yet.
+    WaitAfterJournal,
+    /// The sampler generated tag observations and fed them to models; nothing is durable.
+    SampleBeforeCommit,
+}
+
+impl Failpoint {
+    /// Every failpoint, in the order an operation reaches them.
+    pub const ALL: [Failpoint; 12] = [
+        Failpoint::SubmitBeforeCommit,
+        Failpoint::SubmitAfterCommit,
+        Failpoint::BatchAfterCommit,
+        Failpoint::SnapshotInstall,
+        Failpoint::PublishAfterCommit,
+        Failpoint::InboxAfterCommit,
+        Failpoint::ReceiptBeforeRecord,
+        Failpoint::ProcessAfterDispatch,
+        Failpoint::ProcessBeforeOutcome,
+        Failpoint::ProcessReply,
+        Failpoint::WaitAfterJournal,
+        Failpoint::SampleBeforeCommit,
+    ];
+
+    /// The name `GRID_FAILPOINTS` and journeys use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Failpoint::SubmitBeforeCommit => "submit-before-commit",
+            Failpoint::SubmitAfterCommit => "submit-after-commit",
+            Failpoint::BatchAfterCommit => "batch-after-commit",
+            Failpoint::SnapshotInstall => "snapshot-install",
+            Failpoint::PublishAfterCommit => "publish-after-commit",
+            Failpoint::InboxAfterCommit => "inbox-after-commit",
+            Failpoint::ReceiptBeforeRecord => "receipt-before-record",
+            Failpoint::ProcessAfterDispatch => "process-after-dispatch",
+            Failpoint::ProcessBeforeOutcome => "process-before-outcome",
+            Failpoint::ProcessReply => "process-reply",
+            Failpoint::WaitAfterJournal => "wait-after-journal",
+            Failpoint::SampleBeforeCommit => "sample-before-commit",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Failpoint> {
+        Failpoint::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+impl std::fmt::Display for Failpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How much longer a step armed `slow` takes.
+pub const SLOW_DELAY: std::time::Duration = std::time::Duration::from_secs(3);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Abort,
+    DropReply,
+    Slow,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Failpoints {
+    armed: HashMap<Failpoint, Action>,
+}
+
+impl Failpoints {
+    /// Parses the `GRID_FAILPOINTS` syntax; an unknown point or action is an error
+    /// naming it.
+    pub fn parse(spec: &str) -> Result<Failpoints, String> {
+        let mut armed = HashMap::new();
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (point, action) = part
+                .split_once('=')
+                .ok_or_else(|| format!("failpoint `{part}`: expected POINT=ACTION"))?;
+            let point = Failpoint::from_name(point).ok_or_else(|| {
+                let names: Vec<&str> = Failpoint::ALL.iter().map(|p| p.name()).collect();
+                format!(
+                    "unknown failpoint `{point}`; points are: {}",
+                    names.join(", ")
+                )
+            })?;
+            let action = match action {
+                "abort" => Action::Abort,
+                "drop-reply" => Action::DropReply,
+                "slow" => Action::Slow,
+                other => {
+                    return Err(format!(
+                        "unknown failpoint action `{other}`; actions are: abort, drop-reply, slow"
+                    ));
+                }
+            };
+            armed.insert(point, action);
+        }
+        Ok(Failpoints { armed })
+    }
+
+    /// Reaching `point`: aborts the process if armed so; returns true if the reply
+    /// must be dropped (once).
+    pub fn reach(&mut self, point: Failpoint) -> bool {
+        match self.armed.get(&point) {
+            Some(Action::Abort) => {
+                eprintln!("gridd: failpoint {point}: aborting");
+                std::process::abort();
+            }
+            Some(Action::DropReply) => {
+                self.armed.remove(&point);
+                true
+            }
+            Some(Action::Slow) => {
+                std::thread::sleep(SLOW_DELAY);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// How `point` is armed, for code that must act on it itself (async code sleeps
+    /// without blocking its runtime).
+    pub fn armed(&self, point: Failpoint) -> Option<Action> {
+        self.armed.get(&point).copied()
+    }
+}

@@ -1,0 +1,229 @@
+//! The listener: TLS handshakes (refused ones end there), then each request routed by
+//! its first path segment to the endpoint registered for it, after the transport
+//! checked that the peer is certified in the membership the path names. The control
+//! API is `POST /control` (any verified participant). Membership credentials are
+//! reloaded when their files change (a revocation takes effect for new connections
+//! without a restart); if they no longer load, every new connection is refused until
+//! they do — never the old, weaker configuration.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use rustls::ServerConfig;
+
+use super::endpoint::{Endpoint, Inbound, Outbound};
+use super::identity::{certified_in, identity_of, participant_of};
+use super::tls::{credentials_stamp, server_config};
+use super::wire::{Counted, UNAUTHENTICATED_PEER, WireCounters};
+use crate::limits::TRANSPORT_CONNECTIONS_MAX;
+
+/// What one host's transport serves.
+pub struct Routes {
+    /// `POST /control`: the host's control API.
+    pub control: Arc<dyn Endpoint>,
+    /// Every capability's endpoint, found by its path families.
+    pub endpoints: Vec<Arc<dyn Endpoint>>,
+    /// Set when the host runs with `wire-observation`.
+    pub wire: Option<Arc<WireCounters>>,
+}
+
+impl Routes {
+    fn find(&self, family: &str) -> Option<&Arc<dyn Endpoint>> {
+        self.endpoints
+            .iter()
+            .find(|e| e.families().contains(&family))
+    }
+}
+
+/// Serves HTTPS on `listener` on `runtime` until the process ends.
+pub fn serve(
+    listener: std::net::TcpListener,
+    config: ServerConfig,
+    dir: std::path::PathBuf,
+    routes: Routes,
+    runtime: &tokio::runtime::Handle,
+) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let _entered = runtime.enter();
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let routes = Arc::new(routes);
+    runtime.spawn(async move {
+        let mut acceptor = Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)));
+        let mut stamp = credentials_stamp(&dir);
+        let permits = Arc::new(tokio::sync::Semaphore::new(TRANSPORT_CONNECTIONS_MAX));
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            // Small request/response exchanges: no Nagle delay waiting for an ACK.
+            let _ = stream.set_nodelay(true);
+            let now = credentials_stamp(&dir);
+            if now != stamp {
+                stamp = now;
+                acceptor = match server_config(&dir) {
+                    Ok(config) => {
+                        eprintln!("gridd: transport: membership credentials reloaded");
+                        Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+                    }
+                    Err(e) => {
+                        eprintln!(
+                            "gridd: transport: credentials no longer load ({e}); refusing connections until they do"
+                        );
+                        None
+                    }
+                };
+            }
+            let Some(acceptor) = acceptor.clone() else {
+                continue;
+            };
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                return;
+            };
+            tokio::spawn(connection(stream, acceptor, routes.clone(), permit));
+        }
+    });
+    Ok(())
+}
+
+async fn connection(
+    stream: tokio::net::TcpStream,
+    acceptor: tokio_rustls::TlsAcceptor,
+    routes: Arc<Routes>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    let written = Arc::new(AtomicU64::new(0));
+    let stream = Counted {
+        inner: stream,
+        written: written.clone(),
+    };
+    // A refused handshake (no, foreign, expired or revoked certificate) ends here:
+    // nothing reaches the host.
+    let tls = match acceptor.accept(stream).await {
+        Ok(tls) => tls,
+        Err(_) => {
+            if let Some(wire) = &routes.wire {
+                wire.add(UNAUTHENTICATED_PEER, written.swap(0, Ordering::Relaxed));
+            }
+            return;
+        }
+    };
+    let certificate = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| c.as_ref().to_vec());
+    let peer = certificate
+        .as_deref()
+        .map(participant_of)
+        .unwrap_or_else(|| UNAUTHENTICATED_PEER.to_owned());
+    let identity = Arc::new(certificate.as_deref().and_then(identity_of));
+    let served = routes.clone();
+    let service = hyper::service::service_fn(move |request| {
+        let routes = served.clone();
+        let identity = identity.clone();
+        async move {
+            match route(request, &routes, identity.as_ref().as_ref()).await {
+                Outbound::Reply { status, body } => Ok(response(status, body)),
+                Outbound::Lost => Err(ReplyLost),
+            }
+        }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+        .await;
+    // Everything this connection wrote, handshake included, once.
+    if let Some(wire) = &routes.wire {
+        wire.add(&peer, written.swap(0, Ordering::Relaxed));
+    }
+}
+
+fn response(status: u16, body: Vec<u8>) -> Response<Full<Bytes>> {
+    let mut builder = Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
+    if !body.is_empty() {
+        builder = builder.header("content-type", "application/json");
+    }
+    builder
+        .body(Full::new(Bytes::from(body)))
+        .expect("a valid response")
+}
+
+/// A reply a failpoint lost: hyper closes the connection without answering.
+#[derive(Debug)]
+struct ReplyLost;
+
+impl std::fmt::Display for ReplyLost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the reply was lost at a failpoint")
+    }
+}
+
+impl std::error::Error for ReplyLost {}
+
+async fn route(
+    request: Request<Incoming>,
+    routes: &Routes,
+    identity: Option<&(String, String)>,
+) -> Outbound {
+    let path = request.uri().path().to_owned();
+    let post = request.method() == Method::POST;
+    if post && path == "/control" {
+        let peer = identity.map(|(_, p)| p.clone()).unwrap_or_default();
+        return admit(request, &routes.control, "control", "", "", peer).await;
+    }
+    let mut parts = path.trim_start_matches('/').splitn(3, '/');
+    let family = parts.next().unwrap_or_default();
+    let Some(endpoint) = routes.find(family) else {
+        return Outbound::refused(404, "the control API is POST /control");
+    };
+    let no_endpoint = || Outbound::refused(404, format!("no endpoint {path}"));
+    let (Some(membership), Some(what)) = (parts.next(), parts.next()) else {
+        return no_endpoint();
+    };
+    if !post || !endpoint.serves(family, what) {
+        return no_endpoint();
+    }
+    let peer = match certified_in(identity, membership) {
+        Ok(peer) => peer.to_owned(),
+        Err(reason) => return Outbound::refused(403, reason),
+    };
+    let (membership, what) = (membership.to_owned(), what.to_owned());
+    admit(request, endpoint, family, &membership, &what, peer).await
+}
+
+/// Reads the body within the endpoint's limit and hands the request over.
+async fn admit(
+    request: Request<Incoming>,
+    endpoint: &Arc<dyn Endpoint>,
+    family: &str,
+    membership: &str,
+    what: &str,
+    peer: String,
+) -> Outbound {
+    let header = endpoint.header().and_then(|name| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_owned)
+    });
+    let limit = endpoint.body_limit(family, what);
+    let body = match Limited::new(request.into_body(), limit).collect().await {
+        Ok(body) => body.to_bytes().to_vec(),
+        Err(_) => return Outbound::refused(413, endpoint.too_long(limit)),
+    };
+    endpoint
+        .serve(Inbound {
+            family: family.to_owned(),
+            membership: membership.to_owned(),
+            what: what.to_owned(),
+            peer,
+            header,
+            body,
+        })
+        .await
+}

@@ -1,0 +1,228 @@
+//! TLS configuration from a host's custody (SPEC C2): TLS 1.3 only (rustls, ring), the
+//! participant certificate of each membership chosen by server name, every membership's
+//! authority as the only roots, every revocation list. Server and client side.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{
+    CertificateDer, CertificateRevocationListDer, PrivateKeyDer, PrivatePkcs8KeyDer,
+};
+
+use crate::custody::membership;
+
+use super::TransportError;
+
+/// The DER of an Ed25519 private key in PKCS#8 (RFC 8410, with its public key), the
+/// form rustls loads, from the key's 32-byte seed.
+pub fn ed25519_pkcs8(seed: &[u8; 32]) -> Vec<u8> {
+    use ed25519_dalek::pkcs8::EncodePrivateKey;
+    ed25519_dalek::SigningKey::from_bytes(seed)
+        .to_pkcs8_der()
+        .expect("an Ed25519 key encodes as PKCS#8")
+        .as_bytes()
+        .to_vec()
+}
+
+fn credentials(path: &Path, reason: impl std::fmt::Display) -> TransportError {
+    TransportError::Credentials {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Loads one membership's credentials from a host installation: its authority into
+/// `roots`, its revocation list (if any) into `crls`; returns the participant
+/// certificate chain.
+fn load_membership(
+    dir: &Path,
+    m: &str,
+    roots: &mut RootCertStore,
+    crls: &mut Vec<CertificateRevocationListDer<'static>>,
+) -> Result<Vec<CertificateDer<'static>>, TransportError> {
+    let m_dir = membership::host_membership_dir(dir, m);
+    let ca_path = m_dir.join("ca.pem");
+    let ca = CertificateDer::from_pem_file(&ca_path).map_err(|e| credentials(&ca_path, e))?;
+    roots.add(ca).map_err(|e| credentials(&ca_path, e))?;
+    let crl_path = m_dir.join(membership::CRL_FILE);
+    if crl_path.exists() {
+        crls.push(
+            CertificateRevocationListDer::from_pem_file(&crl_path)
+                .map_err(|e| credentials(&crl_path, e))?,
+        );
+    }
+    let cert_path = m_dir.join("participant.pem");
+    CertificateDer::pem_file_iter(&cert_path)
+        .map_err(|e| credentials(&cert_path, e))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| credentials(&cert_path, e))
+}
+
+/// The TLS server name of `participant` reached through `membership`:
+/// `participant.membership.grid` when both are DNS labels, else the participant's name.
+/// Participant certificates carry both names, so a host in several memberships shows
+/// each client the certificate of the membership it asked for.
+pub fn server_name(participant: &str, membership: &str) -> String {
+    if membership::dns_label(participant) && membership::dns_label(membership) {
+        format!("{participant}.{membership}.grid")
+    } else {
+        participant.to_owned()
+    }
+}
+
+/// Chooses the participant certificate by the server name the client asked for; the
+/// first membership's (by name) when it asked for none it knows.
+#[derive(Debug)]
+struct MembershipCertificates {
+    by_name: std::collections::HashMap<String, Arc<rustls::sign::CertifiedKey>>,
+    default: Arc<rustls::sign::CertifiedKey>,
+}
+
+impl rustls::server::ResolvesServerCert for MembershipCertificates {
+    fn resolve(
+        &self,
+        hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(
+            hello
+                .server_name()
+                .and_then(|name| self.by_name.get(name))
+                .unwrap_or(&self.default)
+                .clone(),
+        )
+    }
+}
+
+/// Builds the TLS configuration from the host's custody: its TLS key, the participant
+/// certificate of each membership (chosen by server name), every membership's
+/// authority as a client-certificate root, and every revocation list.
+pub fn server_config(dir: &Path) -> Result<ServerConfig, TransportError> {
+    let memberships = membership::enrolled_memberships(dir);
+    if memberships.is_empty() {
+        return Err(TransportError::NoMembership);
+    }
+    let seed = crate::custody::tls_secret(dir).map_err(|e| TransportError::Tls(e.to_string()))?;
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ed25519_pkcs8(&seed)));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let signing_key = provider
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| TransportError::Tls(e.to_string()))?;
+    let mut roots = RootCertStore::empty();
+    let mut crls = Vec::new();
+    let mut by_name = std::collections::HashMap::new();
+    let mut default = None;
+    for m in &memberships {
+        let chain = load_membership(dir, m, &mut roots, &mut crls)?;
+        let certified = Arc::new(rustls::sign::CertifiedKey::new(chain, signing_key.clone()));
+        let participant = membership::read_enrollment(dir, m)
+            .ok()
+            .flatten()
+            .map(|e| e.participant)
+            .unwrap_or_default();
+        by_name.insert(server_name(&participant, m), certified.clone());
+        default.get_or_insert(certified);
+    }
+    let resolver = MembershipCertificates {
+        by_name,
+        default: default.expect("at least one membership"),
+    };
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .with_crls(crls)
+        .build()
+        .map_err(|e| TransportError::Tls(e.to_string()))?;
+    Ok(ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| TransportError::Tls(e.to_string()))?
+        .with_client_cert_verifier(verifier)
+        .with_cert_resolver(Arc::new(resolver)))
+}
+
+/// Binds the listen address now, so a host whose address is taken refuses to start.
+pub fn bind(listen: &str) -> Result<std::net::TcpListener, TransportError> {
+    let address: SocketAddr = listen.parse().map_err(|_| TransportError::Listen {
+        address: listen.to_owned(),
+        reason: "not IP:PORT".to_owned(),
+    })?;
+    std::net::TcpListener::bind(address).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => TransportError::AddressInUse { address },
+        _ => TransportError::Listen {
+            address: listen.to_owned(),
+            reason: e.to_string(),
+        },
+    })
+}
+
+/// When each membership credential file was last changed: reconcile writing a new
+/// revocation list (or certificate) changes it.
+pub(super) fn credentials_stamp(
+    dir: &Path,
+) -> Vec<(std::path::PathBuf, Option<std::time::SystemTime>)> {
+    membership::enrolled_memberships(dir)
+        .into_iter()
+        .flat_map(|m| {
+            let m_dir = membership::host_membership_dir(dir, &m);
+            ["ca.pem", "participant.pem", membership::CRL_FILE].map(|f| m_dir.join(f))
+        })
+        .map(|path| {
+            let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+            (path, modified)
+        })
+        .collect()
+}
+
+/// The TLS configuration of a participant calling other participants of
+/// `membership`: TLS 1.3 only, its own participant certificate as client
+/// certificate, the membership's authority as the only root, its revocation list.
+pub fn client_tls(
+    own_dir: &Path,
+    membership: &str,
+) -> Result<rustls::ClientConfig, TransportError> {
+    let mut roots = RootCertStore::empty();
+    let mut crls = Vec::new();
+    let chain = load_membership(own_dir, membership, &mut roots, &mut crls)?;
+    let seed =
+        crate::custody::tls_secret(own_dir).map_err(|e| TransportError::Tls(e.to_string()))?;
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ed25519_pkcs8(&seed)));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .with_crls(crls)
+    .build()
+    .map_err(|e| TransportError::Tls(e.to_string()))?;
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| TransportError::Tls(e.to_string()))?
+        .with_webpki_verifier(verifier)
+        .with_client_auth_cert(chain, key)
+        .map_err(|e| TransportError::Tls(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_names_ask_for_a_membership_when_both_are_dns_labels() {
+        assert_eq!(server_name("edge-a", "plant-ops"), "edge-a.plant-ops.grid");
+        assert_eq!(server_name("edge-a", "plant/ops"), "edge-a");
+    }
+
+    #[test]
+    fn the_pkcs8_key_loads_in_rustls() {
+        let der = ed25519_pkcs8(&[7u8; 32]);
+        let key = rustls_pki_types::PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(der));
+        assert!(
+            rustls::crypto::ring::default_provider()
+                .key_provider
+                .load_private_key(key)
+                .is_ok()
+        );
+    }
+}
