@@ -4,6 +4,7 @@
 //! offline, grant units, each authority's leader and read barrier — until Ctrl-C or
 //! `--seconds`; every child started is stopped.
 
+use grid_spec::limits::{UP_RECONCILE_ROUNDS_MAX, VIEW_REASON_CHARS_MAX};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -27,8 +28,6 @@ use crate::plan::{self, Action};
 pub const HOST_READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a stopped gridd may take to exit before it is killed.
 pub const HOST_STOP_TIMEOUT: Duration = Duration::from_secs(5);
-/// The most plan/reconcile rounds `up` makes before it gives up on an empty plan.
-pub const UP_RECONCILE_ROUNDS_MAX: usize = 8;
 /// How often the live view refreshes.
 pub const VIEW_REFRESH: Duration = Duration::from_millis(500);
 
@@ -203,8 +202,6 @@ pub fn up(
 /// route's receipts, one grant, one authority's statuses and barrier). Observations
 /// run side by side, so a host that does not answer costs a refresh at most this.
 pub const VIEW_OBSERVATION_TIMEOUT: Duration = Duration::from_millis(400);
-/// The longest reason a failed observation shows (one short line).
-pub const VIEW_REASON_CHARS_MAX: usize = 100;
 
 /// What one refresh of the live view observed; [`render`] draws it.
 #[derive(Debug, Clone, Default, PartialEq)]

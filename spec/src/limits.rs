@@ -69,3 +69,11 @@ pub const SIMULATE_CATCH_UP_PER_TICK: u32 = 64;
 
 const _: () = assert!(SIMULATE_INTERVAL_MS_MIN <= SIMULATE_INTERVAL_MS_DEFAULT);
 const _: () = assert!(SIMULATE_INTERVAL_MS_DEFAULT <= SIMULATE_INTERVAL_MS_MAX);
+
+// The operator's tools (gridctl).
+
+/// The most plan/reconcile rounds `gridctl up` makes before it gives up on an empty plan.
+pub const UP_RECONCILE_ROUNDS_MAX: usize = 8;
+
+/// The longest reason a failed observation shows in `gridctl up`'s view (one short line).
+pub const VIEW_REASON_CHARS_MAX: usize = 100;

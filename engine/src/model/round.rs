@@ -47,7 +47,7 @@ impl Write for Buffer {
 }
 
 /// 2^53: every integer up to it is exact in an `f64`.
-const EXACT_INTEGER_MAX: u64 = 1 << 53;
+const EXACT_INTEGER_BOUND: u64 = 1 << 53;
 
 fn round_decimal(x: f64, digits: i32) -> f64 {
     // `{:e}` prints the shortest round-trip digits: `2.675e0`, `-2.5e0`, `1.2345e3`.
@@ -96,7 +96,7 @@ fn round_decimal(x: f64, digits: i32) -> f64 {
     }
     // The result is kept × 10^-digits; one correctly rounded operation on exact
     // operands gives the nearest f64, like parsing the decimal text would.
-    let magnitude = if kept <= EXACT_INTEGER_MAX {
+    let magnitude = if kept <= EXACT_INTEGER_BOUND {
         let kept = kept as f64;
         let scale = 10f64.powi(digits.abs()); // exact: 10^15 < 2^53
         if digits >= 0 {

@@ -1,0 +1,72 @@
+//! The route feeder (profile `delivery`): values this host's inboxes stored durably are
+//! applied to the models with `input … from="route:R"`, one journaled batch each with
+//! its fed position, so no value is fed twice or skipped.
+
+use super::*;
+
+impl Host {
+    /// Feeds every model input `from="route:R"` the values this host's inbox of R
+    /// holds beyond what the model was fed: one journaled batch per value, each with
+    /// the fed position, in one synced write. A value the model refuses stops that
+    /// input (it stays in the inbox; nothing is skipped).
+    pub fn feed_routes(&mut self) {
+        let Some(delivery) = self.delivery.clone() else {
+            return;
+        };
+        let mut write = self.database.batch();
+        let mut published = Vec::new();
+        let mut fed_any = false;
+        let feeds: Vec<(String, String, String)> = self
+            .models
+            .iter()
+            .filter(|(_, m)| !m.record.retired)
+            .flat_map(|(name, m)| {
+                m.fed
+                    .iter()
+                    .map(|(input, route)| (name.clone(), input.clone(), route.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for (model, input, route) in feeds {
+            let key = fed_key(&model, &route);
+            let fed = self
+                .meta
+                .get(&key)
+                .unwrap_or_else(|e| fatal(&self.dir, "reading a fed position", e))
+                .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
+                .map_or(0, u64::from_be_bytes);
+            let values = match delivery.delivered_after(&route, fed) {
+                Ok(v) => v,
+                Err(reason) => {
+                    eprintln!("gridd: model {model}: route {route}: {reason}");
+                    continue;
+                }
+            };
+            for (position, value) in values {
+                match self.batch(&model, &[(input.as_str(), value)], &mut write) {
+                    Ok((_, p)) => {
+                        published.extend(p);
+                        write.insert(&self.meta, key.clone(), position.to_be_bytes());
+                        fed_any = true;
+                    }
+                    Err(reason) => {
+                        eprintln!(
+                            "gridd: model {model}: input {input} from route {route} position {position} refused: {reason}"
+                        );
+                        break;
+                    }
+                }
+            }
+        }
+        if !fed_any {
+            return;
+        }
+        if let Err(e) = write
+            .commit()
+            .and_then(|()| self.database.persist(PersistMode::SyncAll))
+        {
+            fatal(&self.dir, "feeding models from routes", e);
+        }
+        self.settle(published);
+    }
+}

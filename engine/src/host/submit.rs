@@ -1,0 +1,380 @@
+//! Operations sent to the host (`Call::Submit`): each request's effect and its answer
+//! committed in one synced batch, the answer signed once and retained under its id.
+
+use super::*;
+
+impl Host {
+    pub(super) fn submit(&mut self, op: String, request: Request) -> Handled {
+        if op.is_empty() || op.len() > OPERATION_ID_LENGTH_MAX || op.chars().any(char::is_control) {
+            return Handled::Reply(Reply::Refused {
+                reason: format!(
+                    "operation ids are 1 to OPERATION_ID_LENGTH_MAX ({OPERATION_ID_LENGTH_MAX}) printable bytes"
+                ),
+            });
+        }
+        if let Some(record) = self.retained(&op) {
+            if record.request == request {
+                return Handled::Reply(Reply::Answer(record.answer));
+            }
+            return Handled::Reply(Reply::Refused {
+                reason: format!(
+                    "operation `{op}` was already used for another request ({}); its original answer stands",
+                    record.request.describe()
+                ),
+            });
+        }
+        let mut write = self.database.batch();
+        let mut after_commit: Option<AfterCommit> = None;
+        let mut batch_point = false;
+        // Grants change only while no run writes them: held through the commit.
+        let processes = self.processes.clone();
+        let mut grants_held = match (&request, &processes) {
+            (Request::IssueGrant { .. } | Request::SurrenderGrant { .. }, Some(p)) => {
+                Some(p.lock_grants())
+            }
+            _ => None,
+        };
+        let answer = match &request {
+            Request::InstallModel { name, model } => match self.parse_model(model) {
+                Err(reason) => failed(&op, reason),
+                Ok(parsed) if parsed.name != *name => failed(
+                    &op,
+                    format!(
+                        "the request names model `{name}` but its text declares `{}`",
+                        parsed.name
+                    ),
+                ),
+                Ok(parsed) => match Runtime::new(&parsed) {
+                    Err(e) => failed(&op, e.to_string()),
+                    Ok(mut runtime) => {
+                        let canonical = grid_spec::canonical::model(&parsed);
+                        let current = self.models.get(name);
+                        match current {
+                            Some(installed)
+                                if installed.record.model == canonical
+                                    && !installed.record.retired =>
+                            {
+                                succeeded(
+                                    &op,
+                                    format!(
+                                        "model {name} already installed (generation {})",
+                                        installed.record.generation
+                                    ),
+                                )
+                            }
+                            _ => {
+                                let generation = current.map_or(1, |i| i.record.generation + 1);
+                                // Input values carry over to inputs the new definition still has.
+                                let carried: Vec<(String, f64)> = current
+                                    .filter(|i| !i.record.retired)
+                                    .map(|installed| {
+                                        parsed
+                                            .inputs()
+                                            .filter_map(|input| {
+                                                match installed.runtime.value(&input.name) {
+                                                    Some(Value::Number(v))
+                                                        if Some(v) != input.default =>
+                                                    {
+                                                        Some((input.name.clone(), v))
+                                                    }
+                                                    _ => None,
+                                                }
+                                            })
+                                            .collect()
+                                    })
+                                    .unwrap_or_default();
+                                let mut batches = 0;
+                                if !carried.is_empty() {
+                                    let named: Vec<(&str, f64)> =
+                                        carried.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                                    runtime
+                                        .apply(&named)
+                                        .expect("carried inputs exist and are finite");
+                                    write.insert(
+                                        &self.batches,
+                                        batch_key(name, generation, 1),
+                                        encode_batch(&named),
+                                    );
+                                    batches = 1;
+                                }
+                                let record = ModelRecord {
+                                    model: canonical,
+                                    retired: false,
+                                    generation,
+                                };
+                                write.insert(
+                                    &self.models_keyspace,
+                                    name.as_str(),
+                                    serde_json::to_vec(&record).expect("records serialize"),
+                                );
+                                let name = name.clone();
+                                let detail = if generation == 1 {
+                                    format!("installed model {name}")
+                                } else {
+                                    format!("installed model {name} generation {generation}")
+                                };
+                                let (outputs, fed) = routes_of(&parsed);
+                                let tag_fed = tags_of(&parsed);
+                                after_commit = Some(Box::new(move |host: &mut Host| {
+                                    host.models.insert(
+                                        name,
+                                        Installed {
+                                            record,
+                                            runtime,
+                                            batches,
+                                            outputs,
+                                            fed,
+                                            tag_fed,
+                                        },
+                                    );
+                                }));
+                                succeeded(&op, detail)
+                            }
+                        }
+                    }
+                },
+            },
+            Request::InstallTag { name, tag } => {
+                if !self.config.selects(grid_spec::Profile::Sources) {
+                    failed(
+                        &op,
+                        format!(
+                            "host `{}` does not run the `sources` profile; tag `{name}` cannot be installed here",
+                            self.config.name
+                        ),
+                    )
+                } else {
+                    match self.parse_tag_node(tag).and_then(|parsed| {
+                        let simulation = self.parse_tag(tag)?;
+                        Ok((parsed, simulation))
+                    }) {
+                        Err(reason) => failed(&op, reason),
+                        Ok((parsed, _)) if parsed.name != *name => failed(
+                            &op,
+                            format!(
+                                "the request names tag `{name}` but its text declares `{}`",
+                                parsed.name
+                            ),
+                        ),
+                        Ok((parsed, simulation)) => {
+                            let canonical =
+                                grid_spec::canonical::tag(&parsed).expect("a simulated tag");
+                            match self.tags.get(name) {
+                                Some(current) if current.record.tag == canonical => {
+                                    succeeded(&op, format!("tag {name} already installed"))
+                                }
+                                current => {
+                                    let last = current.map_or(0, |t| t.last);
+                                    let detail = match current {
+                                        None => format!("installed tag {name}"),
+                                        Some(_) => format!(
+                                            "changed tag {name}; observations continue after {last}"
+                                        ),
+                                    };
+                                    let record = TagRecord { tag: canonical };
+                                    write.insert(
+                                        &self.tags_keyspace,
+                                        name.as_str(),
+                                        serde_json::to_vec(&record).expect("records serialize"),
+                                    );
+                                    let name = name.clone();
+                                    after_commit = Some(Box::new(move |host: &mut Host| {
+                                        let next_due = std::time::Instant::now()
+                                            + std::time::Duration::from_millis(
+                                                simulation.interval_ms.into(),
+                                            );
+                                        host.tags.insert(
+                                            name,
+                                            TagRuntime {
+                                                record,
+                                                simulation,
+                                                last,
+                                                next_due,
+                                            },
+                                        );
+                                    }));
+                                    succeeded(&op, detail)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            Request::RetireModel { name } => match self.models.get(name) {
+                None => failed(
+                    &op,
+                    format!("host `{}` holds no model `{name}`", self.config.name),
+                ),
+                Some(installed) if installed.record.retired => {
+                    succeeded(&op, format!("model {name} already retired"))
+                }
+                Some(installed) => {
+                    let record = ModelRecord {
+                        retired: true,
+                        ..installed.record.clone()
+                    };
+                    write.insert(
+                        &self.models_keyspace,
+                        name.as_str(),
+                        serde_json::to_vec(&record).expect("records serialize"),
+                    );
+                    let name = name.clone();
+                    after_commit = Some(Box::new(move |host: &mut Host| {
+                        if let Some(installed) = host.models.get_mut(&name) {
+                            installed.record = record;
+                        }
+                    }));
+                    succeeded(&op, "retired")
+                }
+            },
+            Request::RotateKeys { generation } => {
+                // Key files are not in the store: rotation is idempotent by generation,
+                // so a crash before the answer is committed is answered on re-send by
+                // "already at generation N", never by a second rotation.
+                match crate::custody::rotate(&self.dir, *generation) {
+                    Err(e) => failed(&op, e.to_string()),
+                    Ok(manifest) => match crate::custody::verify(&self.dir) {
+                        Err(e) => fatal(&self.dir, "reloading rotated keys", e),
+                        Ok(custody) => {
+                            let from = self.custody.manifest.generation;
+                            self.custody = custody;
+                            if from == manifest.generation {
+                                succeeded(&op, format!("signing keys already at generation {from}"))
+                            } else {
+                                succeeded(
+                                    &op,
+                                    format!(
+                                        "signing keys rotated from generation {from} to {}",
+                                        manifest.generation
+                                    ),
+                                )
+                            }
+                        }
+                    },
+                }
+            }
+            Request::InstallRoute { route } => match &self.delivery {
+                None => failed(
+                    &op,
+                    format!(
+                        "host `{}` does not run the `delivery` profile; route `{}` cannot be installed here",
+                        self.config.name, route.name
+                    ),
+                ),
+                Some(delivery) => match delivery.prepare_install(route, &mut write) {
+                    Err(reason) => failed(&op, reason),
+                    Ok((detail, apply)) => {
+                        after_commit = Some(Box::new(move |_: &mut Host| apply()));
+                        succeeded(&op, detail)
+                    }
+                },
+            },
+            Request::IssueGrant { grant } => match (&processes, grants_held.as_mut()) {
+                (Some(p), Some(state)) => match p.issue(state, grant, &mut write) {
+                    Ok(detail) => succeeded(&op, detail),
+                    Err(reason) => failed(&op, reason),
+                },
+                _ => failed(&op, self.no_processes()),
+            },
+            Request::SurrenderGrant { name } => match (&processes, grants_held.as_mut()) {
+                (Some(p), Some(state)) => match p.surrender(state, name, &mut write) {
+                    Ok(detail) => succeeded(&op, detail),
+                    Err(reason) => failed(&op, reason),
+                },
+                _ => failed(&op, self.no_processes()),
+            },
+            Request::Input {
+                fence: Some(stamp), ..
+            } if self.fence.clone().admit(&stamp.claim, stamp.epoch).is_err() => {
+                let refused = self
+                    .fence
+                    .clone()
+                    .admit(&stamp.claim, stamp.epoch)
+                    .expect_err("just refused");
+                failed(&op, format!("fenced: {refused}"))
+            }
+            Request::Input {
+                model,
+                values,
+                fence,
+            } => match self.models.get(model) {
+                None => failed(
+                    &op,
+                    format!("host `{}` holds no model `{model}`", self.config.name),
+                ),
+                Some(installed) if installed.record.retired => {
+                    failed(&op, format!("model `{model}` is retired"))
+                }
+                Some(_) => {
+                    let named: Vec<(&str, f64)> =
+                        values.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                    match self.batch(model, &named, &mut write) {
+                        Err(reason) => failed(&op, reason),
+                        Ok((number, published)) => {
+                            // The newest epoch seen, durable with the write it admitted.
+                            let mut seen = self.fence.clone();
+                            if let Some(stamp) = fence {
+                                seen.admit(&stamp.claim, stamp.epoch)
+                                    .expect("checked before the batch");
+                                write.insert(
+                                    &self.meta,
+                                    FENCE_KEY,
+                                    serde_json::to_vec(&seen).expect("fences serialize"),
+                                );
+                            }
+                            batch_point = true;
+                            after_commit = Some(Box::new(move |host: &mut Host| {
+                                host.fence = seen;
+                                host.settle(published);
+                            }));
+                            succeeded(&op, format!("batch {number}"))
+                        }
+                    }
+                }
+            },
+        };
+        // The owner signs its answer once; the signature is retained with it.
+        let mut answer = answer;
+        answer.request = Some(request.clone());
+        answer.signature = Some(self.custody.sign_answer(
+            &self.config.name,
+            &answer.signed_bytes(&self.config.name, &request),
+        ));
+        let record = OperationRecord {
+            request,
+            answer: answer.clone(),
+            acknowledged: false,
+        };
+        write.insert(
+            &self.operations,
+            op.as_str(),
+            serde_json::to_vec(&record).expect("records serialize"),
+        );
+        write.insert(&self.unacknowledged, op.as_str(), []);
+        self.failpoints
+            .reach(crate::store::Failpoint::SubmitBeforeCommit);
+        if let Err(e) = write
+            .commit()
+            .and_then(|()| self.database.persist(PersistMode::SyncAll))
+        {
+            // Memory may be ahead of the disk (an input batch was applied): stop.
+            fatal(&self.dir, "committing an operation", e);
+        }
+        drop(grants_held);
+        if let Some(apply) = after_commit {
+            apply(self);
+        }
+        let mut drop_reply = self
+            .failpoints
+            .reach(crate::store::Failpoint::SubmitAfterCommit);
+        if batch_point {
+            drop_reply |= self
+                .failpoints
+                .reach(crate::store::Failpoint::BatchAfterCommit);
+        }
+        if drop_reply {
+            return Handled::DropReply;
+        }
+        Handled::Reply(Reply::Answer(answer))
+    }
+}
