@@ -122,8 +122,9 @@ impl HostObservation {
     }
 }
 
+/// Lowercase hex of a digest, as fingerprints show it (the planner's too).
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(bytes)
 }
 
 /// Observes the host `name` whose installation is `dir`.
@@ -237,5 +238,14 @@ pub fn authority_call(
         Ok(Reply::Refused { reason }) => Err(reason),
         Ok(other) => Err(format!("unexpected reply {other:?}")),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hex_is_lowercase_two_digits_a_byte() {
+        assert_eq!(super::hex(&[0x00, 0x0f, 0xab, 0xff]), "000fabff");
+        assert_eq!(super::hex(&[]), "");
     }
 }

@@ -1,13 +1,18 @@
 //! `gridctl process run|resolve` and `gridctl inspect process|grants|processes`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::bail;
 use clap::Subcommand;
-use grid_engine::processes::api::{ProcessCall, ProcessReply, RunOutcome, RunRequest, RunView};
+use grid_engine::processes::api::{
+    GrantView, ProcessCall, ProcessReply, RunCounts, RunOutcome, RunRequest, RunView,
+};
 use grid_reconciler::processes::{call, run_call};
+use serde::Serialize;
+
+use crate::Output;
+use crate::report::{NotDone, Report, emit};
 
 #[derive(Subcommand, Debug)]
 pub enum ProcessCli {
@@ -18,6 +23,9 @@ pub enum ProcessCli {
     /// the same id again. Exit 0 succeeded, 1 failed, 3 unknown (ask again with the
     /// same id; a run left unknown by a crash stays so until `process resolve`),
     /// 4 refused.
+    #[command(mut_arg("json", |a| a.help(
+        "One JSON object {\"request\", \"outcome\", \"result\", …}"
+    )))]
     Run {
         /// The receiving host.
         host: String,
@@ -39,11 +47,8 @@ pub enum ProcessCli {
         /// wait goes on).
         #[arg(long, value_name = "MS")]
         wait_ms: Option<u64>,
-        #[arg(long, value_name = "DIR", default_value = "grid-state")]
-        state: PathBuf,
-        /// One JSON object {"request", "outcome", "result", …}.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: Output,
     },
     /// Close a run left `unknown` at its receiving host HOST (that host's operator):
     /// succeeded consumes its unit, failed releases it. Exit 0 resolved, 4 refused.
@@ -55,24 +60,9 @@ pub enum ProcessCli {
         /// The receiving host.
         #[arg(long, value_name = "NAME")]
         host: String,
-        #[arg(long, value_name = "DIR", default_value = "grid-state")]
-        state: PathBuf,
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: Output,
     },
-}
-
-fn run_json(run: &RunView, host: &str) -> serde_json::Value {
-    serde_json::json!({
-        "request": run.request,
-        "process": run.process,
-        "host": host,
-        "caller": run.caller,
-        "via": run.via,
-        "outcome": run.outcome.name(),
-        "result": run.result,
-        "detail": run.detail,
-    })
 }
 
 fn outcome_code(outcome: RunOutcome) -> u8 {
@@ -83,15 +73,88 @@ fn outcome_code(outcome: RunOutcome) -> u8 {
     }
 }
 
-fn refused(json: bool, what: serde_json::Value, detail: &str) -> ExitCode {
-    if json {
-        let mut what = what;
-        what["outcome"] = "refused".into();
-        what["detail"] = detail.into();
-        println!("{what}");
-    }
+/// Nothing was run, or nothing resolved: the JSON answer on stdout, the reason on
+/// stderr. Exit 4.
+fn refused(json: bool, id: serde_json::Value, detail: &str) -> ExitCode {
+    let refused = NotDone {
+        id,
+        outcome: "refused",
+        detail: detail.to_owned(),
+    };
+    emit(&refused, json);
     eprintln!("gridctl: refused: {detail}");
     ExitCode::from(4)
+}
+
+/// A run's outcome as the caller learned it.
+#[derive(Serialize)]
+struct Ran<'a> {
+    request: &'a str,
+    process: &'a str,
+    host: &'a str,
+    caller: &'a str,
+    via: &'a str,
+    outcome: &'static str,
+    result: &'a Option<serde_json::Value>,
+    detail: &'a str,
+}
+
+impl<'a> Ran<'a> {
+    fn of(run: &'a RunView, host: &'a str) -> Self {
+        Ran {
+            request: &run.request,
+            process: &run.process,
+            host,
+            caller: &run.caller,
+            via: &run.via,
+            outcome: run.outcome.name(),
+            result: &run.result,
+            detail: &run.detail,
+        }
+    }
+}
+
+impl Report for Ran<'_> {
+    fn text(&self) -> String {
+        format!(
+            "{} {} at {} ({}): {}{}{}\n",
+            self.request,
+            self.process,
+            self.host,
+            self.via,
+            self.outcome,
+            self.result
+                .as_ref()
+                .map(|r| format!(" {r}"))
+                .unwrap_or_default(),
+            if self.detail.is_empty() {
+                String::new()
+            } else {
+                format!(" — {}", self.detail)
+            }
+        )
+    }
+}
+
+/// A run closed by its receiving host's operator.
+#[derive(Serialize)]
+struct Resolved<'a> {
+    host: &'a str,
+    run: &'a RunView,
+    #[serde(skip)]
+    id: &'a str,
+}
+
+impl Report for Resolved<'_> {
+    fn text(&self) -> String {
+        format!(
+            "{} at {}: resolved {} (unit {})\n",
+            self.id,
+            self.host,
+            self.run.outcome.name(),
+            self.run.units
+        )
+    }
 }
 
 pub fn process(command: ProcessCli) -> anyhow::Result<ExitCode> {
@@ -104,9 +167,9 @@ pub fn process(command: ProcessCli) -> anyhow::Result<ExitCode> {
             via,
             args,
             wait_ms,
-            state,
-            json,
+            output,
         } => {
+            let (state, json) = (&output.state, output.json);
             let id = serde_json::json!({"request": op, "process": process, "host": host, "caller": caller});
             let mut arguments = BTreeMap::new();
             for arg in &args {
@@ -135,8 +198,8 @@ pub fn process(command: ProcessCli) -> anyhow::Result<ExitCode> {
                 process,
                 arguments,
             };
-            let call_of = run_call(&state, &host, &caller, via.as_deref(), request, wait_ms);
-            let reply = match call_of.and_then(|c| call(&state, &caller, c)) {
+            let call_of = run_call(state, &host, &caller, via.as_deref(), request, wait_ms);
+            let reply = match call_of.and_then(|c| call(state, &caller, c)) {
                 Ok(reply) => reply,
                 Err(reason) => {
                     // The caller's host may have journaled the wait: the outcome is
@@ -147,39 +210,19 @@ pub fn process(command: ProcessCli) -> anyhow::Result<ExitCode> {
                     {
                         return Ok(refused(json, id, &reason));
                     }
-                    if json {
-                        let mut id = id;
-                        id["outcome"] = "unknown".into();
-                        id["detail"] = reason.clone().into();
-                        println!("{id}");
-                    }
+                    let unknown = NotDone {
+                        id,
+                        outcome: "unknown",
+                        detail: reason.clone(),
+                    };
+                    emit(&unknown, json);
                     eprintln!("gridctl: unknown: {reason}");
                     return Ok(ExitCode::from(3));
                 }
             };
             match reply {
                 ProcessReply::Ran { run } => {
-                    if json {
-                        println!("{}", run_json(&run, &host));
-                    } else {
-                        println!(
-                            "{} {} at {} ({}): {}{}{}",
-                            run.request,
-                            run.process,
-                            host,
-                            run.via,
-                            run.outcome.name(),
-                            run.result
-                                .as_ref()
-                                .map(|r| format!(" {r}"))
-                                .unwrap_or_default(),
-                            if run.detail.is_empty() {
-                                String::new()
-                            } else {
-                                format!(" — {}", run.detail)
-                            }
-                        );
-                    }
+                    emit(&Ran::of(&run, &host), json);
                     Ok(ExitCode::from(outcome_code(run.outcome)))
                 }
                 ProcessReply::Refused { reason } => Ok(refused(json, id, &reason)),
@@ -190,36 +233,29 @@ pub fn process(command: ProcessCli) -> anyhow::Result<ExitCode> {
             id,
             outcome,
             host,
-            state,
-            json,
+            output,
         } => {
             let outcome = if outcome == "succeeded" {
                 RunOutcome::Succeeded
             } else {
                 RunOutcome::Failed
             };
-            match call(
-                &state,
-                &host,
-                ProcessCall::Resolve {
-                    request: id.clone(),
-                    outcome,
-                },
-            ) {
+            let resolve = ProcessCall::Resolve {
+                request: id.clone(),
+                outcome,
+            };
+            match call(&output.state, &host, resolve) {
                 Ok(ProcessReply::Resolved { run }) => {
-                    if json {
-                        println!("{}", serde_json::json!({"host": host, "run": run}));
-                    } else {
-                        println!(
-                            "{id} at {host}: resolved {} (unit {})",
-                            run.outcome.name(),
-                            run.units
-                        );
-                    }
+                    let resolved = Resolved {
+                        host: &host,
+                        run: &run,
+                        id: &id,
+                    };
+                    emit(&resolved, output.json);
                     Ok(ExitCode::SUCCESS)
                 }
                 Ok(ProcessReply::Refused { reason }) | Err(reason) => Ok(refused(
-                    json,
+                    output.json,
                     serde_json::json!({"host": host, "request": id}),
                     &reason,
                 )),
@@ -229,93 +265,145 @@ pub fn process(command: ProcessCli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A run as one host holds it (`None`: it holds no run or wait of that id).
+#[derive(Serialize)]
+struct Inspected<'a> {
+    host: &'a str,
+    run: Option<RunView>,
+    #[serde(skip)]
+    id: &'a str,
+}
+
+impl Report for Inspected<'_> {
+    fn text(&self) -> String {
+        let host = self.host;
+        let Some(run) = &self.run else {
+            return format!("{host} holds no run or wait `{}`\n", self.id);
+        };
+        let mut text = format!(
+            "{} ({} at {host}) {} from {} to {} ({})\n",
+            run.request, run.role, run.process, run.caller, run.receiver, run.via
+        );
+        text += &format!("  outcome {}\n", run.outcome.name());
+        if let Some(result) = &run.result {
+            text += &format!("  result {result}\n");
+        }
+        if let Some(grant) = &run.grant {
+            text += &format!("  grant {grant}: unit {}\n", run.units);
+        }
+        if !run.detail.is_empty() {
+            text += &format!("  {}\n", run.detail);
+        }
+        text
+    }
+}
+
 /// `gridctl inspect process ID --host NAME`.
-pub fn inspect_process(state: &Path, id: &str, host: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let reply = call(
-        state,
-        host,
-        ProcessCall::Inspect {
-            request: id.to_owned(),
-        },
-    )
-    .map_err(anyhow::Error::msg)?;
+pub fn inspect_process(id: &str, host: &str, output: &Output) -> anyhow::Result<ExitCode> {
+    let inspect = ProcessCall::Inspect {
+        request: id.to_owned(),
+    };
+    let reply = call(&output.state, host, inspect).map_err(anyhow::Error::msg)?;
     let ProcessReply::Inspected { run } = reply else {
         bail!("the host answered {reply:?}");
     };
-    if json {
-        println!("{}", serde_json::json!({"host": host, "run": run}));
-    } else {
-        match run {
-            None => println!("{host} holds no run or wait `{id}`"),
-            Some(run) => {
-                println!(
-                    "{} ({} at {host}) {} from {} to {} ({})",
-                    run.request, run.role, run.process, run.caller, run.receiver, run.via
-                );
-                println!("  outcome {}", run.outcome.name());
-                if let Some(result) = &run.result {
-                    println!("  result {result}");
-                }
-                if let Some(grant) = &run.grant {
-                    println!("  grant {grant}: unit {}", run.units);
-                }
-                if !run.detail.is_empty() {
-                    println!("  {}", run.detail);
-                }
-            }
+    emit(&Inspected { host, run, id }, output.json);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The grants a host issued: totals of their units, then each grant.
+#[derive(Serialize)]
+struct Grants<'a> {
+    host: &'a str,
+    allocated: u64,
+    reserved: u64,
+    consumed: u64,
+    surrendered: u64,
+    unknown: u64,
+    available: u64,
+    grants: Vec<GrantView>,
+}
+
+impl<'a> Grants<'a> {
+    fn of(host: &'a str, grants: Vec<GrantView>) -> Self {
+        let total = |f: fn(&GrantView) -> u64| -> u64 { grants.iter().map(f).sum() };
+        Grants {
+            host,
+            allocated: total(|g| g.allocated),
+            reserved: total(|g| g.reserved),
+            consumed: total(|g| g.consumed),
+            surrendered: total(|g| g.surrendered),
+            unknown: total(|g| g.unknown),
+            available: total(|g| g.available()),
+            grants,
         }
     }
-    Ok(ExitCode::SUCCESS)
+}
+
+impl Report for Grants<'_> {
+    fn text(&self) -> String {
+        if self.grants.is_empty() {
+            return format!("{} issued no grants\n", self.host);
+        }
+        self.grants
+            .iter()
+            .map(|g| {
+                format!(
+                    "{} for {}{}: allocated {} reserved {} consumed {} surrendered {} unknown {} available {} ({} signed issue(s))\n",
+                    g.name,
+                    g.caller,
+                    if g.retired { " (retired)" } else { "" },
+                    g.allocated,
+                    g.reserved,
+                    g.consumed,
+                    g.surrendered,
+                    g.unknown,
+                    g.available(),
+                    g.issued.len()
+                )
+            })
+            .collect()
+    }
 }
 
 /// `gridctl inspect grants --host NAME`.
-pub fn inspect_grants(state: &Path, host: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let reply = call(state, host, ProcessCall::Grants).map_err(anyhow::Error::msg)?;
+pub fn inspect_grants(host: &str, output: &Output) -> anyhow::Result<ExitCode> {
+    let reply = call(&output.state, host, ProcessCall::Grants).map_err(anyhow::Error::msg)?;
     let ProcessReply::Grants { grants, .. } = reply else {
         bail!("the host answered {reply:?}");
     };
-    let total = |f: fn(&grid_engine::processes::api::GrantView) -> u64| -> u64 {
-        grants.iter().map(f).sum()
-    };
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "host": host,
-                "allocated": total(|g| g.allocated),
-                "reserved": total(|g| g.reserved),
-                "consumed": total(|g| g.consumed),
-                "surrendered": total(|g| g.surrendered),
-                "unknown": total(|g| g.unknown),
-                "available": total(|g| g.available()),
-                "grants": grants,
-            })
-        );
-    } else if grants.is_empty() {
-        println!("{host} issued no grants");
-    } else {
-        for g in &grants {
-            println!(
-                "{} for {}{}: allocated {} reserved {} consumed {} surrendered {} unknown {} available {} ({} signed issue(s))",
-                g.name,
-                g.caller,
-                if g.retired { " (retired)" } else { "" },
-                g.allocated,
-                g.reserved,
-                g.consumed,
-                g.surrendered,
-                g.unknown,
-                g.available(),
-                g.issued.len()
-            );
-        }
-    }
+    emit(&Grants::of(host, grants), output.json);
     Ok(ExitCode::SUCCESS)
 }
 
+/// The Processes a host serves, its runs by outcome, and the `demo.count` counter.
+#[derive(Serialize)]
+struct Served<'a> {
+    host: &'a str,
+    processes: Vec<String>,
+    runs: RunCounts,
+    demo_count: u64,
+}
+
+impl Report for Served<'_> {
+    fn text(&self) -> String {
+        let runs = &self.runs;
+        format!(
+            "{} serves {}\n  runs: {} succeeded, {} failed, {} unknown, {} running\n  demo.count counter: {}\n",
+            self.host,
+            self.processes.join(", "),
+            runs.succeeded,
+            runs.failed,
+            runs.unknown,
+            runs.running,
+            self.demo_count
+        )
+    }
+}
+
 /// `gridctl inspect processes --host NAME`.
-pub fn inspect_processes(state: &Path, host: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let reply = call(state, host, ProcessCall::Processes).map_err(anyhow::Error::msg)?;
+pub fn inspect_processes(host: &str, output: &Output) -> anyhow::Result<ExitCode> {
+    let reply = call(&output.state, host, ProcessCall::Processes).map_err(anyhow::Error::msg)?;
     let ProcessReply::Processes {
         processes,
         runs,
@@ -325,18 +413,12 @@ pub fn inspect_processes(state: &Path, host: &str, json: bool) -> anyhow::Result
     else {
         bail!("the host answered {reply:?}");
     };
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({"host": host, "processes": processes, "runs": runs, "demo_count": demo_count})
-        );
-    } else {
-        println!("{host} serves {}", processes.join(", "));
-        println!(
-            "  runs: {} succeeded, {} failed, {} unknown, {} running",
-            runs.succeeded, runs.failed, runs.unknown, runs.running
-        );
-        println!("  demo.count counter: {demo_count}");
-    }
+    let served = Served {
+        host,
+        processes,
+        runs,
+        demo_count,
+    };
+    emit(&served, output.json);
     Ok(ExitCode::SUCCESS)
 }

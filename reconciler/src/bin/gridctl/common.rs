@@ -1,0 +1,121 @@
+//! Helpers more than one command family uses: loading the files, `NAME=VALUE`
+//! arguments, the host that serves a model, and building `gridd` under `cargo run`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use grid_spec::{Diagnostics, Model, Options, Topology};
+
+/// Prints diagnostics the way a person reads them: spans, labels, help lines.
+fn report(diagnostics: Diagnostics) {
+    eprintln!("{:?}", miette::Report::new(diagnostics));
+}
+
+/// The topology of `files`, or `None` after printing every diagnostic.
+pub fn load(files: &[PathBuf], options: Options) -> Option<Topology> {
+    match grid_spec::load_with(files, options) {
+        Ok(topology) => Some(topology),
+        Err(diagnostics) => {
+            report(diagnostics);
+            None
+        }
+    }
+}
+
+pub fn find_model<'t>(topology: &'t Topology, name: &str) -> anyhow::Result<&'t Model> {
+    topology.model(name).with_context(|| {
+        let names: Vec<&str> = topology.models.iter().map(|m| m.name.as_str()).collect();
+        if names.is_empty() {
+            format!("model `{name}` is not declared: the files declare no model")
+        } else {
+            format!(
+                "model `{name}` is not declared; the files declare: {}",
+                names.join(", ")
+            )
+        }
+    })
+}
+
+/// Parses `--set NAME=VALUE` arguments, refusing non-finite values before anything
+/// is captured.
+pub fn parse_sets(sets: &[String]) -> anyhow::Result<Vec<(String, f64)>> {
+    sets.iter()
+        .map(|set| {
+            let (name, value) = set
+                .split_once('=')
+                .with_context(|| format!("--set `{set}`: expected NAME=VALUE"))?;
+            let number: f64 = value
+                .trim()
+                .parse()
+                .with_context(|| format!("--set `{set}`: `{value}` is not a number"))?;
+            if !number.is_finite() {
+                bail!("--set `{set}`: values are finite numbers; NaN and infinities are refused");
+            }
+            Ok((name.trim().to_owned(), number))
+        })
+        .collect()
+}
+
+/// The installed host that serves `model` (not retired), found under STATE/hosts.
+pub fn owner_of(state: &Path, model: &str) -> anyhow::Result<PathBuf> {
+    let hosts = grid_reconciler::observe::installed_hosts(state);
+    let mut unreachable = Vec::new();
+    for name in &hosts {
+        let dir = grid_reconciler::observe::host_dir(state, name);
+        match grid_reconciler::observe::observe_host(name, &dir).status {
+            grid_reconciler::observe::HostStatus::Running(o) => {
+                if o.models.iter().any(|m| m.name == model && !m.retired) {
+                    return Ok(dir);
+                }
+            }
+            _ => unreachable.push(name.clone()),
+        }
+    }
+    if unreachable.is_empty() {
+        bail!(
+            "no running host under {} serves model `{model}`",
+            state.display()
+        )
+    }
+    bail!(
+        "no running host under {} serves model `{model}`; not reachable: {}",
+        state.display(),
+        unreachable.join(", ")
+    )
+}
+
+/// Under `cargo run` (which sets `CARGO`), `up` and `journey run` first have cargo
+/// build the `gridd` they start beside this gridctl, in the same profile, when it is
+/// missing or older than this gridctl: `cargo run --bin gridctl` builds gridctl only,
+/// and a missing or stale gridd would not speak this gridctl's protocol.
+pub fn build_gridd_under_cargo() -> anyhow::Result<()> {
+    let Some(cargo) = std::env::var_os("CARGO") else {
+        return Ok(());
+    };
+    let exe = std::env::current_exe().context("where is gridctl?")?;
+    let Some(dir) = exe.parent() else {
+        return Ok(());
+    };
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let gridd = dir.join("gridd");
+    if let (Some(built), Some(ours)) = (modified(&gridd), modified(&exe))
+        && built >= ours
+    {
+        return Ok(());
+    }
+    let mut build = std::process::Command::new(cargo);
+    build.args(["build", "-q", "-p", "grid-engine", "--bin", "gridd"]);
+    if let Some(manifest) = std::env::var_os("CARGO_MANIFEST_DIR") {
+        build
+            .arg("--manifest-path")
+            .arg(PathBuf::from(manifest).join("Cargo.toml"));
+    }
+    if dir.ends_with("release") {
+        build.arg("--release");
+    }
+    let status = build.status().context("cannot run cargo to build gridd")?;
+    if !status.success() {
+        bail!("cargo could not build gridd ({status})");
+    }
+    Ok(())
+}

@@ -1,0 +1,305 @@
+//! `gridctl input`, `status`, `verify` and `remote observe`: one host, through its
+//! control socket, its installation, or its transport.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use grid_engine::custody::Manifest;
+use grid_engine::custody::membership::{Enrollment, enrolled_memberships, read_enrollment};
+use grid_engine::host::config::HostConfig;
+use grid_engine::protocol::{Answer, Call, FenceStamp, Reply, Request};
+use grid_reconciler::apply::{self, Status};
+use grid_reconciler::observe::{self, HostStatus};
+use serde::Serialize;
+
+use crate::Output;
+use crate::common::{owner_of, parse_sets};
+use crate::report::{Report, emit};
+
+#[derive(Subcommand, Debug)]
+pub enum RemoteCommand {
+    /// Observe a host (`observe` over its transport), authenticated as participant
+    /// AS with its installation's certificate and key.
+    Observe {
+        /// The host to observe (its listen address is read from its installation).
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        /// The calling participant (a host installed under the state directory).
+        #[arg(long = "as", value_name = "PARTICIPANT")]
+        participant: String,
+        /// The shared membership (default: the first both are enrolled in).
+        #[arg(long, value_name = "M")]
+        membership: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+/// The owner's answer to one input batch.
+#[derive(Serialize)]
+struct Sent {
+    op: String,
+    outcome: &'static str,
+    detail: String,
+    #[serde(skip)]
+    status: Status,
+}
+
+impl Report for Sent {
+    fn text(&self) -> String {
+        let mut text = format!("{}: {} ({})\n", self.op, self.outcome, self.detail);
+        if self.status == Status::Unknown {
+            text += &format!(
+                "the outcome is unknown; nothing was retried. Re-send the same --op {} to learn the original answer.\n",
+                self.op
+            );
+        }
+        text
+    }
+}
+
+/// `gridctl input MODEL NAME=VALUE… --op ID [--fence CLAIM:EPOCH]`.
+pub fn input(
+    model: String,
+    values: &[String],
+    op: String,
+    fence: Option<&str>,
+    output: &Output,
+) -> anyhow::Result<ExitCode> {
+    let sets = parse_sets(values)?;
+    let fence = match fence {
+        None => None,
+        Some(text) => {
+            let Some((claim, epoch)) = text.rsplit_once(':') else {
+                bail!("--fence `{text}`: expected CLAIM:EPOCH");
+            };
+            let epoch: u64 = epoch
+                .parse()
+                .with_context(|| format!("--fence `{text}`: the epoch is not a whole number"))?;
+            Some(FenceStamp {
+                claim: claim.to_owned(),
+                epoch,
+            })
+        }
+    };
+    let dir = owner_of(&output.state, &model)?;
+    let (status, detail) = apply::send(
+        &dir,
+        Call::Submit {
+            op: op.clone(),
+            request: Request::Input {
+                model,
+                values: sets,
+                fence,
+            },
+        },
+    );
+    let sent = Sent {
+        op,
+        outcome: status.name(),
+        detail,
+        status,
+    };
+    emit(&sent, output.json);
+    Ok(ExitCode::from(status.exit_code()))
+}
+
+/// A host's identity as its installation holds it.
+#[derive(Serialize)]
+struct Identity<'a> {
+    name: &'a str,
+    listen: &'a str,
+    profiles: &'a [String],
+    running: bool,
+    keys: Option<Keys<'a>>,
+    memberships: Vec<Member<'a>>,
+}
+
+#[derive(Serialize)]
+struct Keys<'a> {
+    generation: u32,
+    signing: &'a str,
+    mail: &'a str,
+    tls: &'a str,
+    retired: Vec<u32>,
+}
+
+#[derive(Serialize)]
+struct Member<'a> {
+    membership: &'a str,
+    participant: &'a str,
+    serial: u64,
+    not_after: &'a str,
+    authority: &'a str,
+}
+
+impl Report for Identity<'_> {
+    fn text(&self) -> String {
+        let mut text = format!(
+            "host {} ({})\n",
+            self.name,
+            if self.running {
+                "running"
+            } else {
+                "not running"
+            }
+        );
+        text += &format!("  listen      {}\n", self.listen);
+        text += &format!("  profiles    [{}]\n", self.profiles.join(" "));
+        if let Some(k) = &self.keys {
+            text += &format!(
+                "  keys        signing generation {} ({} retired)\n",
+                k.generation,
+                k.retired.len()
+            );
+        }
+        for e in &self.memberships {
+            text += &format!(
+                "  member      {} as participant {} (serial {}, until {})\n",
+                e.membership, e.participant, e.serial, e.not_after
+            );
+        }
+        text
+    }
+}
+
+/// `gridctl status --host NAME`.
+pub fn status(host: &str, output: &Output) -> anyhow::Result<ExitCode> {
+    let state = &output.state;
+    let dir = observe::host_dir(state, host);
+    let observation = observe::observe_host(host, &dir);
+    let Some(config) = &observation.config else {
+        bail!("no installation of host `{host}` under {}", state.display());
+    };
+    let manifest = grid_engine::custody::manifest(&dir).ok();
+    let enrollments: Vec<Enrollment> = enrolled_memberships(&dir)
+        .into_iter()
+        .filter_map(|m| read_enrollment(&dir, &m).ok().flatten())
+        .collect();
+    emit(
+        &identity(config, &observation.status, manifest.as_ref(), &enrollments),
+        output.json,
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn identity<'a>(
+    config: &'a HostConfig,
+    status: &HostStatus,
+    manifest: Option<&'a Manifest>,
+    enrollments: &'a [Enrollment],
+) -> Identity<'a> {
+    Identity {
+        name: &config.name,
+        listen: &config.listen,
+        profiles: &config.profiles,
+        running: matches!(status, HostStatus::Running(_)),
+        keys: manifest.map(|k| Keys {
+            generation: k.generation,
+            signing: &k.signing,
+            mail: &k.mail,
+            tls: &k.tls,
+            retired: k.retired.iter().map(|r| r.generation).collect(),
+        }),
+        memberships: enrollments
+            .iter()
+            .map(|e| Member {
+                membership: &e.membership,
+                participant: &e.participant,
+                serial: e.serial,
+                not_after: &e.not_after,
+                authority: &e.authority,
+            })
+            .collect(),
+    }
+}
+
+/// An answer checked offline against its host's custody manifest.
+#[derive(Serialize)]
+struct Verified<'a> {
+    op: &'a str,
+    host: &'a str,
+    verified: bool,
+    generation: Option<u32>,
+    answer: &'a Answer,
+}
+
+impl Report for Verified<'_> {
+    fn text(&self) -> String {
+        let (op, host) = (self.op, self.host);
+        match self.generation {
+            Some(g) => {
+                format!("verified: operation {op} answered by {host}, signing key generation {g}\n")
+            }
+            None => format!(
+                "NOT verified: the signature of operation {op} does not match {host}'s keys\n"
+            ),
+        }
+    }
+}
+
+/// `gridctl verify --host NAME --op ID`.
+pub fn verify(host: &str, op: &str, output: &Output) -> anyhow::Result<ExitCode> {
+    let dir = observe::host_dir(&output.state, host);
+    let reply = grid_engine::host::control::Client::connect(&dir)
+        .and_then(|mut c| c.call(&Call::Answer { op: op.to_owned() }))?;
+    let Reply::Answer(answer) = reply else {
+        bail!("host `{host}` holds no answer for operation `{op}` ({reply:?})");
+    };
+    let manifest = grid_engine::custody::manifest(&dir)?;
+    let generation = answer.verify(&manifest);
+    let verified = Verified {
+        op,
+        host,
+        verified: generation.is_some(),
+        generation,
+        answer: &answer,
+    };
+    emit(&verified, output.json);
+    Ok(if generation.is_some() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// What a host answered `observe` over its transport.
+#[derive(Serialize)]
+#[serde(transparent)]
+struct Observed(Reply);
+
+impl Report for Observed {
+    fn text(&self) -> String {
+        format!("{:?}\n", self.0)
+    }
+}
+
+/// `gridctl remote observe --host NAME --as PARTICIPANT`.
+pub fn remote(command: RemoteCommand) -> anyhow::Result<ExitCode> {
+    let RemoteCommand::Observe {
+        host,
+        participant,
+        membership,
+        output,
+    } = command;
+    let target = observe::host_dir(&output.state, &host);
+    let own = observe::host_dir(&output.state, &participant);
+    let config = HostConfig::read(&target)?;
+    let address: std::net::SocketAddr = config.listen.parse()?;
+    let shared = enrolled_memberships(&own);
+    let membership = match membership {
+        Some(m) => m,
+        None => shared
+            .iter()
+            .find(|m| enrolled_memberships(&target).contains(m))
+            .cloned()
+            .with_context(|| format!("`{participant}` and `{host}` share no membership"))?,
+    };
+    let client = grid_engine::transport::Client::new(&own, &membership, &host, address)?;
+    let reply = client
+        .call(&Call::Observe)
+        .map_err(|e| anyhow::anyhow!("refused or unreachable: {e}"))?;
+    emit(&Observed(reply), output.json);
+    Ok(ExitCode::SUCCESS)
+}

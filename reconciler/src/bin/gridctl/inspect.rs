@@ -1,0 +1,282 @@
+//! `gridctl inspect …`: read what an owner holds, without changing it. Authority, wire
+//! counters, tags and a model's values here; routes in `routes`, runs and grants in
+//! `process`.
+
+use std::process::ExitCode;
+
+use anyhow::bail;
+use clap::Subcommand;
+use grid_engine::host::control::Client;
+use grid_engine::protocol::{Call, Reply, ValueText, WirePeer};
+use grid_reconciler::observe;
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+
+use crate::Output;
+use crate::common::owner_of;
+use crate::report::{Rendered, Report, emit};
+use crate::{process, routes};
+
+#[derive(Subcommand, Debug)]
+pub enum InspectCommand {
+    /// A membership's authority: voters, leader, term, last applied, profiles, and an
+    /// explicit linearizable read barrier (`unknown` when no quorum confirms it).
+    Authority {
+        membership: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// TLS bytes the host's sockets wrote per peer and direction (profile
+    /// `wire-observation`); an overflowed counter reads `unavailable`.
+    Wire {
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// The routes a participant takes part in: role, class, destinations, published
+    /// and receipted positions, values outstanding.
+    Routes {
+        /// One host (default: every installed host that answers).
+        #[arg(long, value_name = "NAME")]
+        host: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// What HOST holds durably of ROUTE: a destination its inbox, the publisher its
+    /// published sequence (encrypted values opened with HOST's own mail key).
+    #[command(mut_arg("json", |a| a.help("A JSON list of {\"position\", \"value\"}")))]
+    Inbox {
+        route: String,
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        /// The first position to show.
+        #[arg(long, value_name = "POSITION", default_value_t = 0)]
+        from: u64,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// The newest signed receipt of every destination of ROUTE, at its publisher, and
+    /// the values still outstanding. With --verify every signature is checked offline
+    /// with the recipient's public keys (its custody manifest); exit 1 if one fails.
+    #[command(mut_arg("json", |a| a.help(
+        "{\"route\", \"receipts\", \"verified\", \"outstanding\", …}"
+    )))]
+    Receipts {
+        route: String,
+        #[arg(long)]
+        verify: bool,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// A run as HOST holds it: as its receiver (outcome, grant, unit) or as its
+    /// caller (its wait journal).
+    #[command(mut_arg("json", |a| a.help(
+        "{\"host\", \"run\": null or {\"request\", \"outcome\", \"result\", \"units\", …}}"
+    )))]
+    Process {
+        /// The request id.
+        id: String,
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// The grants HOST issued and their units: allocated, reserved, consumed,
+    /// surrendered, unknown (held by runs left unknown).
+    #[command(mut_arg("json", |a| a.help(
+        "{\"host\", \"allocated\", \"reserved\", \"consumed\", \"surrendered\", \"unknown\", \
+         \"grants\": […]} (totals, then each grant with its signed issues)"
+    )))]
+    Grants {
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// A simulated tag's source journal at HOST (profile `sources`): observations
+    /// journaled, the last index and value, the position fed to each model, and
+    /// whether the journal equals the deterministic sequence of its definition.
+    #[command(mut_arg("json", |a| a.help(
+        "{\"host\", \"tag\", \"count\", \"last\", \"observations\", \"fed\", \
+         \"deterministic\", \"consecutive\", …}"
+    )))]
+    Tag {
+        tag: String,
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// The Processes HOST serves, its runs by outcome, and the `demo.count` counter.
+    Processes {
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// A model's current values as its host holds them.
+    #[command(mut_arg("json", |a| a.help(
+        "One JSON object {\"NAME\": number or \"#ERR!\" text, ...}"
+    )))]
+    Model {
+        model: String,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+pub fn inspect(command: InspectCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        InspectCommand::Authority { membership, output } => authority(&membership, &output),
+        InspectCommand::Wire { host, output } => wire(&host, &output),
+        InspectCommand::Routes { host, output } => routes::inspect_routes(host, &output),
+        InspectCommand::Inbox {
+            route,
+            host,
+            from,
+            output,
+        } => routes::inspect_inbox(&route, &host, from, &output),
+        InspectCommand::Receipts {
+            route,
+            verify,
+            output,
+        } => routes::inspect_receipts(&route, verify, &output),
+        InspectCommand::Process { id, host, output } => {
+            process::inspect_process(&id, &host, &output)
+        }
+        InspectCommand::Grants { host, output } => process::inspect_grants(&host, &output),
+        InspectCommand::Tag { tag, host, output } => self::tag(&tag, &host, &output),
+        InspectCommand::Processes { host, output } => process::inspect_processes(&host, &output),
+        InspectCommand::Model { model, output } => self::model(&model, &output),
+    }
+}
+
+/// `gridctl inspect authority MEMBERSHIP`.
+fn authority(membership: &str, output: &Output) -> anyhow::Result<ExitCode> {
+    let inspection = grid_reconciler::authority::inspect(&output.state, membership)
+        .map_err(anyhow::Error::msg)?;
+    emit(
+        &Rendered::new(inspection.to_json(), inspection.render()),
+        output.json,
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The bytes a host's sockets wrote, per peer and direction.
+#[derive(Serialize)]
+struct Wire<'a> {
+    host: &'a str,
+    peers: Vec<PeerBytes<'a>>,
+}
+
+#[derive(Serialize)]
+struct PeerBytes<'a> {
+    peer: &'a str,
+    direction: &'a str,
+    bytes: Bytes,
+}
+
+/// A counter, or `"unavailable"` once it overflowed.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Bytes {
+    Counted(u64),
+    Unavailable(&'static str),
+}
+
+impl Report for Wire<'_> {
+    fn text(&self) -> String {
+        self.peers
+            .iter()
+            .map(|p| {
+                let bytes = match p.bytes {
+                    Bytes::Counted(b) => b.to_string(),
+                    Bytes::Unavailable(text) => text.to_owned(),
+                };
+                format!("{} {} {bytes}\n", p.peer, p.direction)
+            })
+            .collect()
+    }
+}
+
+impl<'a> Wire<'a> {
+    fn of(host: &'a str, peers: &'a [WirePeer]) -> Self {
+        let peers = peers
+            .iter()
+            .map(|p| PeerBytes {
+                peer: &p.peer,
+                direction: &p.direction,
+                bytes: p
+                    .bytes
+                    .map_or(Bytes::Unavailable("unavailable"), Bytes::Counted),
+            })
+            .collect();
+        Wire { host, peers }
+    }
+}
+
+/// `gridctl inspect wire --host NAME`.
+fn wire(host: &str, output: &Output) -> anyhow::Result<ExitCode> {
+    let dir = observe::host_dir(&output.state, host);
+    let reply = Client::connect(&dir).and_then(|mut c| c.call(&Call::Wire))?;
+    let peers = match reply {
+        Reply::Wire { peers } => peers,
+        Reply::Refused { reason } => bail!("{reason}"),
+        other => bail!("the host answered {other:?}"),
+    };
+    emit(&Wire::of(host, &peers), output.json);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `gridctl inspect tag TAG --host NAME`.
+fn tag(tag: &str, host: &str, output: &Output) -> anyhow::Result<ExitCode> {
+    let inspection =
+        grid_reconciler::sources::inspect(&output.state, tag, host).map_err(anyhow::Error::msg)?;
+    emit(
+        &Rendered::new(inspection.to_json(), inspection.render()),
+        output.json,
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A model's values as its host holds them: `NAME = VALUE` lines, or one JSON object
+/// {"NAME": number or "#ERR!" text}.
+struct HeldValues(Vec<(String, ValueText)>);
+
+impl Serialize for HeldValues {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, value) in &self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
+impl Report for HeldValues {
+    fn text(&self) -> String {
+        self.0
+            .iter()
+            .map(|(name, value)| match value {
+                ValueText::Number(n) => format!("{name} = {n}\n"),
+                ValueText::Error(e) => format!("{name} = {e}\n"),
+            })
+            .collect()
+    }
+}
+
+/// `gridctl inspect model MODEL`.
+fn model(model: &str, output: &Output) -> anyhow::Result<ExitCode> {
+    let dir = owner_of(&output.state, model)?;
+    let reply = Client::connect(&dir).and_then(|mut c| {
+        c.call(&Call::Values {
+            model: model.to_owned(),
+        })
+    })?;
+    let Reply::Values { values, .. } = reply else {
+        bail!("the host answered {reply:?}");
+    };
+    emit(&HeldValues(values), output.json);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,270 @@
+//! `gridctl check` and `gridctl model eval|check|run`: the files, and one model of
+//! them evaluated in memory or in a durable instance, without a host.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use grid_engine::journal::DurableModel;
+use grid_engine::model::{Runtime, Value};
+use grid_spec::Options;
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+
+use crate::common::{find_model, load, parse_sets};
+use crate::report::{Report, emit};
+
+#[derive(Subcommand, Debug)]
+pub enum ModelCommand {
+    /// Evaluate a model in memory: every input and cell as `NAME = VALUE`, in
+    /// declaration order.
+    Eval {
+        #[command(flatten)]
+        target: Target,
+        /// Set an input for this evaluation (repeatable): NAME=VALUE.
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+        /// Print one JSON object {"NAME": number or "#ERR!" text, ...}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Admission report: counted operations against the model's ceiling; exit
+    /// non-zero when not admitted.
+    Check {
+        #[command(flatten)]
+        target: Target,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Apply one batch to the durable instance in DIR (created if absent) and print
+    /// the state; without --set, print the recovered state.
+    Run {
+        #[command(flatten)]
+        target: Target,
+        /// The instance's private directory (0700).
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+        /// Set an input in this batch (repeatable): NAME=VALUE.
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+        /// Apply every line of FILE as one batch (`NAME=VALUE NAME=VALUE …`), in
+        /// order, each durable before the next; reports `batch N durable` on stderr.
+        #[arg(long, value_name = "FILE", conflicts_with = "set")]
+        batches: Option<PathBuf>,
+        /// Print one JSON object {"NAME": number or "#ERR!" text, ...}.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct Target {
+    /// Topology files, or directories whose .kdl files are read.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// The model's name.
+    #[arg(long, value_name = "NAME")]
+    model: String,
+}
+
+/// `gridctl check FILES`.
+pub fn check(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let Some(topology) = load(files, Options::default()) else {
+        return Ok(ExitCode::FAILURE);
+    };
+    let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    println!(
+        "valid: {}, {}, {}, {}, {}, {}, {}, {}",
+        count(topology.hosts.len(), "host"),
+        count(topology.memberships.len(), "membership"),
+        count(topology.models.len(), "model"),
+        count(topology.routes.len(), "route"),
+        count(topology.grants.len(), "grant"),
+        count(topology.missions.len(), "mission"),
+        count(topology.tags.len(), "tag"),
+        count(topology.exports.len(), "export"),
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn model(command: ModelCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        ModelCommand::Eval { target, set, json } => eval(&target, &set, json),
+        ModelCommand::Check { target, json } => admission(&target, json),
+        ModelCommand::Run {
+            target,
+            dir,
+            set,
+            batches,
+            json,
+        } => run(&target, &dir, &set, batches.as_deref(), json),
+    }
+}
+
+/// Every input and cell with its value, in declaration order: `NAME = VALUE` lines, or
+/// one JSON object {"NAME": number or "#ERR!" text}.
+struct Values(Vec<(String, Value)>);
+
+impl Values {
+    fn of(runtime: &Runtime) -> Self {
+        Values(
+            runtime
+                .values()
+                .map(|(name, value)| (name.to_owned(), value))
+                .collect(),
+        )
+    }
+}
+
+impl Serialize for Values {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, value) in &self.0 {
+            match value {
+                Value::Number(n) => map.serialize_entry(name, n)?,
+                Value::Error(e) => map.serialize_entry(name, &e.to_string())?,
+            }
+        }
+        map.end()
+    }
+}
+
+impl Report for Values {
+    fn text(&self) -> String {
+        self.0
+            .iter()
+            .map(|(name, value)| format!("{name} = {value}\n"))
+            .collect()
+    }
+}
+
+/// `gridctl model eval`.
+fn eval(target: &Target, set: &[String], json: bool) -> anyhow::Result<ExitCode> {
+    let sets = parse_sets(set)?;
+    let Some(topology) = load(&target.files, Options::default()) else {
+        return Ok(ExitCode::FAILURE);
+    };
+    let model = find_model(&topology, &target.model)?;
+    let mut runtime = Runtime::new(model)?;
+    let batch: Vec<(&str, f64)> = sets.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+    if !batch.is_empty() {
+        runtime.apply(&batch)?;
+    }
+    emit(&Values::of(&runtime), json);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The owner's admission of one model, as `gridctl model check` reports it.
+#[derive(Serialize)]
+struct Admission<'m> {
+    model: &'m str,
+    inputs: usize,
+    cells: usize,
+    items: usize,
+    operations: u64,
+    ceiling: u32,
+    ceiling_declared: bool,
+    scalar: bool,
+    admitted: bool,
+    error: Option<String>,
+}
+
+impl Report for Admission<'_> {
+    fn text(&self) -> String {
+        let mut text = format!("model {}\n", self.model);
+        text += &format!("  inputs      {}\n", self.inputs);
+        text += &format!("  cells       {}\n", self.cells);
+        text += &format!("  operations  {}\n", self.operations);
+        text += &format!(
+            "  ceiling     {}{}\n",
+            self.ceiling,
+            if self.ceiling_declared {
+                ""
+            } else {
+                " (default)"
+            }
+        );
+        match &self.error {
+            None => text += "  admitted\n",
+            Some(e) => text += &format!("  not admitted: {e}\n"),
+        }
+        text
+    }
+}
+
+/// `gridctl model check`.
+fn admission(target: &Target, json: bool) -> anyhow::Result<ExitCode> {
+    // The owner's admission decides; validation here checks everything else.
+    let Some(topology) = load(
+        &target.files,
+        Options {
+            admission: false,
+            ..Options::default()
+        },
+    ) else {
+        return Ok(ExitCode::FAILURE);
+    };
+    let model = find_model(&topology, &target.model)?;
+    let error = Runtime::new(model).err().map(|e| e.to_string());
+    let admitted = error.is_none();
+    emit(
+        &Admission {
+            model: &model.name,
+            inputs: model.inputs().count(),
+            cells: model.cells().count(),
+            items: model.items.len(),
+            operations: model.operations,
+            ceiling: model.ceiling(),
+            ceiling_declared: model.declared_ceiling.is_some(),
+            scalar: model.scalar,
+            admitted,
+            error,
+        },
+        json,
+    );
+    Ok(if admitted {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `gridctl model run`.
+fn run(
+    target: &Target,
+    dir: &Path,
+    set: &[String],
+    batches: Option<&Path>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut planned = vec![parse_sets(set)?];
+    if let Some(file) = batches {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read --batches {}", file.display()))?;
+        planned = text
+            .lines()
+            .enumerate()
+            .filter(|(_, line)| !line.trim().is_empty())
+            .map(|(number, line)| {
+                let sets: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+                parse_sets(&sets).with_context(|| format!("{} line {}", file.display(), number + 1))
+            })
+            .collect::<anyhow::Result<_>>()?;
+    }
+    let Some(topology) = load(&target.files, Options::default()) else {
+        return Ok(ExitCode::FAILURE);
+    };
+    let model = find_model(&topology, &target.model)?;
+    let mut instance = DurableModel::open(dir, model)?;
+    for sets in planned.iter().filter(|sets| !sets.is_empty()) {
+        let batch: Vec<(&str, f64)> = sets.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let number = instance.apply(&batch)?;
+        if batches.is_some() {
+            eprintln!("batch {number} durable");
+        }
+    }
+    emit(&Values::of(instance.runtime()), json);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,245 @@
+//! `gridctl publish` and `gridctl inspect routes|inbox|receipts`: values on routes,
+//! at their publishers and destinations.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use anyhow::bail;
+use grid_engine::delivery::api::{DeliveryCall, DeliveryReply, HeldValue, RouteView};
+use grid_reconciler::observe;
+use serde::Serialize;
+
+use crate::Output;
+use crate::report::{NotDone, Rendered, Report, emit};
+
+/// A value published: its position at the publisher.
+#[derive(Serialize)]
+struct Published {
+    route: String,
+    position: u64,
+    value: f64,
+    host: String,
+    outcome: &'static str,
+}
+
+impl Report for Published {
+    fn text(&self) -> String {
+        format!(
+            "published {} on {} at position {}\n",
+            self.value, self.route, self.position
+        )
+    }
+}
+
+/// `gridctl publish ROUTE VALUE --as HOST`.
+pub fn publish(
+    route: String,
+    value: &str,
+    host: &str,
+    output: &Output,
+) -> anyhow::Result<ExitCode> {
+    let json = output.json;
+    let not_done = |outcome, detail: String| NotDone {
+        id: serde_json::json!({ "route": route }),
+        outcome,
+        detail,
+    };
+    let number: f64 = match value.trim().parse() {
+        Ok(v) if f64::is_finite(v) => v,
+        _ => {
+            let detail = format!(
+                "value `{value}` is not a finite number; refused before capture, nothing was published"
+            );
+            emit(&not_done("refused", detail.clone()), json);
+            eprintln!("gridctl: {detail}");
+            return Ok(ExitCode::from(4));
+        }
+    };
+    let call = DeliveryCall::Publish {
+        route: route.clone(),
+        value: number,
+    };
+    match grid_reconciler::routes::call(&output.state, host, call) {
+        Ok(DeliveryReply::Published { route, position }) => {
+            let published = Published {
+                route,
+                position,
+                value: number,
+                host: host.to_owned(),
+                outcome: "succeeded",
+            };
+            emit(&published, json);
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(DeliveryReply::Refused { reason }) => {
+            emit(&not_done("refused", reason.clone()), json);
+            eprintln!("gridctl: publish refused: {reason}");
+            Ok(ExitCode::from(4))
+        }
+        Ok(other) => bail!("the host answered {other:?}"),
+        Err(e) if e.contains("lost") => {
+            emit(&not_done("unknown", e.clone()), json);
+            eprintln!(
+                "gridctl: {e}\n  whether the value was published is unknown; `gridctl inspect inbox {route} --host {host}` shows what the publisher holds (nothing is re-sent)"
+            );
+            Ok(ExitCode::from(3))
+        }
+        Err(e) => {
+            emit(&not_done("refused", format!("{e}; nothing was sent")), json);
+            eprintln!("gridctl: {e}; nothing was published");
+            Ok(ExitCode::from(4))
+        }
+    }
+}
+
+/// The routes some hosts take part in, one entry per (host, route).
+#[derive(Serialize)]
+#[serde(transparent)]
+struct Routes(Vec<RouteLine>);
+
+#[derive(Serialize)]
+struct RouteLine {
+    host: String,
+    route: String,
+    membership: String,
+    class: &'static str,
+    encrypted: bool,
+    role: String,
+    publisher: String,
+    destinations: Vec<DestinationLine>,
+    published: u64,
+    receipted: BTreeMap<String, u64>,
+    outstanding: BTreeMap<String, u64>,
+    held: u64,
+}
+
+#[derive(Serialize)]
+struct DestinationLine {
+    host: String,
+    retired: bool,
+}
+
+impl RouteLine {
+    fn of(host: String, r: RouteView) -> Self {
+        RouteLine {
+            host,
+            class: r.route.class.name(),
+            encrypted: r.route.encrypted,
+            role: r.role,
+            publisher: r.route.publisher,
+            destinations: r
+                .route
+                .destinations
+                .into_iter()
+                .map(|d| DestinationLine {
+                    host: d.host,
+                    retired: d.retired,
+                })
+                .collect(),
+            route: r.route.name,
+            membership: r.route.membership,
+            published: r.published,
+            receipted: r.receipted,
+            outstanding: r.outstanding,
+            held: r.held,
+        }
+    }
+
+    fn text(&self) -> String {
+        let h = &self.host;
+        let class = self.class;
+        let sealed = if self.encrypted { " encrypted" } else { "" };
+        if self.role != "publisher" {
+            return format!(
+                "{h}: receives {} ({class}{sealed}, {}) from {}, holds through {}\n",
+                self.route, self.membership, self.publisher, self.held
+            );
+        }
+        let mut text = format!(
+            "{h}: publishes {} ({class}{sealed}, {}) to {} destination(s), published through {}\n",
+            self.route,
+            self.membership,
+            self.destinations.len(),
+            self.published
+        );
+        for d in &self.destinations {
+            text += &format!(
+                "    {}{}: receipted through {}, {} outstanding\n",
+                d.host,
+                if d.retired { " (retired)" } else { "" },
+                self.receipted.get(&d.host).copied().unwrap_or(0),
+                self.outstanding.get(&d.host).copied().unwrap_or(0)
+            );
+        }
+        text
+    }
+}
+
+impl Report for Routes {
+    fn text(&self) -> String {
+        self.0.iter().map(RouteLine::text).collect()
+    }
+}
+
+/// `gridctl inspect routes [--host NAME]`.
+pub fn inspect_routes(host: Option<String>, output: &Output) -> anyhow::Result<ExitCode> {
+    let hosts = match host {
+        Some(h) => vec![h],
+        None => observe::installed_hosts(&output.state),
+    };
+    let mut all = Vec::new();
+    for h in &hosts {
+        match grid_reconciler::routes::call(&output.state, h, DeliveryCall::Routes) {
+            Ok(DeliveryReply::Routes { routes, .. }) => {
+                all.extend(routes.into_iter().map(|r| RouteLine::of(h.clone(), r)))
+            }
+            Ok(other) => bail!("{h} answered {other:?}"),
+            Err(e) if hosts.len() == 1 => bail!("{h}: {e}"),
+            Err(_) => {}
+        }
+    }
+    emit(&Routes(all), output.json);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a host holds of a route, from a position on.
+#[derive(Serialize)]
+#[serde(transparent)]
+struct Held(Vec<HeldValue>);
+
+impl Report for Held {
+    fn text(&self) -> String {
+        self.0
+            .iter()
+            .map(|v| format!("{} {}\n", v.position, v.value))
+            .collect()
+    }
+}
+
+/// `gridctl inspect inbox ROUTE --host NAME [--from POSITION]`.
+pub fn inspect_inbox(
+    route: &str,
+    host: &str,
+    from: u64,
+    output: &Output,
+) -> anyhow::Result<ExitCode> {
+    let values = grid_reconciler::routes::held(&output.state, route, host, from)
+        .map_err(anyhow::Error::msg)?;
+    emit(&Held(values), output.json);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `gridctl inspect receipts ROUTE [--verify]`; exit 1 when a signature fails.
+pub fn inspect_receipts(route: &str, verify: bool, output: &Output) -> anyhow::Result<ExitCode> {
+    let receipts = grid_reconciler::routes::receipts(&output.state, route, verify)
+        .map_err(anyhow::Error::msg)?;
+    emit(
+        &Rendered::new(receipts.to_json(), receipts.render()),
+        output.json,
+    );
+    Ok(if receipts.verified() == Some(false) {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

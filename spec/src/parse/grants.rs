@@ -1,0 +1,174 @@
+//! `grant`, `mission` and `export` nodes.
+
+use super::*;
+
+impl FileReader<'_> {
+    pub(super) fn grant(&mut self, node: &KdlNode) {
+        let mut n = NodeReader::new(node);
+        let name = self.object_name(&mut n, "grant");
+        let label = format!("grant `{}`", name.as_ref().map_or("?", |n| n.0.as_str()));
+        let first = self.parsed.references.len();
+        let issuer = self.host_ref(&mut n, "issuer", &label);
+        let caller = self.host_ref(&mut n, "caller", &label);
+        let mailbox = match n.string_prop(self, "mailbox", false) {
+            Some((host, span)) => {
+                self.parsed.references.push(Reference {
+                    kind: RefKind::Host,
+                    name: host.clone(),
+                    file: self.file.clone(),
+                    span,
+                    context: format!("{label} `mailbox`"),
+                    require: None,
+                });
+                Some(host)
+            }
+            None => None,
+        };
+        let units = n.int_prop(self, "units", true, 1, u64::MAX as i128);
+        let retired = n.bool_prop(self, "retired").unwrap_or(false);
+        n.no_children(self);
+        n.finish(self);
+        // Every party serves Processes and shares a membership with the others.
+        let parties: Vec<String> = [&issuer, &caller, &mailbox]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        for reference in &mut self.parsed.references[first..] {
+            let others = parties
+                .iter()
+                .filter(|p| **p != reference.name)
+                .cloned()
+                .collect();
+            reference.require = Some(Requirement::Processes(others));
+        }
+        if let (Some(issuer), Some(caller)) = (&issuer, &caller)
+            && issuer == caller
+            && let Some(span) = self.parsed.references.get(first + 1).map(|r| r.span)
+        {
+            self.error(
+                span,
+                format!("{label}: host `{caller}` cannot be granted units by itself"),
+                "the caller is the issuer",
+                "a grant lets another host run Processes at the issuer: name a different caller",
+            );
+        }
+        if let (Some((name, span)), Some(issuer), Some(caller), Some((units, _))) =
+            (name, issuer, caller, units)
+        {
+            let origin = self.origin(span);
+            self.parsed.topology.grants.push(Grant {
+                name,
+                issuer,
+                caller,
+                units: units as u64,
+                mailbox,
+                retired,
+                origin,
+            });
+        }
+    }
+
+    pub(super) fn mission(&mut self, node: &KdlNode) {
+        let mut n = NodeReader::new(node);
+        let name = self.object_name(&mut n, "mission");
+        let label = format!("mission `{}`", name.as_ref().map_or("?", |n| n.0.as_str()));
+        let host = self.host_ref(&mut n, "host", &label);
+        let units = n.int_prop(self, "units", true, 1, u64::MAX as i128);
+        let deadline = n.string_prop(self, "deadline", true).and_then(|(d, span)| {
+            if is_rfc3339(&d) {
+                Some(d)
+            } else {
+                self.error(
+                    span,
+                    format!("`{d}` is not an RFC 3339 timestamp"),
+                    "not a timestamp",
+                    "for example deadline=\"2026-12-01T06:00:00Z\"",
+                );
+                None
+            }
+        });
+        let successor = n.string_prop(self, "successor", true);
+        n.no_children(self);
+        n.finish(self);
+        let (
+            Some((name, span)),
+            Some(host),
+            Some((units, _)),
+            Some(deadline),
+            Some((successor, s_span)),
+        ) = (name, host, units, deadline, successor)
+        else {
+            return;
+        };
+        if successor == host {
+            self.error(
+                s_span,
+                format!("mission `{name}` names its own host as successor"),
+                "same host",
+                "the successor is the host that takes over after departure",
+            );
+        }
+        self.parsed.references.push(Reference {
+            kind: RefKind::Host,
+            name: successor.clone(),
+            file: self.file.clone(),
+            span: s_span,
+            context: format!("mission `{name}` successor"),
+            require: None,
+        });
+        let origin = self.origin(span);
+        self.parsed.topology.missions.push(Mission {
+            name,
+            host,
+            units: units as u64,
+            deadline,
+            successor,
+            origin,
+        });
+    }
+
+    pub(super) fn export(&mut self, node: &KdlNode) {
+        let mut n = NodeReader::new(node);
+        let name = self.object_name(&mut n, "export");
+        let label = format!("export `{}`", name.as_ref().map_or("?", |n| n.0.as_str()));
+        let gateway = self.host_ref(&mut n, "gateway", &label);
+        let mut route = |this: &mut Self, key: &str| {
+            let (route, span) = n.string_prop(this, key, true)?;
+            this.parsed.references.push(Reference {
+                kind: RefKind::Route,
+                name: route.clone(),
+                file: this.file.clone(),
+                span,
+                context: format!("{label} `{key}`"),
+                require: None,
+            });
+            Some((route, span))
+        };
+        let from = route(self, "from");
+        let to = route(self, "to");
+        n.no_children(self);
+        n.finish(self);
+        let (Some((name, span)), Some(gateway), Some((from, _)), Some((to, to_span))) =
+            (name, gateway, from, to)
+        else {
+            return;
+        };
+        if from == to {
+            self.error(
+                to_span,
+                format!("export `{name}` reads and writes the same route"),
+                "same route",
+                "an export passes values from a route of one membership to a route of another",
+            );
+        }
+        let origin = self.origin(span);
+        self.parsed.topology.exports.push(Export {
+            name,
+            gateway,
+            from,
+            to,
+            origin,
+        });
+    }
+}

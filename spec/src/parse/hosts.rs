@@ -1,0 +1,220 @@
+//! `host` and `membership` nodes.
+
+use super::*;
+
+impl FileReader<'_> {
+    pub(super) fn host(&mut self, node: &KdlNode) {
+        let mut n = NodeReader::new(node);
+        let name = self.object_name(&mut n, "host");
+        let listen = n
+            .string_prop(self, "listen", true)
+            .and_then(|(text, span)| match text.parse::<SocketAddr>() {
+                Ok(addr) => Some((addr, span)),
+                Err(_) => {
+                    self.error(
+                        span,
+                        format!("`{text}` is not a listen address"),
+                        "expected IP:PORT",
+                        "for example listen=\"127.0.0.1:7401\"",
+                    );
+                    None
+                }
+            });
+        let dir = n.string_prop(self, "dir", false);
+        if let Some((dir, span)) = &dir
+            && dir.is_empty()
+        {
+            self.error(
+                *span,
+                "`dir` is empty",
+                "empty path",
+                "omit `dir` to use <state>/hosts/NAME",
+            );
+        }
+        let retired = n.bool_prop(self, "retired").unwrap_or(false);
+        let mut memberships: Vec<String> = Vec::new();
+        let mut profiles: Vec<Profile> = Vec::new();
+        let mut key_generation = None;
+        let mut capacity = crate::topology::DeliveryCapacity::default();
+        let mut profiles_seen = false;
+        for child in n.children(self) {
+            let mut c = NodeReader::new(child);
+            match child.name().value() {
+                "member" => {
+                    if let Some((membership, span)) = c.string_arg(self, 0, "membership") {
+                        if memberships.contains(&membership) {
+                            self.error(
+                                span,
+                                format!("`member {membership}` is given twice"),
+                                "repeated",
+                                "list each membership once",
+                            );
+                        } else {
+                            if let Some((host, _)) = &name {
+                                self.parsed.references.push(Reference {
+                                    kind: RefKind::Membership,
+                                    name: membership.clone(),
+                                    file: self.file.clone(),
+                                    span,
+                                    context: format!("host `{host}` member"),
+                                    require: None,
+                                });
+                            }
+                            memberships.push(membership);
+                        }
+                    }
+                }
+                "profiles" => {
+                    if profiles_seen {
+                        self.error(
+                            child.name().span(),
+                            "`profiles` is given twice",
+                            "second list",
+                            "list every profile on one `profiles` line",
+                        );
+                    }
+                    profiles_seen = true;
+                    for (value, span) in c.string_args(self, "profile") {
+                        match Profile::from_name(&value) {
+                            Some(p) if profiles.contains(&p) => self.error(
+                                span,
+                                format!("profile `{value}` is listed twice"),
+                                "repeated",
+                                "",
+                            ),
+                            Some(p) => profiles.push(p),
+                            None => self.error(
+                                span,
+                                format!("unknown profile `{value}`"),
+                                "not a profile",
+                                &format!(
+                                    "profiles are: {}",
+                                    Profile::ALL.map(Profile::name).join(", ")
+                                ),
+                            ),
+                        }
+                    }
+                }
+                "keys" => {
+                    if let Some((generation, _)) =
+                        c.int_prop(self, "generation", true, 1, u32::MAX as i128)
+                    {
+                        key_generation = Some(generation as u32);
+                    }
+                }
+                "capacity" => {
+                    let max = crate::limits::DELIVERY_CAPACITY_MAX as i128;
+                    let mut read =
+                        |key: &str| c.int_prop(self, key, false, 1, max).map(|(n, _)| n as u64);
+                    capacity = crate::topology::DeliveryCapacity {
+                        ordered_per_destination: read("ordered-per-destination"),
+                        ordered_per_host: read("ordered-per-host"),
+                        latest_per_destination: read("latest-per-destination"),
+                        latest_per_host: read("latest-per-host"),
+                    };
+                }
+                other => {
+                    c.skip_all();
+                    self.error(
+                        child.name().span(),
+                        format!("unknown child `{other}` of host"),
+                        "not a host setting",
+                        "a host holds `member M`, `profiles P…`, `keys generation=N` and `capacity …`",
+                    )
+                }
+            }
+            c.no_children(self);
+            c.finish(self);
+        }
+        n.finish(self);
+        let (Some((name, name_span)), Some((listen, listen_span))) = (name, listen) else {
+            return;
+        };
+        self.parsed
+            .host_spans
+            .push((self.file.clone(), listen_span, dir.as_ref().map(|d| d.1)));
+        let origin = self.origin(name_span);
+        self.parsed.topology.hosts.push(Host {
+            name,
+            listen,
+            dir: dir.map(|(d, _)| PathBuf::from(d)),
+            memberships,
+            profiles,
+            key_generation,
+            capacity,
+            retired,
+            origin,
+        });
+    }
+
+    pub(super) fn membership(&mut self, node: &KdlNode) {
+        let mut n = NodeReader::new(node);
+        let name = self.object_name(&mut n, "membership");
+        let mut authority_voters = None;
+        let mut revoked: Vec<String> = Vec::new();
+        for child in n.children(self) {
+            let mut c = NodeReader::new(child);
+            match child.name().value() {
+                "authority" => {
+                    if authority_voters.is_some() {
+                        self.error(
+                            child.name().span(),
+                            "`authority` is given twice",
+                            "second",
+                            "one authority per membership",
+                        );
+                    }
+                    if let Some((voters, span)) = c.int_prop(
+                        self,
+                        "voters",
+                        true,
+                        1,
+                        crate::limits::AUTHORITY_VOTERS_MAX as i128,
+                    ) {
+                        authority_voters = Some(voters as u32);
+                        if let Some((m, _)) = &name {
+                            self.parsed
+                                .authority_spans
+                                .insert(m.clone(), (self.file.clone(), span));
+                        }
+                    }
+                }
+                "revoke" => {
+                    if let Some((participant, span)) = c.string_arg(self, 0, "participant") {
+                        if revoked.contains(&participant) {
+                            self.error(
+                                span,
+                                format!("`{participant}` is revoked twice"),
+                                "repeated",
+                                "",
+                            );
+                        } else {
+                            revoked.push(participant);
+                        }
+                    }
+                }
+                other => {
+                    c.skip_all();
+                    self.error(
+                        child.name().span(),
+                        format!("unknown child `{other}` of membership"),
+                        "not a membership setting",
+                        "a membership holds `authority voters=N` and `revoke PARTICIPANT`",
+                    )
+                }
+            }
+            c.no_children(self);
+            c.finish(self);
+        }
+        n.finish(self);
+        if let Some((name, span)) = name {
+            let origin = self.origin(span);
+            self.parsed.topology.memberships.push(Membership {
+                name,
+                authority_voters,
+                revoked,
+                origin,
+            });
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! `model` nodes: inputs (with their sources), cells and their formulas, outputs.
+
+use super::*;
+
+impl FileReader<'_> {
+    pub(super) fn model(&mut self, node: &KdlNode) {
+        let mut n = NodeReader::new(node);
+        let name = self.object_name(&mut n, "model");
+        let host = n.string_prop(self, "host", true);
+        let ceiling = n
+            .int_prop(self, "ceiling", false, 1, i128::MAX)
+            .and_then(|(ceiling, span)| {
+                if ceiling > MODEL_OPERATIONS_CEILING_MAX as i128 {
+                    self.error(
+                        span,
+                        format!(
+                            "ceiling {ceiling} is above MODEL_OPERATIONS_CEILING_MAX ({MODEL_OPERATIONS_CEILING_MAX})"
+                        ),
+                        "too high",
+                        &format!("a model may declare at most ceiling={MODEL_OPERATIONS_CEILING_MAX}"),
+                    );
+                    None
+                } else {
+                    Some(ceiling as u32)
+                }
+            });
+        let scalar = n.bool_prop(self, "scalar").unwrap_or(false);
+        let retired = n.bool_prop(self, "retired").unwrap_or(false);
+        let model_index = self.parsed.topology.models.len();
+        let problems_before = self.problems.len();
+        let mut items: Vec<Item> = Vec::new();
+        let mut outputs: Vec<Output> = Vec::new();
+        let mut item_spans: HashMap<String, SourceSpan> = HashMap::new();
+        let mut operations: u64 = 0;
+        for child in n.children(self) {
+            let mut c = NodeReader::new(child);
+            match child.name().value() {
+                kind @ ("input" | "cell") => {
+                    let Some((item_name, span)) = c.string_arg(self, 0, "name") else {
+                        c.skip_all();
+                        c.finish(self);
+                        continue;
+                    };
+                    if !formula::is_formula_name(&item_name) || item_name.len() > NAME_LENGTH_MAX {
+                        self.error(
+                            span,
+                            format!("`{item_name}` is not a valid {kind} name"),
+                            "invalid name",
+                            "input and cell names start with a letter or `_`, use letters, digits and `_`, are not function names, and are at most NAME_LENGTH_MAX (128) bytes",
+                        );
+                    } else if let Some(first) = item_spans.get(&item_name) {
+                        let d = Diagnostic::at(
+                            &self.file,
+                            span,
+                            format!("`{item_name}` is declared twice in this model"),
+                            "second declaration",
+                        )
+                        .with_label(*first, "first declared here")
+                        .with_help("inputs and cells of one model share one namespace");
+                        self.problems.push(d);
+                    } else {
+                        item_spans.insert(item_name.clone(), span);
+                    }
+                    let item_index = items.len();
+                    self.parsed
+                        .item_names
+                        .insert((model_index, item_index), (self.file.clone(), span));
+                    if kind == "input" {
+                        let default = c.float_prop(self, "default");
+                        let from = c.string_prop(self, "from", false).and_then(|(from, span)| {
+                            self.input_source(
+                                &from,
+                                span,
+                                name.as_ref().map(|n| n.0.as_str()),
+                                host.as_ref().map(|h| h.0.as_str()),
+                            )
+                        });
+                        items.push(Item::Input(Input {
+                            name: item_name,
+                            default,
+                            from,
+                        }));
+                    } else {
+                        let Some((text, entry)) = c.string_arg(self, 1, "formula") else {
+                            c.skip_all();
+                            c.finish(self);
+                            continue;
+                        };
+                        let site = FormulaSite {
+                            file: self.file.clone(),
+                            base: string_base(self.file.inner(), entry, &text),
+                            entry,
+                        };
+                        if text.len() > crate::limits::FORMULA_LENGTH_MAX {
+                            self.error(
+                                entry,
+                                format!(
+                                    "formula is {} bytes long, above FORMULA_LENGTH_MAX ({})",
+                                    text.len(),
+                                    crate::limits::FORMULA_LENGTH_MAX
+                                ),
+                                "too long",
+                                "split it into several cells",
+                            );
+                        } else {
+                            match formula::parse(&text) {
+                                Ok(expr) => {
+                                    operations += expr.operations();
+                                    self.parsed.formulas.insert((model_index, item_index), site);
+                                    items.push(Item::Cell(Cell {
+                                        name: item_name,
+                                        formula: text,
+                                        expr,
+                                    }));
+                                }
+                                Err(e) => {
+                                    let mut d = Diagnostic::at(
+                                        &self.file,
+                                        site.span(&e.span),
+                                        format!("formula of cell `{item_name}`: {}", e.message),
+                                        "here",
+                                    );
+                                    d.help = e.help;
+                                    self.problems.push(d);
+                                }
+                            }
+                        }
+                    }
+                }
+                "output" => {
+                    let cell = c.string_arg(self, 0, "cell");
+                    let route = c.string_prop(self, "route", true);
+                    if let (Some((cell, cell_span)), Some((route, route_span))) = (cell, route) {
+                        if outputs.iter().any(|o| o.cell == cell && o.route == route) {
+                            self.error(
+                                cell_span,
+                                format!("output `{cell}` to route `{route}` is given twice"),
+                                "repeated",
+                                "",
+                            );
+                        }
+                        if let (Some((model, _)), Some((host, _))) = (&name, &host) {
+                            self.parsed.references.push(Reference {
+                                kind: RefKind::Route,
+                                name: route.clone(),
+                                file: self.file.clone(),
+                                span: route_span,
+                                context: format!("model `{model}` output"),
+                                require: Some(Requirement::PublishedBy(host.clone())),
+                            });
+                        }
+                        self.parsed
+                            .output_spans
+                            .insert((model_index, outputs.len()), (self.file.clone(), cell_span));
+                        outputs.push(Output { cell, route });
+                    }
+                }
+                other => {
+                    c.skip_all();
+                    self.error(
+                        child.name().span(),
+                        format!("unknown child `{other}` of model"),
+                        "not part of a model",
+                        "a model holds `input NAME`, `cell NAME \"FORMULA\"` and `output CELL route=R`",
+                    )
+                }
+            }
+            c.no_children(self);
+            c.finish(self);
+        }
+        n.finish(self);
+        if self.problems.len() > problems_before {
+            self.parsed.incomplete_models.insert(model_index);
+        }
+        let (Some((name, name_span)), Some((host, host_span))) = (name, host) else {
+            return;
+        };
+        self.parsed.references.push(Reference {
+            kind: RefKind::Host,
+            name: host.clone(),
+            file: self.file.clone(),
+            span: host_span,
+            context: format!("model `{name}`"),
+            require: None,
+        });
+        self.parsed.model_names.push((self.file.clone(), name_span));
+        let origin = self.origin(name_span);
+        self.parsed.topology.models.push(Model {
+            name,
+            host,
+            declared_ceiling: ceiling,
+            scalar,
+            retired,
+            items,
+            outputs,
+            operations,
+            origin,
+        });
+    }
+
+    pub(super) fn input_source(
+        &mut self,
+        from: &str,
+        span: SourceSpan,
+        model: Option<&str>,
+        host: Option<&str>,
+    ) -> Option<InputSource> {
+        let (kind, target) = match from.split_once(':') {
+            Some(("tag", t)) if !t.is_empty() => (RefKind::Tag, t),
+            Some(("route", r)) if !r.is_empty() => (RefKind::Route, r),
+            _ => {
+                self.error(
+                    span,
+                    format!("`{from}` is not an input source"),
+                    "expected tag:NAME or route:NAME",
+                    "an input is fed from=\"tag:T\" or from=\"route:R\"",
+                );
+                return None;
+            }
+        };
+        if let Some(model) = model {
+            self.parsed.references.push(Reference {
+                kind,
+                name: target.to_owned(),
+                file: self.file.clone(),
+                span,
+                context: format!("model `{model}` input"),
+                require: match (kind, host) {
+                    (RefKind::Route, Some(h)) => Some(Requirement::DeliversTo(h.to_owned())),
+                    (RefKind::Tag, Some(h)) => Some(Requirement::TagAt(h.to_owned())),
+                    _ => None,
+                },
+            });
+        }
+        Some(match kind {
+            RefKind::Tag => InputSource::Tag(target.to_owned()),
+            _ => InputSource::Route(target.to_owned()),
+        })
+    }
+}
