@@ -76,14 +76,26 @@ fn outcome_code(outcome: RunOutcome) -> u8 {
 /// Nothing was run, or nothing resolved: the JSON answer on stdout, the reason on
 /// stderr. Exit 4.
 fn refused(json: bool, id: serde_json::Value, detail: &str) -> ExitCode {
-    let refused = NotDone {
+    not_done(json, id, "refused", detail, 4)
+}
+
+/// The outcome of `id` is `outcome` (refused or unknown): the JSON answer on stdout,
+/// the reason on stderr, exit `code`.
+fn not_done(
+    json: bool,
+    id: serde_json::Value,
+    outcome: &'static str,
+    detail: &str,
+    code: u8,
+) -> ExitCode {
+    let answer = NotDone {
         id,
-        outcome: "refused",
+        outcome,
         detail: detail.to_owned(),
     };
-    emit(&refused, json);
-    eprintln!("gridctl: refused: {detail}");
-    ExitCode::from(4)
+    emit(&answer, json);
+    eprintln!("gridctl: {outcome}: {detail}");
+    ExitCode::from(code)
 }
 
 /// A run's outcome as the caller learned it.
@@ -210,14 +222,7 @@ pub fn process(command: ProcessCli) -> anyhow::Result<ExitCode> {
                     {
                         return Ok(refused(json, id, &reason));
                     }
-                    let unknown = NotDone {
-                        id,
-                        outcome: "unknown",
-                        detail: reason.clone(),
-                    };
-                    emit(&unknown, json);
-                    eprintln!("gridctl: unknown: {reason}");
-                    return Ok(ExitCode::from(3));
+                    return Ok(not_done(json, id, "unknown", &reason, 3));
                 }
             };
             match reply {
