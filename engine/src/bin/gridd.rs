@@ -13,9 +13,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use grid_engine::host::control;
 use grid_engine::limits::HOSTS_PER_PROCESS_MAX;
-use grid_engine::root::start;
+use grid_engine::root::{socket, start};
 use grid_engine::store::Failpoints;
 
 /// Packed hosts started at the same time (opening a fresh store is mostly fsyncs).
@@ -105,7 +104,7 @@ fn main() -> ExitCode {
                     let spawned = std::thread::Builder::new()
                         .name("control".to_owned())
                         .spawn(move || {
-                            if let Err(e) = control::serve(s.host, s.authorities) {
+                            if let Err(e) = socket::serve(s) {
                                 eprintln!("gridd: {e}");
                                 std::process::exit(1);
                             }
@@ -125,7 +124,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match control::serve(last.host, last.authorities) {
+    match socket::serve(last) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gridd: {e}");

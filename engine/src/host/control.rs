@@ -1,15 +1,11 @@
-//! The local control API: JSON lines over the Unix socket `DIR/control.sock` (0600).
-//! One thread per connection; calls are handled one at a time by the host.
+//! The local control API's client side: JSON lines over the Unix socket
+//! `DIR/control.sock` (0600), served by the composition root (`root::socket`).
 
-use crate::limits::{CONTROL_CONNECTIONS_MAX, CONTROL_LINE_BYTES_MAX};
+use crate::limits::CONTROL_LINE_BYTES_MAX;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
-use super::{Handled, Host, HostError};
-use crate::authority::service::Authorities;
 use crate::protocol::{Call, Reply};
 
 /// The socket's file name inside the host directory.
@@ -17,144 +13,6 @@ pub const CONTROL_SOCKET: &str = "control.sock";
 
 pub fn socket_path(dir: &Path) -> PathBuf {
     dir.join(CONTROL_SOCKET)
-}
-
-/// Binds the control socket (replacing a stale one: the store's lock already proved
-/// no other gridd runs on this directory) and serves until the process ends.
-pub fn serve(host: Arc<Mutex<Host>>, authorities: Authorities) -> Result<(), HostError> {
-    let (path, name) = {
-        let host = host.lock().unwrap_or_else(|p| p.into_inner());
-        (socket_path(host.dir()), host.name().to_owned())
-    };
-    let io = |source| HostError::Io {
-        path: path.clone(),
-        source,
-    };
-    match std::fs::remove_file(&path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io(e)),
-    }
-    let listener = UnixListener::bind(&path).map_err(io)?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
-    eprintln!("gridd: host {name} serving {}", path.display());
-    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        if open.load(std::sync::atomic::Ordering::SeqCst) >= CONTROL_CONNECTIONS_MAX {
-            let mut stream = stream;
-            let _ = reply(
-                &mut stream,
-                &Reply::Refused {
-                    reason: format!(
-                        "too many control connections (CONTROL_CONNECTIONS_MAX = {CONTROL_CONNECTIONS_MAX})"
-                    ),
-                },
-            );
-            continue;
-        }
-        let host = host.clone();
-        let authorities = authorities.clone();
-        let open = open.clone();
-        open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        std::thread::spawn(move || {
-            connection(stream, &host, &authorities);
-            open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        });
-    }
-    Ok(())
-}
-
-fn reply(stream: &mut UnixStream, reply: &Reply) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(reply).expect("replies serialize");
-    line.push(b'\n');
-    stream.write_all(&line)
-}
-
-fn connection(stream: UnixStream, host: &Mutex<Host>, authorities: &Authorities) {
-    let Ok(mut writer) = stream.try_clone() else {
-        return;
-    };
-    let mut reader = BufReader::new(stream);
-    loop {
-        let mut line = String::new();
-        match (&mut reader)
-            .take(CONTROL_LINE_BYTES_MAX)
-            .read_line(&mut line)
-        {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        if !line.ends_with('\n') {
-            let _ = reply(
-                &mut writer,
-                &Reply::Refused {
-                    reason: format!(
-                        "call longer than CONTROL_LINE_BYTES_MAX ({CONTROL_LINE_BYTES_MAX} bytes)"
-                    ),
-                },
-            );
-            return;
-        }
-        let call: Call = match serde_json::from_str(&line) {
-            Ok(call) => call,
-            Err(e) => {
-                let _ = reply(
-                    &mut writer,
-                    &Reply::Refused {
-                        reason: format!("malformed call: {e}"),
-                    },
-                );
-                continue;
-            }
-        };
-        let handled = match call {
-            // The authority answers outside the host's lock: a write may wait for a
-            // quorum.
-            Call::Authority {
-                membership,
-                request,
-            } => Handled::Reply(match authorities.pick(membership.as_deref()) {
-                Ok(authority) => Reply::Authority(authority.handle_local(request)),
-                Err(reason) => Reply::Refused { reason },
-            }),
-            // Delivery too: a publish waits for the authority and an fsync.
-            Call::Delivery { request } => Handled::Reply(match delivery(host) {
-                Some(delivery) => Reply::Delivery(Box::new(delivery.handle_local(request))),
-                None => Reply::Refused {
-                    reason: "this host does not run the `delivery` profile".to_owned(),
-                },
-            }),
-            // And Processes: a run waits for its receiver.
-            Call::Process { request } => Handled::Reply(match processes(host) {
-                Some(processes) => Reply::Process(Box::new(processes.handle_local(request))),
-                None => Reply::Refused {
-                    reason: "this host does not run the `processes` profile".to_owned(),
-                },
-            }),
-            call => host.lock().unwrap_or_else(|p| p.into_inner()).handle(call),
-        };
-        match handled {
-            Handled::Reply(r) => {
-                if reply(&mut writer, &r).is_err() {
-                    return;
-                }
-            }
-            // A failpoint: the operation is durable, its reply is lost.
-            Handled::DropReply => {
-                let _ = writer.shutdown(std::net::Shutdown::Both);
-                return;
-            }
-        }
-    }
-}
-
-fn delivery(host: &Mutex<Host>) -> Option<Arc<crate::delivery::service::Delivery>> {
-    host.lock().unwrap_or_else(|p| p.into_inner()).delivery()
-}
-
-fn processes(host: &Mutex<Host>) -> Option<Arc<crate::processes::service::Processes>> {
-    host.lock().unwrap_or_else(|p| p.into_inner()).processes()
 }
 
 /// A caller's connection to one host.

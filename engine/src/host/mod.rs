@@ -330,35 +330,6 @@ impl Host {
             processes: None,
         };
         host.recover()?;
-        if host.config.selects(grid_spec::Profile::Delivery) {
-            let delivery = crate::delivery::service::Delivery::open(
-                &host.database,
-                &host.dir,
-                &host.config.name,
-                host.custody.clone(),
-                host.failpoints.clone(),
-                host.config.capacity,
-            )
-            .map_err(|detail| HostError::Damaged {
-                path: host.dir.join("store"),
-                detail,
-            })?;
-            host.delivery = Some(delivery);
-        }
-        if host.config.selects(grid_spec::Profile::Processes) {
-            let processes = crate::processes::service::Processes::open(
-                &host.database,
-                &host.dir,
-                &host.config.name,
-                host.custody.clone(),
-                host.failpoints.clone(),
-            )
-            .map_err(|detail| HostError::Damaged {
-                path: host.dir.join("store"),
-                detail,
-            })?;
-            host.processes = Some(processes);
-        }
         Ok(host)
     }
 
@@ -377,6 +348,49 @@ impl Host {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Opens the `delivery` profile in this host's store and attaches it: the model
+    /// owner stages publications in its batches' writes. The composition root calls
+    /// this when the host selects `delivery`.
+    pub fn open_delivery(
+        &mut self,
+    ) -> Result<std::sync::Arc<crate::delivery::service::Delivery>, HostError> {
+        let delivery = crate::delivery::service::Delivery::open(
+            &self.database,
+            &self.dir,
+            &self.config.name,
+            self.custody.clone(),
+            self.failpoints.clone(),
+            self.config.capacity,
+        )
+        .map_err(|detail| HostError::Damaged {
+            path: self.dir.join("store"),
+            detail,
+        })?;
+        self.delivery = Some(delivery.clone());
+        Ok(delivery)
+    }
+
+    /// Opens the `processes` profile in this host's store and attaches it: grant issues
+    /// are operations the host commits. The composition root calls this when the host
+    /// selects `processes`.
+    pub fn open_processes(
+        &mut self,
+    ) -> Result<std::sync::Arc<crate::processes::service::Processes>, HostError> {
+        let processes = crate::processes::service::Processes::open(
+            &self.database,
+            &self.dir,
+            &self.config.name,
+            self.custody.clone(),
+            self.failpoints.clone(),
+        )
+        .map_err(|detail| HostError::Damaged {
+            path: self.dir.join("store"),
+            detail,
+        })?;
+        self.processes = Some(processes.clone());
+        Ok(processes)
     }
 
     /// The `delivery` profile, when selected.

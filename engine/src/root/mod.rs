@@ -5,6 +5,7 @@
 
 mod control;
 mod model_eval;
+pub mod socket;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -82,7 +83,11 @@ pub fn start(
             authorities.by_membership.insert(membership, authority);
         }
     }
-    let delivery = host.delivery();
+    let delivery = if host.config().selects(grid_spec::Profile::Delivery) {
+        Some(host.open_delivery().map_err(|e| refuse(&e))?)
+    } else {
+        None
+    };
     if let Some(delivery) = &delivery {
         if transport.is_none() {
             return Err(refuse(
@@ -91,7 +96,11 @@ pub fn start(
         }
         delivery.start(runtime.handle().clone(), authorities.clone());
     }
-    let processes = host.processes();
+    let processes = if host.config().selects(grid_spec::Profile::Processes) {
+        Some(host.open_processes().map_err(|e| refuse(&e))?)
+    } else {
+        None
+    };
     if processes.is_some() && transport.is_none() {
         return Err(refuse(
             &"profile `processes` serves and calls Processes over the `transport` profile, which is not selected",
