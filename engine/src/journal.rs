@@ -28,19 +28,6 @@ const BATCH_ENCODING_VERSION: u8 = 1;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum JournalError {
-    #[error(
-        "{path}: permissions {mode:o} are weaker than private ({expected:o}); refusing to use it"
-    )]
-    WeakPermissions {
-        path: PathBuf,
-        mode: u32,
-        expected: u32,
-    },
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
     #[error("{path}: the model journal storage failed: {source}")]
     Storage { path: PathBuf, source: fjall::Error },
     #[error(

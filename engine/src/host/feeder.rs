@@ -16,17 +16,7 @@ impl Host {
         let mut write = self.database.batch();
         let mut published = Vec::new();
         let mut fed_any = false;
-        let feeds: Vec<(String, String, String)> = self
-            .models
-            .iter()
-            .filter(|(_, m)| !m.record.retired)
-            .flat_map(|(name, m)| {
-                m.fed
-                    .iter()
-                    .map(|(input, route)| (name.clone(), input.clone(), route.clone()))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        let feeds = self.feeds(|m| &m.fed);
         for (model, input, route) in feeds {
             let key = fed_key(&model, &route);
             let fed = self

@@ -333,6 +333,21 @@ impl Host {
         Ok(host)
     }
 
+    /// `(model, input, source)` for every input of an active model that `links` names
+    /// a source of (a route or a tag).
+    fn feeds(&self, links: impl Fn(&Installed) -> &RouteLinks) -> Vec<(String, String, String)> {
+        self.models
+            .iter()
+            .filter(|(_, m)| !m.record.retired)
+            .flat_map(|(name, m)| {
+                links(m)
+                    .iter()
+                    .map(|(input, source)| (name.clone(), input.clone(), source.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     pub fn name(&self) -> &str {
         &self.config.name
     }

@@ -110,17 +110,7 @@ impl Host {
                 changed = true;
             }
         }
-        let feeds: Vec<(String, String, String)> = self
-            .models
-            .iter()
-            .filter(|(_, m)| !m.record.retired)
-            .flat_map(|(name, m)| {
-                m.tag_fed
-                    .iter()
-                    .map(|(input, tag)| (name.clone(), input.clone(), tag.clone()))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        let feeds = self.feeds(|m| &m.tag_fed);
         let mut published = Vec::new();
         for (model, input, tag) in feeds {
             let Some(last) = self.tags.get(&tag).map(|t| t.last) else {
