@@ -343,9 +343,7 @@ struct Snapshot {
 
 pub fn parse_snapshot(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let membership = node.argument("a membership")?;
-    let host = node
-        .string("host")?
-        .ok_or_else(|| node.error("`authority-snapshot` needs host=\"HOST\""))?;
+    let host = node.required("host", "HOST")?;
     Ok(Box::new(Snapshot { membership, host }))
 }
 

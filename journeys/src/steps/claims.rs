@@ -151,9 +151,7 @@ pub fn parse_claim(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     } else {
         None
     };
-    let op = node
-        .string("op")?
-        .ok_or_else(|| node.error("`claim` needs op=\"ID\""))?;
+    let op = node.required("op", "ID")?;
     let caller = node
         .string("as")?
         .ok_or_else(|| node.error("`claim` needs as=\"HOST\" (the calling host)"))?;
@@ -216,8 +214,7 @@ struct Stream {
 pub fn parse_stream(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let membership = node.argument("a membership")?;
     let callers: Vec<String> = node
-        .string("callers")?
-        .ok_or_else(|| node.error("`claim-stream` needs callers=\"A B …\""))?
+        .required("callers", "A B …")?
         .split_whitespace()
         .map(str::to_owned)
         .collect();

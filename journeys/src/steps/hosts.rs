@@ -205,9 +205,7 @@ struct StartPacked {
 }
 
 pub fn parse_start_packed(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    let prefix = node
-        .string("prefix")?
-        .ok_or_else(|| node.error("`start-packed` needs prefix=\"NAME\""))?;
+    let prefix = node.required("prefix", "NAME")?;
     let count = node
         .count("count")?
         .ok_or_else(|| node.error("`start-packed` needs count=N"))?;

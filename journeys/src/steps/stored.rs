@@ -138,9 +138,7 @@ struct Plaintext {
 
 pub fn parse_plaintext(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let host = node.argument("a host name")?;
-    let route = node
-        .string("route")?
-        .ok_or_else(|| node.error("`expect-plaintext` needs route=\"R\""))?;
+    let route = node.required("route", "R")?;
     let present = match node.property("present")?.map(|e| e.value().clone()) {
         Some(KdlValue::Bool(b)) => b,
         _ => return Err(node.error("`expect-plaintext` needs present=#true or #false")),

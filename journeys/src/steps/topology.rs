@@ -51,9 +51,7 @@ struct EditTopology {
 
 pub fn parse_edit_topology(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let from = node.required("from", "TEXT")?;
-    let to = node
-        .string("to")?
-        .ok_or_else(|| node.error("`edit-topology` needs to=\"TEXT\""))?;
+    let to = node.required("to", "TEXT")?;
     if from.is_empty() {
         return Err(node.error("`from` must not be empty"));
     }
