@@ -12,14 +12,24 @@
 //! code. Every wait is bounded by a named constant ([`HOST_READY_TIMEOUT`],
 //! [`STEP_TIMEOUT`], [`HOST_EXIT_TIMEOUT`]).
 //!
-//! Steps live in [`steps`], one module each, found by node name through one registry;
-//! adding a step never touches the parser or the runner. The language is documented in
+//! Steps implement [`step::Step`] and live in [`steps`], one module per family, found by
+//! node name through one registry; adding a step never touches the parser or the
+//! runner. The invariants steps check — runs once, units conserved, delivered once in
+//! order, receipts verify, answers unchanged, one owner per epoch — are [`oracles`], one
+//! file each, shared by every step that checks one. Beside them: `network.rs` (the
+//! namespaces, veths and bridge of partitions), `seeded.rs` (the generator of seeded
+//! cycles), [`limits`] (the harness's bounds). The language is documented in
 //! `docs/journeys.md`.
 
 mod error;
+pub mod limits;
+mod network;
+pub mod oracles;
 mod parse;
 mod process;
 mod runner;
+mod seeded;
+pub mod step;
 pub mod steps;
 
 use std::io::Write;

@@ -299,6 +299,24 @@ impl<'a> Node<'a> {
         }
     }
 
+    /// A string property the step cannot do without: absent, the error says
+    /// "`STEP` needs KEY=\"HELP\"".
+    pub fn required(&mut self, key: &str, help: &str) -> Result<String, ParseError> {
+        let value = self.string(key)?;
+        value.ok_or_else(|| self.error(format!("`{}` needs {key}=\"{help}\"", self.name())))
+    }
+
+    /// A boolean property (`#true` or `#false`).
+    pub fn flag(&mut self, key: &str) -> Result<Option<bool>, ParseError> {
+        let Some(entry) = self.property(key)? else {
+            return Ok(None);
+        };
+        match entry.value() {
+            KdlValue::Bool(b) => Ok(Some(*b)),
+            _ => Err(self.entry_error(entry, format!("`{key}` is #true or #false"))),
+        }
+    }
+
     /// A non-negative integer property.
     pub fn count(&mut self, key: &str) -> Result<Option<u64>, ParseError> {
         let Some(entry) = self.property(key)? else {

@@ -8,7 +8,7 @@
 //!   K-th `gridd` process of host NAME (stdout and stderr)
 //!
 //! A host whose listen address is a non-loopback IPv4 address runs in a network
-//! namespace of its own, on a bridge the journey creates ([`crate::steps::net`]); the
+//! namespace of its own, on a bridge the journey creates ([`crate::network`]); the
 //! namespaces, veths and bridge go when the journey ends, after the hosts are killed.
 
 use std::collections::BTreeMap;
@@ -23,11 +23,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
 use crate::error::{Failure, JourneyError, StepFailure};
+use crate::network::{self, Network};
 use crate::parse::Journey;
 use crate::process::{
     CommandOutput, RunError, describe_status, die_with_parent, run_bounded, tail, wait_bounded,
 };
-use crate::steps::net::{self, Network};
 use crate::{Binaries, HOST_EXIT_TIMEOUT, HOST_READY_TIMEOUT, POLL_INTERVAL, STEP_TIMEOUT};
 
 /// The environment variable that arms crash points in `gridd`.
@@ -266,13 +266,7 @@ impl<'a> Context<'a> {
     pub fn gridctl(&mut self, args: &[OsString]) -> Result<CommandOutput, Failure> {
         self.commands += 1;
         let number = self.commands;
-        let mut command = Command::new(&self.binaries.gridctl);
-        command
-            .args(args)
-            .arg("--state")
-            .arg(&self.state)
-            .current_dir(&self.work)
-            .env_remove(FAILPOINTS_ENV);
+        let command = gridctl_command(&self.binaries.gridctl, args, &self.state, &self.work);
         let shown = std::iter::once("gridctl".to_string())
             .chain(args.iter().map(|arg| self.show_path(Path::new(arg))))
             .collect::<Vec<_>>()
@@ -339,7 +333,7 @@ impl<'a> Context<'a> {
         let Some(ip) = self
             .host_listen(host)
             .ok()
-            .and_then(|listen| net::namespaced_ip(&listen))
+            .and_then(|listen| network::namespaced_ip(&listen))
         else {
             return Ok(self.net.namespace(host).map(|(ns, _)| ns.to_owned()));
         };
@@ -868,6 +862,24 @@ fn create_work_dir(journey: &Path) -> std::io::Result<PathBuf> {
 /// Indents every line after the first by `width` spaces.
 fn indent(text: &str, width: usize) -> String {
     text.replace('\n', &format!("\n{}", " ".repeat(width)))
+}
+
+/// `gridctl ARGS… --state STATE`, in the work directory, without failpoints in its
+/// environment: how every step's command runs (told or quiet).
+pub(crate) fn gridctl_command(
+    gridctl: &Path,
+    args: &[OsString],
+    state: &Path,
+    work: &Path,
+) -> Command {
+    let mut command = Command::new(gridctl);
+    command
+        .args(args)
+        .arg("--state")
+        .arg(state)
+        .current_dir(work)
+        .env_remove(FAILPOINTS_ENV);
+    command
 }
 
 /// Output text for a one-line report: trimmed, or "(nothing)".

@@ -5,7 +5,7 @@
 //!   gridd must instead exit non-zero with a message.
 //!   A host whose listen address is a non-loopback IPv4 address (e.g. `10.77.1.1:7521`)
 //!   runs as `ip netns exec NS gridd …` in a network namespace of its own, made the
-//!   first time it starts (see `net`); `kill`/`restart` are the same for it.
+//!   first time it starts (see `network.rs`); `kill`/`restart` are the same for it.
 //! - `kill HOST` — SIGKILL, then wait for the exit.
 //! - `kill HOST at="POINT"` — restarts the host with `GRID_FAILPOINTS=POINT=abort`: it
 //!   aborts itself when a later step's operation reaches POINT. The next `restart`
@@ -17,6 +17,7 @@
 
 use super::Step;
 use crate::error::Failure;
+use crate::limits::{PACKED_HOSTS_MAX, PACKED_PROCESSES_MAX};
 use crate::parse::{Node, ParseError};
 use crate::process::describe_status;
 use crate::runner::{Context, FAILPOINTS_ENV, quote_output};
@@ -193,9 +194,6 @@ fn start_refused(
     Ok(())
 }
 
-/// The most processes one `start-packed` step starts.
-pub const PACKED_PROCESSES_MAX: u64 = 64;
-
 /// `start-packed prefix="d" count=N processes=P` — the hosts `{prefix}0001` …
 /// `{prefix}{N:04}` of the topology, packed into P `gridd` processes (named
 /// `{prefix}-pack-1` …; `kill` takes those names), each ready when every one of its
@@ -207,14 +205,12 @@ struct StartPacked {
 }
 
 pub fn parse_start_packed(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    let prefix = node
-        .string("prefix")?
-        .ok_or_else(|| node.error("`start-packed` needs prefix=\"NAME\""))?;
+    let prefix = node.required("prefix", "NAME")?;
     let count = node
         .count("count")?
         .ok_or_else(|| node.error("`start-packed` needs count=N"))?;
     let processes = node.count("processes")?.unwrap_or(1);
-    if count == 0 || count > 9_999 {
+    if count == 0 || count > PACKED_HOSTS_MAX {
         return Err(node.error("count is 1 to 9,999 (names carry 4 digits)"));
     }
     if processes == 0 || processes > PACKED_PROCESSES_MAX || processes > count {

@@ -1,40 +1,45 @@
-//! The journey steps, one module each, found by node name through [`REGISTRY`].
+//! The journey steps, one module per step family, found by node name through
+//! [`REGISTRY`].
 //!
-//! Adding a step: write a module with a type implementing [`Step`] and a `parse`
-//! function reading its node through [`Node`], then add one line to [`REGISTRY`]. The
-//! parser and the runner never change. A step that can be placed inside
-//! `expect-refused` asks [`Node::expects_refusal`] while parsing and adapts its
-//! expectation; one that never asks is rejected there.
+//! Adding a step: write a module with a type implementing [`Step`] (`crate::step`) and
+//! a `parse` function reading its node through [`Node`], then add one line to
+//! [`REGISTRY`]. The parser and the runner never change. A step that can be placed
+//! inside `expect-refused` asks [`Node::expects_refusal`] while parsing and adapts its
+//! expectation; one that never asks is rejected there. A step that checks an invariant
+//! calls its oracle (`crate::oracles`) rather than writing the check again.
+//!
+//! Shared by the steps: [`gridctl`] (commands whose answer is JSON, told or quiet),
+//! [`journal`] (answers recorded in the work directory), and, here, [`Outcome`] and
+//! [`check_outcome`].
 
+mod authority;
 mod claims;
+mod delivered;
 mod delivery;
+pub(crate) mod gridctl;
 mod hosts;
 mod input;
-pub(crate) mod net;
+pub(crate) mod journal;
+mod partition;
 mod plan;
 mod processes;
 mod reconcile;
 mod refused;
 mod sources;
+mod stored;
 mod tamper;
 mod tls;
 mod topology;
 mod values;
 
+use std::time::{Duration, Instant};
+
 use crate::error::Failure;
+use crate::limits::WITHIN_SECONDS_MAX;
 use crate::parse::{Node, ParseError};
 use crate::process::{CommandOutput, describe_status};
 use crate::runner::{Context, quote_output};
-
-/// One kind of step: parsed once from its node, run once in order.
-pub trait Step {
-    /// Runs the step, telling its story through [`Context::say`]; an expectation that
-    /// does not hold is a [`Failure`] (what was expected, what was observed).
-    fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure>;
-}
-
-/// Reads a step node into a step; everything it does not take is an error.
-pub type ParseStep = fn(&mut Node<'_>) -> Result<Box<dyn Step>, ParseError>;
+pub use crate::step::{ParseStep, Step};
 
 /// Every step, by node name.
 pub const REGISTRY: &[(&str, ParseStep)] = &[
@@ -59,26 +64,26 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("claim", claims::parse_claim),
     ("claim-stream", claims::parse_stream),
     ("expect-answers-unchanged", claims::parse_unchanged),
-    ("expect-claim", claims::parse_expect_claim),
-    ("expect-authority", claims::parse_expect_authority),
-    ("authority-snapshot", claims::parse_snapshot),
-    ("kill-leader", claims::parse_kill_leader),
-    ("restart-stopped", claims::parse_restart_stopped),
-    ("partition", net::parse_partition),
-    ("heal", net::parse_heal),
+    ("expect-claim", authority::parse_expect_claim),
+    ("expect-authority", authority::parse_expect_authority),
+    ("authority-snapshot", authority::parse_snapshot),
+    ("kill-leader", authority::parse_kill_leader),
+    ("restart-stopped", authority::parse_restart_stopped),
+    ("partition", partition::parse_partition),
+    ("heal", partition::parse_heal),
     ("publish", delivery::parse_publish),
     ("publish-cycles", delivery::parse_cycles),
     ("publish-many", delivery::parse_many),
-    ("expect-delivered", delivery::parse_expect_delivered),
-    ("expect-receipts", delivery::parse_expect_receipts),
-    ("expect-plaintext", delivery::parse_plaintext),
+    ("expect-delivered", delivered::parse_expect_delivered),
+    ("expect-receipts", delivered::parse_expect_receipts),
+    ("expect-plaintext", stored::parse_plaintext),
     ("run-process", processes::parse_run),
     ("expect-process", processes::parse_expect_process),
     ("resolve-process", processes::parse_resolve),
     ("expect-grants", processes::parse_expect_grants),
     ("expect-processes", processes::parse_expect_processes),
-    ("expect-stored-text", processes::parse_stored_text),
-    ("edit-topology", processes::parse_edit_topology),
+    ("expect-stored-text", stored::parse_stored_text),
+    ("edit-topology", topology::parse_edit_topology),
     ("process-cycles", processes::parse_cycles),
     ("expect-tag-journal", sources::parse),
 ];
@@ -273,6 +278,35 @@ pub fn number_text(value: &kdl::KdlValue) -> Option<String> {
         kdl::KdlValue::Float(x) => Some(x.to_string()),
         kdl::KdlValue::String(s) => Some(s.clone()),
         _ => None,
+    }
+}
+
+/// A `within=S` property (at most [`WITHIN_SECONDS_MAX`]): how long a check may be
+/// repeated until it holds.
+pub fn within(node: &mut Node<'_>) -> Result<Option<Duration>, ParseError> {
+    match node.count("within")? {
+        Some(s) if s > WITHIN_SECONDS_MAX => {
+            Err(node.error(format!("`within` is at most {WITHIN_SECONDS_MAX} seconds")))
+        }
+        Some(s) => Ok(Some(Duration::from_secs(s))),
+        None => Ok(None),
+    }
+}
+
+/// Runs `check` until it holds or `within` has passed (once without `within`); the
+/// last failure is the step's.
+pub fn repeat_within(
+    within: Option<Duration>,
+    mut check: impl FnMut() -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    let started = Instant::now();
+    loop {
+        match check() {
+            Err(_) if within.is_some_and(|w| started.elapsed() < w) => {
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            result => return result,
+        }
     }
 }
 

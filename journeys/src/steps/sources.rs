@@ -10,7 +10,7 @@ use std::ffi::OsString;
 
 use serde_json::Value;
 
-use super::Step;
+use super::{Step, repeat_within, within};
 use crate::error::Failure;
 use crate::parse::{Node, ParseError};
 use crate::process::describe_status;
@@ -37,11 +37,7 @@ pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
             .with_help("write e.g. `expect-tag-journal boiler-temp host=edge model=boiler`"));
     };
     let at_least = node.count("at-least")?.unwrap_or(1);
-    let within = match node.count("within")? {
-        Some(s) if s > 60 => return Err(node.error("`within` is at most 60 seconds")),
-        Some(s) => Some(std::time::Duration::from_secs(s)),
-        None => None,
-    };
+    let within = within(node)?;
     Ok(Box::new(ExpectTagJournal {
         tag,
         host,
@@ -53,15 +49,7 @@ pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
 
 impl Step for ExpectTagJournal {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
-        let started = std::time::Instant::now();
-        loop {
-            match self.check(cx) {
-                Err(_) if self.within.is_some_and(|w| started.elapsed() < w) => {
-                    std::thread::sleep(std::time::Duration::from_millis(250));
-                }
-                result => return result,
-            }
-        }
+        repeat_within(self.within, || self.check(cx))
     }
 }
 

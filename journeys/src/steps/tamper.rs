@@ -76,12 +76,8 @@ pub fn parse_remove(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
 
 pub fn parse_edit(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let (host, path) = relative(node)?;
-    let from = node
-        .string("from")?
-        .ok_or_else(|| node.error("`edit` needs from=\"TEXT\""))?;
-    let to = node
-        .string("to")?
-        .ok_or_else(|| node.error("`edit` needs to=\"TEXT\""))?;
+    let from = node.required("from", "TEXT")?;
+    let to = node.required("to", "TEXT")?;
     Ok(Box::new(Tamper::Edit {
         host,
         path,

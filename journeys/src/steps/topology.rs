@@ -1,6 +1,10 @@
 //! `topology "FILE"` — the topology that later `plan` and `reconcile` steps use; a
 //! path relative to the journey file (a file or a directory of `.kdl` files).
 //! Switching to another file later models the operator editing their files.
+//!
+//! `edit-topology from="TEXT" to="TEXT" [all=#true]` — the operator edits the files: a
+//! copy of the current topology file with the first (or every) TEXT replaced is written
+//! to `$WORK/topologies/` and becomes the current topology.
 
 use std::path::PathBuf;
 
@@ -33,6 +37,75 @@ impl Step for Topology {
         cx.set_topology(self.path.clone());
         let shown = cx.show_path(&self.path);
         cx.say(format_args!("topology is now {shown}"));
+        Ok(())
+    }
+}
+
+// ---- edit-topology -------------------------------------------------------------------
+
+struct EditTopology {
+    from: String,
+    to: String,
+    all: bool,
+}
+
+pub fn parse_edit_topology(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
+    let from = node.required("from", "TEXT")?;
+    let to = node.required("to", "TEXT")?;
+    if from.is_empty() {
+        return Err(node.error("`from` must not be empty"));
+    }
+    let all = node.flag("all")?.unwrap_or(false);
+    Ok(Box::new(EditTopology { from, to, all }))
+}
+
+impl Step for EditTopology {
+    fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
+        let current = cx.topology()?;
+        let text = std::fs::read_to_string(&current).map_err(|e| {
+            Failure::new(
+                "the current topology to be one file",
+                format!("{}: {e}", cx.show_path(&current)),
+            )
+        })?;
+        let count = text.matches(self.from.as_str()).count();
+        if count == 0 {
+            return Err(Failure::new(
+                format!("{:?} in {}", self.from, cx.show_path(&current)),
+                "not present",
+            ));
+        }
+        let edited = if self.all {
+            text.replace(self.from.as_str(), &self.to)
+        } else {
+            text.replacen(self.from.as_str(), &self.to, 1)
+        };
+        let dir = cx.work_dir().join("topologies");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Failure::new("the edited topology written", e.to_string()))?;
+        let n = std::fs::read_dir(&dir).map_or(0, |d| d.count()) + 1;
+        let name = current
+            .file_name()
+            .map_or("topology.kdl".into(), |n| n.to_string_lossy().into_owned());
+        // An edited copy's name without its number: `02-processes.kdl`, not
+        // `02-01-processes.kdl`.
+        let name = match current.parent() == Some(dir.as_path()) {
+            true => name
+                .split_once('-')
+                .map_or(name.clone(), |(_, rest)| rest.to_owned()),
+            false => name,
+        };
+        let path = dir.join(format!("{n:02}-{name}"));
+        std::fs::write(&path, edited)
+            .map_err(|e| Failure::new("the edited topology written", e.to_string()))?;
+        cx.say(format_args!(
+            "{:?} -> {:?} ({} of {count}); the topology is now {}",
+            self.from,
+            self.to,
+            if self.all { count } else { 1 },
+            cx.show_path(&path)
+        ));
+        cx.set_topology(path);
         Ok(())
     }
 }

@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use kdl::KdlValue;
 use serde_json::Value;
 
-use super::{Step, shorten};
+use super::{Step, repeat_within, shorten, within};
 use crate::error::Failure;
 use crate::parse::{Node, ParseError, kind};
 use crate::process::describe_status;
@@ -50,11 +50,7 @@ struct ExpectValues {
 
 pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let model = node.argument("a model name")?;
-    let within = match node.count("within")? {
-        Some(s) if s > 60 => return Err(node.error("`within` is at most 60 seconds")),
-        Some(s) => Some(std::time::Duration::from_secs(s)),
-        None => None,
-    };
+    let within = within(node)?;
     let mut values = Vec::new();
     for (name, entry) in node.remaining_properties()? {
         let expected = match entry.value() {
@@ -87,16 +83,7 @@ pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
 
 impl Step for ExpectValues {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
-        let started = std::time::Instant::now();
-        loop {
-            match self.check(cx) {
-                Err(failure) if self.within.is_some_and(|w| started.elapsed() < w) => {
-                    let _ = failure;
-                    std::thread::sleep(std::time::Duration::from_millis(250));
-                }
-                result => return result,
-            }
-        }
+        repeat_within(self.within, || self.check(cx))
     }
 }
 

@@ -1,11 +1,6 @@
-//! Network partitions between hosts: `partition`, `heal`, and the network namespaces
-//! they cut.
-//!
-//! - `partition HOST…` — cuts each host off from every other host and from the root
-//!   network namespace (where `gridctl`, `curl` and the harness run): the bridge-side end
-//!   of its veth pair goes down. Several hosts, or several `partition` steps, accumulate.
-//!   The host keeps running, and its control socket (a file) still answers `gridctl`.
-//! - `heal` — brings every cut link up again and waits until the bridge forwards.
+//! The journey's network: a Linux bridge, network namespaces and veth pairs, so that
+//! `partition` can cut a host off and `heal` can bring it back (the steps live in
+//! `steps/partition.rs`).
 //!
 //! A host whose `listen` address (read from its installed `host.toml`) is an IPv4 address
 //! that is not loopback (e.g. `10.77.1.1:7521`) runs in a network namespace of its own:
@@ -33,97 +28,15 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
-use super::Step;
 use crate::error::Failure;
-use crate::parse::{Node, ParseError};
+use crate::limits::INTERFACE_NAME_BYTES_MAX;
 use crate::process::{describe_status, wait_bounded};
-use crate::runner::Context;
 use crate::{HOST_READY_TIMEOUT, POLL_INTERVAL, STEP_TIMEOUT};
 
 /// The name of a host's end of its veth pair, inside its namespace.
 pub const NAMESPACE_INTERFACE: &str = "eth0";
-/// Linux's limit on interface names (IFNAMSIZ - 1).
-const MAX_INTERFACE_NAME: usize = 15;
 /// The last byte of the bridge's address in the journey's /24.
 const BRIDGE_HOST_BYTE: u8 = 254;
-
-// ---- steps ---------------------------------------------------------------------------
-
-struct Partition {
-    hosts: Vec<String>,
-}
-
-struct Heal;
-
-pub fn parse_partition(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    let mut hosts = vec![node.argument("a host name")?];
-    while let Some(host) = node.optional_argument("a host name")? {
-        hosts.push(host);
-    }
-    Ok(Box::new(Partition { hosts }))
-}
-
-pub fn parse_heal(_node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    Ok(Box::new(Heal))
-}
-
-impl Step for Partition {
-    fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
-        for host in &self.hosts {
-            if cx.host_namespace(host)?.is_none() {
-                let why = match cx.host_listen(host) {
-                    Ok(listen) => format!(
-                        "its listen address {listen} is not a non-loopback IPv4 address: it \
-                         runs in the root network namespace and cannot be cut off"
-                    ),
-                    Err(failure) => format!(
-                        "it has no listen address to place in a namespace ({})",
-                        failure.observed
-                    ),
-                };
-                return Err(Failure::new(
-                    format!(
-                        "host `{host}` in a network namespace of its own (a listen address \
-                         such as 10.77.1.1:7521 in the topology)"
-                    ),
-                    why,
-                ));
-            }
-            let network = cx.network();
-            let cut = network.cut(host)?;
-            let (veth, ip) = network
-                .link(host)
-                .map(|(veth, ip)| (veth.to_owned(), ip))
-                .expect("the host was just placed");
-            if cut {
-                cx.say(format_args!(
-                    "partitioned {host} ({ip}): link {veth} down — it reaches no other host, \
-                     and nothing reaches it"
-                ));
-            } else {
-                cx.say(format_args!("{host} ({ip}) is already partitioned"));
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Step for Heal {
-    fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
-        let healed = cx.network().heal()?;
-        if healed.is_empty() {
-            cx.say("no host is partitioned: nothing to heal");
-        } else {
-            cx.say(format_args!(
-                "healed {}: links up, the bridge forwards again",
-                healed.join(", ")
-            ));
-        }
-        Ok(())
-    }
-}
-
-// ---- the journey's network -----------------------------------------------------------
 
 /// The IPv4 address a listen address `IP:PORT` puts into a namespace: not loopback,
 /// not unspecified. `None`: the host runs in the root namespace.
@@ -402,9 +315,9 @@ fn dotted(subnet: [u8; 3]) -> String {
 }
 
 fn check_interface_name(name: &str) -> Result<(), Failure> {
-    if name.len() > MAX_INTERFACE_NAME {
+    if name.len() > INTERFACE_NAME_BYTES_MAX {
         return Err(Failure::new(
-            format!("an interface name of at most {MAX_INTERFACE_NAME} bytes"),
+            format!("an interface name of at most {INTERFACE_NAME_BYTES_MAX} bytes"),
             name.to_owned(),
         ));
     }
