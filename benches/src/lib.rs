@@ -9,8 +9,21 @@
 //! A1 range of those consecutive cells of one row. Inputs become numbers, formulas
 //! become A1 formulas with every binary operation parenthesised, so IronCalc parses the
 //! same tree Grid does and adds and multiplies in the same order.
+//!
+//! The side-by-side binaries share the modules below: [`cli`] (their common
+//! arguments), [`measure`] (windows, records, tallies, CPU time, callers run back to
+//! back), [`report`] (percentiles, ratios, markdown tables, failures), [`bringup`]
+//! (Grid's hosts from a topology, served control connections, the alternatives'
+//! executables), [`pki`] (the alternatives' certificates), [`procs`] (child processes,
+//! work directories, ports) and [`limits`].
 
+pub mod bringup;
+pub mod cli;
+pub mod limits;
+pub mod measure;
+pub mod pki;
 pub mod procs;
+pub mod report;
 
 use std::collections::HashMap;
 
