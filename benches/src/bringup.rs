@@ -16,8 +16,10 @@ use std::time::{Duration, Instant};
 use grid_engine::host::control::{CONTROL_CONNECTIONS_MAX, Client};
 use grid_engine::protocol::{Call, Reply};
 
+use crate::cli::Measurement;
 use crate::limits::CONVERGE_ROUNDS_MAX;
-use crate::procs::{Procs, Result, tail};
+use crate::procs::{Procs, Result, WorkDir, grid_bin_dir, tail};
+use crate::report::print_header;
 
 /// How long a started process may take until each of its hosts accepts control
 /// connections (per host, since the last one that did), and the first call through a
@@ -267,4 +269,61 @@ pub fn version(bin: &Path) -> Result<String> {
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join(", "))
+}
+
+/// What every side-by-side run starts with: Grid's binaries when its side runs, the
+/// alternative's executable when that side runs and has one, the run's header printed,
+/// a work directory and a tokio runtime. Drop the servers first, then this.
+pub struct Sides {
+    pub grid_bins: Option<PathBuf>,
+    pub other_bin: Option<PathBuf>,
+    pub runtime: tokio::runtime::Runtime,
+    pub work: WorkDir,
+}
+
+/// The alternative's executable: its name in the header, and how to find it.
+pub struct OtherBin {
+    pub label: &'static str,
+    pub locate: fn() -> Result<PathBuf>,
+}
+
+impl Sides {
+    /// Finds the executables, prints `title`, the machine, the `gridd` and the
+    /// alternative's version, then makes `$TMPDIR/WORK_PREFIX-PID` and the runtime.
+    pub fn start(
+        title: &str,
+        measurement: &Measurement,
+        work_prefix: &str,
+        other: Option<OtherBin>,
+    ) -> Result<Sides> {
+        let grid_bins = if measurement.runs_grid() {
+            Some(grid_bin_dir()?)
+        } else {
+            None
+        };
+        let other = match other {
+            Some(other) if measurement.runs_other() => Some((other.label, (other.locate)()?)),
+            _ => None,
+        };
+        print_header(title, grid_bins.as_deref())?;
+        if let Some((label, bin)) = &other {
+            println!("{label}: {} ({})", bin.display(), version(bin)?);
+        }
+        Ok(Sides {
+            grid_bins,
+            other_bin: other.map(|(_, bin)| bin),
+            runtime: tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?,
+            work: WorkDir::new(work_prefix, measurement.keep)?,
+        })
+    }
+}
+
+/// Runs a binary's `run`, printing its error (prefixed with its name) and exiting 1.
+pub fn exit_on_error(name: &str, result: Result<()>) {
+    if let Err(e) = result {
+        eprintln!("{name}: {e}");
+        std::process::exit(1);
+    }
 }

@@ -41,8 +41,9 @@ use clap::Parser;
 
 use grid_benches::cli::{self, Counts, Defaults, Measurement};
 use grid_benches::measure::{Cpu, Tally, Window, on_tasks, on_threads};
-use grid_benches::procs::{Result, WorkDir, grid_bin_dir};
-use grid_benches::report::{Table, ms, per_operation, print_failures, print_header, ratio};
+use grid_benches::bringup::{OtherBin, Sides, exit_on_error};
+use grid_benches::procs::Result;
+use grid_benches::report::{Table, ms, per_operation, print_failures, ratio};
 
 /// Claim acquires per second, Grid's authority beside etcd.
 #[derive(Parser)]
@@ -253,49 +254,30 @@ fn leader_note(before: &str, after: &str) -> String {
 }
 
 fn main() {
-    if let Err(e) = run() {
-        eprintln!("authority_compare: {e}");
-        std::process::exit(1);
-    }
+    exit_on_error("authority_compare", run());
 }
 
 fn run() -> Result<()> {
     let args: Args = cli::parse(&DEFAULTS);
     let m = &args.measurement;
-    let bin_dir = if m.runs_grid() {
-        Some(grid_bin_dir()?)
-    } else {
-        None
-    };
-    let etcd_bin = if m.runs_other() {
-        Some(etcd::locate_etcd()?)
-    } else {
-        None
-    };
-    print_header(
+    let sides = Sides::start(
         "authority_compare: claim acquires, Grid authority beside etcd",
-        bin_dir.as_deref(),
+        m,
+        "gac",
+        Some(OtherBin {
+            label: "etcd",
+            locate: etcd::locate_etcd,
+        }),
     )?;
-    if let Some(etcd_bin) = &etcd_bin {
-        println!(
-            "etcd: {} ({})",
-            etcd_bin.display(),
-            grid_benches::bringup::version(etcd_bin)?
-        );
-    }
     println!(
         "{} s per measurement after {} s of warm-up; callers {:?}",
         m.seconds, m.warmup, args.callers.0
     );
-
-    let work = WorkDir::new("gac", m.keep)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = &sides.runtime;
     let started = Instant::now();
     // Both clusters run for the whole benchmark (the idle one only heartbeats).
-    let mut grid = match &bin_dir {
-        Some(dir) => Some(grid::GridCluster::start(dir, &work.path)?),
+    let mut grid = match &sides.grid_bins {
+        Some(dir) => Some(grid::GridCluster::start(dir, &sides.work.path)?),
         None => None,
     };
     if let Some(grid) = &grid {
@@ -307,8 +289,8 @@ fn run() -> Result<()> {
         );
     }
     let etcd_started = Instant::now();
-    let mut etcd = match &etcd_bin {
-        Some(bin) => Some(runtime.block_on(etcd::EtcdCluster::start(bin, &work.path))?),
+    let mut etcd = match &sides.other_bin {
+        Some(bin) => Some(runtime.block_on(etcd::EtcdCluster::start(bin, &sides.work.path))?),
         None => None,
     };
     if let Some(etcd) = &etcd {
@@ -380,8 +362,7 @@ fn run() -> Result<()> {
     // Drop order: the clusters (their processes) first, then the work directory.
     drop(etcd);
     drop(grid);
-    drop(runtime);
-    drop(work);
+    drop(sides);
     Ok(())
 }
 

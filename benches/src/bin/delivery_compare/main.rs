@@ -55,8 +55,9 @@ use std::time::Instant;
 use clap::Parser;
 
 use grid_benches::cli::{self, Counts, Defaults, Measurement};
-use grid_benches::procs::{Result, WorkDir, grid_bin_dir};
-use grid_benches::report::{print_failures, print_header};
+use grid_benches::bringup::{OtherBin, Sides, exit_on_error};
+use grid_benches::procs::Result;
+use grid_benches::report::print_failures;
 use grid_spec::limits::ROUTE_DESTINATIONS_MAX;
 
 use fanout::Fanout;
@@ -154,49 +155,30 @@ fn print_tables(args: &Args, cells: &[rows::Cell], fanout: &[Fanout]) {
 }
 
 fn main() {
-    if let Err(e) = run() {
-        eprintln!("delivery_compare: {e}");
-        std::process::exit(1);
-    }
+    exit_on_error("delivery_compare", run());
 }
 
 fn run() -> Result<()> {
     let args: Args = cli::parse(&DEFAULTS);
     let m = &args.measurement;
-    let bin_dir = if m.runs_grid() {
-        Some(grid_bin_dir()?)
-    } else {
-        None
-    };
-    let nats_bin = if m.runs_other() {
-        Some(jetstream::locate_nats_server()?)
-    } else {
-        None
-    };
-    print_header(
+    let sides = Sides::start(
         "delivery_compare: value delivery, Grid beside NATS JetStream",
-        bin_dir.as_deref(),
+        m,
+        "gdc",
+        Some(OtherBin {
+            label: "nats-server",
+            locate: jetstream::locate_nats_server,
+        }),
     )?;
-    if let Some(bin) = &nats_bin {
-        println!(
-            "nats-server: {} ({})",
-            bin.display(),
-            grid_benches::bringup::version(bin)?
-        );
-    }
     println!(
         "{} s per measurement after {} s of warm-up; publishers {:?}; fan-out to {}",
         m.seconds, m.warmup, args.publishers.0, args.fanout
     );
-
-    let work = WorkDir::new("gdc", m.keep)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = &sides.runtime;
     let t0 = Instant::now();
     // Both systems run for the whole benchmark (the idle one waits).
-    let mut grid = match &bin_dir {
-        Some(dir) => Some(grid::GridPair::start(dir, &work.path)?),
+    let mut grid = match &sides.grid_bins {
+        Some(dir) => Some(grid::GridPair::start(dir, &sides.work.path)?),
         None => None,
     };
     if let Some(grid) = &grid {
@@ -208,10 +190,10 @@ fn run() -> Result<()> {
         );
     }
     let nats_started = Instant::now();
-    let mut nats = match &nats_bin {
+    let mut nats = match &sides.other_bin {
         Some(bin) => Some(runtime.block_on(jetstream::NatsServer::start(
             bin,
-            &work.path,
+            &sides.work.path,
             args.sync_always(),
         ))?),
         None => None,
@@ -242,7 +224,7 @@ fn run() -> Result<()> {
     }
     let mut fanouts = Vec::new();
     if args.fanout > 0 {
-        if let Some(dir) = &bin_dir {
+        if let Some(dir) = &sides.grid_bins {
             let f = match grid::gridd_packs_hosts(dir) {
                 Err(answer) => Fanout::skipped(
                     "Grid",
@@ -251,7 +233,7 @@ fn run() -> Result<()> {
                 ),
                 Ok(()) => {
                     let started = Instant::now();
-                    let mut cluster = grid::GridFanout::start(dir, &work.path, args.fanout)?;
+                    let mut cluster = grid::GridFanout::start(dir, &sides.work.path, args.fanout)?;
                     let f = fanout::measure_grid(&mut cluster, &args, t0, started.elapsed())?;
                     // Its processes go now: the JetStream fan-out runs without them.
                     drop(cluster);
@@ -276,7 +258,6 @@ fn run() -> Result<()> {
     // Drop order: the servers (their processes) first, then the work directory.
     drop(nats);
     drop(grid);
-    drop(runtime);
-    drop(work);
+    drop(sides);
     Ok(())
 }

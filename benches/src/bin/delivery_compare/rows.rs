@@ -173,6 +173,38 @@ impl Cell {
     }
 }
 
+/// When the end-to-end wait of a measurement ends: once the publishers have stopped and
+/// the last publication is covered, or at the deadline (bounded even if the publishers
+/// never finish; set closer once they have).
+#[derive(Clone)]
+struct Drain {
+    stop: Arc<AtomicBool>,
+    target: Arc<AtomicU64>,
+    deadline: Arc<AtomicU64>,
+}
+
+impl Drain {
+    fn new(window: &Window) -> Drain {
+        Drain {
+            stop: Arc::new(AtomicBool::new(false)),
+            target: Arc::new(AtomicU64::new(u64::MAX)),
+            deadline: Arc::new(AtomicU64::new(
+                window.end_ns + 2 * DRAIN_TIMEOUT.as_nanos() as u64,
+            )),
+        }
+    }
+
+    /// The publishers have stopped; the last of them was acknowledged `last`.
+    fn publishers_done(&self, last: u64, t0: Instant) {
+        self.target.store(last, Ordering::SeqCst);
+        self.deadline.store(
+            since(t0) + DRAIN_TIMEOUT.as_nanos() as u64,
+            Ordering::SeqCst,
+        );
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
 /// The highest position (sequence) the publishers were acknowledged.
 fn last_position(records: &[Record<u64>]) -> u64 {
     records
@@ -187,21 +219,20 @@ fn value_of(i: usize, seq: u64) -> f64 {
     (i as u64 * 1_000_000_000 + seq) as f64
 }
 
-/// Waits until `advances` reaches `target` or `deadline`, polling with `publisher`.
+/// Waits until `advances` reaches the drain's target or deadline, polling with
+/// `publisher`.
 fn drain_grid(
     advances: &Advances,
     publisher: &mut grid::Publisher,
     route: &str,
     t0: Instant,
-    target: &AtomicU64,
-    stop: &AtomicBool,
-    deadline: &AtomicU64,
+    drain: &Drain,
 ) {
     loop {
         advances.poll(publisher, route, t0);
-        let done = stop.load(Ordering::SeqCst)
-            && advances.highest.load(Ordering::SeqCst) >= target.load(Ordering::SeqCst);
-        if done || since(t0) > deadline.load(Ordering::SeqCst) {
+        let done = drain.stop.load(Ordering::SeqCst)
+            && advances.highest.load(Ordering::SeqCst) >= drain.target.load(Ordering::SeqCst);
+        if done || since(t0) > drain.deadline.load(Ordering::SeqCst) {
             return;
         }
         std::thread::sleep(POLL_INTERVAL);
@@ -231,26 +262,16 @@ pub fn measure_grid(
         Some(grid::Publisher::connect(host_dir.clone())?)
     };
     let advances = Arc::new(Advances::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let target = Arc::new(AtomicU64::new(u64::MAX));
     let pids = pair.hosts.procs.pids();
     let m = &args.measurement;
     let window = Window::of(m.warmup, m.seconds, t0);
-    // Bounded even if the publishers never finish; set closer once they have.
-    let deadline = Arc::new(AtomicU64::new(
-        window.end_ns + 2 * DRAIN_TIMEOUT.as_nanos() as u64,
-    ));
+    let drain = Drain::new(&window);
     let poller = {
-        let (advances, stop, target, deadline) = (
-            advances.clone(),
-            stop.clone(),
-            target.clone(),
-            deadline.clone(),
-        );
+        let (advances, drain) = (advances.clone(), drain.clone());
         std::thread::spawn(move || -> Result<()> {
             if poller_conn.is_none() {
-                while !stop.load(Ordering::SeqCst) {
-                    if since(t0) > deadline.load(Ordering::SeqCst) {
+                while !drain.stop.load(Ordering::SeqCst) {
+                    if since(t0) > drain.deadline.load(Ordering::SeqCst) {
                         return Err("the Grid publishers did not finish".into());
                     }
                     std::thread::sleep(Duration::from_millis(10));
@@ -258,7 +279,7 @@ pub fn measure_grid(
                 poller_conn = Some(grid::Publisher::connect(host_dir)?);
             }
             let conn = poller_conn.as_mut().expect("connected above");
-            drain_grid(&advances, conn, route, t0, &target, &stop, &deadline);
+            drain_grid(&advances, conn, route, t0, &drain);
             Ok(())
         })
     };
@@ -302,12 +323,7 @@ pub fn measure_grid(
         .map(|h| h.join().map_err(|_| "a Grid publisher panicked"))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let last = last_position(&records);
-    target.store(last, Ordering::SeqCst);
-    deadline.store(
-        since(t0) + DRAIN_TIMEOUT.as_nanos() as u64,
-        Ordering::SeqCst,
-    );
-    stop.store(true, Ordering::SeqCst);
+    drain.publishers_done(last, t0);
     poller
         .join()
         .map_err(|_| "the Grid receipt poller panicked")??;
@@ -344,19 +360,15 @@ pub async fn measure_jetstream(
     for _ in 0..publishers {
         contexts.push(async_nats::jetstream::new(server.connect().await?));
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let target = Arc::new(AtomicU64::new(u64::MAX));
     let m = &args.measurement;
     let window = Window::of(m.warmup, m.seconds, t0);
-    let deadline = Arc::new(AtomicU64::new(
-        window.end_ns + 2 * DRAIN_TIMEOUT.as_nanos() as u64,
-    ));
+    let drain = Drain::new(&window);
     let consumer_task = tokio::spawn(jetstream::consume_cumulative(
         consumer,
         t0,
-        stop.clone(),
-        target.clone(),
-        deadline.clone(),
+        drain.stop.clone(),
+        drain.target.clone(),
+        drain.deadline.clone(),
     ));
     let publish_subject = subject.clone();
     let publishing = on_tasks(
@@ -374,12 +386,7 @@ pub async fn measure_jetstream(
     );
     let (records, meter) = publishing.await?;
     let last = last_position(&records);
-    target.store(last, Ordering::SeqCst);
-    deadline.store(
-        since(t0) + DRAIN_TIMEOUT.as_nanos() as u64,
-        Ordering::SeqCst,
-    );
-    stop.store(true, Ordering::SeqCst);
+    drain.publishers_done(last, t0);
     let coverage = consumer_task
         .await
         .map_err(|e| format!("the JetStream consumer failed: {e}"))?;

@@ -47,8 +47,9 @@ use clap::Parser;
 
 use grid_benches::cli::{self, Counts, Defaults, Measurement};
 use grid_benches::measure::{Cpu, Tally, Window, on_tasks, on_threads};
-use grid_benches::procs::{Result, WorkDir, grid_bin_dir};
-use grid_benches::report::{Table, ms, per_operation, print_failures, print_header, ratio};
+use grid_benches::bringup::{Sides, exit_on_error};
+use grid_benches::procs::Result;
+use grid_benches::report::{Table, ms, per_operation, print_failures, ratio};
 
 /// Remote Processes, Grid beside a plain HTTPS floor.
 #[derive(Parser)]
@@ -332,37 +333,27 @@ fn main() {
     } else {
         run()
     };
-    if let Err(e) = result {
-        eprintln!("process_compare: {e}");
-        std::process::exit(1);
-    }
+    exit_on_error("process_compare", result);
 }
 
 fn run() -> Result<()> {
     let args: Args = cli::parse(&DEFAULTS);
     let m = &args.measurement;
-    let bin_dir = if m.runs_grid() {
-        Some(grid_bin_dir()?)
-    } else {
-        None
-    };
-    print_header(
+    let sides = Sides::start(
         "process_compare: remote Processes, Grid beside a plain HTTPS floor",
-        bin_dir.as_deref(),
+        m,
+        "gpc",
+        None,
     )?;
     println!(
         "{} s per measurement after {} s of warm-up; direct callers {:?}; mailbox callers {:?}",
         m.seconds, m.warmup, args.concurrency.0, args.mailbox_concurrency.0
     );
-
-    let work = WorkDir::new("gpc", m.keep)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = &sides.runtime;
     let t0 = Instant::now();
     // Both systems run for the whole benchmark (the idle one waits).
-    let mut grid = match &bin_dir {
-        Some(dir) => Some(grid::GridProcesses::start(dir, &work.path)?),
+    let mut grid = match &sides.grid_bins {
+        Some(dir) => Some(grid::GridProcesses::start(dir, &sides.work.path)?),
         None => None,
     };
     if let Some(grid) = &grid {
@@ -375,7 +366,7 @@ fn run() -> Result<()> {
     }
     let floor_started = Instant::now();
     let mut floor = if m.runs_other() {
-        Some(runtime.block_on(floor::FloorServer::start(&work.path))?)
+        Some(runtime.block_on(floor::FloorServer::start(&sides.work.path))?)
     } else {
         None
     };
@@ -452,7 +443,6 @@ fn run() -> Result<()> {
     // Drop order: the servers (their processes) first, then the work directory.
     drop(floor);
     drop(grid);
-    drop(runtime);
-    drop(work);
+    drop(sides);
     Ok(())
 }
