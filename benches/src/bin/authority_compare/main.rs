@@ -39,9 +39,9 @@ use std::time::Instant;
 
 use clap::Parser;
 
+use grid_benches::bringup::{OtherBin, Sides, exit_on_error};
 use grid_benches::cli::{self, Counts, Defaults, Measurement};
 use grid_benches::measure::{Cpu, Tally, Window, on_tasks, on_threads};
-use grid_benches::bringup::{OtherBin, Sides, exit_on_error};
 use grid_benches::procs::Result;
 use grid_benches::report::{Table, ms, per_operation, print_failures, ratio};
 

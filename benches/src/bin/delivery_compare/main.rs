@@ -54,8 +54,8 @@ use std::time::Instant;
 
 use clap::Parser;
 
-use grid_benches::cli::{self, Counts, Defaults, Measurement};
 use grid_benches::bringup::{OtherBin, Sides, exit_on_error};
+use grid_benches::cli::{self, Counts, Defaults, Measurement};
 use grid_benches::procs::Result;
 use grid_benches::report::print_failures;
 use grid_spec::limits::ROUTE_DESTINATIONS_MAX;
