@@ -253,11 +253,30 @@ where
     T: Send + 'static,
     F: Fn(&mut C, usize, u64) -> std::result::Result<T, String> + Clone + Send + 'static,
 {
+    on_threads_then(callers, window, t0, pids, call, |_: &mut C| {})
+}
+
+/// As [`on_threads`], and `then(caller)` after each call has been recorded (outside
+/// its timing), before the next starts.
+pub fn on_threads_then<C, T, F, G>(
+    callers: Vec<C>,
+    window: Window,
+    t0: Instant,
+    pids: Vec<u32>,
+    call: F,
+    then: G,
+) -> Result<(Vec<Record<T>>, CpuMeter)>
+where
+    C: Send + 'static,
+    T: Send + 'static,
+    F: Fn(&mut C, usize, u64) -> std::result::Result<T, String> + Clone + Send + 'static,
+    G: Fn(&mut C) + Clone + Send + 'static,
+{
     let handles: Vec<_> = callers
         .into_iter()
         .enumerate()
         .map(|(i, mut caller)| {
-            let call = call.clone();
+            let (call, then) = (call.clone(), then.clone());
             std::thread::spawn(move || {
                 let mut record = Record::default();
                 for seq in 0u64.. {
@@ -267,7 +286,9 @@ where
                     }
                     let start_ns = (start - t0).as_nanos() as u64;
                     let outcome = call(&mut caller, i, seq);
-                    if record.note(&window, start_ns, t0, outcome) {
+                    let failed = record.note(&window, start_ns, t0, outcome);
+                    then(&mut caller);
+                    if failed {
                         std::thread::sleep(FAILURE_PAUSE);
                     }
                 }

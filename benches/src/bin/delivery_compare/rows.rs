@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use grid_benches::limits::CALLERS_MAX;
 use grid_benches::measure::{
-    Cpu, CpuMeter, FAILURE_PAUSE, Failures, Record, Tally, Window, on_tasks, since,
+    Cpu, Failures, Record, Tally, Window, on_tasks, on_threads_then, since,
 };
 use grid_benches::procs::Result;
 use grid_benches::report::{Table, ms, per_operation, percentile, ratio};
@@ -283,45 +283,21 @@ pub fn measure_grid(
             Ok(())
         })
     };
-    // Not `measure::on_threads`: a publisher that shares the polling polls between
-    // the end of one publication and the start of the next, outside its timing.
-    let handles: Vec<_> = conns
-        .into_iter()
-        .enumerate()
-        .map(|(i, mut conn)| {
-            let advances = advances.clone();
-            std::thread::spawn(move || {
-                let mut record = Record::default();
-                for seq in 0u64.. {
-                    let start = Instant::now();
-                    if start >= window.end {
-                        break;
-                    }
-                    let start_ns = (start - t0).as_nanos() as u64;
-                    let outcome = conn.publish(route, value_of(i, seq));
-                    let refused = record.note(&window, start_ns, t0, outcome);
-                    if shared_polling && advances.due(t0) {
-                        advances.poll(&mut conn, route, t0);
-                    }
-                    if refused {
-                        // Pushed back (capacity exhausted) or refused: try again soon.
-                        std::thread::sleep(FAILURE_PAUSE);
-                    }
-                }
-                record
-            })
-        })
-        .collect();
-    std::thread::sleep(
-        window
-            .measure_from
-            .saturating_duration_since(Instant::now()),
-    );
-    let meter = CpuMeter::start(pids);
-    let records = handles
-        .into_iter()
-        .map(|h| h.join().map_err(|_| "a Grid publisher panicked"))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
+    // A publisher that shares the polling polls between the end of one publication
+    // and the start of the next, outside its timing.
+    let poll_turns = advances.clone();
+    let (records, meter) = on_threads_then(
+        conns,
+        window,
+        t0,
+        pids,
+        move |conn, i, seq| conn.publish(route, value_of(i, seq)),
+        move |conn| {
+            if shared_polling && poll_turns.due(t0) {
+                poll_turns.poll(conn, route, t0);
+            }
+        },
+    )?;
     let last = last_position(&records);
     drain.publishers_done(last, t0);
     poller
