@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use criterion::Criterion;
+use grid_benches::report::human_ns as human;
 use grid_benches::{FREE_INPUT, Setup, grid_slot};
 
 const SCENARIOS: [(&str, &str); 3] = [
@@ -158,16 +159,6 @@ fn estimate_ns(directory: &Path, group: &str, engine: &str, started: SystemTime)
         value[..end].trim().parse().ok()
     };
     point_estimate("slope").or_else(|| point_estimate("mean"))
-}
-
-fn human(ns: f64) -> String {
-    if ns < 1e3 {
-        format!("{ns:.1} ns")
-    } else if ns < 1e6 {
-        format!("{:.2} µs", ns / 1e3)
-    } else {
-        format!("{:.3} ms", ns / 1e6)
-    }
 }
 
 fn summary(directory: &Path, started: SystemTime, setup: &Setup) {

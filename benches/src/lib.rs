@@ -9,8 +9,21 @@
 //! A1 range of those consecutive cells of one row. Inputs become numbers, formulas
 //! become A1 formulas with every binary operation parenthesised, so IronCalc parses the
 //! same tree Grid does and adds and multiplies in the same order.
+//!
+//! The side-by-side binaries share the modules below: [`cli`] (their common
+//! arguments), [`measure`] (windows, records, tallies, CPU time, callers run back to
+//! back), [`report`] (percentiles, ratios, markdown tables, failures), [`bringup`]
+//! (Grid's hosts from a topology, served control connections, the alternatives'
+//! executables), [`pki`] (the alternatives' certificates), [`procs`] (child processes,
+//! work directories, ports) and [`limits`].
 
+pub mod bringup;
+pub mod cli;
+pub mod limits;
+pub mod measure;
+pub mod pki;
 pub mod procs;
+pub mod report;
 
 use std::collections::HashMap;
 
@@ -167,6 +180,16 @@ pub fn position_of_item(k: usize) -> (i32, i32) {
     ((k / ROW_WIDTH + 1) as i32, (k % ROW_WIDTH + 1) as i32)
 }
 
+/// Row and column (1-based) of every item of `model` in the translation, by name.
+pub fn positions_of(model: &Model) -> HashMap<String, (i32, i32)> {
+    model
+        .items
+        .iter()
+        .enumerate()
+        .map(|(k, item)| (item.name().to_owned(), position_of_item(k)))
+        .collect()
+}
+
 /// The A1 reference of a 1-based row and column.
 pub fn a1(row: i32, column: i32) -> String {
     format!("{}{row}", column_letters(column as usize))
@@ -244,12 +267,7 @@ pub struct IronCalcWorkbook {
 impl IronCalcWorkbook {
     /// Lays `model` out on sheet 1 (see the crate documentation) and evaluates it once.
     pub fn new(model: &Model) -> IronCalcWorkbook {
-        let positions: HashMap<String, (i32, i32)> = model
-            .items
-            .iter()
-            .enumerate()
-            .map(|(k, item)| (item.name().to_owned(), position_of_item(k)))
-            .collect();
+        let positions = positions_of(model);
         let mut workbook = ironcalc_base::Model::new_empty("reference", "en", "UTC", "en")
             .expect("an empty IronCalc workbook");
         for item in &model.items {
@@ -439,12 +457,7 @@ mod tests {
     #[test]
     fn formulas_translate_to_a1() {
         let model = load_reference();
-        let positions: HashMap<String, (i32, i32)> = model
-            .items
-            .iter()
-            .enumerate()
-            .map(|(k, item)| (item.name().to_owned(), position_of_item(k)))
-            .collect();
+        let positions = positions_of(&model);
         let formula_of = |name: &str| match model.item(name) {
             Some(Item::Cell(cell)) => excel_formula(&cell.expr, &positions),
             _ => panic!("no cell {name}"),

@@ -1,5 +1,5 @@
 //! Helpers of the side-by-side server benchmarks (`authority_compare`,
-//! `delivery_compare`): child processes that never outlive the benchmark, a work
+//! `delivery_compare`, `process_compare`): child processes that never outlive the benchmark, a work
 //! directory that is removed afterwards, free loopback ports and CPU time from `/proc`.
 
 use std::fs::File;

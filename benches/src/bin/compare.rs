@@ -16,10 +16,13 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
+
+use grid_benches::limits::COMPARE_BATCHES_MIN;
+use grid_benches::report::human_ns as human;
 use grid_benches::{FREE_INPUT, Setup, grid_slot};
 
 const BATCH_TARGET: Duration = Duration::from_millis(20);
-const BATCHES_MIN: usize = 15;
 
 /// Time per operation: median and fastest over batches.
 struct Timing {
@@ -69,7 +72,7 @@ fn measure_pair(
     let budget = Duration::from_secs_f64(seconds * 2.0);
     let started = Instant::now();
     let (mut grid_batches, mut ironcalc_batches) = (Vec::new(), Vec::new());
-    while grid_batches.len() < BATCHES_MIN || started.elapsed() < budget {
+    while grid_batches.len() < COMPARE_BATCHES_MIN || started.elapsed() < budget {
         grid_batches.push(run_batch(&mut grid, grid_size));
         ironcalc_batches.push(run_batch(&mut ironcalc, ironcalc_size));
     }
@@ -77,16 +80,6 @@ fn measure_pair(
         timing(grid_batches, grid_size),
         timing(ironcalc_batches, ironcalc_size),
     )
-}
-
-fn human(ns: f64) -> String {
-    if ns < 1e3 {
-        format!("{ns:.1} ns")
-    } else if ns < 1e6 {
-        format!("{:.2} µs", ns / 1e3)
-    } else {
-        format!("{:.3} ms", ns / 1e6)
-    }
 }
 
 /// Alternates between two values, so every edit really changes the input.
@@ -100,13 +93,17 @@ fn toggle(value: f64) -> impl FnMut() -> f64 {
     }
 }
 
+/// Grid beside IronCalc on the reference model.
+#[derive(Parser)]
+#[command(name = "compare")]
+struct Args {
+    /// Seconds each engine runs per scenario (at least 15 batches each).
+    #[arg(value_name = "SECONDS_PER_MEASUREMENT", default_value_t = 2.0)]
+    seconds: f64,
+}
+
 fn main() {
-    let seconds: f64 = match std::env::args().nth(1) {
-        Some(text) => text
-            .parse()
-            .expect("the argument is the seconds per measurement"),
-        None => 2.0,
-    };
+    let seconds = Args::parse().seconds;
 
     let started = Instant::now();
     let mut setup = Setup::new();

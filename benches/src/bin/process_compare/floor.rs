@@ -19,18 +19,13 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
-};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 
+use grid_benches::pki::{Ca, SERVER_NAME, role};
 use grid_benches::procs::{Procs, Result, free_ports};
 
-/// The name the server's certificate carries and the client asks for.
-const SERVER_NAME: &str = "localhost";
 const SERVER_READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The argument that makes this executable the floor's server.
 pub const SERVE_ARG: &str = "--serve-floor";
@@ -39,44 +34,20 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn leaf_params(name: &str, server: bool) -> Result<CertificateParams> {
-    let mut params = CertificateParams::new(vec![SERVER_NAME.to_owned()])?;
-    params
-        .subject_alt_names
-        .push(SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![if server {
-        ExtendedKeyUsagePurpose::ServerAuth
-    } else {
-        ExtendedKeyUsagePurpose::ClientAuth
-    }];
-    Ok(params)
-}
-
 /// A CA and the server's and the client's certificates, all Ed25519, as DER files in
 /// `dir`: `ca.der`, `server.der`/`server.key`, `client.der`/`client.key` (PKCS#8).
 fn make_pki(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)?;
-    let ca_key = KeyPair::generate_for(&rcgen::PKCS_ED25519)?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "process_compare floor CA");
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_cert = ca_params.self_signed(&ca_key)?;
-    std::fs::write(dir.join("ca.der"), ca_cert.der())?;
-    let issuer = Issuer::new(ca_params, ca_key);
+    let ca = Ca::new("process_compare floor CA", &rcgen::PKCS_ED25519)?;
+    std::fs::write(dir.join("ca.der"), ca.cert.der())?;
     for (name, server) in [("server", true), ("client", false)] {
-        let key = KeyPair::generate_for(&rcgen::PKCS_ED25519)?;
-        let cert = leaf_params(name, server)?.signed_by(&key, &issuer)?;
-        std::fs::write(dir.join(format!("{name}.der")), cert.der())?;
-        std::fs::write(dir.join(format!("{name}.key")), key.serialize_der())?;
+        let leaf = ca.leaf(
+            name,
+            &[rcgen::KeyUsagePurpose::DigitalSignature],
+            &[role(server)],
+        )?;
+        std::fs::write(dir.join(format!("{name}.der")), leaf.cert.der())?;
+        std::fs::write(dir.join(format!("{name}.key")), leaf.key.serialize_der())?;
     }
     Ok(())
 }

@@ -1,0 +1,42 @@
+//! Every bound of the benchmarks in one place, units last in every name. The bounds of
+//! Grid itself (`CONTROL_CONNECTIONS_MAX`, `ROUTE_DESTINATIONS_MAX`) stay the engine's
+//! and the spec's; the benchmarks only check their arguments against them.
+
+use grid_engine::host::control::CONTROL_CONNECTIONS_MAX;
+
+/// The longest measurement window one `--seconds` (or `--fanout-seconds`) may ask for.
+pub const MEASUREMENT_SECONDS_MAX: f64 = 600.0;
+/// The longest warm-up one `--warmup` may ask for.
+pub const WARMUP_SECONDS_MAX: f64 = 60.0;
+
+/// Concurrent callers (publishers) of one measurement: each holds one control
+/// connection to a Grid host, which serves at most `CONTROL_CONNECTIONS_MAX` of them.
+pub const CALLERS_MAX: usize = CONTROL_CONNECTIONS_MAX;
+
+/// How many `gridctl reconcile` rounds a topology may take, once its hosts run, to reach
+/// an empty plan.
+pub const CONVERGE_ROUNDS_MAX: u32 = 40;
+
+/// The characters of a failure's reason that are kept (equal reasons count together;
+/// a long one is cut).
+pub const REASON_CHARS_MAX: usize = 160;
+
+/// A bound on the publications of one fan-out measurement.
+pub const FANOUT_PUBLICATIONS_MAX: usize = 100_000;
+
+/// Messages one JetStream consumer takes from what has already arrived before it
+/// acknowledges the last of them (its cumulative acknowledgement covers all).
+pub const ACK_BATCH_MESSAGES_MAX: usize = 4_096;
+
+/// The fewest batches `compare` times per engine and scenario, however short the run.
+pub const COMPARE_BATCHES_MIN: usize = 15;
+
+// A warm-up longer than the longest window would make most of a run unrecorded.
+const _: () = assert!(WARMUP_SECONDS_MAX < MEASUREMENT_SECONDS_MAX);
+// The shared-polling rule of `delivery_compare` (publishers take turns polling when
+// they hold every control connection) needs the callers bound to be the host's.
+const _: () = assert!(CALLERS_MAX == CONTROL_CONNECTIONS_MAX);
+// A median over batches needs more than a couple of them to mean anything.
+const _: () = assert!(COMPARE_BATCHES_MIN >= 3);
+// A cumulative acknowledgement covers at least the one message it acknowledges.
+const _: () = assert!(ACK_BATCH_MESSAGES_MAX >= 1);
