@@ -7,9 +7,13 @@
 //! - `log`: the log and hard state in fjall, fsynced (group commit);
 //! - `machine`: the state machine and its snapshot files;
 //! - `network`: Raft messages to other voters over the mutual-TLS transport;
-//! - `service`: a running authority — writes, forwarding to the leader, the read
-//!   barrier, voters, snapshots.
+//! - `api`: its wire types (calls, replies, claim commands, a voter's status);
+//! - `service`: a running authority — opening and dispatching calls in `service.rs`,
+//!   and beside it `commit` (batched claim commands, group commit), `peers`
+//!   (forwarding to the leader, Raft messages from other voters), `barrier` (the
+//!   linearizable read) and `members` (bootstrap, voters, learners, snapshots).
 
+pub mod api;
 pub mod claims;
 pub mod endpoint;
 pub mod log;
