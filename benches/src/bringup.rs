@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use grid_engine::host::control::{CONTROL_CONNECTIONS_MAX, Client};
+use grid_engine::host::control::Client;
+use grid_engine::limits::CONTROL_CONNECTIONS_MAX;
 use grid_engine::protocol::{Call, Reply};
 
 use crate::cli::Measurement;

@@ -2,7 +2,7 @@
 //! Grid itself (`CONTROL_CONNECTIONS_MAX`, `ROUTE_DESTINATIONS_MAX`) stay the engine's
 //! and the spec's; the benchmarks only check their arguments against them.
 
-use grid_engine::host::control::CONTROL_CONNECTIONS_MAX;
+use grid_engine::limits::CONTROL_CONNECTIONS_MAX;
 
 /// The longest measurement window one `--seconds` (or `--fanout-seconds`) may ask for.
 pub const MEASUREMENT_SECONDS_MAX: f64 = 600.0;

@@ -14,7 +14,7 @@ use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::mpsc;
 
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use fjall::{Database, Keyspace, PersistMode};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, StorageIOError};
 
@@ -48,8 +48,7 @@ fn write_err(e: impl std::error::Error + 'static) -> StorageError {
 impl LogStore {
     pub fn open(dir: &Path) -> Result<LogStore, fjall::Error> {
         let database = Database::builder(dir).worker_threads(1).open()?;
-        let logs = database.keyspace("logs", KeyspaceCreateOptions::default)?;
-        let meta = database.keyspace("meta", KeyspaceCreateOptions::default)?;
+        let [logs, meta] = crate::store::open_keyspaces(&database, ["logs", "meta"])?;
         let (flusher, pending) = mpsc::channel::<LogFlushed<TypeConfig>>();
         let flushing = database.clone();
         std::thread::Builder::new()

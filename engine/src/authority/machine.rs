@@ -81,12 +81,15 @@ fn store_err(e: impl std::fmt::Display) -> StorageError {
 
 impl Store {
     fn open(database: fjall::Database) -> Result<Store, fjall::Error> {
-        let keyspace = |name: &str| database.keyspace(name, fjall::KeyspaceCreateOptions::default);
+        let [claims, answers, forgotten, meta] = crate::store::open_keyspaces(
+            &database,
+            ["sm-claims", "sm-answers", "sm-forgotten", "sm-meta"],
+        )?;
         Ok(Store {
-            claims: keyspace("sm-claims")?,
-            answers: keyspace("sm-answers")?,
-            forgotten: keyspace("sm-forgotten")?,
-            meta: keyspace("sm-meta")?,
+            claims,
+            answers,
+            forgotten,
+            meta,
             database,
         })
     }

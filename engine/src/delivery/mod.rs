@@ -1,7 +1,9 @@
 //! Value delivery (SPEC C4): the `delivery` profile (docs/delivery.md).
 //!
-//! - `service`: routes at a host — publish, push over mutual TLS, accept pushes,
-//!   receipts — persisted in the host's store;
+//! - `service`: routes at a host, persisted in the host's store — opening and
+//!   installing routes in `service.rs`, and beside it `publish` (the publishing right,
+//!   staging, settling), `push` (pushers and the receipts they bring back), `inbox`
+//!   (accepting pushes), `reads` (control reads) and `recover` (replay at open);
 //! - `api`: its wire types (control calls, route definitions, pushes);
 //! - `ordered`: the Ordered and Latest route state machines — publisher outbox,
 //!   frozen cohorts, recipient inboxes, cumulative receipts releasing obligations,

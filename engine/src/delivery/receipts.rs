@@ -329,12 +329,12 @@ mod tests {
     fn json_round_trips_with_hex_bytes() {
         let receipt = body().sign(&key(3), 4);
         let json = serde_json::to_string(&receipt).unwrap();
-        assert!(json.contains(&hex::encode(&receipt.body.digest)), "{json}");
+        assert!(json.contains(&hex::encode(receipt.body.digest)), "{json}");
         assert!(json.contains("\"class\":\"ordered\""), "{json}");
         let back: Receipt = serde_json::from_str(&json).unwrap();
         assert_eq!(back, receipt);
         back.verify(&key(3).verifying_key()).unwrap();
-        let broken = json.replace(&hex::encode(&receipt.body.digest), "zz");
+        let broken = json.replace(&hex::encode(receipt.body.digest), "zz");
         assert!(serde_json::from_str::<Receipt>(&broken).is_err());
     }
 

@@ -1,0 +1,295 @@
+//! Publishing: the publishing right (a claim at the authority, confirmed by a
+//! linearizable read), staging publications into the outbox and its records, the
+//! host-wide Ordered capacity, and settling positions once durable.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use fjall::OwnedWriteBatch;
+
+use super::{Delivery, Gate, ORDERED_PER_HOST_DEFAULT, Role, RouteState, key};
+use crate::authority::claims::ClaimState;
+use crate::authority::service::{AuthorityCall, AuthorityReply};
+use crate::delivery::api::RouteInstall;
+use crate::delivery::receipts::Class;
+use crate::store::{Action, Failpoint, fatal};
+
+impl Delivery {
+    /// The publishing right: claim `route:R` held by this host, confirmed by a
+    /// linearizable read that began after this publish arrived.
+    pub(super) async fn check_right(
+        &self,
+        install: &RouteInstall,
+        gate: &Gate,
+    ) -> Result<u64, String> {
+        let arrival = gate.started.load(Ordering::SeqCst);
+        let mut passed = gate.passed.lock().await;
+        if passed.0 > arrival {
+            return Ok(passed.1);
+        }
+        let me = gate.started.fetch_add(1, Ordering::SeqCst) + 1;
+        let authority = {
+            let runtime = self.runtime.lock().unwrap_or_else(|p| p.into_inner());
+            let Some((_, authorities)) = runtime.as_ref() else {
+                return Err("delivery has not started".to_owned());
+            };
+            authorities
+                .by_membership
+                .get(&install.membership)
+                .cloned()
+                .ok_or_else(|| {
+                    format!(
+                        "host `{}` runs no authority of `{}`: a publisher's right to publish is a claim there (profile `authority`)",
+                        self.host, install.membership
+                    )
+                })?
+        };
+        let claim = install.claim();
+        match authority
+            .handle(
+                AuthorityCall::Show {
+                    claim: claim.clone(),
+                },
+                None,
+            )
+            .await
+        {
+            AuthorityReply::Shown { claim: Some(c), .. }
+                if c.owner == self.host && c.state == ClaimState::Held =>
+            {
+                *passed = (me, c.epoch);
+                Ok(c.epoch)
+            }
+            AuthorityReply::Shown { claim: Some(c), .. } => Err(format!(
+                "fenced: claim `{claim}` is {} by `{}` at epoch {}, not held by `{}`; nothing was published",
+                match c.state {
+                    ClaimState::Held => "held",
+                    ClaimState::Released => "released",
+                },
+                c.owner,
+                c.epoch,
+                self.host
+            )),
+            AuthorityReply::Shown { claim: None, .. } => Err(format!(
+                "claim `{claim}` is held by nobody: `{}` has no right to publish on route `{}` (reconcile acquires it); nothing was published",
+                self.host, install.name
+            )),
+            AuthorityReply::Unknown { reason } => Err(format!(
+                "the publishing right could not be confirmed ({reason}); nothing was published"
+            )),
+            other => Err(format!(
+                "the authority answered {other:?}; nothing was published"
+            )),
+        }
+    }
+
+    /// The publisher side of `route` here: its definition and its publishing gate.
+    pub(super) fn publishing(&self, route: &str) -> Result<(RouteInstall, Arc<Gate>), String> {
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        match routes.get(route) {
+            Some(RouteState {
+                install,
+                role: Role::Publisher(p),
+            }) => Ok((install.clone(), p.gate.clone())),
+            Some(r) => Err(format!(
+                "host `{}` is a destination of route `{route}`; its publisher is `{}`",
+                self.host, r.install.publisher
+            )),
+            None => Err(format!("host `{}` holds no route `{route}`", self.host)),
+        }
+    }
+
+    /// Publishes one value; returns its position once it is durable.
+    pub async fn publish(self: &Arc<Self>, route: &str, value: f64) -> Result<u64, String> {
+        crate::delivery::ordered::value_payload(route, value).map_err(|e| e.to_string())?;
+        let (install, gate) = self.publishing(route)?;
+        let epoch = self.check_right(&install, &gate).await?;
+        let mut write = self.database.batch();
+        let position = self.stage(route, value, epoch, &mut write)?;
+        write
+            .commit()
+            .unwrap_or_else(|e| fatal(&self.dir, "committing a publication", e));
+        if let Err(e) = self.syncer.sync().await {
+            fatal(&self.dir, "syncing a publication", e);
+        }
+        if self.failpoints.armed(Failpoint::PublishAfterCommit) == Some(Action::Abort) {
+            eprintln!("gridd: failpoint publish-after-commit: aborting");
+            std::process::abort();
+        }
+        self.settle(route, position);
+        Ok(position)
+    }
+
+    /// The publishing right of `route`, confirmed now (blocking: for the host's own
+    /// thread, never a runtime thread): the epoch it is held at.
+    pub fn check_right_blocking(self: &Arc<Self>, route: &str) -> Result<u64, String> {
+        let (install, gate) = self.publishing(route)?;
+        let runtime = self
+            .runtime
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|(r, _)| r.clone())
+            .ok_or_else(|| "delivery has not started".to_owned())?;
+        runtime.block_on(self.check_right(&install, &gate))
+    }
+
+    /// Assigns `value` the next position of `route` (capacity permitting) and adds
+    /// its records to `write`; the position is pushed only once [`Delivery::settle`]
+    /// says `write` is durable. Refused, changing nothing, when the outbox refuses.
+    pub fn stage(
+        &self,
+        route: &str,
+        value: f64,
+        epoch: u64,
+        write: &mut OwnedWriteBatch,
+    ) -> Result<u64, String> {
+        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        self.stage_locked(&mut routes, route, value, epoch, write)
+    }
+
+    /// The host-wide Ordered capacity: `more` publications on `route` (if Ordered)
+    /// fit beside what every Ordered route of this host retains.
+    pub(super) fn admit_host(
+        &self,
+        routes: &BTreeMap<String, RouteState>,
+        route: &str,
+        more: u64,
+    ) -> Result<(), String> {
+        let ordered = matches!(
+            routes.get(route),
+            Some(RouteState { install, role: Role::Publisher(_) }) if install.class == Class::Ordered
+        );
+        if !ordered {
+            return Ok(());
+        }
+        let retained: u64 = routes
+            .values()
+            .filter_map(|r| match &r.role {
+                Role::Publisher(p) if r.install.class == Class::Ordered => {
+                    Some(p.outbox.retained())
+                }
+                _ => None,
+            })
+            .sum();
+        if retained + more > self.ordered_per_host {
+            return Err(format!(
+                "route `{route}`: Ordered capacity exhausted for host `{}`: its Ordered routes retain {retained} publications not yet receipted by their whole cohort (ordered-per-host = {}; default ORDERED_PER_HOST_DEFAULT = {ORDERED_PER_HOST_DEFAULT}); nothing was published, nothing dropped",
+                self.host, self.ordered_per_host
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn stage_locked(
+        &self,
+        routes: &mut BTreeMap<String, RouteState>,
+        route: &str,
+        value: f64,
+        epoch: u64,
+        write: &mut OwnedWriteBatch,
+    ) -> Result<u64, String> {
+        let payload =
+            crate::delivery::ordered::value_payload(route, value).map_err(|e| e.to_string())?;
+        self.admit_host(routes, route, 1)?;
+        let Some(RouteState {
+            install,
+            role: Role::Publisher(p),
+        }) = routes.get_mut(route)
+        else {
+            return Err(format!("route `{route}` is not published here"));
+        };
+        let cohort = install.cohort();
+        let last = p.outbox.cohort(p.outbox.published()).cloned();
+        let position = p
+            .outbox
+            .publish(payload.to_vec(), &cohort)
+            .map_err(|e| e.to_string())?;
+        p.pending.insert(position);
+        let mut record = epoch.to_be_bytes().to_vec();
+        record.extend_from_slice(&payload);
+        write.insert(&self.ks.published, key(route, position), record);
+        let same = last.is_some_and(|l| l.iter().map(String::as_str).eq(cohort.iter().copied()))
+            && position > 1;
+        if !same {
+            write.insert(
+                &self.ks.cohorts,
+                key(route, position),
+                serde_json::to_vec(&cohort).expect("cohorts serialize"),
+            );
+        }
+        Ok(position)
+    }
+
+    /// Stages several publications at once — all or none: every outbox must admit
+    /// its publication before any is published (a model batch publishing on several
+    /// routes).
+    pub fn stage_all(
+        &self,
+        publications: &[(String, f64, u64)],
+        write: &mut OwnedWriteBatch,
+    ) -> Result<Vec<u64>, String> {
+        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        {
+            for (route, value, _) in publications {
+                crate::delivery::ordered::value_payload(route, *value)
+                    .map_err(|e| e.to_string())?;
+                let Some(RouteState {
+                    install,
+                    role: Role::Publisher(p),
+                }) = routes.get(route)
+                else {
+                    return Err(format!("route `{route}` is not published here"));
+                };
+                p.outbox
+                    .admit(&install.cohort())
+                    .map_err(|e| e.to_string())?;
+            }
+            let ordered = publications
+                .iter()
+                .filter(|(route, _, _)| {
+                    routes
+                        .get(route)
+                        .is_some_and(|r| r.install.class == Class::Ordered)
+                })
+                .count() as u64;
+            if let Some((route, _, _)) = publications.iter().find(|(route, _, _)| {
+                routes
+                    .get(route)
+                    .is_some_and(|r| r.install.class == Class::Ordered)
+            }) {
+                self.admit_host(&routes, route, ordered)?;
+            }
+        }
+        // Every outbox admits its publication, and nothing else publishes while this
+        // lock is held: none of these fails.
+        publications
+            .iter()
+            .map(|(route, value, epoch)| {
+                self.stage_locked(&mut routes, route, *value, *epoch, write)
+            })
+            .collect()
+    }
+
+    /// `position` of `route` is durable: pushes may carry it (and every earlier one
+    /// that is durable too).
+    pub fn settle(&self, route: &str, position: u64) {
+        let wake = {
+            let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+            match routes.get_mut(route) {
+                Some(RouteState {
+                    role: Role::Publisher(p),
+                    ..
+                }) => {
+                    p.pending.remove(&position);
+                    Some(p.wake.clone())
+                }
+                _ => None,
+            }
+        };
+        if let Some(wake) = wake {
+            wake.notify_waiters();
+        }
+    }
+}

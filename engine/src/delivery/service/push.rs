@@ -1,0 +1,237 @@
+//! The publisher's pushers: one task per destination of a route, carrying durable
+//! positions (sealed on encrypted routes) and applying the signed receipts that come
+//! back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::{Delivery, Role, RouteState, key, named_key, publisher};
+use crate::custody::seal::seal_value;
+use crate::delivery::api::{Push, PushReply, RouteInstall, WireDelivery, WirePayload};
+use crate::delivery::ordered::{Delivery as Value, ReceiptOutcome};
+use crate::delivery::receipts::Receipt;
+use crate::limits::{PUSH_BACKOFF_MAX, PUSH_DELIVERIES_MAX, PUSH_TIMEOUT};
+use crate::store::{Action, Failpoint, fatal};
+use crate::transport::{PeerClient, PeerError};
+
+impl Delivery {
+    /// Pushers for every destination of `route` not in `running`.
+    pub(super) fn spawn_pushers(self: &Arc<Self>, route: &str, running: &[String]) {
+        let Some((runtime, _)) = self
+            .runtime
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        else {
+            return;
+        };
+        let destinations: Vec<String> = {
+            let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+            match routes.get(route) {
+                Some(RouteState {
+                    install,
+                    role: Role::Publisher(_),
+                }) => install
+                    .destinations
+                    .iter()
+                    .map(|d| d.host.clone())
+                    .filter(|d| !running.contains(d))
+                    .collect(),
+                _ => return,
+            }
+        };
+        for destination in destinations {
+            let me = self.clone();
+            let route = route.to_owned();
+            runtime.spawn(async move { me.push_loop(route, destination).await });
+        }
+    }
+
+    /// What to push to `destination` next (durable positions only), sealed on
+    /// encrypted routes; with the route's wake signal.
+    pub(super) fn next_push(
+        &self,
+        route: &str,
+        destination: &str,
+    ) -> Option<(RouteInstall, Vec<WireDelivery>, Arc<Notify>)> {
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let (install, p) = publisher(&routes, route)?;
+        let next: Vec<Value> = p
+            .outbox
+            .next_through(destination, PUSH_DELIVERIES_MAX, p.durable());
+        let install = install.clone();
+        let wake = p.wake.clone();
+        drop(routes);
+        let mail = install
+            .destination(destination)
+            .and_then(|d| crate::custody::mail_key_of(&d.keys));
+        let mut deliveries = Vec::with_capacity(next.len());
+        for d in next {
+            let payload = if install.encrypted {
+                let value = crate::delivery::ordered::payload_value(route, &d.payload).ok()?;
+                let sealed = seal_value(
+                    mail.as_ref()?,
+                    route,
+                    &install.membership,
+                    d.position,
+                    value,
+                )
+                .ok()?;
+                WirePayload::Sealed(sealed)
+            } else {
+                WirePayload::Plain(hex::encode(&d.payload))
+            };
+            deliveries.push(WireDelivery {
+                position: d.position,
+                previous: d.previous,
+                payload,
+            });
+        }
+        Some((install, deliveries, wake))
+    }
+
+    pub(super) async fn push_loop(self: Arc<Self>, route: String, destination: String) {
+        let mut client: Option<PeerClient> = None;
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            let Some((install, deliveries, wake)) = self.next_push(&route, &destination) else {
+                return;
+            };
+            let notified = wake.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if deliveries.is_empty() {
+                // Re-checked now and then: a wake-up lost to a race costs a second.
+                let _ = tokio::time::timeout(Duration::from_secs(1), notified).await;
+                continue;
+            }
+            let Some(target) = install.destination(&destination) else {
+                return;
+            };
+            if client.is_none() {
+                match PeerClient::new(
+                    &self.dir,
+                    &install.membership,
+                    &destination,
+                    &target.address,
+                ) {
+                    Ok(c) => client = Some(c),
+                    Err(e) => {
+                        eprintln!("gridd: route {route}: cannot reach `{destination}`: {e}");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(PUSH_BACKOFF_MAX);
+                        continue;
+                    }
+                }
+            }
+            let push = Push {
+                route: route.clone(),
+                deliveries,
+            };
+            let path = format!("/delivery/{}/push", install.membership);
+            let reply: Result<PushReply, PeerError> = client
+                .as_ref()
+                .expect("just built")
+                .post(&path, &push, PUSH_TIMEOUT)
+                .await;
+            match reply {
+                Ok(PushReply::Receipt { receipt }) => {
+                    if self.failpoints.armed(Failpoint::ReceiptBeforeRecord) == Some(Action::Abort)
+                    {
+                        eprintln!("gridd: failpoint receipt-before-record: aborting");
+                        std::process::abort();
+                    }
+                    match self.record_receipt(&route, &destination, &receipt) {
+                        Ok(()) => backoff = Duration::from_millis(50),
+                        Err(reason) => {
+                            eprintln!(
+                                "gridd: route {route}: receipt of `{destination}` not applied: {reason}"
+                            );
+                            tokio::time::sleep(backoff).await;
+                            backoff = (backoff * 2).min(PUSH_BACKOFF_MAX);
+                        }
+                    }
+                }
+                Ok(PushReply::Refused { reason }) => {
+                    eprintln!("gridd: route {route}: `{destination}` refused a push: {reason}");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(PUSH_BACKOFF_MAX);
+                }
+                Err(e) => {
+                    if matches!(e, PeerError::NotSent(_)) {
+                        client = None;
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(PUSH_BACKOFF_MAX);
+                }
+            }
+        }
+    }
+
+    /// Applies a destination's signed receipt (verified with its public key of the
+    /// receipt's generation) and records it when it released something.
+    pub(super) fn record_receipt(
+        &self,
+        route: &str,
+        destination: &str,
+        receipt: &Receipt,
+    ) -> Result<(), String> {
+        if receipt.body.recipient != destination {
+            return Err(format!(
+                "the receipt names `{}`, not `{destination}`",
+                receipt.body.recipient
+            ));
+        }
+        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(RouteState {
+            install,
+            role: Role::Publisher(p),
+        }) = routes.get_mut(route)
+        else {
+            return Err("the route is no longer published here".to_owned());
+        };
+        let key_of = install
+            .destination(destination)
+            .and_then(|d| crate::custody::signing_key_of(&d.keys, receipt.generation))
+            .ok_or_else(|| {
+                format!(
+                    "no public signing key of generation {} is known for `{destination}`",
+                    receipt.generation
+                )
+            })?;
+        let mut released = p
+            .outbox
+            .apply(receipt, &key_of)
+            .map_err(|e| e.to_string())?;
+        if released.outcome == ReceiptOutcome::Conflated {
+            // Superseded beyond the window while the receipt was on its way: checked
+            // against this publisher's journal of the value instead (signature verified
+            // above).
+            let position = receipt.body.highest_position;
+            let stored = self
+                .ks
+                .published
+                .get(key(route, position))
+                .unwrap_or_else(|e| fatal(&self.dir, "reading a publication", e));
+            if let Some(payload) = stored.as_deref().and_then(|b| b.get(8..)) {
+                released = p
+                    .outbox
+                    .receipt_of_conflated(destination, position, &receipt.body.digest, payload)
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        if released.outcome == ReceiptOutcome::Advanced {
+            // Lazily durable: a lost receipt only resends values answered as duplicates.
+            self.ks
+                .receipts
+                .insert(
+                    named_key(route, destination),
+                    serde_json::to_vec(receipt).expect("receipts serialize"),
+                )
+                .unwrap_or_else(|e| fatal(&self.dir, "recording a receipt", e));
+        }
+        Ok(())
+    }
+}

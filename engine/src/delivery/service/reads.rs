@@ -1,0 +1,200 @@
+//! The control reads: route views, held values, receipts at the publisher, and values
+//! delivered to a destination for the models it feeds.
+
+use std::collections::BTreeMap;
+
+use super::{Delivery, Role, RouteState, key, named_key, position_of, publisher};
+use crate::custody::seal::{Sealed, open_value};
+use crate::delivery::api::{DeliveryReply, HeldValue, RouteInstall, RouteView};
+use crate::delivery::receipts::Receipt;
+use crate::limits::HELD_REPLY_MAX;
+use crate::store::fatal;
+
+impl Delivery {
+    pub(super) fn views(&self) -> Vec<RouteView> {
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        routes
+            .values()
+            .map(|r| match &r.role {
+                Role::Publisher(p) => RouteView {
+                    route: r.install.clone(),
+                    role: "publisher".to_owned(),
+                    published: p.durable(),
+                    receipted: r
+                        .install
+                        .destinations
+                        .iter()
+                        .filter_map(|d| p.outbox.receipted(&d.host).map(|n| (d.host.clone(), n)))
+                        .collect(),
+                    outstanding: p.outbox.outstanding(),
+                    held: 0,
+                },
+                Role::Destination(inbox) => RouteView {
+                    route: r.install.clone(),
+                    role: "destination".to_owned(),
+                    published: 0,
+                    receipted: BTreeMap::new(),
+                    outstanding: BTreeMap::new(),
+                    held: inbox.held(),
+                },
+            })
+            .collect()
+    }
+
+    pub(super) fn held(&self, route: &str, from: u64) -> DeliveryReply {
+        let (install, publishes, durable) = {
+            let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+            match routes.get(route) {
+                None => {
+                    return DeliveryReply::Refused {
+                        reason: format!("host `{}` holds no route `{route}`", self.host),
+                    };
+                }
+                Some(r) => (
+                    r.install.clone(),
+                    matches!(r.role, Role::Publisher(_)),
+                    match &r.role {
+                        Role::Publisher(p) => p.durable(),
+                        Role::Destination(i) => i.held(),
+                    },
+                ),
+            }
+        };
+        let keyspace = if publishes {
+            &self.ks.published
+        } else {
+            &self.ks.inbox
+        };
+        let mut values = Vec::new();
+        let mut next = None;
+        for guard in keyspace.range(key(route, from)..=key(route, durable)) {
+            let (k, v) = guard
+                .into_inner()
+                .unwrap_or_else(|e| fatal(&self.dir, "reading held values", e));
+            let Some(position) = position_of(&k, route) else {
+                continue;
+            };
+            if values.len() == HELD_REPLY_MAX {
+                next = Some(position);
+                break;
+            }
+            let value = if publishes {
+                v.get(8..)
+                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                    .map(f64::from_be_bytes)
+                    .ok_or_else(|| format!("publication {position} is malformed"))
+            } else {
+                self.stored_value(&install, position, &v)
+            };
+            match value {
+                Ok(value) => values.push(HeldValue { position, value }),
+                Err(reason) => {
+                    return DeliveryReply::Refused {
+                        reason: format!("route `{route}`: {reason}"),
+                    };
+                }
+            }
+        }
+        DeliveryReply::Held {
+            route: route.to_owned(),
+            role: if publishes {
+                "publisher"
+            } else {
+                "destination"
+            }
+            .to_owned(),
+            values,
+            next,
+        }
+    }
+
+    /// A value as a recipient stored it: plain bytes, or sealed (opened here with this
+    /// host's mail key).
+    pub(super) fn stored_value(
+        &self,
+        install: &RouteInstall,
+        position: u64,
+        stored: &[u8],
+    ) -> Result<f64, String> {
+        if install.encrypted {
+            let sealed: Sealed = serde_json::from_slice(stored)
+                .map_err(|e| format!("sealed value {position} does not decode: {e}"))?;
+            open_value(
+                self.custody.mail_secret(),
+                &install.name,
+                &install.membership,
+                position,
+                &sealed,
+            )
+            .map_err(|e| format!("value {position}: {e}"))
+        } else {
+            crate::delivery::ordered::payload_value(&install.name, stored)
+                .map_err(|e| e.to_string())
+        }
+    }
+
+    pub(super) fn receipts(&self, route: &str) -> DeliveryReply {
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((install, p)) = publisher(&routes, route) else {
+            return DeliveryReply::Refused {
+                reason: format!(
+                    "host `{}` does not publish route `{route}`; its publisher holds the receipts",
+                    self.host
+                ),
+            };
+        };
+        let mut receipts = Vec::new();
+        for d in &install.destinations {
+            if let Some(bytes) = self
+                .ks
+                .receipts
+                .get(named_key(route, &d.host))
+                .unwrap_or_else(|e| fatal(&self.dir, "reading receipts", e))
+            {
+                match serde_json::from_slice::<Receipt>(&bytes) {
+                    Ok(r) => receipts.push(r),
+                    Err(e) => fatal(&self.dir, "decoding a receipt", e),
+                }
+            }
+        }
+        DeliveryReply::Receipts {
+            route: route.to_owned(),
+            published: p.durable(),
+            receipts,
+            outstanding: p.outbox.outstanding(),
+        }
+    }
+
+    /// Values held at this destination of `route` after position `after` (Latest: the
+    /// one value held, if newer), for the models it feeds.
+    pub fn delivered_after(&self, route: &str, after: u64) -> Result<Vec<(u64, f64)>, String> {
+        let (install, held) = {
+            let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+            match routes.get(route) {
+                Some(RouteState {
+                    install,
+                    role: Role::Destination(inbox),
+                }) => (install.clone(), inbox.held()),
+                _ => return Ok(Vec::new()),
+            }
+        };
+        if held <= after {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for guard in self
+            .ks
+            .inbox
+            .range(key(route, after + 1)..=key(route, held))
+        {
+            let (k, v) = guard
+                .into_inner()
+                .unwrap_or_else(|e| fatal(&self.dir, "reading delivered values", e));
+            let Some(position) = position_of(&k, route) else {
+                continue;
+            };
+            out.push((position, self.stored_value(&install, position, &v)?));
+        }
+        Ok(out)
+    }
+}

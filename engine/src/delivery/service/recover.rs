@@ -1,0 +1,138 @@
+//! Opening a route's state from the store: the publisher's outbox replayed from its
+//! published sequence, cohorts and recorded receipts; a destination's inbox from its
+//! record.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use super::{Delivery, Gate, Publishing, Role, RouteState, key, position_of, prefix};
+use crate::delivery::api::RouteInstall;
+use crate::delivery::ordered::{Capacity, Inbox, Outbox};
+use crate::delivery::receipts::Receipt;
+
+fn capacity_for_replay(configured: Capacity) -> Capacity {
+    // Replaying the whole sequence before its receipts would exceed the Ordered
+    // capacity the publications were admitted under; it is restored after.
+    Capacity {
+        ordered_per_destination: u64::MAX,
+        ordered_per_publisher: u64::MAX,
+        ..configured
+    }
+}
+
+impl Delivery {
+    pub(super) fn recover(&self) -> Result<(), String> {
+        let mut routes = BTreeMap::new();
+        for guard in self.ks.routes.iter() {
+            let (_, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
+            let install: RouteInstall = serde_json::from_slice(&bytes)
+                .map_err(|e| format!("a delivery route record does not decode: {e}"))?;
+            let role = if install.publisher == self.host {
+                Role::Publisher(Box::new(self.recover_outbox(&install)?))
+            } else {
+                let inbox = match self
+                    .ks
+                    .inbox_state
+                    .get(&install.name)
+                    .map_err(|e| e.to_string())?
+                {
+                    Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                        format!(
+                            "route `{}`: the inbox record does not decode: {e}",
+                            install.name
+                        )
+                    })?,
+                    None => Inbox::new(
+                        &install.name,
+                        &install.membership,
+                        &self.host,
+                        install.class,
+                    ),
+                };
+                Role::Destination(inbox)
+            };
+            routes.insert(install.name.clone(), RouteState { install, role });
+        }
+        *self.routes.lock().unwrap_or_else(|p| p.into_inner()) = routes;
+        Ok(())
+    }
+
+    pub(super) fn recover_outbox(&self, install: &RouteInstall) -> Result<Publishing, String> {
+        let name = &install.name;
+        let damaged = |detail: String| format!("route `{name}`: {detail}");
+        let configured = self.capacity;
+        let mut outbox = Outbox::new(
+            name,
+            &install.membership,
+            install.class,
+            capacity_for_replay(configured),
+        )
+        .map_err(|e| e.to_string())?;
+        let mut cohorts: Vec<(u64, Vec<String>)> = Vec::new();
+        for guard in self.ks.cohorts.prefix(prefix(name)) {
+            let (k, v) = guard.into_inner().map_err(|e| e.to_string())?;
+            let first =
+                position_of(&k, name).ok_or_else(|| damaged("a cohort key is malformed".into()))?;
+            let recipients: Vec<String> = serde_json::from_slice(&v)
+                .map_err(|e| damaged(format!("cohort {first} does not decode: {e}")))?;
+            cohorts.push((first, recipients));
+        }
+        for guard in self.ks.published.prefix(prefix(name)) {
+            let (k, v) = guard.into_inner().map_err(|e| e.to_string())?;
+            let position = position_of(&k, name)
+                .ok_or_else(|| damaged("a publication key is malformed".into()))?;
+            let payload = v
+                .get(8..)
+                .ok_or_else(|| damaged(format!("publication {position} is truncated")))?;
+            let cohort = cohorts
+                .iter()
+                .rev()
+                .find(|(first, _)| *first <= position)
+                .map(|(_, r)| r.as_slice())
+                .ok_or_else(|| damaged(format!("publication {position} has no cohort")))?;
+            let issued = outbox
+                .publish(payload.to_vec(), cohort)
+                .map_err(|e| damaged(format!("replaying publication {position}: {e}")))?;
+            if issued != position {
+                return Err(damaged(format!(
+                    "publication {position} follows {}: the sequence has a gap",
+                    issued - 1
+                )));
+            }
+        }
+        for guard in self.ks.receipts.prefix(prefix(name)) {
+            let (_, v) = guard.into_inner().map_err(|e| e.to_string())?;
+            let receipt: Receipt = serde_json::from_slice(&v)
+                .map_err(|e| damaged(format!("a receipt does not decode: {e}")))?;
+            let position = receipt.body.highest_position;
+            let payload = self
+                .ks
+                .published
+                .get(key(name, position))
+                .map_err(|e| e.to_string())?
+                .and_then(|b| b.get(8..).map(<[u8]>::to_vec))
+                .ok_or_else(|| {
+                    damaged(format!(
+                        "a receipt names position {position}, never published"
+                    ))
+                })?;
+            outbox
+                .receipt_of_conflated(
+                    &receipt.body.recipient,
+                    position,
+                    &receipt.body.digest,
+                    &payload,
+                )
+                .map_err(|e| damaged(format!("replaying a receipt: {e}")))?;
+        }
+        outbox.set_capacity(configured).map_err(|e| e.to_string())?;
+        Ok(Publishing {
+            pending: Default::default(),
+            outbox,
+            wake: Arc::new(Notify::new()),
+            gate: Arc::new(Gate::default()),
+        })
+    }
+}
