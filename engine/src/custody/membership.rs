@@ -102,7 +102,7 @@ fn private_dir(dir: &Path) -> Result<(), CustodyError> {
 }
 
 fn fingerprint(der: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(&Sha256::digest(der)))
+    format!("sha256:{}", hex::encode(Sha256::digest(der)))
 }
 
 fn rfc3339(t: OffsetDateTime) -> String {

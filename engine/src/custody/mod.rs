@@ -230,7 +230,7 @@ pub fn create(dir: &Path) -> Result<Manifest, CustodyError> {
     let tls = SigningKey::from_bytes(&random_secret()?);
     write_private(
         &keys.join(SIGNING_KEY_FILE),
-        hex::encode(&signing.to_bytes()).as_bytes(),
+        hex::encode(signing.to_bytes()).as_bytes(),
     )?;
     write_private(
         &keys.join(MAIL_KEY_FILE),
@@ -238,7 +238,7 @@ pub fn create(dir: &Path) -> Result<Manifest, CustodyError> {
     )?;
     write_private(
         &keys.join(TLS_KEY_FILE),
-        hex::encode(&tls.to_bytes()).as_bytes(),
+        hex::encode(tls.to_bytes()).as_bytes(),
     )?;
     let manifest = Manifest {
         generation: 1,
@@ -323,7 +323,7 @@ pub fn rotate(dir: &Path, generation: u32) -> Result<Manifest, CustodyError> {
     let keys = dir.join(KEYS_DIR);
     write_private(
         &keys.join(format!("{SIGNING_KEY_FILE}.next")),
-        hex::encode(&next.to_bytes()).as_bytes(),
+        hex::encode(next.to_bytes()).as_bytes(),
     )?;
     write_manifest(dir, &manifest)?;
     std::fs::rename(
@@ -451,7 +451,7 @@ mod tests {
         assert_eq!(manifest.generation, 1);
         verify(&d).unwrap();
         // A replaced mail key.
-        write_private(&d.join("keys/mail.key"), hex::encode(&[7u8; 32]).as_bytes()).unwrap();
+        write_private(&d.join("keys/mail.key"), hex::encode([7u8; 32]).as_bytes()).unwrap();
         assert!(matches!(verify(&d), Err(CustodyError::ReplacedKey { .. })));
         std::fs::remove_file(d.join("keys/mail.key")).unwrap();
         assert!(matches!(verify(&d), Err(CustodyError::MissingKey { .. })));

@@ -595,7 +595,7 @@ mod tests {
                 "plaintext bytes of {value} appear in the sealed form"
             );
             let json = serde_json::to_string(&sealed).expect("json");
-            assert!(!json.contains(&hex::encode(&plain)));
+            assert!(!json.contains(&hex::encode(plain)));
         }
     }
 
@@ -608,7 +608,7 @@ mod tests {
             json,
             format!(
                 r#"{{"enc":"{}","ciphertext":"{}"}}"#,
-                hex::encode(&sealed.enc),
+                hex::encode(sealed.enc),
                 hex::encode(&sealed.ciphertext)
             )
         );
@@ -620,12 +620,12 @@ mod tests {
         assert!(serde_json::from_str::<Sealed>(short_enc).is_err());
         let odd = format!(
             r#"{{"enc":"{}","ciphertext":"abc"}}"#,
-            hex::encode(&[1u8; 32])
+            hex::encode([1u8; 32])
         );
         assert!(serde_json::from_str::<Sealed>(&odd).is_err());
         let not_hex = format!(
             r#"{{"enc":"{}","ciphertext":"zz"}}"#,
-            hex::encode(&[1u8; 32])
+            hex::encode([1u8; 32])
         );
         assert!(serde_json::from_str::<Sealed>(&not_hex).is_err());
     }

@@ -170,7 +170,7 @@ impl Delivery {
         host: &str,
         custody: Custody,
         failpoints: Failpoints,
-        capacity: crate::host::config::CapacityConfig,
+        capacity: crate::config::CapacityConfig,
     ) -> Result<Arc<Delivery>, String> {
         let [routes, published, cohorts, receipts, inbox, inbox_state] = open_keyspaces(
             database,

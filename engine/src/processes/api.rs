@@ -79,7 +79,7 @@ pub struct RunView {
     /// The receiver's signature over [`RunView::signed_bytes`] of a terminal outcome,
     /// made once when it was journaled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signature: Option<crate::protocol::AnswerSignature>,
+    pub signature: Option<crate::custody::AnswerSignature>,
 }
 
 impl RunView {
