@@ -8,6 +8,7 @@ use super::api::{
     Collect, Deposit, DepositKind, MailboxReply, Peer, ProcessReply, RunOutcome, RunRequest,
     RunView, ServiceReply, SignedRequest, StatusQuery,
 };
+use super::runs::RunUnits;
 use crate::transport::PeerError;
 
 use crate::custody::seal::{self, Sealed};
@@ -52,7 +53,7 @@ impl WaitRecord {
                 result: None,
                 detail: detail.to_owned(),
                 grant: None,
-                units: String::new(),
+                units: RunUnits::Untold,
                 signature: None,
             },
         }

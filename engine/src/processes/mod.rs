@@ -11,6 +11,8 @@
 //! - `builtins`: the built-in Process `demo.count`;
 //! - `api`: its wire types (control calls, grant issues, the direct service, the
 //!   mailbox);
+//! - `runs`: the run state machine — reserved, consumed, released, unknown, resolved —
+//!   and the unit move each step implies, pure, no IO;
 //! - `grants`: the units of a grant — available, reserved, consumed, surrendered,
 //!   unknown — pure, no IO.
 
@@ -22,4 +24,5 @@ pub mod grants;
 mod mailbox;
 mod outbox;
 mod receiver;
+pub mod runs;
 pub mod service;

@@ -10,7 +10,8 @@ use super::api::{
     GrantIssue, GrantView, ProcessReply, RunOutcome, RunRequest, RunView, ServiceReply,
     SignedGrant, StatusQuery,
 };
-use super::grants::{self, Held as Holding};
+use super::grants;
+use super::runs::{Resolution, Run, RunError, RunUnits};
 
 use super::service::{Invocation, Process, Processes, State, check_request};
 use crate::store::{Failpoint, fatal};
@@ -22,6 +23,29 @@ pub(super) struct RunRecord {
     /// Closed by the operator (`resolve`).
     #[serde(default)]
     pub(super) resolved: bool,
+}
+
+impl RunRecord {
+    /// Where the run stands, for the run machine.
+    pub(super) fn run(&self) -> Run {
+        Run {
+            outcome: self.view.outcome,
+            units: self.view.units,
+            resolved: self.resolved,
+        }
+    }
+
+    /// Takes the run machine's step into the record.
+    pub(super) fn set(&mut self, run: Run) {
+        step(&mut self.view, run);
+        self.resolved = run.resolved;
+    }
+}
+
+/// Takes a step of the run machine into a view (its outcome and units).
+fn step(view: &mut RunView, run: Run) {
+    view.outcome = run.outcome;
+    view.units = run.units;
 }
 
 /// What admitting a request produced.
@@ -206,7 +230,7 @@ impl Processes {
             result: None,
             detail: String::new(),
             grant: None,
-            units: "none".to_owned(),
+            units: RunUnits::None,
             signature: None,
         };
         let process = self
@@ -225,7 +249,7 @@ impl Processes {
                     .keys()
                     .cloned()
                     .collect();
-                view.outcome = RunOutcome::Failed;
+                step(&mut view, Run::refused());
                 view.detail = format!(
                     "host `{}` serves no Process `{}` (it serves: {}); refused before dispatch, nothing charged",
                     self.host,
@@ -236,13 +260,13 @@ impl Processes {
             }
             Some(process) => match grants::reserve(state.grants.values_mut(), caller) {
                 Err(e) => {
-                    view.outcome = RunOutcome::Failed;
+                    step(&mut view, Run::refused());
                     view.detail = e.to_string();
                     None
                 }
                 Ok(grant) => {
                     view.grant = Some(grant.clone());
-                    view.units = "reserved".to_owned();
+                    step(&mut view, Run::dispatched());
                     view.detail = "dispatched; no outcome journaled yet".to_owned();
                     let g = &state.grants[&grant];
                     write.insert(
@@ -311,20 +335,18 @@ impl Processes {
                 .grants
                 .get_mut(&grant_name)
                 .expect("a run's grant is held");
+            let mut run = Run::dispatched();
+            let moved = run
+                .finish(result.is_ok())
+                .expect("a dispatched run finishes once");
+            grants::apply(grant, moved).unwrap_or_else(|e| panic!("{e}"));
+            step(&mut view, run);
             match result {
                 Ok(value) => {
-                    grants::consume(grant, Holding::Reserved).unwrap_or_else(|e| panic!("{e}"));
-                    view.outcome = RunOutcome::Succeeded;
                     view.result = Some(value);
-                    view.units = "consumed".to_owned();
                     view.detail = String::new();
                 }
-                Err(reason) => {
-                    grants::release(grant, Holding::Reserved).unwrap_or_else(|e| panic!("{e}"));
-                    view.outcome = RunOutcome::Failed;
-                    view.units = "released".to_owned();
-                    view.detail = reason;
-                }
+                Err(reason) => view.detail = reason,
             }
             self.sign(&mut view);
             let mut write = self.database.batch();
@@ -422,55 +444,45 @@ impl Processes {
     pub(super) fn resolve(self: &Arc<Self>, request: &str, outcome: RunOutcome) -> ProcessReply {
         let refused = |reason: String| ProcessReply::Refused { reason };
         if outcome == RunOutcome::Unknown {
-            return refused("a run resolves to succeeded or failed".to_owned());
+            return refused(RunError::NotAnOutcome.to_string());
         }
         let view = {
             let mut state = self.lock();
             let Some(mut record) = self.record(request) else {
                 return refused(format!("host `{}` holds no run `{request}`", self.host));
             };
-            if record.resolved {
-                if record.view.outcome == outcome {
-                    return ProcessReply::Resolved { run: record.view };
+            let mut run = record.run();
+            let moved = match run.resolve(outcome) {
+                Ok(Resolution::Already) => return ProcessReply::Resolved { run: record.view },
+                Ok(Resolution::Moved(moved)) => moved,
+                Err(RunError::AlreadyResolved(stands)) => {
+                    return refused(format!(
+                        "run `{request}` was already resolved {}; that stands",
+                        stands.name()
+                    ));
                 }
-                return refused(format!(
-                    "run `{request}` was already resolved {}; that stands",
-                    record.view.outcome.name()
-                ));
-            }
-            if record.view.units != "unknown" {
-                return refused(format!(
-                    "run `{request}` is {} (units {}), not unknown: only its outcome's owner decides it",
-                    record.view.outcome.name(),
-                    record.view.units
-                ));
-            }
+                Err(RunError::NotUnknown { outcome, units }) => {
+                    return refused(format!(
+                        "run `{request}` is {} (units {units}), not unknown: only its outcome's owner decides it",
+                        outcome.name(),
+                    ));
+                }
+                Err(e) => return refused(e.to_string()),
+            };
             let grant_name = record.view.grant.clone().unwrap_or_default();
             let Some(grant) = state.grants.get_mut(&grant_name) else {
                 return refused(format!("the run's grant `{grant_name}` is not held here"));
             };
-            let moved = if outcome == RunOutcome::Succeeded {
-                grants::consume(grant, Holding::Unknown)
-            } else {
-                grants::release(grant, Holding::Unknown)
-            };
-            if let Err(e) = moved {
+            if let Err(e) = grants::apply(grant, moved) {
                 return refused(e.to_string());
             }
             let grant = grant.clone();
-            record.view.outcome = outcome;
-            record.view.units = if outcome == RunOutcome::Succeeded {
-                "consumed"
-            } else {
-                "released"
-            }
-            .to_owned();
+            record.set(run);
             record.view.detail = format!(
                 "resolved {} by the operator of `{}` after the run was left unknown",
                 outcome.name(),
                 self.host
             );
-            record.resolved = true;
             self.sign(&mut record.view);
             let mut write = self.database.batch();
             write.insert(

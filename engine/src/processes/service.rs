@@ -35,7 +35,8 @@ use tokio::sync::watch;
 use super::api::{
     GrantView, Held, ProcessCall, ProcessReply, RunCounts, RunOutcome, RunRequest, RunView,
 };
-use super::grants::{self};
+use super::grants;
+use super::runs::RunUnits;
 use crate::transport::{PeerClient, PeerError};
 
 use crate::custody::Custody;
@@ -224,7 +225,8 @@ impl Processes {
             let (key, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
             let mut record: RunRecord = serde_json::from_slice(&bytes)
                 .map_err(|e| format!("a run record does not decode: {e}"))?;
-            if record.view.units == "reserved" {
+            let mut run = record.run();
+            if let Ok(moved) = run.interrupted() {
                 let grant_name = record.view.grant.clone().unwrap_or_default();
                 let grant = grants.get_mut(&grant_name).ok_or_else(|| {
                     format!(
@@ -232,9 +234,8 @@ impl Processes {
                         record.view.request
                     )
                 })?;
-                grants::to_unknown(grant).map_err(|e| e.to_string())?;
-                record.view.units = "unknown".to_owned();
-                record.view.outcome = RunOutcome::Unknown;
+                grants::apply(grant, moved).map_err(|e| e.to_string())?;
+                record.set(run);
                 record.view.detail = "the receiver stopped after dispatching the run and before journaling its outcome; nothing runs it again; its unit is held until `gridctl process resolve`".to_owned();
                 write.insert(
                     &ks.runs,
@@ -406,7 +407,7 @@ impl Processes {
                 run: match self.record(&request) {
                     Some(record) => {
                         let mut view = record.view;
-                        if view.units == "reserved" {
+                        if view.units == RunUnits::Reserved {
                             view.detail =
                                 "running: dispatched, no outcome journaled yet".to_owned();
                         }
