@@ -26,3 +26,6 @@ mod outbox;
 mod receiver;
 pub mod runs;
 pub mod service;
+
+#[cfg(test)]
+mod tests;
