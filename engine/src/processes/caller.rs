@@ -62,14 +62,7 @@ impl WaitRecord {
 
 impl Processes {
     pub(super) fn wait_record(&self, request: &str) -> Option<WaitRecord> {
-        self.ks
-            .waits
-            .get(request)
-            .unwrap_or_else(|e| fatal(&self.dir, "reading a wait", e))
-            .map(|b| {
-                serde_json::from_slice(&b)
-                    .unwrap_or_else(|e| fatal(&self.dir, "decoding a wait", e))
-            })
+        self.stored(&self.ks.waits, request, "wait")
     }
 
     /// Journals the receiver's terminal outcome in the wait journal (once).

@@ -195,14 +195,7 @@ impl Processes {
     ) -> Result<Admitted, String> {
         check_request(request)?;
         let mut state = self.lock();
-        let stored = self
-            .ks
-            .runs
-            .get(&request.request)
-            .unwrap_or_else(|e| fatal(&self.dir, "reading a run", e));
-        if let Some(bytes) = stored {
-            let record: RunRecord = serde_json::from_slice(&bytes)
-                .unwrap_or_else(|e| fatal(&self.dir, "decoding a run", e));
+        if let Some(record) = self.record(&request.request) {
             let view = record.view;
             if view.caller != caller
                 || view.process != request.process
@@ -412,14 +405,7 @@ impl Processes {
     }
 
     pub(super) fn record(&self, request: &str) -> Option<RunRecord> {
-        self.ks
-            .runs
-            .get(request)
-            .unwrap_or_else(|e| fatal(&self.dir, "reading a run", e))
-            .map(|bytes| {
-                serde_json::from_slice(&bytes)
-                    .unwrap_or_else(|e| fatal(&self.dir, "decoding a run", e))
-            })
+        self.stored(&self.ks.runs, request, "run")
     }
 
     /// Whether the reply to a run must be lost (failpoint `process-reply`).

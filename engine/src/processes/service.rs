@@ -336,6 +336,22 @@ impl Processes {
         view.signature = Some(self.custody.sign_answer(&self.host, &view.signed_bytes()));
     }
 
+    /// The JSON record at `key` (a `what`: "run", "wait"); storage failures are fatal.
+    pub(super) fn stored<T: serde::de::DeserializeOwned>(
+        &self,
+        keyspace: &Keyspace,
+        key: &str,
+        what: &str,
+    ) -> Option<T> {
+        keyspace
+            .get(key)
+            .unwrap_or_else(|e| fatal(&self.dir, &format!("reading a {what}"), e))
+            .map(|bytes| {
+                serde_json::from_slice(&bytes)
+                    .unwrap_or_else(|e| fatal(&self.dir, &format!("decoding a {what}"), e))
+            })
+    }
+
     pub(super) async fn sync(&self, what: &str) {
         if let Err(e) = self.syncer.sync().await {
             fatal(&self.dir, what, e);
