@@ -75,7 +75,7 @@ pub struct RunView {
     #[serde(default)]
     pub grant: Option<String>,
     #[serde(default)]
-    pub units: String,
+    pub units: super::runs::RunUnits,
     /// The receiver's signature over [`RunView::signed_bytes`] of a terminal outcome,
     /// made once when it was journaled.
     #[serde(default, skip_serializing_if = "Option::is_none")]

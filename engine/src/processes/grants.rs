@@ -11,6 +11,7 @@
 //! units go to `surrendered`, never back to `available`.
 
 use super::api::GrantView;
+use super::runs::UnitMove;
 
 /// Units one run reserves and, when it succeeds, consumes.
 pub const UNITS_PER_RUN: u64 = 1;
@@ -110,6 +111,15 @@ pub fn to_unknown(grant: &mut GrantView) -> Result<(), GrantError> {
     grant.unknown += UNITS_PER_RUN;
     check(grant);
     Ok(())
+}
+
+/// Makes the move of a run's unit that a step of the run machine implies.
+pub fn apply(grant: &mut GrantView, moved: UnitMove) -> Result<(), GrantError> {
+    match moved {
+        UnitMove::Consume(held) => consume(grant, held),
+        UnitMove::Release(held) => release(grant, held),
+        UnitMove::HoldUnknown => to_unknown(grant),
+    }
 }
 
 /// Surrenders every available unit and retires the grant: it reserves nothing more.

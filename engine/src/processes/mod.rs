@@ -1,15 +1,31 @@
 //! Remote Processes under execution grants (SPEC C5, C6's grants): the `processes`
 //! profile (docs/processes.md).
 //!
-//! - `service`: a host's Processes — the receiver's run journal and grants, the
-//!   caller's wait journal, the mailbox it keeps for others, the built-in Processes
-//!   `demo.count` and `model.eval` — persisted in the host's store;
+//! - `service`: the [`service::Processes`] of one host — its store, open (a run
+//!   admitted and unfinished before a stop becomes `unknown`), start, control calls;
+//! - `receiver`: grants issued and surrendered, admit / execute / resolve / status
+//!   over the run journal;
+//! - `caller`: the caller's wait journal, asking again, resuming open waits;
+//! - `mailbox`: the mailbox a host keeps for others (deposit, fetch, collect);
+//! - `outbox`: the receiver's mailbox fetcher and the outcomes it owes callers;
+//! - `builtins`: the built-in Process `demo.count`;
 //! - `api`: its wire types (control calls, grant issues, the direct service, the
 //!   mailbox);
+//! - `runs`: the run state machine — reserved, consumed, released, unknown, resolved —
+//!   and the unit move each step implies, pure, no IO;
 //! - `grants`: the units of a grant — available, reserved, consumed, surrendered,
 //!   unknown — pure, no IO.
 
 pub mod api;
+mod builtins;
+mod caller;
 pub mod endpoint;
 pub mod grants;
+mod mailbox;
+mod outbox;
+mod receiver;
+pub mod runs;
 pub mod service;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,410 @@
+//! The caller: its wait journal, asking the receiver (direct or through a mailbox), resuming open waits.
+
+use crate::limits::{WAIT_POLL_MAX, WAITS_PASS_MAX};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::api::{
+    Collect, Deposit, DepositKind, MailboxReply, Peer, ProcessReply, RunOutcome, RunRequest,
+    RunView, ServiceReply, SignedRequest, StatusQuery,
+};
+use super::runs::RunUnits;
+use crate::transport::PeerError;
+
+use crate::custody::seal::{self, Sealed};
+
+use super::mailbox::binding;
+use super::service::{OUTCOME_INFO, POLL_INTERVAL, Processes, REQUEST_INFO, check_request};
+use crate::store::{Failpoint, fatal};
+
+/// What the caller keeps per request id it sent.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(super) struct WaitRecord {
+    pub(super) request: RunRequest,
+    pub(super) receiver: Peer,
+    pub(super) via: Option<Peer>,
+    pub(super) membership: String,
+    /// The receiver's signed terminal outcome, once learned.
+    pub(super) run: Option<RunView>,
+}
+
+impl WaitRecord {
+    pub(super) fn via(&self) -> String {
+        self.via
+            .as_ref()
+            .map_or("direct".to_owned(), |m| format!("mailbox:{}", m.name))
+    }
+
+    pub(super) fn view(&self, host: &str, detail: &str) -> RunView {
+        match &self.run {
+            Some(run) => RunView {
+                role: "caller".to_owned(),
+                ..run.clone()
+            },
+            None => RunView {
+                request: self.request.request.clone(),
+                process: self.request.process.clone(),
+                arguments: self.request.arguments.clone(),
+                caller: host.to_owned(),
+                receiver: self.receiver.name.clone(),
+                via: self.via(),
+                role: "caller".to_owned(),
+                outcome: RunOutcome::Unknown,
+                result: None,
+                detail: detail.to_owned(),
+                grant: None,
+                units: RunUnits::Untold,
+                signature: None,
+            },
+        }
+    }
+}
+
+impl Processes {
+    pub(super) fn wait_record(&self, request: &str) -> Option<WaitRecord> {
+        self.stored(&self.ks.waits, request, "wait")
+    }
+
+    /// Journals the receiver's terminal outcome in the wait journal (once).
+    pub(super) async fn learned(&self, request: &str, run: &RunView) {
+        {
+            let _waits = self.waits.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(mut record) = self.wait_record(request) else {
+                return;
+            };
+            if record.run.is_some() {
+                return;
+            }
+            record.run = Some(run.clone());
+            self.ks
+                .waits
+                .insert(
+                    request,
+                    serde_json::to_vec(&record).expect("waits serialize"),
+                )
+                .unwrap_or_else(|e| fatal(&self.dir, "journaling an outcome learned", e));
+        }
+        self.sync("syncing a wait").await;
+    }
+
+    /// Checks a receiver's answer: it is the run asked for, and a terminal outcome
+    /// carries the receiver's signature.
+    pub(super) fn check_answer(
+        record: &WaitRecord,
+        caller: &str,
+        run: &RunView,
+    ) -> Result<(), String> {
+        if run.request != record.request.request
+            || run.process != record.request.process
+            || run.arguments != record.request.arguments
+            || run.caller != caller
+            || run.receiver != record.receiver.name
+        {
+            return Err("the receiver's answer is about another request".to_owned());
+        }
+        if run.outcome != RunOutcome::Unknown && !run.verify(&record.receiver.keys) {
+            return Err("the receiver's signature on the outcome does not verify".to_owned());
+        }
+        Ok(())
+    }
+
+    /// One attempt to learn the outcome: direct (`run`, or `status` when `ask_only`),
+    /// or through the mailbox (deposit once, then collect).
+    pub(super) async fn ask(
+        &self,
+        record: &WaitRecord,
+        ask_only: bool,
+        wait: Duration,
+    ) -> Result<RunView, String> {
+        match &record.via {
+            None => {
+                let client = self
+                    .client(
+                        &record.membership,
+                        &record.receiver.name,
+                        &record.receiver.address,
+                    )
+                    .map_err(|e| e.to_string())?;
+                let reply: ServiceReply = if ask_only {
+                    client
+                        .post(
+                            &format!("/process/{}/status", record.membership),
+                            &StatusQuery {
+                                request: record.request.request.clone(),
+                            },
+                            Duration::from_secs(10),
+                        )
+                        .await
+                } else {
+                    client
+                        .post(
+                            &format!("/process/{}/run", record.membership),
+                            &record.request,
+                            wait,
+                        )
+                        .await
+                }
+                .map_err(|e| match e {
+                    PeerError::NotSent(e) => {
+                        self.forget(&record.membership, &record.receiver.name);
+                        format!("the request was not sent: {e}")
+                    }
+                    PeerError::Lost(e) => format!("the reply was lost ({e})"),
+                })?;
+                match reply {
+                    ServiceReply::Run { run } => {
+                        Self::check_answer(record, &self.host, &run)?;
+                        Ok(run)
+                    }
+                    ServiceReply::Absent { .. } => {
+                        Err("the receiver holds no such request yet".to_owned())
+                    }
+                    ServiceReply::Refused { reason } => Err(format!("refused: {reason}")),
+                }
+            }
+            Some(mailbox) => {
+                let client = self
+                    .client(&record.membership, &mailbox.name, &mailbox.address)
+                    .map_err(|e| e.to_string())?;
+                if !ask_only {
+                    let deposit = self.seal_request(record, &mailbox.name)?;
+                    let reply: MailboxReply = client
+                        .post(
+                            &format!("/mailbox/{}/deposit", record.membership),
+                            &deposit,
+                            Duration::from_secs(10),
+                        )
+                        .await
+                        .map_err(|e| format!("depositing the request: {e}"))?;
+                    if let MailboxReply::Refused { reason } = reply {
+                        return Err(format!("the mailbox refused the request: {reason}"));
+                    }
+                }
+                let deadline = Instant::now() + wait;
+                let mut pause = POLL_INTERVAL / 4;
+                loop {
+                    let reply: Result<MailboxReply, _> = client
+                        .post(
+                            &format!("/mailbox/{}/collect", record.membership),
+                            &Collect {
+                                kind: DepositKind::Outcome,
+                                from: record.receiver.name.clone(),
+                                id: record.request.request.clone(),
+                            },
+                            Duration::from_secs(10),
+                        )
+                        .await;
+                    if let Ok(MailboxReply::Collected {
+                        deposit: Some(held),
+                    }) = reply
+                    {
+                        let plain = seal::open(
+                            self.custody.mail_secret(),
+                            OUTCOME_INFO,
+                            &binding(DepositKind::Outcome, &self.host, &held.id),
+                            &held.sealed,
+                        )
+                        .map_err(|e| format!("the outcome does not open: {e}"))?;
+                        let run: RunView = serde_json::from_slice(&plain)
+                            .map_err(|e| format!("the outcome does not decode: {e}"))?;
+                        Self::check_answer(record, &self.host, &run)?;
+                        return Ok(run);
+                    }
+                    if Instant::now() + pause > deadline {
+                        return Err("no outcome in the mailbox yet".to_owned());
+                    }
+                    tokio::time::sleep(pause).await;
+                    // While the user waits, the mailbox is asked at least every
+                    // POLL_INTERVAL (the receiver fetches as often).
+                    pause = (pause * 2).min(POLL_INTERVAL);
+                }
+            }
+        }
+    }
+
+    pub(super) fn seal_request(
+        &self,
+        record: &WaitRecord,
+        mailbox: &str,
+    ) -> Result<Deposit, String> {
+        let bytes = SignedRequest::signed_bytes(
+            &self.host,
+            &record.receiver.name,
+            mailbox,
+            &record.request,
+        );
+        let (generation, signature) = self.custody.sign_hex(&bytes);
+        let signed = SignedRequest {
+            caller: self.host.clone(),
+            receiver: record.receiver.name.clone(),
+            mailbox: mailbox.to_owned(),
+            request: record.request.clone(),
+            generation,
+            signature,
+        };
+        let key = crate::custody::mail_key_of(&record.receiver.keys)
+            .ok_or_else(|| format!("`{}` names no mail key", record.receiver.name))?;
+        let sealed: Sealed = seal::seal(
+            &key,
+            REQUEST_INFO,
+            &binding(
+                DepositKind::Request,
+                &record.receiver.name,
+                &record.request.request,
+            ),
+            &serde_json::to_vec(&signed).expect("requests serialize"),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Deposit {
+            to: record.receiver.name.clone(),
+            kind: DepositKind::Request,
+            id: record.request.request.clone(),
+            sealed,
+        })
+    }
+
+    /// `run` as the caller: journal the wait, send (or ask again), journal the outcome.
+    pub(super) async fn run(
+        &self,
+        request: RunRequest,
+        receiver: Peer,
+        via: Option<Peer>,
+        membership: String,
+        wait: Duration,
+    ) -> ProcessReply {
+        if let Err(reason) = check_request(&request) {
+            return ProcessReply::Refused { reason };
+        }
+        if receiver.name == self.host {
+            return ProcessReply::Refused {
+                reason: format!("host `{}` cannot call itself", self.host),
+            };
+        }
+        let fresh = WaitRecord {
+            request,
+            receiver,
+            via,
+            membership,
+            run: None,
+        };
+        let (record, first) = {
+            let _waits = self.waits.lock().unwrap_or_else(|p| p.into_inner());
+            match self.wait_record(&fresh.request.request) {
+                Some(held) => {
+                    if held.request != fresh.request
+                        || held.receiver.name != fresh.receiver.name
+                        || held.via.as_ref().map(|v| &v.name) != fresh.via.as_ref().map(|v| &v.name)
+                    {
+                        return ProcessReply::Refused {
+                            reason: format!(
+                                "request id `{}` was already used for {} at `{}` ({}); its original outcome stands",
+                                held.request.request,
+                                held.request.process,
+                                held.receiver.name,
+                                held.via()
+                            ),
+                        };
+                    }
+                    (held, false)
+                }
+                None => {
+                    self.ks
+                        .waits
+                        .insert(
+                            fresh.request.request.as_str(),
+                            serde_json::to_vec(&fresh).expect("waits serialize"),
+                        )
+                        .unwrap_or_else(|e| fatal(&self.dir, "journaling a wait", e));
+                    self.open_waits
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(fresh.request.request.clone());
+                    (fresh, true)
+                }
+            }
+        };
+        if let Some(run) = &record.run {
+            return ProcessReply::Ran {
+                run: RunView {
+                    role: "caller".to_owned(),
+                    ..run.clone()
+                },
+            };
+        }
+        if first {
+            self.sync("journaling a wait").await;
+            // Armed `abort`, the caller dies with its wait journaled, nothing sent.
+            self.failpoint(Failpoint::WaitAfterJournal);
+        }
+        // Asking again with the same id is the only recovery: the receiver answers
+        // the original outcome, or takes the request if it never journaled it.
+        match self.ask(&record, false, wait).await {
+            Ok(run) => {
+                if run.outcome != RunOutcome::Unknown {
+                    self.learned(&record.request.request, &run).await;
+                }
+                ProcessReply::Ran {
+                    run: RunView {
+                        role: "caller".to_owned(),
+                        ..run
+                    },
+                }
+            }
+            Err(reason) => ProcessReply::Ran {
+                run: record.view(
+                    &self.host,
+                    &format!("{reason}; the outcome is unknown to the caller; the wait stays open: ask again with the same id"),
+                ),
+            },
+        }
+    }
+
+    /// After a restart, and while waits are open: asks each open wait's receiver (or
+    /// mailbox) for its outcome without sending the request again.
+    pub(super) async fn resume_waits(self: Arc<Self>) {
+        let mut pause = POLL_INTERVAL;
+        // Open waits are asked WAITS_PASS_MAX at a time, round the set.
+        let mut after = String::new();
+        loop {
+            tokio::time::sleep(pause).await;
+            let ids: Vec<String> = {
+                let open = self.open_waits.lock().unwrap_or_else(|p| p.into_inner());
+                let mut ids: Vec<String> = open
+                    .range::<String, _>((
+                        std::ops::Bound::Excluded(&after),
+                        std::ops::Bound::Unbounded,
+                    ))
+                    .take(WAITS_PASS_MAX)
+                    .cloned()
+                    .collect();
+                for id in open.iter() {
+                    if ids.len() >= WAITS_PASS_MAX {
+                        break;
+                    }
+                    if !ids.contains(id) {
+                        ids.push(id.clone());
+                    }
+                }
+                ids
+            };
+            after = ids.last().cloned().unwrap_or_default();
+            let open: Vec<WaitRecord> = ids
+                .iter()
+                .filter_map(|id| self.wait_record(id))
+                .filter(|r| r.run.is_none())
+                .collect();
+            if open.is_empty() {
+                pause = WAIT_POLL_MAX;
+                continue;
+            }
+            for record in open {
+                if let Ok(run) = self.ask(&record, true, Duration::ZERO).await
+                    && run.outcome != RunOutcome::Unknown
+                {
+                    self.learned(&record.request.request, &run).await;
+                }
+            }
+            pause = (pause * 2).min(WAIT_POLL_MAX);
+        }
+    }
+}

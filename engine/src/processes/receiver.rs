@@ -1,0 +1,499 @@
+//! The receiver: grants issued and surrendered, admit / execute / resolve / status, the run journal.
+
+use crate::limits::RUN_WAIT_MAX;
+use std::sync::{Arc, MutexGuard};
+
+use fjall::{OwnedWriteBatch, PersistMode};
+use tokio::sync::watch;
+
+use super::api::{
+    GrantIssue, GrantView, ProcessReply, RunOutcome, RunRequest, RunView, ServiceReply,
+    SignedGrant, StatusQuery,
+};
+use super::grants;
+use super::runs::{Resolution, Run, RunError, RunUnits};
+
+use super::service::{Invocation, Process, Processes, State, check_request};
+use crate::store::{Failpoint, fatal};
+
+/// What the receiver keeps per request id.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(super) struct RunRecord {
+    pub(super) view: RunView,
+    /// Closed by the operator (`resolve`).
+    #[serde(default)]
+    pub(super) resolved: bool,
+}
+
+impl RunRecord {
+    /// Where the run stands, for the run machine.
+    pub(super) fn run(&self) -> Run {
+        Run {
+            outcome: self.view.outcome,
+            units: self.view.units,
+            resolved: self.resolved,
+        }
+    }
+
+    /// Takes the run machine's step into the record.
+    pub(super) fn set(&mut self, run: Run) {
+        step(&mut self.view, run);
+        self.resolved = run.resolved;
+    }
+}
+
+/// Takes a step of the run machine into a view (its outcome and units).
+fn step(view: &mut RunView, run: Run) {
+    view.outcome = run.outcome;
+    view.units = run.units;
+}
+
+/// What admitting a request produced.
+pub(super) enum Admitted {
+    /// The id's record (a retained outcome, or a refusal journaled before dispatch).
+    Done(RunView),
+    /// Running now under another call: wait for it.
+    Running(watch::Receiver<bool>),
+    /// Journaled and reserved: run it.
+    Dispatch(RunView, Arc<dyn Process>, watch::Sender<bool>),
+}
+
+impl Processes {
+    // ---- grants (operations through the host's submit) ----
+
+    /// The grants this host issued.
+    pub fn grants(&self) -> Vec<GrantView> {
+        self.lock().grants.values().cloned().collect()
+    }
+
+    /// Holds the grants while an issue or surrender is staged and committed by the
+    /// host: no run's reservation is written in between.
+    pub fn lock_grants(&self) -> MutexGuard<'_, State> {
+        self.lock()
+    }
+
+    /// Issues `issue.units` more units (a new signed issue) into `write`, in memory
+    /// under `state` (committed by the caller before `state` is released).
+    pub fn issue(
+        &self,
+        state: &mut State,
+        issue: &GrantIssue,
+        write: &mut OwnedWriteBatch,
+    ) -> Result<String, String> {
+        if issue.units == 0 {
+            return Err("a grant issues at least 1 unit".to_owned());
+        }
+        if issue.caller == self.host {
+            return Err(format!("host `{}` cannot grant units to itself", self.host));
+        }
+        let current = state.grants.get(&issue.name).cloned().unwrap_or(GrantView {
+            name: issue.name.clone(),
+            caller: issue.caller.clone(),
+            ..GrantView::default()
+        });
+        if current.caller != issue.caller {
+            return Err(format!(
+                "grant `{}` was issued to `{}`, not `{}`; a grant never changes its caller",
+                issue.name, current.caller, issue.caller
+            ));
+        }
+        if current.retired {
+            return Err(format!(
+                "grant `{}` was surrendered; it issues nothing more",
+                issue.name
+            ));
+        }
+        if current.allocated != issue.allocated_before {
+            return Err(format!(
+                "grant `{}` holds {} allocated units, not the {} this issue was planned against; nothing issued (plan again)",
+                issue.name, current.allocated, issue.allocated_before
+            ));
+        }
+        let allocated = current
+            .allocated
+            .checked_add(issue.units)
+            .ok_or_else(|| format!("grant `{}` would exceed {} units", issue.name, u64::MAX))?;
+        let mut signed = SignedGrant {
+            grant: issue.name.clone(),
+            issuer: self.host.clone(),
+            caller: issue.caller.clone(),
+            serial: current.issued.len() as u32 + 1,
+            units: issue.units,
+            generation: 0,
+            signature: String::new(),
+        };
+        (signed.generation, signed.signature) = self.custody.sign_hex(&signed.signed_bytes());
+        let mut grant = current;
+        grant.allocated = allocated;
+        grant.mailbox = issue.mailbox.as_ref().map(|m| m.host.clone());
+        grant.issued.push(signed.clone());
+        write.insert(
+            &self.ks.grants,
+            grant.name.as_str(),
+            serde_json::to_vec(&grant).expect("grants serialize"),
+        );
+        // The caller's keys and the mailbox, for mailbox runs.
+        write.insert(
+            &self.ks.issues,
+            grant.name.as_str(),
+            serde_json::to_vec(issue).expect("issues serialize"),
+        );
+        let detail = format!(
+            "issued grant {} #{}: {} units for {} (allocated {})",
+            grant.name, signed.serial, issue.units, issue.caller, grant.allocated
+        );
+        state.grants.insert(grant.name.clone(), grant);
+        Ok(detail)
+    }
+
+    /// Surrenders the unused units of grant `name` and retires it.
+    pub fn surrender(
+        &self,
+        state: &mut State,
+        name: &str,
+        write: &mut OwnedWriteBatch,
+    ) -> Result<String, String> {
+        let grant = state
+            .grants
+            .get_mut(name)
+            .ok_or_else(|| format!("host `{}` holds no grant `{name}`", self.host))?;
+        if grant.retired {
+            return Ok(format!(
+                "grant {name} already surrendered ({} units)",
+                grant.surrendered
+            ));
+        }
+        let unused = grants::surrender(grant);
+        write.insert(
+            &self.ks.grants,
+            name,
+            serde_json::to_vec(&*grant).expect("grants serialize"),
+        );
+        Ok(format!(
+            "surrendered {unused} unused unit(s) of grant {name}; {} reserved and {} unknown stay held until their runs close",
+            grant.reserved, grant.unknown
+        ))
+    }
+
+    /// The stored issue of the caller's grant (its keys, its mailbox).
+    pub(super) fn issue_of_caller(&self, caller: &str) -> Option<GrantIssue> {
+        self.ks
+            .issues
+            .iter()
+            .filter_map(|g| g.into_inner().ok())
+            .filter_map(|(_, v)| serde_json::from_slice::<GrantIssue>(&v).ok())
+            .find(|i| i.caller == caller)
+    }
+
+    // ---- the receiver ----
+
+    pub(super) fn admit(
+        &self,
+        caller: &str,
+        via: &str,
+        request: &RunRequest,
+    ) -> Result<Admitted, String> {
+        check_request(request)?;
+        let mut state = self.lock();
+        if let Some(record) = self.record(&request.request) {
+            let view = record.view;
+            if view.caller != caller
+                || view.process != request.process
+                || view.arguments != request.arguments
+            {
+                return Err(format!(
+                    "request id `{}` was already used by `{}` for {} with other arguments; its original outcome stands",
+                    request.request, view.caller, view.process
+                ));
+            }
+            if let Some(running) = state.running.get(&request.request) {
+                return Ok(Admitted::Running(running.clone()));
+            }
+            return Ok(Admitted::Done(view));
+        }
+        let mut view = RunView {
+            request: request.request.clone(),
+            process: request.process.clone(),
+            arguments: request.arguments.clone(),
+            caller: caller.to_owned(),
+            receiver: self.host.clone(),
+            via: via.to_owned(),
+            role: "receiver".to_owned(),
+            outcome: RunOutcome::Unknown,
+            result: None,
+            detail: String::new(),
+            grant: None,
+            units: RunUnits::None,
+            signature: None,
+        };
+        let process = self
+            .registry
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&request.process)
+            .cloned();
+        let mut write = self.database.batch();
+        let admitted = match process {
+            None => {
+                let served: Vec<String> = self
+                    .registry
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .keys()
+                    .cloned()
+                    .collect();
+                step(&mut view, Run::refused());
+                view.detail = format!(
+                    "host `{}` serves no Process `{}` (it serves: {}); refused before dispatch, nothing charged",
+                    self.host,
+                    request.process,
+                    served.join(", ")
+                );
+                None
+            }
+            Some(process) => match grants::reserve(state.grants.values_mut(), caller) {
+                Err(e) => {
+                    step(&mut view, Run::refused());
+                    view.detail = e.to_string();
+                    None
+                }
+                Ok(grant) => {
+                    view.grant = Some(grant.clone());
+                    step(&mut view, Run::dispatched());
+                    view.detail = "dispatched; no outcome journaled yet".to_owned();
+                    let g = &state.grants[&grant];
+                    write.insert(
+                        &self.ks.grants,
+                        grant.as_str(),
+                        serde_json::to_vec(g).expect("grants serialize"),
+                    );
+                    Some(process)
+                }
+            },
+        };
+        if admitted.is_none() {
+            self.sign(&mut view);
+            state.counts.failed += 1;
+        }
+        let record = RunRecord {
+            view: view.clone(),
+            resolved: false,
+        };
+        write.insert(
+            &self.ks.runs,
+            request.request.as_str(),
+            serde_json::to_vec(&record).expect("records serialize"),
+        );
+        write
+            .commit()
+            .unwrap_or_else(|e| fatal(&self.dir, "journaling a run", e));
+        Ok(match admitted {
+            None => Admitted::Done(view),
+            Some(process) => {
+                let (done, watching) = watch::channel(false);
+                state.running.insert(request.request.clone(), watching);
+                state.counts.running += 1;
+                Admitted::Dispatch(view, process, done)
+            }
+        })
+    }
+
+    /// Runs a dispatched request and journals its outcome.
+    pub(super) async fn execute(
+        self: &Arc<Self>,
+        mut view: RunView,
+        process: Arc<dyn Process>,
+        done: watch::Sender<bool>,
+    ) -> RunView {
+        self.failpoint(Failpoint::ProcessAfterDispatch);
+        let (request, caller, arguments) = (
+            view.request.clone(),
+            view.caller.clone(),
+            view.arguments.clone(),
+        );
+        let result = tokio::task::spawn_blocking(move || {
+            process.run(&Invocation {
+                request: &request,
+                caller: &caller,
+                arguments: &arguments,
+            })
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("the Process panicked: {e}")));
+        self.failpoint(Failpoint::ProcessBeforeOutcome);
+        {
+            let mut state = self.lock();
+            let grant_name = view.grant.clone().expect("a dispatched run holds a grant");
+            let grant = state
+                .grants
+                .get_mut(&grant_name)
+                .expect("a run's grant is held");
+            let mut run = Run::dispatched();
+            let moved = run
+                .finish(result.is_ok())
+                .expect("a dispatched run finishes once");
+            grants::apply(grant, moved).unwrap_or_else(|e| panic!("{e}"));
+            step(&mut view, run);
+            match result {
+                Ok(value) => {
+                    view.result = Some(value);
+                    view.detail = String::new();
+                }
+                Err(reason) => view.detail = reason,
+            }
+            self.sign(&mut view);
+            let mut write = self.database.batch();
+            write.insert(
+                &self.ks.grants,
+                grant_name.as_str(),
+                serde_json::to_vec(&*grant).expect("grants serialize"),
+            );
+            write.insert(
+                &self.ks.runs,
+                view.request.as_str(),
+                serde_json::to_vec(&RunRecord {
+                    view: view.clone(),
+                    resolved: false,
+                })
+                .expect("records serialize"),
+            );
+            self.owe_deposit(&view, &mut write);
+            write
+                .commit()
+                .unwrap_or_else(|e| fatal(&self.dir, "journaling an outcome", e));
+            state.running.remove(&view.request);
+            state.counts.running -= 1;
+            match view.outcome {
+                RunOutcome::Succeeded => state.counts.succeeded += 1,
+                _ => state.counts.failed += 1,
+            }
+        }
+        self.sync("syncing an outcome").await;
+        let _ = done.send(true);
+        view
+    }
+
+    /// A run request from `caller` (certified by the transport, or verified from a
+    /// signed mailbox request): its original outcome, once.
+    pub async fn serve_run(
+        self: &Arc<Self>,
+        caller: &str,
+        via: &str,
+        request: RunRequest,
+    ) -> ServiceReply {
+        let admitted = match self.admit(caller, via, &request) {
+            Ok(a) => a,
+            Err(reason) => return ServiceReply::Refused { reason },
+        };
+        self.sync("journaling a run").await;
+        let view = match admitted {
+            Admitted::Done(view) => view,
+            Admitted::Running(mut watching) => {
+                let _ = tokio::time::timeout(RUN_WAIT_MAX, watching.wait_for(|d| *d)).await;
+                match self.record(&request.request) {
+                    Some(record) => record.view,
+                    None => {
+                        return ServiceReply::Refused {
+                            reason: "the run's record vanished".to_owned(),
+                        };
+                    }
+                }
+            }
+            Admitted::Dispatch(view, process, done) => self.execute(view, process, done).await,
+        };
+        ServiceReply::Run { run: view }
+    }
+
+    pub(super) fn record(&self, request: &str) -> Option<RunRecord> {
+        self.stored(&self.ks.runs, request, "run")
+    }
+
+    /// Whether the reply to a run must be lost (failpoint `process-reply`).
+    pub fn drop_reply(&self) -> bool {
+        self.failpoint(Failpoint::ProcessReply)
+    }
+
+    /// `status`: what the receiver holds of a request from `caller`. Changes nothing.
+    pub fn status(&self, caller: &str, query: &StatusQuery) -> ServiceReply {
+        match self.record(&query.request) {
+            Some(record) if record.view.caller == caller => ServiceReply::Run { run: record.view },
+            Some(_) => ServiceReply::Refused {
+                reason: format!("request `{}` is not `{caller}`'s", query.request),
+            },
+            None => ServiceReply::Absent {
+                request: query.request.clone(),
+            },
+        }
+    }
+
+    /// Closes an `unknown` run: its unit consumed (succeeded) or released (failed).
+    pub(super) fn resolve(self: &Arc<Self>, request: &str, outcome: RunOutcome) -> ProcessReply {
+        let refused = |reason: String| ProcessReply::Refused { reason };
+        if outcome == RunOutcome::Unknown {
+            return refused(RunError::NotAnOutcome.to_string());
+        }
+        let view = {
+            let mut state = self.lock();
+            let Some(mut record) = self.record(request) else {
+                return refused(format!("host `{}` holds no run `{request}`", self.host));
+            };
+            let mut run = record.run();
+            let moved = match run.resolve(outcome) {
+                Ok(Resolution::Already) => return ProcessReply::Resolved { run: record.view },
+                Ok(Resolution::Moved(moved)) => moved,
+                Err(RunError::AlreadyResolved(stands)) => {
+                    return refused(format!(
+                        "run `{request}` was already resolved {}; that stands",
+                        stands.name()
+                    ));
+                }
+                Err(RunError::NotUnknown { outcome, units }) => {
+                    return refused(format!(
+                        "run `{request}` is {} (units {units}), not unknown: only its outcome's owner decides it",
+                        outcome.name(),
+                    ));
+                }
+                Err(e) => return refused(e.to_string()),
+            };
+            let grant_name = record.view.grant.clone().unwrap_or_default();
+            let Some(grant) = state.grants.get_mut(&grant_name) else {
+                return refused(format!("the run's grant `{grant_name}` is not held here"));
+            };
+            if let Err(e) = grants::apply(grant, moved) {
+                return refused(e.to_string());
+            }
+            let grant = grant.clone();
+            record.set(run);
+            record.view.detail = format!(
+                "resolved {} by the operator of `{}` after the run was left unknown",
+                outcome.name(),
+                self.host
+            );
+            self.sign(&mut record.view);
+            let mut write = self.database.batch();
+            write.insert(
+                &self.ks.grants,
+                grant_name.as_str(),
+                serde_json::to_vec(&grant).expect("grants serialize"),
+            );
+            write.insert(
+                &self.ks.runs,
+                request,
+                serde_json::to_vec(&record).expect("records serialize"),
+            );
+            self.owe_deposit(&record.view, &mut write);
+            write
+                .commit()
+                .and_then(|()| self.database.persist(PersistMode::SyncAll))
+                .unwrap_or_else(|e| fatal(&self.dir, "resolving a run", e));
+            state.counts.unknown -= 1;
+            match outcome {
+                RunOutcome::Succeeded => state.counts.succeeded += 1,
+                _ => state.counts.failed += 1,
+            }
+            record.view
+        };
+        // A mailbox caller learns it from its mailbox (the outbox's next pass).
+        ProcessReply::Resolved { run: view }
+    }
+}
