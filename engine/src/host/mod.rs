@@ -100,6 +100,26 @@ struct Installed {
     tag_fed: RouteLinks,
 }
 
+impl Installed {
+    /// A model installed from its definition: what it publishes and what feeds it.
+    fn new(
+        record: ModelRecord,
+        runtime: Runtime,
+        batches: u64,
+        model: &grid_spec::Model,
+    ) -> Installed {
+        let (outputs, fed) = routes_of(model);
+        Installed {
+            record,
+            runtime,
+            batches,
+            outputs,
+            fed,
+            tag_fed: tags_of(model),
+        }
+    }
+}
+
 /// What the store keeps per tag name (keyspace `tags`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct TagRecord {
@@ -512,19 +532,8 @@ impl Host {
                     .map_err(|e| self.damaged(format!("model `{name}`: batch {number}: {e}")))?;
                 batches = number;
             }
-            let (outputs, fed) = routes_of(&model);
-            let tag_fed = tags_of(&model);
-            self.models.insert(
-                name,
-                Installed {
-                    record,
-                    runtime,
-                    batches,
-                    outputs,
-                    fed,
-                    tag_fed,
-                },
-            );
+            self.models
+                .insert(name, Installed::new(record, runtime, batches, &model));
         }
         self.recover_tags()
     }

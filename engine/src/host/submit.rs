@@ -113,20 +113,9 @@ impl Host {
                                 } else {
                                     format!("installed model {name} generation {generation}")
                                 };
-                                let (outputs, fed) = routes_of(&parsed);
-                                let tag_fed = tags_of(&parsed);
+                                let installed = Installed::new(record, runtime, batches, &parsed);
                                 after_commit = Some(Box::new(move |host: &mut Host| {
-                                    host.models.insert(
-                                        name,
-                                        Installed {
-                                            record,
-                                            runtime,
-                                            batches,
-                                            outputs,
-                                            fed,
-                                            tag_fed,
-                                        },
-                                    );
+                                    host.models.insert(name, installed);
                                 }));
                                 succeeded(&op, detail)
                             }

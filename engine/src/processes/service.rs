@@ -311,8 +311,9 @@ impl Processes {
             .insert(name.to_owned(), process);
     }
 
-    /// Starts serving: `model.eval` over the host's models, the receiver's mailbox
-    /// fetcher, and the caller's open waits.
+    /// Starts the background work: the receiver's mailbox fetcher and the caller's
+    /// open waits. (`model.eval` is registered by the composition root with
+    /// [`Processes::serve`].)
     pub fn start(self: &Arc<Self>, runtime: tokio::runtime::Handle) {
         *self.runtime.lock().unwrap_or_else(|p| p.into_inner()) = Some(runtime.clone());
         let me = self.clone();

@@ -17,15 +17,18 @@ use crate::custody::membership;
 
 use super::TransportError;
 
-/// The DER of an Ed25519 private key in PKCS#8 (RFC 8410, with its public key), the
-/// form rustls loads, from the key's 32-byte seed.
+/// The DER of an Ed25519 private key in PKCS#8 v1 (RFC 8410: the seed alone, no
+/// public key — the form both rustls and openssl read), from the key's 32-byte seed.
 pub fn ed25519_pkcs8(seed: &[u8; 32]) -> Vec<u8> {
-    use ed25519_dalek::pkcs8::EncodePrivateKey;
-    ed25519_dalek::SigningKey::from_bytes(seed)
-        .to_pkcs8_der()
-        .expect("an Ed25519 key encodes as PKCS#8")
-        .as_bytes()
-        .to_vec()
+    use ed25519_dalek::pkcs8::{EncodePrivateKey, KeypairBytes};
+    KeypairBytes {
+        secret_key: *seed,
+        public_key: None,
+    }
+    .to_pkcs8_der()
+    .expect("an Ed25519 seed encodes as PKCS#8")
+    .as_bytes()
+    .to_vec()
 }
 
 fn credentials(path: &Path, reason: impl std::fmt::Display) -> TransportError {
@@ -215,8 +218,15 @@ mod tests {
     }
 
     #[test]
-    fn the_pkcs8_key_loads_in_rustls() {
+    fn the_pkcs8_key_is_rfc_8410_v1_and_loads_in_rustls() {
         let der = ed25519_pkcs8(&[7u8; 32]);
+        // SEQUENCE { INTEGER 0, SEQUENCE { OID 1.3.101.112 }, OCTET STRING { OCTET STRING seed } }
+        let prefix = [
+            0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22,
+            0x04, 0x20,
+        ];
+        assert_eq!(der[..16], prefix);
+        assert_eq!(der[16..], [7u8; 32]);
         let key = rustls_pki_types::PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(der));
         assert!(
             rustls::crypto::ring::default_provider()
