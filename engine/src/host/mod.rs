@@ -37,6 +37,7 @@ use crate::protocol::{
     ValueText,
 };
 use crate::store::ensure_private_dir;
+use crate::store::keys::Key;
 use crate::store::{Failpoints, fatal};
 use config::HostConfig;
 
@@ -150,24 +151,16 @@ fn tags_of(model: &grid_spec::Model) -> RouteLinks {
 
 /// The `source-journal` key of observation `n` of `tag`.
 fn observation_key(tag: &str, n: u64) -> Vec<u8> {
-    let mut key = observation_prefix(tag);
-    key.extend_from_slice(&n.to_be_bytes());
-    key
+    Key::text(tag).sep().u64(n).bytes()
 }
 
 fn observation_prefix(tag: &str) -> Vec<u8> {
-    let mut key = tag.as_bytes().to_vec();
-    key.push(0);
-    key
+    Key::text(tag).sep().bytes()
 }
 
 /// The meta key of the last observation index of `tag` fed to `model`.
 fn tag_fed_key(model: &str, tag: &str) -> Vec<u8> {
-    let mut key = b"tag-fed\0".to_vec();
-    key.extend_from_slice(model.as_bytes());
-    key.push(0);
-    key.extend_from_slice(tag.as_bytes());
-    key
+    Key::text("tag-fed").then(model).then(tag).bytes()
 }
 
 /// (a model's cell or input, a route).
@@ -192,11 +185,7 @@ fn routes_of(model: &grid_spec::Model) -> (RouteLinks, RouteLinks) {
 
 /// The meta key of the last position of `route` fed to `model`'s input.
 fn fed_key(model: &str, route: &str) -> Vec<u8> {
-    let mut key = b"fed\0".to_vec();
-    key.extend_from_slice(model.as_bytes());
-    key.push(0);
-    key.extend_from_slice(route.as_bytes());
-    key
+    Key::text("fed").then(model).then(route).bytes()
 }
 
 /// One host, open on its directory.
@@ -245,17 +234,11 @@ pub enum Handled {
 }
 
 fn batch_key(model: &str, generation: u32, number: u64) -> Vec<u8> {
-    let mut key = batch_prefix(model, generation);
-    key.extend_from_slice(&number.to_be_bytes());
-    key
+    Key::text(model).sep().u32(generation).u64(number).bytes()
 }
 
 fn batch_prefix(model: &str, generation: u32) -> Vec<u8> {
-    let mut key = Vec::with_capacity(model.len() + 13);
-    key.extend_from_slice(model.as_bytes());
-    key.push(0);
-    key.extend_from_slice(&generation.to_be_bytes());
-    key
+    Key::text(model).sep().u32(generation).bytes()
 }
 
 fn succeeded(op: &str, detail: impl Into<String>) -> Answer {
@@ -854,5 +837,31 @@ impl Host {
             "host `{}` does not run the `processes` profile; it holds no grants",
             self.config.name
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The host store's key layout (docs/host-store.md) is a disk format: these are
+    /// the bytes stores written before `store::keys` existed hold.
+    #[test]
+    fn store_keys_keep_their_bytes() {
+        assert_eq!(
+            batch_key("m", 2, 3),
+            [b"m\0".as_slice(), &2u32.to_be_bytes(), &3u64.to_be_bytes()].concat()
+        );
+        assert_eq!(
+            batch_prefix("m", 2),
+            [b"m\0".as_slice(), &2u32.to_be_bytes()].concat()
+        );
+        assert_eq!(
+            observation_key("t", 9),
+            [b"t\0".as_slice(), &9u64.to_be_bytes()].concat()
+        );
+        assert_eq!(observation_prefix("t"), b"t\0");
+        assert_eq!(tag_fed_key("m", "t"), b"tag-fed\0m\0t");
+        assert_eq!(fed_key("m", "r"), b"fed\0m\0r");
     }
 }
