@@ -51,12 +51,7 @@ impl Host {
         if !fed_any {
             return;
         }
-        if let Err(e) = write
-            .commit()
-            .and_then(|()| self.database.persist(PersistMode::SyncAll))
-        {
-            fatal(&self.dir, "feeding models from routes", e);
-        }
+        self.commit_durably(write, "feeding models from routes");
         self.settle(published);
     }
 }

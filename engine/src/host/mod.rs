@@ -351,6 +351,17 @@ impl Host {
             .collect()
     }
 
+    /// Commits `write` and fsyncs the store; a failure stops the process (memory may be
+    /// ahead of the disk), naming `what` was being made durable.
+    fn commit_durably(&self, write: fjall::OwnedWriteBatch, what: &str) {
+        if let Err(e) = write
+            .commit()
+            .and_then(|()| self.database.persist(PersistMode::SyncAll))
+        {
+            fatal(&self.dir, what, e);
+        }
+    }
+
     pub fn name(&self) -> &str {
         &self.config.name
     }
@@ -409,16 +420,6 @@ impl Host {
         })?;
         self.processes = Some(processes.clone());
         Ok(processes)
-    }
-
-    /// The `delivery` profile, when selected.
-    pub fn delivery(&self) -> Option<std::sync::Arc<crate::delivery::service::Delivery>> {
-        self.delivery.clone()
-    }
-
-    /// The `processes` profile, when selected.
-    pub fn processes(&self) -> Option<std::sync::Arc<crate::processes::service::Processes>> {
-        self.processes.clone()
     }
 
     /// Evaluates `model` on a copy with `inputs` applied: nothing is journaled or

@@ -342,13 +342,7 @@ impl Host {
         write.insert(&self.unacknowledged, op.as_str(), []);
         self.failpoints
             .reach(crate::store::Failpoint::SubmitBeforeCommit);
-        if let Err(e) = write
-            .commit()
-            .and_then(|()| self.database.persist(PersistMode::SyncAll))
-        {
-            // Memory may be ahead of the disk (an input batch was applied): stop.
-            fatal(&self.dir, "committing an operation", e);
-        }
+        self.commit_durably(write, "committing an operation");
         drop(grants_held);
         if let Some(apply) = after_commit {
             apply(self);

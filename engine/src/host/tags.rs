@@ -147,12 +147,7 @@ impl Host {
         if changed {
             self.failpoints
                 .reach(crate::store::Failpoint::SampleBeforeCommit);
-            if let Err(e) = write
-                .commit()
-                .and_then(|()| self.database.persist(PersistMode::SyncAll))
-            {
-                fatal(&self.dir, "journaling tag observations", e);
-            }
+            self.commit_durably(write, "journaling tag observations");
             self.settle(published);
         }
         let next = self

@@ -20,9 +20,13 @@ use control::ControlEndpoint;
 use model_eval::ModelEval;
 
 /// A host ready to serve its control socket.
+#[derive(Clone)]
 pub struct Started {
     pub host: Arc<Mutex<Host>>,
     pub authorities: Authorities,
+    /// The rooms that answer their control calls outside the host's lock.
+    pub delivery: Option<Arc<crate::delivery::service::Delivery>>,
+    pub processes: Option<Arc<crate::processes::service::Processes>>,
 }
 
 pub fn start(
@@ -161,8 +165,12 @@ pub fn start(
                 Arc::new(AuthorityEndpoint {
                     authorities: authorities.clone(),
                 }),
-                Arc::new(DeliveryEndpoint { delivery }),
-                Arc::new(ProcessesEndpoint { processes }),
+                Arc::new(DeliveryEndpoint {
+                    delivery: delivery.clone(),
+                }),
+                Arc::new(ProcessesEndpoint {
+                    processes: processes.clone(),
+                }),
             ],
             wire,
         };
@@ -170,5 +178,10 @@ pub fn start(
             .map_err(|e| refuse(&format!("cannot start the transport: {e}")))?;
         eprintln!("gridd: transport (mutual TLS 1.3) on {address}");
     }
-    Ok(Started { host, authorities })
+    Ok(Started {
+        host,
+        authorities,
+        delivery,
+        processes,
+    })
 }

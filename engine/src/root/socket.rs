@@ -7,21 +7,19 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::Started;
-use crate::authority::service::Authorities;
 use crate::host::control::socket_path;
-use crate::host::{Handled, Host, HostError};
+use crate::host::{Handled, HostError};
 use crate::limits::{CONTROL_CONNECTIONS_MAX, CONTROL_LINE_BYTES_MAX};
 use crate::protocol::{Call, Reply};
 
 /// Binds the control socket (replacing a stale one: the store's lock already proved
 /// no other gridd runs on this directory) and serves until the process ends.
 pub fn serve(started: Started) -> Result<(), HostError> {
-    let Started { host, authorities } = started;
     let (path, name) = {
-        let host = host.lock().unwrap_or_else(|p| p.into_inner());
+        let host = started.host.lock().unwrap_or_else(|p| p.into_inner());
         (socket_path(host.dir()), host.name().to_owned())
     };
     let io = |source| HostError::Io {
@@ -51,12 +49,11 @@ pub fn serve(started: Started) -> Result<(), HostError> {
             );
             continue;
         }
-        let host = host.clone();
-        let authorities = authorities.clone();
+        let started = started.clone();
         let open = open.clone();
         open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         std::thread::spawn(move || {
-            connection(stream, &host, &authorities);
+            connection(stream, &started);
             open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         });
     }
@@ -69,7 +66,7 @@ fn reply(stream: &mut UnixStream, reply: &Reply) -> std::io::Result<()> {
     stream.write_all(&line)
 }
 
-fn connection(stream: UnixStream, host: &Mutex<Host>, authorities: &Authorities) {
+fn connection(stream: UnixStream, started: &Started) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
@@ -112,25 +109,29 @@ fn connection(stream: UnixStream, host: &Mutex<Host>, authorities: &Authorities)
             Call::Authority {
                 membership,
                 request,
-            } => Handled::Reply(match authorities.pick(membership.as_deref()) {
+            } => Handled::Reply(match started.authorities.pick(membership.as_deref()) {
                 Ok(authority) => Reply::Authority(authority.handle_local(request)),
                 Err(reason) => Reply::Refused { reason },
             }),
             // Delivery too: a publish waits for the authority and an fsync.
-            Call::Delivery { request } => Handled::Reply(match delivery(host) {
+            Call::Delivery { request } => Handled::Reply(match &started.delivery {
                 Some(delivery) => Reply::Delivery(Box::new(delivery.handle_local(request))),
                 None => Reply::Refused {
                     reason: "this host does not run the `delivery` profile".to_owned(),
                 },
             }),
             // And Processes: a run waits for its receiver.
-            Call::Process { request } => Handled::Reply(match processes(host) {
+            Call::Process { request } => Handled::Reply(match &started.processes {
                 Some(processes) => Reply::Process(Box::new(processes.handle_local(request))),
                 None => Reply::Refused {
                     reason: "this host does not run the `processes` profile".to_owned(),
                 },
             }),
-            call => host.lock().unwrap_or_else(|p| p.into_inner()).handle(call),
+            call => started
+                .host
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .handle(call),
         };
         match handled {
             Handled::Reply(r) => {
@@ -145,12 +146,4 @@ fn connection(stream: UnixStream, host: &Mutex<Host>, authorities: &Authorities)
             }
         }
     }
-}
-
-fn delivery(host: &Mutex<Host>) -> Option<Arc<crate::delivery::service::Delivery>> {
-    host.lock().unwrap_or_else(|p| p.into_inner()).delivery()
-}
-
-fn processes(host: &Mutex<Host>) -> Option<Arc<crate::processes::service::Processes>> {
-    host.lock().unwrap_or_else(|p| p.into_inner()).processes()
 }
