@@ -59,3 +59,33 @@ impl Endpoint for ControlEndpoint {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::transport::endpoint::Outbound;
+
+    /// The transport writes every family's refusal itself; it must read exactly as each
+    /// room's own `Refused` reply does.
+    #[test]
+    fn the_shared_refusal_is_every_reply_types_refusal() {
+        let Outbound::Reply { body, .. } = Outbound::refused(404, "no") else {
+            panic!("a refusal is a reply");
+        };
+        let reason = "no".to_owned();
+        let expected = [
+            serde_json::to_vec(&crate::protocol::Reply::Refused {
+                reason: reason.clone(),
+            }),
+            serde_json::to_vec(&crate::delivery::api::PushReply::Refused {
+                reason: reason.clone(),
+            }),
+            serde_json::to_vec(&crate::processes::api::ServiceReply::Refused {
+                reason: reason.clone(),
+            }),
+            serde_json::to_vec(&crate::processes::api::MailboxReply::Refused { reason }),
+        ];
+        for each in expected {
+            assert_eq!(each.unwrap(), body);
+        }
+    }
+}
