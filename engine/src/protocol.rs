@@ -150,6 +150,10 @@ pub struct Answer {
     /// The request this answers, so the answer verifies on its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<Request>,
+    /// Set on a reply, never retained or signed: the id was used before and this is
+    /// the answer given then — nothing was applied again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
 }
 
 pub use crate::custody::AnswerSignature;
@@ -345,6 +349,7 @@ mod tests {
             detail: "retired".to_owned(),
             signature: None,
             request: Some(request.clone()),
+            replayed: false,
         };
         answer.signature = Some(custody.sign_answer("h", &answer.signed_bytes("h", &request)));
         assert_eq!(answer.verify(&manifest), Some(1));

@@ -22,6 +22,12 @@ pub enum Status {
     Refused,
     /// Not attempted: an earlier transition stopped reconcile, or it has no action.
     Skipped,
+    /// Not applied: it waits for something outside the plan (a host to run), directly
+    /// or through a transition it comes after.
+    Waiting,
+    /// A whole reconcile that applied what it could, but lines needing attention
+    /// remain (their owners or the files must change).
+    Attention,
 }
 
 impl Status {
@@ -32,16 +38,20 @@ impl Status {
             Status::Unknown => "unknown",
             Status::Refused => "refused",
             Status::Skipped => "skipped",
+            Status::Waiting => "waiting",
+            Status::Attention => "attention",
         }
     }
 
-    /// The process exit code for an overall outcome.
+    /// The process exit code for an overall outcome (docs/reconcile.md, "Exit codes").
     pub fn exit_code(self) -> u8 {
         match self {
             Status::Succeeded | Status::Skipped => 0,
             Status::Failed => 1,
             Status::Unknown => 3,
             Status::Refused => 4,
+            Status::Waiting => 5,
+            Status::Attention => 6,
         }
     }
 }
@@ -51,6 +61,9 @@ pub struct Applied {
     pub transition: Transition,
     pub status: Status,
     pub detail: String,
+    /// The owner returned the answer it gave this operation id before: nothing was
+    /// applied again.
+    pub replayed: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -58,6 +71,8 @@ pub struct Report {
     pub outcome: Status,
     pub reason: Option<String>,
     pub applied: Vec<Applied>,
+    /// The hosts waiting transitions need running, with their installations.
+    pub start: Vec<(String, std::path::PathBuf)>,
 }
 
 impl Report {
@@ -66,7 +81,7 @@ impl Report {
         for a in &self.applied {
             let t = &a.transition;
             out.push_str(&format!(
-                "{} {} {} @ {}: {}{}\n",
+                "{} {} {} @ {}: {}{}{}\n",
                 t.op.symbol(),
                 t.kind,
                 t.name,
@@ -76,6 +91,11 @@ impl Report {
                     String::new()
                 } else {
                     format!(" ({})", a.detail)
+                },
+                if a.replayed {
+                    " — original answer, nothing applied again"
+                } else {
+                    ""
                 }
             ));
         }
@@ -83,6 +103,25 @@ impl Report {
             out.push_str(&format!("{reason}\n"));
         }
         out.push_str(&format!("reconcile: {}\n", self.outcome.name()));
+        if !self.start.is_empty() {
+            let waiting = self
+                .applied
+                .iter()
+                .filter(|a| a.status == Status::Waiting)
+                .count();
+            out.push_str(&format!(
+                "{waiting} transition(s) wait for {} to run. Start them, then reconcile again:\n  gridd{}\nor run the whole topology with `gridctl up FILES`.\n",
+                self.start
+                    .iter()
+                    .map(|(h, _)| h.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                self.start
+                    .iter()
+                    .map(|(_, d)| format!(" --dir {}", d.display()))
+                    .collect::<String>()
+            ));
+        }
         out
     }
 
@@ -98,6 +137,13 @@ impl Report {
                 "id": a.transition.id,
                 "status": a.status.name(),
                 "detail": a.detail,
+                "replayed": a.replayed,
+                "after": a.transition.after,
+                "waits_for": a.transition.waits_for.as_ref().map(|w| w.reason.name()),
+            })).collect::<Vec<_>>(),
+            "start": self.start.iter().map(|(h, d)| serde_json::json!({
+                "host": h,
+                "dir": d,
             })).collect::<Vec<_>>(),
         })
     }
@@ -121,11 +167,16 @@ pub fn check_fresh(plan: &Plan) -> Result<(), String> {
                     )
                 })
             }
-            None => observe::observe_host(
-                &observed.owner,
-                &observe::host_dir(&plan.state, &observed.owner),
-            )
-            .difference(&observed.fingerprint, &observed.summary),
+            None => {
+                let now = observe::observe_host(
+                    &observed.owner,
+                    &observe::host_dir(&plan.state, &observed.owner),
+                );
+                if observed.summary == observe::NO_INSTALLATION && created_by_plan(plan, &now) {
+                    continue; // the plan made it; only its own transitions show
+                }
+                now.difference(&observed.fingerprint, &observed.summary)
+            }
         };
         let Some(change) = change else { continue };
         let pending: Vec<&Transition> = plan
@@ -146,6 +197,36 @@ pub fn check_fresh(plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
+/// A host that did not exist when the plan was made holds nothing but what this
+/// plan's own transitions put there (and took effect): its installation as the plan
+/// wrote it, and models, routes, tags and grants answered under the plan's ids.
+fn created_by_plan(plan: &Plan, now: &observe::HostObservation) -> bool {
+    let ours = |kind: &str, name: &str| {
+        plan.transitions
+            .iter()
+            .any(|t| t.host == now.name && t.kind == kind && t.name == name && took_effect(plan, t))
+    };
+    let written = plan.transitions.iter().find_map(|t| match &t.action {
+        Action::WriteHostConfig { config, .. } if t.host == now.name => Some(config),
+        _ => None,
+    });
+    if now.config.is_some() && now.config.as_ref() != written {
+        return false;
+    }
+    match &now.status {
+        observe::HostStatus::Running(o) => {
+            o.models.iter().all(|m| ours("model", &m.name))
+                && o.routes.iter().all(|r| ours("route", &r.name))
+                && o.tags.iter().all(|t| ours("tag", &t.name))
+                && o.grants.iter().all(|g| ours("grant", &g.name))
+                && o.unacknowledged
+                    .iter()
+                    .all(|u| plan.transitions.iter().any(|t| t.id == u.answer.op))
+        }
+        _ => true,
+    }
+}
+
 /// Whether a transition of a saved plan already took effect at its owner.
 fn took_effect(plan: &Plan, t: &Transition) -> bool {
     use grid_engine::custody::membership;
@@ -153,7 +234,7 @@ fn took_effect(plan: &Plan, t: &Transition) -> bool {
     let answered = |op: &str| matches!(retained(&dir, op), Some(Reply::Answer(_)));
     match &t.action {
         Action::None => true,
-        Action::Submit { .. } => answered(&t.id),
+        Action::Submit { .. } | Action::Resolve { .. } => answered(&t.id),
         Action::Recover { op } => answered(op),
         Action::WriteHostConfig { config, .. } => {
             grid_engine::host::config::HostConfig::read(&dir)
@@ -222,20 +303,88 @@ fn retained(dir: &Path, op: &str) -> Option<Reply> {
         .ok()
 }
 
-/// Applies every transition in order; stops at the first that does not succeed.
+/// Whether a host answers on its control socket now.
+fn answers(state: &Path, host: &str) -> bool {
+    Client::connect(&observe::host_dir(state, host)).is_ok()
+}
+
+/// Applies the transitions in order, each whose owner can take it now; stops at the
+/// first that does not succeed. A transition that waits (for a host to run, or after
+/// one that waits) is not applied, and nothing is applied early: the hosts it waits
+/// for are asked again now, since a saved plan may be applied after they started.
 pub fn apply(plan: &Plan) -> Report {
     let mut applied = Vec::new();
     let mut outcome = Status::Succeeded;
     let mut reason = None;
+    let mut waiting: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut start: Vec<String> = Vec::new();
+    let mut running: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
+    let mut attention = false;
     for t in &plan.transitions {
-        if outcome != Status::Succeeded {
+        if matches!(outcome, Status::Failed | Status::Unknown | Status::Refused) {
             applied.push(Applied {
                 transition: t.clone(),
                 status: Status::Skipped,
                 detail: "not attempted".to_owned(),
+                replayed: false,
             });
             continue;
         }
+        let blocked = t.after.iter().find(|a| waiting.contains(a.as_str()));
+        let stopped: Vec<String> = match &t.waits_for {
+            Some(w) if w.reason == crate::plan::WaitReason::HostNotRunning => w
+                .hosts
+                .iter()
+                .filter(|h| {
+                    !*running
+                        .entry((*h).clone())
+                        .or_insert_with(|| answers(&plan.state, h))
+                })
+                .cloned()
+                .collect(),
+            Some(w) => w.hosts.clone(),
+            None => Vec::new(),
+        };
+        if blocked.is_some() || !stopped.is_empty() {
+            waiting.insert(&t.id);
+            let detail = match blocked {
+                Some(id) => format!(
+                    "after {}, which waits",
+                    plan.transitions
+                        .iter()
+                        .find(|d| d.id == *id)
+                        .map_or_else(|| id.clone(), Transition::title)
+                ),
+                None => t
+                    .waits_for
+                    .as_ref()
+                    .map(|w| {
+                        crate::plan::Wait {
+                            reason: w.reason,
+                            hosts: stopped.clone(),
+                        }
+                        .describe()
+                    })
+                    .unwrap_or_default(),
+            };
+            if t.waits_for
+                .as_ref()
+                .is_some_and(|w| w.reason == crate::plan::WaitReason::HostNotRunning)
+            {
+                start.extend(stopped);
+            }
+            applied.push(Applied {
+                transition: t.clone(),
+                status: Status::Waiting,
+                detail,
+                replayed: false,
+            });
+            continue;
+        }
+        if matches!(t.action, Action::None) {
+            attention = true;
+        }
+        let mut replayed = false;
         let dir = observe::host_dir(&plan.state, &t.host);
         let (status, detail) = match &t.action {
             Action::None => (
@@ -249,14 +398,36 @@ pub fn apply(plan: &Plan) -> Report {
                 Ok(detail) => (Status::Succeeded, detail),
                 Err(e) => (Status::Failed, e),
             },
-            Action::Submit { request } => send(
-                &dir,
-                Call::Submit {
-                    op: t.id.clone(),
-                    request: request.clone(),
-                },
-            ),
-            Action::Recover { op } => send(&dir, Call::Answer { op: op.clone() }),
+            Action::Submit { request } => {
+                let (status, detail, again) = send(
+                    &dir,
+                    Call::Submit {
+                        op: t.id.clone(),
+                        request: request.clone(),
+                    },
+                );
+                replayed = again;
+                (status, detail)
+            }
+            Action::Resolve { template } => match template.resolve(&plan.state) {
+                Ok(request) => {
+                    let (status, detail, again) = send(
+                        &dir,
+                        Call::Submit {
+                            op: t.id.clone(),
+                            request,
+                        },
+                    );
+                    replayed = again;
+                    (status, detail)
+                }
+                // Nothing was sent.
+                Err(e) => (Status::Failed, e),
+            },
+            Action::Recover { op } => {
+                let (status, detail, _) = send(&dir, Call::Answer { op: op.clone() });
+                (status, detail)
+            }
             Action::CreateAuthority { membership } => {
                 let authority =
                     grid_engine::custody::membership::authority_dir(&plan.state, membership);
@@ -295,6 +466,10 @@ pub fn apply(plan: &Plan) -> Report {
                     Ok(()) => (Status::Succeeded, "revocation list loaded".to_owned()),
                     Err(e) => (Status::Failed, e.to_string()),
                 }
+            }
+            // A saved plan applied again: the authority already shows its effect.
+            Action::Authority { .. } if took_effect(plan, t) => {
+                (Status::Succeeded, "already in effect".to_owned())
             }
             Action::Authority { membership, call } => {
                 use grid_engine::authority::service::AuthorityReply;
@@ -352,12 +527,29 @@ pub fn apply(plan: &Plan) -> Report {
             transition: t.clone(),
             status,
             detail,
+            replayed,
         });
     }
+    if outcome == Status::Succeeded {
+        if !waiting.is_empty() {
+            outcome = Status::Waiting;
+        } else if attention {
+            outcome = Status::Attention;
+        }
+    }
+    start.sort();
+    start.dedup();
     Report {
         outcome,
         reason,
         applied,
+        start: start
+            .into_iter()
+            .map(|h| {
+                let dir = observe::host_dir(&plan.state, &h);
+                (h, dir)
+            })
+            .collect(),
     }
 }
 
@@ -393,14 +585,17 @@ fn enroll(state: &Path, dir: &Path, membership: &str, participant: &str) -> (Sta
 }
 
 /// Sends one call (a submit, or a recovery of a retained answer) and acknowledges the
-/// answer it receives.
-pub fn send(dir: &Path, call: Call) -> (Status, String) {
+/// answer it receives; `true` when the owner returned its original answer to a
+/// re-sent id.
+pub fn send(dir: &Path, call: Call) -> (Status, String, bool) {
     let mut client = match Client::connect(dir) {
         Ok(c) => c,
         // Nothing was sent: the owner cannot have acted.
-        Err(e) => return (Status::Failed, e.to_string()),
+        Err(e) => return (Status::Failed, e.to_string(), false),
     };
-    match client.call(&call) {
+    let reply = client.call(&call);
+    let replayed = matches!(&reply, Ok(Reply::Answer(a)) if a.replayed);
+    let (status, detail) = match reply {
         Ok(Reply::Answer(answer)) => {
             // Losing the acknowledgement only makes the answer show once more.
             let _ = client.call(&Call::Acknowledge {
@@ -420,7 +615,8 @@ pub fn send(dir: &Path, call: Call) -> (Status, String) {
         Ok(other) => (Status::Failed, format!("unexpected reply {other:?}")),
         Err(CallError::Lost { detail }) => (Status::Unknown, detail),
         Err(e @ CallError::Unreachable { .. }) => (Status::Failed, e.to_string()),
-    }
+    };
+    (status, detail, replayed)
 }
 
 /// Creates or rewrites a host installation: `DIR` 0700 and `DIR/host.toml` 0600. A

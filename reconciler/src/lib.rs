@@ -7,10 +7,13 @@
 
 pub mod apply;
 pub mod authority;
+pub mod changes;
+pub mod diff;
 pub mod observe;
 pub mod plan;
 pub mod planfile;
 pub mod processes;
+pub mod resolve;
 pub mod routes;
 pub mod sources;
 pub mod up;

@@ -1,7 +1,18 @@
 //! Observing original owners: what each host of the topology (and each host found in
 //! the state directory) retains right now. Observing changes nothing anywhere.
+//!
+//! [`observe`] reads everything a plan needs into one [`World`] — hosts, custody
+//! manifests, enrollments, revocation lists, authority status, publishing claims —
+//! and the planner diffs that value without further IO (`crate::diff`).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use grid_engine::authority::service::{AuthorityCall, AuthorityReply, VoterStatus};
+use grid_engine::custody::Manifest;
+use grid_engine::custody::membership::{AuthorityRecord, Enrollment};
+use grid_spec::Topology;
+use serde::{Deserialize, Serialize};
 
 use grid_engine::host::config::{HOST_CONFIG_FILE, HostConfig};
 use grid_engine::host::control::{CallError, Client};
@@ -15,7 +26,8 @@ pub fn host_dir(state: &Path, name: &str) -> PathBuf {
 }
 
 /// What one owner looked like.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum HostStatus {
     /// No installation directory: the host was never created.
     Missing,
@@ -25,7 +37,7 @@ pub enum HostStatus {
     Running(Observation),
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostObservation {
     pub name: String,
     pub dir: PathBuf,
@@ -35,6 +47,238 @@ pub struct HostObservation {
     /// revocation lists) and the memberships it is enrolled in.
     pub custody: (String, Vec<String>),
     pub status: HostStatus,
+    /// Where `<state>/hosts/NAME` links to (a host with `dir=`), when it is a link.
+    #[serde(default)]
+    pub link: Option<PathBuf>,
+    /// The key manifest of the installation's custody.
+    #[serde(default)]
+    pub keys: Keys,
+    /// Per membership named by the files or enrolled: the certificate held and whether
+    /// the revocation list held is the authority's current one.
+    #[serde(default)]
+    pub enrollments: BTreeMap<String, EnrollmentView>,
+    /// Per membership with an authority: this host's view of it (asked only of a
+    /// running host that selects `authority`).
+    #[serde(default)]
+    pub authority: BTreeMap<String, Result<VoterStatus, String>>,
+    /// Publishing claims (`route:R`) read through this host, the route's publisher.
+    #[serde(default)]
+    pub claims: BTreeMap<String, Result<AuthorityReply, String>>,
+}
+
+/// An installation's key custody as found.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Keys {
+    /// No `keys/` directory: custody was never created.
+    #[default]
+    Absent,
+    Held(Manifest),
+    Unreadable(String),
+}
+
+impl Keys {
+    pub fn manifest(&self) -> Option<&Manifest> {
+        match self {
+            Keys::Held(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnrollmentView {
+    pub enrollment: Option<Enrollment>,
+    /// The revocation list held equals the membership authority's current one.
+    pub revocations_current: bool,
+}
+
+/// A membership's certificate authority in the operator's state directory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MembershipObservation {
+    pub name: String,
+    pub record: Option<AuthorityRecord>,
+    /// [`authority_fingerprint`] of its files.
+    pub fingerprint: String,
+}
+
+/// Everything a plan is made from: one observation of every owner.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct World {
+    pub state: PathBuf,
+    /// The topology's hosts in file order, then installations no file declares.
+    pub hosts: Vec<HostObservation>,
+    pub memberships: Vec<MembershipObservation>,
+}
+
+impl World {
+    pub fn host(&self, name: &str) -> Option<&HostObservation> {
+        self.hosts.iter().find(|h| h.name == name)
+    }
+
+    pub fn membership(&self, name: &str) -> Option<&MembershipObservation> {
+        self.memberships.iter().find(|m| m.name == name)
+    }
+
+    /// The host's observation when it answered.
+    pub fn running(&self, name: &str) -> Option<&Observation> {
+        match &self.host(name)?.status {
+            HostStatus::Running(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    /// The host has no installation yet: it certainly holds nothing.
+    pub fn missing(&self, name: &str) -> bool {
+        self.host(name)
+            .is_none_or(|h| matches!(h.status, HostStatus::Missing) && h.config.is_none())
+    }
+
+    /// The memberships the host holds a certificate of, in enrollment order.
+    pub fn enrolled(&self, name: &str) -> &[String] {
+        self.host(name).map_or(&[][..], |h| &h.custody.1)
+    }
+}
+
+/// Observes every owner the files name (and every installation in the state
+/// directory), hosts in parallel.
+pub fn observe(topology: &Topology, state: &Path) -> World {
+    let mut names: Vec<String> = topology.hosts.iter().map(|h| h.name.clone()).collect();
+    let declared: std::collections::BTreeSet<&str> =
+        topology.hosts.iter().map(|h| h.name.as_str()).collect();
+    let extra: Vec<String> = installed_hosts(state)
+        .into_iter()
+        .filter(|n| !declared.contains(n.as_str()))
+        .collect();
+    names.extend(extra);
+    let memberships: Vec<MembershipObservation> = membership_names(topology, state)
+        .into_iter()
+        .map(|name| {
+            let dir = grid_engine::custody::membership::authority_dir(state, &name);
+            MembershipObservation {
+                record: grid_engine::custody::membership::read_authority(&dir).ok(),
+                fingerprint: authority_fingerprint(&dir),
+                name,
+            }
+        })
+        .collect();
+    let hosts = parallel(&names, |name| {
+        observe_planned(topology, state, name, &host_dir(state, name))
+    });
+    World {
+        state: state.to_owned(),
+        hosts,
+        memberships,
+    }
+}
+
+/// `f` over `items`, at most `PLAN_OBSERVERS_MAX` at a time, results in order.
+fn parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let chunk = items
+        .len()
+        .div_ceil(grid_spec::limits::PLAN_OBSERVERS_MAX)
+        .max(1);
+    std::thread::scope(|scope| {
+        let f = &f;
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("an observer panicked"))
+            .collect()
+    })
+}
+
+/// Memberships declared in the files or holding an authority in the state directory.
+pub fn membership_names(topology: &Topology, state: &Path) -> Vec<String> {
+    let mut names: std::collections::BTreeSet<String> = topology
+        .memberships
+        .iter()
+        .map(|m| m.name.clone())
+        .collect();
+    if let Ok(entries) = std::fs::read_dir(state.join("memberships")) {
+        for entry in entries.flatten() {
+            if let Ok(name) = entry.file_name().into_string() {
+                names.insert(name);
+            }
+        }
+    }
+    names.into_iter().collect()
+}
+
+/// One host, with what the files make the planner ask of it: its custody, its
+/// enrollments, its view of each authority it takes part in, and the publishing
+/// claims of the routes it publishes.
+fn observe_planned(topology: &Topology, state: &Path, name: &str, dir: &Path) -> HostObservation {
+    use grid_engine::custody::membership;
+    let mut o = observe_host(name, dir);
+    o.link = std::fs::read_link(dir).ok();
+    if o.config.is_none() {
+        return o;
+    }
+    o.keys = match grid_engine::custody::manifest(dir) {
+        Ok(m) => Keys::Held(m),
+        Err(grid_engine::custody::CustodyError::MissingKey { .. })
+            if !dir.join(grid_engine::custody::KEYS_DIR).exists() =>
+        {
+            Keys::Absent
+        }
+        Err(e) => Keys::Unreadable(e.to_string()),
+    };
+    let desired = topology.host(name);
+    let mut memberships: Vec<String> = desired.map(|h| h.memberships.clone()).unwrap_or_default();
+    memberships.extend(o.custody.1.iter().cloned());
+    memberships.sort();
+    memberships.dedup();
+    for m in &memberships {
+        let authority = membership::authority_dir(state, m);
+        o.enrollments.insert(
+            m.clone(),
+            EnrollmentView {
+                enrollment: membership::read_enrollment(dir, m).ok().flatten(),
+                revocations_current: membership::revocations_current(&authority, dir, m),
+            },
+        );
+    }
+    if !matches!(o.status, HostStatus::Running(_)) {
+        return o;
+    }
+    let Some(desired) = desired else { return o };
+    if desired.profiles.contains(&grid_spec::Profile::Authority) {
+        for m in topology
+            .memberships
+            .iter()
+            .filter(|m| m.authority_voters.is_some())
+        {
+            if desired.memberships.contains(&m.name) {
+                o.authority
+                    .insert(m.name.clone(), authority_status(dir, &m.name));
+            }
+        }
+    }
+    for route in topology
+        .routes
+        .iter()
+        .filter(|r| r.publisher == name && !r.retired)
+    {
+        // A replica that is not initialized yet has nothing to show (its plan adds it).
+        let uninitialized =
+            matches!(o.authority.get(&route.membership), Some(Ok(s)) if !s.initialized);
+        if !uninitialized {
+            let claim = grid_engine::delivery::api::publishing_claim(&route.name);
+            let shown = authority_call(
+                dir,
+                &route.membership,
+                AuthorityCall::Show {
+                    claim: claim.clone(),
+                },
+            );
+            o.claims.insert(claim, shown);
+        }
+    }
+    o
 }
 
 impl HostObservation {
@@ -83,7 +327,7 @@ impl HostObservation {
                 c.profiles.join(" "),
                 self.custody.1.join(" ")
             ),
-            None => "no installation".to_owned(),
+            None => NO_INSTALLATION.to_owned(),
         };
         match &self.status {
             HostStatus::Missing => config,
@@ -122,6 +366,9 @@ impl HostObservation {
     }
 }
 
+/// The summary of a host that has no installation.
+pub const NO_INSTALLATION: &str = "no installation";
+
 /// Lowercase hex of a digest, as fingerprints show it (the planner's too).
 pub fn hex(bytes: &[u8]) -> String {
     hex::encode(bytes)
@@ -135,6 +382,11 @@ pub fn observe_host(name: &str, dir: &Path) -> HostObservation {
         config: None,
         custody: (String::new(), Vec::new()),
         status: HostStatus::Missing,
+        link: None,
+        keys: Keys::Absent,
+        enrollments: BTreeMap::new(),
+        authority: BTreeMap::new(),
+        claims: BTreeMap::new(),
     };
     if !dir.join(HOST_CONFIG_FILE).exists() {
         return observation;
@@ -211,11 +463,7 @@ pub fn authority_fingerprint(dir: &Path) -> String {
 }
 
 /// Asks the host in `dir` for its view of `membership`'s authority (no barrier).
-pub fn authority_status(
-    dir: &Path,
-    membership: &str,
-) -> Result<grid_engine::authority::service::VoterStatus, String> {
-    use grid_engine::authority::service::{AuthorityCall, AuthorityReply};
+pub fn authority_status(dir: &Path, membership: &str) -> Result<VoterStatus, String> {
     match authority_call(dir, membership, AuthorityCall::Status)? {
         AuthorityReply::Status(status) => Ok(*status),
         other => Err(format!("unexpected reply {other:?}")),
@@ -227,8 +475,8 @@ pub fn authority_status(
 pub fn authority_call(
     dir: &Path,
     membership: &str,
-    request: grid_engine::authority::service::AuthorityCall,
-) -> Result<grid_engine::authority::service::AuthorityReply, String> {
+    request: AuthorityCall,
+) -> Result<AuthorityReply, String> {
     let mut client = Client::connect(dir).map_err(|e| e.to_string())?;
     match client.call(&Call::Authority {
         membership: Some(membership.to_owned()),

@@ -17,7 +17,7 @@ use grid_engine::host::config::HostConfig;
 use grid_spec::canonical::quote;
 use kdl::{KdlDocument, KdlNode, KdlValue};
 
-use crate::plan::{Action, Op, Plan, Transition};
+use crate::plan::{Action, Op, Plan, Transition, Wait, WaitReason};
 
 pub fn render(plan: &Plan) -> String {
     let mut out = format!(
@@ -49,59 +49,81 @@ pub fn render(plan: &Plan) -> String {
             quote(&t.id),
             quote(&t.detail)
         ));
+        if !t.after.is_empty() {
+            out.push_str(&format!(" after={}", quote(&t.after.join(" "))));
+        }
+        if let Some(wait) = &t.waits_for {
+            out.push_str(&format!(
+                " waits-for={} waits-for-hosts={}",
+                quote(wait.reason.name()),
+                quote(&wait.hosts.join(" "))
+            ));
+        }
+        let mut children = Vec::new();
         match &t.action {
-            Action::None => out.push('\n'),
+            Action::None => {}
             Action::WriteHostConfig { config, dir } => {
-                out.push_str(&format!(
-                    " {{\n        host-config {}",
-                    quote(&config.to_toml())
-                ));
+                let mut line = format!("host-config {}", quote(&config.to_toml()));
                 if let Some(dir) = dir {
-                    out.push_str(&format!(" dir={}", quote(&dir.display().to_string())));
+                    line.push_str(&format!(" dir={}", quote(&dir.display().to_string())));
                 }
-                out.push_str("\n    }\n");
+                children.push(line);
             }
-            Action::Submit { request } => out.push_str(&format!(
-                " {{\n        submit {}\n    }}\n",
+            Action::Submit { request } => children.push(format!(
+                "submit {}",
                 quote(&serde_json::to_string(request).expect("requests serialize"))
             )),
-            Action::Recover { op } => {
-                out.push_str(&format!(" {{\n        recover {}\n    }}\n", quote(op)))
+            Action::Resolve { template } => children.push(format!(
+                "resolve {}",
+                quote(&serde_json::to_string(template).expect("templates serialize"))
+            )),
+            Action::Recover { op } => children.push(format!("recover {}", quote(op))),
+            Action::CreateCustody => children.push("create-custody".to_owned()),
+            Action::CreateAuthority { membership } => {
+                children.push(format!("create-authority {}", quote(membership)))
             }
-            Action::CreateCustody => out.push_str(" {\n        create-custody\n    }\n"),
-            Action::CreateAuthority { membership } => out.push_str(&format!(
-                " {{\n        create-authority {}\n    }}\n",
-                quote(membership)
-            )),
-            Action::Enroll { membership } => out.push_str(&format!(
-                " {{\n        enroll {}\n    }}\n",
-                quote(membership)
-            )),
+            Action::Enroll { membership } => children.push(format!("enroll {}", quote(membership))),
             Action::Revoke {
                 membership,
                 participant,
-            } => out.push_str(&format!(
-                " {{\n        revoke {} participant={}\n    }}\n",
+            } => children.push(format!(
+                "revoke {} participant={}",
                 quote(membership),
                 quote(participant)
             )),
-            Action::DistributeRevocations { membership } => out.push_str(&format!(
-                " {{\n        distribute-revocations {}\n    }}\n",
-                quote(membership)
-            )),
-            Action::Authority { membership, call } => out.push_str(&format!(
-                " {{\n        authority {} call={}\n    }}\n",
+            Action::DistributeRevocations { membership } => {
+                children.push(format!("distribute-revocations {}", quote(membership)))
+            }
+            Action::Authority { membership, call } => children.push(format!(
+                "authority {} call={}",
                 quote(membership),
                 quote(&serde_json::to_string(call).expect("authority calls serialize"))
             )),
             Action::Claim {
                 membership,
                 command,
-            } => out.push_str(&format!(
-                " {{\n        claim {} command={}\n    }}\n",
+            } => children.push(format!(
+                "claim {} command={}",
                 quote(membership),
                 quote(&serde_json::to_string(command).expect("claim commands serialize"))
             )),
+        }
+        for c in &t.changes {
+            children.push(format!(
+                "change {} before={} after={}",
+                quote(&c.field),
+                quote(&c.before),
+                quote(&c.after)
+            ));
+        }
+        if children.is_empty() {
+            out.push('\n');
+        } else {
+            out.push_str(" {\n");
+            for c in children {
+                out.push_str(&format!("        {c}\n"));
+            }
+            out.push_str("    }\n");
         }
     }
     out.push_str("}\n");
@@ -168,43 +190,70 @@ pub fn load(path: &Path) -> Result<Plan, String> {
                 let symbol = argument(node)?;
                 let op = Op::from_symbol(&symbol)
                     .ok_or_else(|| format!("unknown transition `{symbol}`"))?;
-                let child = node.children().and_then(|c| c.nodes().first());
-                let action = match child.map(|c| (c.name().value(), c)) {
-                    None => Action::None,
-                    Some(("host-config", c)) => Action::WriteHostConfig {
-                        config: toml_config(&argument(c)?)?,
-                        dir: string(c, "dir").ok().map(PathBuf::from),
-                    },
-                    Some(("submit", c)) => Action::Submit {
-                        request: serde_json::from_str(&argument(c)?)
-                            .map_err(|e| format!("a request does not decode: {e}"))?,
-                    },
-                    Some(("recover", c)) => Action::Recover { op: argument(c)? },
-                    Some(("create-custody", _)) => Action::CreateCustody,
-                    Some(("create-authority", c)) => Action::CreateAuthority {
-                        membership: argument(c)?,
-                    },
-                    Some(("enroll", c)) => Action::Enroll {
-                        membership: argument(c)?,
-                    },
-                    Some(("revoke", c)) => Action::Revoke {
-                        membership: argument(c)?,
-                        participant: string(c, "participant")?,
-                    },
-                    Some(("distribute-revocations", c)) => Action::DistributeRevocations {
-                        membership: argument(c)?,
-                    },
-                    Some(("authority", c)) => Action::Authority {
-                        membership: argument(c)?,
-                        call: serde_json::from_str(&string(c, "call")?)
-                            .map_err(|e| format!("an authority call does not decode: {e}"))?,
-                    },
-                    Some(("claim", c)) => Action::Claim {
-                        membership: argument(c)?,
-                        command: serde_json::from_str(&string(c, "command")?)
-                            .map_err(|e| format!("a claim command does not decode: {e}"))?,
-                    },
-                    Some((other, _)) => return Err(format!("unknown action `{other}`")),
+                let mut action = Action::None;
+                let mut changes = Vec::new();
+                for c in node.children().map_or(&[][..], |c| c.nodes()) {
+                    if c.name().value() == "change" {
+                        changes.push(crate::changes::Change {
+                            field: argument(c)?,
+                            before: string(c, "before")?,
+                            after: string(c, "after")?,
+                        });
+                        continue;
+                    }
+                    action = match c.name().value() {
+                        "host-config" => Action::WriteHostConfig {
+                            config: toml_config(&argument(c)?)?,
+                            dir: string(c, "dir").ok().map(PathBuf::from),
+                        },
+                        "submit" => Action::Submit {
+                            request: serde_json::from_str(&argument(c)?)
+                                .map_err(|e| format!("a request does not decode: {e}"))?,
+                        },
+                        "resolve" => Action::Resolve {
+                            template: serde_json::from_str(&argument(c)?)
+                                .map_err(|e| format!("a request template does not decode: {e}"))?,
+                        },
+                        "recover" => Action::Recover { op: argument(c)? },
+                        "create-custody" => Action::CreateCustody,
+                        "create-authority" => Action::CreateAuthority {
+                            membership: argument(c)?,
+                        },
+                        "enroll" => Action::Enroll {
+                            membership: argument(c)?,
+                        },
+                        "revoke" => Action::Revoke {
+                            membership: argument(c)?,
+                            participant: string(c, "participant")?,
+                        },
+                        "distribute-revocations" => Action::DistributeRevocations {
+                            membership: argument(c)?,
+                        },
+                        "authority" => Action::Authority {
+                            membership: argument(c)?,
+                            call: serde_json::from_str(&string(c, "call")?)
+                                .map_err(|e| format!("an authority call does not decode: {e}"))?,
+                        },
+                        "claim" => Action::Claim {
+                            membership: argument(c)?,
+                            command: serde_json::from_str(&string(c, "command")?)
+                                .map_err(|e| format!("a claim command does not decode: {e}"))?,
+                        },
+                        other => return Err(format!("unknown action `{other}`")),
+                    };
+                }
+                let words = |key: &str| -> Vec<String> {
+                    string(node, key)
+                        .map(|s| s.split_whitespace().map(str::to_owned).collect())
+                        .unwrap_or_default()
+                };
+                let waits_for = match string(node, "waits-for") {
+                    Ok(name) => Some(Wait {
+                        reason: WaitReason::from_name(&name)
+                            .ok_or_else(|| format!("unknown wait `{name}`"))?,
+                        hosts: words("waits-for-hosts"),
+                    }),
+                    Err(_) => None,
                 };
                 plan.transitions.push(Transition {
                     op,
@@ -212,8 +261,11 @@ pub fn load(path: &Path) -> Result<Plan, String> {
                     name: string(node, "name")?,
                     host: string(node, "host")?,
                     detail: string(node, "detail")?,
+                    changes,
                     id: string(node, "id")?,
                     action,
+                    after: words("after"),
+                    waits_for,
                 });
             }
             other => return Err(format!("{}: unknown plan node `{other}`", path.display())),
@@ -256,6 +308,11 @@ mod tests {
                     name: "m".to_owned(),
                     host: "solo".to_owned(),
                     detail: "two\nlines \"quoted\"".to_owned(),
+                    changes: vec![crate::changes::Change {
+                        field: "ceiling".to_owned(),
+                        before: "128".to_owned(),
+                        after: "200".to_owned(),
+                    }],
                     id: "plan-x-0".to_owned(),
                     action: Action::Submit {
                         request: Request::InstallModel {
@@ -263,6 +320,8 @@ mod tests {
                             model: "model \"m\" host=\"solo\" {\n    input \"a\"\n}\n".to_owned(),
                         },
                     },
+                    after: vec!["plan-x-1".to_owned()],
+                    waits_for: Some(Wait::running(["solo".to_owned()])),
                 },
                 Transition {
                     op: Op::Attention,
@@ -270,10 +329,13 @@ mod tests {
                     name: "b2".to_owned(),
                     host: "solo".to_owned(),
                     detail: "lost".to_owned(),
+                    changes: Vec::new(),
                     id: "b2".to_owned(),
                     action: Action::Recover {
                         op: "b2".to_owned(),
                     },
+                    after: Vec::new(),
+                    waits_for: None,
                 },
             ],
         };

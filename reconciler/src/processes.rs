@@ -10,19 +10,13 @@ use grid_engine::processes::api::{GrantIssue, MailboxAt, Peer, ProcessCall, Proc
 use grid_engine::protocol::{Call, Reply, Request};
 use grid_spec::Topology;
 
-use crate::observe::{self, HostObservation, HostStatus};
-use crate::plan::{Action, Op, Transition};
+use crate::diff::{self, Draft, enrolled};
+use crate::observe::{self, HostStatus, World};
+use crate::plan::{Action, Op};
+use crate::resolve::Template;
 
-fn line(op: Op, name: &str, host: &str, detail: String, action: Action) -> Transition {
-    Transition {
-        op,
-        kind: "grant".to_owned(),
-        name: name.to_owned(),
-        host: host.to_owned(),
-        detail,
-        id: String::new(),
-        action,
-    }
+fn line(op: Op, name: &str, host: &str, detail: String, action: Action) -> Draft {
+    Draft::new(op, "grant", name, host, detail, action)
 }
 
 /// The first membership (in `first`'s enrollment order) every host named is
@@ -34,6 +28,10 @@ pub fn common_membership(state: &Path, hosts: &[&str]) -> Option<String> {
             grid_engine::custody::membership::enrolled_memberships(&observe::host_dir(state, h))
         })
         .collect();
+    common(&enrolled)
+}
+
+fn common(enrolled: &[Vec<String>]) -> Option<String> {
     let (first, rest) = enrolled.split_first()?;
     first
         .iter()
@@ -41,75 +39,96 @@ pub fn common_membership(state: &Path, hosts: &[&str]) -> Option<String> {
         .cloned()
 }
 
-/// The grant's issue as the files describe it (`None` until the caller has its keys
-/// and the hosts share an enrolled membership).
+/// The grant's issue as the files describe it: complete when the caller's keys and
+/// the mailbox's membership are known now, else a template completed when it is sent
+/// (hosts this plan creates). `None` when it can never be made (no shared membership).
 fn issue(
     grant: &grid_spec::Grant,
     topology: &Topology,
-    state: &Path,
+    world: &World,
     units: u64,
     allocated_before: u64,
-) -> Option<GrantIssue> {
-    let caller_keys =
-        grid_engine::custody::manifest(&observe::host_dir(state, &grant.caller)).ok()?;
-    let mailbox = match &grant.mailbox {
+) -> Option<Action> {
+    let mailbox_host = match &grant.mailbox {
         None => None,
-        Some(m) => Some(MailboxAt {
-            host: m.clone(),
-            address: topology.host(m)?.listen.to_string(),
-            membership: common_membership(state, &[&grant.issuer, m])?,
-        }),
+        Some(m) => Some((m.clone(), topology.host(m)?.listen.to_string())),
     };
-    Some(GrantIssue {
-        name: grant.name.clone(),
-        caller: grant.caller.clone(),
-        units,
-        allocated_before,
-        caller_keys,
-        mailbox,
+    let caller_keys = world
+        .host(&grant.caller)
+        .and_then(|o| o.keys.manifest())
+        .cloned();
+    let mailbox_membership = mailbox_host.as_ref().map(|(m, _)| {
+        common(&[
+            world.enrolled(&grant.issuer).to_vec(),
+            world.enrolled(m).to_vec(),
+        ])
+    });
+    let known = caller_keys.is_some() && mailbox_membership.as_ref().is_none_or(Option::is_some);
+    if !known {
+        return Some(Action::Resolve {
+            template: Template::Grant {
+                name: grant.name.clone(),
+                issuer: grant.issuer.clone(),
+                caller: grant.caller.clone(),
+                units,
+                allocated_before,
+                mailbox: mailbox_host,
+            },
+        });
+    }
+    let mailbox = match (mailbox_host, mailbox_membership) {
+        (Some((host, address)), Some(Some(membership))) => Some(MailboxAt {
+            host,
+            address,
+            membership,
+        }),
+        _ => None,
+    };
+    Some(Action::Submit {
+        request: Request::IssueGrant {
+            grant: GrantIssue {
+                name: grant.name.clone(),
+                caller: grant.caller.clone(),
+                units,
+                allocated_before,
+                caller_keys: caller_keys.expect("known"),
+                mailbox,
+            },
+        },
     })
 }
 
-/// The transitions of every grant: waits (prints nothing) until the issuer runs with
-/// the `processes` profile and the caller has its keys.
-pub fn transitions(
-    topology: &Topology,
-    state: &Path,
-    observations: &[HostObservation],
-) -> Vec<Transition> {
+/// What an issue comes after: the installations, keys and enrollments of the
+/// issuer, the caller and the mailbox.
+fn issue_after(grant: &grid_spec::Grant, topology: &Topology) -> Vec<String> {
+    let mut keys = Vec::new();
+    for host in [
+        Some(&grant.issuer),
+        Some(&grant.caller),
+        grant.mailbox.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        keys.extend(diff::installed(host));
+        if let Some(h) = topology.host(host) {
+            keys.extend(h.memberships.iter().map(|m| enrolled(host, m)));
+        }
+    }
+    keys
+}
+
+/// The transitions of every grant: at an issuer that runs with the `processes`
+/// profile, or one this plan creates (it certainly holds no grant yet).
+pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
     let mut out = Vec::new();
     for grant in &topology.grants {
-        let Some(issuer) = observations.iter().find(|o| o.name == grant.issuer) else {
+        let Some(issuer) = world.host(&grant.issuer) else {
             continue;
         };
-        let HostStatus::Running(observed) = &issuer.status else {
-            continue; // the host's own line says it does not run
-        };
-        if !issuer
-            .config
-            .as_ref()
-            .is_some_and(|c| c.selects(grid_spec::Profile::Processes))
-        {
-            continue; // its `~ host` line comes first
-        }
-        let held = observed.grants.iter().find(|g| g.name == grant.name);
-        let attention = |detail: String| {
+        let key = format!("grant:{}:{}", grant.issuer, grant.name);
+        let create = |action: Action| {
             line(
-                Op::Attention,
-                &grant.name,
-                &grant.issuer,
-                detail,
-                Action::None,
-            )
-        };
-        let Some(held) = held else {
-            if grant.retired {
-                continue; // never issued, and retired: nothing to do
-            }
-            let Some(issue) = issue(grant, topology, state, grant.units, 0) else {
-                continue; // the caller's keys and enrollment come first
-            };
-            out.push(line(
                 Op::Create,
                 &grant.name,
                 &grant.issuer,
@@ -124,10 +143,39 @@ pub fn transitions(
                         .map(|m| format!(", reachable through mailbox `{m}`"))
                         .unwrap_or_default()
                 ),
-                Action::Submit {
-                    request: Request::IssueGrant { grant: issue },
-                },
-            ));
+                action,
+            )
+            .key(key.clone())
+            .after(issue_after(grant, topology))
+        };
+        if world.missing(&grant.issuer) {
+            if !grant.retired
+                && let Some(action) = issue(grant, topology, world, grant.units, 0)
+            {
+                out.push(create(action));
+            }
+            continue;
+        }
+        let HostStatus::Running(observed) = &issuer.status else {
+            continue; // the host's own line says it does not run
+        };
+        if !issuer
+            .config
+            .as_ref()
+            .is_some_and(|c| c.selects(grid_spec::Profile::Processes))
+        {
+            continue; // its `~ host` line comes first
+        }
+        let held = observed.grants.iter().find(|g| g.name == grant.name);
+        let attention =
+            |detail: String| Draft::attention("grant", &grant.name, &grant.issuer, detail);
+        let Some(held) = held else {
+            if grant.retired {
+                continue; // never issued, and retired: nothing to do
+            }
+            if let Some(action) = issue(grant, topology, world, grant.units, 0) {
+                out.push(create(action));
+            }
             continue;
         };
         if held.caller != grant.caller {
@@ -161,7 +209,7 @@ pub fn transitions(
                         name: grant.name.clone(),
                     },
                 },
-            )),
+            ).key(key.clone())),
             (false, true) => out.push(attention(
                 "surrendered at the issuer; a surrendered grant is never reopened: declare a new grant"
                     .to_owned(),
@@ -169,7 +217,7 @@ pub fn transitions(
             (true, true) => {}
             (false, false) if grant.units > held.allocated => {
                 let raise = grant.units - held.allocated;
-                if let Some(issue) = issue(grant, topology, state, raise, held.allocated) {
+                if let Some(action) = issue(grant, topology, world, raise, held.allocated) {
                     out.push(line(
                         Op::Change,
                         &grant.name,
@@ -178,10 +226,8 @@ pub fn transitions(
                             "raise by {raise} unit(s): a new signed issue (allocated {} -> {})",
                             held.allocated, grant.units
                         ),
-                        Action::Submit {
-                            request: Request::IssueGrant { grant: issue },
-                        },
-                    ));
+                        action,
+                    ).key(key.clone()).after(issue_after(grant, topology)));
                 }
             }
             (false, false) if grant.units < held.allocated => out.push(attention(format!(
@@ -198,7 +244,7 @@ pub fn transitions(
         }
     }
     // Grants an issuer holds that no file declares: unmanaged, never surrendered.
-    for o in observations {
+    for o in &world.hosts {
         if let HostStatus::Running(observed) = &o.status {
             for held in &observed.grants {
                 if !topology
@@ -206,13 +252,12 @@ pub fn transitions(
                     .iter()
                     .any(|g| g.name == held.name && g.issuer == o.name)
                 {
-                    out.push(line(
-                        Op::Attention,
+                    out.push(Draft::attention(
+                        "grant",
                         &held.name,
                         &o.name,
                         "unmanaged: the host issued it but no file declares it; nothing is surrendered"
                             .to_owned(),
-                        Action::None,
                     ));
                 }
             }

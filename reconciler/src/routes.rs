@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use grid_engine::authority::claims::ClaimState;
-use grid_engine::authority::service::{AuthorityCall, AuthorityReply, ClaimCommand};
+use grid_engine::authority::service::{AuthorityReply, ClaimCommand};
 use grid_engine::delivery::api::{
     DeliveryCall, DeliveryReply, HeldValue, RouteDestination, RouteInstall, publishing_claim,
 };
@@ -15,46 +15,66 @@ use grid_engine::host::control::Client;
 use grid_engine::protocol::{Call, Reply, Request};
 use grid_spec::Topology;
 
-use crate::observe::{self, HostObservation, HostStatus};
-use crate::plan::{Action, Op, Transition};
+use crate::diff::authority::{self, AuthorityState, joined};
+use crate::diff::{Draft, enrolled, installed};
+use crate::observe::{self, HostStatus, World};
+use crate::plan::{Action, Op};
+use crate::resolve::Template;
 
-/// The route as the files describe it, with each destination's public keys read from
-/// its installation (`None` until every destination has its keys).
-pub fn desired(
-    route: &grid_spec::Route,
-    topology: &Topology,
-    state: &Path,
-) -> Option<RouteInstall> {
+/// The route as the files describe it, at `at`: with each destination's public keys
+/// when every destination's custody holds them, else a template completed when it
+/// is sent (the keys of hosts this plan creates).
+fn install_at(route: &grid_spec::Route, topology: &Topology, world: &World, at: &str) -> Action {
     let mut destinations = Vec::with_capacity(route.destinations.len());
+    let mut known = true;
     for d in &route.destinations {
-        let host = topology.host(&d.host)?;
-        let keys = grid_engine::custody::manifest(&observe::host_dir(state, &d.host)).ok()?;
-        destinations.push(RouteDestination {
-            host: d.host.clone(),
-            address: host.listen.to_string(),
-            retired: d.retired,
-            keys,
-        });
+        let address = topology
+            .host(&d.host)
+            .map(|h| h.listen.to_string())
+            .unwrap_or_default();
+        let keys = world.host(&d.host).and_then(|o| o.keys.manifest()).cloned();
+        known &= keys.is_some();
+        destinations.push((d.host.clone(), address, d.retired, keys));
     }
-    Some(RouteInstall {
+    if !known {
+        return Action::Resolve {
+            template: Template::Route {
+                name: route.name.clone(),
+                membership: route.membership.clone(),
+                class: route.class.into(),
+                encrypted: route.encrypted,
+                publisher: route.publisher.clone(),
+                destinations: destinations
+                    .into_iter()
+                    .map(|(h, a, r, _)| (h, a, r))
+                    .collect(),
+                at: at.to_owned(),
+            },
+        };
+    }
+    let install = RouteInstall {
         name: route.name.clone(),
         membership: route.membership.clone(),
         class: route.class.into(),
         encrypted: route.encrypted,
         publisher: route.publisher.clone(),
-        destinations,
-    })
-}
-
-fn line(op: Op, kind: &str, name: &str, host: &str, detail: String, action: Action) -> Transition {
-    Transition {
-        op,
-        kind: kind.to_owned(),
-        name: name.to_owned(),
-        host: host.to_owned(),
-        detail,
-        id: String::new(),
-        action,
+        destinations: destinations
+            .into_iter()
+            .map(|(host, address, retired, keys)| RouteDestination {
+                host,
+                address,
+                retired,
+                keys: keys.expect("every key is known"),
+            })
+            .collect(),
+    };
+    let route = if at == install.publisher {
+        install
+    } else {
+        install.for_destination(at)
+    };
+    Action::Submit {
+        request: Request::InstallRoute { route },
     }
 }
 
@@ -90,43 +110,50 @@ fn difference(before: &RouteInstall, after: &RouteInstall) -> String {
     }
 }
 
-/// The transitions of every route: waits (prints nothing) until every host of the
-/// route runs and has its keys, and until the membership's authority exists.
-pub fn transitions(
-    topology: &Topology,
-    state: &Path,
-    observations: &[HostObservation],
-    authority_pending: &std::collections::BTreeSet<String>,
-) -> Vec<Transition> {
+fn claim_draft(route: &grid_spec::Route, claim: &str) -> Draft {
+    Draft::new(
+        Op::Create,
+        "claim",
+        claim,
+        &route.publisher,
+        format!(
+            "`{}` acquires the right to publish on route {} in the authority of {}",
+            route.publisher, route.name, route.membership
+        ),
+        Action::Claim {
+            membership: route.membership.clone(),
+            command: ClaimCommand::Acquire {
+                claim: claim.to_owned(),
+            },
+        },
+    )
+    .key(format!("claim:{claim}"))
+    .after(joined(&route.membership, &route.publisher))
+}
+
+/// The transitions of every route: the publishing right, then the route at each
+/// destination, then at the publisher. A route one of whose hosts is installed but
+/// does not answer waits (that host's own line says so); hosts this plan creates
+/// certainly hold nothing.
+pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
     let mut out = Vec::new();
-    let running = |name: &str| {
-        observations.iter().find_map(|o| match &o.status {
-            HostStatus::Running(observed) if o.name == name => Some(observed),
-            _ => None,
-        })
-    };
     for route in &topology.routes {
         if route.retired {
-            out.push(line(
-                Op::Attention,
+            out.push(Draft::attention(
                 "route",
                 &route.name,
                 &route.publisher,
                 "retired=#true: retiring a whole route is not supported by this version; retire its destinations one by one".to_owned(),
-                Action::None,
             ));
             continue;
-        }
-        let Some(desired) = desired(route, topology, state) else {
-            continue; // installations and keys come first
-        };
-        if authority_pending.contains(&route.membership) {
-            continue; // the authority's own lines come first
         }
         let hosts: Vec<&str> = std::iter::once(route.publisher.as_str())
             .chain(route.destinations.iter().map(|d| d.host.as_str()))
             .collect();
-        if hosts.iter().any(|h| running(h).is_none()) {
+        if hosts
+            .iter()
+            .any(|h| world.running(h).is_none() && !world.missing(h))
+        {
             continue; // each host's own line says it does not run
         }
         if let Some(h) = route
@@ -135,8 +162,7 @@ pub fn transitions(
             .filter_map(|d| topology.host(&d.host))
             .find(|h| !h.profiles.contains(&grid_spec::Profile::Delivery))
         {
-            out.push(line(
-                Op::Attention,
+            out.push(Draft::attention(
                 "route",
                 &route.name,
                 &h.name,
@@ -144,91 +170,78 @@ pub fn transitions(
                     "destination `{}` does not select the `delivery` profile: it cannot receive; add `delivery` to its `profiles` line",
                     h.name
                 ),
-                Action::None,
             ));
             continue;
         }
         // The publishing right, read after a barrier through the publisher.
         let claim = publishing_claim(&route.name);
-        let publisher_dir = observe::host_dir(state, &route.publisher);
-        match observe::authority_call(
-            &publisher_dir,
-            &route.membership,
-            AuthorityCall::Show {
-                claim: claim.clone(),
-            },
-        ) {
-            Ok(AuthorityReply::Shown { claim: Some(c), .. })
-                if c.owner == route.publisher && c.state == ClaimState::Held => {}
-            Ok(AuthorityReply::Shown { claim: Some(c), .. }) if c.state == ClaimState::Held => {
-                out.push(line(
-                    Op::Attention,
-                    "claim",
-                    &claim,
-                    &route.publisher,
-                    format!(
+        let attention =
+            |detail: String| Draft::attention("claim", &claim, &route.publisher, detail);
+        let mut claim_key = None;
+        match authority::state(topology, world, &route.membership) {
+            AuthorityState::Unknown(_) => continue, // the authority's own line says so
+            AuthorityState::Undeclared => {
+                out.push(attention(format!(
+                    "membership {} declares no authority (`authority voters=N`) to hold the right to publish on route {}",
+                    route.membership, route.name
+                )));
+                continue;
+            }
+            AuthorityState::Empty => {
+                out.push(
+                    claim_draft(route, &claim).after([authority::bootstrapped(&route.membership)]),
+                );
+                claim_key = Some(format!("claim:{claim}"));
+            }
+            AuthorityState::Known(_) => match world
+                .host(&route.publisher)
+                .and_then(|o| o.claims.get(&claim))
+            {
+                None => {
+                    // The publisher does not take part yet: this plan adds it.
+                    out.push(claim_draft(route, &claim));
+                    claim_key = Some(format!("claim:{claim}"));
+                }
+                Some(Ok(AuthorityReply::Shown { claim: Some(c), .. }))
+                    if c.owner == route.publisher && c.state == ClaimState::Held => {}
+                Some(Ok(AuthorityReply::Shown { claim: Some(c), .. }))
+                    if c.state == ClaimState::Held =>
+                {
+                    out.push(attention(format!(
                         "the right to publish on route {} is held by `{}` at epoch {}, not by its publisher `{}`; nothing is taken from its owner automatically",
                         route.name, c.owner, c.epoch, route.publisher
-                    ),
-                    Action::None,
-                ));
-                continue;
-            }
-            Ok(AuthorityReply::Shown { .. }) => out.push(line(
-                Op::Create,
-                "claim",
-                &claim,
-                &route.publisher,
-                format!(
-                    "`{}` acquires the right to publish on route {} in the authority of {}",
-                    route.publisher, route.name, route.membership
-                ),
-                Action::Claim {
-                    membership: route.membership.clone(),
-                    command: ClaimCommand::Acquire {
-                        claim: claim.clone(),
-                    },
-                },
-            )),
-            Ok(other) => {
-                out.push(line(
-                    Op::Attention,
-                    "claim",
-                    &claim,
-                    &route.publisher,
-                    format!(
+                    )));
+                    continue;
+                }
+                Some(Ok(AuthorityReply::Shown { .. })) => {
+                    out.push(claim_draft(route, &claim));
+                    claim_key = Some(format!("claim:{claim}"));
+                }
+                Some(Ok(other)) => {
+                    out.push(attention(format!(
                         "the authority of {} cannot be read: {other:?}",
                         route.membership
-                    ),
-                    Action::None,
-                ));
-                continue;
-            }
-            Err(e) => {
-                out.push(line(
-                    Op::Attention,
-                    "claim",
-                    &claim,
-                    &route.publisher,
-                    format!("the authority of {} cannot be read: {e}", route.membership),
-                    Action::None,
-                ));
-                continue;
-            }
+                    )));
+                    continue;
+                }
+                Some(Err(e)) => {
+                    out.push(attention(format!(
+                        "the authority of {} cannot be read: {e}",
+                        route.membership
+                    )));
+                    continue;
+                }
+            },
         }
         // Destinations first: they must know the route before values arrive.
+        let mut destination_keys = Vec::new();
         for host in hosts.iter().skip(1).chain(hosts.first()) {
-            let observed = running(host).expect("checked above");
-            let held = observed.routes.iter().find(|r| r.name == route.name);
-            let here = if *host == route.publisher {
-                desired.clone()
-            } else {
-                desired.for_destination(host)
-            };
-            let request = Request::InstallRoute {
-                route: here.clone(),
-            };
-            let role = if *host == route.publisher {
+            let publisher = *host == route.publisher;
+            let action = install_at(route, topology, world, host);
+            let held = world
+                .running(host)
+                .and_then(|o| o.routes.iter().find(|r| r.name == route.name));
+            let role = if publisher {
                 format!(
                     "publisher of {} {} route to {} destination(s)",
                     if route.encrypted {
@@ -237,45 +250,62 @@ pub fn transitions(
                         "a plain"
                     },
                     route.class.name(),
-                    desired.destinations.len()
+                    route.destinations.len()
                 )
             } else {
                 format!("destination (from `{}`)", route.publisher)
             };
-            match held {
-                None => out.push(line(
-                    Op::Create,
-                    "route",
-                    &route.name,
-                    host,
-                    role,
-                    Action::Submit { request },
-                )),
-                Some(held) if *held != here => out.push(line(
+            let draft = match (held, &action) {
+                (None, _) => Draft::new(Op::Create, "route", &route.name, host, role, action),
+                (
+                    Some(held),
+                    Action::Submit {
+                        request: Request::InstallRoute { route: here },
+                    },
+                ) if held != here => Draft::new(
                     Op::Change,
                     "route",
                     &route.name,
                     host,
-                    difference(held, &here),
-                    Action::Submit { request },
-                )),
-                Some(_) => {}
+                    difference(held, here),
+                    action.clone(),
+                ),
+                (Some(_), Action::Submit { .. }) => continue,
+                (Some(_), _) => Draft::new(
+                    Op::Change,
+                    "route",
+                    &route.name,
+                    host,
+                    "definition changed".to_owned(),
+                    action,
+                ),
+            };
+            let key = format!("route:{}:{host}", route.name);
+            let mut draft = draft
+                .key(key.clone())
+                .after(claim_key.clone())
+                .after(route.destinations.iter().flat_map(|d| installed(&d.host)))
+                .after(installed(host))
+                .after([enrolled(host, &route.membership)]);
+            if publisher {
+                draft = draft.after(destination_keys.clone());
+            } else {
+                destination_keys.push(key);
             }
+            out.push(draft);
         }
     }
     // Routes a host holds that no file declares: unmanaged, never removed.
-    for o in observations {
+    for o in &world.hosts {
         if let HostStatus::Running(observed) = &o.status {
             for held in &observed.routes {
                 if !topology.routes.iter().any(|r| r.name == held.name) {
-                    out.push(line(
-                        Op::Attention,
+                    out.push(Draft::attention(
                         "route",
                         &held.name,
                         &o.name,
                         "unmanaged: the host holds it but no file declares it; nothing is removed"
                             .to_owned(),
-                        Action::None,
                     ));
                 }
             }

@@ -9,26 +9,19 @@ use grid_engine::protocol::{Call, Reply, Request, TagReport};
 use grid_engine::sources::Simulation;
 use grid_spec::{Profile, Topology};
 
-use crate::observe::{self, HostObservation, HostStatus};
-use crate::plan::{Action, Op, Transition};
+use crate::diff::Draft;
+use crate::observe::{self, HostStatus, World};
+use crate::plan::{Action, Op};
 
-fn line(op: Op, tag: &str, host: &str, detail: String, action: Action) -> Transition {
-    Transition {
-        op,
-        kind: "tag".to_owned(),
-        name: tag.to_owned(),
-        host: host.to_owned(),
-        detail,
-        id: String::new(),
-        action,
-    }
+fn line(op: Op, tag: &str, host: &str, detail: String, action: Action) -> Draft {
+    Draft::new(op, "tag", tag, host, detail, action)
 }
 
 /// `+ tag T @ H` (install), `~` (its definition changed), `!` for a host without the
 /// `sources` profile, a source this build does not provide, and a tag a host holds
 /// that no file declares there. Hosts that do not answer are reported by their own
 /// lines; nothing is planned for their tags.
-pub fn transitions(topology: &Topology, observations: &[HostObservation]) -> Vec<Transition> {
+pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
     let mut out = Vec::new();
     for tag in &topology.tags {
         let Some(host) = topology.host(&tag.host) else {
@@ -61,27 +54,32 @@ pub fn transitions(topology: &Topology, observations: &[HostObservation]) -> Vec
             ));
             continue;
         };
-        let Some(HostStatus::Running(observed)) = observations
-            .iter()
-            .find(|o| o.name == tag.host)
-            .map(|o| &o.status)
-        else {
-            continue;
-        };
         let install = Action::Submit {
             request: Request::InstallTag {
                 name: tag.name.clone(),
                 tag: canonical.clone(),
             },
         };
-        match observed.tags.iter().find(|t| t.name == tag.name) {
-            None => out.push(line(
+        let create = || {
+            line(
                 Op::Create,
                 &tag.name,
                 &tag.host,
                 format!("simulated, {}", canonical_source(&canonical)),
-                install,
-            )),
+                install.clone(),
+            )
+            .key(format!("tag:{}:{}", tag.host, tag.name))
+            .after([format!("host:{}", tag.host)])
+        };
+        if world.missing(&tag.host) {
+            out.push(create()); // a host this plan creates holds no tag yet
+            continue;
+        }
+        let Some(observed) = world.running(&tag.host) else {
+            continue;
+        };
+        match observed.tags.iter().find(|t| t.name == tag.name) {
+            None => out.push(create()),
             Some(held) if held.tag != canonical => out.push(line(
                 Op::Change,
                 &tag.name,
@@ -92,7 +90,7 @@ pub fn transitions(topology: &Topology, observations: &[HostObservation]) -> Vec
             Some(_) => {}
         }
     }
-    for observation in observations {
+    for observation in &world.hosts {
         let HostStatus::Running(observed) = &observation.status else {
             continue;
         };

@@ -140,7 +140,11 @@ pub fn up(
         if actionable {
             let report = apply::apply(&plan);
             let _ = write!(out, "{}", report.render());
-            if report.outcome != Status::Succeeded {
+            // Waiting transitions wait for the hosts this loop starts next.
+            if !matches!(
+                report.outcome,
+                Status::Succeeded | Status::Waiting | Status::Attention
+            ) {
                 return Ok(report.outcome.exit_code());
             }
             // Installations and their certificates settle before any host starts.

@@ -77,3 +77,12 @@ pub const UP_RECONCILE_ROUNDS_MAX: usize = 8;
 
 /// The longest reason a failed observation shows in `gridctl up`'s view (one short line).
 pub const VIEW_REASON_CHARS_MAX: usize = 100;
+
+/// The most hosts `gridctl plan` observes at once (one thread each): observing is IO
+/// bound (a control-socket call per host), so a plan of many hosts waits for the
+/// slowest of a batch rather than for their sum.
+pub const PLAN_OBSERVERS_MAX: usize = 16;
+
+/// The most transitions a plan line names in its `(after …)` note; the rest are
+/// counted (`and 1,021 more`).
+pub const PLAN_AFTER_SHOWN_MAX: usize = 3;

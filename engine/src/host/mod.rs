@@ -248,6 +248,7 @@ fn succeeded(op: &str, detail: impl Into<String>) -> Answer {
         detail: detail.into(),
         signature: None,
         request: None,
+        replayed: false,
     }
 }
 
@@ -258,6 +259,7 @@ fn failed(op: &str, detail: impl Into<String>) -> Answer {
         detail: detail.into(),
         signature: None,
         request: None,
+        replayed: false,
     }
 }
 

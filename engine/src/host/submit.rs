@@ -14,7 +14,9 @@ impl Host {
         }
         if let Some(record) = self.retained(&op) {
             if record.request == request {
-                return Handled::Reply(Reply::Answer(record.answer));
+                let mut answer = record.answer;
+                answer.replayed = true;
+                return Handled::Reply(Reply::Answer(answer));
             }
             return Handled::Reply(Reply::Refused {
                 reason: format!(

@@ -42,13 +42,25 @@ struct Sent {
     op: String,
     outcome: &'static str,
     detail: String,
+    /// The owner returned the answer it gave this id before; nothing was applied again.
+    replayed: bool,
     #[serde(skip)]
     status: Status,
 }
 
 impl Report for Sent {
     fn text(&self) -> String {
-        let mut text = format!("{}: {} ({})\n", self.op, self.outcome, self.detail);
+        let mut text = format!(
+            "{}: {} ({}){}\n",
+            self.op,
+            self.outcome,
+            self.detail,
+            if self.replayed {
+                " — original answer, nothing applied again"
+            } else {
+                ""
+            }
+        );
         if self.status == Status::Unknown {
             text += &format!(
                 "the outcome is unknown; nothing was retried. Re-send the same --op {} to learn the original answer.\n",
@@ -84,7 +96,7 @@ pub fn input(
         }
     };
     let dir = owner_of(&output.state, &model)?;
-    let (status, detail) = apply::send(
+    let (status, detail, replayed) = apply::send(
         &dir,
         Call::Submit {
             op: op.clone(),
@@ -99,6 +111,7 @@ pub fn input(
         op,
         outcome: status.name(),
         detail,
+        replayed,
         status,
     };
     emit(&sent, output.json);

@@ -54,7 +54,10 @@ enum Command {
     #[command(subcommand)]
     Model(model::ModelCommand),
     /// Diff the files against what each original owner retains: one line per
-    /// transition (+ create, ~ change, - retire, ! needs attention). Changes nothing.
+    /// transition (+ create, ~ change, - retire, ! needs attention), every stage at
+    /// once — a transition whose owner does not exist or run yet says what it comes
+    /// after and waits for. Changes nothing. Exit 0, or 1 on error; with
+    /// --detailed-exitcode: 0 empty plan, 2 transitions, 1 error.
     #[command(
         mut_arg("state", |a| a.help(
             "The operator's state directory (host installations live in STATE/hosts)"
@@ -71,9 +74,17 @@ enum Command {
         /// Save the plan (KDL) with a fingerprint of what was observed.
         #[arg(long, value_name = "PLAN")]
         out: Option<PathBuf>,
+        /// Exit 0 when the plan is empty, 2 when it holds transitions, 1 on error.
+        #[arg(long)]
+        detailed_exitcode: bool,
     },
     /// Apply the transitions of a fresh plan of FILES, or exactly those of a saved
-    /// PLAN, each once; never retries. Exit 0 succeeded, 1 failed, 3 unknown, 4 refused.
+    /// PLAN, each once, in dependency order, each whose owner can take it now; never
+    /// retries. Then says what still waits and what to start.
+    ///
+    /// Exit 0 everything applied and nothing needs attention, 1 failed, 3 unknown,
+    /// 4 refused, 5 some transitions wait (start the hosts it names, then reconcile
+    /// again), 6 applied, but lines needing attention remain.
     #[command(
         mut_arg("state", |a| a.help(
             "The operator's state directory (ignored for a saved plan, which names its own)"
@@ -204,7 +215,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check { files } => model::check(&files),
         Command::Model(command) => model::model(command),
-        Command::Plan { files, output, out } => plan::plan(&files, out.as_deref(), &output),
+        Command::Plan {
+            files,
+            output,
+            out,
+            detailed_exitcode,
+        } => plan::plan(&files, out.as_deref(), detailed_exitcode, &output),
         Command::Reconcile { files, output } => plan::reconcile(&files, &output),
         Command::Up {
             files,

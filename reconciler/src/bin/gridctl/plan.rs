@@ -14,19 +14,28 @@ use crate::common::{build_gridd_under_cargo, load};
 use crate::report::{Rendered, Report, emit, emit_failure};
 
 /// `gridctl plan FILES [--out PLAN]`.
-pub fn plan(files: &[PathBuf], out: Option<&Path>, output: &Output) -> anyhow::Result<ExitCode> {
+pub fn plan(
+    files: &[PathBuf],
+    out: Option<&Path>,
+    detailed_exitcode: bool,
+    output: &Output,
+) -> anyhow::Result<ExitCode> {
     let Some(topology) = load(files, Options::default()) else {
         return Ok(ExitCode::FAILURE);
     };
     let plan = grid_reconciler::plan::plan(&topology, files, &output.state);
-    let mut text = plan.render();
+    let mut text = plan.render_with(&grid_reconciler::changes::Paint::detect());
     if let Some(out) = out {
         std::fs::write(out, planfile::render(&plan))
             .with_context(|| format!("cannot write {}", out.display()))?;
         text += &format!("saved to {}\n", out.display());
     }
     emit(&Rendered::new(plan.to_json(), text), output.json);
-    Ok(ExitCode::SUCCESS)
+    Ok(if detailed_exitcode && !plan.is_empty() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// A saved plan refused before anything was sent.

@@ -1,0 +1,302 @@
+//! Host installations, their key custody, retained answers and models.
+
+use grid_engine::host::config::HostConfig;
+use grid_engine::protocol::{Outcome, Request};
+use grid_spec::Topology;
+
+use super::Draft;
+use crate::observe::{HostObservation, HostStatus, Keys};
+use crate::plan::{Action, Op, diff};
+
+pub fn transitions(
+    topology: &Topology,
+    desired: Option<&grid_spec::Host>,
+    observation: &HostObservation,
+) -> Vec<Draft> {
+    let name = &observation.name;
+    let mut out = Vec::new();
+    let Some(desired) = desired else {
+        out.push(Draft::attention(
+            "host",
+            name,
+            name,
+            format!(
+                "unmanaged: an installation exists in {} but no file declares it",
+                observation.dir.display()
+            ),
+        ));
+        return out;
+    };
+    let config = HostConfig::from_host(desired);
+    let write = |op: Op, detail: String| {
+        Draft::new(
+            op,
+            "host",
+            name,
+            name,
+            detail,
+            Action::WriteHostConfig {
+                config: config.clone(),
+                dir: desired.dir.clone(),
+            },
+        )
+        .key(format!("host:{name}"))
+    };
+    // Where the installation is against where the files want it: moving it is an
+    // installation transfer (SPEC C11), which is never inferred from an edit.
+    if observation.config.is_some() && observation.link.as_deref() != desired.dir.as_deref() {
+        let now = observation.link.as_ref().map_or_else(
+            || observation.dir.display().to_string(),
+            |l| l.display().to_string(),
+        );
+        let wanted = desired.dir.as_ref().map_or_else(
+            || observation.dir.display().to_string(),
+            |d| d.display().to_string(),
+        );
+        out.push(Draft::attention(
+            "host",
+            name,
+            name,
+            format!("installed in {now}, the files say {wanted}: moving an installation is a transfer, which this version does not perform"),
+        ));
+    }
+    let fresh = match (&observation.config, &observation.status) {
+        (None, HostStatus::Missing) => {
+            out.push(write(
+                Op::Create,
+                format!("installation in {}", observation.dir.display()),
+            ));
+            true
+        }
+        (None, HostStatus::Unreachable { reason }) => {
+            out.push(Draft::attention(
+                "host",
+                name,
+                name,
+                format!("installation unreadable: {reason}"),
+            ));
+            return out;
+        }
+        (Some(found), _) if *found != config => {
+            let before = found.to_toml();
+            let after = config.to_toml();
+            let mut detail = diff(&before, &after);
+            if matches!(observation.status, HostStatus::Running(_)) {
+                detail.push_str("\n(takes effect when gridd restarts)");
+            }
+            out.push(write(Op::Change, detail));
+            false
+        }
+        _ => false,
+    };
+    if fresh {
+        // An installation that does not exist yet certainly holds nothing: its models
+        // are created once it runs.
+        for model in topology
+            .models
+            .iter()
+            .filter(|m| m.host == *name && !m.retired)
+        {
+            out.push(install_model(name, model, None));
+        }
+        return out;
+    }
+    out.extend(keys(desired, observation));
+    let observed = match &observation.status {
+        HostStatus::Running(o) => o,
+        HostStatus::Missing => return out,
+        HostStatus::Unreachable { reason } => {
+            let models = topology.models.iter().filter(|m| m.host == *name).count();
+            out.push(Draft::attention(
+                "host",
+                name,
+                name,
+                format!("unreachable: {reason}; its {models} model(s) cannot be planned"),
+            ));
+            return out;
+        }
+    };
+    for retained in &observed.unacknowledged {
+        let outcome = match retained.answer.outcome {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+        };
+        out.push(
+            Draft::new(
+                Op::Attention,
+                "operation",
+                &retained.answer.op,
+                name,
+                format!(
+                    "{} {outcome} at the owner ({}); its reply was never acknowledged",
+                    retained.request.describe(),
+                    retained.answer.detail
+                ),
+                Action::Recover {
+                    op: retained.answer.op.clone(),
+                },
+            )
+            .id(retained.answer.op.clone()),
+        );
+    }
+    let submit = |op: Op, model: &str, detail: String, request: Request| {
+        Draft::new(op, "model", model, name, detail, Action::Submit { request })
+            .key(format!("model:{name}:{model}"))
+    };
+    let held: std::collections::HashMap<&str, &grid_engine::protocol::ModelState> = observed
+        .models
+        .iter()
+        .map(|m| (m.name.as_str(), m))
+        .collect();
+    for model in topology.models.iter().filter(|m| m.host == *name) {
+        let canonical = grid_spec::canonical::model(model);
+        let install = Request::InstallModel {
+            name: model.name.clone(),
+            model: canonical.clone(),
+        };
+        match held.get(model.name.as_str()) {
+            None if model.retired => {}
+            None => out.push(install_model(name, model, Some(canonical))),
+            Some(held) if held.retired && !model.retired => out.push(submit(
+                Op::Create,
+                &model.name,
+                "reinstate a retired model as a new generation".to_owned(),
+                install,
+            )),
+            Some(held) if held.retired => {}
+            Some(_) if model.retired => out.push(submit(
+                Op::Retire,
+                &model.name,
+                "retired=#true in the files".to_owned(),
+                Request::RetireModel {
+                    name: model.name.clone(),
+                },
+            )),
+            Some(held) if held.model != canonical => {
+                let changes = crate::changes::model(&held.model, &canonical);
+                let detail = if changes.is_empty() {
+                    diff(&held.model, &canonical)
+                } else {
+                    String::new()
+                };
+                out.push(submit(Op::Change, &model.name, detail, install).changes(changes));
+            }
+            Some(_) => {}
+        }
+    }
+    let declared: std::collections::HashSet<&str> = topology
+        .models
+        .iter()
+        .filter(|m| m.host == *name)
+        .map(|m| m.name.as_str())
+        .collect();
+    for held in observed.models.iter().filter(|m| !m.retired) {
+        if !declared.contains(held.name.as_str()) {
+            out.push(Draft::attention(
+                "model",
+                &held.name,
+                name,
+                "unmanaged: the host holds it but no file declares it here; mark it retired=#true to retire it".to_owned(),
+            ));
+        }
+    }
+    out
+}
+
+/// `+ model M @ H`: after the installation, when the host does not exist yet.
+fn install_model(host: &str, model: &grid_spec::Model, canonical: Option<String>) -> Draft {
+    let canonical = canonical.unwrap_or_else(|| grid_spec::canonical::model(model));
+    Draft::new(
+        Op::Create,
+        "model",
+        &model.name,
+        host,
+        format!(
+            "{} inputs, {} cells",
+            model.inputs().count(),
+            model.cells().count()
+        ),
+        Action::Submit {
+            request: Request::InstallModel {
+                name: model.name.clone(),
+                model: canonical,
+            },
+        },
+    )
+    .key(format!("model:{host}:{}", model.name))
+    .after([format!("host:{host}")])
+}
+
+/// Key custody: created with the installation; rotated only when the files raise
+/// `keys generation=N`; never regenerated because a key is missing (that refuses the
+/// host instead) and never rotated backwards.
+fn keys(desired: &grid_spec::Host, observation: &HostObservation) -> Vec<Draft> {
+    let name = &observation.name;
+    let mut out = Vec::new();
+    if observation.config.is_none() {
+        return out; // `+ host` creates the custody with the installation.
+    }
+    let wanted = desired.key_generation.unwrap_or(1);
+    let manifest = match &observation.keys {
+        Keys::Held(m) => m,
+        Keys::Absent => {
+            out.push(
+                Draft::new(
+                    Op::Create,
+                    "keys",
+                    name,
+                    name,
+                    "key custody: signing, mail and TLS keys with their manifest".to_owned(),
+                    Action::CreateCustody,
+                )
+                .key(format!("keys:{name}")),
+            );
+            return out;
+        }
+        Keys::Unreadable(e) => {
+            out.push(Draft::attention(
+                "keys",
+                name,
+                name,
+                format!("key custody unreadable: {e}"),
+            ));
+            return out;
+        }
+    };
+    let current = match &observation.status {
+        HostStatus::Running(o) => o
+            .keys
+            .as_ref()
+            .map_or(manifest.generation, |k| k.generation),
+        _ => manifest.generation,
+    };
+    if wanted < current {
+        out.push(Draft::attention(
+            "keys",
+            name,
+            name,
+            format!("the files say signing generation {wanted}, the host holds {current}: generations only grow"),
+        ));
+    } else if wanted > current {
+        if matches!(observation.status, HostStatus::Running(_)) {
+            out.push(Draft::new(
+                Op::Change,
+                "keys",
+                name,
+                name,
+                format!("signing key generation {current} -> {wanted} (generation {current} kept verify-only)"),
+                Action::Submit {
+                    request: Request::RotateKeys { generation: wanted },
+                },
+            ).key(format!("rotate:{name}")));
+        } else {
+            out.push(Draft::attention(
+                "keys",
+                name,
+                name,
+                format!("signing key generation {current} -> {wanted} waits for the host to run (its owner rotates)"),
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,181 @@
+//! Membership authorities (in the operator's state), revocations, and each host's
+//! enrollment in the memberships its `member` lines name.
+
+use grid_spec::Topology;
+
+use super::{Draft, enrolled, installed};
+use crate::observe::{HostObservation, Keys, World};
+use crate::plan::{Action, MEMBERSHIP_OWNER_PREFIX, Op};
+
+fn owner(membership: &str) -> String {
+    format!("{MEMBERSHIP_OWNER_PREFIX}{membership}")
+}
+
+pub fn memberships(topology: &Topology, world: &World) -> Vec<Draft> {
+    let mut out = Vec::new();
+    for observed in &world.memberships {
+        let name = &observed.name;
+        let Some(desired) = topology.memberships.iter().find(|m| m.name == *name) else {
+            out.push(Draft::attention(
+                "membership",
+                name,
+                &owner(name),
+                "unmanaged: its authority exists in the state directory but no file declares it"
+                    .to_owned(),
+            ));
+            continue;
+        };
+        let dir = grid_engine::custody::membership::authority_dir(&world.state, name);
+        if observed.record.is_none() {
+            out.push(
+                Draft::new(
+                    Op::Create,
+                    "membership",
+                    name,
+                    &owner(name),
+                    format!("certificate authority in {}", dir.display()),
+                    Action::CreateAuthority {
+                        membership: name.clone(),
+                    },
+                )
+                .key(format!("membership:{name}")),
+            );
+        }
+        for participant in &desired.revoked {
+            let done = observed
+                .record
+                .as_ref()
+                .is_some_and(|r| r.revoked.contains(participant));
+            if !done {
+                out.push(Draft::new(
+                    Op::Retire,
+                    "participant",
+                    participant,
+                    &owner(name),
+                    format!("revoke `{participant}` in membership {name}: every certificate it holds, in a new revocation list"),
+                    Action::Revoke {
+                        membership: name.clone(),
+                        participant: participant.clone(),
+                    },
+                )
+                .key(format!("revoke:{name}:{participant}"))
+                .after([format!("membership:{name}")]));
+            }
+        }
+    }
+    out
+}
+
+pub fn enrollments(
+    topology: &Topology,
+    world: &World,
+    desired: &grid_spec::Host,
+    observation: &HostObservation,
+) -> Vec<Draft> {
+    let mut out = Vec::new();
+    let name = &observation.name;
+    // The installation and its keys come first: planned by this plan when the
+    // installation does not exist yet, or exists without custody.
+    let creating = observation.config.is_none() || observation.keys == Keys::Absent;
+    if observation.config.is_some() && observation.keys.manifest().is_none() && !creating {
+        return out; // unreadable custody: its `!` line says so
+    }
+    if observation.config.is_none() && !world.missing(name) {
+        return out; // unreadable installation
+    }
+    for m in &desired.memberships {
+        let Some(membership_spec) = topology.memberships.iter().find(|x| x.name == *m) else {
+            continue;
+        };
+        let record = world.membership(m).and_then(|o| o.record.as_ref());
+        if membership_spec.revoked.contains(name)
+            || record.is_some_and(|r| r.revoked.contains(name))
+        {
+            out.push(Draft::attention(
+                "enrollment",
+                &format!("{name} in {m}"),
+                name,
+                format!("`{name}` is revoked in {m}; its `member {m}` line no longer admits it and it is never enrolled again"),
+            ));
+            continue;
+        }
+        let held = observation
+            .enrollments
+            .get(m)
+            .and_then(|e| e.enrollment.as_ref());
+        let tls = observation.keys.manifest().map(|k| &k.tls);
+        let reason = match (held, record) {
+            _ if creating => Some("certificate for its TLS key".to_owned()),
+            (None, _) => Some("certificate for its TLS key".to_owned()),
+            (Some(e), Some(r)) if e.authority != r.fingerprint => {
+                Some("its certificate is from another authority".to_owned())
+            }
+            (Some(e), _) if Some(&e.tls) != tls => {
+                Some("its certificate names another TLS key".to_owned())
+            }
+            _ => None,
+        };
+        if let Some(reason) = reason {
+            out.push(
+                Draft::new(
+                    Op::Create,
+                    "enrollment",
+                    &format!("{name} in {m}"),
+                    name,
+                    reason,
+                    Action::Enroll {
+                        membership: m.clone(),
+                    },
+                )
+                .key(enrolled(name, m))
+                .after(installed(name))
+                .after([format!("membership:{m}")]),
+            );
+            // Enrollment copies the authority's revocation list, after this plan's
+            // revocations (which come first).
+            continue;
+        }
+        let revoking: Vec<String> = membership_spec
+            .revoked
+            .iter()
+            .filter(|p| !record.is_some_and(|r| r.revoked.contains(p)))
+            .map(|p| format!("revoke:{m}:{p}"))
+            .collect();
+        let current = observation
+            .enrollments
+            .get(m)
+            .is_some_and(|e| e.revocations_current);
+        if !revoking.is_empty() || !current {
+            out.push(revocations(name, m).after(revoking));
+        }
+    }
+    for m in &observation.custody.1 {
+        let revoked = world
+            .membership(m)
+            .and_then(|o| o.record.as_ref())
+            .is_some_and(|r| r.revoked.contains(name));
+        if !desired.memberships.contains(m) && !revoked {
+            out.push(Draft::attention(
+                "enrollment",
+                &format!("{name} in {m}"),
+                name,
+                format!("unmanaged: the files no longer list `member {m}`; nothing is revoked until a `revoke {name}` line says so"),
+            ));
+        }
+    }
+    out
+}
+
+fn revocations(host: &str, membership: &str) -> Draft {
+    Draft::new(
+        Op::Change,
+        "revocations",
+        &format!("{membership} at {host}"),
+        host,
+        "load the membership's current revocation list".to_owned(),
+        Action::DistributeRevocations {
+            membership: membership.to_owned(),
+        },
+    )
+    .key(format!("revocations:{host}:{membership}"))
+}

@@ -1,0 +1,506 @@
+//! Each kind's transitions as data: a topology and an observation in, plan lines out
+//! (`check(files, world, expect)`). No host, no socket: the diff is pure.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use grid_engine::authority::claims::{Claim, ClaimState};
+use grid_engine::authority::service::{AuthorityReply, VoterStatus};
+use grid_engine::custody::Manifest;
+use grid_engine::custody::membership::{AuthorityRecord, Enrollment};
+use grid_engine::host::config::HostConfig;
+use grid_engine::processes::api::GrantView;
+use grid_engine::protocol::{ModelState, Observation, TagState};
+use grid_spec::Topology;
+
+use crate::observe::{
+    EnrollmentView, HostObservation, HostStatus, Keys, MembershipObservation, World,
+};
+use crate::plan::from_world;
+
+const STATE: &str = "/nonexistent/grid-state";
+
+/// Two hosts sharing a membership with an authority: a model on each, a simulated
+/// tag, an encrypted Ordered route from edge-a to site-b, and a grant.
+const PLANT: &str = r#"
+grid version=1
+membership ops {
+    authority voters=1
+}
+host edge-a listen="127.0.0.1:7401" {
+    member ops
+    profiles transport authority delivery sources processes
+}
+host site-b listen="127.0.0.1:7402" {
+    member ops
+    profiles transport authority delivery processes
+}
+model boiler host=edge-a {
+    input temp_c from="tag:boiler-temp"
+    cell temp_f "temp_c * 9 / 5 + 32"
+    output temp_f route="plant/temp_f"
+}
+model alarm host=site-b {
+    input temp_f from="route:plant/temp_f"
+    cell hot "IF(temp_f > 180, 1, 0)"
+}
+tag boiler-temp host=edge-a {
+    simulate wave=sine period-s=60 min=60 max=90 seed=7
+}
+route "plant/temp_f" membership=ops class=ordered encrypted=#true {
+    publisher edge-a
+    destination site-b
+}
+grant edge-a-on-site-b issuer=site-b caller=edge-a units=100
+"#;
+
+fn topology(text: &str) -> Topology {
+    grid_spec::load_str("plant.kdl", text).expect("the fixture topology is valid")
+}
+
+/// The plan's lines without details or ids: `+ model boiler @ edge-a   (after + host
+/// edge-a; edge-a must be running)`.
+fn lines(topology: &Topology, world: &World) -> Vec<String> {
+    let plan = from_world(topology, &[PathBuf::from("plant.kdl")], world);
+    // Invariants of every plan: ids are non-empty and unique, `after` names only
+    // earlier transitions.
+    let mut seen = std::collections::HashSet::new();
+    for t in &plan.transitions {
+        assert!(!t.id.is_empty(), "{} has no id", t.title());
+        for a in &t.after {
+            assert!(
+                seen.contains(a),
+                "{} comes after {a}, not earlier",
+                t.title()
+            );
+        }
+        assert!(seen.insert(t.id.clone()), "id {} twice", t.id);
+    }
+    plan.transitions
+        .iter()
+        .map(|t| format!("{}{}", t.title(), plan.note(t)))
+        .collect()
+}
+
+fn check(topology: &Topology, world: &World, expect: &[&str]) {
+    let got = lines(topology, world);
+    assert_eq!(
+        got,
+        expect.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        "\ngot:\n{}\n",
+        got.join("\n")
+    );
+}
+
+/// Nothing exists yet: no installation, no membership authority.
+fn fresh(topology: &Topology) -> World {
+    World {
+        state: PathBuf::from(STATE),
+        hosts: topology
+            .hosts
+            .iter()
+            .map(|h| HostObservation {
+                name: h.name.clone(),
+                dir: crate::observe::host_dir(std::path::Path::new(STATE), &h.name),
+                config: None,
+                custody: (String::new(), Vec::new()),
+                status: HostStatus::Missing,
+                link: None,
+                keys: Keys::Absent,
+                enrollments: BTreeMap::new(),
+                authority: BTreeMap::new(),
+                claims: BTreeMap::new(),
+            })
+            .collect(),
+        memberships: topology
+            .memberships
+            .iter()
+            .map(|m| MembershipObservation {
+                name: m.name.clone(),
+                record: None,
+                fingerprint: "absent".to_owned(),
+            })
+            .collect(),
+    }
+}
+
+fn manifest(host: &str) -> Manifest {
+    Manifest {
+        generation: 1,
+        signing: format!("ed25519:{host}-signing"),
+        mail: format!("x25519:{host}-mail"),
+        tls: format!("ed25519:{host}-tls"),
+        retired: Vec::new(),
+    }
+}
+
+/// Every membership's authority exists, and every host is installed and enrolled,
+/// not running.
+fn installed(topology: &Topology) -> World {
+    let mut world = fresh(topology);
+    for m in &mut world.memberships {
+        m.record = Some(AuthorityRecord {
+            membership: m.name.clone(),
+            fingerprint: format!("sha256:{}", m.name),
+            next_serial: 3,
+            crl_number: 0,
+            enrolled: Vec::new(),
+            revoked: Vec::new(),
+        });
+        m.fingerprint = "f".to_owned();
+    }
+    for o in &mut world.hosts {
+        let h = topology.host(&o.name).expect("declared");
+        o.config = Some(HostConfig::from_host(h));
+        o.keys = Keys::Held(manifest(&h.name));
+        o.custody = ("digest".to_owned(), h.memberships.clone());
+        o.status = HostStatus::Unreachable {
+            reason: "not running (no control socket answers)".to_owned(),
+        };
+        for m in &h.memberships {
+            o.enrollments.insert(
+                m.clone(),
+                EnrollmentView {
+                    enrollment: Some(Enrollment {
+                        membership: m.clone(),
+                        participant: h.name.clone(),
+                        serial: 1,
+                        authority: format!("sha256:{m}"),
+                        tls: format!("ed25519:{}-tls", h.name),
+                        not_after: "2036-01-01T00:00:00Z".to_owned(),
+                    }),
+                    revocations_current: true,
+                },
+            );
+        }
+    }
+    world
+}
+
+fn empty_observation(host: &str) -> Observation {
+    Observation {
+        host: host.to_owned(),
+        keys: None,
+        models: Vec::new(),
+        unacknowledged: Vec::new(),
+        routes: Vec::new(),
+        grants: Vec::new(),
+        tags: Vec::new(),
+    }
+}
+
+fn status(host: &str, initialized: bool, voters: &[&str], learners: &[&str]) -> VoterStatus {
+    VoterStatus {
+        membership: "ops".to_owned(),
+        participant: host.to_owned(),
+        node_id: 1,
+        initialized,
+        state: if initialized { "leader" } else { "learner" }.to_owned(),
+        term: u64::from(initialized),
+        leader: None,
+        voters: voters.iter().map(|s| s.to_string()).collect(),
+        learners: learners.iter().map(|s| s.to_string()).collect(),
+        last_log_index: None,
+        last_applied: None,
+        snapshot: None,
+        purged: None,
+        vote: None,
+        snapshot_files: Vec::new(),
+        snapshots_installed: 0,
+        claims: 0,
+    }
+}
+
+/// Every host runs and holds nothing yet; the authority is not initialized.
+fn running_empty(topology: &Topology) -> World {
+    let mut world = installed(topology);
+    for o in &mut world.hosts {
+        o.status = HostStatus::Running(empty_observation(&o.name));
+        o.authority
+            .insert("ops".to_owned(), Ok(status(&o.name, false, &[], &[])));
+    }
+    world
+}
+
+/// Every host runs and holds everything the files say.
+fn running_full(topology: &Topology) -> World {
+    let mut world = installed(topology);
+    let route = |at: &str| {
+        let plan = from_world(topology, &[], &running_empty(topology));
+        let t = plan
+            .transitions
+            .iter()
+            .find(|t| t.kind == "route" && t.host == at)
+            .expect("a route line");
+        match &t.action {
+            crate::plan::Action::Submit {
+                request: grid_engine::protocol::Request::InstallRoute { route },
+            } => route.clone(),
+            other => panic!("not a route install: {other:?}"),
+        }
+    };
+    let routes: BTreeMap<&str, _> = [("edge-a", route("edge-a")), ("site-b", route("site-b"))]
+        .into_iter()
+        .collect();
+    for o in &mut world.hosts {
+        let mut observed = empty_observation(&o.name);
+        for m in topology.models.iter().filter(|m| m.host == o.name) {
+            observed.models.push(ModelState {
+                name: m.name.clone(),
+                model: grid_spec::canonical::model(m),
+                retired: false,
+                generation: 1,
+                batches: 7,
+            });
+        }
+        for t in topology.tags.iter().filter(|t| t.host == o.name) {
+            observed.tags.push(TagState {
+                name: t.name.clone(),
+                tag: grid_spec::canonical::tag(t).expect("simulated"),
+                observations: 3,
+            });
+        }
+        observed.routes.push(routes[o.name.as_str()].clone());
+        if o.name == "site-b" {
+            observed.grants.push(GrantView {
+                name: "edge-a-on-site-b".to_owned(),
+                caller: "edge-a".to_owned(),
+                allocated: 100,
+                reserved: 0,
+                consumed: 5,
+                surrendered: 0,
+                unknown: 0,
+                retired: false,
+                mailbox: None,
+                issued: Vec::new(),
+            });
+        }
+        o.status = HostStatus::Running(observed);
+        o.authority.insert(
+            "ops".to_owned(),
+            Ok(status(&o.name, true, &["edge-a"], &["site-b"])),
+        );
+    }
+    let edge = world.hosts.iter_mut().find(|h| h.name == "edge-a").unwrap();
+    edge.claims.insert(
+        "route:plant/temp_f".to_owned(),
+        Ok(AuthorityReply::Shown {
+            claim: Some(Claim {
+                name: "route:plant/temp_f".to_owned(),
+                owner: "edge-a".to_owned(),
+                epoch: 1,
+                successor: None,
+                state: ClaimState::Held,
+            }),
+            read_index: 9,
+        }),
+    );
+    world
+}
+
+#[test]
+fn a_fresh_state_plans_every_stage_with_what_each_waits_for() {
+    let t = topology(PLANT);
+    check(
+        &t,
+        &fresh(&t),
+        &[
+            "+ membership ops @ membership:ops",
+            "+ host edge-a @ edge-a",
+            "+ model boiler @ edge-a   (after + host edge-a; edge-a must be running)",
+            "+ enrollment edge-a in ops @ edge-a   (after + host edge-a, + membership ops)",
+            "+ host site-b @ site-b",
+            "+ model alarm @ site-b   (after + host site-b; site-b must be running)",
+            "+ enrollment site-b in ops @ site-b   (after + host site-b, + membership ops)",
+            "+ authority ops @ edge-a   (after + enrollment edge-a in ops; edge-a must be running)",
+            "+ learner site-b in ops @ edge-a   (after + enrollment site-b in ops, + authority ops; edge-a, site-b must be running)",
+            "+ claim route:plant/temp_f @ edge-a   (after + authority ops; edge-a must be running)",
+            "+ route plant/temp_f @ site-b   (after + claim route:plant/temp_f, + host site-b, + enrollment site-b in ops; site-b must be running)",
+            "+ route plant/temp_f @ edge-a   (after + claim route:plant/temp_f, + host site-b, + host edge-a and 2 more; edge-a must be running)",
+            "+ grant edge-a-on-site-b @ site-b   (after + host site-b, + enrollment site-b in ops, + host edge-a and 1 more; site-b must be running)",
+            "+ tag boiler-temp @ edge-a   (after + host edge-a; edge-a must be running)",
+        ],
+    );
+}
+
+#[test]
+fn requests_naming_keys_of_hosts_not_created_yet_are_completed_when_sent() {
+    let t = topology(PLANT);
+    let plan = from_world(&t, &[], &fresh(&t));
+    let route = plan
+        .transitions
+        .iter()
+        .find(|t| t.kind == "route")
+        .expect("a route line");
+    assert!(
+        matches!(route.action, crate::plan::Action::Resolve { .. }),
+        "{:?}",
+        route.action
+    );
+    let plan = from_world(&t, &[], &running_empty(&t));
+    let route = plan
+        .transitions
+        .iter()
+        .find(|t| t.kind == "route")
+        .expect("a route line");
+    assert!(matches!(route.action, crate::plan::Action::Submit { .. }));
+}
+
+#[test]
+fn installed_hosts_that_do_not_run_are_never_guessed() {
+    let t = topology(PLANT);
+    check(
+        &t,
+        &installed(&t),
+        &[
+            "! host edge-a @ edge-a",
+            "! host site-b @ site-b",
+            "! authority ops @ edge-a",
+        ],
+    );
+}
+
+#[test]
+fn running_hosts_holding_nothing_get_every_object_now() {
+    let t = topology(PLANT);
+    check(
+        &t,
+        &running_empty(&t),
+        &[
+            "+ model boiler @ edge-a",
+            "+ model alarm @ site-b",
+            "+ authority ops @ edge-a",
+            "+ learner site-b in ops @ edge-a   (after + authority ops)",
+            "+ claim route:plant/temp_f @ edge-a   (after + authority ops)",
+            "+ route plant/temp_f @ site-b   (after + claim route:plant/temp_f)",
+            "+ route plant/temp_f @ edge-a   (after + claim route:plant/temp_f, + route plant/temp_f)",
+            "+ grant edge-a-on-site-b @ site-b",
+            "+ tag boiler-temp @ edge-a",
+        ],
+    );
+}
+
+#[test]
+fn owners_holding_everything_plan_nothing() {
+    let t = topology(PLANT);
+    check(&t, &running_full(&t), &[]);
+}
+
+#[test]
+fn models_change_retire_and_unmanaged() {
+    let t = topology(PLANT);
+    let mut world = running_full(&t);
+    let edited = PLANT
+        .replace("temp_c * 9 / 5 + 32", "temp_c * 1.8 + 32")
+        .replace(
+            "model alarm host=site-b {",
+            "model alarm host=site-b retired=#true {",
+        );
+    let t2 = topology(&edited);
+    check(
+        &t2,
+        &world,
+        &["~ model boiler @ edge-a", "- model alarm @ site-b"],
+    );
+    if let HostStatus::Running(o) = &mut world.hosts[0].status {
+        o.models.push(ModelState {
+            name: "stray".to_owned(),
+            model: "model \"stray\" host=\"edge-a\" {\n}\n".to_owned(),
+            retired: false,
+            generation: 1,
+            batches: 0,
+        });
+    }
+    check(&t, &world, &["! model stray @ edge-a"]);
+}
+
+#[test]
+fn an_authority_some_voters_of_which_do_not_run_is_not_guessed() {
+    let t = topology(PLANT);
+    let mut world = running_empty(&t);
+    world.hosts[1].status = HostStatus::Unreachable {
+        reason: "not running".to_owned(),
+    };
+    world.hosts[1].authority.clear();
+    check(
+        &t,
+        &world,
+        &[
+            "+ model boiler @ edge-a",
+            "! host site-b @ site-b",
+            "! authority ops @ edge-a",
+            "+ tag boiler-temp @ edge-a",
+        ],
+    );
+}
+
+#[test]
+fn grants_raise_surrender_and_report_unknown_units() {
+    let t = topology(PLANT);
+    let world = running_full(&t);
+    check(
+        &topology(&PLANT.replace("units=100", "units=150")),
+        &world,
+        &["~ grant edge-a-on-site-b @ site-b"],
+    );
+    check(
+        &topology(&PLANT.replace("units=100", "units=50")),
+        &world,
+        &["! grant edge-a-on-site-b @ site-b"],
+    );
+    check(
+        &topology(&PLANT.replace("units=100", "units=100 retired=#true")),
+        &world,
+        &["- grant edge-a-on-site-b @ site-b"],
+    );
+}
+
+#[test]
+fn a_publishing_right_held_by_another_is_attention_not_taken() {
+    let t = topology(PLANT);
+    let mut world = running_full(&t);
+    if let Some(Ok(AuthorityReply::Shown { claim: Some(c), .. })) =
+        world.hosts[0].claims.get_mut("route:plant/temp_f")
+    {
+        c.owner = "site-b".to_owned();
+    }
+    check(&t, &world, &["! claim route:plant/temp_f @ edge-a"]);
+}
+
+#[test]
+fn tags_changed_and_without_their_profile() {
+    let t = topology(PLANT);
+    let world = running_full(&t);
+    check(
+        &topology(&PLANT.replace("seed=7", "seed=8")),
+        &world,
+        &["~ tag boiler-temp @ edge-a"],
+    );
+    let without = PLANT.replace(
+        "profiles transport authority delivery sources processes",
+        "profiles transport authority delivery processes",
+    );
+    check(
+        &topology(&without),
+        &world,
+        &["~ host edge-a @ edge-a", "! tag boiler-temp @ edge-a"],
+    );
+}
+
+#[test]
+fn memberships_revoke_and_distribute() {
+    let t = topology(&PLANT.replace(
+        "authority voters=1\n",
+        "authority voters=1\n    revoke stale-host\n",
+    ));
+    let world = running_full(&topology(PLANT));
+    check(
+        &t,
+        &world,
+        &[
+            "- participant stale-host @ membership:ops",
+            "~ revocations ops at edge-a @ edge-a   (after - participant stale-host)",
+            "~ revocations ops at site-b @ site-b   (after - participant stale-host)",
+        ],
+    );
+}

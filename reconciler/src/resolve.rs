@@ -1,0 +1,117 @@
+//! Requests completed when they are sent: a whole plan names, for hosts it creates,
+//! values that exist only after earlier transitions apply (their public keys, the
+//! membership they will share). The template holds everything the files say; the
+//! rest is read from the owners' installations at apply time (Terraform's "known
+//! after apply").
+
+use std::path::Path;
+
+use grid_engine::delivery::api::{RouteDestination, RouteInstall};
+use grid_engine::delivery::receipts::Class;
+use grid_engine::processes::api::{GrantIssue, MailboxAt};
+use grid_engine::protocol::Request;
+use serde::{Deserialize, Serialize};
+
+use crate::observe;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "template", rename_all = "kebab-case")]
+pub enum Template {
+    /// `Request::InstallRoute` at `at` (the publisher, or one destination).
+    Route {
+        name: String,
+        membership: String,
+        class: Class,
+        encrypted: bool,
+        publisher: String,
+        /// `(host, address, retired)` of each destination.
+        destinations: Vec<(String, String, bool)>,
+        at: String,
+    },
+    /// `Request::IssueGrant` at `issuer`.
+    Grant {
+        name: String,
+        issuer: String,
+        caller: String,
+        units: u64,
+        allocated_before: u64,
+        /// `(host, address)` of the mailbox.
+        mailbox: Option<(String, String)>,
+    },
+}
+
+impl Template {
+    /// The request, with the values read from the owners now.
+    pub fn resolve(&self, state: &Path) -> Result<Request, String> {
+        let keys = |host: &str| {
+            grid_engine::custody::manifest(&observe::host_dir(state, host))
+                .map_err(|e| format!("the public keys of `{host}` cannot be read: {e}"))
+        };
+        match self {
+            Template::Route {
+                name,
+                membership,
+                class,
+                encrypted,
+                publisher,
+                destinations,
+                at,
+            } => {
+                let mut install = RouteInstall {
+                    name: name.clone(),
+                    membership: membership.clone(),
+                    class: *class,
+                    encrypted: *encrypted,
+                    publisher: publisher.clone(),
+                    destinations: Vec::with_capacity(destinations.len()),
+                };
+                for (host, address, retired) in destinations {
+                    install.destinations.push(RouteDestination {
+                        host: host.clone(),
+                        address: address.clone(),
+                        retired: *retired,
+                        keys: keys(host)?,
+                    });
+                }
+                let route = if at == publisher {
+                    install
+                } else {
+                    install.for_destination(at)
+                };
+                Ok(Request::InstallRoute { route })
+            }
+            Template::Grant {
+                name,
+                issuer,
+                caller,
+                units,
+                allocated_before,
+                mailbox,
+            } => {
+                let mailbox = match mailbox {
+                    None => None,
+                    Some((host, address)) => Some(MailboxAt {
+                        host: host.clone(),
+                        address: address.clone(),
+                        membership: crate::processes::common_membership(state, &[issuer, host])
+                            .ok_or_else(|| {
+                                format!(
+                                    "`{issuer}` and mailbox `{host}` share no enrolled membership"
+                                )
+                            })?,
+                    }),
+                };
+                Ok(Request::IssueGrant {
+                    grant: GrantIssue {
+                        name: name.clone(),
+                        caller: caller.clone(),
+                        units: *units,
+                        allocated_before: *allocated_before,
+                        caller_keys: keys(caller)?,
+                        mailbox,
+                    },
+                })
+            }
+        }
+    }
+}
