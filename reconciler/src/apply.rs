@@ -109,17 +109,21 @@ impl Report {
                 .iter()
                 .filter(|a| a.status == Status::Waiting)
                 .count();
+            let max = grid_spec::limits::PLAN_HOSTS_SHOWN_MAX;
+            let names: Vec<String> = self.start.iter().map(|(h, _)| h.clone()).collect();
             out.push_str(&format!(
-                "{waiting} transition(s) wait for {} to run. Start them, then reconcile again:\n  gridd{}\nor run the whole topology with `gridctl up FILES`.\n",
+                "{waiting} transition(s) wait for {} to run. Start them, then reconcile again:\n  gridd{}{}\nor run the whole topology with `gridctl up FILES`.\n",
+                crate::plan::shown(&names, max),
                 self.start
                     .iter()
-                    .map(|(h, _)| h.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                self.start
-                    .iter()
+                    .take(max)
                     .map(|(_, d)| format!(" --dir {}", d.display()))
-                    .collect::<String>()
+                    .collect::<String>(),
+                if self.start.len() > max {
+                    format!(" … ({} hosts in all: --json lists them)", self.start.len())
+                } else {
+                    String::new()
+                }
             ));
         }
         out

@@ -36,3 +36,24 @@ pub fn model(before: &str, after: &str) -> Vec<Change> {
     let _ = (before, after);
     Vec::new()
 }
+
+pub fn tag(before: &str, after: &str) -> Vec<Change> {
+    let _ = (before, after);
+    Vec::new()
+}
+
+pub fn host_config(
+    before: &grid_engine::host::config::HostConfig,
+    after: &grid_engine::host::config::HostConfig,
+) -> Vec<Change> {
+    let _ = (before, after);
+    Vec::new()
+}
+
+pub fn route(
+    before: &grid_engine::delivery::api::RouteInstall,
+    after: &grid_engine::delivery::api::RouteInstall,
+) -> Vec<Change> {
+    let _ = (before, after);
+    Vec::new()
+}

@@ -180,6 +180,16 @@ pub struct Transition {
 }
 
 impl Transition {
+    /// `+ host edge-a`, `+ route plant/temp_f @ site-b`: the title without an owner
+    /// its name already says.
+    pub fn short(&self) -> String {
+        if self.name.contains(&self.host) || self.host.starts_with(MEMBERSHIP_OWNER_PREFIX) {
+            format!("{} {} {}", self.op.symbol(), self.kind, self.name)
+        } else {
+            self.title()
+        }
+    }
+
     /// `+ model boiler @ edge-a`.
     pub fn title(&self) -> String {
         format!(
@@ -266,39 +276,58 @@ impl Plan {
         hosts
     }
 
-    /// The `(after + host edge-a; edge-a must be running)` note of a line.
-    pub fn note(&self, t: &Transition) -> String {
-        let mut parts = Vec::new();
-        if !t.after.is_empty() {
-            let titles: Vec<String> = t
-                .after
-                .iter()
-                .take(grid_spec::limits::PLAN_AFTER_SHOWN_MAX)
-                .map(|id| {
-                    self.transitions.iter().find(|d| d.id == *id).map_or_else(
-                        || id.clone(),
-                        |d| format!("{} {} {}", d.op.symbol(), d.kind, d.name),
-                    )
-                })
-                .collect();
-            let more = t
-                .after
-                .len()
-                .saturating_sub(grid_spec::limits::PLAN_AFTER_SHOWN_MAX);
-            let mut text = format!("after {}", titles.join(", "));
-            if more > 0 {
-                let _ = write!(text, " and {more} more");
-            }
-            parts.push(text);
-        }
-        if let Some(wait) = &t.waits_for {
-            parts.push(wait.describe());
-        }
-        if parts.is_empty() {
-            String::new()
-        } else {
-            format!("   ({})", parts.join("; "))
-        }
+    /// The `(after + host edge-a; edge-a must be running)` note of each line, in
+    /// order. A transition named through another one it comes after is left out
+    /// (`+ route … (after + claim …)`, not also the claim's own `after`).
+    pub fn notes(&self) -> Vec<String> {
+        let index: std::collections::HashMap<&str, &Transition> = self
+            .transitions
+            .iter()
+            .map(|t| (t.id.as_str(), t))
+            .collect();
+        self.transitions
+            .iter()
+            .map(|t| {
+                let implied: std::collections::HashSet<&str> = t
+                    .after
+                    .iter()
+                    .filter_map(|id| index.get(id.as_str()))
+                    .flat_map(|o| o.after.iter().map(String::as_str))
+                    .collect();
+                let direct: Vec<&String> = t
+                    .after
+                    .iter()
+                    .filter(|id| !implied.contains(id.as_str()))
+                    .collect();
+                let mut parts = Vec::new();
+                if !direct.is_empty() {
+                    let shown = grid_spec::limits::PLAN_AFTER_SHOWN_MAX;
+                    let titles: Vec<String> = direct
+                        .iter()
+                        .take(shown)
+                        .map(|id| {
+                            index
+                                .get(id.as_str())
+                                .map_or_else(|| (*id).clone(), |d| d.short())
+                        })
+                        .collect();
+                    let mut text = format!("after {}", titles.join(", "));
+                    let more = direct.len().saturating_sub(shown);
+                    if more > 0 {
+                        let _ = write!(text, " and {more} more");
+                    }
+                    parts.push(text);
+                }
+                if let Some(wait) = &t.waits_for {
+                    parts.push(wait.describe());
+                }
+                if parts.is_empty() {
+                    String::new()
+                } else {
+                    format!("   ({})", parts.join("; "))
+                }
+            })
+            .collect()
     }
 
     pub fn render(&self) -> String {
@@ -307,7 +336,7 @@ impl Plan {
 
     pub fn render_with(&self, paint: &crate::changes::Paint) -> String {
         let mut out = String::new();
-        for t in &self.transitions {
+        for (t, note) in self.transitions.iter().zip(self.notes()) {
             let mut lines = t.detail.lines();
             let first = lines.next().unwrap_or_default();
             let _ = write!(
@@ -321,7 +350,7 @@ impl Plan {
             if !first.is_empty() {
                 let _ = write!(out, ": {first}");
             }
-            let _ = writeln!(out, "{}", self.note(t));
+            let _ = writeln!(out, "{note}");
             for line in lines {
                 let _ = writeln!(out, "    {line}");
             }
@@ -346,7 +375,10 @@ impl Plan {
                 if hosts.is_empty() {
                     String::new()
                 } else {
-                    format!(" for {} to run", hosts.join(", "))
+                    format!(
+                        " for {} to run",
+                        shown(&hosts, grid_spec::limits::PLAN_HOSTS_SHOWN_MAX)
+                    )
                 }
             );
         }
@@ -377,6 +409,20 @@ impl Plan {
             "waiting": self.waiting().len(),
         })
     }
+}
+
+/// `a, b, c and 9 more`: at most `max` names.
+pub fn shown(names: &[String], max: usize) -> String {
+    let mut text = names
+        .iter()
+        .take(max)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > max {
+        let _ = write!(text, " and {} more", names.len() - max);
+    }
+    text
 }
 
 /// The line-level difference of two canonical texts, for `~` details.

@@ -5,8 +5,10 @@
 //! plan version=1 state="grid-state" fingerprint="…" {
 //!     file "topology.kdl"
 //!     observed "edge-a" fingerprint="…"
-//!     transition "+" kind="model" name="boiler" host="edge-a" id="plan-…" detail="…" {
+//!     transition "+" kind="model" name="boiler" host="edge-a" id="plan-…" detail="…" \
+//!             after="plan-…-1" waits-for="host-not-running" waits-for-hosts="edge-a" {
 //!         submit "{…request JSON…}"
+//!         change "ceiling" before="128" after="200"
 //!     }
 //! }
 //! ```

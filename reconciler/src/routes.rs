@@ -21,10 +21,52 @@ use crate::observe::{self, HostStatus, World};
 use crate::plan::{Action, Op};
 use crate::resolve::Template;
 
-/// The route as the files describe it, at `at`: with each destination's public keys
-/// when every destination's custody holds them, else a template completed when it
-/// is sent (the keys of hosts this plan creates).
-fn install_at(route: &grid_spec::Route, topology: &Topology, world: &World, at: &str) -> Action {
+/// The route as the files describe it at the host `at`, from its definition at the
+/// publisher ([`install`]).
+fn install_at(whole: &Action, at: &str) -> Action {
+    match whole {
+        Action::Submit {
+            request: Request::InstallRoute { route },
+        } if route.publisher != at => Action::Submit {
+            request: Request::InstallRoute {
+                route: route.for_destination(at),
+            },
+        },
+        Action::Resolve {
+            template:
+                Template::Route {
+                    name,
+                    membership,
+                    class,
+                    encrypted,
+                    publisher,
+                    destinations,
+                    ..
+                },
+        } => Action::Resolve {
+            template: Template::Route {
+                name: name.clone(),
+                membership: membership.clone(),
+                class: *class,
+                encrypted: *encrypted,
+                publisher: publisher.clone(),
+                destinations: if publisher == at {
+                    destinations.clone()
+                } else {
+                    destinations.iter().filter(|d| d.0 == at).cloned().collect()
+                },
+                at: at.to_owned(),
+            },
+        },
+        other => other.clone(),
+    }
+}
+
+/// The route as the files describe it at its publisher: with each destination's
+/// public keys when every destination's custody holds them, else a template
+/// completed when it is sent (the keys of hosts this plan creates).
+fn install(route: &grid_spec::Route, topology: &Topology, world: &World) -> Action {
+    let at = route.publisher.as_str();
     let mut destinations = Vec::with_capacity(route.destinations.len());
     let mut known = true;
     for d in &route.destinations {
@@ -235,9 +277,10 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
         }
         // Destinations first: they must know the route before values arrive.
         let mut destination_keys = Vec::new();
+        let whole = install(route, topology, world);
         for host in hosts.iter().skip(1).chain(hosts.first()) {
             let publisher = *host == route.publisher;
-            let action = install_at(route, topology, world, host);
+            let action = install_at(&whole, host);
             let held = world
                 .running(host)
                 .and_then(|o| o.routes.iter().find(|r| r.name == route.name));
@@ -262,14 +305,23 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
                     Action::Submit {
                         request: Request::InstallRoute { route: here },
                     },
-                ) if held != here => Draft::new(
-                    Op::Change,
-                    "route",
-                    &route.name,
-                    host,
-                    difference(held, here),
-                    action.clone(),
-                ),
+                ) if held != here => {
+                    let changes = crate::changes::route(held, here);
+                    let detail = if changes.is_empty() {
+                        difference(held, here)
+                    } else {
+                        String::new()
+                    };
+                    Draft::new(
+                        Op::Change,
+                        "route",
+                        &route.name,
+                        host,
+                        detail,
+                        action.clone(),
+                    )
+                    .changes(changes)
+                }
                 (Some(_), Action::Submit { .. }) => continue,
                 (Some(_), _) => Draft::new(
                     Op::Change,
@@ -284,11 +336,13 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
             let mut draft = draft
                 .key(key.clone())
                 .after(claim_key.clone())
-                .after(route.destinations.iter().flat_map(|d| installed(&d.host)))
                 .after(installed(host))
                 .after([enrolled(host, &route.membership)]);
             if publisher {
-                draft = draft.after(destination_keys.clone());
+                // The publisher's definition names every destination's keys.
+                draft = draft
+                    .after(route.destinations.iter().flat_map(|d| installed(&d.host)))
+                    .after(destination_keys.clone());
             } else {
                 destination_keys.push(key);
             }

@@ -80,13 +80,19 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
         };
         match observed.tags.iter().find(|t| t.name == tag.name) {
             None => out.push(create()),
-            Some(held) if held.tag != canonical => out.push(line(
-                Op::Change,
-                &tag.name,
-                &tag.host,
-                crate::plan::diff(&held.tag, &canonical),
-                install,
-            )),
+            Some(held) if held.tag != canonical => {
+                let changes = crate::changes::tag(&held.tag, &canonical);
+                let detail = if changes.is_empty() {
+                    crate::plan::diff(&held.tag, &canonical)
+                } else {
+                    String::new()
+                };
+                out.push(
+                    line(Op::Change, &tag.name, &tag.host, detail, install)
+                        .key(format!("tag:{}:{}", tag.host, tag.name))
+                        .changes(changes),
+                );
+            }
             Some(_) => {}
         }
     }

@@ -86,3 +86,7 @@ pub const PLAN_OBSERVERS_MAX: usize = 16;
 /// The most transitions a plan line names in its `(after …)` note; the rest are
 /// counted (`and 1,021 more`).
 pub const PLAN_AFTER_SHOWN_MAX: usize = 3;
+
+/// The most hosts a plan's or reconcile's footer names (`wait for a, b, … and 9 more
+/// to run`); `--json` lists them all.
+pub const PLAN_HOSTS_SHOWN_MAX: usize = 8;

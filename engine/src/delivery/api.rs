@@ -55,13 +55,17 @@ impl RouteInstall {
     /// (it needs no other destination's keys).
     pub fn for_destination(&self, host: &str) -> RouteInstall {
         RouteInstall {
+            name: self.name.clone(),
+            membership: self.membership.clone(),
+            class: self.class,
+            encrypted: self.encrypted,
+            publisher: self.publisher.clone(),
             destinations: self
                 .destinations
                 .iter()
                 .filter(|d| d.host == host)
                 .cloned()
                 .collect(),
-            ..self.clone()
         }
     }
 

@@ -96,14 +96,20 @@ pub enum Outcome {
     Failed,
     Unknown,
     Refused,
+    /// `reconcile` applied what it could; some transitions wait for hosts to run.
+    Waiting,
+    /// `reconcile` applied everything; lines needing attention remain.
+    Attention,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 4] = [
+    pub const ALL: [Outcome; 6] = [
         Outcome::Succeeded,
         Outcome::Failed,
         Outcome::Unknown,
         Outcome::Refused,
+        Outcome::Waiting,
+        Outcome::Attention,
     ];
 
     pub fn name(self) -> &'static str {
@@ -112,6 +118,8 @@ impl Outcome {
             Outcome::Failed => "failed",
             Outcome::Unknown => "unknown",
             Outcome::Refused => "refused",
+            Outcome::Waiting => "waiting",
+            Outcome::Attention => "attention",
         }
     }
 
@@ -122,6 +130,8 @@ impl Outcome {
             Outcome::Failed => 1,
             Outcome::Unknown => 3,
             Outcome::Refused => 4,
+            Outcome::Waiting => 5,
+            Outcome::Attention => 6,
         }
     }
 

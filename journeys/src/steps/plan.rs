@@ -1,11 +1,12 @@
 //! `plan [out="NAME"] [expect-transitions=N] [expect-create=N] [expect-change=N]
-//! [expect-retire=N] [expect-attention=N] [expect-mention="TEXT"]` and
+//! [expect-retire=N] [expect-attention=N] [expect-waiting=N] [expect-mention="TEXT"]` and
 //! `expect-plan-empty` — `gridctl plan --json` of the current topology.
 //!
 //! `out` saves the plan for a later `reconcile plan="NAME"`. The counts compare with the
 //! plan's transitions (all of them, or those with op `+`, `~`, `-`, `!`);
 //! `expect-mention` requires some transition's line (op, kind, name, host, detail) to
-//! contain TEXT. Inside `expect-refused`, `plan` must exit non-zero (invalid files).
+//! contain TEXT; `expect-waiting` counts the transitions that wait for something
+//! outside the plan (a host to run), directly or through one they come after. Inside `expect-refused`, `plan` must exit non-zero (invalid files).
 
 use std::ffi::OsString;
 
@@ -31,6 +32,7 @@ struct Plan {
     /// Expected count per op, in the order of [`OPS`].
     per_op: [Option<u64>; 4],
     mention: Option<String>,
+    waiting: Option<u64>,
     refused: bool,
 }
 
@@ -45,6 +47,7 @@ pub fn parse_plan(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         *slot = node.count(key)?;
     }
     let mention = node.string("expect-mention")?;
+    let waiting = node.count("expect-waiting")?;
     let refused = node.expects_refusal();
     if refused && (out.is_some() || total.is_some() || per_op.iter().any(Option::is_some)) {
         return Err(node.error("a refused `plan` has no transitions to save or count"));
@@ -54,6 +57,7 @@ pub fn parse_plan(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         total,
         per_op,
         mention,
+        waiting,
         refused,
     }))
 }
@@ -64,6 +68,7 @@ pub fn parse_expect_plan_empty(_node: &mut Node<'_>) -> Result<Box<dyn Step>, Pa
         total: Some(0),
         per_op: [None; 4],
         mention: None,
+        waiting: None,
         refused: false,
     }))
 }
@@ -171,6 +176,17 @@ impl Step for Plan {
                 return Err(Failure::new(
                     format!("{expected} `{op}` transition(s) ({key})"),
                     format!("{observed} `{op}`:\n{listing}"),
+                ));
+            }
+        }
+        if let Some(expected) = self.waiting {
+            let observed = serde_json::from_str::<Value>(output.stdout.trim())
+                .ok()
+                .and_then(|j| j["waiting"].as_u64());
+            if observed != Some(expected) {
+                return Err(Failure::new(
+                    format!("{expected} waiting transition(s) (expect-waiting)"),
+                    format!("{observed:?} waiting:\n{listing}"),
                 ));
             }
         }

@@ -78,13 +78,16 @@ pub fn transitions(
             return out;
         }
         (Some(found), _) if *found != config => {
-            let before = found.to_toml();
-            let after = config.to_toml();
-            let mut detail = diff(&before, &after);
+            let changes = crate::changes::host_config(found, &config);
+            let mut detail = if changes.is_empty() {
+                diff(&found.to_toml(), &config.to_toml())
+            } else {
+                String::new()
+            };
             if matches!(observation.status, HostStatus::Running(_)) {
                 detail.push_str("\n(takes effect when gridd restarts)");
             }
-            out.push(write(Op::Change, detail));
+            out.push(write(Op::Change, detail.trim_start().to_owned()).changes(changes));
             false
         }
         _ => false,
