@@ -109,11 +109,22 @@ pub struct World {
     /// The topology's hosts in file order, then installations no file declares.
     pub hosts: Vec<HostObservation>,
     pub memberships: Vec<MembershipObservation>,
+    /// Host name → index in `hosts`, built on first use (a plan of many objects asks
+    /// for hosts by name often).
+    #[serde(skip)]
+    pub index: std::sync::OnceLock<std::collections::HashMap<String, usize>>,
 }
 
 impl World {
     pub fn host(&self, name: &str) -> Option<&HostObservation> {
-        self.hosts.iter().find(|h| h.name == name)
+        let index = self.index.get_or_init(|| {
+            self.hosts
+                .iter()
+                .enumerate()
+                .map(|(i, h)| (h.name.clone(), i))
+                .collect()
+        });
+        index.get(name).map(|&i| &self.hosts[i])
     }
 
     pub fn membership(&self, name: &str) -> Option<&MembershipObservation> {
@@ -169,6 +180,7 @@ pub fn observe(topology: &Topology, state: &Path) -> World {
         state: state.to_owned(),
         hosts,
         memberships,
+        index: std::sync::OnceLock::new(),
     }
 }
 

@@ -28,6 +28,17 @@ fn gridctl(dir: &Path, args: &[&str]) -> (bool, String) {
     (output.status.success(), text)
 }
 
+/// `gridctl reconcile t.kdl`'s exit code.
+fn reconcile_code(dir: &Path) -> Option<i32> {
+    Command::new(env!("CARGO_BIN_EXE_gridctl"))
+        .current_dir(dir)
+        .args(["reconcile", "t.kdl"])
+        .output()
+        .unwrap()
+        .status
+        .code()
+}
+
 fn plan_counts(dir: &Path) -> serde_json::Value {
     let (ok, text) = gridctl(dir, &["plan", "t.kdl", "--json"]);
     assert!(ok, "{text}");
@@ -69,10 +80,9 @@ fn enrollment_and_revocation_verify_with_openssl() {
         )
     };
     std::fs::write(dir.join("t.kdl"), topology("")).unwrap();
-    // Authorities and installations first, then enrollments (they need the keys).
-    assert_eq!(plan_counts(&dir)["+"], 4);
-    assert!(gridctl(&dir, &["reconcile", "t.kdl"]).0);
-    assert_eq!(plan_counts(&dir)["+"], 3);
+    // The whole plan: authorities and installations, then the enrollments after them
+    // (they need the keys), applied in one reconcile.
+    assert_eq!(plan_counts(&dir)["+"], 7);
     let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]);
     assert!(ok, "{text}");
     let counts = plan_counts(&dir);
@@ -124,9 +134,10 @@ fn enrollment_and_revocation_verify_with_openssl() {
         vec![("ops".into(), "b".into()), ("other".into(), "b".into())]
     );
 
-    // Reconciling again issues nothing new.
+    // Reconciling again issues nothing new (the hosts do not run: their `!` lines
+    // remain, exit 6).
     let serial_before = std::fs::read(dir.join(a)).unwrap();
-    assert!(gridctl(&dir, &["reconcile", "t.kdl"]).0);
+    assert_eq!(reconcile_code(&dir), Some(6));
     assert_eq!(
         std::fs::read(dir.join(a)).unwrap(),
         serial_before,
@@ -138,8 +149,8 @@ fn enrollment_and_revocation_verify_with_openssl() {
     let counts = plan_counts(&dir);
     assert_eq!(counts["-"], 1);
     assert_eq!(counts["~"], 1, "b loads the new revocation list");
-    let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]);
-    assert!(ok, "{text}");
+    // Applied; a's revoked enrollment and the stopped hosts stay `!` lines (exit 6).
+    assert_eq!(reconcile_code(&dir), Some(6));
     let crl = "grid-state/hosts/b/memberships/ops/crl.pem";
     let refused = verify(&dir, ops_ca, a, Some(crl)).unwrap_err();
     assert!(refused.contains("certificate revoked"), "{refused}");
@@ -174,8 +185,8 @@ fn answers_signed_before_revocation_and_rotation_still_verify() {
         )
     };
     std::fs::write(dir.join("t.kdl"), topology("membership ops", "")).unwrap();
-    assert!(gridctl(&dir, &["reconcile", "t.kdl"]).0);
-    assert!(gridctl(&dir, &["reconcile", "t.kdl"]).0);
+    // Installation, keys and certificate; the model waits for s to run (exit 5).
+    assert_eq!(reconcile_code(&dir), Some(5));
     let host_dir = dir.join("grid-state/hosts/s");
     let mut host = Command::new(common::gridd())
         .arg("--dir")
@@ -200,7 +211,8 @@ fn answers_signed_before_revocation_and_rotation_still_verify() {
         topology("membership ops { revoke s; }", ""),
     )
     .unwrap();
-    assert!(gridctl(&dir, &["reconcile", "t.kdl"]).0);
+    // Applied; `s`'s revoked enrollment stays a `!` line (exit 6).
+    assert_eq!(reconcile_code(&dir), Some(6));
     assert_eq!(verified("b1"), Some(1));
 
     // Rotated to generation 2: b1 verifies with the retired key, b2 with the new one.
@@ -209,8 +221,7 @@ fn answers_signed_before_revocation_and_rotation_still_verify() {
         topology("membership ops { revoke s; }", "keys generation=2;"),
     )
     .unwrap();
-    let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]);
-    assert!(ok, "{text}");
+    assert_eq!(reconcile_code(&dir), Some(6)); // rotated; s's revoked enrollment stays `!`
     assert_eq!(verified("b1"), Some(1));
     assert!(gridctl(&dir, &["input", "counter", "n=4", "--op", "b2"]).0);
     assert_eq!(verified("b2"), Some(2));

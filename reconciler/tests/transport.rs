@@ -154,8 +154,7 @@ fn mutual_tls_admits_participants_and_refuses_everyone_else() {
         hosts: Vec::new(),
     };
     std::fs::write(work.dir.join("t.kdl"), topology("")).unwrap();
-    work.gridctl(&["reconcile", "t.kdl"]); // authorities and installations
-    work.gridctl(&["reconcile", "t.kdl"]); // enrollments
+    work.gridctl(&["reconcile", "t.kdl"]); // authorities, installations, enrollments
 
     // Selecting transport with no membership certificate refuses, naming why.
     let refused = work.start(&work.host_dir("d")).unwrap_err();
@@ -271,7 +270,14 @@ fn mutual_tls_admits_participants_and_refuses_everyone_else() {
 
     // Revoke b: reconcile distributes the list; the running host a reloads it.
     std::fs::write(work.dir.join("t.kdl"), topology("revoke b;")).unwrap();
-    work.gridctl(&["reconcile", "t.kdl"]);
+    // Applied; `!` lines remain (b's revoked enrollment, hosts not running): exit 6.
+    let output = work.run_gridctl(&["reconcile", "t.kdl"]);
+    assert_eq!(
+        output.status.code(),
+        Some(6),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
     let revoked = work
         .observe_a(&["--cert", b_cert, "--key", &b_key])
         .unwrap_err();
@@ -341,8 +347,7 @@ fn wire_observation_matches_an_independent_count() {
          host plain listen=\"127.0.0.1:7663\" { member ops; profiles wire-observation; }\n",
     )
     .unwrap();
-    work.gridctl(&["reconcile", "t.kdl"]);
-    work.gridctl(&["reconcile", "t.kdl"]);
+    work.gridctl(&["reconcile", "t.kdl"]); // authorities, installations, enrollments
     let refused = work.start(&work.host_dir("plain")).unwrap_err();
     assert!(
         refused.contains("needs the `transport` profile"),

@@ -122,6 +122,7 @@ fn fresh(topology: &Topology) -> World {
                 fingerprint: "absent".to_owned(),
             })
             .collect(),
+        index: std::sync::OnceLock::new(),
     }
 }
 
