@@ -50,6 +50,10 @@ pub struct HostConfig {
     pub listen: String,
     #[serde(default)]
     pub profiles: Vec<String>,
+    /// `metrics=` of the host: the loopback IP:PORT gridd serves Prometheus text on
+    /// (`GET /metrics`); absent when the topology declares none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<String>,
     /// Delivery capacity of the routes this host publishes (profile `delivery`);
     /// unset values are the engine's defaults.
     #[serde(default, skip_serializing_if = "CapacityConfig::is_default")]
@@ -82,6 +86,7 @@ impl HostConfig {
             name: host.name.clone(),
             listen: host.listen.to_string(),
             profiles: host.profiles.iter().map(|p| p.name().to_owned()).collect(),
+            metrics: host.metrics.map(|m| m.to_string()),
             capacity: CapacityConfig {
                 ordered_per_destination: host.capacity.ordered_per_destination,
                 ordered_per_host: host.capacity.ordered_per_host,
@@ -139,5 +144,31 @@ impl HostConfig {
 
     pub fn selects(&self, profile: Profile) -> bool {
         self.profiles.iter().any(|p| p == profile.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_is_written_only_when_declared() {
+        let mut config = HostConfig {
+            name: "solo".to_owned(),
+            listen: "127.0.0.1:7600".to_owned(),
+            profiles: Vec::new(),
+            metrics: None,
+            capacity: CapacityConfig::default(),
+        };
+        let text = config.to_toml();
+        assert_eq!(
+            text,
+            "name = \"solo\"\nlisten = \"127.0.0.1:7600\"\nprofiles = []\n"
+        );
+        assert_eq!(HostConfig::from_toml(&text), Ok(config.clone()));
+        config.metrics = Some("127.0.0.1:9600".to_owned());
+        let text = config.to_toml();
+        assert!(text.contains("metrics = \"127.0.0.1:9600\"\n"), "{text}");
+        assert_eq!(HostConfig::from_toml(&text), Ok(config));
     }
 }

@@ -9,6 +9,7 @@ pub mod delivery;
 pub mod host;
 pub mod journal;
 pub mod limits;
+pub mod metrics;
 pub mod model;
 pub mod processes;
 pub mod protocol;

@@ -126,6 +126,20 @@ impl Request {
             Request::SurrenderGrant { name } => format!("surrender grant {name}"),
         }
     }
+
+    /// The request's kind as logs and metrics name it, e.g. `install-model`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Request::InstallModel { .. } => "install-model",
+            Request::InstallTag { .. } => "install-tag",
+            Request::RetireModel { .. } => "retire-model",
+            Request::RotateKeys { .. } => "rotate-keys",
+            Request::Input { .. } => "input",
+            Request::InstallRoute { .. } => "install-route",
+            Request::IssueGrant { .. } => "issue-grant",
+            Request::SurrenderGrant { .. } => "surrender-grant",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,6 +147,16 @@ impl Request {
 pub enum Outcome {
     Succeeded,
     Failed,
+}
+
+impl Outcome {
+    /// `succeeded` or `failed`, as logs and metrics name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+        }
+    }
 }
 
 /// The original answer of one operation.

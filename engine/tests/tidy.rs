@@ -19,7 +19,14 @@ use std::path::{Path, PathBuf};
 const FILE_LINES_LIMIT: usize = 1_000;
 
 /// Modules every capability may use and that use no capability.
-const GROUND_FLOOR: [&str; 5] = ["store", "transport", "custody", "config", "limits"];
+const GROUND_FLOOR: [&str; 6] = [
+    "store",
+    "transport",
+    "custody",
+    "config",
+    "limits",
+    "metrics",
+];
 
 /// The only files that may define `*_MAX` / `*_MIN` constants.
 const LIMITS_FILES: [&str; 4] = [

@@ -123,6 +123,8 @@ pub struct Host {
     pub key_generation: Option<u32>,
     /// `capacity …`: delivery capacity of the routes this host publishes.
     pub capacity: DeliveryCapacity,
+    /// `metrics="IP:PORT"`: where gridd serves Prometheus text; loopback only.
+    pub metrics: Option<SocketAddr>,
     pub retired: bool,
     pub origin: Origin,
 }

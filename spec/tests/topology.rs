@@ -21,9 +21,13 @@ fn describe(path: &Path, text: &str) -> String {
             let mut out = String::from("valid\n");
             for h in &topology.hosts {
                 let profiles: Vec<&str> = h.profiles.iter().map(|p| p.name()).collect();
+                let metrics = h
+                    .metrics
+                    .map(|m| format!(" metrics={m}"))
+                    .unwrap_or_default();
                 writeln!(
                     out,
-                    "host {} {} members={:?} profiles={profiles:?}",
+                    "host {} {} members={:?} profiles={profiles:?}{metrics}",
                     h.name, h.listen, h.memberships
                 )
                 .unwrap();

@@ -58,8 +58,7 @@ impl LogStore {
                 while let Ok(first) = pending.recv() {
                     let mut waiting = vec![first];
                     waiting.extend(pending.try_iter());
-                    let result = flushing
-                        .persist(PersistMode::SyncAll)
+                    let result = crate::metrics::fsync(|| flushing.persist(PersistMode::SyncAll))
                         .map_err(|e| std::io::Error::other(e.to_string()));
                     for callback in waiting {
                         callback.log_io_completed(
@@ -96,9 +95,7 @@ impl LogStore {
     }
 
     fn sync(&self) -> Result<(), StorageError> {
-        self.database
-            .persist(PersistMode::SyncAll)
-            .map_err(write_err)
+        crate::metrics::fsync(|| self.database.persist(PersistMode::SyncAll)).map_err(write_err)
     }
 
     /// Removes every entry with an index in `from..=to`.

@@ -6,13 +6,15 @@
 //! cannot start stops them all.
 //!
 //! The only place besides `gridctl` that touches process state: it sets `umask 077`,
-//! raises its open-file limit to the hard limit, and reads `GRID_FAILPOINTS` (see
-//! `grid_engine::store::failpoints`).
+//! raises its open-file limit to the hard limit, reads `GRID_FAILPOINTS` (see
+//! `grid_engine::store::failpoints`), installs the log subscriber (`RUST_LOG`,
+//! `--log-format`; see `docs/observability.md`) and logs its shutdown on SIGTERM or
+//! SIGINT before ending as that signal would.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use grid_engine::limits::HOSTS_PER_PROCESS_MAX;
 use grid_engine::root::{socket, start};
 use grid_engine::store::Failpoints;
@@ -28,6 +30,71 @@ struct Cli {
     /// Repeat to run several hosts in this process.
     #[arg(long, value_name = "DIR", required = true)]
     dir: Vec<PathBuf>,
+    /// How log events are written to stderr: `text` (one line each) or `json` (one
+    /// JSON object per line). `RUST_LOG` selects them (default `info`).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Installs the log subscriber: `RUST_LOG` (an `EnvFilter`) or else `info` (openraft's
+/// own events from `warn`), written to stderr.
+fn init_logs(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(directives) if !directives.trim().is_empty() => {
+            EnvFilter::builder().parse(&directives).unwrap_or_else(|e| {
+                eprintln!("gridd: RUST_LOG: {e}; logging at `info`");
+                EnvFilter::new(DEFAULT_LOG_FILTER)
+            })
+        }
+        _ => EnvFilter::new(DEFAULT_LOG_FILTER),
+    };
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
+}
+
+/// The log filter when `RUST_LOG` is not set.
+const DEFAULT_LOG_FILTER: &str = "info,openraft=warn";
+
+/// Why gridd cannot go on: one plain line on stderr in the text format (as before
+/// logs existed), one JSON event in the json format.
+fn fail(format: LogFormat, message: &dyn std::fmt::Display) {
+    match format {
+        LogFormat::Text => eprintln!("{message}"),
+        LogFormat::Json => tracing::error!(reason = %message, "gridd stopped"),
+    }
+}
+
+/// Logs the shutdown when SIGTERM or SIGINT arrives, then ends the process as that
+/// signal would have (its exit status unchanged for whoever started gridd).
+fn log_shutdown() -> std::io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])?;
+    std::thread::Builder::new()
+        .name("signals".to_owned())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                let name = if signal == SIGTERM {
+                    "SIGTERM"
+                } else {
+                    "SIGINT"
+                };
+                tracing::info!(signal = name, "shutdown");
+                let _ = signal_hook::low_level::emulate_default_handler(signal);
+            }
+        })?;
+    Ok(())
 }
 
 /// Raises the soft limit of open files to the hard limit: packed hosts each hold a
@@ -54,10 +121,15 @@ fn main() -> ExitCode {
     }
     raise_open_files();
     let cli = Cli::parse();
+    let format = cli.log_format;
+    init_logs(format);
     if cli.dir.len() > HOSTS_PER_PROCESS_MAX {
-        eprintln!(
-            "gridd: {} hosts given; one process runs at most HOSTS_PER_PROCESS_MAX ({HOSTS_PER_PROCESS_MAX})",
-            cli.dir.len()
+        fail(
+            format,
+            &format!(
+                "gridd: {} hosts given; one process runs at most HOSTS_PER_PROCESS_MAX ({HOSTS_PER_PROCESS_MAX})",
+                cli.dir.len()
+            ),
         );
         return ExitCode::FAILURE;
     }
@@ -65,12 +137,16 @@ fn main() -> ExitCode {
         Ok(spec) => match Failpoints::parse(&spec) {
             Ok(f) => f,
             Err(e) => {
-                eprintln!("gridd: GRID_FAILPOINTS: {e}");
+                fail(format, &format!("gridd: GRID_FAILPOINTS: {e}"));
                 return ExitCode::FAILURE;
             }
         },
         Err(_) => Failpoints::default(),
     };
+    if let Err(e) = log_shutdown() {
+        fail(format, &format!("gridd: cannot watch for signals: {e}"));
+        return ExitCode::FAILURE;
+    }
     // One runtime for every host's transport, authorities and delivery.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -80,7 +156,7 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("gridd: cannot start its runtime: {e}");
+            fail(format, &format!("gridd: cannot start its runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -97,7 +173,7 @@ fn main() -> ExitCode {
                     let s = match start(dir, &failpoints, &runtime) {
                         Ok(s) => s,
                         Err(e) => {
-                            eprintln!("{e}");
+                            fail(format, &e);
                             std::process::exit(1);
                         }
                     };
@@ -105,12 +181,15 @@ fn main() -> ExitCode {
                         .name("control".to_owned())
                         .spawn(move || {
                             if let Err(e) = socket::serve(s) {
-                                eprintln!("gridd: {e}");
+                                fail(format, &format!("gridd: {e}"));
                                 std::process::exit(1);
                             }
                         });
                     if let Err(e) = spawned {
-                        eprintln!("gridd: cannot start a control socket: {e}");
+                        fail(
+                            format,
+                            &format!("gridd: cannot start a control socket: {e}"),
+                        );
                         std::process::exit(1);
                     }
                 }
@@ -120,14 +199,14 @@ fn main() -> ExitCode {
     let last = match start(last_dir, &failpoints, &runtime) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("{e}");
+            fail(format, &e);
             return ExitCode::FAILURE;
         }
     };
     match socket::serve(last) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("gridd: {e}");
+            fail(format, &format!("gridd: {e}"));
             ExitCode::FAILURE
         }
     }

@@ -358,7 +358,7 @@ impl Host {
     fn commit_durably(&self, write: fjall::OwnedWriteBatch, what: &str) {
         if let Err(e) = write
             .commit()
-            .and_then(|()| self.database.persist(PersistMode::SyncAll))
+            .and_then(|()| crate::metrics::fsync(|| self.database.persist(PersistMode::SyncAll)))
         {
             fatal(&self.dir, what, e);
         }
@@ -655,6 +655,7 @@ impl Host {
         }
         let number = installed.batches + 1;
         installed.batches = number;
+        crate::metrics::batch_applied();
         write.insert(
             &self.batches,
             batch_key(model, installed.record.generation, number),

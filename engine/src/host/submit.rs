@@ -6,18 +6,30 @@ use super::*;
 impl Host {
     pub(super) fn submit(&mut self, op: String, request: Request) -> Handled {
         if op.is_empty() || op.len() > OPERATION_ID_LENGTH_MAX || op.chars().any(char::is_control) {
+            tracing::warn!(
+                kind = request.kind(),
+                op_bytes = op.len(),
+                "operation refused: not a valid id"
+            );
             return Handled::Reply(Reply::Refused {
                 reason: format!(
                     "operation ids are 1 to OPERATION_ID_LENGTH_MAX ({OPERATION_ID_LENGTH_MAX}) printable bytes"
                 ),
             });
         }
+        let kind = request.kind();
         if let Some(record) = self.retained(&op) {
             if record.request == request {
+                tracing::info!(op, kind, "operation re-sent: original answer returned");
                 let mut answer = record.answer;
                 answer.replayed = true;
                 return Handled::Reply(Reply::Answer(answer));
             }
+            tracing::warn!(
+                op,
+                kind,
+                "operation refused: its id was used for another request"
+            );
             return Handled::Reply(Reply::Refused {
                 reason: format!(
                     "operation `{op}` was already used for another request ({}); its original answer stands",
@@ -357,6 +369,15 @@ impl Host {
                 .failpoints
                 .reach(crate::store::Failpoint::BatchAfterCommit);
         }
+        let outcome = answer.outcome.name();
+        crate::metrics::operation_answered(kind, outcome);
+        tracing::info!(
+            op,
+            kind,
+            outcome,
+            detail = answer.detail,
+            "operation answered"
+        );
         if drop_reply {
             return Handled::DropReply;
         }

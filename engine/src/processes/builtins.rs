@@ -48,7 +48,9 @@ impl Process for DemoCount {
             let count = Self::read(&self.keyspace, &self.dir) + 1;
             self.keyspace
                 .insert("count", count.to_be_bytes())
-                .and_then(|()| self.database.persist(PersistMode::SyncAll))
+                .and_then(|()| {
+                    crate::metrics::fsync(|| self.database.persist(PersistMode::SyncAll))
+                })
                 .unwrap_or_else(|e| fatal(&self.dir, "incrementing the demo counter", e));
             count
         };

@@ -130,9 +130,11 @@ impl Processes {
                     let via = format!("mailbox:{}", at.host);
                     match self.admit(&signed.caller, &via, &signed.request) {
                         Err(reason) => {
-                            eprintln!(
-                                "gridd: mailbox {}: request `{}` refused: {reason}",
-                                at.host, held.id
+                            tracing::warn!(
+                                mailbox = at.host,
+                                request = held.id,
+                                reason,
+                                "mailbox request refused"
                             );
                         }
                         Ok(admitted) => {
@@ -170,9 +172,12 @@ impl Processes {
                         }
                     }
                 }
-                Err(reason) => eprintln!(
-                    "gridd: mailbox {}: deposit {} from `{}` refused: {reason}",
-                    at.host, held.id, held.from
+                Err(reason) => tracing::warn!(
+                    mailbox = at.host,
+                    deposit = held.id,
+                    from = held.from,
+                    reason,
+                    "mailbox deposit refused"
                 ),
             }
         }

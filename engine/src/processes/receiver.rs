@@ -484,7 +484,9 @@ impl Processes {
             self.owe_deposit(&record.view, &mut write);
             write
                 .commit()
-                .and_then(|()| self.database.persist(PersistMode::SyncAll))
+                .and_then(|()| {
+                    crate::metrics::fsync(|| self.database.persist(PersistMode::SyncAll))
+                })
                 .unwrap_or_else(|e| fatal(&self.dir, "resolving a run", e));
             state.counts.unknown -= 1;
             match outcome {

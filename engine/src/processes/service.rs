@@ -258,7 +258,7 @@ impl Processes {
         if changed {
             write
                 .commit()
-                .and_then(|()| database.persist(PersistMode::SyncAll))
+                .and_then(|()| crate::metrics::fsync(|| database.persist(PersistMode::SyncAll)))
                 .map_err(|e| format!("marking interrupted runs unknown: {e}"))?;
         }
         let mut open_waits = std::collections::BTreeSet::new();

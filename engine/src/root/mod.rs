@@ -4,6 +4,7 @@
 //! never import this module; `gridd` is argument parsing and a call to [`start`].
 
 mod control;
+pub mod metrics;
 mod model_eval;
 pub mod socket;
 
@@ -38,6 +39,11 @@ pub fn start(
         format!("gridd: cannot start the host in {}: {e}", dir.display())
     };
     let mut host = Host::open(dir, failpoints.clone()).map_err(|e| refuse(&e))?;
+    // Checked before anything is served; bound once the rooms have started.
+    let metrics_address = host.config().metrics.clone();
+    if let Some(declared) = &metrics_address {
+        metrics::address(declared).map_err(|e| refuse(&e))?;
+    }
     // The transport binds its listen address before anything is served, so a taken
     // address or missing credentials refuse the start.
     let transport = if host.config().selects(grid_spec::Profile::Transport) {
@@ -80,10 +86,14 @@ pub fn start(
                 failpoints,
             )
             .map_err(|e| refuse(&e))?;
-            eprintln!(
-                "gridd: authority of `{membership}`: voter `{participant}` (node {})",
-                authority.id
+            tracing::info!(
+                host = host.config().name,
+                membership,
+                participant,
+                node = authority.id,
+                "authority voter started"
             );
+            watch_role(&authority, runtime.handle());
             authorities.by_membership.insert(membership, authority);
         }
     }
@@ -176,12 +186,46 @@ pub fn start(
         };
         crate::transport::serve(listener, config, dir.to_owned(), routes, runtime.handle())
             .map_err(|e| refuse(&format!("cannot start the transport: {e}")))?;
-        eprintln!("gridd: transport (mutual TLS 1.3) on {address}");
+        tracing::info!(address, "transport (mutual TLS 1.3) listening");
     }
-    Ok(Started {
+    let started = Started {
         host,
         authorities,
         delivery,
         processes,
-    })
+    };
+    if let Some(declared) = metrics_address {
+        let address = metrics::address(&declared).map_err(|e| refuse(&e))?;
+        metrics::serve(address, started.clone(), runtime.handle()).map_err(|e| refuse(&e))?;
+    }
+    Ok(started)
+}
+
+/// Logs this voter's Raft role changes (state, term, leader) as openraft reports them.
+fn watch_role(authority: &Arc<Authority>, runtime: &tokio::runtime::Handle) {
+    let mut metrics = authority.raft.metrics();
+    let membership = authority.membership.clone();
+    runtime.spawn(async move {
+        let mut seen = None;
+        loop {
+            let now = {
+                let m = metrics.borrow_and_update();
+                (m.state, m.current_term, m.current_leader)
+            };
+            if seen != Some(now) {
+                let (state, term, leader) = now;
+                tracing::info!(
+                    membership,
+                    state = ?state,
+                    term,
+                    leader = ?leader,
+                    "authority role"
+                );
+                seen = Some(now);
+            }
+            if metrics.changed().await.is_err() {
+                return;
+            }
+        }
+    });
 }

@@ -33,12 +33,18 @@ pub fn serve(started: Started) -> Result<(), HostError> {
     }
     let listener = UnixListener::bind(&path).map_err(io)?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
-    eprintln!("gridd: host {name} serving {}", path.display());
+    tracing::info!(host = name, socket = %path.display(), "serving the control socket");
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         if open.load(std::sync::atomic::Ordering::SeqCst) >= CONTROL_CONNECTIONS_MAX {
             let mut stream = stream;
+            tracing::warn!(
+                host = name,
+                peer = "control socket",
+                reason = "CONTROL_CONNECTIONS_MAX",
+                "connection refused"
+            );
             let _ = reply(
                 &mut stream,
                 &Reply::Refused {

@@ -21,8 +21,7 @@ impl Syncer {
                 while let Ok(first) = pending.recv() {
                     let mut waiting = vec![first];
                     waiting.extend(pending.try_iter());
-                    let result = database
-                        .persist(PersistMode::SyncAll)
+                    let result = crate::metrics::fsync(|| database.persist(PersistMode::SyncAll))
                         .map_err(|e| e.to_string());
                     for w in waiting {
                         let _ = w.send(result.clone());

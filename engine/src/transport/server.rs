@@ -65,18 +65,21 @@ pub fn serve(
                 stamp = now;
                 acceptor = match server_config(&dir) {
                     Ok(config) => {
-                        eprintln!("gridd: transport: membership credentials reloaded");
+                        tracing::info!("transport: membership credentials reloaded");
                         Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
                     }
                     Err(e) => {
-                        eprintln!(
-                            "gridd: transport: credentials no longer load ({e}); refusing connections until they do"
+                        tracing::error!(
+                            reason = %e,
+                            "transport: credentials no longer load; refusing connections until they do"
                         );
                         None
                     }
                 };
             }
             let Some(acceptor) = acceptor.clone() else {
+                let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+                tracing::warn!(peer, reason = "credentials do not load", "connection refused");
                 continue;
             };
             let Ok(permit) = permits.clone().acquire_owned().await else {
@@ -95,6 +98,10 @@ async fn connection(
     _permit: tokio::sync::OwnedSemaphorePermit,
 ) {
     let written = Arc::new(AtomicU64::new(0));
+    let address = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     let stream = Counted {
         inner: stream,
         written: written.clone(),
@@ -103,7 +110,8 @@ async fn connection(
     // nothing reaches the host.
     let tls = match acceptor.accept(stream).await {
         Ok(tls) => tls,
-        Err(_) => {
+        Err(e) => {
+            tracing::warn!(peer = address, reason = %e, "connection refused");
             if let Some(wire) = &routes.wire {
                 wire.add(UNAUTHENTICATED_PEER, written.swap(0, Ordering::Relaxed));
             }

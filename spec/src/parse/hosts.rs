@@ -20,6 +20,29 @@ impl FileReader<'_> {
                     None
                 }
             });
+        let metrics = n
+            .string_prop(self, "metrics", false)
+            .and_then(|(text, span)| match text.parse::<SocketAddr>() {
+                Ok(addr) if addr.ip().is_loopback() => Some(addr),
+                Ok(_) => {
+                    self.error(
+                        span,
+                        format!("`metrics` address `{text}` is not a loopback address"),
+                        "not loopback",
+                        "metrics are served on plain HTTP to this machine only: use 127.0.0.1:PORT or [::1]:PORT",
+                    );
+                    None
+                }
+                Err(_) => {
+                    self.error(
+                        span,
+                        format!("`{text}` is not a `metrics` address"),
+                        "expected IP:PORT",
+                        "for example metrics=\"127.0.0.1:9401\"",
+                    );
+                    None
+                }
+            });
         let dir = n.string_prop(self, "dir", false);
         if let Some((dir, span)) = &dir
             && dir.is_empty()
@@ -142,6 +165,7 @@ impl FileReader<'_> {
             profiles,
             key_generation,
             capacity,
+            metrics,
             retired,
             origin,
         });

@@ -119,7 +119,8 @@ impl Delivery {
                 ) {
                     Ok(c) => client = Some(c),
                     Err(e) => {
-                        eprintln!("gridd: route {route}: cannot reach `{destination}`: {e}");
+                        crate::metrics::push_retried();
+                        tracing::warn!(route, destination, reason = %e, retry_in_ms = backoff.as_millis() as u64, "push: cannot reach the destination");
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(PUSH_BACKOFF_MAX);
                         continue;
@@ -131,6 +132,7 @@ impl Delivery {
                 deliveries,
             };
             let path = format!("/delivery/{}/push", install.membership);
+            tracing::debug!(route, destination, values = push.deliveries.len(), "push");
             let reply: Result<PushReply, PeerError> = client
                 .as_ref()
                 .expect("just built")
@@ -146,8 +148,13 @@ impl Delivery {
                     match self.record_receipt(&route, &destination, &receipt) {
                         Ok(()) => backoff = Duration::from_millis(50),
                         Err(reason) => {
-                            eprintln!(
-                                "gridd: route {route}: receipt of `{destination}` not applied: {reason}"
+                            crate::metrics::push_retried();
+                            tracing::warn!(
+                                route,
+                                destination,
+                                reason,
+                                retry_in_ms = backoff.as_millis() as u64,
+                                "push: receipt not applied"
                             );
                             tokio::time::sleep(backoff).await;
                             backoff = (backoff * 2).min(PUSH_BACKOFF_MAX);
@@ -155,11 +162,20 @@ impl Delivery {
                     }
                 }
                 Ok(PushReply::Refused { reason }) => {
-                    eprintln!("gridd: route {route}: `{destination}` refused a push: {reason}");
+                    crate::metrics::push_retried();
+                    tracing::warn!(
+                        route,
+                        destination,
+                        reason,
+                        retry_in_ms = backoff.as_millis() as u64,
+                        "push refused by the destination"
+                    );
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(PUSH_BACKOFF_MAX);
                 }
                 Err(e) => {
+                    crate::metrics::push_retried();
+                    tracing::warn!(route, destination, reason = %e, retry_in_ms = backoff.as_millis() as u64, "push failed");
                     if matches!(e, PeerError::NotSent(_)) {
                         client = None;
                     }
@@ -232,6 +248,13 @@ impl Delivery {
                 )
                 .unwrap_or_else(|e| fatal(&self.dir, "recording a receipt", e));
         }
+        crate::metrics::receipt_recorded();
+        tracing::debug!(
+            route,
+            destination,
+            position = receipt.body.highest_position,
+            "receipt recorded"
+        );
         Ok(())
     }
 }

@@ -1,0 +1,187 @@
+//! Metrics of one gridd process (ground floor: imports nothing of the crate). The
+//! rooms count what happens as it happens — operations answered, batches applied,
+//! receipts recorded, push retries, fsync latency — into the process-wide series here;
+//! the composition root adds what the rooms hold right now (outstanding values, grant
+//! units, runs, authority term and leader) when a scrape asks, and serves the text on
+//! the host's loopback `metrics=` address (see `docs/observability.md`).
+//!
+//! Counted series are the process's: hosts packed into one gridd add into the same
+//! series. Held series are the serving host's.
+
+use std::sync::LazyLock;
+use std::time::Instant;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// A series' labels, as (name, value) pairs.
+pub type Labels = Vec<(&'static str, String)>;
+
+/// The smallest fsync bucket, in seconds (100 µs); each next one doubles it.
+const FSYNC_BUCKET_FIRST_SECONDS: f64 = 0.000_1;
+/// Buckets of the fsync histogram: 100 µs to ~3.3 s.
+const FSYNC_BUCKETS: u16 = 16;
+
+/// The process-wide counted series.
+struct Counted {
+    operations: Family<Labels, Counter>,
+    batches_applied: Counter,
+    receipts: Counter,
+    push_retries: Counter,
+    fsync_seconds: Histogram,
+}
+
+static COUNTED: LazyLock<Counted> = LazyLock::new(|| Counted {
+    operations: Family::default(),
+    batches_applied: Counter::default(),
+    receipts: Counter::default(),
+    push_retries: Counter::default(),
+    fsync_seconds: Histogram::new(exponential_buckets(
+        FSYNC_BUCKET_FIRST_SECONDS,
+        2.0,
+        FSYNC_BUCKETS,
+    )),
+});
+
+/// An operation answered for the first time (a re-sent id's retained answer is not
+/// counted again): `kind` as [`crate::protocol::Request::kind`], `outcome`
+/// `succeeded` or `failed`.
+pub fn operation_answered(kind: &'static str, outcome: &'static str) {
+    COUNTED
+        .operations
+        .get_or_create(&vec![
+            ("kind", kind.to_owned()),
+            ("outcome", outcome.to_owned()),
+        ])
+        .inc();
+}
+
+/// One input batch applied to a model (an operation's, a route's or a tag's).
+pub fn batch_applied() {
+    COUNTED.batches_applied.inc();
+}
+
+/// One destination's receipt recorded at its publisher.
+pub fn receipt_recorded() {
+    COUNTED.receipts.inc();
+}
+
+/// One push that did not get a receipt and will be sent again.
+pub fn push_retried() {
+    COUNTED.push_retries.inc();
+}
+
+/// Runs `sync` (an fsync of a store) and observes how long it took.
+pub fn fsync<T>(sync: impl FnOnce() -> T) -> T {
+    let started = Instant::now();
+    let result = sync();
+    COUNTED
+        .fsync_seconds
+        .observe(started.elapsed().as_secs_f64());
+    result
+}
+
+/// Series filled at scrape time from what a host holds now.
+#[derive(Default)]
+pub struct Held {
+    registry: Registry,
+}
+
+impl Held {
+    /// A family of gauges `name` (units last), one per label set given.
+    pub fn gauges(&mut self, name: &str, help: &str, values: Vec<(Labels, i64)>) {
+        let family = Family::<Labels, Gauge>::default();
+        for (labels, value) in values {
+            family.get_or_create(&labels).set(value);
+        }
+        self.registry.register(name, help, family);
+    }
+
+    /// A family of counters `name` (`_total` is added) whose totals the host keeps
+    /// durably (they survive a restart).
+    pub fn totals(&mut self, name: &str, help: &str, values: Vec<(Labels, u64)>) {
+        let family = Family::<Labels, Counter>::default();
+        for (labels, value) in values {
+            family.get_or_create(&labels).inc_by(value);
+        }
+        self.registry.register(name, help, family);
+    }
+}
+
+/// The text a scrape answers: the process's counted series, then `held`.
+pub fn render(held: Held) -> String {
+    let mut registry = held.registry;
+    let counted = &*COUNTED;
+    registry.register(
+        "grid_operations",
+        "Operations answered, by request kind and outcome",
+        counted.operations.clone(),
+    );
+    registry.register(
+        "grid_batches_applied",
+        "Input batches applied to models",
+        counted.batches_applied.clone(),
+    );
+    registry.register(
+        "grid_receipts",
+        "Destination receipts recorded at their publisher",
+        counted.receipts.clone(),
+    );
+    registry.register(
+        "grid_push_retries",
+        "Pushes sent again after a failure or a refusal",
+        counted.push_retries.clone(),
+    );
+    registry.register(
+        "grid_fsync_seconds",
+        "Latency of store fsyncs",
+        counted.fsync_seconds.clone(),
+    );
+    let mut text = String::new();
+    encode(&mut text, &registry).expect("writing to a String cannot fail");
+    text
+}
+
+/// The content type of [`render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counted_and_held_series_render_with_units_last() {
+        operation_answered("input", "succeeded");
+        fsync(|| ());
+        let mut held = Held::default();
+        held.gauges(
+            "grid_outstanding_values",
+            "Values not receipted yet",
+            vec![(vec![("route", "r".into()), ("destination", "b".into())], 3)],
+        );
+        held.totals(
+            "grid_publications",
+            "Values published",
+            vec![(vec![("route", "r".into())], 5)],
+        );
+        let text = render(held);
+        assert!(
+            text.contains("grid_operations_total{kind=\"input\",outcome=\"succeeded\"}"),
+            "{text}"
+        );
+        assert!(
+            text.contains("grid_outstanding_values{route=\"r\",destination=\"b\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("grid_publications_total{route=\"r\"} 5"),
+            "{text}"
+        );
+        assert!(text.contains("grid_fsync_seconds_count"), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}
