@@ -18,10 +18,11 @@
 //! order, receipts verify, answers unchanged, one owner per epoch — are [`oracles`], one
 //! file each, shared by every step that checks one. Beside them: `network.rs` (the
 //! namespaces, veths and bridge of partitions), `seeded.rs` (the generator of seeded
-//! cycles), [`limits`] (the harness's bounds). The language is documented in
-//! `docs/journeys.md`.
+//! cycles), [`limits`] (the harness's bounds), [`junit`] (JUnit XML reports of the
+//! journeys run). The language is documented in `docs/journeys.md`.
 
 mod error;
+pub mod junit;
 pub mod limits;
 mod network;
 pub mod oracles;

@@ -3,9 +3,13 @@
 //! The first node is `journey "TITLE"`; every following node is a step, looked up by
 //! name in [`crate::steps::REGISTRY`]. Each step's parser reads its arguments and
 //! properties through [`Node`], which rejects anything the parser did not take — so a
-//! misspelt property is an error before anything runs, never silently ignored.
+//! misspelt property is an error before anything runs, never silently ignored. An
+//! unknown step names the closest known one. A host a step names ([`Node::host`]) must
+//! be declared by a topology the journey set before it (`topology`, `edit-topology`):
+//! a misspelt host is an error at its place, not a failure half-way through the run.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
@@ -81,6 +85,8 @@ pub fn parse_str(path: &Path, source: &str) -> Result<Journey, JourneyError> {
         source,
         refused: Cell::new(false),
         refusal_taken: Cell::new(false),
+        hosts: RefCell::new(Hosts::NoTopologyYet),
+        topology_text: RefCell::new(None),
     };
 
     let mut nodes = document.nodes().iter();
@@ -136,6 +142,51 @@ pub struct ParseCx<'a> {
     refused: Cell<bool>,
     /// Whether the step's parser asked (and so handles the refusal).
     refusal_taken: Cell<bool>,
+    /// The hosts the topologies set so far declare.
+    hosts: RefCell<Hosts>,
+    /// The current topology's text, when it is one readable file (what `edit-topology`
+    /// edits).
+    topology_text: RefCell<Option<String>>,
+}
+
+/// What the parser knows of the hosts steps may name.
+#[derive(Debug, Clone)]
+enum Hosts {
+    /// No `topology` step yet: host names are not checked.
+    NoTopologyYet,
+    /// Every host declared by a topology set so far (also those a later topology
+    /// dropped: their installations and processes may still be there).
+    Declared(BTreeSet<String>),
+    /// A topology the parser could not read as KDL (a journey about a broken file):
+    /// host names are not checked from there on; the run finds out.
+    Unknown,
+}
+
+/// The closest of `known` to `name` by edit distance, when it is close enough to be a
+/// slip: at most 2 edits, or a third of the name's length.
+pub fn did_you_mean<'k>(name: &str, known: impl IntoIterator<Item = &'k str>) -> Option<&'k str> {
+    let most = 2.max(name.chars().count() / 3);
+    known
+        .into_iter()
+        .map(|candidate| (strsim::levenshtein(name, candidate), candidate))
+        .filter(|(distance, _)| *distance <= most)
+        .min()
+        .map(|(_, candidate)| candidate)
+}
+
+/// The hosts a topology's text declares (`host NAME …` at the top level); `None` when
+/// it is not KDL.
+fn declared_hosts(text: &str) -> Option<BTreeSet<String>> {
+    let document = KdlDocument::parse_v2(text).ok()?;
+    Some(
+        document
+            .nodes()
+            .iter()
+            .filter(|node| node.name().value() == "host")
+            .filter_map(|node| node.entries().iter().find(|e| e.name().is_none()))
+            .filter_map(|entry| entry.value().as_string().map(str::to_owned))
+            .collect(),
+    )
 }
 
 impl ParseCx<'_> {
@@ -153,10 +204,12 @@ impl ParseCx<'_> {
         let name = node.name().value();
         let Some((_, parse)) = REGISTRY.iter().find(|(known, _)| *known == name) else {
             let known: Vec<&str> = REGISTRY.iter().map(|(known, _)| *known).collect();
+            let near = did_you_mean(name, known.iter().copied())
+                .map_or(String::new(), |near| format!("did you mean `{near}`? "));
             return Err(ParseError {
                 offset: node.name().span().offset(),
                 message: format!("unknown step `{name}`"),
-                help: Some(format!("steps are: {}", known.join(", "))),
+                help: Some(format!("{near}steps are: {}", known.join(", "))),
             });
         };
         let (outer_refused, outer_taken) = (self.refused.get(), self.refusal_taken.get());
@@ -178,6 +231,89 @@ impl ParseCx<'_> {
     /// The directory of the journey file; paths in steps are relative to it.
     pub fn journey_dir(&self) -> &Path {
         self.journey_dir
+    }
+
+    /// A `topology` step set `path` (a file or a directory of `.kdl` files): its hosts
+    /// join those steps may name.
+    pub fn set_topology(&self, path: &Path) {
+        let texts: Option<Vec<String>> = if path.is_dir() {
+            std::fs::read_dir(path).ok().and_then(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|entry| entry.path())
+                    .filter(|p| p.extension().is_some_and(|ext| ext == "kdl"))
+                    .map(|p| std::fs::read_to_string(p).ok())
+                    .collect()
+            })
+        } else {
+            std::fs::read_to_string(path).ok().map(|text| vec![text])
+        };
+        // `edit-topology` edits one file; a directory is refused when it runs.
+        *self.topology_text.borrow_mut() = match path.is_dir() {
+            true => None,
+            false => texts.as_ref().and_then(|t| t.first().cloned()),
+        };
+        match texts {
+            Some(texts) => texts.iter().for_each(|text| self.declare_hosts(text)),
+            None => *self.hosts.borrow_mut() = Hosts::Unknown,
+        }
+    }
+
+    /// An `edit-topology` step replaces the first (or every) `from` by `to` in the
+    /// current topology: the edited file's hosts join those steps may name.
+    pub fn edit_topology(&self, from: &str, to: &str, all: bool) {
+        let edited = self.topology_text.borrow().as_ref().map(|text| {
+            if all {
+                text.replace(from, to)
+            } else {
+                text.replacen(from, to, 1)
+            }
+        });
+        match &edited {
+            Some(text) => self.declare_hosts(text),
+            // Not one file the parser read: the run finds out.
+            None => *self.hosts.borrow_mut() = Hosts::Unknown,
+        }
+        *self.topology_text.borrow_mut() = edited;
+    }
+
+    fn declare_hosts(&self, text: &str) {
+        let mut hosts = self.hosts.borrow_mut();
+        let declared = declared_hosts(text);
+        *hosts = match (std::mem::replace(&mut *hosts, Hosts::Unknown), declared) {
+            (Hosts::Unknown, _) | (_, None) => Hosts::Unknown,
+            (Hosts::NoTopologyYet, Some(new)) => Hosts::Declared(new),
+            (Hosts::Declared(mut old), Some(new)) => {
+                old.extend(new);
+                Hosts::Declared(old)
+            }
+        };
+    }
+
+    /// `Ok` when `host` is declared by a topology set so far (or nothing can be known).
+    fn check_host(&self, host: &str, offset: usize) -> Result<(), ParseError> {
+        let Hosts::Declared(hosts) = &*self.hosts.borrow() else {
+            return Ok(());
+        };
+        if hosts.contains(host) {
+            return Ok(());
+        }
+        let listed: Vec<&str> = hosts.iter().map(String::as_str).take(12).collect();
+        let more = if hosts.len() > listed.len() {
+            ", …"
+        } else {
+            ""
+        };
+        let near = did_you_mean(host, hosts.iter().map(String::as_str))
+            .map_or(String::new(), |near| format!("did you mean `{near}`? "));
+        Err(ParseError {
+            offset,
+            message: format!("host `{host}` is not declared by the journey's topology"),
+            help: Some(format!(
+                "{near}its hosts are: {}{more} (a host must be in a topology set before the step)",
+                listed.join(", ")
+            )),
+        })
     }
 
     /// The node's text as written, for reports.
@@ -252,6 +388,11 @@ impl<'a> Node<'a> {
 
     /// The next positional argument if there is one; it must be a string.
     pub fn optional_argument(&mut self, what: &str) -> Result<Option<String>, ParseError> {
+        Ok(self.next_argument(what)?.map(|(text, _)| text))
+    }
+
+    /// The next positional argument and its entry's offset.
+    fn next_argument(&mut self, what: &str) -> Result<Option<(String, usize)>, ParseError> {
         let entries = self.node.entries();
         let Some(index) =
             (0..entries.len()).find(|&i| !self.taken[i] && entries[i].name().is_none())
@@ -261,12 +402,51 @@ impl<'a> Node<'a> {
         self.taken[index] = true;
         let entry = &entries[index];
         match entry.value() {
-            KdlValue::String(text) => Ok(Some(text.clone())),
+            KdlValue::String(text) => Ok(Some((text.clone(), entry.span().offset()))),
             other => Err(self.entry_error(
                 entry,
                 format!("{what} must be a string, found {}", kind(other)),
             )),
         }
+    }
+
+    /// The next positional argument, a host declared by the journey's topology.
+    pub fn host(&mut self, what: &str) -> Result<String, ParseError> {
+        match self.optional_host(what)? {
+            Some(host) => Ok(host),
+            None => Err(self.error(format!("`{}` needs {what}", self.name()))),
+        }
+    }
+
+    /// The next positional argument if there is one, a host declared by the journey's
+    /// topology.
+    pub fn optional_host(&mut self, what: &str) -> Result<Option<String>, ParseError> {
+        let Some((host, offset)) = self.next_argument(what)? else {
+            return Ok(None);
+        };
+        self.cx.check_host(&host, offset)?;
+        Ok(Some(host))
+    }
+
+    /// A string property naming a host declared by the journey's topology.
+    pub fn host_property(&mut self, key: &str) -> Result<Option<String>, ParseError> {
+        let Some(host) = self.string(key)? else {
+            return Ok(None);
+        };
+        let offset = self
+            .node
+            .entries()
+            .iter()
+            .find(|e| e.name().is_some_and(|name| name.value() == key))
+            .map_or(self.node.span().offset(), |e| e.span().offset());
+        self.cx.check_host(&host, offset)?;
+        Ok(Some(host))
+    }
+
+    /// A host property the step cannot do without (see [`Node::required`]).
+    pub fn required_host(&mut self, key: &str) -> Result<String, ParseError> {
+        let value = self.host_property(key)?;
+        value.ok_or_else(|| self.error(format!("`{}` needs {key}=\"HOST\"", self.name())))
     }
 
     /// A property's entry, taken.

@@ -58,6 +58,8 @@ pub struct Context<'a> {
     said: Vec<String>,
     /// Listeners held by `occupy` until the journey ends.
     held: Vec<std::net::TcpListener>,
+    /// Story lines held back while a polling check repeats (`steps::poll`).
+    hushed: Option<Vec<String>>,
 }
 
 impl<'a> Context<'a> {
@@ -98,6 +100,7 @@ impl<'a> Context<'a> {
             hosts_started: 0,
             said: Vec::new(),
             held: Vec::new(),
+            hushed: None,
         };
         let _ = writeln!(
             cx.out,
@@ -207,8 +210,28 @@ impl<'a> Context<'a> {
         let text = line
             .to_string()
             .replace(&*self.work.to_string_lossy(), "$WORK");
+        if let Some(hushed) = &mut self.hushed {
+            hushed.push(text);
+            return;
+        }
         let _ = writeln!(self.out, "     {}", indent(&text, 5));
         self.said.push(text);
+    }
+
+    /// From now on, story lines are held back (not written, not said) until
+    /// [`Context::take_hushed`] or [`Context::unhush`].
+    pub(crate) fn hush(&mut self) {
+        self.hushed.get_or_insert_with(Vec::new);
+    }
+
+    /// The lines held back since the last call; the story stays hushed.
+    pub(crate) fn take_hushed(&mut self) -> Vec<String> {
+        self.hushed.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Ends hushing; returns the lines held back since the last take.
+    pub(crate) fn unhush(&mut self) -> Vec<String> {
+        self.hushed.take().unwrap_or_default()
     }
 
     /// Keeps a listener bound until the journey ends (`occupy`).

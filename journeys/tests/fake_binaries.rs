@@ -200,3 +200,42 @@ fn a_gridd_that_refuses_to_start() {
     );
     assert!(failure.observed.contains("no key"), "{}", failure.observed);
 }
+
+/// A polling expectation tells its command once, then what the last try observed and
+/// how many tries it took — not the command and observation of every try.
+#[test]
+fn a_polling_expectation_tells_its_command_once_with_the_number_of_tries() {
+    // The model holds n=3 from the 4th inspection on (a count kept in the work dir).
+    let fake = Fake::new(
+        r#"n=$(cat tries 2>/dev/null || echo 0); n=$((n+1)); echo $n > tries
+if [ $n -ge 4 ]; then echo '{"n":3}'; else echo '{"n":1}'; fi"#,
+        "exit 1",
+    );
+    let (result, story) = fake.run("journey \"t\"\nexpect-values counter n=3 within=30\n");
+    result.unwrap_or_else(|e| panic!("{story}\n{e}"));
+    assert_eq!(
+        story
+            .matches("$ gridctl inspect model counter --json")
+            .count(),
+        1,
+        "{story}"
+    );
+    assert_eq!(story.matches("→ n=1").count(), 1, "{story}");
+    assert_eq!(story.matches("→ n=3").count(), 1, "{story}");
+    assert!(story.contains("(held after 4 tries in "), "{story}");
+    drop(fake); // It holds the lock every test here takes.
+
+    // Never holding: the same, and the step fails with the last observation.
+    let fake = Fake::new(r#"echo '{"n":1}'"#, "exit 1");
+    let (result, story) = fake.run("journey \"t\"\nexpect-values counter n=3 within=1\n");
+    let failure = failure(result);
+    assert_eq!(failure.expected, "model `counter` to hold n=3");
+    assert_eq!(
+        story
+            .matches("$ gridctl inspect model counter --json")
+            .count(),
+        1,
+        "{story}"
+    );
+    assert!(story.contains("(did not hold after "), "{story}");
+}

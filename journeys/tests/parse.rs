@@ -134,3 +134,97 @@ fn steps_keep_their_text_and_line() {
         ]
     );
 }
+
+/// The parse error for `text` with its help.
+fn error_with_help(text: &str) -> (String, String) {
+    match parse_str(&journeys_dir().join("test.kdl"), text) {
+        Ok(_) => panic!("expected an error for:\n{text}"),
+        Err(JourneyError::Parse(failure)) => (
+            format!("{}:{}: {}", failure.line, failure.column, failure.message),
+            failure.help.clone().unwrap_or_default(),
+        ),
+        Err(other) => panic!("expected a parse error, got {other}"),
+    }
+}
+
+/// A slip — a misspelt step, a host the topology does not declare — is a parse error at
+/// its place, naming the closest known name; nothing runs.
+#[test]
+fn slips_are_parse_errors_with_a_did_you_mean() {
+    const TOPOLOGY: &str = "journey \"t\"\ntopology \"topologies/crash-mid-batch.kdl\"\n";
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "journey \"t\"\nexpect-value counter n=1\n",
+            "2:1: unknown step `expect-value`",
+            "did you mean `expect-values`? steps are: topology, plan,",
+        ),
+        (
+            "journey \"t\"\nrestrat solo\n",
+            "2:1: unknown step `restrat`",
+            "did you mean `restart`?",
+        ),
+        (
+            "journey \"t\"\nwidget\n",
+            "2:1: unknown step `widget`",
+            "steps are: topology, plan,",
+        ),
+        (
+            "start sol\n",
+            "3:7: host `sol` is not declared by the journey's topology",
+            "did you mean `solo`? its hosts are: solo",
+        ),
+        (
+            "kill edge-a at=\"batch-after-commit\"\n",
+            "3:6: host `edge-a` is not declared by the journey's topology",
+            "its hosts are: solo (a host must be in a topology set before the step)",
+        ),
+        (
+            "expect-process p1 host=\"edge\"\n",
+            "3:19: host `edge` is not declared by the journey's topology",
+            "its hosts are: solo",
+        ),
+        (
+            "expect-refused { start sool; }\n",
+            "3:24: host `sool` is not declared by the journey's topology",
+            "did you mean `solo`?",
+        ),
+        (
+            "partition solo sola\n",
+            "3:16: host `sola` is not declared by the journey's topology",
+            "did you mean `solo`?",
+        ),
+        (
+            "edit-topology from=\"host solo\" to=\"host duo\"\nstart trio\n",
+            "4:7: host `trio` is not declared by the journey's topology",
+            "its hosts are: duo, solo",
+        ),
+    ];
+    for (text, expected, help) in cases {
+        let text = if text.starts_with("journey") {
+            text.to_string()
+        } else {
+            format!("{TOPOLOGY}{text}")
+        };
+        let (got, got_help) = error_with_help(&text);
+        assert_eq!(&got, expected, "for {text:?}");
+        if help.starts_with("steps are") {
+            assert!(
+                got_help.starts_with(help),
+                "for {text:?}: help {got_help:?}"
+            );
+        } else {
+            assert!(got_help.contains(help), "for {text:?}: help {got_help:?}");
+        }
+    }
+}
+
+/// Hosts are checked against every topology set so far: one the edited topology adds,
+/// one a later topology dropped (its installation may still be there), and any host
+/// before the first `topology` step (nothing to check against yet).
+#[test]
+fn hosts_of_every_topology_set_so_far_are_known() {
+    let text = "journey \"t\"\nstart anything\ntopology \"topologies/crash-mid-batch.kdl\"\nstart solo\nedit-topology from=\"host solo\" to=\"host duo\"\nstart duo\nkill solo\ntopology \"topologies/custody.kdl\"\nstart perm\nrestart solo\n";
+    let journey =
+        parse_str(&journeys_dir().join("test.kdl"), text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(journey.steps.len(), 9);
+}

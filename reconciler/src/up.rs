@@ -1,28 +1,35 @@
 //! `gridctl up`: the local embedded default. Reconcile, run every host of the files as
 //! a child `gridd` on this machine, reconcile until the plan is empty, then show the
-//! live view — model values, route positions with each destination's receipt verified
-//! offline, grant units, each authority's leader and read barrier — until Ctrl-C or
-//! `--seconds`; every child started is stopped.
+//! live view — the hosts with their pids and addresses, model values, route positions
+//! with each destination's receipt verified offline, grant units, each authority's
+//! leader and read barrier — until Ctrl-C or `--seconds`; every child started is
+//! stopped. A child that exits while `up` runs is reported at once (how it ended, its
+//! log) and makes `up` exit 1 at the end.
+//!
+//! The view ([`view`]) is drawn by a [`Screen`]: on a terminal it is redrawn in place
+//! (the previous frame's lines erased, never the whole screen) when it changed; not on a
+//! terminal, a frame is appended only when something in it other than the elapsed time
+//! changed.
 
-use grid_spec::limits::{UP_RECONCILE_ROUNDS_MAX, VIEW_REASON_CHARS_MAX};
+mod view;
+
+pub use view::*;
+
+use grid_spec::limits::UP_RECONCILE_ROUNDS_MAX;
 use std::io::{IsTerminal, Write};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use grid_engine::authority::service::{AuthorityCall, AuthorityReply, VoterStatus};
-use grid_engine::delivery::api::{DeliveryCall, DeliveryReply};
-use grid_engine::delivery::receipts::Receipt;
 use grid_engine::host::control::Client;
-use grid_engine::processes::api::{ProcessCall, ProcessReply};
-use grid_engine::protocol::{Call, Reply, ValueText};
 use grid_spec::Topology;
 
 use crate::apply::{self, Status};
 use crate::observe::{self, HostStatus};
-use crate::plan::{self, Action};
+use crate::plan::{self, Action, Op};
 
 /// How long a started gridd may take to answer on its control socket.
 pub const HOST_READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -30,6 +37,8 @@ pub const HOST_READY_TIMEOUT: Duration = Duration::from_secs(20);
 pub const HOST_STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often the live view refreshes.
 pub const VIEW_REFRESH: Duration = Duration::from_millis(500);
+/// The log of a gridd started by `up`, inside its installation.
+pub const HOST_LOG_FILE: &str = "gridd.log";
 
 /// `gridd`, installed beside `gridctl`.
 pub fn gridd_path() -> PathBuf {
@@ -39,19 +48,58 @@ pub fn gridd_path() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("gridd"))
 }
 
+/// How a process ended, for people: `exited with status 2`, `exited (signal 9)`.
+pub fn describe_exit(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("exited (signal {signal})"),
+        _ => format!("exited ({status})"),
+    }
+}
+
+/// One gridd this process started.
+struct ChildHost {
+    name: String,
+    child: Child,
+    log: PathBuf,
+    /// How it ended, once seen.
+    exited: Option<ExitStatus>,
+}
+
+/// A child gridd that exited while `up` ran.
+#[derive(Debug, Clone)]
+pub struct Exited {
+    pub host: String,
+    pub status: ExitStatus,
+    pub log: PathBuf,
+}
+
+impl Exited {
+    /// `edge-a exited (signal 9); its log: DIR/gridd.log`.
+    pub fn line(&self) -> String {
+        format!(
+            "{} {}; its log: {}",
+            self.host,
+            describe_exit(self.status),
+            self.log.display()
+        )
+    }
+}
+
 /// Child hosts this process started; stopped on drop.
 #[derive(Default)]
 pub struct Children {
-    running: Vec<(String, Child)>,
+    running: Vec<ChildHost>,
 }
 
 impl Children {
     /// Starts `gridd --dir DIR` for `name` and waits until it answers.
     pub fn start(&mut self, name: &str, dir: &Path) -> Result<(), String> {
+        let log_path = dir.join(HOST_LOG_FILE);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(dir.join("gridd.log"))
+            .open(&log_path)
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut child = Command::new(gridd_path())
             .arg("--dir")
@@ -64,7 +112,7 @@ impl Children {
         let started = Instant::now();
         loop {
             if let Ok(Some(status)) = child.try_wait() {
-                let log = std::fs::read_to_string(dir.join("gridd.log")).unwrap_or_default();
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
                 let last = log.lines().last().unwrap_or("").to_owned();
                 return Err(format!("host `{name}` exited ({status}): {last}"));
             }
@@ -80,27 +128,65 @@ impl Children {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        self.running.push((name.to_owned(), child));
+        self.running.push(ChildHost {
+            name: name.to_owned(),
+            child,
+            log: log_path,
+            exited: None,
+        });
         Ok(())
     }
 
+    /// The children that exited since the last call, each reported once.
+    pub fn reap(&mut self) -> Vec<Exited> {
+        let mut exited = Vec::new();
+        for host in &mut self.running {
+            if host.exited.is_some() {
+                continue;
+            }
+            if let Ok(Some(status)) = host.child.try_wait() {
+                host.exited = Some(status);
+                exited.push(Exited {
+                    host: host.name.clone(),
+                    status,
+                    log: host.log.clone(),
+                });
+            }
+        }
+        exited
+    }
+
+    /// How many children are still running (as last reaped).
+    pub fn running(&self) -> usize {
+        self.running.iter().filter(|h| h.exited.is_none()).count()
+    }
+
+    /// The child started for `host`, as last reaped: its pid and how it ended.
+    fn get(&self, host: &str) -> Option<&ChildHost> {
+        self.running.iter().rev().find(|h| h.name == host)
+    }
+
     pub fn stop_all(&mut self) {
-        for (_, child) in &mut self.running {
-            // SAFETY: kill(2) on our own child's pid; the worst case is ESRCH.
+        for host in &mut self.running {
+            if host.exited.is_some() {
+                continue;
+            }
+            // SAFETY: kill(2) on our own child's pid, not yet waited for; the worst case
+            // is ESRCH.
             unsafe {
-                libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+                libc::kill(host.child.id() as libc::pid_t, libc::SIGTERM);
             }
         }
         let deadline = Instant::now() + HOST_STOP_TIMEOUT;
-        for (_, child) in &mut self.running {
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
+        for host in &mut self.running {
+            while host.exited.is_none() && Instant::now() < deadline {
+                if let Ok(Some(_)) = host.child.try_wait() {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let _ = child.kill();
-            let _ = child.wait();
+            let _ = host.child.kill();
+            let _ = host.child.wait();
         }
         self.running.clear();
     }
@@ -112,7 +198,8 @@ impl Drop for Children {
     }
 }
 
-/// Runs `up`; returns the exit code.
+/// Runs `up`; returns the exit code: 0, 1 when a host it started exited while it ran
+/// (or the plan did not become empty), or reconcile's code when applying stopped.
 pub fn up(
     topology: &Topology,
     files: &[PathBuf],
@@ -129,6 +216,15 @@ pub fn up(
     let mut children = Children::default();
     let mut settled = false;
     for round in 0..UP_RECONCILE_ROUNDS_MAX {
+        let exited = children.reap();
+        if !exited.is_empty() {
+            for host in &exited {
+                let _ = writeln!(out, "{}", host.line());
+            }
+            let _ = writeln!(out, "a host exited before the plan became empty; stopping");
+            children.stop_all();
+            return Ok(1);
+        }
         let plan = plan::plan(topology, files, state);
         let actionable = plan
             .transitions
@@ -136,6 +232,9 @@ pub fn up(
             .any(|t| !matches!(t.action, Action::None));
         if round == 0 || actionable {
             let _ = write!(out, "{}", plan.render());
+            if let Some(note) = starting_note(&plan, topology, state) {
+                let _ = writeln!(out, "{note}");
+            }
         }
         if actionable {
             let report = apply::apply(&plan);
@@ -178,620 +277,193 @@ pub fn up(
     let _ = writeln!(
         out,
         "plan is empty; {} host(s) running. Ctrl-C stops them.",
-        children.running.len()
+        children.running()
     );
-    let terminal = std::io::stdout().is_terminal();
+    let mut screen = Screen::new(std::io::stdout().is_terminal());
     let started = Instant::now();
-    let mut last = String::new();
+    let mut exits: Vec<Exited> = Vec::new();
     while !stop.load(Ordering::SeqCst)
         && seconds.is_none_or(|s| started.elapsed() < Duration::from_secs(s))
     {
         let refresh = Instant::now();
-        let view = view(topology, state);
-        if terminal {
-            let _ = write!(out, "\x1b[H\x1b[2J{view}");
-        } else if view != last {
-            let _ = write!(out, "{view}");
+        let elapsed = started.elapsed();
+        for exited in children.reap() {
+            screen.note(out, &exited.line());
+            exits.push(exited);
         }
+        let hosts = host_rows(topology, state, &children);
+        let body = format!("{}{}", render_hosts(&hosts), view(topology, state));
+        let header = format!(
+            "up {} s; {} of {} host(s) running; Ctrl-C stops them",
+            elapsed.as_secs(),
+            hosts
+                .iter()
+                .filter(|h| matches!(h.state, HostState::Running { .. }))
+                .count(),
+            hosts.len()
+        );
+        screen.show(out, &header, &body);
         let _ = out.flush();
-        last = view;
         std::thread::sleep(VIEW_REFRESH.saturating_sub(refresh.elapsed()));
     }
     children.stop_all();
+    for exited in &exits {
+        let _ = writeln!(out, "exited while up ran: {}", exited.line());
+    }
     let _ = writeln!(out, "stopped");
-    Ok(0)
+    Ok(if exits.is_empty() { 0 } else { 1 })
 }
 
-/// The longest one observation of the live view may take (one model's values, one
-/// route's receipts, one grant, one authority's statuses and barrier). Observations
-/// run side by side, so a host that does not answer costs a refresh at most this.
-pub const VIEW_OBSERVATION_TIMEOUT: Duration = Duration::from_millis(400);
-
-/// What one refresh of the live view observed; [`render`] draws it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Observed {
-    pub models: Vec<ModelRow>,
-    pub routes: Vec<RouteRow>,
-    pub grants: Vec<GrantRow>,
-    pub authorities: Vec<AuthorityRow>,
-}
-
-/// One model's values as its owner holds them (`name=value` in order).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelRow {
-    pub model: String,
-    pub host: String,
-    pub values: Result<Vec<(String, String)>, String>,
-}
-
-/// One route at its publisher.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RouteRow {
-    pub route: String,
-    pub publisher: String,
-    /// The last position published, or why the publisher could not say.
-    pub published: Result<u64, String>,
-    pub destinations: Vec<DestinationRow>,
-}
-
-/// One destination of a route, as the publisher's newest receipt from it says.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DestinationRow {
-    pub host: String,
-    pub retired: bool,
-    /// The position the newest signed receipt covers (`None`: no receipt yet).
-    pub receipted: Option<u64>,
-    /// Values still owed to it.
-    pub outstanding: Option<u64>,
-    /// Whether that receipt verifies offline with the destination's public keys.
-    pub verified: Option<Result<(), String>>,
-}
-
-/// One grant at its issuer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GrantRow {
-    pub grant: String,
-    pub issuer: String,
-    pub caller: String,
-    /// `None`: the issuer holds no such grant yet.
-    pub units: Result<Option<GrantUnits>, String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GrantUnits {
-    pub allocated: u64,
-    pub reserved: u64,
-    pub consumed: u64,
-    pub unknown: u64,
-    pub surrendered: u64,
-    pub available: u64,
-}
-
-/// One membership's authority: the leader each voter reports, then a read barrier.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AuthorityRow {
-    pub membership: String,
-    /// Each voter's report: the leader it believes in, or why it did not answer.
-    pub voters: Vec<(String, Result<Option<String>, String>)>,
-    /// `ok` or `unknown`.
-    pub barrier: String,
-    /// Through which voter the barrier passed, or why it failed.
-    pub barrier_detail: String,
-}
-
-/// A number for people: at most four decimals, trailing zeros dropped (the owners
-/// hold the exact values; `gridctl inspect model` prints them).
-fn readable(x: f64) -> String {
-    let text = format!("{x:.4}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    if text == "-0" {
-        "0".to_owned()
-    } else {
-        text.to_owned()
-    }
-}
-
-/// One screen of the live view: observes every owner (each observation bounded by
-/// [`VIEW_OBSERVATION_TIMEOUT`]) and draws it.
-pub fn view(topology: &Topology, state: &Path) -> String {
-    render(&observe_view(topology, state))
-}
-
-/// Observes everything the view shows, all observations side by side.
-pub fn observe_view(topology: &Topology, state: &Path) -> Observed {
-    let deadline = Instant::now() + VIEW_OBSERVATION_TIMEOUT;
-    std::thread::scope(|scope| {
-        let models: Vec<_> = topology
-            .models
-            .iter()
-            .filter(|m| !m.retired)
-            .map(|m| scope.spawn(move || observe_model(m, state, deadline)))
-            .collect();
-        let routes: Vec<_> = topology
-            .routes
-            .iter()
-            .filter(|r| !r.retired)
-            .map(|r| scope.spawn(move || observe_route(r, state, deadline)))
-            .collect();
-        let grants: Vec<_> = topology
-            .grants
-            .iter()
-            .filter(|g| !g.retired)
-            .map(|g| scope.spawn(move || observe_grant(g, state, deadline)))
-            .collect();
-        let authorities: Vec<_> = topology
-            .memberships
-            .iter()
-            .filter(|m| m.authority_voters.is_some())
-            .map(|m| scope.spawn(move || observe_authority(&m.name, state, deadline)))
-            .collect();
-        fn join<T>(handles: Vec<std::thread::ScopedJoinHandle<'_, T>>) -> Vec<T> {
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("an observation panicked"))
-                .collect()
-        }
-        Observed {
-            models: join(models),
-            routes: join(routes),
-            grants: join(grants),
-            authorities: join(authorities),
-        }
-    })
-}
-
-/// One control call to the host in `dir`, given up at `deadline` (the host may still
-/// act on it: only observing calls are sent this way).
-fn call_within(dir: &Path, call: &Call, deadline: Instant) -> Result<Reply, String> {
-    let timed_out = || {
+/// The hosts among the plan's `!` lines that are installed but not running yet: `up`
+/// starts them, so "unreachable" there means "starting".
+fn starting_note(plan: &plan::Plan, topology: &Topology, state: &Path) -> Option<String> {
+    let starting: Vec<&str> = plan
+        .transitions
+        .iter()
+        .filter(|t| t.op == Op::Attention && t.kind == "host")
+        .filter_map(|t| topology.hosts.iter().find(|h| h.name == t.name))
+        .filter(|host| {
+            let observation = observe::observe_host(&host.name, &plan::host_dir(state, host));
+            matches!(observation.status, HostStatus::Unreachable { .. })
+                && observation.config.is_some()
+        })
+        .map(|host| host.name.as_str())
+        .collect();
+    (!starting.is_empty()).then(|| {
         format!(
-            "no answer in time (VIEW_OBSERVATION_TIMEOUT = {} ms)",
-            VIEW_OBSERVATION_TIMEOUT.as_millis()
+            "starting: {} (installed, not running yet, hence unreachable above; up starts \
+             them once nothing else is left to apply)",
+            starting.join(", ")
         )
-    };
-    let mut client =
-        Client::connect(dir).map_err(|_| "not running (no control socket answers)".to_owned())?;
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(timed_out());
-    }
-    client.set_timeout(Some(left)).map_err(|e| e.to_string())?;
-    client.call(call).map_err(|e| {
-        if Instant::now() >= deadline {
-            timed_out()
-        } else {
-            e.to_string()
-        }
     })
 }
 
-fn unexpected(reply: &impl std::fmt::Debug) -> String {
-    let text = format!("{reply:?}");
-    format!(
-        "unexpected reply {}",
-        text.split(['(', ' ', '{']).next().unwrap_or("")
-    )
+/// One host of the files in the live view.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostRow {
+    pub host: String,
+    pub listen: String,
+    pub state: HostState,
 }
 
-fn observe_model(model: &grid_spec::Model, state: &Path, deadline: Instant) -> ModelRow {
-    let dir = observe::host_dir(state, &model.host);
-    let values = match call_within(
-        &dir,
-        &Call::Values {
-            model: model.name.clone(),
-        },
-        deadline,
-    ) {
-        Ok(Reply::Values { values, .. }) => Ok(values
-            .into_iter()
-            .map(|(n, v)| {
-                let v = match v {
-                    ValueText::Number(x) => readable(x),
-                    ValueText::Error(e) => e,
-                };
-                (n, v)
-            })
-            .collect()),
-        Ok(Reply::Refused { reason }) => Err(reason),
-        Ok(other) => Err(unexpected(&other)),
-        Err(e) => Err(e),
-    };
-    ModelRow {
-        model: model.name.clone(),
-        host: model.host.clone(),
-        values,
-    }
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostState {
+    /// A gridd answers on its control socket; `pid` when `up` started it.
+    Running { pid: Option<u32> },
+    /// The gridd `up` started exited.
+    Exited { pid: u32, how: String, log: PathBuf },
+    /// Nothing answers (and `up` did not start it).
+    NotRunning,
 }
 
-/// Whether `receipt` verifies offline with its recipient's public keys, read from the
-/// recipient's installation (as `gridctl inspect receipts --verify` checks it).
-pub fn verify_receipt(state: &Path, receipt: &Receipt) -> Result<(), String> {
-    let recipient = &receipt.body.recipient;
-    let manifest = grid_engine::custody::manifest(&observe::host_dir(state, recipient))
-        .map_err(|e| format!("the public keys of `{recipient}` cannot be read: {e}"))?;
-    let key =
-        grid_engine::custody::signing_key_of(&manifest, receipt.generation).ok_or_else(|| {
-            format!(
-                "`{recipient}` has no signing key of generation {}",
-                receipt.generation
-            )
-        })?;
-    receipt.verify(&key).map_err(|e| e.to_string())
-}
-
-fn observe_route(route: &grid_spec::Route, state: &Path, deadline: Instant) -> RouteRow {
-    let dir = observe::host_dir(state, &route.publisher);
-    let reply = match call_within(
-        &dir,
-        &Call::Delivery {
-            request: DeliveryCall::Receipts {
-                route: route.name.clone(),
-            },
-        },
-        deadline,
-    ) {
-        Ok(Reply::Delivery(reply)) => match *reply {
-            DeliveryReply::Receipts {
-                published,
-                receipts,
-                outstanding,
-                ..
-            } => Ok((published, receipts, outstanding)),
-            DeliveryReply::Refused { reason } => Err(reason),
-            other => Err(unexpected(&other)),
-        },
-        Ok(Reply::Refused { reason }) => Err(reason),
-        Ok(other) => Err(unexpected(&other)),
-        Err(e) => Err(e),
-    };
-    let (published, receipts, outstanding) = match reply {
-        Ok((p, r, o)) => (Ok(p), r, o),
-        Err(e) => (Err(e), Vec::new(), Default::default()),
-    };
-    let destinations = route
-        .destinations
+/// Every host of the files: the children `up` started (pid, or how they ended), others
+/// as their control socket answers.
+pub fn host_rows(topology: &Topology, state: &Path, children: &Children) -> Vec<HostRow> {
+    topology
+        .hosts
         .iter()
-        .map(|d| {
-            let receipt = receipts.iter().find(|r| r.body.recipient == d.host);
-            DestinationRow {
-                host: d.host.clone(),
-                retired: d.retired,
-                receipted: receipt.map(|r| r.body.highest_position),
-                outstanding: outstanding.get(&d.host).copied(),
-                verified: receipt.map(|r| verify_receipt(state, r)),
-            }
-        })
-        .collect();
-    RouteRow {
-        route: route.name.clone(),
-        publisher: route.publisher.clone(),
-        published,
-        destinations,
-    }
-}
-
-fn observe_grant(grant: &grid_spec::Grant, state: &Path, deadline: Instant) -> GrantRow {
-    let dir = observe::host_dir(state, &grant.issuer);
-    let units = match call_within(
-        &dir,
-        &Call::Process {
-            request: ProcessCall::Grants,
-        },
-        deadline,
-    ) {
-        Ok(Reply::Process(reply)) => match *reply {
-            ProcessReply::Grants { grants, .. } => Ok(grants
-                .iter()
-                .find(|g| g.name == grant.name)
-                .map(|g| GrantUnits {
-                    allocated: g.allocated,
-                    reserved: g.reserved,
-                    consumed: g.consumed,
-                    unknown: g.unknown,
-                    surrendered: g.surrendered,
-                    available: g.available(),
-                })),
-            other => Err(unexpected(&other)),
-        },
-        Ok(Reply::Refused { reason }) => Err(reason),
-        Ok(other) => Err(unexpected(&other)),
-        Err(e) => Err(e),
-    };
-    GrantRow {
-        grant: grant.name.clone(),
-        issuer: grant.issuer.clone(),
-        caller: grant.caller.clone(),
-        units,
-    }
-}
-
-fn authority_within(
-    dir: &Path,
-    membership: &str,
-    request: AuthorityCall,
-    deadline: Instant,
-) -> Result<AuthorityReply, String> {
-    match call_within(
-        dir,
-        &Call::Authority {
-            membership: Some(membership.to_owned()),
-            request,
-        },
-        deadline,
-    )? {
-        Reply::Authority(reply) => Ok(reply),
-        Reply::Refused { reason } => Err(reason),
-        other => Err(unexpected(&other)),
-    }
-}
-
-/// Each voter's status side by side (by half the time), then a read barrier through
-/// the voters in order of how likely they lead (as `gridctl inspect authority` does),
-/// all by `deadline`.
-fn observe_authority(membership: &str, state: &Path, deadline: Instant) -> AuthorityRow {
-    let voters = crate::authority::voter_hosts(state, membership);
-    // Half the time for the statuses, so a voter that does not answer leaves the
-    // barrier time to pass through the others.
-    let statuses_by = deadline - VIEW_OBSERVATION_TIMEOUT / 2;
-    let statuses: Vec<Result<VoterStatus, String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = voters
-            .iter()
-            .map(|v| {
-                scope.spawn(move || {
-                    match authority_within(&v.dir, membership, AuthorityCall::Status, statuses_by)?
-                    {
-                        AuthorityReply::Status(s) => Ok(*s),
-                        other => Err(unexpected(&other)),
-                    }
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a status observation panicked"))
-            .collect()
-    });
-    let mut row = AuthorityRow {
-        membership: membership.to_owned(),
-        voters: voters
-            .iter()
-            .zip(&statuses)
-            .map(|(v, s)| {
-                let report = match s {
-                    Ok(s) if !s.initialized => Err("not bootstrapped".to_owned()),
-                    Ok(s) if s.state == "leader" => Ok(Some(s.participant.clone())),
-                    Ok(s) => Ok(s.leader.clone()),
-                    Err(e) => Err(e.clone()),
-                };
-                (v.name.clone(), report)
-            })
-            .collect(),
-        barrier: "unknown".to_owned(),
-        barrier_detail: if voters.is_empty() {
-            "no voter is installed".to_owned()
-        } else {
-            "no voter answered".to_owned()
-        },
-    };
-    let mut order: Vec<usize> = (0..voters.len())
-        .filter(|&i| statuses[i].as_ref().is_ok_and(|s| s.initialized))
-        .collect();
-    order.sort_by_key(|&i| statuses[i].as_ref().map_or(true, |s| s.state != "leader"));
-    let mut details = Vec::new();
-    for i in order {
-        match authority_within(&voters[i].dir, membership, AuthorityCall::Barrier, deadline) {
-            Ok(AuthorityReply::Barrier {
-                barrier,
-                read_index,
-                ..
-            }) if barrier == "ok" => {
-                row.barrier = barrier;
-                row.barrier_detail = format!(
-                    "through {}{}",
-                    voters[i].name,
-                    read_index.map_or(String::new(), |n| format!(", read index {n}"))
-                );
-                return row;
-            }
-            Ok(AuthorityReply::Barrier { detail, .. }) => {
-                details.push(format!("{}: {detail}", voters[i].name))
-            }
-            Ok(other) => details.push(format!("{}: {}", voters[i].name, unexpected(&other))),
-            Err(e) => details.push(format!("{}: {e}", voters[i].name)),
-        }
-    }
-    if !details.is_empty() {
-        row.barrier_detail = details.join("; ");
-    } else if statuses
-        .iter()
-        .any(|s| s.as_ref().is_ok_and(|s| !s.initialized))
-    {
-        row.barrier_detail = "the authority is not bootstrapped".to_owned();
-    }
-    row
-}
-
-/// A failure's reason on one short line.
-fn short(reason: &str) -> String {
-    let line = reason.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.chars().count() <= VIEW_REASON_CHARS_MAX {
-        line
-    } else {
-        let cut: String = line.chars().take(VIEW_REASON_CHARS_MAX - 1).collect();
-        format!("{cut}…")
-    }
-}
-
-/// Rows with their columns padded to a common width (the last column is not).
-fn table(out: &mut String, rows: &[Vec<String>]) {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .filter(|r| c + 1 < r.len())
-                .map(|r| r[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for row in rows {
-        let mut line = String::from(" ");
-        for (c, cell) in row.iter().enumerate() {
-            line.push(' ');
-            if c + 1 < row.len() {
-                line.push_str(&format!("{cell:<width$}", width = widths[c]));
-                line.push(' ');
-            } else {
-                line.push_str(cell);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-}
-
-fn section(out: &mut String, header: &str, rows: &[Vec<String>]) {
-    out.push_str(header);
-    out.push('\n');
-    if rows.is_empty() {
-        out.push_str("  (none declared)\n");
-    } else {
-        table(out, rows);
-    }
-}
-
-/// Draws one screen: sections `models`, `routes`, `grants`, `authority`, one line per
-/// item (a route's destinations on lines of their own), failures as short reasons.
-pub fn render(observed: &Observed) -> String {
-    let mut out = String::new();
-    let models: Vec<Vec<String>> = observed
-        .models
-        .iter()
-        .map(|m| {
-            vec![
-                m.model.clone(),
-                format!("@ {}", m.host),
-                match &m.values {
-                    Ok(values) if values.is_empty() => "(no values)".to_owned(),
-                    Ok(values) => values
-                        .iter()
-                        .map(|(n, v)| format!("{n}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                    Err(e) => format!("unavailable: {}", short(e)),
+        .filter(|h| !h.retired)
+        .map(|host| {
+            let state = match children.get(&host.name) {
+                Some(child) => match child.exited {
+                    Some(status) => HostState::Exited {
+                        pid: child.child.id(),
+                        how: describe_exit(status),
+                        log: child.log.clone(),
+                    },
+                    None => HostState::Running {
+                        pid: Some(child.child.id()),
+                    },
                 },
-            ]
-        })
-        .collect();
-    section(&mut out, "models", &models);
-
-    let mut routes = Vec::new();
-    for r in &observed.routes {
-        routes.push(vec![
-            r.route.clone(),
-            format!("@ {}", r.publisher),
-            match &r.published {
-                Ok(n) => format!("published through {n}"),
-                Err(e) => format!("unavailable: {}", short(e)),
-            },
-        ]);
-        if r.published.is_err() {
-            continue;
-        }
-        for d in &r.destinations {
-            let receipt = match (&d.receipted, &d.verified) {
-                (None, _) => "no receipt yet".to_owned(),
-                (Some(n), Some(Ok(()))) => format!("receipted through {n}, signature verified"),
-                (Some(n), Some(Err(e))) => {
-                    format!("receipted through {n}, NOT VERIFIED: {}", short(e))
+                None if Client::connect(&plan::host_dir(state, host)).is_ok() => {
+                    HostState::Running { pid: None }
                 }
-                (Some(n), None) => format!("receipted through {n}"),
+                None => HostState::NotRunning,
             };
-            routes.push(vec![
-                String::new(),
-                format!("-> {}", d.host),
-                format!(
-                    "{receipt}; {} outstanding{}",
-                    d.outstanding.unwrap_or(0),
-                    if d.retired { " (retired)" } else { "" }
+            HostRow {
+                host: host.name.clone(),
+                listen: host.listen.to_string(),
+                state,
+            }
+        })
+        .collect()
+}
+
+/// The `hosts` section: name, pid, listen address, state.
+pub fn render_hosts(hosts: &[HostRow]) -> String {
+    let rows: Vec<Vec<String>> = hosts
+        .iter()
+        .map(|h| {
+            let (pid, state) = match &h.state {
+                HostState::Running { pid: Some(pid) } => (format!("pid {pid}"), "running".into()),
+                HostState::Running { pid: None } => {
+                    ("pid ?".to_owned(), "running (not started by up)".into())
+                }
+                HostState::Exited { pid, how, log } => (
+                    format!("pid {pid}"),
+                    format!("{how}; its log: {}", log.display()),
                 ),
-            ]);
-        }
-    }
-    section(&mut out, "routes", &routes);
-
-    let grants: Vec<Vec<String>> = observed
-        .grants
-        .iter()
-        .map(|g| {
-            vec![
-                g.grant.clone(),
-                format!("@ {} for {}", g.issuer, g.caller),
-                match &g.units {
-                    Ok(Some(u)) => format!(
-                        "allocated {} reserved {} consumed {} unknown {} available {}{}",
-                        u.allocated,
-                        u.reserved,
-                        u.consumed,
-                        u.unknown,
-                        u.available,
-                        if u.surrendered > 0 {
-                            format!(" surrendered {}", u.surrendered)
-                        } else {
-                            String::new()
-                        }
-                    ),
-                    Ok(None) => "not issued yet".to_owned(),
-                    Err(e) => format!("unavailable: {}", short(e)),
-                },
-            ]
+                HostState::NotRunning => ("-".to_owned(), "not running".to_owned()),
+            };
+            vec![h.host.clone(), pid, h.listen.clone(), state]
         })
         .collect();
-    section(&mut out, "grants", &grants);
-
-    let authorities: Vec<Vec<String>> = observed
-        .authorities
-        .iter()
-        .map(|a| {
-            vec![
-                a.membership.clone(),
-                format!("leader {}", reported_leader(&a.voters)),
-                if a.barrier == "ok" {
-                    format!("barrier ok ({})", a.barrier_detail)
-                } else {
-                    format!("barrier {}: {}", a.barrier, short(&a.barrier_detail))
-                },
-            ]
-        })
-        .collect();
-    section(&mut out, "authority", &authorities);
+    let mut out = String::new();
+    view::section(&mut out, "hosts", &rows);
     out
 }
 
-/// The leader as the voters report it: `a (reported by a, b)`, every differing report
-/// named, then the voters that did not report and why.
-fn reported_leader(voters: &[(String, Result<Option<String>, String>)]) -> String {
-    let mut leaders: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
-    for (name, report) in voters {
-        if let Ok(Some(l)) = report {
-            leaders.entry(l.as_str()).or_default().push(name);
+/// Where frames of the live view go. On a terminal a changed frame replaces the one
+/// before in place: the cursor goes up over the previous frame's lines and erases them
+/// to the end of the screen (never the whole screen, so the scrollback keeps only what
+/// came before `up`'s view). Not on a terminal, a frame is appended only when its body
+/// changed: the header (the elapsed time) alone changing prints nothing.
+pub struct Screen {
+    terminal: bool,
+    /// Lines of the frame on the screen now (terminal only).
+    drawn: usize,
+    shown: Option<(String, String)>,
+}
+
+impl Screen {
+    pub fn new(terminal: bool) -> Screen {
+        Screen {
+            terminal,
+            drawn: 0,
+            shown: None,
         }
     }
-    let silent: Vec<String> = voters
-        .iter()
-        .filter_map(|(name, r)| r.as_ref().err().map(|e| format!("{name}: {}", short(e))))
-        .collect();
-    let mut text = if leaders.is_empty() {
-        "none reported".to_owned()
-    } else {
-        leaders
-            .iter()
-            .map(|(l, by)| format!("{l} (reported by {})", by.join(", ")))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    if !silent.is_empty() {
-        text.push_str(&format!(" [{}]", silent.join("; ")));
+
+    /// Shows a frame: `header` (one line) over `body`, if it differs from the one shown.
+    pub fn show(&mut self, out: &mut dyn Write, header: &str, body: &str) {
+        let changed = match &self.shown {
+            None => true,
+            Some((h, b)) => b != body || (self.terminal && h != header),
+        };
+        if !changed {
+            return;
+        }
+        self.erase(out);
+        let frame = format!("{header}\n{body}");
+        let _ = write!(out, "{frame}");
+        if self.terminal {
+            self.drawn = frame.lines().count();
+        }
+        self.shown = Some((header.to_owned(), body.to_owned()));
     }
-    text
+
+    /// A line that stays: written above the frame (which is drawn again after it).
+    pub fn note(&mut self, out: &mut dyn Write, line: &str) {
+        self.erase(out);
+        let _ = writeln!(out, "{line}");
+        self.shown = None;
+    }
+
+    fn erase(&mut self, out: &mut dyn Write) {
+        if self.terminal && self.drawn > 0 {
+            // CSI n F: to the start of the line n lines up; CSI J: erase to the end.
+            let _ = write!(out, "\x1b[{}F\x1b[J", self.drawn);
+        }
+        self.drawn = 0;
+    }
 }

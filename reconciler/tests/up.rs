@@ -2,7 +2,9 @@
 //! reconciles until the plan is empty, shows the live view (models, routes with
 //! receipts verified, grants, authority), and leaves no host running when `--seconds`
 //! elapse. A host with a profile it cannot run stops `up` with the host's own refusal.
-//! The view's drawing is checked on its own, without hosts.
+//! A child gridd killed while `up` runs is reported (how it ended, its log) and makes
+//! `up` exit 1. The view's drawing and its screen (redrawn in place on a terminal,
+//! appended only on change otherwise) are checked on their own, without hosts.
 
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -11,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use grid_engine::host::control::Client;
 use grid_reconciler::up::{
-    AuthorityRow, DestinationRow, GrantRow, GrantUnits, ModelRow, Observed, RouteRow, render,
+    AuthorityRow, DestinationRow, GrantRow, GrantUnits, HostRow, HostState, ModelRow, Observed,
+    RouteRow, Screen, render, render_hosts,
 };
 
 mod common;
@@ -59,8 +62,19 @@ fn up_runs_hosts_until_the_plan_is_empty_then_stops_them() {
             "{stdout}"
         );
     }
-    // Not a terminal: the view is printed once, as it did not change.
+    // Not a terminal: the view is printed once, as it did not change (the elapsed time
+    // alone changing prints nothing).
     assert_eq!(stdout.matches("\nmodels\n").count(), 1, "{stdout}");
+    assert_eq!(stdout.matches("\nhosts\n").count(), 1, "{stdout}");
+    assert!(
+        stdout.contains("\nup 0 s; 1 of 1 host(s) running; Ctrl-C stops them\nhosts\n  solo  pid "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  127.0.0.1:7461  running\n"), "{stdout}");
+    assert!(
+        !stdout.contains('\x1b'),
+        "no escape codes when not a terminal: {stdout}"
+    );
     assert!(stdout.trim_end().ends_with("stopped"), "{stdout}");
     let host = dir.join("state/hosts/solo");
     assert!(
@@ -80,6 +94,15 @@ fn up_runs_hosts_until_the_plan_is_empty_then_stops_them() {
     assert!(
         !stdout.contains("succeeded"),
         "nothing should be applied twice: {stdout}"
+    );
+    // The installed host is not running yet: its `!` line is explained as starting.
+    assert!(
+        stdout.contains("! host solo @ solo: unreachable"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\nstarting: solo (installed, not running yet, hence unreachable above;"),
+        "{stdout}"
     );
     assert!(
         stdout.contains("  counter  @ solo  n=4 twice=8\n"),
@@ -145,38 +168,8 @@ grant b-on-a issuer=a caller=b units=10
 "#,
     )
     .unwrap();
-    let mut up = Command::new(env!("CARGO_BIN_EXE_gridctl"))
-        .env_remove("CARGO")
-        .current_dir(&dir)
-        .args(["up", "t.kdl", "--state", "state", "--seconds", "4"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (lines, received) = std::sync::mpsc::channel();
-    let stdout = up.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            if lines.send(line.unwrap()).is_err() {
-                return;
-            }
-        }
-    });
-    let mut seen = Vec::new();
-    let started = Instant::now();
-    let mut wait_for = |want: &str| {
-        while !seen.iter().any(|l: &String| l.contains(want)) {
-            match received.recv_timeout(Duration::from_secs(30)) {
-                Ok(line) => seen.push(line),
-                Err(_) => panic!(
-                    "no line with `{want}` after {:?}:\n{}",
-                    started.elapsed(),
-                    seen.join("\n")
-                ),
-            }
-        }
-        seen.join("\n")
-    };
+    let (mut up, mut lines) = spawn_up(&dir, 4);
+    let mut wait_for = |want: &str| lines.wait_for(want);
     wait_for("plan is empty; 2 host(s) running");
     let input = Command::new(env!("CARGO_BIN_EXE_gridctl"))
         .env_remove("CARGO")
@@ -208,7 +201,7 @@ grant b-on-a issuer=a caller=b units=10
         assert!(text.contains(want), "`{want}` missing:\n{text}");
     }
     let status = up.wait().unwrap();
-    let rest: Vec<String> = received.iter().collect();
+    let rest: Vec<String> = lines.received.iter().collect();
     assert!(status.success(), "{text}\n{}", rest.join("\n"));
     assert_eq!(rest.last().map(String::as_str), Some("stopped"), "{rest:?}");
     for host in ["a", "b"] {
@@ -218,6 +211,183 @@ grant b-on-a issuer=a caller=b units=10
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `gridctl up t.kdl --state state --seconds SECONDS` in `dir`, its stdout read line by
+/// line.
+fn spawn_up(dir: &std::path::Path, seconds: u64) -> (std::process::Child, Lines) {
+    let mut up = Command::new(env!("CARGO_BIN_EXE_gridctl"))
+        .env_remove("CARGO")
+        .current_dir(dir)
+        .args(["up", "t.kdl", "--state", "state", "--seconds"])
+        .arg(seconds.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (sender, received) = std::sync::mpsc::channel();
+    let stdout = up.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if sender.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let lines = Lines {
+        received,
+        seen: Vec::new(),
+        started: Instant::now(),
+    };
+    (up, lines)
+}
+
+/// The lines `up` printed so far.
+struct Lines {
+    received: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+    started: Instant,
+}
+
+impl Lines {
+    /// Reads until a line contains `want`; everything read so far.
+    fn wait_for(&mut self, want: &str) -> String {
+        while !self.seen.iter().any(|l| l.contains(want)) {
+            match self.received.recv_timeout(Duration::from_secs(30)) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => panic!(
+                    "no line with `{want}` after {:?}:\n{}",
+                    self.started.elapsed(),
+                    self.seen.join("\n")
+                ),
+            }
+        }
+        self.seen.join("\n")
+    }
+
+    /// Every line, up to the end of `up`'s output.
+    fn rest(mut self) -> String {
+        self.seen.extend(self.received.iter());
+        self.seen.join("\n")
+    }
+}
+
+/// A child gridd SIGKILLed while `up` runs: `up` says so at once with the path of its
+/// log, the view shows it exited (printed again because it changed, not every refresh),
+/// and `up` exits 1 at the end.
+#[test]
+fn up_reports_a_host_that_died_and_exits_non_zero() {
+    let dir = work("died");
+    std::fs::write(
+        dir.join("t.kdl"),
+        "grid version=1\nhost edge-a listen=\"127.0.0.1:7462\"\nmodel counter host=edge-a {\n    input n default=4\n    cell twice \"n * 2\"\n}\n",
+    )
+    .unwrap();
+    let (mut up, mut lines) = spawn_up(&dir, 6);
+    let text = lines.wait_for("  counter  @ edge-a  n=4 twice=8");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("  edge-a  pid "))
+        .unwrap_or_else(|| panic!("no host row:\n{text}"));
+    let pid: i32 = row["  edge-a  pid ".len()..]
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {row:?}"));
+    // SAFETY: kill(2) on the pid of the gridd `up` started (still its child, not reaped).
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    // As `up` was told the state directory: relative to where it runs.
+    let log = std::path::Path::new("state/hosts/edge-a/gridd.log");
+    let exited = format!("edge-a exited (signal 9); its log: {}", log.display());
+    lines.wait_for(&exited);
+    let status = up.wait().unwrap();
+    let text = lines.rest();
+    assert_eq!(status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!(
+            "  edge-a  pid {pid}  127.0.0.1:7462  exited (signal 9); its log: {}",
+            log.display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("  counter  @ edge-a  unavailable: not running"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("exited while up ran: {exited}\nstopped")),
+        "{text}"
+    );
+    // Not a terminal: a frame only when the view changed — the first, the one after the
+    // kill (and at most one caught between the kill and its report), never one per
+    // refresh over the 6 s.
+    let frames = text.matches("\nhosts\n").count();
+    assert!((2..=3).contains(&frames), "{frames} frames:\n{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A terminal gets each changed frame in place: the cursor goes up over the previous
+/// frame and erases it, never the whole screen; an unchanged frame writes nothing. Not a
+/// terminal, the elapsed time alone changing writes nothing.
+#[test]
+fn the_screen_redraws_in_place_only_on_change() {
+    let mut terminal = Screen::new(true);
+    let mut out = Vec::new();
+    terminal.show(&mut out, "up 0 s", "hosts\n  a\n");
+    terminal.show(&mut out, "up 0 s", "hosts\n  a\n");
+    assert_eq!(String::from_utf8_lossy(&out), "up 0 s\nhosts\n  a\n");
+    out.clear();
+    terminal.show(&mut out, "up 1 s", "hosts\n  a\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        "\x1b[3F\x1b[Jup 1 s\nhosts\n  a\n"
+    );
+    out.clear();
+    terminal.note(&mut out, "a exited (signal 9)");
+    terminal.show(&mut out, "up 1 s", "hosts\n  a exited\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        "\x1b[3F\x1b[Ja exited (signal 9)\nup 1 s\nhosts\n  a exited\n"
+    );
+
+    let mut plain = Screen::new(false);
+    let mut out = Vec::new();
+    plain.show(&mut out, "up 0 s", "hosts\n  a\n");
+    plain.show(&mut out, "up 1 s", "hosts\n  a\n");
+    plain.show(&mut out, "up 2 s", "hosts\n  a\n");
+    plain.note(&mut out, "a exited (signal 9)");
+    plain.show(&mut out, "up 3 s", "hosts\n  a exited\n");
+    plain.show(&mut out, "up 4 s", "hosts\n  a exited\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        "up 0 s\nhosts\n  a\na exited (signal 9)\nup 3 s\nhosts\n  a exited\n"
+    );
+}
+
+#[test]
+fn the_hosts_section_shows_pid_address_and_how_a_host_ended() {
+    let row = |host: &str, state| HostRow {
+        host: host.into(),
+        listen: "127.0.0.1:7401".into(),
+        state,
+    };
+    let text = render_hosts(&[
+        row("edge-a", HostState::Running { pid: Some(4242) }),
+        row(
+            "site-b",
+            HostState::Exited {
+                pid: 4243,
+                how: "exited (signal 9)".into(),
+                log: "state/hosts/site-b/gridd.log".into(),
+            },
+        ),
+        row("hq-c", HostState::Running { pid: None }),
+        row("d", HostState::NotRunning),
+    ]);
+    assert_eq!(
+        text,
+        "hosts\n  edge-a  pid 4242  127.0.0.1:7401  running\n  site-b  pid 4243  127.0.0.1:7401  exited (signal 9); its log: state/hosts/site-b/gridd.log\n  hq-c    pid ?     127.0.0.1:7401  running (not started by up)\n  d       -         127.0.0.1:7401  not running\n"
+    );
 }
 
 /// The drawing alone: aligned sections, one line per item, failures as one short

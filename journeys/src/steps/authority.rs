@@ -343,7 +343,7 @@ struct Snapshot {
 
 pub fn parse_snapshot(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let membership = node.argument("a membership")?;
-    let host = node.required("host", "HOST")?;
+    let host = node.required_host("host")?;
     Ok(Box::new(Snapshot { membership, host }))
 }
 

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use kdl::KdlValue;
 
-use super::Step;
 use super::delivery::recorded;
 use super::gridctl::{gridctl_json, json_of};
+use super::{Attempt, Step, poll};
 use crate::error::Failure;
 use crate::oracles::delivered_once::{self, Held};
 use crate::oracles::receipts_verify;
@@ -107,28 +107,27 @@ fn settle(
     within: Duration,
 ) -> Result<(String, u64, BTreeMap<String, u64>, String), Failure> {
     let started = Instant::now();
-    loop {
+    let view = poll(cx, within, |cx| {
         let view = route_view(cx, route)?;
-        if view.2.values().all(|&r| r == view.1) {
-            cx.say(format_args!(
-                "route {route}: every receipt covers position {} (after {} ms)",
-                view.1,
-                started.elapsed().as_millis()
-            ));
-            return Ok(view);
-        }
-        if started.elapsed() > within {
-            return Err(Failure::new(
+        Ok(if view.2.values().all(|&r| r == view.1) {
+            Attempt::Done(view)
+        } else {
+            Attempt::Again(Failure::new(
                 format!(
                     "every destination's receipt to cover position {} within {} s",
                     view.1,
                     within.as_secs()
                 ),
                 format!("receipted {:?}", view.2),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
+            ))
+        })
+    })?;
+    cx.say(format_args!(
+        "route {route}: every receipt covers position {} (after {} ms)",
+        view.1,
+        started.elapsed().as_millis()
+    ));
+    Ok(view)
 }
 
 pub(super) fn held(cx: &mut Context<'_>, route: &str, host: &str) -> Result<Vec<Held>, Failure> {

@@ -125,8 +125,8 @@ struct Cycles {
 
 pub fn parse_cycles(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let route = node.argument("a route name")?;
-    let publisher = node.required("publisher", "HOST")?;
-    let recipient = node.required("recipient", "HOST")?;
+    let publisher = node.required_host("publisher")?;
+    let recipient = node.required_host("recipient")?;
     let cycles = node.count("cycles")?.unwrap_or(10);
     if cycles == 0 || cycles > PUBLISH_CYCLES_MAX {
         return Err(node.error(format!(

@@ -46,7 +46,7 @@ enum HostStep {
 }
 
 pub fn parse_start(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    let host = node.argument("a host name")?;
+    let host = node.host("a host name")?;
     let failpoints = node.string("failpoints")?;
     let refused = node.expects_refusal();
     Ok(Box::new(HostStep::Start {
@@ -57,7 +57,7 @@ pub fn parse_start(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
 }
 
 pub fn parse_kill(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    let host = node.argument("a host name")?;
+    let host = node.host("a host name")?;
     Ok(Box::new(match node.string("at")? {
         Some(point) => HostStep::Arm {
             host,
@@ -69,7 +69,7 @@ pub fn parse_kill(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
 }
 
 pub fn parse_lose_reply(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    let host = node.argument("a host name")?;
+    let host = node.host("a host name")?;
     let point = node
         .string("at")?
         .unwrap_or_else(|| DEFAULT_LOSE_REPLY_POINT.to_string());
@@ -81,7 +81,7 @@ pub fn parse_lose_reply(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError
 }
 
 pub fn parse_restart(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    let host = node.argument("a host name")?;
+    let host = node.host("a host name")?;
     Ok(Box::new(HostStep::Restart { host }))
 }
 

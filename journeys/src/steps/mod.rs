@@ -303,20 +303,78 @@ pub fn within(node: &mut Node<'_>) -> Result<Option<Duration>, ParseError> {
     }
 }
 
+/// How often a polling check is tried again.
+pub const POLL_AGAIN: Duration = Duration::from_millis(250);
+
 /// Runs `check` until it holds or `within` has passed (once without `within`); the
-/// last failure is the step's.
+/// last failure is the step's. Told as [`poll`] tells it.
 pub fn repeat_within(
+    cx: &mut Context<'_>,
     within: Option<Duration>,
-    mut check: impl FnMut() -> Result<(), Failure>,
+    mut check: impl FnMut(&mut Context<'_>) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
+    let Some(within) = within else {
+        return check(cx);
+    };
+    poll(cx, within, |cx| {
+        Ok(match check(cx) {
+            Ok(()) => Attempt::Done(()),
+            Err(failure) => Attempt::Again(failure),
+        })
+    })
+}
+
+/// What one try of a polling check found.
+pub enum Attempt<T> {
+    /// It holds: the check is over.
+    Done(T),
+    /// Not yet: tried again until the time is up, then this is the step's failure.
+    Again(Failure),
+}
+
+/// Tries `attempt` every [`POLL_AGAIN`] until it is done or `within` has passed; an
+/// `Err` ends the polling at once. The story tells the first try in full (its command
+/// and what it observed); later tries are held back, and at the end the last try's
+/// observations — not its commands again — are told with the number of tries.
+pub fn poll<T>(
+    cx: &mut Context<'_>,
+    within: Duration,
+    mut attempt: impl FnMut(&mut Context<'_>) -> Result<Attempt<T>, Failure>,
+) -> Result<T, Failure> {
     let started = Instant::now();
+    let mut tries = 0u32;
     loop {
-        match check() {
-            Err(_) if within.is_some_and(|w| started.elapsed() < w) => {
-                std::thread::sleep(Duration::from_millis(250));
-            }
-            result => return result,
+        tries += 1;
+        if tries == 2 {
+            cx.hush();
         }
+        let result = attempt(cx);
+        let again = matches!(result, Ok(Attempt::Again(_))) && started.elapsed() < within;
+        if again {
+            cx.take_hushed();
+            std::thread::sleep(POLL_AGAIN);
+            continue;
+        }
+        if tries > 1 {
+            for line in cx.unhush() {
+                if !line.starts_with("$ ") {
+                    cx.say(line);
+                }
+            }
+            let ended = if matches!(result, Ok(Attempt::Done(_))) {
+                "held"
+            } else {
+                "did not hold"
+            };
+            cx.say(format_args!(
+                "({ended} after {tries} tries in {:.1} s; the command above, repeated)",
+                started.elapsed().as_secs_f64()
+            ));
+        }
+        return match result? {
+            Attempt::Done(value) => Ok(value),
+            Attempt::Again(failure) => Err(failure),
+        };
     }
 }
 

@@ -19,8 +19,8 @@ struct Partition {
 struct Heal;
 
 pub fn parse_partition(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    let mut hosts = vec![node.argument("a host name")?];
-    while let Some(host) = node.optional_argument("a host name")? {
+    let mut hosts = vec![node.host("a host name")?];
+    while let Some(host) = node.optional_host("a host name")? {
         hosts.push(host);
     }
     Ok(Box::new(Partition { hosts }))

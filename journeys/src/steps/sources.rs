@@ -26,7 +26,7 @@ struct ExpectTagJournal {
 
 pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let tag = node.argument("a tag name")?;
-    let Some(host) = node.string("host")? else {
+    let Some(host) = node.host_property("host")? else {
         return Err(node
             .error("`expect-tag-journal` needs host=HOST")
             .with_help("write e.g. `expect-tag-journal boiler-temp host=edge model=boiler`"));
@@ -49,7 +49,7 @@ pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
 
 impl Step for ExpectTagJournal {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
-        repeat_within(self.within, || self.check(cx))
+        repeat_within(cx, self.within, |cx| self.check(cx))
     }
 }
 

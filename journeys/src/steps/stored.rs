@@ -38,7 +38,7 @@ struct StoredText {
 }
 
 pub fn parse_stored_text(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    let host = node.argument("a host name")?;
+    let host = node.host("a host name")?;
     let text = node.required("text", "TEXT")?;
     if text.len() < 8 {
         return Err(node.error(
@@ -137,7 +137,7 @@ struct Plaintext {
 }
 
 pub fn parse_plaintext(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    let host = node.argument("a host name")?;
+    let host = node.host("a host name")?;
     let route = node.required("route", "R")?;
     let present = match node.property("present")?.map(|e| e.value().clone()) {
         Some(KdlValue::Bool(b)) => b,

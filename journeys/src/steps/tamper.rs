@@ -40,7 +40,7 @@ enum Tamper {
 }
 
 fn relative(node: &mut Node<'_>) -> Result<(String, String), ParseError> {
-    let host = node.argument("a host name")?;
+    let host = node.host("a host name")?;
     let path = node.argument("a path inside the host directory")?;
     if path.starts_with('/') || path.split('/').any(|c| c == "..") {
         return Err(node.error(format!("`{path}` must stay inside the host directory")));
@@ -61,7 +61,7 @@ pub fn parse_chmod(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
 }
 
 pub fn parse_replace_key(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    let host = node.argument("a host name")?;
+    let host = node.host("a host name")?;
     let file = node.argument("a key file name, e.g. \"signing.key\"")?;
     if file.contains('/') {
         return Err(node.error("a key file name, not a path: keys live in `keys/`"));

@@ -46,7 +46,7 @@ struct Occupy {
 }
 
 pub fn parse_call(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    let host = node.argument("a host name")?;
+    let host = node.host("a host name")?;
     let ca = node
         .string("ca")?
         .ok_or_else(|| node.error("`call` needs ca=\"MEMBERSHIP\" (whose authority to trust)"))?;
@@ -55,7 +55,7 @@ pub fn parse_call(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let cert = node
         .string("cert")?
         .map(|c| node.cx().journey_dir().join(c));
-    let from = node.string("from")?;
+    let from = node.host_property("from")?;
     let expect = match node.string("expect")?.as_deref() {
         Some("admitted") => Expect::Admitted,
         Some("refused") => Expect::Refused,

@@ -29,6 +29,7 @@ pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     }
     // Absolute, so commands run from the work directory find it.
     let path = path.canonicalize().unwrap_or(path);
+    node.cx().set_topology(&path);
     Ok(Box::new(Topology { path }))
 }
 
@@ -56,6 +57,7 @@ pub fn parse_edit_topology(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseEr
         return Err(node.error("`from` must not be empty"));
     }
     let all = node.flag("all")?.unwrap_or(false);
+    node.cx().edit_topology(&from, &to, all);
     Ok(Box::new(EditTopology { from, to, all }))
 }
 

@@ -83,7 +83,7 @@ pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
 
 impl Step for ExpectValues {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
-        repeat_within(self.within, || self.check(cx))
+        repeat_within(cx, self.within, |cx| self.check(cx))
     }
 }
 

@@ -59,9 +59,9 @@ struct Cycles {
 }
 
 pub fn parse_cycles(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    let receiver = node.required("receiver", "HOST")?;
-    let caller = node.required("caller", "HOST")?;
-    let mailbox = node.required("mailbox", "HOST")?;
+    let receiver = node.required_host("receiver")?;
+    let caller = node.required_host("caller")?;
+    let mailbox = node.required_host("mailbox")?;
     let cycles = node.count("cycles")?.unwrap_or(10);
     if cycles == 0 || cycles > PROCESS_CYCLES_MAX {
         return Err(node.error(format!(

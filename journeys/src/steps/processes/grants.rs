@@ -24,7 +24,7 @@ struct ExpectGrants {
 }
 
 pub fn parse_expect_grants(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    let host = node.argument("the issuing (receiving) host")?;
+    let host = node.host("the issuing (receiving) host")?;
     let grant = node.string("grant")?;
     let mut numbers = Vec::new();
     for key in GRANT_NUMBERS {
@@ -137,7 +137,7 @@ struct ExpectProcesses {
 }
 
 pub fn parse_expect_processes(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    let host = node.argument("a host name")?;
+    let host = node.host("a host name")?;
     let demo_count = node.count("demo-count")?;
     let mut runs = Vec::new();
     for key in ["succeeded", "failed", "unknown", "running"] {

@@ -31,7 +31,7 @@ struct RunProcess {
 }
 
 pub fn parse_run(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
-    let host = node.argument("the receiving host")?;
+    let host = node.host("the receiving host")?;
     let process = node.argument("a Process name, e.g. \"demo.count\"")?;
     let caller = node.required("as", "CALLER")?;
     let op = node.required("op", "ID")?;
@@ -137,7 +137,7 @@ struct ExpectProcess {
 
 pub fn parse_expect_process(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let op = node.argument("a request id")?;
-    let host = node.required("host", "HOST")?;
+    let host = node.required_host("host")?;
     let outcome = node.string("outcome")?;
     if let Some(o) = &outcome
         && !["succeeded", "failed", "unknown", "absent"].contains(&o.as_str())
@@ -232,7 +232,7 @@ struct ResolveProcess {
 
 pub fn parse_resolve(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let op = node.argument("a request id")?;
-    let host = node.required("host", "HOST")?;
+    let host = node.required_host("host")?;
     let outcome = node.required("outcome", "succeeded|failed")?;
     if outcome != "succeeded" && outcome != "failed" {
         return Err(node.error("`outcome` is succeeded or failed"));
