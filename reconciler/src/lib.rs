@@ -7,6 +7,7 @@
 
 pub mod apply;
 pub mod authority;
+pub mod changes;
 pub mod observe;
 pub mod plan;
 pub mod planfile;
