@@ -31,6 +31,11 @@ pub const ACK_BATCH_MESSAGES_MAX: usize = 4_096;
 /// The fewest batches `compare` times per engine and scenario, however short the run.
 pub const COMPARE_BATCHES_MIN: usize = 15;
 
+/// The largest generated topology `scale --objects` may ask for.
+pub const SCALE_OBJECTS_MAX: usize = 1_000_000;
+/// The most runs `scale --repeat` may ask for per measurement.
+pub const SCALE_REPEATS_MAX: u32 = 50;
+
 // A warm-up longer than the longest window would make most of a run unrecorded.
 const _: () = assert!(WARMUP_SECONDS_MAX < MEASUREMENT_SECONDS_MAX);
 // The shared-polling rule of `delivery_compare` (publishers take turns polling when

@@ -331,7 +331,7 @@ impl Plan {
     }
 
     pub fn render(&self) -> String {
-        self.render_with(&crate::changes::Paint::off())
+        self.render_with(&crate::changes::Paint::new(false))
     }
 
     pub fn render_with(&self, paint: &crate::changes::Paint) -> String {
