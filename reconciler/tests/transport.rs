@@ -100,9 +100,14 @@ impl Work {
         self.hosts.clear();
     }
 
-    /// The host's TLS key as a PEM file for curl (PKCS#8 DER converted by openssl).
+    /// The host's TLS key as a PEM file for curl: the key file itself (PEM PKCS#8), or
+    /// for a key in the older hex form, PKCS#8 DER converted by openssl.
     fn key_pem(&self, host: &str) -> String {
-        let hex = std::fs::read_to_string(self.host_dir(host).join("keys/tls.key")).unwrap();
+        let key = self.host_dir(host).join("keys/tls.key");
+        let hex = std::fs::read_to_string(&key).unwrap();
+        if hex.starts_with("-----BEGIN PRIVATE KEY-----") {
+            return key.display().to_string();
+        }
         let seed: Vec<u8> = (0..32)
             .map(|i| u8::from_str_radix(&hex.trim()[2 * i..2 * i + 2], 16).unwrap())
             .collect();

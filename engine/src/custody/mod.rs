@@ -3,12 +3,14 @@
 //!
 //! ```text
 //! DIR/keys/            0700
-//!   signing.key        0600  Ed25519 secret (32 bytes, hex), current generation
-//!   mail.key           0600  X25519 secret (32 bytes, hex)
-//!   tls.key            0600  Ed25519 secret for the TLS identity (32 bytes, hex)
+//!   signing.key        0600  Ed25519 secret, PEM PKCS#8 v1, current generation
+//!   mail.key           0600  X25519 secret, PEM PKCS#8 v1
+//!   tls.key            0600  Ed25519 secret for the TLS identity, PEM PKCS#8 v1
 //!   custody.toml       0600  manifest: generation and every public fingerprint,
 //!                            retired signing keys (verify-only) included
 //! ```
+//! Key files written before are 64 hexadecimal digits: still read, rewritten as PEM
+//! only by [`rewrite_as_pem`] (the `~ keys H (rewrite as PEM)` transition).
 //!
 //! Invariants:
 //! - a key whose public half differs from the manifest is *replaced* and refuses the
@@ -24,8 +26,11 @@ use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use x25519_dalek::{PublicKey as MailPublicKey, StaticSecret};
 
+pub mod keyfile;
 pub mod membership;
 pub mod seal;
+
+pub use keyfile::{KeyFormat, KeyKind};
 
 /// The keys directory inside a host installation.
 pub const KEYS_DIR: &str = "keys";
@@ -58,7 +63,16 @@ pub enum CustodyError {
     Random(String),
     #[error("cannot rotate signing keys from generation {from} to {to}: generations only grow")]
     GenerationNotGrowing { from: u32, to: u32 },
+    #[error(transparent)]
+    Private(#[from] crate::store::PrivateDirError),
 }
+
+/// The key files of a custody, each with its algorithm, in the order they are checked.
+pub const KEY_FILES: [(&str, KeyKind); 3] = [
+    (SIGNING_KEY_FILE, KeyKind::Ed25519),
+    (MAIL_KEY_FILE, KeyKind::X25519),
+    (TLS_KEY_FILE, KeyKind::Ed25519),
+];
 
 /// The manifest of public fingerprints (`keys/custody.toml`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,7 +171,18 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), CustodyError> {
     std::fs::rename(&temporary, path).map_err(io)
 }
 
-fn read_secret(path: &Path) -> Result<[u8; 32], CustodyError> {
+/// Writes a 32-byte secret of `kind` to `path` as a PEM PKCS#8 v1 key file (0600,
+/// synced, atomically).
+fn write_key(path: &Path, kind: KeyKind, secret: &[u8; 32]) -> Result<(), CustodyError> {
+    write_private(path, keyfile::encode_pem(kind, secret).as_bytes())
+}
+
+/// The secret of `kind` in key file `path` (PEM PKCS#8, or the older hex) and its
+/// format.
+pub fn read_key(
+    path: &Path,
+    kind: KeyKind,
+) -> Result<(zeroize::Zeroizing<[u8; 32]>, KeyFormat), CustodyError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -172,10 +197,15 @@ fn read_secret(path: &Path) -> Result<[u8; 32], CustodyError> {
             });
         }
     };
-    unhex(&text).ok_or_else(|| CustodyError::Malformed {
+    let text = zeroize::Zeroizing::new(text);
+    keyfile::decode(kind, &text).map_err(|reason| CustodyError::Malformed {
         path: path.to_owned(),
-        reason: "expected 64 hexadecimal digits".to_owned(),
+        reason,
     })
+}
+
+fn read_secret(path: &Path, kind: KeyKind) -> Result<[u8; 32], CustodyError> {
+    read_key(path, kind).map(|(secret, _)| *secret)
 }
 
 fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), CustodyError> {
@@ -228,18 +258,13 @@ pub fn create(dir: &Path) -> Result<Manifest, CustodyError> {
     let signing = SigningKey::from_bytes(&random_secret()?);
     let mail = StaticSecret::from(random_secret()?);
     let tls = SigningKey::from_bytes(&random_secret()?);
-    write_private(
+    write_key(
         &keys.join(SIGNING_KEY_FILE),
-        hex::encode(signing.to_bytes()).as_bytes(),
+        KeyKind::Ed25519,
+        &signing.to_bytes(),
     )?;
-    write_private(
-        &keys.join(MAIL_KEY_FILE),
-        hex::encode(mail.as_bytes()).as_bytes(),
-    )?;
-    write_private(
-        &keys.join(TLS_KEY_FILE),
-        hex::encode(tls.to_bytes()).as_bytes(),
-    )?;
+    write_key(&keys.join(MAIL_KEY_FILE), KeyKind::X25519, mail.as_bytes())?;
+    write_key(&keys.join(TLS_KEY_FILE), KeyKind::Ed25519, &tls.to_bytes())?;
     let manifest = Manifest {
         generation: 1,
         signing: signing_fingerprint(&signing.verifying_key()),
@@ -267,15 +292,18 @@ pub fn verify(dir: &Path) -> Result<Custody, CustodyError> {
             })
         }
     };
-    let signing = SigningKey::from_bytes(&read_secret(&keys.join(SIGNING_KEY_FILE))?);
+    let signing = SigningKey::from_bytes(&read_secret(
+        &keys.join(SIGNING_KEY_FILE),
+        KeyKind::Ed25519,
+    )?);
     check(
         SIGNING_KEY_FILE,
         signing_fingerprint(&signing.verifying_key()),
         &manifest.signing,
     )?;
-    let mail = StaticSecret::from(read_secret(&keys.join(MAIL_KEY_FILE))?);
+    let mail = StaticSecret::from(read_secret(&keys.join(MAIL_KEY_FILE), KeyKind::X25519)?);
     check(MAIL_KEY_FILE, mail_fingerprint(&mail), &manifest.mail)?;
-    let tls = SigningKey::from_bytes(&read_secret(&keys.join(TLS_KEY_FILE))?);
+    let tls = SigningKey::from_bytes(&read_secret(&keys.join(TLS_KEY_FILE), KeyKind::Ed25519)?);
     check(
         TLS_KEY_FILE,
         signing_fingerprint(&tls.verifying_key()),
@@ -291,7 +319,51 @@ pub fn verify(dir: &Path) -> Result<Custody, CustodyError> {
 /// The TLS key's secret, after the whole custody verifies (for the transport only).
 pub fn tls_secret(dir: &Path) -> Result<[u8; 32], CustodyError> {
     verify(dir)?;
-    read_secret(&dir.join(KEYS_DIR).join(TLS_KEY_FILE))
+    read_secret(&dir.join(KEYS_DIR).join(TLS_KEY_FILE), KeyKind::Ed25519)
+}
+
+/// The names of `dir`'s key files still in the older hex form (none for a custody
+/// made by this build). Reads the files; verifies nothing.
+pub fn legacy_key_files(dir: &Path) -> Result<Vec<String>, CustodyError> {
+    let keys = dir.join(KEYS_DIR);
+    let mut legacy = Vec::new();
+    for (file, kind) in KEY_FILES {
+        if read_key(&keys.join(file), kind)?.1 == KeyFormat::Hex {
+            legacy.push(file.to_owned());
+        }
+    }
+    Ok(legacy)
+}
+
+/// Rewrites each of `dir`'s key files still in hex as PEM PKCS#8 v1 — the same
+/// secret, so every fingerprint and identity is unchanged — and returns their names.
+/// Each file is replaced atomically (a synced temporary file renamed over it, 0600,
+/// then the directory synced). The whole custody must verify against its manifest
+/// before (else nothing is rewritten) and verifies again after; the keys directory
+/// must be private. Idempotent: once every file is PEM, it rewrites nothing.
+pub fn rewrite_as_pem(dir: &Path) -> Result<Vec<String>, CustodyError> {
+    let keys = dir.join(KEYS_DIR);
+    crate::store::ensure_private_dir(&keys)?;
+    verify(dir)?;
+    let mut rewritten = Vec::new();
+    for (file, kind) in KEY_FILES {
+        let path = keys.join(file);
+        let (secret, format) = read_key(&path, kind)?;
+        if format == KeyFormat::Hex {
+            write_key(&path, kind, &secret)?;
+            rewritten.push(file.to_owned());
+        }
+    }
+    if !rewritten.is_empty() {
+        std::fs::File::open(&keys)
+            .and_then(|d| d.sync_all())
+            .map_err(|source| CustodyError::Io {
+                path: keys.clone(),
+                source,
+            })?;
+    }
+    verify(dir)?;
+    Ok(rewritten)
 }
 
 /// Rotates the signing key to `generation`: a new key, the old one kept in the
@@ -321,9 +393,10 @@ pub fn rotate(dir: &Path, generation: u32) -> Result<Manifest, CustodyError> {
     // key is `signing.key.next`: `verify` then refuses (replaced key) rather than sign
     // with either — the operator sees it (docs/custody.md).
     let keys = dir.join(KEYS_DIR);
-    write_private(
+    write_key(
         &keys.join(format!("{SIGNING_KEY_FILE}.next")),
-        hex::encode(next.to_bytes()).as_bytes(),
+        KeyKind::Ed25519,
+        &next.to_bytes(),
     )?;
     write_manifest(dir, &manifest)?;
     std::fs::rename(
@@ -456,6 +529,138 @@ mod tests {
         std::fs::remove_file(d.join("keys/mail.key")).unwrap();
         assert!(matches!(verify(&d), Err(CustodyError::MissingKey { .. })));
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Turns a custody's key files into the hex form Grid wrote before.
+    fn as_hex(d: &Path) {
+        for (file, kind) in KEY_FILES {
+            let path = d.join(KEYS_DIR).join(file);
+            let (secret, _) = read_key(&path, kind).unwrap();
+            write_private(&path, hex::encode(*secret).as_bytes()).unwrap();
+        }
+    }
+
+    fn openssl_reads(path: &Path) -> Result<(), String> {
+        let output = std::process::Command::new("openssl")
+            .args(["pkey", "-noout", "-in"])
+            .arg(path)
+            .output()
+            .expect("openssl is installed");
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).into_owned())
+        }
+    }
+
+    #[test]
+    fn created_keys_are_pem_pkcs8_that_openssl_reads() {
+        let d = dir("pem");
+        create(&d).unwrap();
+        assert_eq!(legacy_key_files(&d).unwrap(), Vec::<String>::new());
+        for (file, _) in KEY_FILES {
+            let path = d.join(KEYS_DIR).join(file);
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(text.starts_with("-----BEGIN PRIVATE KEY-----\n"), "{file}");
+            openssl_reads(&path).unwrap_or_else(|e| panic!("openssl refuses {file}: {e}"));
+        }
+        // A rotated signing key is PEM too.
+        rotate(&d, 2).unwrap();
+        openssl_reads(&d.join(KEYS_DIR).join(SIGNING_KEY_FILE)).unwrap();
+        assert_eq!(legacy_key_files(&d).unwrap(), Vec::<String>::new());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn hex_keys_still_verify_and_rewrite_as_pem_keeps_every_fingerprint() {
+        let d = dir("hex");
+        let manifest = create(&d).unwrap();
+        as_hex(&d);
+        assert!(openssl_reads(&d.join(KEYS_DIR).join(TLS_KEY_FILE)).is_err());
+        let before = verify(&d).unwrap();
+        assert_eq!(
+            before.manifest, manifest,
+            "a hex installation still verifies"
+        );
+        let tls_before = tls_secret(&d).unwrap();
+        assert_eq!(
+            legacy_key_files(&d).unwrap(),
+            ["signing.key", "mail.key", "tls.key"]
+        );
+        assert_eq!(
+            rewrite_as_pem(&d).unwrap(),
+            ["signing.key", "mail.key", "tls.key"]
+        );
+        assert_eq!(legacy_key_files(&d).unwrap(), Vec::<String>::new());
+        let after = verify(&d).unwrap();
+        assert_eq!(after.manifest, manifest, "fingerprints unchanged");
+        assert_eq!(
+            after.mail_public().as_bytes(),
+            before.mail_public().as_bytes()
+        );
+        assert_eq!(
+            tls_secret(&d).unwrap(),
+            tls_before,
+            "the TLS identity unchanged"
+        );
+        let (generation, signature) = after.sign(b"m");
+        assert!(verify_signature(&manifest, generation, b"m", &signature));
+        for (file, _) in KEY_FILES {
+            let path = d.join(KEYS_DIR).join(file);
+            openssl_reads(&path).unwrap_or_else(|e| panic!("openssl refuses {file}: {e}"));
+            let mode = std::os::unix::fs::PermissionsExt::mode(
+                &std::fs::metadata(&path).unwrap().permissions(),
+            );
+            assert_eq!(mode & 0o777, 0o600, "{file}");
+        }
+        assert_eq!(
+            rewrite_as_pem(&d).unwrap(),
+            Vec::<String>::new(),
+            "idempotent"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn rewrite_refuses_weak_permissions_and_replaced_keys_rewriting_nothing() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = dir("rewrite-refusals");
+        create(&d).unwrap();
+        as_hex(&d);
+        let signing = d.join(KEYS_DIR).join(SIGNING_KEY_FILE);
+        std::fs::set_permissions(&signing, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(matches!(
+            rewrite_as_pem(&d),
+            Err(CustodyError::Private(
+                crate::store::PrivateDirError::WeakPermissions { .. }
+            ))
+        ));
+        let keys = d.join(KEYS_DIR);
+        assert!(
+            crate::store::ensure_private_dir(&keys).is_err(),
+            "a host refuses too"
+        );
+        std::fs::set_permissions(&signing, std::fs::Permissions::from_mode(0o600)).unwrap();
+        crate::store::ensure_private_dir(&keys).unwrap();
+        // A replaced key: nothing is rewritten, the hex files stay as they were.
+        write_private(
+            &d.join(KEYS_DIR).join(MAIL_KEY_FILE),
+            hex::encode([9u8; 32]).as_bytes(),
+        )
+        .unwrap();
+        assert!(matches!(
+            rewrite_as_pem(&d),
+            Err(CustodyError::ReplacedKey { .. })
+        ));
+        assert_eq!(legacy_key_files(&d).unwrap().len(), 3);
+        // The same with weak permissions on a PEM key: a host still refuses it.
+        let pem = dir("pem-weak");
+        create(&pem).unwrap();
+        let tls = pem.join(KEYS_DIR).join(TLS_KEY_FILE);
+        std::fs::set_permissions(&tls, std::fs::Permissions::from_mode(0o640)).unwrap();
+        assert!(crate::store::ensure_private_dir(&pem.join(KEYS_DIR)).is_err());
+        std::fs::remove_dir_all(&d).unwrap();
+        std::fs::remove_dir_all(&pem).unwrap();
     }
 
     #[test]

@@ -20,11 +20,13 @@
 pub use crate::config;
 pub mod control;
 mod feeder;
+mod generations;
+pub mod pid;
 mod submit;
 mod tags;
 
 use crate::limits::{OBSERVE_UNACKNOWLEDGED_MAX, OPERATION_ID_LENGTH_MAX};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
@@ -64,6 +66,13 @@ pub enum HostError {
     Custody(#[from] crate::custody::CustodyError),
     #[error("{path}: the host store failed: {source}")]
     Storage { path: PathBuf, source: fjall::Error },
+    #[error(
+        "{}: another gridd{} serves this installation (it holds the lock of its store); stop that gridd first, or talk to it through {}",
+        .path.display(),
+        .pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+        control::socket_path(.path).display()
+    )]
+    Served { path: PathBuf, pid: Option<u32> },
     #[error("{path}: the host store is damaged: {detail}")]
     Damaged { path: PathBuf, detail: String },
     #[error(
@@ -93,6 +102,9 @@ struct Installed {
     record: ModelRecord,
     runtime: Runtime,
     batches: u64,
+    /// The inputs a batch of this generation set (a carried input counts): they keep
+    /// their values in the next generation; every other input takes its new default.
+    set: BTreeSet<String>,
     /// `output CELL route=R`: (cell, route), published on each batch that changes it.
     outputs: RouteLinks,
     /// `input NAME from="route:R"`: (input, route), fed from this host's inbox.
@@ -107,6 +119,7 @@ impl Installed {
         record: ModelRecord,
         runtime: Runtime,
         batches: u64,
+        set: BTreeSet<String>,
         model: &grid_spec::Model,
     ) -> Installed {
         let (outputs, fed) = routes_of(model);
@@ -114,6 +127,7 @@ impl Installed {
             record,
             runtime,
             batches,
+            set,
             outputs,
             fed,
             tag_fed: tags_of(model),
@@ -283,10 +297,17 @@ impl Host {
             path: store.clone(),
             source,
         };
-        let database = Database::builder(&store)
-            .worker_threads(1)
-            .open()
-            .map_err(storage)?;
+        let database = match Database::builder(&store).worker_threads(1).open() {
+            Err(fjall::Error::Locked) => {
+                return Err(HostError::Served {
+                    path: dir.to_owned(),
+                    pid: pid::holder(dir),
+                });
+            }
+            opened => opened.map_err(storage)?,
+        };
+        // This process holds the store's lock: it names itself as the one serving.
+        pid::write(dir)?;
         let keyspace = |name: &str| database.keyspace(name, KeyspaceCreateOptions::default);
         let meta = keyspace("meta").map_err(storage)?;
         let operations = keyspace("operations").map_err(storage)?;
@@ -494,6 +515,7 @@ impl Host {
             let mut runtime =
                 Runtime::new(&model).map_err(|e| self.damaged(format!("model `{name}`: {e}")))?;
             let mut batches = 0u64;
+            let mut set = BTreeSet::new();
             let prefix = batch_prefix(&name, record.generation);
             for guard in self.batches.prefix(&prefix) {
                 let (key, value) = guard.into_inner().map_err(storage)?;
@@ -516,10 +538,11 @@ impl Host {
                 runtime
                     .apply(&named)
                     .map_err(|e| self.damaged(format!("model `{name}`: batch {number}: {e}")))?;
+                set.extend(batch.into_iter().map(|(input, _)| input));
                 batches = number;
             }
             self.models
-                .insert(name, Installed::new(record, runtime, batches, &model));
+                .insert(name, Installed::new(record, runtime, batches, set, &model));
         }
         self.recover_tags()
     }
@@ -656,6 +679,11 @@ impl Host {
         let number = installed.batches + 1;
         installed.batches = number;
         crate::metrics::batch_applied();
+        for (input, _) in named {
+            if !installed.set.contains(*input) {
+                installed.set.insert((*input).to_owned());
+            }
+        }
         write.insert(
             &self.batches,
             batch_key(model, installed.record.generation, number),
@@ -845,27 +873,4 @@ impl Host {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The host store's key layout (docs/host-store.md) is a disk format: these are
-    /// the bytes stores written before `store::keys` existed hold.
-    #[test]
-    fn store_keys_keep_their_bytes() {
-        assert_eq!(
-            batch_key("m", 2, 3),
-            [b"m\0".as_slice(), &2u32.to_be_bytes(), &3u64.to_be_bytes()].concat()
-        );
-        assert_eq!(
-            batch_prefix("m", 2),
-            [b"m\0".as_slice(), &2u32.to_be_bytes()].concat()
-        );
-        assert_eq!(
-            observation_key("t", 9),
-            [b"t\0".as_slice(), &9u64.to_be_bytes()].concat()
-        );
-        assert_eq!(observation_prefix("t"), b"t\0");
-        assert_eq!(tag_fed_key("m", "t"), b"tag-fed\0m\0t");
-        assert_eq!(fed_key("m", "r"), b"fed\0m\0r");
-    }
-}
+mod tests;

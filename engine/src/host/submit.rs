@@ -60,7 +60,7 @@ impl Host {
                 ),
                 Ok(parsed) => match Runtime::new(&parsed) {
                     Err(e) => failed(&op, e.to_string()),
-                    Ok(mut runtime) => {
+                    Ok(runtime) => {
                         let canonical = grid_spec::canonical::model(&parsed);
                         let current = self.models.get(name);
                         match current {
@@ -76,63 +76,15 @@ impl Host {
                                     ),
                                 )
                             }
-                            _ => {
-                                let generation = current.map_or(1, |i| i.record.generation + 1);
-                                // Input values carry over to inputs the new definition still has.
-                                let carried: Vec<(String, f64)> = current
-                                    .filter(|i| !i.record.retired)
-                                    .map(|installed| {
-                                        parsed
-                                            .inputs()
-                                            .filter_map(|input| {
-                                                match installed.runtime.value(&input.name) {
-                                                    Some(Value::Number(v))
-                                                        if Some(v) != input.default =>
-                                                    {
-                                                        Some((input.name.clone(), v))
-                                                    }
-                                                    _ => None,
-                                                }
-                                            })
-                                            .collect()
-                                    })
-                                    .unwrap_or_default();
-                                let mut batches = 0;
-                                if !carried.is_empty() {
-                                    let named: Vec<(&str, f64)> =
-                                        carried.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-                                    runtime
-                                        .apply(&named)
-                                        .expect("carried inputs exist and are finite");
-                                    write.insert(
-                                        &self.batches,
-                                        batch_key(name, generation, 1),
-                                        encode_batch(&named),
-                                    );
-                                    batches = 1;
+                            _ => match self
+                                .stage_generation(name, &parsed, runtime, canonical, &mut write)
+                            {
+                                Err(reason) => failed(&op, reason),
+                                Ok((detail, apply)) => {
+                                    after_commit = Some(apply);
+                                    succeeded(&op, detail)
                                 }
-                                let record = ModelRecord {
-                                    model: canonical,
-                                    retired: false,
-                                    generation,
-                                };
-                                write.insert(
-                                    &self.models_keyspace,
-                                    name.as_str(),
-                                    serde_json::to_vec(&record).expect("records serialize"),
-                                );
-                                let name = name.clone();
-                                let detail = if generation == 1 {
-                                    format!("installed model {name}")
-                                } else {
-                                    format!("installed model {name} generation {generation}")
-                                };
-                                let installed = Installed::new(record, runtime, batches, &parsed);
-                                after_commit = Some(Box::new(move |host: &mut Host| {
-                                    host.models.insert(name, installed);
-                                }));
-                                succeeded(&op, detail)
-                            }
+                            },
                         }
                     }
                 },

@@ -103,7 +103,30 @@ impl Step for Tamper {
                 let full = cx.host_dir(host).join("keys").join(file);
                 let old = std::fs::read_to_string(&full)
                     .map_err(|e| io_failure(format!("to read key {file}"), &full, e))?;
-                // Another well-formed key: every hex digit shifted by one.
+                if old.trim_start().starts_with("-----BEGIN") {
+                    // A PEM PKCS#8 key: another well-formed one of the same algorithm.
+                    let algorithm = if file == "mail.key" {
+                        "x25519"
+                    } else {
+                        "ed25519"
+                    };
+                    let output = std::process::Command::new("openssl")
+                        .args(["genpkey", "-algorithm", algorithm])
+                        .output()
+                        .map_err(|e| Failure::new("openssl to run", e.to_string()))?;
+                    if !output.status.success() {
+                        return Err(Failure::new(
+                            "openssl to generate a key",
+                            String::from_utf8_lossy(&output.stderr).into_owned(),
+                        ));
+                    }
+                    std::fs::write(&full, output.stdout)
+                        .map_err(|e| io_failure(format!("to replace key {file}"), &full, e))?;
+                    cx.say(format_args!("{host}: keys/{file} replaced by another key"));
+                    return Ok(());
+                }
+                // Another well-formed key in the older hex form: every hex digit shifted
+                // by one.
                 let new: String = old
                     .trim()
                     .chars()

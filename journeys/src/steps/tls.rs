@@ -88,11 +88,16 @@ fn failure(expected: impl Into<String>, observed: impl std::fmt::Display) -> Fai
     Failure::new(expected, observed.to_string())
 }
 
-/// A participant's TLS key as a PKCS#8 PEM file for curl, made with openssl.
+/// A participant's TLS key as a PKCS#8 PEM file for curl: the key file itself, or (a
+/// key in the older hex form) a PEM made with openssl.
 fn key_pem(cx: &Context<'_>, participant: &str) -> Result<PathBuf, Failure> {
     let key = cx.host_dir(participant).join("keys/tls.key");
     let hex = std::fs::read_to_string(&key)
         .map_err(|e| failure("a TLS key", format!("{}: {e}", key.display())))?;
+    if hex.trim_start().starts_with("-----BEGIN") {
+        // Already PEM PKCS#8: curl reads the key file as it is.
+        return Ok(key);
+    }
     let hex = hex.trim();
     let mut der = vec![
         0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04,

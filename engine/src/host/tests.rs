@@ -1,0 +1,308 @@
+//! The model owner on a real store in a temporary directory: generations, defaults and
+//! recovery, through the same `handle` calls the control socket makes.
+
+use super::*;
+
+/// A fresh host installation (no profiles) in a private temporary directory.
+struct Installation {
+    dir: PathBuf,
+}
+
+impl Installation {
+    fn new(name: &str) -> Installation {
+        let dir = std::env::temp_dir().join(format!("grid-host-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        ensure_private_dir(&dir).unwrap();
+        let config = HostConfig {
+            name: "solo".to_owned(),
+            listen: "127.0.0.1:7999".to_owned(),
+            profiles: Vec::new(),
+            capacity: Default::default(),
+        };
+        crate::custody::write_private(
+            &dir.join(config::HOST_CONFIG_FILE),
+            config.to_toml().as_bytes(),
+        )
+        .unwrap();
+        crate::custody::create(&dir).unwrap();
+        Installation { dir }
+    }
+
+    /// Opens the host, as gridd does; the store fjall created under the test's umask is
+    /// made private first (gridd runs with `umask 077`).
+    fn open(&self) -> Host {
+        privatize(&self.dir);
+        Host::open(&self.dir, Failpoints::default()).unwrap()
+    }
+}
+
+fn privatize(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = path.is_dir();
+    let mode = if dir { 0o700 } else { 0o600 };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    if dir {
+        for entry in std::fs::read_dir(path).unwrap() {
+            privatize(&entry.unwrap().path());
+        }
+    }
+}
+
+impl Drop for Installation {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The canonical text of model `name` declared on host `solo` by `body`.
+fn model_text(name: &str, body: &str) -> String {
+    let text = format!(
+        "grid version=1\nhost solo listen=\"127.0.0.1:7999\"\nmodel {name} host=solo {{\n{body}\n}}\n"
+    );
+    let topology = grid_spec::load_str("test.kdl", &text).expect("a valid model");
+    grid_spec::canonical::model(topology.model(name).unwrap())
+}
+
+fn submit(host: &mut Host, op: &str, request: Request) -> Answer {
+    match host.handle(Call::Submit {
+        op: op.to_owned(),
+        request,
+    }) {
+        Handled::Reply(Reply::Answer(answer)) => answer,
+        Handled::Reply(other) => panic!("{op}: expected an answer, got {other:?}"),
+        Handled::DropReply => panic!("{op}: no reply"),
+    }
+}
+
+fn install(host: &mut Host, op: &str, name: &str, body: &str) -> Answer {
+    let answer = submit(
+        host,
+        op,
+        Request::InstallModel {
+            name: name.to_owned(),
+            model: model_text(name, body),
+        },
+    );
+    assert_eq!(
+        answer.outcome,
+        Outcome::Succeeded,
+        "{op}: {}",
+        answer.detail
+    );
+    answer
+}
+
+fn input(host: &mut Host, op: &str, model: &str, values: &[(&str, f64)]) {
+    let answer = submit(
+        host,
+        op,
+        Request::Input {
+            model: model.to_owned(),
+            values: values.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect(),
+            fence: None,
+        },
+    );
+    assert_eq!(
+        answer.outcome,
+        Outcome::Succeeded,
+        "{op}: {}",
+        answer.detail
+    );
+}
+
+/// `name = value` of every input and cell of `model`, numbers only.
+fn values(host: &mut Host, model: &str) -> BTreeMap<String, f64> {
+    match host.handle(Call::Values {
+        model: model.to_owned(),
+    }) {
+        Handled::Reply(Reply::Values { values, .. }) => values
+            .into_iter()
+            .filter_map(|(n, v)| match v {
+                ValueText::Number(x) => Some((n, x)),
+                ValueText::Error(_) => None,
+            })
+            .collect(),
+        Handled::Reply(other) => panic!("expected values, got {other:?}"),
+        Handled::DropReply => panic!("no reply"),
+    }
+}
+
+fn state(host: &Host, model: &str) -> ModelState {
+    host.observe()
+        .models
+        .into_iter()
+        .find(|m| m.name == model)
+        .expect("the model is installed")
+}
+
+/// The bug: an input no batch ever set kept its old default in the new generation
+/// (`factor = 2` after `default=2` became `default=3`), and the next plan was empty.
+#[test]
+fn an_input_no_batch_set_takes_the_new_default_and_keeps_it_after_recovery() {
+    let installation = Installation::new("defaults");
+    let mut host = installation.open();
+    install(
+        &mut host,
+        "i1",
+        "pump",
+        "input flow default=1\ninput factor default=2\ninput offset default=5\ncell power \"flow * factor + offset\"",
+    );
+    input(&mut host, "b1", "pump", &[("flow", 10.0)]);
+    install(
+        &mut host,
+        "i2",
+        "pump",
+        "input flow default=1\ninput factor default=3\ninput offset default=6\ncell power \"flow * factor + offset\"",
+    );
+    let now = values(&mut host, "pump");
+    assert_eq!(now["flow"], 10.0, "set by a batch: carried over");
+    assert_eq!(now["factor"], 3.0, "never set: the new default");
+    assert_eq!(now["offset"], 6.0, "never set: the new default");
+    assert_eq!(now["power"], 36.0);
+    // A later generation still knows `flow` was set by a batch (it was carried), and
+    // `factor` was not.
+    install(
+        &mut host,
+        "i3",
+        "pump",
+        "input flow default=2\ninput factor default=4\ninput offset default=6\ncell power \"flow * factor + offset\"",
+    );
+    assert_eq!(values(&mut host, "pump")["flow"], 10.0);
+    assert_eq!(values(&mut host, "pump")["factor"], 4.0);
+    let before = values(&mut host, "pump");
+    let batches = state(&host, "pump").batches;
+    drop(host);
+    let mut host = installation.open();
+    assert_eq!(
+        values(&mut host, "pump"),
+        before,
+        "recovery replays the same state"
+    );
+    assert_eq!(state(&host, "pump").batches, batches);
+}
+
+/// An input a batch set keeps its value even when it equals the old default, and even
+/// when it equals the new default it stays "set" for the generations after.
+#[test]
+fn an_input_a_batch_set_keeps_its_value_whatever_the_defaults() {
+    let installation = Installation::new("set-inputs");
+    let mut host = installation.open();
+    install(&mut host, "i1", "m", "input x default=2\ncell y \"x * 10\"");
+    input(&mut host, "b1", "m", &[("x", 2.0)]);
+    install(&mut host, "i2", "m", "input x default=3\ncell y \"x * 10\"");
+    assert_eq!(values(&mut host, "m")["x"], 2.0, "set to 2 by a batch");
+    install(&mut host, "i3", "m", "input x default=2\ncell y \"x * 10\"");
+    install(&mut host, "i4", "m", "input x default=4\ncell y \"x * 10\"");
+    assert_eq!(values(&mut host, "m")["x"], 2.0);
+    drop(host);
+    let mut host = installation.open();
+    assert_eq!(values(&mut host, "m")["x"], 2.0);
+    assert_eq!(values(&mut host, "m")["y"], 20.0);
+}
+
+/// The host store's key layout (docs/host-store.md) is a disk format: these are
+/// the bytes stores written before `store::keys` existed hold.
+#[test]
+fn store_keys_keep_their_bytes() {
+    assert_eq!(
+        batch_key("m", 2, 3),
+        [b"m\0".as_slice(), &2u32.to_be_bytes(), &3u64.to_be_bytes()].concat()
+    );
+    assert_eq!(
+        batch_prefix("m", 2),
+        [b"m\0".as_slice(), &2u32.to_be_bytes()].concat()
+    );
+    assert_eq!(
+        observation_key("t", 9),
+        [b"t\0".as_slice(), &9u64.to_be_bytes()].concat()
+    );
+    assert_eq!(observation_prefix("t"), b"t\0");
+    assert_eq!(tag_fed_key("m", "t"), b"tag-fed\0m\0t");
+    assert_eq!(fed_key("m", "r"), b"fed\0m\0r");
+}
+
+/// A new generation recomputes once, as one journaled batch (batch 1 of the
+/// generation): recovery replays it exactly once, never twice, and the generation
+/// after continues from it.
+#[test]
+fn a_new_generation_is_one_recompute_batch_replayed_once() {
+    let installation = Installation::new("recompute");
+    let mut host = installation.open();
+    install(&mut host, "i1", "m", "input x default=1\ncell y \"x * 10\"");
+    assert_eq!(
+        state(&host, "m").batches,
+        0,
+        "a first generation has no batch"
+    );
+    input(&mut host, "b1", "m", &[("x", 4.0)]);
+    input(&mut host, "b2", "m", &[("x", 5.0)]);
+    let answer = install(
+        &mut host,
+        "i2",
+        "m",
+        "input x default=1\ncell y \"x * 100\"",
+    );
+    assert_eq!(answer.detail, "installed model m generation 2");
+    let m = state(&host, "m");
+    assert_eq!(
+        (m.generation, m.batches),
+        (2, 1),
+        "the recompute is batch 1"
+    );
+    assert_eq!(values(&mut host, "m")["y"], 500.0);
+    // The same text again is no new generation and no batch.
+    let again = install(
+        &mut host,
+        "i3",
+        "m",
+        "input x default=1\ncell y \"x * 100\"",
+    );
+    assert_eq!(again.detail, "model m already installed (generation 2)");
+    drop(host);
+    let mut host = installation.open();
+    let m = state(&host, "m");
+    assert_eq!(
+        (m.generation, m.batches),
+        (2, 1),
+        "replayed once, not twice"
+    );
+    assert_eq!(values(&mut host, "m")["y"], 500.0);
+    input(&mut host, "b3", "m", &[("x", 6.0)]);
+    assert_eq!(state(&host, "m").batches, 2);
+    drop(host);
+    let mut host = installation.open();
+    assert_eq!(values(&mut host, "m")["y"], 600.0);
+    assert_eq!(state(&host, "m").batches, 2);
+}
+
+/// The store names the gridd that serves it: `gridd.pid` (0600) holds this process's
+/// id once the store's lock is held; a second open of the same store is refused as
+/// "served", never as a bare storage error.
+#[test]
+fn a_second_open_of_a_served_store_says_it_is_served() {
+    use std::os::unix::fs::PermissionsExt;
+    let installation = Installation::new("served");
+    let host = installation.open();
+    let pid_file = installation.dir.join(pid::PID_FILE);
+    assert_eq!(
+        std::fs::read_to_string(&pid_file).unwrap().trim(),
+        std::process::id().to_string()
+    );
+    let mode = std::fs::metadata(&pid_file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    privatize(&installation.dir);
+    let error = match Host::open(&installation.dir, Failpoints::default()) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a second open of a locked store succeeded"),
+    };
+    assert!(
+        error.contains("another gridd serves this installation"),
+        "{error}"
+    );
+    // The pid names this very process: not reported (it is not "another" gridd).
+    assert!(!error.contains("(pid "), "{error}");
+    assert!(!error.contains("FjallError"), "{error}");
+    drop(host);
+    pid::remove(&installation.dir);
+    assert!(!pid_file.exists());
+}
