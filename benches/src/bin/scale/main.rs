@@ -88,11 +88,9 @@ fn plan(topology: &grid_spec::Topology, files: &[PathBuf], state: &Path) -> Plan
 }
 
 /// Observing every host of `topology` under `state`, as the plan does first.
+/// One observation of every owner, as a plan makes it (hosts in parallel).
 fn observe_all(topology: &grid_spec::Topology, state: &Path) {
-    for host in &topology.hosts {
-        let dir = grid_reconciler::observe::host_dir(state, &host.name);
-        std::hint::black_box(grid_reconciler::observe::observe_host(&host.name, &dir));
-    }
+    std::hint::black_box(grid_reconciler::observe::observe(topology, state));
 }
 
 /// Median and minimum of `repeat` runs of `run`, and its last result.
@@ -264,23 +262,10 @@ fn running(args: &Args, bin_dir: &Path, work: &Path) -> Result<()> {
         observe_all(&topology, &state);
         Ok(())
     })?;
-    // The routes' transitions alone (each reads its publishing claim through its
-    // publisher, after a barrier), from one observation of every host.
-    let observations: Vec<_> = topology
-        .hosts
-        .iter()
-        .map(|h| {
-            let dir = grid_reconciler::observe::host_dir(&state, &h.name);
-            grid_reconciler::observe::observe_host(&h.name, &dir)
-        })
-        .collect();
+    // The diff alone: the plan of one observation, without IO.
+    let world = grid_reconciler::observe::observe(&topology, &state);
     let (routes, _, _) = timed(args.repeat, || {
-        Ok(grid_reconciler::routes::transitions(
-            &topology,
-            &state,
-            &observations,
-            &Default::default(),
-        ))
+        Ok(grid_reconciler::plan::from_world(&topology, &files, &world))
     })?;
     println!();
     println!(
@@ -295,8 +280,8 @@ fn running(args: &Args, bin_dir: &Path, work: &Path) -> Result<()> {
     let mut table = Table::new(
         &[
             "plan, running hosts",
-            "of it observing",
-            "of it routes' claims",
+            "of it observing (claims included)",
+            "of it diffing",
             "transitions",
         ],
         "rrrr",
