@@ -10,6 +10,7 @@ pub mod canonical;
 pub mod diagnostic;
 pub mod formula;
 pub mod limits;
+pub mod nesting;
 mod parse;
 pub mod topology;
 mod validate;

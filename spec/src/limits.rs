@@ -77,3 +77,30 @@ pub const UP_RECONCILE_ROUNDS_MAX: usize = 8;
 
 /// The longest reason a failed observation shows in `gridctl up`'s view (one short line).
 pub const VIEW_REASON_CHARS_MAX: usize = 100;
+
+// Reading KDL text (`grid_spec::nesting`).
+
+/// The deepest nesting of `{` blocks, and separately of `/* */` comments and of `/-`
+/// slashdashes in a row, in any KDL
+/// file Grid reads (topologies, journeys, saved plans). Grid's own files nest three
+/// levels at most; the bound keeps the KDL parser's recursion (a few KiB of stack per
+/// level) far from any thread's stack.
+pub const NESTING_DEPTH_MAX: usize = 32;
+
+/// The stack of the thread that parses one KDL text, before the text's own share.
+pub const KDL_PARSE_STACK_BYTES_BASE: usize = 8 * 1024 * 1024;
+
+/// Stack added per byte of KDL text: while it recovers from errors the parser recurses
+/// once per bad token, and on a comment once per `*` or `/` in it (measured in a debug
+/// build: at most 800 bytes per byte of text, for `}` after `}`), so the stack grows
+/// with the text.
+pub const KDL_PARSE_STACK_BYTES_PER_INPUT_BYTE: usize = 2_048;
+
+/// The largest parse stack reserved (virtual memory, touched only as deep as the
+/// parser goes): texts above 1 MiB get no more.
+pub const KDL_PARSE_STACK_BYTES_MAX: usize = 2 * 1024 * 1024 * 1024;
+
+// A nesting level costs at most 16 KiB of the parser's stack (measured: about 4 KiB in a
+// debug build), so the deepest nesting allowed fits in the base stack whatever the text.
+const _: () = assert!(NESTING_DEPTH_MAX * 16 * 1024 <= KDL_PARSE_STACK_BYTES_BASE);
+const _: () = assert!(KDL_PARSE_STACK_BYTES_BASE <= KDL_PARSE_STACK_BYTES_MAX);

@@ -158,7 +158,11 @@ pub(crate) fn topology(
             NamedSource::new(source.path.display().to_string(), source.text.clone())
                 .with_language("kdl"),
         );
-        let document = match KdlDocument::parse_v2(&source.text) {
+        if let Some(deep) = crate::nesting::problem(&file, &source.text) {
+            problems.push(deep);
+            continue;
+        }
+        let document = match crate::nesting::parse_v2(&source.text) {
             Ok(document) => document,
             Err(error) => {
                 for d in error.diagnostics {
