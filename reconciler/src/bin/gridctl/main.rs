@@ -12,6 +12,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+// First: its `print!`/`println!`/`eprint!`/`eprintln!` shadow std's in every module.
+#[macro_use]
+mod output;
+
 mod claim;
 mod common;
 mod hosts;
