@@ -27,7 +27,7 @@ fn run(command: &mut Command) -> Output {
     command.output().unwrap()
 }
 
-fn text(bytes: &[u8]) -> String {
+fn text_of(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
@@ -44,7 +44,7 @@ fn check_of_two_thousand_nested_blocks_is_a_diagnostic_not_a_crash() {
     );
     std::fs::write(dir.join("deep.kdl"), &nested).unwrap();
     let output = run(gridctl(&dir).args(["check", "deep.kdl"]));
-    let stderr = text(&output.stderr);
+    let stderr = text_of(&output.stderr);
     assert_eq!(
         output.status.code(),
         Some(1),
@@ -90,4 +90,86 @@ fn a_closed_pipe_ends_gridctl_by_sigpipe_not_a_panic() {
     // clap's own help: no panic either.
     let status = into_closed_pipe(&dir, &["--help"]);
     assert_ne!(status.code(), Some(101), "{status:?}");
+}
+
+#[test]
+fn check_refuses_a_profile_this_build_does_not_provide() {
+    let dir = work("profiles");
+    let text =
+        "grid version=1\nhost a listen=\"127.0.0.1:7492\" {\n    profiles transport missions\n}\n";
+    std::fs::write(dir.join("t.kdl"), text).unwrap();
+    for args in [
+        &["check", "t.kdl"][..],
+        &["plan", "t.kdl", "--state", "state"],
+    ] {
+        let output = run(gridctl(&dir).args(args));
+        let stderr = text_of(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("profile `missions` cannot run: this build does not provide it"),
+            "{stderr}"
+        );
+        // (miette wraps the help line on narrow terminals.)
+        let help: String = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            help.contains(
+                "this build provides: transport, wire-observation, authority, delivery, processes, sources"
+            ),
+            "{stderr}"
+        );
+    }
+    assert!(
+        !dir.join("state").exists(),
+        "nothing planned, nothing created"
+    );
+}
+
+#[test]
+fn a_state_that_is_not_a_directory_is_refused_at_once() {
+    let dir = work("state-file");
+    std::fs::write(dir.join("t.kdl"), GOOD).unwrap();
+    std::fs::write(dir.join("afile"), "").unwrap();
+    let commands: [&[&str]; 5] = [
+        &["plan", "t.kdl"],
+        &["reconcile", "t.kdl"],
+        &["up", "t.kdl"],
+        &["status", "--host", "a"],
+        &["authority", "snapshot", "ops", "--host", "a"],
+    ];
+    for args in commands {
+        for state in ["afile", "afile/below"] {
+            let output = run(gridctl(&dir).args(args).args(["--state", state]));
+            let stderr = text_of(&output.stderr);
+            assert_eq!(output.status.code(), Some(2), "{args:?} {state}: {stderr}");
+            assert!(stderr.contains("is not a directory"), "{stderr}");
+            assert!(stderr.contains("--state"), "{stderr}");
+        }
+        // The same from GRID_STATE.
+        let output = run(gridctl(&dir).args(args).env("GRID_STATE", "afile"));
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+    }
+}
+
+#[test]
+fn grid_state_sets_the_default_state_directory() {
+    let dir = work("grid-state");
+    std::fs::create_dir_all(dir.join("elsewhere/hosts/a")).unwrap();
+    // `status` names the state directory it looked in.
+    let output = run(gridctl(&dir)
+        .args(["status", "--host", "b"])
+        .env("GRID_STATE", "elsewhere"));
+    let stderr = text_of(&output.stderr);
+    assert!(stderr.contains("under elsewhere"), "{stderr}");
+    // `--state` wins over the variable.
+    let output = run(gridctl(&dir)
+        .args(["status", "--host", "b", "--state", "mine"])
+        .env("GRID_STATE", "elsewhere"));
+    assert!(text_of(&output.stderr).contains("under mine"));
+    // Help shows the variable.
+    let help = run(gridctl(&dir).args(["plan", "--help"]));
+    assert!(
+        text_of(&help.stdout).contains("[env: GRID_STATE="),
+        "{}",
+        text_of(&help.stdout)
+    );
 }

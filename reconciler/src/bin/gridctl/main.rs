@@ -36,10 +36,13 @@ struct Cli {
 }
 
 /// `--state DIR` and `--json`, which most commands take. A command whose help says
-/// more about either sets it with `mut_arg`.
+/// more about either sets it with `mut_arg`. `GRID_STATE` sets the default of
+/// `--state` (for `up` and `authority snapshot` too); a DIR that is not a directory is
+/// refused while the arguments are parsed (`common::state_dir`).
 #[derive(Args, Debug)]
 struct Output {
-    #[arg(long, value_name = "DIR", default_value = "grid-state")]
+    #[arg(long, value_name = "DIR", default_value = "grid-state", env = "GRID_STATE",
+          value_parser = common::state_dir)]
     state: PathBuf,
     #[arg(long)]
     json: bool,
@@ -99,7 +102,8 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
         // `up` prints no JSON: it takes `--state` alone.
-        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        #[arg(long, value_name = "DIR", default_value = "grid-state", env = "GRID_STATE",
+              value_parser = common::state_dir)]
         state: PathBuf,
         /// Stop after N seconds.
         #[arg(long, value_name = "N")]
