@@ -173,3 +173,54 @@ fn grid_state_sets_the_default_state_directory() {
         text_of(&help.stdout)
     );
 }
+
+#[test]
+fn check_json_gives_diagnostics_as_data() {
+    let dir = work("check-json");
+    std::fs::write(dir.join("good.kdl"), GOOD).unwrap();
+    let deep = format!("grid version=1\n{}", "x {".repeat(40));
+    std::fs::write(dir.join("deep.kdl"), &deep).unwrap();
+    std::fs::write(dir.join("bad.kdl"), BAD).unwrap();
+
+    let output = run(gridctl(&dir).args(["check", "--json", "good.kdl"]));
+    assert!(output.status.success());
+    let valid: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(valid["ok"], true);
+    assert_eq!(valid["hosts"], 1);
+
+    let output = run(gridctl(&dir).args(["check", "--json", "deep.kdl"]));
+    assert_eq!(output.status.code(), Some(1));
+    let invalid: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(invalid["ok"], false);
+    let offset = "grid version=1\n".len() + 3 * 32 + 2;
+    assert_eq!(
+        invalid["diagnostics"][0],
+        serde_json::json!({
+            "file": "deep.kdl",
+            "span": {"offset": offset, "length": 1},
+            "line": 2,
+            "column": 3 * 32 + 3,
+            "message": "`{` blocks nest deeper than NESTING_DEPTH_MAX (32)",
+            "help": "Grid's files nest a few levels (a model's cells, a host's settings); close the blocks above this one",
+            "limit": "NESTING_DEPTH_MAX",
+        })
+    );
+
+    let output = run(gridctl(&dir).args(["check", "--json", "bad.kdl"]));
+    assert_eq!(output.status.code(), Some(1));
+    let invalid: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let messages: Vec<&str> = invalid["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["message"].as_str().unwrap())
+        .collect();
+    assert!(messages.contains(&"unknown node `widget`"), "{messages:?}");
+    let widget = &invalid["diagnostics"].as_array().unwrap()[messages.len() - 1];
+    assert_eq!(
+        (widget["line"].clone(), widget["column"].clone()),
+        (3.into(), 1.into())
+    );
+    assert_eq!(widget["limit"], serde_json::Value::Null);
+    assert!(output.stderr.is_empty(), "{}", text_of(&output.stderr));
+}

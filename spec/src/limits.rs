@@ -104,3 +104,31 @@ pub const KDL_PARSE_STACK_BYTES_MAX: usize = 2 * 1024 * 1024 * 1024;
 // debug build), so the deepest nesting allowed fits in the base stack whatever the text.
 const _: () = assert!(NESTING_DEPTH_MAX * 16 * 1024 <= KDL_PARSE_STACK_BYTES_BASE);
 const _: () = assert!(KDL_PARSE_STACK_BYTES_BASE <= KDL_PARSE_STACK_BYTES_MAX);
+
+/// The name of every limit above, so a diagnostic that names one can be told apart
+/// (`gridctl check --json` gives it as `limit`). A test keeps it complete.
+pub const NAMES: &[&str] = &[
+    "ROUTE_DESTINATIONS_MAX",
+    "MODEL_OPERATIONS_CEILING_MAX",
+    "MODEL_OPERATIONS_CEILING_DEFAULT",
+    "GRDX_CELLS_MAX",
+    "REFERENCE_MODEL_CELLS",
+    "NAME_LENGTH_MAX",
+    "FORMULA_LENGTH_MAX",
+    "FORMULA_NESTING_MAX",
+    "BATCH_INPUTS_MAX",
+    "ROUND_DIGITS_MAX",
+    "AUTHORITY_VOTERS_MAX",
+    "DELIVERY_CAPACITY_MAX",
+    "SIMULATE_INTERVAL_MS_MIN",
+    "SIMULATE_INTERVAL_MS_MAX",
+    "SIMULATE_INTERVAL_MS_DEFAULT",
+    "SIMULATE_PERIOD_S_MAX",
+    "SIMULATE_CATCH_UP_PER_TICK",
+    "UP_RECONCILE_ROUNDS_MAX",
+    "VIEW_REASON_CHARS_MAX",
+    "NESTING_DEPTH_MAX",
+    "KDL_PARSE_STACK_BYTES_BASE",
+    "KDL_PARSE_STACK_BYTES_PER_INPUT_BYTE",
+    "KDL_PARSE_STACK_BYTES_MAX",
+];

@@ -31,6 +31,14 @@ pub fn state_dir(value: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// `options` refusing every profile this build of gridd does not provide.
+pub fn with_provided_profiles(options: Options) -> Options {
+    Options {
+        provided_profiles: Some(&grid_engine::config::PROVIDED_PROFILES),
+        ..options
+    }
+}
+
 /// Prints diagnostics the way a person reads them: spans, labels, help lines.
 fn report(diagnostics: Diagnostics) {
     eprintln!("{:?}", miette::Report::new(diagnostics));
@@ -40,11 +48,7 @@ fn report(diagnostics: Diagnostics) {
 /// a profile this build does not provide is refused here, before gridd would refuse
 /// to start it.
 pub fn load(files: &[PathBuf], options: Options) -> Option<Topology> {
-    let options = Options {
-        provided_profiles: Some(&grid_engine::config::PROVIDED_PROFILES),
-        ..options
-    };
-    match grid_spec::load_with(files, options) {
+    match grid_spec::load_with(files, with_provided_profiles(options)) {
         Ok(topology) => Some(topology),
         Err(diagnostics) => {
             report(diagnostics);

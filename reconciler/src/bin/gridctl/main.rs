@@ -16,6 +16,7 @@ use clap::{Args, Parser, Subcommand};
 #[macro_use]
 mod output;
 
+mod check;
 mod claim;
 mod common;
 mod hosts;
@@ -56,6 +57,11 @@ enum Command {
         /// Topology files, or directories whose .kdl files are read.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Print one JSON object on stdout: {"ok":true, "hosts":N, …} when valid, else
+        /// {"ok":false, "diagnostics":[{file, span:{offset,length}, line, column,
+        /// message, help, limit}]} (exit 1).
+        #[arg(long)]
+        json: bool,
     },
     /// Evaluate, admit and run one model of a topology.
     #[command(subcommand)]
@@ -210,7 +216,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Check { files } => model::check(&files),
+        Command::Check { files, json } => check::check(&files, json),
         Command::Model(command) => model::model(command),
         Command::Plan { files, output, out } => plan::plan(&files, out.as_deref(), &output),
         Command::Reconcile { files, output } => plan::reconcile(&files, &output),
