@@ -224,3 +224,45 @@ fn check_json_gives_diagnostics_as_data() {
     assert_eq!(widget["limit"], serde_json::Value::Null);
     assert!(output.stderr.is_empty(), "{}", text_of(&output.stderr));
 }
+
+#[test]
+fn completions_for_bash_zsh_and_fish() {
+    let dir = work("completions");
+    for (shell, marker) in [
+        ("bash", "complete -F _gridctl"),
+        ("zsh", "#compdef gridctl"),
+        ("fish", "complete -c gridctl"),
+    ] {
+        let output = run(gridctl(&dir).args(["completions", shell]));
+        assert!(output.status.success(), "{shell}");
+        let script = text_of(&output.stdout);
+        assert!(script.contains(marker), "{shell}: {script}");
+        // Subcommands and the flags they take (fish writes `-l state`) are completed.
+        assert!(
+            script.contains("reconcile") && script.contains("state"),
+            "{shell}"
+        );
+    }
+    let output = run(gridctl(&dir).args(["completions", "tcsh"]));
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn version_names_the_commit() {
+    let dir = work("version");
+    let output = run(gridctl(&dir).arg("--version"));
+    assert!(output.status.success());
+    let version = text_of(&output.stdout);
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short=7", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| text_of(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".to_owned());
+    assert_eq!(
+        version,
+        format!("gridctl {} ({commit})\n", env!("CARGO_PKG_VERSION"))
+    );
+}

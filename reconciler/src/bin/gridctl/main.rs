@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 // First: its `print!`/`println!`/`eprint!`/`eprintln!` shadow std's in every module.
 #[macro_use]
@@ -30,7 +30,11 @@ mod routes;
 
 /// Grid: live calculation models on many hosts, driven by KDL topology files.
 #[derive(Parser, Debug)]
-#[command(name = "gridctl", version)]
+#[command(
+    name = "gridctl",
+    // `gridctl 0.1.0 (abc1234)`: the commit from build.rs, `unknown` outside git.
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("GRID_COMMIT"), ")")
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -195,6 +199,13 @@ enum Command {
         #[command(flatten)]
         output: Output,
     },
+    /// Print a completion script for SHELL on stdout, e.g.
+    /// `gridctl completions bash > /etc/bash_completion.d/gridctl` or
+    /// `gridctl completions zsh > "${fpath[1]}/_gridctl"`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() -> ExitCode {
@@ -246,5 +257,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             host,
             output,
         } => routes::publish(route, &value, &host, &output),
+        Command::Completions { shell } => completions(shell),
     }
+}
+
+/// `gridctl completions SHELL`: the script clap_complete writes for this clap tree,
+/// buffered first (clap_complete panics on a write error; `print!` does not).
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "gridctl", &mut script);
+    print!("{}", String::from_utf8_lossy(&script));
+    Ok(ExitCode::SUCCESS)
 }
