@@ -30,15 +30,27 @@ pub enum ConfigError {
     ProfileUnavailable { profile: String },
 }
 
-/// Profiles this build of gridd can run; every other one refuses to start.
-pub const AVAILABLE_PROFILES: [&str; 6] = [
-    "transport",
-    "wire-observation",
-    "authority",
-    "delivery",
-    "processes",
-    "sources",
+/// Profiles this build of gridd can run; every other one refuses to start. gridctl's
+/// `check`, `plan`, `reconcile` and `up` refuse them too (`grid_spec::Options`).
+pub const PROVIDED_PROFILES: [Profile; 6] = [
+    Profile::Transport,
+    Profile::WireObservation,
+    Profile::Authority,
+    Profile::Delivery,
+    Profile::Processes,
+    Profile::Sources,
 ];
+
+/// [`PROVIDED_PROFILES`] by name.
+pub const AVAILABLE_PROFILES: [&str; 6] = {
+    let mut names = [""; 6];
+    let mut i = 0;
+    while i < PROVIDED_PROFILES.len() {
+        names[i] = PROVIDED_PROFILES[i].name();
+        i += 1;
+    }
+    names
+};
 
 /// The name of the configuration file inside a host's directory.
 pub const HOST_CONFIG_FILE: &str = "host.toml";

@@ -63,6 +63,19 @@ impl Diagnostic {
         self
     }
 
+    /// The named limit this diagnostic reports exceeded, when it names one: every error
+    /// a limit causes names its constant (`grid_spec::limits`).
+    pub fn limit(&self) -> Option<&'static str> {
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        crate::limits::NAMES.iter().copied().find(|name| {
+            self.message.match_indices(name).any(|(at, _)| {
+                let before = self.message[..at].chars().next_back();
+                let after = self.message[at + name.len()..].chars().next();
+                !before.is_some_and(word) && !after.is_some_and(word)
+            })
+        })
+    }
+
     /// The primary span's byte offset, when there is one.
     pub fn offset(&self) -> Option<usize> {
         self.labels.first().map(|l| l.offset())

@@ -10,6 +10,7 @@ pub mod canonical;
 pub mod diagnostic;
 pub mod formula;
 pub mod limits;
+pub mod nesting;
 mod parse;
 pub mod topology;
 mod validate;
@@ -29,6 +30,10 @@ pub struct Options {
     /// owner that receives one object alone (a host installing a model) turns this
     /// off and checks what it needs itself.
     pub references: bool,
+    /// The profiles this build runs (`grid_engine::config::PROVIDED_PROFILES`): a host
+    /// selecting any other is refused on the profile's span. `None` accepts every
+    /// profile the language names.
+    pub provided_profiles: Option<&'static [Profile]>,
 }
 
 impl Default for Options {
@@ -36,6 +41,7 @@ impl Default for Options {
         Options {
             admission: true,
             references: true,
+            provided_profiles: None,
         }
     }
 }

@@ -90,3 +90,61 @@ pub const PLAN_AFTER_SHOWN_MAX: usize = 3;
 /// The most hosts a plan's or reconcile's footer names (`wait for a, b, … and 9 more
 /// to run`); `--json` lists them all.
 pub const PLAN_HOSTS_SHOWN_MAX: usize = 8;
+
+// Reading KDL text (`grid_spec::nesting`).
+
+/// The deepest nesting of `{` blocks, and separately of `/* */` comments and of `/-`
+/// slashdashes in a row, in any KDL
+/// file Grid reads (topologies, journeys, saved plans). Grid's own files nest three
+/// levels at most; the bound keeps the KDL parser's recursion (a few KiB of stack per
+/// level) far from any thread's stack.
+pub const NESTING_DEPTH_MAX: usize = 32;
+
+/// The stack of the thread that parses one KDL text, before the text's own share.
+pub const KDL_PARSE_STACK_BYTES_BASE: usize = 8 * 1024 * 1024;
+
+/// Stack added per byte of KDL text: while it recovers from errors the parser recurses
+/// once per bad token, and on a comment once per `*` or `/` in it (measured in a debug
+/// build: at most 800 bytes per byte of text, for `}` after `}`), so the stack grows
+/// with the text.
+pub const KDL_PARSE_STACK_BYTES_PER_INPUT_BYTE: usize = 2_048;
+
+/// The largest parse stack reserved (virtual memory, touched only as deep as the
+/// parser goes): texts above 1 MiB get no more.
+pub const KDL_PARSE_STACK_BYTES_MAX: usize = 2 * 1024 * 1024 * 1024;
+
+// A nesting level costs at most 16 KiB of the parser's stack (measured: about 4 KiB in a
+// debug build), so the deepest nesting allowed fits in the base stack whatever the text.
+const _: () = assert!(NESTING_DEPTH_MAX * 16 * 1024 <= KDL_PARSE_STACK_BYTES_BASE);
+const _: () = assert!(KDL_PARSE_STACK_BYTES_BASE <= KDL_PARSE_STACK_BYTES_MAX);
+
+/// The name of every limit above, so a diagnostic that names one can be told apart
+/// (`gridctl check --json` gives it as `limit`). A test keeps it complete.
+pub const NAMES: &[&str] = &[
+    "ROUTE_DESTINATIONS_MAX",
+    "MODEL_OPERATIONS_CEILING_MAX",
+    "MODEL_OPERATIONS_CEILING_DEFAULT",
+    "GRDX_CELLS_MAX",
+    "REFERENCE_MODEL_CELLS",
+    "NAME_LENGTH_MAX",
+    "FORMULA_LENGTH_MAX",
+    "FORMULA_NESTING_MAX",
+    "BATCH_INPUTS_MAX",
+    "ROUND_DIGITS_MAX",
+    "AUTHORITY_VOTERS_MAX",
+    "DELIVERY_CAPACITY_MAX",
+    "SIMULATE_INTERVAL_MS_MIN",
+    "SIMULATE_INTERVAL_MS_MAX",
+    "SIMULATE_INTERVAL_MS_DEFAULT",
+    "SIMULATE_PERIOD_S_MAX",
+    "SIMULATE_CATCH_UP_PER_TICK",
+    "UP_RECONCILE_ROUNDS_MAX",
+    "VIEW_REASON_CHARS_MAX",
+    "NESTING_DEPTH_MAX",
+    "KDL_PARSE_STACK_BYTES_BASE",
+    "KDL_PARSE_STACK_BYTES_PER_INPUT_BYTE",
+    "KDL_PARSE_STACK_BYTES_MAX",
+    "PLAN_OBSERVERS_MAX",
+    "PLAN_AFTER_SHOWN_MAX",
+    "PLAN_HOSTS_SHOWN_MAX",
+];

@@ -91,7 +91,7 @@ impl Profile {
         Profile::WireObservation,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Profile::Transport => "transport",
             Profile::Authority => "authority",

@@ -16,12 +16,42 @@ pub(crate) fn topology(parsed: &Parsed, options: crate::Options, problems: &mut 
         references(parsed, problems);
     }
     hosts(parsed, problems);
+    if let Some(provided) = options.provided_profiles {
+        profiles_provided(parsed, provided, problems);
+    }
     authorities(parsed, problems);
     exports(&parsed.topology, problems);
     for (index, model) in parsed.topology.models.iter().enumerate() {
         if !parsed.incomplete_models.contains(&index) {
             self::model(parsed, index, model, options, problems);
         }
+    }
+}
+
+/// Every selected profile must be one this build runs: gridd would refuse to start the
+/// host, so `check` and `plan` refuse it first (SPEC §1.1: never silently weaker).
+fn profiles_provided(parsed: &Parsed, provided: &[Profile], problems: &mut Vec<Diagnostic>) {
+    let names = provided
+        .iter()
+        .map(|p| p.name())
+        .collect::<Vec<_>>()
+        .join(", ");
+    for (file, span, profile, host) in &parsed.profile_spans {
+        if provided.contains(profile) {
+            continue;
+        }
+        problems.push(
+            Diagnostic::at(
+                file,
+                *span,
+                format!(
+                    "profile `{}` cannot run: this build does not provide it (host `{host}`)",
+                    profile.name()
+                ),
+                "not provided by this build",
+            )
+            .with_help(format!("this build provides: {names}")),
+        );
     }
 }
 

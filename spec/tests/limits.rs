@@ -144,3 +144,25 @@ fn delivery_capacity_is_bounded() {
         d.items[0].message
     );
 }
+
+#[test]
+fn limits_names_lists_every_limit() {
+    let source = include_str!("../src/limits.rs");
+    let declared: Vec<&str> = source
+        .lines()
+        .filter_map(|line| line.strip_prefix("pub const "))
+        .filter_map(|rest| rest.split(':').next())
+        .filter(|name| *name != "NAMES")
+        .collect();
+    assert_eq!(declared, grid_spec::limits::NAMES);
+}
+
+#[test]
+fn a_diagnostic_names_the_limit_it_reports() {
+    let text = route_with(ROUTE_DESTINATIONS_MAX + 1);
+    let error = grid_spec::load_str("over.kdl", &text).unwrap_err();
+    let limits: Vec<_> = error.iter().filter_map(|d| d.limit()).collect();
+    assert_eq!(limits, ["ROUTE_DESTINATIONS_MAX"]);
+    let error = grid_spec::load_str("x.kdl", "grid version=1\nwidget w\n").unwrap_err();
+    assert_eq!(error.items[0].limit(), None);
+}

@@ -105,7 +105,12 @@ impl FileReader<'_> {
                                 "repeated",
                                 "",
                             ),
-                            Some(p) => profiles.push(p),
+                            Some(p) => {
+                                let host = name.as_ref().map_or("", |(n, _)| n.as_str());
+                                let site = (self.file.clone(), span, p, host.to_owned());
+                                self.parsed.profile_spans.push(site);
+                                profiles.push(p);
+                            }
                             None => self.error(
                                 span,
                                 format!("unknown profile `{value}`"),

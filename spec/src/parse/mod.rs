@@ -127,6 +127,8 @@ pub(crate) struct Parsed {
     pub destination_spans: Vec<Vec<(File, SourceSpan)>>,
     /// Host index → (file, listen entry span, dir entry span).
     pub host_spans: Vec<(File, SourceSpan, Option<SourceSpan>)>,
+    /// Every profile a host selects, with its span and the host's name.
+    pub profile_spans: Vec<(File, SourceSpan, Profile, String)>,
     /// Every name declared per kind, also of objects that failed to read, so a
     /// reference to them is not reported a second time as undeclared.
     pub declared: HashMap<&'static str, std::collections::HashSet<String>>,
@@ -149,6 +151,7 @@ pub(crate) fn topology(
         authority_spans: HashMap::new(),
         destination_spans: Vec::new(),
         host_spans: Vec::new(),
+        profile_spans: Vec::new(),
         declared: HashMap::new(),
         incomplete_models: Default::default(),
     };
@@ -158,7 +161,11 @@ pub(crate) fn topology(
             NamedSource::new(source.path.display().to_string(), source.text.clone())
                 .with_language("kdl"),
         );
-        let document = match KdlDocument::parse_v2(&source.text) {
+        if let Some(deep) = crate::nesting::problem(&file, &source.text) {
+            problems.push(deep);
+            continue;
+        }
+        let document = match crate::nesting::parse_v2(&source.text) {
             Ok(document) => document,
             Err(error) => {
                 for d in error.diagnostics {

@@ -25,3 +25,27 @@ fn string_base_finds_plain_strings_only() {
         Some(9)
     );
 }
+
+#[test]
+fn a_profile_the_build_does_not_provide_is_refused_on_its_span() {
+    let text =
+        "grid version=1\nhost a listen=\"127.0.0.1:7401\" {\n    profiles transport missions\n}\n";
+    // The language knows `missions`: without a provided list it loads.
+    assert!(crate::load_str("t.kdl", text).is_ok());
+    let options = crate::Options {
+        provided_profiles: Some(&[Profile::Transport, Profile::Authority]),
+        ..crate::Options::default()
+    };
+    let error = crate::load_str_with("t.kdl", text, options).unwrap_err();
+    assert_eq!(error.len(), 1);
+    let d = &error.items[0];
+    assert_eq!(
+        d.message,
+        "profile `missions` cannot run: this build does not provide it (host `a`)"
+    );
+    assert_eq!(
+        d.help.as_deref(),
+        Some("this build provides: transport, authority")
+    );
+    assert_eq!(d.offset(), text.find("missions"));
+}

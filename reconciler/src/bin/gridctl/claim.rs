@@ -76,7 +76,8 @@ pub enum AuthorityCli {
         #[arg(long, value_name = "NAME")]
         host: String,
         // A snapshot prints no JSON: it takes `--state` alone.
-        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        #[arg(long, value_name = "DIR", default_value = "grid-state", env = "GRID_STATE",
+              value_parser = crate::common::state_dir)]
         state: PathBuf,
     },
 }

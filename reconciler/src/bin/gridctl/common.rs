@@ -6,14 +6,49 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use grid_spec::{Diagnostics, Model, Options, Topology};
 
+/// Parses `--state DIR` (or `GRID_STATE`): refused at once when DIR, or the nearest
+/// part of it that exists, is not a directory (`--state /etc/passwd` planned
+/// installations under a file). A DIR that does not exist yet is created when needed.
+pub fn state_dir(value: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(value);
+    if value.is_empty() {
+        return Err("the state directory is an empty path".to_owned());
+    }
+    let existing = path
+        .ancestors()
+        .find(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_ok());
+    match existing {
+        Some(found) if !found.is_dir() => Err(if found == path {
+            format!("{} is not a directory", path.display())
+        } else {
+            format!(
+                "{} cannot be made: {} is not a directory",
+                path.display(),
+                found.display()
+            )
+        }),
+        _ => Ok(path),
+    }
+}
+
+/// `options` refusing every profile this build of gridd does not provide.
+pub fn with_provided_profiles(options: Options) -> Options {
+    Options {
+        provided_profiles: Some(&grid_engine::config::PROVIDED_PROFILES),
+        ..options
+    }
+}
+
 /// Prints diagnostics the way a person reads them: spans, labels, help lines.
 fn report(diagnostics: Diagnostics) {
     eprintln!("{:?}", miette::Report::new(diagnostics));
 }
 
-/// The topology of `files`, or `None` after printing every diagnostic.
+/// The topology of `files`, or `None` after printing every diagnostic. A host selecting
+/// a profile this build does not provide is refused here, before gridd would refuse
+/// to start it.
 pub fn load(files: &[PathBuf], options: Options) -> Option<Topology> {
-    match grid_spec::load_with(files, options) {
+    match grid_spec::load_with(files, with_provided_profiles(options)) {
         Ok(topology) => Some(topology),
         Err(diagnostics) => {
             report(diagnostics);

@@ -10,8 +10,13 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
+// First: its `print!`/`println!`/`eprint!`/`eprintln!` shadow std's in every module.
+#[macro_use]
+mod output;
+
+mod check;
 mod claim;
 mod common;
 mod hosts;
@@ -25,17 +30,24 @@ mod routes;
 
 /// Grid: live calculation models on many hosts, driven by KDL topology files.
 #[derive(Parser, Debug)]
-#[command(name = "gridctl", version)]
+#[command(
+    name = "gridctl",
+    // `gridctl 0.1.0 (abc1234)`: the commit from build.rs, `unknown` outside git.
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("GRID_COMMIT"), ")")
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
 /// `--state DIR` and `--json`, which most commands take. A command whose help says
-/// more about either sets it with `mut_arg`.
+/// more about either sets it with `mut_arg`. `GRID_STATE` sets the default of
+/// `--state` (for `up` and `authority snapshot` too); a DIR that is not a directory is
+/// refused while the arguments are parsed (`common::state_dir`).
 #[derive(Args, Debug)]
 struct Output {
-    #[arg(long, value_name = "DIR", default_value = "grid-state")]
+    #[arg(long, value_name = "DIR", default_value = "grid-state", env = "GRID_STATE",
+          value_parser = common::state_dir)]
     state: PathBuf,
     #[arg(long)]
     json: bool,
@@ -49,6 +61,11 @@ enum Command {
         /// Topology files, or directories whose .kdl files are read.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Print one JSON object on stdout: {"ok":true, "hosts":N, …} when valid, else
+        /// {"ok":false, "diagnostics":[{file, span:{offset,length}, line, column,
+        /// message, help, limit}]} (exit 1).
+        #[arg(long)]
+        json: bool,
     },
     /// Evaluate, admit and run one model of a topology.
     #[command(subcommand)]
@@ -106,7 +123,8 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
         // `up` prints no JSON: it takes `--state` alone.
-        #[arg(long, value_name = "DIR", default_value = "grid-state")]
+        #[arg(long, value_name = "DIR", default_value = "grid-state", env = "GRID_STATE",
+              value_parser = common::state_dir)]
         state: PathBuf,
         /// Stop after N seconds.
         #[arg(long, value_name = "N")]
@@ -192,6 +210,13 @@ enum Command {
         #[command(flatten)]
         output: Output,
     },
+    /// Print a completion script for SHELL on stdout, e.g.
+    /// `gridctl completions bash > /etc/bash_completion.d/gridctl` or
+    /// `gridctl completions zsh > "${fpath[1]}/_gridctl"`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() -> ExitCode {
@@ -213,7 +238,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Check { files } => model::check(&files),
+        Command::Check { files, json } => check::check(&files, json),
         Command::Model(command) => model::model(command),
         Command::Plan {
             files,
@@ -248,5 +273,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             host,
             output,
         } => routes::publish(route, &value, &host, &output),
+        Command::Completions { shell } => completions(shell),
     }
+}
+
+/// `gridctl completions SHELL`: the script clap_complete writes for this clap tree,
+/// buffered first (clap_complete panics on a write error; `print!` does not).
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "gridctl", &mut script);
+    print!("{}", String::from_utf8_lossy(&script));
+    Ok(ExitCode::SUCCESS)
 }
