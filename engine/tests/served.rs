@@ -19,6 +19,7 @@ fn installation(name: &str) -> PathBuf {
         name: "solo".to_owned(),
         listen: "127.0.0.1:7689".to_owned(),
         profiles: Vec::new(),
+        metrics: None,
         capacity: Default::default(),
     };
     grid_engine::custody::write_private(

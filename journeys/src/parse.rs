@@ -12,7 +12,8 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
+use kdl::{KdlEntry, KdlNode, KdlValue};
+use miette::Diagnostic as _;
 
 use crate::error::{JourneyError, ParseFailure};
 use crate::steps::{REGISTRY, Step};
@@ -62,7 +63,17 @@ pub fn parse_file(path: &Path) -> Result<Journey, JourneyError> {
 /// Parses journey text as if read from `path`.
 pub fn parse_str(path: &Path, source: &str) -> Result<Journey, JourneyError> {
     let fail = |error: ParseError| JourneyError::Parse(Box::new(locate(path, source, error)));
-    let document = KdlDocument::parse_v2(source).map_err(|error| {
+    if let Err(diagnostics) = grid_spec::nesting::check(&path.display().to_string(), source) {
+        let first = diagnostics.iter().next();
+        return Err(fail(ParseError {
+            offset: first
+                .and_then(|d| d.labels().and_then(|mut l| l.next()))
+                .map_or(0, |l| l.offset()),
+            message: first.map_or_else(|| "too deeply nested".to_owned(), |d| d.to_string()),
+            help: first.and_then(|d| d.help().map(|h| h.to_string())),
+        }));
+    }
+    let document = grid_spec::nesting::parse_v2(source).map_err(|error| {
         let first = error.diagnostics.first();
         fail(ParseError {
             offset: first.map_or(0, |d| d.span.offset()),
@@ -177,7 +188,8 @@ pub fn did_you_mean<'k>(name: &str, known: impl IntoIterator<Item = &'k str>) ->
 /// The hosts a topology's text declares (`host NAME …` at the top level); `None` when
 /// it is not KDL.
 fn declared_hosts(text: &str) -> Option<BTreeSet<String>> {
-    let document = KdlDocument::parse_v2(text).ok()?;
+    grid_spec::nesting::check("topology", text).ok()?;
+    let document = grid_spec::nesting::parse_v2(text).ok()?;
     Some(
         document
             .nodes()

@@ -228,3 +228,12 @@ fn hosts_of_every_topology_set_so_far_are_known() {
         parse_str(&journeys_dir().join("test.kdl"), text).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(journey.steps.len(), 9);
 }
+
+/// A journey nested 2,000 blocks deep (10 KB) is a parse error naming the limit, not a
+/// stack overflow of the KDL parser.
+#[test]
+fn a_deeply_nested_journey_is_refused_not_a_crash() {
+    let text = format!("journey \"deep\"\n{}", "{ x ".repeat(2_000));
+    let message = error(&text);
+    assert!(message.contains("NESTING_DEPTH_MAX"), "{message}");
+}

@@ -247,6 +247,9 @@ fn took_effect(plan: &Plan, t: &Transition) -> bool {
                 == Some(config)
         }
         Action::CreateCustody => grid_engine::custody::exists(&dir),
+        Action::RewriteKeysAsPem => {
+            grid_engine::custody::legacy_key_files(&dir).is_ok_and(|hex| hex.is_empty())
+        }
         Action::CreateAuthority { membership: m } => {
             membership::read_authority(&membership::authority_dir(&plan.state, m)).is_ok()
         }
@@ -509,6 +512,17 @@ pub fn apply(plan: &Plan) -> Report {
                     Err(e) => (Status::Refused, e),
                 }
             }
+            Action::RewriteKeysAsPem => match grid_engine::custody::rewrite_as_pem(&dir) {
+                Ok(files) if files.is_empty() => (
+                    Status::Succeeded,
+                    "every key file is PEM already".to_owned(),
+                ),
+                Ok(files) => (
+                    Status::Succeeded,
+                    format!("rewrote {} as PEM", files.join(", ")),
+                ),
+                Err(e) => (Status::Failed, e.to_string()),
+            },
             Action::CreateCustody => match grid_engine::custody::create(&dir) {
                 Ok(m) => (
                     Status::Succeeded,

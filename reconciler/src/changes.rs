@@ -71,6 +71,13 @@ pub fn host_config(before: &HostConfig, after: &HostConfig) -> Vec<Change> {
         list(before.profiles.iter().cloned()),
         list(after.profiles.iter().cloned()),
     );
+    let metrics = |m: &Option<String>| m.as_deref().map_or_else(|| ABSENT.to_owned(), quote);
+    field(
+        &mut out,
+        "metrics",
+        metrics(&before.metrics),
+        metrics(&after.metrics),
+    );
     let (b, a) = (&before.capacity, &after.capacity);
     for (name, b, a) in [
         (

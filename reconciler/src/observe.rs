@@ -64,6 +64,9 @@ pub struct HostObservation {
     /// Publishing claims (`route:R`) read through this host, the route's publisher.
     #[serde(default)]
     pub claims: BTreeMap<String, Result<AuthorityReply, String>>,
+    /// Key files of its custody still in the older hex form.
+    #[serde(default)]
+    pub hex_keys: Vec<String>,
 }
 
 /// An installation's key custody as found.
@@ -239,6 +242,9 @@ fn observe_planned(topology: &Topology, state: &Path, name: &str, dir: &Path) ->
         }
         Err(e) => Keys::Unreadable(e.to_string()),
     };
+    if matches!(o.keys, Keys::Held(_)) {
+        o.hex_keys = grid_engine::custody::legacy_key_files(dir).unwrap_or_default();
+    }
     let desired = topology.host(name);
     let mut memberships: Vec<String> = desired.map(|h| h.memberships.clone()).unwrap_or_default();
     memberships.extend(o.custody.1.iter().cloned());
@@ -399,6 +405,7 @@ pub fn observe_host(name: &str, dir: &Path) -> HostObservation {
         enrollments: BTreeMap::new(),
         authority: BTreeMap::new(),
         claims: BTreeMap::new(),
+        hex_keys: Vec::new(),
     };
     if !dir.join(HOST_CONFIG_FILE).exists() {
         return observation;

@@ -58,6 +58,9 @@ pub enum Action {
     },
     /// Create the host's key custody (keys and manifest) in its installation.
     CreateCustody,
+    /// Rewrite the custody's key files still in hex as PEM PKCS#8 (the same secrets:
+    /// fingerprints and identities unchanged).
+    RewriteKeysAsPem,
     /// Create a membership's certificate authority in the operator's state.
     CreateAuthority { membership: String },
     /// Certify the host's public TLS key as a participant of the membership.

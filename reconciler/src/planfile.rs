@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use grid_engine::host::config::HostConfig;
 use grid_spec::canonical::quote;
-use kdl::{KdlDocument, KdlNode, KdlValue};
+use kdl::{KdlNode, KdlValue};
 
 use crate::plan::{Action, Op, Plan, Transition, Wait, WaitReason};
 
@@ -81,6 +81,7 @@ pub fn render(plan: &Plan) -> String {
             )),
             Action::Recover { op } => children.push(format!("recover {}", quote(op))),
             Action::CreateCustody => children.push("create-custody".to_owned()),
+            Action::RewriteKeysAsPem => children.push("rewrite-keys-as-pem".to_owned()),
             Action::CreateAuthority { membership } => {
                 children.push(format!("create-authority {}", quote(membership)))
             }
@@ -136,7 +137,8 @@ pub fn render(plan: &Plan) -> String {
 pub fn is_plan(path: &Path) -> bool {
     std::fs::read_to_string(path)
         .ok()
-        .and_then(|text| KdlDocument::parse_v2(&text).ok())
+        .filter(|text| grid_spec::nesting::check("plan", text).is_ok())
+        .and_then(|text| grid_spec::nesting::parse_v2(&text).ok())
         .and_then(|doc| doc.nodes().first().map(|n| n.name().value() == "plan"))
         .unwrap_or(false)
 }
@@ -163,7 +165,9 @@ fn argument(node: &KdlNode) -> Result<String, String> {
 /// Reads a saved plan; the recorded fingerprint must match its content.
 pub fn load(path: &Path) -> Result<Plan, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let document = KdlDocument::parse_v2(&text)
+    grid_spec::nesting::check(&path.display().to_string(), &text)
+        .map_err(|_| format!("{}: not a saved plan (nested too deeply)", path.display()))?;
+    let document = grid_spec::nesting::parse_v2(&text)
         .map_err(|e| format!("{}: not a saved plan: {e}", path.display()))?;
     let root = document
         .nodes()
@@ -218,6 +222,7 @@ pub fn load(path: &Path) -> Result<Plan, String> {
                         },
                         "recover" => Action::Recover { op: argument(c)? },
                         "create-custody" => Action::CreateCustody,
+                        "rewrite-keys-as-pem" => Action::RewriteKeysAsPem,
                         "create-authority" => Action::CreateAuthority {
                             membership: argument(c)?,
                         },
@@ -290,6 +295,18 @@ fn toml_config(text: &str) -> Result<HostConfig, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deeply_nested_file_is_no_plan_and_crashes_nothing() {
+        let dir = std::env::temp_dir().join(format!("grid-planfile-deep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("deep.plan");
+        let text = format!("plan version=1 {}", "{ x ".repeat(2_000));
+        std::fs::write(&path, text).unwrap();
+        assert!(!is_plan(&path));
+        assert!(load(&path).unwrap_err().contains("nested too deeply"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
     use crate::plan::Observed;
     use grid_engine::protocol::Request;
 

@@ -17,6 +17,7 @@ impl Installation {
             name: "solo".to_owned(),
             listen: "127.0.0.1:7999".to_owned(),
             profiles: Vec::new(),
+            metrics: None,
             capacity: Default::default(),
         };
         crate::custody::write_private(

@@ -313,6 +313,7 @@ fn host(listen: &str, profiles: &[&str]) -> HostConfig {
         name: "a".to_owned(),
         listen: listen.to_owned(),
         profiles: profiles.iter().map(|p| (*p).to_owned()).collect(),
+        metrics: None,
         capacity: CapacityConfig::default(),
     }
 }

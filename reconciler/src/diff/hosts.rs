@@ -266,6 +266,22 @@ fn keys(desired: &grid_spec::Host, observation: &HostObservation) -> Vec<Draft> 
             return out;
         }
     };
+    if !observation.hex_keys.is_empty() {
+        out.push(
+            Draft::new(
+                Op::Change,
+                "keys",
+                name,
+                name,
+                format!(
+                    "rewrite as PEM: {} (PKCS#8, the same keys: fingerprints unchanged)",
+                    observation.hex_keys.join(", ")
+                ),
+                Action::RewriteKeysAsPem,
+            )
+            .key(format!("pem:{name}")),
+        );
+    }
     let current = match &observation.status {
         HostStatus::Running(o) => o
             .keys

@@ -111,6 +111,7 @@ fn fresh(topology: &Topology) -> World {
                 enrollments: BTreeMap::new(),
                 authority: BTreeMap::new(),
                 claims: BTreeMap::new(),
+                hex_keys: Vec::new(),
             })
             .collect(),
         memberships: topology
@@ -487,6 +488,20 @@ fn tags_changed_and_without_their_profile() {
         &world,
         &["~ host edge-a @ edge-a", "! tag boiler-temp @ edge-a"],
     );
+}
+
+#[test]
+fn key_files_in_hex_are_rewritten_as_pem_explicitly() {
+    let t = topology(PLANT);
+    let mut world = running_full(&t);
+    world.hosts[0].hex_keys = vec!["signing.key".to_owned(), "tls.key".to_owned()];
+    check(&t, &world, &["~ keys edge-a @ edge-a"]);
+    let plan = from_world(&t, &[], &world);
+    assert_eq!(
+        plan.transitions[0].action,
+        crate::plan::Action::RewriteKeysAsPem
+    );
+    assert!(plan.transitions[0].detail.contains("rewrite as PEM"));
 }
 
 #[test]
