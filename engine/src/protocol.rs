@@ -55,8 +55,9 @@ pub enum Call {
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Request {
     /// Install a model, or change an installed one, to the canonical KDL text `model`
-    /// (see `grid_spec::canonical::model`). Input values carry over to inputs that the
-    /// new definition still has.
+    /// (see `grid_spec::canonical::model`). Values a batch set carry over to inputs the
+    /// new definition still has; inputs no batch set take the new default; a new
+    /// generation recomputes once (its batch 1) and publishes the outputs that changed.
     InstallModel { name: String, model: String },
     /// Install a tag read at this host, or change an installed one, to the canonical
     /// KDL text `tag` (see `grid_spec::canonical::tag`); profile `sources`. Only

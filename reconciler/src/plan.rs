@@ -340,7 +340,18 @@ impl Plan {
     pub fn render_with(&self, paint: &crate::changes::Paint) -> String {
         let mut out = String::new();
         for (t, note) in self.transitions.iter().zip(self.notes()) {
-            let mut lines = t.detail.lines();
+            // A `~` line with field-level changes shows them in place of its line diff
+            // (which `detail` keeps for JSON readers), and keeps its parenthesized notes.
+            let detail: String = if t.changes.is_empty() {
+                t.detail.clone()
+            } else {
+                t.detail
+                    .lines()
+                    .filter(|l| l.starts_with('('))
+                    .map(|l| format!("\n{l}"))
+                    .collect()
+            };
+            let mut lines = detail.lines();
             let first = lines.next().unwrap_or_default();
             let _ = write!(
                 out,
@@ -354,11 +365,11 @@ impl Plan {
                 let _ = write!(out, ": {first}");
             }
             let _ = writeln!(out, "{note}");
-            for line in lines {
-                let _ = writeln!(out, "    {line}");
-            }
             for change in &t.changes {
                 let _ = writeln!(out, "    {}", crate::changes::render(change));
+            }
+            for line in lines {
+                let _ = writeln!(out, "    {line}");
             }
         }
         let _ = writeln!(

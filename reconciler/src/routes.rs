@@ -307,11 +307,7 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
                     },
                 ) if held != here => {
                     let changes = crate::changes::route(held, here);
-                    let detail = if changes.is_empty() {
-                        difference(held, here)
-                    } else {
-                        String::new()
-                    };
+                    let detail = difference(held, here);
                     Draft::new(
                         Op::Change,
                         "route",

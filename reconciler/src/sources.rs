@@ -82,11 +82,7 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
             None => out.push(create()),
             Some(held) if held.tag != canonical => {
                 let changes = crate::changes::tag(&held.tag, &canonical);
-                let detail = if changes.is_empty() {
-                    crate::plan::diff(&held.tag, &canonical)
-                } else {
-                    String::new()
-                };
+                let detail = crate::plan::diff(&held.tag, &canonical);
                 out.push(
                     line(Op::Change, &tag.name, &tag.host, detail, install)
                         .key(format!("tag:{}:{}", tag.host, tag.name))

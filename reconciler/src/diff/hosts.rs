@@ -79,15 +79,11 @@ pub fn transitions(
         }
         (Some(found), _) if *found != config => {
             let changes = crate::changes::host_config(found, &config);
-            let mut detail = if changes.is_empty() {
-                diff(&found.to_toml(), &config.to_toml())
-            } else {
-                String::new()
-            };
+            let mut detail = diff(&found.to_toml(), &config.to_toml());
             if matches!(observation.status, HostStatus::Running(_)) {
                 detail.push_str("\n(takes effect when gridd restarts)");
             }
-            out.push(write(Op::Change, detail.trim_start().to_owned()).changes(changes));
+            out.push(write(Op::Change, detail).changes(changes));
             false
         }
         _ => false,
@@ -177,11 +173,7 @@ pub fn transitions(
             )),
             Some(held) if held.model != canonical => {
                 let changes = crate::changes::model(&held.model, &canonical);
-                let detail = if changes.is_empty() {
-                    diff(&held.model, &canonical)
-                } else {
-                    String::new()
-                };
+                let detail = diff(&held.model, &canonical);
                 out.push(submit(Op::Change, &model.name, detail, install).changes(changes));
             }
             Some(_) => {}

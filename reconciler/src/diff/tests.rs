@@ -405,6 +405,16 @@ fn models_change_retire_and_unmanaged() {
         &world,
         &["~ model boiler @ edge-a", "- model alarm @ site-b"],
     );
+    let plan = from_world(&t2, &[], &world);
+    let text = plan.render();
+    assert!(
+        text.contains("~ model boiler @ edge-a\n    cell temp_f: \"temp_c * 9 / 5 + 32\" → \"temp_c * 1.8 + 32\"\n"),
+        "{text}"
+    );
+    assert!(
+        plan.transitions[0].detail.contains("before:"),
+        "JSON keeps the line diff"
+    );
     if let HostStatus::Running(o) = &mut world.hosts[0].status {
         o.models.push(ModelState {
             name: "stray".to_owned(),
