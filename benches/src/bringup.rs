@@ -87,7 +87,7 @@ impl GridHosts {
             procs: Procs::default(),
             rounds: 0,
         };
-        let gridctl_run = |what: &str, round: u32| -> Result<(bool, String)> {
+        let gridctl_run = |what: &str, round: u32| -> Result<(Option<i32>, String)> {
             let log = logs.join(format!("{what}-{round}.log"));
             let out = std::fs::File::create(&log)?;
             let status = Command::new(&gridctl)

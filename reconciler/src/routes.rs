@@ -16,7 +16,7 @@ use grid_engine::protocol::{Call, Reply, Request};
 use grid_spec::Topology;
 
 use crate::diff::authority::{self, AuthorityState, joined};
-use crate::diff::{Draft, enrolled, installed};
+use crate::diff::{Draft, Index, enrolled, installed};
 use crate::observe::{self, HostStatus, World};
 use crate::plan::{Action, Op};
 use crate::resolve::Template;
@@ -65,12 +65,12 @@ fn install_at(whole: &Action, at: &str) -> Action {
 /// The route as the files describe it at its publisher: with each destination's
 /// public keys when every destination's custody holds them, else a template
 /// completed when it is sent (the keys of hosts this plan creates).
-fn install(route: &grid_spec::Route, topology: &Topology, world: &World) -> Action {
+fn install(route: &grid_spec::Route, index: &Index<'_>, world: &World) -> Action {
     let at = route.publisher.as_str();
     let mut destinations = Vec::with_capacity(route.destinations.len());
     let mut known = true;
     for d in &route.destinations {
-        let address = topology
+        let address = index
             .host(&d.host)
             .map(|h| h.listen.to_string())
             .unwrap_or_default();
@@ -177,8 +177,11 @@ fn claim_draft(route: &grid_spec::Route, claim: &str) -> Draft {
 /// destination, then at the publisher. A route one of whose hosts is installed but
 /// does not answer waits (that host's own line says so); hosts this plan creates
 /// certainly hold nothing.
-pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
+pub fn transitions(topology: &Topology, index: &Index<'_>, world: &World) -> Vec<Draft> {
     let mut out = Vec::new();
+    // One look at each membership's authority, whatever the number of its routes.
+    let mut authorities: std::collections::HashMap<&str, AuthorityState<'_>> =
+        std::collections::HashMap::new();
     for route in &topology.routes {
         if route.retired {
             out.push(Draft::attention(
@@ -201,7 +204,7 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
         if let Some(h) = route
             .destinations
             .iter()
-            .filter_map(|d| topology.host(&d.host))
+            .filter_map(|d| index.host(&d.host))
             .find(|h| !h.profiles.contains(&grid_spec::Profile::Delivery))
         {
             out.push(Draft::attention(
@@ -220,7 +223,10 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
         let attention =
             |detail: String| Draft::attention("claim", &claim, &route.publisher, detail);
         let mut claim_key = None;
-        match authority::state(topology, world, &route.membership) {
+        let state = authorities
+            .entry(route.membership.as_str())
+            .or_insert_with(|| authority::state(topology, world, &route.membership));
+        match state {
             AuthorityState::Unknown(_) => continue, // the authority's own line says so
             AuthorityState::Undeclared => {
                 out.push(attention(format!(
@@ -277,7 +283,7 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
         }
         // Destinations first: they must know the route before values arrive.
         let mut destination_keys = Vec::new();
-        let whole = install(route, topology, world);
+        let whole = install(route, index, world);
         for host in hosts.iter().skip(1).chain(hosts.first()) {
             let publisher = *host == route.publisher;
             let action = install_at(&whole, host);

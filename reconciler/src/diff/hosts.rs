@@ -2,14 +2,13 @@
 
 use grid_engine::host::config::HostConfig;
 use grid_engine::protocol::{Outcome, Request};
-use grid_spec::Topology;
 
 use super::Draft;
 use crate::observe::{HostObservation, HostStatus, Keys};
 use crate::plan::{Action, Op, diff};
 
 pub fn transitions(
-    topology: &Topology,
+    index: &super::Index<'_>,
     desired: Option<&grid_spec::Host>,
     observation: &HostObservation,
 ) -> Vec<Draft> {
@@ -91,11 +90,7 @@ pub fn transitions(
     if fresh {
         // An installation that does not exist yet certainly holds nothing: its models
         // are created once it runs.
-        for model in topology
-            .models
-            .iter()
-            .filter(|m| m.host == *name && !m.retired)
-        {
+        for model in index.models(name).iter().filter(|m| !m.retired) {
             out.push(install_model(name, model, None));
         }
         return out;
@@ -105,7 +100,7 @@ pub fn transitions(
         HostStatus::Running(o) => o,
         HostStatus::Missing => return out,
         HostStatus::Unreachable { reason } => {
-            let models = topology.models.iter().filter(|m| m.host == *name).count();
+            let models = index.models(name).len();
             out.push(Draft::attention(
                 "host",
                 name,
@@ -147,7 +142,7 @@ pub fn transitions(
         .iter()
         .map(|m| (m.name.as_str(), m))
         .collect();
-    for model in topology.models.iter().filter(|m| m.host == *name) {
+    for model in index.models(name) {
         let canonical = grid_spec::canonical::model(model);
         let install = Request::InstallModel {
             name: model.name.clone(),
@@ -179,12 +174,8 @@ pub fn transitions(
             Some(_) => {}
         }
     }
-    let declared: std::collections::HashSet<&str> = topology
-        .models
-        .iter()
-        .filter(|m| m.host == *name)
-        .map(|m| m.name.as_str())
-        .collect();
+    let declared: std::collections::HashSet<&str> =
+        index.models(name).iter().map(|m| m.name.as_str()).collect();
     for held in observed.models.iter().filter(|m| !m.retired) {
         if !declared.contains(held.name.as_str()) {
             out.push(Draft::attention(

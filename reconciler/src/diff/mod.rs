@@ -95,12 +95,47 @@ pub fn enrolled(host: &str, membership: &str) -> String {
     format!("enroll:{host}:{membership}")
 }
 
+/// The files' hosts and models by name, built once per plan: the diff looks them up
+/// for every object, and a linear search would make a plan quadratic.
+pub struct Index<'t> {
+    pub hosts: std::collections::HashMap<&'t str, &'t grid_spec::Host>,
+    /// Each host's models, in file order.
+    pub models: std::collections::HashMap<&'t str, Vec<&'t grid_spec::Model>>,
+}
+
+impl<'t> Index<'t> {
+    pub fn of(topology: &'t Topology) -> Index<'t> {
+        let mut models: std::collections::HashMap<&str, Vec<&grid_spec::Model>> =
+            std::collections::HashMap::new();
+        for m in &topology.models {
+            models.entry(m.host.as_str()).or_default().push(m);
+        }
+        Index {
+            hosts: topology
+                .hosts
+                .iter()
+                .map(|h| (h.name.as_str(), h))
+                .collect(),
+            models,
+        }
+    }
+
+    pub fn host(&self, name: &str) -> Option<&'t grid_spec::Host> {
+        self.hosts.get(name).copied()
+    }
+
+    pub fn models(&self, host: &str) -> &[&'t grid_spec::Model] {
+        self.models.get(host).map_or(&[][..], Vec::as_slice)
+    }
+}
+
 /// Every transition the files call for against `world`, in an order they apply in.
 pub fn diff(topology: &Topology, world: &World) -> Vec<Draft> {
+    let index = Index::of(topology);
     let mut out = memberships::memberships(topology, world);
     for observation in &world.hosts {
-        let desired = topology.host(&observation.name);
-        out.extend(hosts::transitions(topology, desired, observation));
+        let desired = index.host(&observation.name);
+        out.extend(hosts::transitions(&index, desired, observation));
         if let Some(desired) = desired {
             out.extend(memberships::enrollments(
                 topology,
@@ -111,7 +146,7 @@ pub fn diff(topology: &Topology, world: &World) -> Vec<Draft> {
         }
     }
     out.extend(authority::transitions(topology, world));
-    out.extend(crate::routes::transitions(topology, world));
+    out.extend(crate::routes::transitions(topology, &index, world));
     out.extend(crate::processes::transitions(topology, world));
     out.extend(crate::sources::transitions(topology, world));
     out
