@@ -392,21 +392,28 @@ pub fn hex(bytes: &[u8]) -> String {
     hex::encode(bytes)
 }
 
+impl HostObservation {
+    /// A host with no installation in `dir`: it holds nothing.
+    pub fn missing(name: &str, dir: &Path) -> HostObservation {
+        HostObservation {
+            name: name.to_owned(),
+            dir: dir.to_owned(),
+            config: None,
+            custody: (String::new(), Vec::new()),
+            status: HostStatus::Missing,
+            link: None,
+            keys: Keys::Absent,
+            enrollments: BTreeMap::new(),
+            authority: BTreeMap::new(),
+            claims: BTreeMap::new(),
+            hex_keys: Vec::new(),
+        }
+    }
+}
+
 /// Observes the host `name` whose installation is `dir`.
 pub fn observe_host(name: &str, dir: &Path) -> HostObservation {
-    let mut observation = HostObservation {
-        name: name.to_owned(),
-        dir: dir.to_owned(),
-        config: None,
-        custody: (String::new(), Vec::new()),
-        status: HostStatus::Missing,
-        link: None,
-        keys: Keys::Absent,
-        enrollments: BTreeMap::new(),
-        authority: BTreeMap::new(),
-        claims: BTreeMap::new(),
-        hex_keys: Vec::new(),
-    };
+    let mut observation = HostObservation::missing(name, dir);
     if !dir.join(HOST_CONFIG_FILE).exists() {
         return observation;
     }

@@ -100,18 +100,11 @@ fn fresh(topology: &Topology) -> World {
         hosts: topology
             .hosts
             .iter()
-            .map(|h| HostObservation {
-                name: h.name.clone(),
-                dir: crate::observe::host_dir(std::path::Path::new(STATE), &h.name),
-                config: None,
-                custody: (String::new(), Vec::new()),
-                status: HostStatus::Missing,
-                link: None,
-                keys: Keys::Absent,
-                enrollments: BTreeMap::new(),
-                authority: BTreeMap::new(),
-                claims: BTreeMap::new(),
-                hex_keys: Vec::new(),
+            .map(|h| {
+                HostObservation::missing(
+                    &h.name,
+                    &crate::observe::host_dir(std::path::Path::new(STATE), &h.name),
+                )
             })
             .collect(),
         memberships: topology
