@@ -188,13 +188,16 @@ fn answers_signed_before_revocation_and_rotation_still_verify() {
     // Installation, keys and certificate; the model waits for s to run (exit 5).
     assert_eq!(reconcile_code(&dir), Some(5));
     let host_dir = dir.join("grid-state/hosts/s");
-    let mut host = Command::new(common::gridd())
-        .arg("--dir")
-        .arg(&host_dir)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    common::wait_ready(&mut host, &host_dir).expect("gridd starts");
+    let mut host = common::KillOnDrop(
+        Command::new(common::gridd())
+            .arg("--dir")
+            .arg(&host_dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    common::wait_ready(&mut host.0, &host_dir).expect("gridd starts");
     let verified = |op: &str| -> Option<u64> {
         let (ok, text) = gridctl(&dir, &["verify", "--host", "s", "--op", op, "--json"]);
         let report: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -226,7 +229,6 @@ fn answers_signed_before_revocation_and_rotation_still_verify() {
     assert!(gridctl(&dir, &["input", "counter", "n=4", "--op", "b2"]).0);
     assert_eq!(verified("b2"), Some(2));
 
-    let _ = host.kill();
-    let _ = host.wait();
+    drop(host);
     std::fs::remove_dir_all(&dir).unwrap();
 }

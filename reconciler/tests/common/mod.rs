@@ -38,3 +38,14 @@ pub fn wait_ready(child: &mut Child, host_dir: &Path) -> Result<(), std::process
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A child process killed (and reaped) when the test ends, also when it panics: no
+/// gridd outlives the test that started it.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
