@@ -14,29 +14,11 @@ fn work() -> PathBuf {
     common::work_dir("membership")
 }
 
-fn gridctl(dir: &Path, args: &[&str]) -> (bool, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_gridctl"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), text)
-}
+use common::gridctl;
 
 /// `gridctl reconcile t.kdl`'s exit code.
 fn reconcile_code(dir: &Path) -> Option<i32> {
-    Command::new(env!("CARGO_BIN_EXE_gridctl"))
-        .current_dir(dir)
-        .args(["reconcile", "t.kdl"])
-        .output()
-        .unwrap()
-        .status
-        .code()
+    common::gridctl_code(dir, &["reconcile", "t.kdl"]).0
 }
 
 fn plan_counts(dir: &Path) -> serde_json::Value {

@@ -8,32 +8,13 @@
 
 use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 mod common;
 
 const METRICS: &str = "127.0.0.1:17895";
 
-fn gridctl(dir: &Path, args: &[&str]) -> (bool, String) {
-    let (code, text) = gridctl_code(dir, args);
-    (code == Some(0), text)
-}
-
-/// gridctl's exit code and its output.
-fn gridctl_code(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_gridctl"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code(), text)
-}
+use common::{gridctl, gridctl_code};
 
 fn topology(metrics: &str) -> String {
     format!(

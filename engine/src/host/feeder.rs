@@ -5,6 +5,31 @@
 use super::*;
 
 impl Host {
+    /// The position a feed recorded under `key` (0 when it fed nothing yet).
+    pub(super) fn fed_position(&self, key: &[u8]) -> u64 {
+        self.meta
+            .get(key)
+            .unwrap_or_else(|e| fatal(&self.dir, "reading a fed position", e))
+            .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
+            .map_or(0, u64::from_be_bytes)
+    }
+
+    /// Applies one fed value to `input` of `model` as a journaled batch, with the fed
+    /// position `(key, position)` in the same write; the publications it stages, or why
+    /// the model refused it.
+    pub(super) fn feed_one(
+        &mut self,
+        model: &str,
+        input: &str,
+        value: f64,
+        (key, position): (&[u8], u64),
+        write: &mut fjall::OwnedWriteBatch,
+    ) -> Result<Vec<(String, u64)>, String> {
+        let (_, published) = self.batch(model, &[(input, value)], write)?;
+        write.insert(&self.meta, key.to_vec(), position.to_be_bytes());
+        Ok(published)
+    }
+
     /// Feeds every model input `from="route:R"` the values this host's inbox of R
     /// holds beyond what the model was fed: one journaled batch per value, each with
     /// the fed position, in one synced write. A value the model refuses stops that
@@ -19,12 +44,7 @@ impl Host {
         let feeds = self.feeds(|m| &m.fed);
         for (model, input, route) in feeds {
             let key = fed_key(&model, &route);
-            let fed = self
-                .meta
-                .get(&key)
-                .unwrap_or_else(|e| fatal(&self.dir, "reading a fed position", e))
-                .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
-                .map_or(0, u64::from_be_bytes);
+            let fed = self.fed_position(&key);
             let values = match delivery.delivered_after(&route, fed) {
                 Ok(v) => v,
                 Err(reason) => {
@@ -33,10 +53,9 @@ impl Host {
                 }
             };
             for (position, value) in values {
-                match self.batch(&model, &[(input.as_str(), value)], &mut write) {
-                    Ok((_, p)) => {
+                match self.feed_one(&model, &input, value, (&key, position), &mut write) {
+                    Ok(p) => {
                         published.extend(p);
-                        write.insert(&self.meta, key.clone(), position.to_be_bytes());
                         fed_any = true;
                     }
                     Err(reason) => {

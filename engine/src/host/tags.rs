@@ -117,22 +117,16 @@ impl Host {
                 continue;
             };
             let key = tag_fed_key(&model, &tag);
-            let fed = self
-                .meta
-                .get(&key)
-                .unwrap_or_else(|e| fatal(&self.dir, "reading a fed position", e))
-                .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
-                .map_or(0, u64::from_be_bytes);
+            let fed = self.fed_position(&key);
             let until = last.min(fed + u64::from(grid_spec::limits::SIMULATE_CATCH_UP_PER_TICK));
             for n in fed + 1..=until {
                 let value = match fresh.get(&(tag.clone(), n)) {
                     Some(v) => *v,
                     None => self.journaled(&tag, n),
                 };
-                match self.batch(&model, &[(input.as_str(), value)], &mut write) {
-                    Ok((_, p)) => {
+                match self.feed_one(&model, &input, value, (&key, n), &mut write) {
+                    Ok(p) => {
                         published.extend(p);
-                        write.insert(&self.meta, key.clone(), n.to_be_bytes());
                         changed = true;
                     }
                     Err(reason) => {

@@ -49,3 +49,24 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// `gridctl ARGS…` in `dir`: its exit code and its stdout then stderr.
+pub fn gridctl_code(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_gridctl"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code(), text)
+}
+
+/// `gridctl ARGS…` in `dir`: whether it exited 0, and its output.
+pub fn gridctl(dir: &Path, args: &[&str]) -> (bool, String) {
+    let (code, text) = gridctl_code(dir, args);
+    (code == Some(0), text)
+}

@@ -119,10 +119,14 @@ impl Delivery {
                 ) {
                     Ok(c) => client = Some(c),
                     Err(e) => {
-                        crate::metrics::push_retried();
-                        tracing::warn!(route, destination, reason = %e, retry_in_ms = backoff.as_millis() as u64, "push: cannot reach the destination");
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(PUSH_BACKOFF_MAX);
+                        retry_later(
+                            &route,
+                            &destination,
+                            &e.to_string(),
+                            "push: cannot reach the destination",
+                            &mut backoff,
+                        )
+                        .await;
                         continue;
                     }
                 }
@@ -148,39 +152,39 @@ impl Delivery {
                     match self.record_receipt(&route, &destination, &receipt) {
                         Ok(()) => backoff = Duration::from_millis(50),
                         Err(reason) => {
-                            crate::metrics::push_retried();
-                            tracing::warn!(
-                                route,
-                                destination,
-                                reason,
-                                retry_in_ms = backoff.as_millis() as u64,
-                                "push: receipt not applied"
-                            );
-                            tokio::time::sleep(backoff).await;
-                            backoff = (backoff * 2).min(PUSH_BACKOFF_MAX);
+                            retry_later(
+                                &route,
+                                &destination,
+                                &reason,
+                                "push: receipt not applied",
+                                &mut backoff,
+                            )
+                            .await;
                         }
                     }
                 }
                 Ok(PushReply::Refused { reason }) => {
-                    crate::metrics::push_retried();
-                    tracing::warn!(
-                        route,
-                        destination,
-                        reason,
-                        retry_in_ms = backoff.as_millis() as u64,
-                        "push refused by the destination"
-                    );
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(PUSH_BACKOFF_MAX);
+                    retry_later(
+                        &route,
+                        &destination,
+                        &reason,
+                        "push refused by the destination",
+                        &mut backoff,
+                    )
+                    .await;
                 }
                 Err(e) => {
-                    crate::metrics::push_retried();
-                    tracing::warn!(route, destination, reason = %e, retry_in_ms = backoff.as_millis() as u64, "push failed");
                     if matches!(e, PeerError::NotSent(_)) {
                         client = None;
                     }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(PUSH_BACKOFF_MAX);
+                    retry_later(
+                        &route,
+                        &destination,
+                        &e.to_string(),
+                        "push failed",
+                        &mut backoff,
+                    )
+                    .await;
                 }
             }
         }
@@ -257,4 +261,25 @@ impl Delivery {
         );
         Ok(())
     }
+}
+
+/// One retry of a push loop: counted, logged with why and when, then waited out with
+/// the backoff doubled (at most `PUSH_BACKOFF_MAX`).
+async fn retry_later(
+    route: &str,
+    destination: &str,
+    reason: &str,
+    what: &str,
+    backoff: &mut Duration,
+) {
+    crate::metrics::push_retried();
+    tracing::warn!(
+        route,
+        destination,
+        reason,
+        retry_in_ms = backoff.as_millis() as u64,
+        "{what}"
+    );
+    tokio::time::sleep(*backoff).await;
+    *backoff = (*backoff * 2).min(PUSH_BACKOFF_MAX);
 }
