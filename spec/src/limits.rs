@@ -67,6 +67,15 @@ pub const SIMULATE_PERIOD_S_MAX: u32 = 604_800;
 /// several are due (the rest follow on the next ticks).
 pub const SIMULATE_CATCH_UP_PER_TICK: u32 = 64;
 
+/// The fastest a Modbus register may be polled (`interval-ms`).
+pub const MODBUS_INTERVAL_MS_MIN: u32 = 10;
+/// The slowest poll of a Modbus register.
+pub const MODBUS_INTERVAL_MS_MAX: u32 = 86_400_000;
+/// A Modbus register's poll interval when `interval-ms` is not given.
+pub const MODBUS_INTERVAL_MS_DEFAULT: u32 = 1_000;
+
+const _: () = assert!(MODBUS_INTERVAL_MS_MIN <= MODBUS_INTERVAL_MS_DEFAULT);
+const _: () = assert!(MODBUS_INTERVAL_MS_DEFAULT <= MODBUS_INTERVAL_MS_MAX);
 const _: () = assert!(SIMULATE_INTERVAL_MS_MIN <= SIMULATE_INTERVAL_MS_DEFAULT);
 const _: () = assert!(SIMULATE_INTERVAL_MS_DEFAULT <= SIMULATE_INTERVAL_MS_MAX);
 
@@ -138,6 +147,9 @@ pub const NAMES: &[&str] = &[
     "SIMULATE_INTERVAL_MS_DEFAULT",
     "SIMULATE_PERIOD_S_MAX",
     "SIMULATE_CATCH_UP_PER_TICK",
+    "MODBUS_INTERVAL_MS_MIN",
+    "MODBUS_INTERVAL_MS_MAX",
+    "MODBUS_INTERVAL_MS_DEFAULT",
     "UP_RECONCILE_ROUNDS_MAX",
     "VIEW_REASON_CHARS_MAX",
     "PLAN_OBSERVERS_MAX",

@@ -295,24 +295,40 @@ pub struct Tag {
 /// Where a tag's observations come from (SPEC C9); exactly one per tag.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TagSource {
+    /// A Modbus TCP register polled every `interval_ms` (docs/sources.md): value =
+    /// raw × `scale` + `offset`, both finite.
     Modbus {
+        /// `HOST:PORT` of the device (unauthenticated: docs/sources.md).
         address: String,
         unit: u8,
         register: ModbusRegister,
         register_address: u16,
         value_type: ModbusType,
+        /// Which register of a two-register value comes first (u32, i32, f32).
+        word_order: WordOrder,
         scale: f64,
+        offset: f64,
+        interval_ms: u32,
     },
     OpcUa {
         endpoint: String,
         node: String,
     },
+    /// One metric of a Sparkplug B edge node (or one of its devices) through an MQTT
+    /// broker: `broker` is an `mqtt://` (loopback only) or `mqtts://` URL.
     Sparkplug {
         broker: String,
         group: String,
         node: String,
         device: Option<String>,
         metric: String,
+        /// The MQTT client id; `grid-<host>-<tag>` when none is given.
+        client_id: Option<String>,
+        /// `mqtts://` only: a PEM file of the CA that certifies the broker.
+        ca: Option<String>,
+        /// `mqtts://` only: present this membership's certificate of the host to the
+        /// broker (and trust the membership's authority when no `ca` is named).
+        membership: Option<String>,
     },
     Bacnet {
         address: String,
@@ -392,6 +408,63 @@ pub enum ModbusType {
     U32,
     I32,
     F32,
+    /// A coil or discrete input: 0 or 1.
+    Bool,
+}
+
+impl ModbusType {
+    /// How many 16-bit registers one value takes (a bit for `Bool`).
+    pub fn registers(self) -> u16 {
+        match self {
+            ModbusType::U16 | ModbusType::I16 | ModbusType::Bool => 1,
+            ModbusType::U32 | ModbusType::I32 | ModbusType::F32 => 2,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ModbusType::U16 => "u16",
+            ModbusType::I16 => "i16",
+            ModbusType::U32 => "u32",
+            ModbusType::I32 => "i32",
+            ModbusType::F32 => "f32",
+            ModbusType::Bool => "bool",
+        }
+    }
+}
+
+impl ModbusRegister {
+    pub fn name(self) -> &'static str {
+        match self {
+            ModbusRegister::Holding => "holding",
+            ModbusRegister::Input => "input",
+            ModbusRegister::Coil => "coil",
+            ModbusRegister::Discrete => "discrete",
+        }
+    }
+
+    /// Coils and discrete inputs hold bits; holding and input registers hold words.
+    pub fn holds_bits(self) -> bool {
+        matches!(self, ModbusRegister::Coil | ModbusRegister::Discrete)
+    }
+}
+
+/// The order of the two registers of a 32-bit Modbus value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WordOrder {
+    /// The high word at the lower address (the Modbus convention).
+    Big,
+    /// The low word at the lower address.
+    Little,
+}
+
+impl WordOrder {
+    pub fn name(self) -> &'static str {
+        match self {
+            WordOrder::Big => "big",
+            WordOrder::Little => "little",
+        }
+    }
 }
 
 /// A cross-domain export (SPEC C10): `gateway` passes values of route `from` (in one

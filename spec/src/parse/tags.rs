@@ -30,12 +30,18 @@ impl FileReader<'_> {
                     let node = c.string_prop(self, "node", true);
                     let device = c.string_prop(self, "device", false).map(|d| d.0);
                     let metric = c.string_prop(self, "metric", true);
+                    let client_id = c.string_prop(self, "client-id", false).map(|d| d.0);
+                    let ca = c.string_prop(self, "ca", false).map(|d| d.0);
+                    let membership = c.string_prop(self, "membership", false).map(|d| d.0);
                     Some(TagSource::Sparkplug {
                         broker: broker?.0,
                         group: group?.0,
                         node: node?.0,
                         device,
                         metric: metric?.0,
+                        client_id,
+                        ca,
+                        membership,
                     })
                 })(),
                 "bacnet" => (|| {
@@ -221,13 +227,17 @@ impl FileReader<'_> {
             })
         });
         let scale = c.float_prop(self, "scale").unwrap_or(1.0);
+        let offset = c.float_prop(self, "offset").unwrap_or(0.0);
         Some(TagSource::Modbus {
             address: address?.0,
             unit: unit?.0 as u8,
             register: register?,
             register_address: register_address?.0 as u16,
             value_type: value_type?,
+            word_order: WordOrder::Big,
             scale,
+            offset,
+            interval_ms: limits::MODBUS_INTERVAL_MS_DEFAULT,
         })
     }
 }

@@ -1,0 +1,205 @@
+//! Industrial sources (SPEC C9, profile `sources`, docs/sources.md): readers of
+//! Modbus TCP registers and MQTT Sparkplug B metrics that turn what a device or broker
+//! says into [`Reading`]s for one tag each.
+//!
+//! An adapter never journals, never feeds a model and never reads a device again to
+//! recover: it only reports. The host (`grid_engine::host`) assigns each reading its
+//! index, journals it (fsync, group commit) and only then projects a good value into
+//! the models that read the tag. An adapter started after a restart reports *new*
+//! readings; what was journaled before is the host's, and nothing here replays it.
+//!
+//! Every reading carries its [`Quality`]: a good finite value is projected; anything
+//! else — an exception, a timeout, a lost connection, a death, a null, a non-finite
+//! number, an alias not in the current birth, a sequence gap — is source **debt**,
+//! journaled with its reason; a tag whose type cannot be represented is **refused**
+//! before capture, and that refusal is recorded too.
+
+pub mod limits;
+pub mod modbus;
+pub mod sparkplug;
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+/// What a device or broker said, before scale and offset: kept in the journal beside
+/// the value it became.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind", content = "value")]
+pub enum Raw {
+    /// Nothing arrived (a timeout, a lost connection, a death, a null).
+    None,
+    Bool(bool),
+    /// Modbus registers as read, lowest address first.
+    Registers(Vec<u16>),
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+}
+
+/// What a reading means for the models that read its tag.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "quality")]
+pub enum Quality {
+    /// A good, finite value, projected into the models.
+    Good { value: f64 },
+    /// Source debt: not projected; the model input keeps its last good value and is
+    /// marked stale until a good reading follows.
+    Debt { reason: String },
+    /// The tag cannot be captured at all (a non-numeric Sparkplug datatype, a type the
+    /// register cannot represent): nothing more is captured until it is installed
+    /// again.
+    Refused { reason: String },
+}
+
+impl Quality {
+    /// `good`, `debt` or `refused`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Quality::Good { .. } => "good",
+            Quality::Debt { .. } => "debt",
+            Quality::Refused { .. } => "refused",
+        }
+    }
+}
+
+/// One observation of one tag, as the adapter saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reading {
+    pub raw: Raw,
+    #[serde(flatten)]
+    pub quality: Quality,
+    /// The device's own timestamp (Sparkplug metric or payload timestamp), Unix ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_time_ms: Option<u64>,
+    /// When this host received it, Unix ms.
+    pub received_ms: u64,
+}
+
+/// The state of an adapter's connection, for `inspect tag`, the live view and the
+/// metrics. Not journaled: what it means for values is journaled as debt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Connection {
+    /// `connecting`, `connected`, `awaiting-birth`, `online`, `offline`, `refused`.
+    pub state: String,
+    /// Why, when the state is not a healthy one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// What an adapter reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Reading(Reading),
+    Connection(Connection),
+}
+
+/// One report for one tag: `generation` is the one [`Adapters::start`] was given, so
+/// the host can drop what a replaced definition still reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TagEvent {
+    pub tag: String,
+    pub generation: u64,
+    pub event: Event,
+}
+
+/// Where adapters report: a bounded channel, so a host that journals slower than a
+/// device reports pushes back on the adapter (which then reads or receives less),
+/// never drops what it was sent.
+pub type Sink = mpsc::Sender<TagEvent>;
+
+/// How an adapter may reach its peer beyond what the tag says: the TLS client
+/// configuration of `mqtts://` brokers with the host's membership credentials.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    /// Membership name → a rustls client configuration presenting the host's
+    /// certificate of that membership and trusting its authority.
+    pub memberships: BTreeMap<String, std::sync::Arc<rustls::ClientConfig>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    #[error("tag `{tag}` reads {kind}, which this build does not provide")]
+    NotProvided { tag: String, kind: &'static str },
+    #[error("tag `{tag}`: {reason}")]
+    Invalid { tag: String, reason: String },
+}
+
+/// The sources this build reads (besides `simulate`, which the host generates itself).
+pub const PROVIDED: &[&str] = &["modbus", "sparkplug"];
+
+/// Whether this build reads `source`.
+pub fn provides(source: &grid_spec::TagSource) -> bool {
+    PROVIDED.contains(&source.kind())
+}
+
+/// The running adapters of one host: started, replaced and stopped by tag name.
+pub struct Adapters {
+    runtime: tokio::runtime::Handle,
+    sink: Sink,
+    credentials: Credentials,
+    host: String,
+    modbus: modbus::Devices,
+    sparkplug: BTreeMap<String, sparkplug::Subscription>,
+}
+
+impl Adapters {
+    pub fn new(
+        runtime: tokio::runtime::Handle,
+        sink: Sink,
+        host: &str,
+        credentials: Credentials,
+    ) -> Adapters {
+        Adapters {
+            modbus: modbus::Devices::new(runtime.clone(), sink.clone()),
+            runtime,
+            sink,
+            credentials,
+            host: host.to_owned(),
+            sparkplug: BTreeMap::new(),
+        }
+    }
+
+    /// Starts reading `tag` (replacing what read it before under another
+    /// generation). Refuses a source this build does not read, or a tag whose
+    /// credentials are missing, before anything connects.
+    pub fn start(&mut self, tag: &grid_spec::Tag, generation: u64) -> Result<(), AdapterError> {
+        self.stop(&tag.name);
+        match &tag.source {
+            grid_spec::TagSource::Modbus { .. } => self.modbus.start(tag, generation),
+            grid_spec::TagSource::Sparkplug { .. } => {
+                let subscription = sparkplug::Subscription::start(
+                    &self.runtime,
+                    self.sink.clone(),
+                    &self.host,
+                    tag,
+                    generation,
+                    &self.credentials,
+                )?;
+                self.sparkplug.insert(tag.name.clone(), subscription);
+                Ok(())
+            }
+            other => Err(AdapterError::NotProvided {
+                tag: tag.name.clone(),
+                kind: other.kind(),
+            }),
+        }
+    }
+
+    /// Stops reading `name`; nothing it reports afterwards is sent.
+    pub fn stop(&mut self, name: &str) {
+        self.modbus.stop(name);
+        if let Some(subscription) = self.sparkplug.remove(name) {
+            subscription.stop();
+        }
+    }
+}
+
+/// Now, Unix ms (the host's receive time of a reading).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
