@@ -26,6 +26,23 @@ pub const CONTROL_CONNECTIONS_MAX: usize = 64;
 
 /// The most observations one `Call::Tag` reply lists.
 pub const TAG_REPORT_OBSERVATIONS_MAX: usize = 10_000;
+/// The most outstanding debt entries one `Call::Tag` reply lists (the newest).
+pub const TAG_REPORT_DEBT_MAX: usize = 1_000;
+/// The most journal entries, with raw values and times, one `Call::Tag` reply lists.
+pub const TAG_REPORT_ENTRIES_MAX: usize = 200;
+
+// Industrial sources (profile `sources`).
+
+/// The most adapter reports waiting for the host to journal them; a full queue makes
+/// the adapters wait (they read or receive less), never drops a report.
+pub const INGEST_QUEUE_MAX: usize = 65_536;
+/// The most adapter reports journaled in one synced write (group commit).
+pub const INGEST_BATCH_MAX: usize = 8_192;
+/// The most values of a model `tag.read` answers for one fed observation (kept with
+/// the observation's batch, in declaration order).
+pub const TAG_EFFECT_VALUES_MAX: usize = 256;
+
+const _: () = assert!(INGEST_BATCH_MAX <= INGEST_QUEUE_MAX);
 
 // The transport.
 

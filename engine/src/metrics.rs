@@ -26,8 +26,18 @@ const FSYNC_BUCKET_FIRST_SECONDS: f64 = 0.000_1;
 /// Buckets of the fsync histogram: 100 µs to ~3.3 s.
 const FSYNC_BUCKETS: u16 = 16;
 
+/// The smallest bucket of the tag latency histograms, in seconds (100 µs).
+const TAG_LATENCY_BUCKET_FIRST_SECONDS: f64 = 0.000_1;
+/// Each next tag latency bucket is this factor wider: fine enough for a p99.
+const TAG_LATENCY_BUCKET_FACTOR: f64 = 1.25;
+/// Buckets of the tag latency histograms: 100 µs to ~2 minutes.
+const TAG_LATENCY_BUCKETS: u16 = 64;
+
 /// The process-wide counted series.
 struct Counted {
+    tag_entries: Family<Labels, Counter>,
+    tag_device_to_durable_seconds: Histogram,
+    tag_received_to_durable_seconds: Histogram,
     operations: Family<Labels, Counter>,
     batches_applied: Counter,
     receipts: Counter,
@@ -36,6 +46,17 @@ struct Counted {
 }
 
 static COUNTED: LazyLock<Counted> = LazyLock::new(|| Counted {
+    tag_entries: Family::default(),
+    tag_device_to_durable_seconds: Histogram::new(exponential_buckets(
+        TAG_LATENCY_BUCKET_FIRST_SECONDS,
+        TAG_LATENCY_BUCKET_FACTOR,
+        TAG_LATENCY_BUCKETS,
+    )),
+    tag_received_to_durable_seconds: Histogram::new(exponential_buckets(
+        TAG_LATENCY_BUCKET_FIRST_SECONDS,
+        TAG_LATENCY_BUCKET_FACTOR,
+        TAG_LATENCY_BUCKETS,
+    )),
     operations: Family::default(),
     batches_applied: Counter::default(),
     receipts: Counter::default(),
@@ -73,6 +94,28 @@ pub fn receipt_recorded() {
 /// One push that did not get a receipt and will be sent again.
 pub fn push_retried() {
     COUNTED.push_retries.inc();
+}
+
+/// A tag observation journaled durably: its quality (`good`, `debt`, `refused`), and
+/// the seconds from the device's timestamp (when the protocol has one) and from the
+/// host's receipt to the end of the fsync that made it durable.
+pub fn tag_journaled(
+    quality: &'static str,
+    device_to_durable: Option<f64>,
+    received_to_durable: f64,
+) {
+    COUNTED
+        .tag_entries
+        .get_or_create(&vec![("quality", quality.to_owned())])
+        .inc();
+    if let Some(seconds) = device_to_durable {
+        COUNTED
+            .tag_device_to_durable_seconds
+            .observe(seconds.max(0.0));
+    }
+    COUNTED
+        .tag_received_to_durable_seconds
+        .observe(received_to_durable.max(0.0));
 }
 
 /// Runs `sync` (an fsync of a store) and observes how long it took.
@@ -120,6 +163,21 @@ pub fn render(held: Held) -> String {
         "grid_operations",
         "Operations answered, by request kind and outcome",
         counted.operations.clone(),
+    );
+    registry.register(
+        "grid_tag_entries",
+        "Tag observations journaled durably, by quality",
+        counted.tag_entries.clone(),
+    );
+    registry.register(
+        "grid_tag_device_to_durable_seconds",
+        "From a tag observation's device timestamp to the fsync that journaled it",
+        counted.tag_device_to_durable_seconds.clone(),
+    );
+    registry.register(
+        "grid_tag_received_to_durable_seconds",
+        "From a tag observation's receipt at this host to the fsync that journaled it",
+        counted.tag_received_to_durable_seconds.clone(),
     );
     registry.register(
         "grid_batches_applied",

@@ -260,6 +260,15 @@ pub enum ValueText {
     Error(String),
 }
 
+impl From<crate::model::Value> for ValueText {
+    fn from(value: crate::model::Value) -> ValueText {
+        match value {
+            crate::model::Value::Number(x) => ValueText::Number(x),
+            crate::model::Value::Error(e) => ValueText::Error(e.to_string()),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
     pub host: String,
@@ -288,6 +297,12 @@ pub struct TagState {
     pub tag: String,
     /// Observations journaled so far (the last index).
     pub observations: u64,
+    /// Outstanding debt entries (since the last good one).
+    #[serde(default)]
+    pub debt: u64,
+    /// The adapter's connection state (`None` for a simulated tag).
+    #[serde(default)]
+    pub connection: Option<String>,
 }
 
 /// A tag's journal (`Call::Tag`).
@@ -304,6 +319,76 @@ pub struct TagReport {
     pub observations: Vec<(u64, f64)>,
     /// Each model input fed from this tag, with the last index fed to it.
     pub fed: Vec<TagFed>,
+    /// `simulate`, `modbus`, `sparkplug`.
+    #[serde(default)]
+    pub source: String,
+    /// The adapter's connection as it last reported it (`None` for a simulated tag,
+    /// or before the adapter's first report).
+    #[serde(default)]
+    pub connection: Option<grid_adapters::Connection>,
+    /// The last index journaled (the same as `count`).
+    #[serde(default)]
+    pub last_index: u64,
+    /// The newest good entry.
+    #[serde(default)]
+    pub last_good: Option<LastGood>,
+    /// Journaled entries by quality.
+    #[serde(default)]
+    pub counts: QualityCounts,
+    /// Outstanding debt: the debt and refusal entries since the last good one, oldest
+    /// first (at most `TAG_REPORT_DEBT_MAX`, the newest).
+    #[serde(default)]
+    pub debt: Vec<DebtEntry>,
+    /// The newest entries, oldest first (at most `TAG_REPORT_ENTRIES_MAX`).
+    #[serde(default)]
+    pub entries: Vec<TagEntry>,
+    /// Whether the journal holds exactly the indexes 1..=`last_index`.
+    #[serde(default)]
+    pub consecutive: bool,
+    /// Readings not journaled because they repeated the last entry's debt (since the
+    /// host started).
+    #[serde(default)]
+    pub repeats: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LastGood {
+    pub index: u64,
+    pub value: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QualityCounts {
+    pub good: u64,
+    pub debt: u64,
+    pub refused: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DebtEntry {
+    pub index: u64,
+    pub reason: String,
+    /// `debt` or `refused`.
+    pub quality: String,
+    #[serde(default)]
+    pub received_ms: Option<u64>,
+}
+
+/// One journaled observation as `inspect tag` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TagEntry {
+    pub index: u64,
+    /// `good`, `debt` or `refused`.
+    pub quality: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub raw: grid_adapters::Raw,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_time_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -314,6 +399,10 @@ pub struct TagFed {
     pub position: u64,
     /// The model's batches in its current generation.
     pub batches: u64,
+    /// The last entry fed to it was debt or a refusal: the input keeps its last good
+    /// value, stale, until a good entry follows.
+    #[serde(default)]
+    pub stale: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

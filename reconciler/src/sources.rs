@@ -1,6 +1,7 @@
-//! Tags (profile `sources`, docs/sources.md): plan transitions installing simulated
-//! tags at their hosts, and `gridctl inspect tag` (a tag's journal, checked against
-//! the deterministic sequence its definition generates).
+//! Tags (profile `sources`, docs/sources.md): plan transitions installing tags at their
+//! hosts (simulated, Modbus, Sparkplug B), and `gridctl inspect tag` (a tag's journal:
+//! a simulated one checked against the deterministic sequence its definition
+//! generates; an adapter's with its connection, counts by quality and outstanding debt).
 
 use std::path::Path;
 
@@ -65,7 +66,7 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
                 Op::Create,
                 &tag.name,
                 &tag.host,
-                format!("simulated, {}", canonical_source(&canonical)),
+                canonical_source(&canonical),
                 install.clone(),
             )
             .key(format!("tag:{}:{}", tag.host, tag.name))
@@ -118,13 +119,14 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
     out
 }
 
-/// The `simulate …` line of a canonical tag text.
+/// What a `+ tag` line says of a canonical tag text: `simulated, wave=…` for a
+/// simulated tag, else its source line (`modbus "127.0.0.1:5020" unit=1 …`).
 fn canonical_source(canonical: &str) -> String {
-    canonical
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("simulate "))
-        .unwrap_or_default()
-        .to_owned()
+    let source = canonical.lines().nth(1).unwrap_or_default().trim();
+    match source.strip_prefix("simulate ") {
+        Some(rest) => format!("simulated, {rest}"),
+        None => source.to_owned(),
+    }
 }
 
 /// A tag's journal at `host`, with each observation checked against the sequence its
@@ -153,10 +155,20 @@ impl Inspection {
                 "input": f.input,
                 "position": f.position,
                 "batches": f.batches,
+                "stale": f.stale,
             })).collect::<Vec<_>>(),
-            "deterministic": self.mismatched.is_empty(),
+            "deterministic": (r.source == "simulate").then_some(self.mismatched.is_empty()),
             "mismatched": self.mismatched,
             "consecutive": self.consecutive,
+            "name": r.name,
+            "source": r.source,
+            "connection": r.connection,
+            "last_index": r.last_index,
+            "last_good": r.last_good,
+            "counts": r.counts,
+            "debt": r.debt,
+            "entries": r.entries,
+            "repeats": r.repeats,
         })
     }
 
@@ -169,6 +181,9 @@ impl Inspection {
         match r.observations.last() {
             Some((n, v)) => out.push_str(&format!("; last {n} = {v}\n")),
             None => out.push('\n'),
+        }
+        if r.source != "simulate" {
+            return self.render_read(out);
         }
         out.push_str(&format!(
             "  sequence: {}{}\n",
@@ -187,6 +202,66 @@ impl Inspection {
             out.push_str(&format!(
                 "  fed to model {} input {}: position {} ({} batch(es))\n",
                 f.model, f.input, f.position, f.batches
+            ));
+        }
+        out
+    }
+}
+
+impl Inspection {
+    /// The rest of the text of a tag an adapter reads.
+    fn render_read(&self, mut out: String) -> String {
+        let r = &self.report;
+        let connection = r
+            .connection
+            .as_ref()
+            .map_or("not reported yet".to_owned(), |c| match &c.detail {
+                Some(d) => format!("{} ({d})", c.state),
+                None => c.state.clone(),
+            });
+        out.push_str(&format!(
+            "  source: {}, connection {connection}\n",
+            r.source
+        ));
+        out.push_str(&format!(
+            "  journal: {} good, {} debt, {} refused{}\n",
+            r.counts.good,
+            r.counts.debt,
+            r.counts.refused,
+            if self.consecutive {
+                ", indexes consecutive"
+            } else {
+                ", indexes NOT consecutive"
+            }
+        ));
+        match &r.last_good {
+            Some(g) => out.push_str(&format!("  last good: {} = {}\n", g.index, g.value)),
+            None => out.push_str("  last good: none\n"),
+        }
+        if r.debt.is_empty() {
+            out.push_str("  outstanding debt: none\n");
+        } else {
+            out.push_str(&format!(
+                "  outstanding debt: {} entr{} since the last good value\n",
+                r.debt.len(),
+                if r.debt.len() == 1 { "y" } else { "ies" }
+            ));
+            for d in &r.debt {
+                out.push_str(&format!("    {} {}: {}\n", d.index, d.quality, d.reason));
+            }
+        }
+        for f in &r.fed {
+            out.push_str(&format!(
+                "  fed to model {} input {}: position {} ({} batch(es)){}\n",
+                f.model,
+                f.input,
+                f.position,
+                f.batches,
+                if f.stale {
+                    ", STALE (keeps its last good value)"
+                } else {
+                    ""
+                }
             ));
         }
         out
@@ -214,6 +289,14 @@ pub fn inspect(state: &Path, tag: &str, host: &str) -> Result<Inspection, String
         Ok(other) => return Err(format!("unexpected reply {other:?}")),
         Err(e) => return Err(e.to_string()),
     };
+    if report.source != "simulate" {
+        let consecutive = report.consecutive;
+        return Ok(Inspection {
+            report,
+            mismatched: Vec::new(),
+            consecutive,
+        });
+    }
     let simulation = simulation_of(&report)?;
     let mismatched = report
         .observations

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use grid_engine::host::control::Client;
 use grid_reconciler::up::{
     AuthorityRow, DestinationRow, GrantRow, GrantUnits, HostRow, HostState, ModelRow, Observed,
-    RouteRow, Screen, render, render_hosts,
+    RouteRow, Screen, TagRow, render, render_hosts,
 };
 
 mod common;
@@ -411,6 +411,7 @@ fn the_view_draws_aligned_sections_with_short_reasons() {
                 values: Err(long.clone()),
             },
         ],
+        tags: Vec::new(),
         routes: vec![RouteRow {
             route: "plant/temp_f".into(),
             publisher: "edge-a".into(),
@@ -496,4 +497,43 @@ fn the_view_draws_aligned_sections_with_short_reasons() {
     );
     assert_eq!(lines.len(), 12, "{text}");
     assert!(lines.iter().all(|l| l.chars().count() < 240), "{text}");
+}
+
+/// Tags get a section of their own: observations, the adapter's connection and the
+/// debt outstanding, or why the host could not say.
+#[test]
+fn the_view_draws_tags_with_their_connection_and_debt() {
+    let observed = Observed {
+        tags: vec![
+            TagRow {
+                tag: "boiler-temp".into(),
+                host: "edge-a".into(),
+                state: Ok(Some(grid_engine::protocol::TagState {
+                    name: "boiler-temp".into(),
+                    tag: String::new(),
+                    observations: 12,
+                    debt: 2,
+                    connection: Some("offline".into()),
+                })),
+            },
+            TagRow {
+                tag: "line-speed".into(),
+                host: "edge-a".into(),
+                state: Ok(None),
+            },
+        ],
+        ..Observed::default()
+    };
+    let text = render(&observed);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        &lines[..5],
+        &[
+            "models",
+            "  (none declared)",
+            "tags",
+            "  boiler-temp  @ edge-a  12 observation(s), offline, 2 debt outstanding",
+            "  line-speed   @ edge-a  not installed yet",
+        ]
+    );
 }

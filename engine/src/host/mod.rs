@@ -21,6 +21,8 @@ pub use crate::config;
 pub mod control;
 mod feeder;
 mod generations;
+mod ingest;
+mod observations;
 pub mod pid;
 mod submit;
 mod tags;
@@ -142,14 +144,37 @@ struct TagRecord {
     tag: String,
 }
 
-/// A simulated tag this host samples.
+/// A tag this host reads: simulated (generated here) or through an adapter.
 struct TagRuntime {
     record: TagRecord,
-    simulation: crate::sources::Simulation,
+    reader: TagReader,
     /// The last observation index journaled (0: none yet).
     last: u64,
-    /// When observation `last + 1` is due.
-    next_due: std::time::Instant,
+    /// Counts by quality and the last good entry, as journaled.
+    summary: observations::Summary,
+    /// The reason of the last entry when it is debt or a refusal: a reading that
+    /// repeats it is not journaled again (docs/sources.md).
+    last_reason: Option<String>,
+    /// Readings not journaled because they repeated the last entry's reason (since
+    /// this process started).
+    repeats: u64,
+}
+
+/// Where a tag's observations come from.
+enum TagReader {
+    /// Generated here, observation `n` a pure function of the definition.
+    Simulated {
+        simulation: crate::sources::Simulation,
+        /// When observation `last + 1` is due.
+        next_due: std::time::Instant,
+    },
+    /// Reported by an adapter (`grid_adapters`) of this generation; `connection` is
+    /// its latest report (not journaled).
+    Adapter {
+        tag: grid_spec::Tag,
+        generation: u64,
+        connection: Option<grid_adapters::Connection>,
+    },
 }
 
 /// What feeds a model from tags: (input, tag) for each `input … from="tag:T"`.
@@ -218,9 +243,15 @@ pub struct Host {
     batches: Keyspace,
     /// Tag definitions (profile `sources`).
     tags_keyspace: Keyspace,
-    /// Journaled observations of simulated tags: tag \0 index(be64) → f64 bits (be64).
+    /// Journaled observations: tag \0 index(be64) → an entry (`observations::Entry`).
     source_journal: Keyspace,
+    /// What each fed observation produced: tag \0 index(be64) \0 model → `Effect`.
+    tag_effects: Keyspace,
     tags: BTreeMap<String, TagRuntime>,
+    /// The running adapters (profile `sources`, attached by the composition root).
+    adapters: Option<grid_adapters::Adapters>,
+    /// The generation the next adapter start gets (reports of older ones are dropped).
+    adapter_generation: u64,
     models: BTreeMap<String, Installed>,
     failpoints: Failpoints,
     meta: Keyspace,
@@ -316,6 +347,7 @@ impl Host {
         let batches = keyspace("batches").map_err(storage)?;
         let tags_keyspace = keyspace("tags").map_err(storage)?;
         let source_journal = keyspace("source-journal").map_err(storage)?;
+        let tag_effects = keyspace("tag-effects").map_err(storage)?;
         match meta.get("format").map_err(storage)? {
             Some(found) if found.as_ref() != HOST_STORE_FORMAT.as_bytes() => {
                 return Err(HostError::UnsupportedFormat {
@@ -341,7 +373,10 @@ impl Host {
             batches,
             tags_keyspace,
             source_journal,
+            tag_effects,
             tags: BTreeMap::new(),
+            adapters: None,
+            adapter_generation: 0,
             models: BTreeMap::new(),
             failpoints,
             fence: match meta.get(FENCE_KEY).map_err(storage)? {
@@ -852,16 +887,30 @@ impl Host {
                 .as_ref()
                 .map(|p| p.grants())
                 .unwrap_or_default(),
-            tags: self
-                .tags
-                .iter()
-                .map(|(name, t)| crate::protocol::TagState {
-                    name: name.clone(),
-                    tag: t.record.tag.clone(),
-                    observations: t.last,
-                })
-                .collect(),
+            tags: self.tag_states(),
         }
+    }
+
+    /// Every tag this host holds: definition, last index, outstanding debt and the
+    /// adapter's connection state (for `observe`, the live view and the metrics).
+    pub fn tag_states(&self) -> Vec<crate::protocol::TagState> {
+        self.tags
+            .iter()
+            .map(|(name, t)| crate::protocol::TagState {
+                name: name.clone(),
+                tag: t.record.tag.clone(),
+                observations: t.last,
+                debt: t
+                    .last
+                    .saturating_sub(t.summary.last_good.map_or(0, |(n, _)| n)),
+                connection: match &t.reader {
+                    TagReader::Adapter { connection, .. } => {
+                        connection.as_ref().map(|c| c.state.clone())
+                    }
+                    TagReader::Simulated { .. } => None,
+                },
+            })
+            .collect()
     }
 
     fn no_processes(&self) -> String {

@@ -99,10 +99,7 @@ impl Host {
                         ),
                     )
                 } else {
-                    match self.parse_tag_node(tag).and_then(|parsed| {
-                        let simulation = self.parse_tag(tag)?;
-                        Ok((parsed, simulation))
-                    }) {
+                    match self.parse_tag(tag) {
                         Err(reason) => failed(&op, reason),
                         Ok((parsed, _)) if parsed.name != *name => failed(
                             &op,
@@ -112,8 +109,8 @@ impl Host {
                             ),
                         ),
                         Ok((parsed, simulation)) => {
-                            let canonical =
-                                grid_spec::canonical::tag(&parsed).expect("a simulated tag");
+                            let canonical = grid_spec::canonical::tag(&parsed)
+                                .expect("a tag this build reads has a canonical text");
                             match self.tags.get(name) {
                                 Some(current) if current.record.tag == canonical => {
                                     succeeded(&op, format!("tag {name} already installed"))
@@ -134,19 +131,7 @@ impl Host {
                                     );
                                     let name = name.clone();
                                     after_commit = Some(Box::new(move |host: &mut Host| {
-                                        let next_due = std::time::Instant::now()
-                                            + std::time::Duration::from_millis(
-                                                simulation.interval_ms.into(),
-                                            );
-                                        host.tags.insert(
-                                            name,
-                                            TagRuntime {
-                                                record,
-                                                simulation,
-                                                last,
-                                                next_due,
-                                            },
-                                        );
+                                        host.install_tag(name, record, parsed, simulation);
                                     }));
                                     succeeded(&op, detail)
                                 }

@@ -1,13 +1,22 @@
-//! The tag sampler (profile `sources`): each due observation of a simulated tag is
-//! journaled (`source-journal`) and fed to the models that read it in one synced write;
+//! Tags (profile `sources`, docs/sources.md): a tag's observations are journaled
+//! (`source-journal`) before they feed the models that read it, in one synced write;
 //! recovery continues after the last durable index, never re-reading or back-filling.
+//! Simulated tags are generated here (`sample_tags`); adapter tags are reported by
+//! `grid_adapters` and journaled by `ingest` (ingest.rs). Both project through
+//! [`Host::project_tags`]: a good entry becomes a model batch, debt or a refusal only
+//! moves the fed position (the input keeps its last good value, stale).
 
+use super::observations::{Effect, Entry, Summary, effect_key, summary_key};
 use super::*;
 
+/// Observations journaled in the write being built, not yet readable from the keyspace.
+pub(super) type Fresh = BTreeMap<(String, u64), Entry>;
+
 impl Host {
-    /// Tags come back from the store with their last journaled index; the sampler
-    /// continues after it. Observations that fell due while the host was down are not
-    /// generated afterwards (docs/sources.md): the next one is due one interval from now.
+    /// Tags come back from the store with their last journaled index and summary; the
+    /// sampler and the adapters continue after it. Observations that fell due while
+    /// the host was down are not generated afterwards (docs/sources.md): the next one is
+    /// due one interval from now; an adapter reports only what it reads from now on.
     pub(super) fn recover_tags(&mut self) -> Result<(), HostError> {
         let storage = |source| HostError::Storage {
             path: self.dir.join("store"),
@@ -18,7 +27,7 @@ impl Host {
         // the plan flags them) but gridd samples nothing.
         let now = std::time::Instant::now();
         for (name, record) in records {
-            let simulation = self
+            let (tag, simulation) = self
                 .parse_tag(&record.tag)
                 .map_err(|e| self.damaged(format!("tag `{name}` no longer loads: {e}")))?;
             let prefix = observation_prefix(&name);
@@ -34,31 +43,81 @@ impl Host {
                         })?
                 }
             };
-            let next_due = now + std::time::Duration::from_millis(simulation.interval_ms.into());
+            let summary = match self.meta.get(summary_key(&name)).map_err(storage)? {
+                Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                    self.damaged(format!("tag `{name}`: its summary does not decode: {e}"))
+                })?,
+                // A journal written before summaries existed: counted once, here.
+                None => self.count_journal(&name),
+            };
+            let last_reason = match last {
+                0 => None,
+                n => self.entry(&name, n).reason().map(str::to_owned),
+            };
+            let reader = match simulation {
+                Some(simulation) => TagReader::Simulated {
+                    simulation,
+                    next_due: now + std::time::Duration::from_millis(simulation.interval_ms.into()),
+                },
+                None => {
+                    self.adapter_generation += 1;
+                    TagReader::Adapter {
+                        tag,
+                        generation: self.adapter_generation,
+                        connection: None,
+                    }
+                }
+            };
             self.tags.insert(
                 name,
                 TagRuntime {
                     record,
-                    simulation,
+                    reader,
                     last,
-                    next_due,
+                    summary,
+                    last_reason,
+                    repeats: 0,
                 },
             );
         }
         Ok(())
     }
 
-    /// Parses a canonical tag text as a tag read at this host; refuses every source
-    /// but `simulate` by name (the adapters have not landed).
-    pub(super) fn parse_tag(&self, text: &str) -> Result<crate::sources::Simulation, String> {
+    /// The summary of a journal that has none, counted entry by entry.
+    fn count_journal(&self, name: &str) -> Summary {
+        let mut summary = Summary::default();
+        for guard in self.source_journal.prefix(observation_prefix(name)) {
+            let (key, value) = guard
+                .into_inner()
+                .unwrap_or_else(|e| fatal(&self.dir, "reading the source journal", e));
+            let n = crate::store::keys::trailing_u64(&key)
+                .unwrap_or_else(|| fatal(&self.dir, "a journal key is malformed", name));
+            let entry = Entry::decode(&value)
+                .unwrap_or_else(|| fatal(&self.dir, "an observation does not decode", name));
+            summary.count(n, &entry);
+        }
+        summary
+    }
+
+    /// Parses a canonical tag text as a tag read at this host: its simulation for a
+    /// `simulate` tag, `None` for a source an adapter of this build reads; refuses
+    /// every other source by name (never a weaker mode).
+    pub(super) fn parse_tag(
+        &self,
+        text: &str,
+    ) -> Result<(grid_spec::Tag, Option<crate::sources::Simulation>), String> {
         let tag = self.parse_tag_node(text)?;
-        crate::sources::Simulation::of(&tag.source).ok_or_else(|| {
-            format!(
-                "tag `{}` reads {}, which this build does not provide; refusing rather than run without it",
-                tag.name,
-                tag.source.kind()
-            )
-        })
+        if let Some(simulation) = crate::sources::Simulation::of(&tag.source) {
+            return Ok((tag, Some(simulation)));
+        }
+        if grid_adapters::provides(&tag.source) {
+            return Ok((tag, None));
+        }
+        Err(format!(
+            "tag `{}` reads {}, which this build does not provide; refusing rather than run without it",
+            tag.name,
+            tag.source.kind()
+        ))
     }
 
     pub(super) fn parse_tag_node(&self, text: &str) -> Result<grid_spec::Tag, String> {
@@ -74,10 +133,135 @@ impl Host {
         Ok(tag)
     }
 
+    /// Attaches the adapters (profile `sources`) and starts one for every adapter tag
+    /// this host holds.
+    pub fn attach_adapters(&mut self, adapters: grid_adapters::Adapters) {
+        self.adapters = Some(adapters);
+        let names: Vec<String> = self
+            .tags
+            .iter()
+            .filter(|(_, t)| matches!(t.reader, TagReader::Adapter { .. }))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in names {
+            self.start_adapter(&name);
+        }
+    }
+
+    /// (Re)starts the adapter of tag `name` under its current generation; a refusal
+    /// (missing credentials) is shown as its connection state and logged.
+    pub(super) fn start_adapter(&mut self, name: &str) {
+        let Some(adapters) = self.adapters.as_mut() else {
+            return;
+        };
+        let Some(TagRuntime {
+            reader:
+                TagReader::Adapter {
+                    tag,
+                    generation,
+                    connection,
+                },
+            ..
+        }) = self.tags.get_mut(name)
+        else {
+            return;
+        };
+        if let Err(e) = adapters.start(tag, *generation) {
+            tracing::error!(tag = name, "adapter refused to start: {e}");
+            *connection = Some(grid_adapters::Connection {
+                state: "refused".to_owned(),
+                detail: Some(e.to_string()),
+            });
+        }
+    }
+
+    /// Takes an installed (or changed) definition once it is durable: observations
+    /// continue after the last index; an adapter tag gets a new generation (what the
+    /// old one still reports is dropped) and its adapter is started again.
+    pub(super) fn install_tag(
+        &mut self,
+        name: String,
+        record: TagRecord,
+        tag: grid_spec::Tag,
+        simulation: Option<crate::sources::Simulation>,
+    ) {
+        let reader = match simulation {
+            Some(simulation) => {
+                if let Some(adapters) = self.adapters.as_mut() {
+                    adapters.stop(&name);
+                }
+                TagReader::Simulated {
+                    simulation,
+                    next_due: std::time::Instant::now()
+                        + std::time::Duration::from_millis(simulation.interval_ms.into()),
+                }
+            }
+            None => {
+                self.adapter_generation += 1;
+                TagReader::Adapter {
+                    tag,
+                    generation: self.adapter_generation,
+                    connection: None,
+                }
+            }
+        };
+        let adapter = matches!(reader, TagReader::Adapter { .. });
+        match self.tags.get_mut(&name) {
+            Some(current) => {
+                current.record = record;
+                current.reader = reader;
+            }
+            None => {
+                self.tags.insert(
+                    name.clone(),
+                    TagRuntime {
+                        record,
+                        reader,
+                        last: 0,
+                        summary: Summary::default(),
+                        last_reason: None,
+                        repeats: 0,
+                    },
+                );
+            }
+        }
+        if adapter {
+            self.start_adapter(&name);
+        }
+    }
+
+    /// Journals `entry` as the next index of `tag` in `write` (memory moves ahead of
+    /// the disk until the commit; a failed commit stops the process). Returns the
+    /// index.
+    pub(super) fn journal_entry(
+        &mut self,
+        name: &str,
+        entry: Entry,
+        write: &mut fjall::OwnedWriteBatch,
+        fresh: &mut Fresh,
+    ) -> u64 {
+        let tag = self.tags.get_mut(name).expect("journaling a held tag");
+        let n = tag.last + 1;
+        write.insert(
+            &self.source_journal,
+            observation_key(name, n),
+            entry.encode(),
+        );
+        tag.summary.count(n, &entry);
+        tag.last_reason = entry.reason().map(str::to_owned);
+        tag.last = n;
+        write.insert(
+            &self.meta,
+            summary_key(name),
+            serde_json::to_vec(&tag.summary).expect("summaries serialize"),
+        );
+        fresh.insert((name.to_owned(), n), entry);
+        n
+    }
+
     /// Generates every simulated observation that is due (at most
-    /// `SIMULATE_CATCH_UP_PER_TICK` per tag per call, one index at a time) and feeds
-    /// every model input `from="tag:T"` the journaled observations beyond its fed
-    /// position — observations, model batches (with their staged publications) and
+    /// `SIMULATE_CATCH_UP_PER_TICK` per tag per call, one index at a time), then
+    /// projects — observations, model batches (with their staged publications) and
     /// fed positions in one synced write, settled after it. Returns how long the
     /// caller may wait before the next call.
     pub fn sample_tags(&mut self) -> std::time::Duration {
@@ -87,58 +271,45 @@ impl Host {
         }
         let now = std::time::Instant::now();
         let mut write = self.database.batch();
-        let mut changed = false;
-        // Observations generated in this write, not yet readable from the keyspace.
-        let mut fresh: BTreeMap<(String, u64), f64> = BTreeMap::new();
-        for (name, tag) in self.tags.iter_mut() {
-            let interval = std::time::Duration::from_millis(tag.simulation.interval_ms.into());
-            let mut generated = 0;
-            while tag.next_due <= now && generated < grid_spec::limits::SIMULATE_CATCH_UP_PER_TICK {
-                let n = tag.last + 1;
-                let value = tag.simulation.observation(n);
-                write.insert(
-                    &self.source_journal,
-                    observation_key(name, n),
-                    value.to_bits().to_be_bytes(),
-                );
-                fresh.insert((name.clone(), n), value);
-                // Memory moves ahead of the disk until the commit (a failed commit stops
-                // the process).
-                tag.last = n;
-                tag.next_due += interval;
-                generated += 1;
-                changed = true;
-            }
-        }
-        let feeds = self.feeds(|m| &m.tag_fed);
-        let mut published = Vec::new();
-        for (model, input, tag) in feeds {
-            let Some(last) = self.tags.get(&tag).map(|t| t.last) else {
-                continue;
-            };
-            let key = tag_fed_key(&model, &tag);
-            let fed = self.fed_position(&key);
-            let until = last.min(fed + u64::from(grid_spec::limits::SIMULATE_CATCH_UP_PER_TICK));
-            for n in fed + 1..=until {
-                let value = match fresh.get(&(tag.clone(), n)) {
-                    Some(v) => *v,
-                    None => self.journaled(&tag, n),
+        let mut fresh = Fresh::new();
+        let due: Vec<(String, crate::sources::Simulation)> = self
+            .tags
+            .iter()
+            .filter_map(|(name, t)| match &t.reader {
+                TagReader::Simulated {
+                    simulation,
+                    next_due,
+                } if *next_due <= now => Some((name.clone(), *simulation)),
+                _ => None,
+            })
+            .collect();
+        for (name, simulation) in due {
+            let interval = std::time::Duration::from_millis(simulation.interval_ms.into());
+            for _ in 0..grid_spec::limits::SIMULATE_CATCH_UP_PER_TICK {
+                let (n, next_due) = match &self.tags[&name] {
+                    TagRuntime {
+                        last,
+                        reader: TagReader::Simulated { next_due, .. },
+                        ..
+                    } => (last + 1, *next_due),
+                    _ => unreachable!("a simulated tag stays simulated within a call"),
                 };
-                match self.feed_one(&model, &input, value, (&key, n), &mut write) {
-                    Ok(p) => {
-                        published.extend(p);
-                        changed = true;
-                    }
-                    Err(reason) => {
-                        eprintln!(
-                            "gridd: model {model}: input {input} from tag {tag} observation {n} refused: {reason}"
-                        );
-                        break;
-                    }
+                if next_due > now {
+                    break;
+                }
+                let value = simulation.observation(n);
+                self.journal_entry(&name, Entry::Simulated(value), &mut write, &mut fresh);
+                if let Some(TagRuntime {
+                    reader: TagReader::Simulated { next_due, .. },
+                    ..
+                }) = self.tags.get_mut(&name)
+                {
+                    *next_due += interval;
                 }
             }
         }
-        if changed {
+        let (projected, published) = self.project_tags(&fresh, &mut write);
+        if !fresh.is_empty() || projected {
             self.failpoints
                 .reach(crate::store::Failpoint::SampleBeforeCommit);
             self.commit_durably(write, "journaling tag observations");
@@ -147,7 +318,10 @@ impl Host {
         let next = self
             .tags
             .values()
-            .map(|t| t.next_due)
+            .filter_map(|t| match &t.reader {
+                TagReader::Simulated { next_due, .. } => Some(*next_due),
+                TagReader::Adapter { .. } => None,
+            })
             .min()
             .map_or(idle, |due| {
                 due.saturating_duration_since(std::time::Instant::now())
@@ -155,79 +329,87 @@ impl Host {
         next.min(idle)
     }
 
-    /// Observation `n` of `tag` from the journal (it must be there).
-    fn journaled(&self, tag: &str, n: u64) -> f64 {
-        let bytes = self
-            .source_journal
-            .get(observation_key(tag, n))
-            .unwrap_or_else(|e| fatal(&self.dir, "reading the source journal", e))
-            .unwrap_or_else(|| {
-                fatal(
-                    &self.dir,
-                    "the source journal misses an observation",
-                    format!("tag {tag} observation {n}"),
-                )
-            });
-        let bits = <[u8; 8]>::try_from(bytes.as_ref())
-            .unwrap_or_else(|_| fatal(&self.dir, "an observation does not decode", tag));
-        f64::from_bits(u64::from_be_bytes(bits))
+    /// Feeds every model input `from="tag:T"` the journaled entries beyond its fed
+    /// position (at most `SIMULATE_CATCH_UP_PER_TICK` per input per call): a good entry
+    /// is one model batch with its fed position and its effect; debt or a refusal only
+    /// moves the fed position — the input keeps its last good value, stale. Whether
+    /// anything was written, and the publications to settle after the commit.
+    pub(super) fn project_tags(
+        &mut self,
+        fresh: &Fresh,
+        write: &mut fjall::OwnedWriteBatch,
+    ) -> (bool, Vec<(String, u64)>) {
+        let feeds = self.feeds(|m| &m.tag_fed);
+        let mut published = Vec::new();
+        let mut changed = false;
+        for (model, input, tag) in feeds {
+            let Some(last) = self.tags.get(&tag).map(|t| t.last) else {
+                continue;
+            };
+            let key = tag_fed_key(&model, &tag);
+            let fed = self.fed_position(&key);
+            let until = last.min(fed + u64::from(grid_spec::limits::SIMULATE_CATCH_UP_PER_TICK));
+            for n in fed + 1..=until {
+                let entry = match fresh.get(&(tag.clone(), n)) {
+                    Some(e) => e.clone(),
+                    None => self.entry(&tag, n),
+                };
+                let Some(value) = entry.good_value() else {
+                    // Debt: nothing projected; the fed position moves past it.
+                    write.insert(&self.meta, key.clone(), n.to_be_bytes());
+                    changed = true;
+                    continue;
+                };
+                match self.feed_one(&model, &input, value, (&key, n), write) {
+                    Ok(p) => {
+                        published.extend(p);
+                        self.record_effect(&tag, n, &model, &input, write);
+                        changed = true;
+                    }
+                    Err(reason) => {
+                        tracing::warn!(
+                            model,
+                            input,
+                            tag,
+                            observation = n,
+                            "tag observation refused by the model: {reason}"
+                        );
+                        break;
+                    }
+                }
+            }
+        }
+        (changed, published)
     }
 
-    /// A tag's journal for `gridctl inspect tag`.
-    pub(super) fn tag_report(&self, name: &str) -> Reply {
-        let Some(tag) = self.tags.get(name) else {
-            return Reply::Refused {
-                reason: format!("host `{}` holds no tag `{name}`", self.config.name),
-            };
+    /// What observation `n` of `tag` produced in `model` (the batch just staged), for
+    /// `tag.read`.
+    fn record_effect(
+        &self,
+        tag: &str,
+        n: u64,
+        model: &str,
+        input: &str,
+        write: &mut fjall::OwnedWriteBatch,
+    ) {
+        let installed = &self.models[model];
+        let values = installed
+            .runtime
+            .values()
+            .take(crate::limits::TAG_EFFECT_VALUES_MAX)
+            .map(|(name, value)| (name.to_owned(), crate::protocol::ValueText::from(value)))
+            .collect();
+        let effect = Effect {
+            model: model.to_owned(),
+            input: input.to_owned(),
+            generation: installed.record.generation,
+            batch: installed.batches,
+            values,
         };
-        let mut observations: Vec<(u64, f64)> = self
-            .source_journal
-            .prefix(observation_prefix(name))
-            .rev()
-            .take(crate::limits::TAG_REPORT_OBSERVATIONS_MAX)
-            .map(|guard| {
-                let (key, value) = guard
-                    .into_inner()
-                    .unwrap_or_else(|e| fatal(&self.dir, "reading the source journal", e));
-                let n = key
-                    .get(name.len() + 1..)
-                    .and_then(|n| <[u8; 8]>::try_from(n).ok())
-                    .map(u64::from_be_bytes)
-                    .unwrap_or_else(|| fatal(&self.dir, "a journal key is malformed", name));
-                let bits = <[u8; 8]>::try_from(value.as_ref())
-                    .unwrap_or_else(|_| fatal(&self.dir, "an observation does not decode", name));
-                (n, f64::from_bits(u64::from_be_bytes(bits)))
-            })
-            .collect();
-        observations.reverse();
-        let fed = self
-            .models
-            .iter()
-            .flat_map(|(model, m)| {
-                m.tag_fed
-                    .iter()
-                    .filter(|(_, t)| t == name)
-                    .map(|(input, _)| crate::protocol::TagFed {
-                        model: model.clone(),
-                        input: input.clone(),
-                        position: self
-                            .meta
-                            .get(tag_fed_key(model, name))
-                            .unwrap_or_else(|e| fatal(&self.dir, "reading a fed position", e))
-                            .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
-                            .map_or(0, u64::from_be_bytes),
-                        batches: m.batches,
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        Reply::Tag(Box::new(crate::protocol::TagReport {
-            host: self.config.name.clone(),
-            name: name.to_owned(),
-            tag: tag.record.tag.clone(),
-            count: tag.last,
-            observations,
-            fed,
-        }))
+        write.insert(
+            &self.tag_effects,
+            effect_key(tag, n, model),
+            serde_json::to_vec(&effect).expect("effects serialize"),
+        );
     }
 }

@@ -89,6 +89,31 @@ fn labels<const N: usize>(pairs: [(&'static str, &str); N]) -> Labels {
 /// What this host's rooms hold now.
 fn held(started: &Started) -> Held {
     let mut held = Held::default();
+    let tags = started
+        .host
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .tag_states();
+    if !tags.is_empty() {
+        held.gauges(
+            "grid_tag_outstanding_debt",
+            "Debt entries journaled since the tag's last good observation",
+            tags.iter()
+                .map(|t| (labels([("tag", &t.name)]), t.debt as i64))
+                .collect(),
+        );
+        held.gauges(
+            "grid_tag_connection",
+            "1 for the state an adapter last reported for its tag (connecting, connected, online, offline, …)",
+            tags.iter()
+                .filter_map(|t| {
+                    t.connection
+                        .as_ref()
+                        .map(|c| (labels([("tag", &t.name), ("state", c)]), 1))
+                })
+                .collect(),
+        );
+    }
     if let Some(delivery) = &started.delivery
         && let DeliveryReply::Routes { routes, .. } = delivery.handle_local(DeliveryCall::Routes)
     {

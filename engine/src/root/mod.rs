@@ -7,6 +7,7 @@ mod control;
 pub mod metrics;
 mod model_eval;
 pub mod socket;
+mod tag_read;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -19,6 +20,7 @@ use crate::processes::endpoint::ProcessesEndpoint;
 use crate::store::Failpoints;
 use control::ControlEndpoint;
 use model_eval::ModelEval;
+use tag_read::TagRead;
 
 /// A host ready to serve its control socket.
 #[derive(Clone)]
@@ -120,11 +122,62 @@ pub fn start(
             &"profile `processes` serves and calls Processes over the `transport` profile, which is not selected",
         ));
     }
+    // Industrial tags: adapters report into a bounded queue; the `tag-ingest` thread
+    // journals what is queued together in one synced write (group commit) and projects it.
+    let ingest = if host.config().selects(grid_spec::Profile::Sources) {
+        let (sink, events) = tokio::sync::mpsc::channel(crate::limits::INGEST_QUEUE_MAX);
+        let mut credentials = grid_adapters::Credentials::default();
+        for membership in crate::custody::membership::enrolled_memberships(dir) {
+            match crate::transport::client_tls(dir, &membership) {
+                Ok(config) => {
+                    credentials.memberships.insert(membership, Arc::new(config));
+                }
+                Err(e) => tracing::warn!(
+                    membership,
+                    "no TLS credentials for brokers of this membership: {e}"
+                ),
+            }
+        }
+        let name = host.name().to_owned();
+        host.attach_adapters(grid_adapters::Adapters::new(
+            runtime.handle().clone(),
+            sink,
+            &name,
+            credentials,
+        ));
+        Some(events)
+    } else {
+        None
+    };
     let host = Arc::new(Mutex::new(host));
+    if let Some(mut events) = ingest {
+        let host = host.clone();
+        std::thread::Builder::new()
+            .name("tag-ingest".to_owned())
+            .spawn(move || {
+                while let Some(first) = events.blocking_recv() {
+                    let mut batch = vec![first];
+                    while batch.len() < crate::limits::INGEST_BATCH_MAX {
+                        match events.try_recv() {
+                            Ok(event) => batch.push(event),
+                            Err(_) => break,
+                        }
+                    }
+                    host.lock().unwrap_or_else(|p| p.into_inner()).ingest(batch);
+                }
+            })
+            .map_err(|e| refuse(&format!("cannot start the tag ingest: {e}")))?;
+    }
     if let Some(processes) = &processes {
         processes.serve(
             "model.eval",
             Arc::new(ModelEval {
+                host: Arc::downgrade(&host),
+            }),
+        );
+        processes.serve(
+            "tag.read",
+            Arc::new(TagRead {
                 host: Arc::downgrade(&host),
             }),
         );

@@ -254,6 +254,8 @@ fn running_full(topology: &Topology) -> World {
                 name: t.name.clone(),
                 tag: grid_spec::canonical::tag(t).expect("simulated"),
                 observations: 3,
+                debt: 0,
+                connection: None,
             });
         }
         observed.routes.push(routes[o.name.as_str()].clone());

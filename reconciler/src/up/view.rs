@@ -26,6 +26,7 @@ pub const VIEW_OBSERVATION_TIMEOUT: Duration = Duration::from_millis(400);
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Observed {
     pub models: Vec<ModelRow>,
+    pub tags: Vec<TagRow>,
     pub routes: Vec<RouteRow>,
     pub grants: Vec<GrantRow>,
     pub authorities: Vec<AuthorityRow>,
@@ -37,6 +38,15 @@ pub struct ModelRow {
     pub model: String,
     pub host: String,
     pub values: Result<Vec<(String, String)>, String>,
+}
+
+/// One tag at its host: last index, the adapter's connection, outstanding debt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TagRow {
+    pub tag: String,
+    pub host: String,
+    /// `None`: the host does not hold it (yet).
+    pub state: Result<Option<grid_engine::protocol::TagState>, String>,
 }
 
 /// One route at its publisher.
@@ -122,6 +132,11 @@ pub fn observe_view(topology: &Topology, state: &Path) -> Observed {
             .filter(|m| !m.retired)
             .map(|m| scope.spawn(move || observe_model(m, state, deadline)))
             .collect();
+        let tags: Vec<_> = topology
+            .tags
+            .iter()
+            .map(|t| scope.spawn(move || observe_tag(t, state, deadline)))
+            .collect();
         let routes: Vec<_> = topology
             .routes
             .iter()
@@ -148,6 +163,7 @@ pub fn observe_view(topology: &Topology, state: &Path) -> Observed {
         }
         Observed {
             models: join(models),
+            tags: join(tags),
             routes: join(routes),
             grants: join(grants),
             authorities: join(authorities),
@@ -215,6 +231,21 @@ fn observe_model(model: &grid_spec::Model, state: &Path, deadline: Instant) -> M
         model: model.name.clone(),
         host: model.host.clone(),
         values,
+    }
+}
+
+fn observe_tag(tag: &grid_spec::Tag, state: &Path, deadline: Instant) -> TagRow {
+    let dir = observe::host_dir(state, &tag.host);
+    let state = match call_within(&dir, &Call::Observe, deadline) {
+        Ok(Reply::Observation(o)) => Ok(o.tags.into_iter().find(|t| t.name == tag.name)),
+        Ok(Reply::Refused { reason }) => Err(reason),
+        Ok(other) => Err(unexpected(&other)),
+        Err(e) => Err(e),
+    };
+    TagRow {
+        tag: tag.name.clone(),
+        host: tag.host.clone(),
+        state,
     }
 }
 
@@ -475,7 +506,7 @@ pub(super) fn section(out: &mut String, header: &str, rows: &[Vec<String>]) {
     }
 }
 
-/// Draws one screen: sections `models`, `routes`, `grants`, `authority`, one line per
+/// Draws one screen: sections `models`, `tags`, `routes`, `grants`, `authority`, one line per
 /// item (a route's destinations on lines of their own), failures as short reasons.
 pub fn render(observed: &Observed) -> String {
     let mut out = String::new();
@@ -499,6 +530,38 @@ pub fn render(observed: &Observed) -> String {
         })
         .collect();
     section(&mut out, "models", &models);
+
+    let tags: Vec<Vec<String>> = observed
+        .tags
+        .iter()
+        .map(|t| {
+            vec![
+                t.tag.clone(),
+                format!("@ {}", t.host),
+                match &t.state {
+                    Ok(None) => "not installed yet".to_owned(),
+                    Ok(Some(s)) => format!(
+                        "{} observation(s){}{}",
+                        s.observations,
+                        s.connection
+                            .as_ref()
+                            .map_or(String::new(), |c| format!(", {c}")),
+                        if s.debt > 0 {
+                            format!(", {} debt outstanding", s.debt)
+                        } else {
+                            String::new()
+                        }
+                    ),
+                    Err(e) => format!("unavailable: {}", short(e)),
+                },
+            ]
+        })
+        .collect();
+    // Drawn only when the files declare tags (the screen of a topology without any
+    // stays as it was).
+    if !tags.is_empty() {
+        section(&mut out, "tags", &tags);
+    }
 
     let mut routes = Vec::new();
     for r in &observed.routes {

@@ -1,0 +1,200 @@
+//! What adapters report (`grid_adapters::TagEvent`), journaled: every reading of a
+//! current adapter generation gets the tag's next index and is journaled in one synced
+//! write with everything reported alongside it (group commit), then projected into the
+//! models in that same write (`project_tags`). Connection states stay in memory. Also
+//! the tag's reads: `inspect tag` and the built-in Process `tag.read`.
+
+use super::observations::{Effect, Entry, effect_key};
+use super::tags::Fresh;
+use super::*;
+use grid_adapters::{Event, TagEvent};
+
+impl Host {
+    /// Journals and projects `events` (one synced write), then settles what the
+    /// batches published. A reading of a stopped or replaced adapter (another
+    /// generation) is dropped; a debt or refusal that repeats the tag's last entry's
+    /// reason is counted, not journaled again. Returns how many entries were journaled.
+    pub fn ingest(&mut self, events: Vec<TagEvent>) -> usize {
+        let mut write = self.database.batch();
+        let mut fresh = Fresh::new();
+        let mut times = Vec::new();
+        for TagEvent {
+            tag,
+            generation,
+            event,
+        } in events
+        {
+            let Some(runtime) = self.tags.get_mut(&tag) else {
+                continue;
+            };
+            let TagReader::Adapter {
+                generation: current,
+                connection,
+                ..
+            } = &mut runtime.reader
+            else {
+                continue;
+            };
+            if *current != generation {
+                continue;
+            }
+            match event {
+                Event::Connection(c) => *connection = Some(c),
+                Event::Reading(reading) => {
+                    let entry = Entry::Reading(reading);
+                    if entry.good_value().is_none()
+                        && runtime.last_reason.is_some()
+                        && entry.reason() == runtime.last_reason.as_deref()
+                    {
+                        runtime.repeats += 1;
+                        continue;
+                    }
+                    if let Entry::Reading(r) = &entry {
+                        times.push((entry.quality(), r.device_time_ms, r.received_ms));
+                    }
+                    self.journal_entry(&tag, entry, &mut write, &mut fresh);
+                }
+            }
+        }
+        let (projected, published) = self.project_tags(&fresh, &mut write);
+        if fresh.is_empty() && !projected {
+            return 0;
+        }
+        self.failpoints
+            .reach(crate::store::Failpoint::SampleBeforeCommit);
+        self.commit_durably(write, "journaling tag observations");
+        let durable = grid_adapters::now_ms();
+        for (quality, device, received) in times {
+            let seconds = |from: u64| durable.saturating_sub(from) as f64 / 1_000.0;
+            crate::metrics::tag_journaled(quality, device.map(seconds), seconds(received));
+        }
+        self.settle(published);
+        fresh.len()
+    }
+
+    /// A tag's journal for `gridctl inspect tag`.
+    pub(super) fn tag_report(&self, name: &str) -> Reply {
+        let Some(tag) = self.tags.get(name) else {
+            return Reply::Refused {
+                reason: format!("host `{}` holds no tag `{name}`", self.config.name),
+            };
+        };
+        let observations: Vec<(u64, f64)> = self
+            .newest_entries(name, crate::limits::TAG_REPORT_OBSERVATIONS_MAX)
+            .into_iter()
+            .filter_map(|(n, e)| e.good_value().map(|v| (n, v)))
+            .collect();
+        let entries = self
+            .newest_entries(name, crate::limits::TAG_REPORT_ENTRIES_MAX)
+            .into_iter()
+            .map(|(n, e)| e.report(n))
+            .collect();
+        let since_good = tag.summary.last_good.map_or(0, |(n, _)| n);
+        let outstanding = tag.last.saturating_sub(since_good);
+        let debt = self
+            .newest_entries(
+                name,
+                usize::try_from(outstanding)
+                    .unwrap_or(usize::MAX)
+                    .min(crate::limits::TAG_REPORT_DEBT_MAX),
+            )
+            .into_iter()
+            .filter_map(|(n, e)| {
+                e.reason().map(|reason| crate::protocol::DebtEntry {
+                    index: n,
+                    reason: reason.to_owned(),
+                    quality: e.quality().to_owned(),
+                    received_ms: match &e {
+                        Entry::Reading(r) => Some(r.received_ms),
+                        Entry::Simulated(_) => None,
+                    },
+                })
+            })
+            .collect();
+        let fed = self
+            .models
+            .iter()
+            .flat_map(|(model, m)| {
+                m.tag_fed
+                    .iter()
+                    .filter(|(_, t)| t == name)
+                    .map(|(input, _)| {
+                        let position = self.fed_position(&tag_fed_key(model, name));
+                        crate::protocol::TagFed {
+                            model: model.clone(),
+                            input: input.clone(),
+                            position,
+                            batches: m.batches,
+                            stale: position > 0
+                                && self.entry(name, position).good_value().is_none(),
+                        }
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let (source, connection) = match &tag.reader {
+            TagReader::Simulated { .. } => ("simulate".to_owned(), None),
+            TagReader::Adapter {
+                tag, connection, ..
+            } => (tag.source.kind().to_owned(), connection.clone()),
+        };
+        Reply::Tag(Box::new(crate::protocol::TagReport {
+            host: self.config.name.clone(),
+            name: name.to_owned(),
+            tag: tag.record.tag.clone(),
+            count: tag.last,
+            observations,
+            fed,
+            source,
+            connection,
+            last_index: tag.last,
+            last_good: tag
+                .summary
+                .last_good
+                .map(|(index, value)| crate::protocol::LastGood { index, value }),
+            counts: crate::protocol::QualityCounts {
+                good: tag.summary.good,
+                debt: tag.summary.debt,
+                refused: tag.summary.refused,
+            },
+            debt,
+            entries,
+            consecutive: self.consecutive(name, tag.last),
+            repeats: tag.repeats,
+        }))
+    }
+
+    /// The built-in Process `tag.read`: the journaled entry `index` of `tag` (the
+    /// newest when `None`) and what it produced in each model it was fed to. Reads
+    /// only what is durable; never asks the device.
+    pub fn tag_read(&self, name: &str, index: Option<u64>) -> Result<serde_json::Value, String> {
+        let tag = self
+            .tags
+            .get(name)
+            .ok_or_else(|| format!("host `{}` holds no tag `{name}`", self.config.name))?;
+        let n = index.unwrap_or(tag.last);
+        if n == 0 || n > tag.last {
+            return Err(format!(
+                "tag `{name}` has no observation {n} (journaled: 1..={})",
+                tag.last
+            ));
+        }
+        let entry = self.entry(name, n);
+        let effects: Vec<Effect> = self
+            .tag_effects
+            .prefix(effect_key(name, n, ""))
+            .map(|guard| {
+                let value = guard
+                    .value()
+                    .unwrap_or_else(|e| fatal(&self.dir, "reading tag effects", e));
+                serde_json::from_slice(&value)
+                    .unwrap_or_else(|e| fatal(&self.dir, "a tag effect does not decode", e))
+            })
+            .collect();
+        Ok(serde_json::json!({
+            "tag": name,
+            "observation": entry.report(n),
+            "models": effects,
+        }))
+    }
+}

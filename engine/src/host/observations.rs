@@ -1,0 +1,214 @@
+//! The source journal's entries (keyspace `source-journal`, docs/host-store.md): what a
+//! tag observed at each index, as the host journaled it before anything was projected.
+//!
+//! A simulated observation is 8 bytes, the value's `f64` bits (big-endian), always
+//! good. An adapter's observation is the byte `1` followed by the JSON of its
+//! [`grid_adapters::Reading`] (raw value, quality with its value or reason, the device
+//! timestamp where the protocol has one, the host's receive time). Beside the journal,
+//! each tag's [`Summary`] (counts by quality, the last good entry) lives in `meta`,
+//! written in the same batch as the entries it counts.
+
+use super::*;
+use grid_adapters::{Quality, Raw, Reading};
+
+/// The first byte of an adapter's journal entry (the format's version).
+const READING_ENTRY: u8 = 1;
+
+/// One journaled observation.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Entry {
+    /// A simulated tag's value (good by construction).
+    Simulated(f64),
+    Reading(Reading),
+}
+
+impl Entry {
+    pub(super) fn encode(&self) -> Vec<u8> {
+        match self {
+            Entry::Simulated(v) => v.to_bits().to_be_bytes().to_vec(),
+            Entry::Reading(r) => {
+                let mut bytes = vec![READING_ENTRY];
+                bytes.extend(serde_json::to_vec(r).expect("readings serialize"));
+                bytes
+            }
+        }
+    }
+
+    pub(super) fn decode(bytes: &[u8]) -> Option<Entry> {
+        if let Ok(bits) = <[u8; 8]>::try_from(bytes) {
+            return Some(Entry::Simulated(f64::from_bits(u64::from_be_bytes(bits))));
+        }
+        match bytes.split_first() {
+            Some((&READING_ENTRY, json)) => serde_json::from_slice(json).ok().map(Entry::Reading),
+            _ => None,
+        }
+    }
+
+    /// The value to project, if this entry is good (and finite: a good entry is
+    /// finite by construction, checked again here).
+    pub(super) fn good_value(&self) -> Option<f64> {
+        let value = match self {
+            Entry::Simulated(v) => *v,
+            Entry::Reading(Reading {
+                quality: Quality::Good { value },
+                ..
+            }) => *value,
+            Entry::Reading(_) => return None,
+        };
+        value.is_finite().then_some(value)
+    }
+
+    pub(super) fn quality(&self) -> &'static str {
+        match self {
+            Entry::Simulated(_) => "good",
+            Entry::Reading(r) => r.quality.name(),
+        }
+    }
+
+    /// The debt or refusal reason, if any.
+    pub(super) fn reason(&self) -> Option<&str> {
+        match self {
+            Entry::Reading(Reading {
+                quality: Quality::Debt { reason } | Quality::Refused { reason },
+                ..
+            }) => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// The protocol view of this entry at `index`.
+    pub(super) fn report(&self, index: u64) -> crate::protocol::TagEntry {
+        let (raw, device_time_ms, received_ms) = match self {
+            Entry::Simulated(v) => (Raw::Float(*v), None, None),
+            Entry::Reading(r) => (r.raw.clone(), r.device_time_ms, Some(r.received_ms)),
+        };
+        crate::protocol::TagEntry {
+            index,
+            quality: self.quality().to_owned(),
+            value: self.good_value(),
+            reason: self.reason().map(str::to_owned),
+            raw,
+            device_time_ms,
+            received_ms,
+        }
+    }
+}
+
+/// Counts by quality and the last good entry of one tag (meta `tag-summary…`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(super) struct Summary {
+    pub good: u64,
+    pub debt: u64,
+    pub refused: u64,
+    /// (index, value) of the newest good entry.
+    pub last_good: Option<(u64, f64)>,
+}
+
+impl Summary {
+    pub(super) fn count(&mut self, index: u64, entry: &Entry) {
+        match entry.good_value() {
+            Some(v) => {
+                self.good += 1;
+                self.last_good = Some((index, v));
+            }
+            None if entry.quality() == "refused" => self.refused += 1,
+            None => self.debt += 1,
+        }
+    }
+}
+
+/// The meta key of a tag's summary.
+pub(super) fn summary_key(tag: &str) -> Vec<u8> {
+    Key::text("tag-summary").then(tag).bytes()
+}
+
+/// The `tag-effects` key of what observation `n` of `tag` produced in `model`.
+pub(super) fn effect_key(tag: &str, n: u64, model: &str) -> Vec<u8> {
+    Key::text(tag).sep().u64(n).then(model).bytes()
+}
+
+/// What a fed observation produced in one model (keyspace `tag-effects`): the batch it
+/// became and the model's values after it, for `tag.read`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Effect {
+    pub model: String,
+    pub input: String,
+    /// The batch number in the model's generation.
+    pub generation: u32,
+    pub batch: u64,
+    /// Every cell and input after the batch (at most `TAG_EFFECT_VALUES_MAX`, in
+    /// declaration order).
+    pub values: BTreeMap<String, crate::protocol::ValueText>,
+}
+
+impl Host {
+    /// Entry `n` of `tag` from the journal (it must be there: a missing or
+    /// undecodable entry is damage, and stops the process).
+    pub(super) fn entry(&self, tag: &str, n: u64) -> Entry {
+        let bytes = self
+            .source_journal
+            .get(observation_key(tag, n))
+            .unwrap_or_else(|e| fatal(&self.dir, "reading the source journal", e))
+            .unwrap_or_else(|| {
+                fatal(
+                    &self.dir,
+                    "the source journal misses an observation",
+                    format!("tag {tag} observation {n}"),
+                )
+            });
+        Entry::decode(&bytes).unwrap_or_else(|| {
+            fatal(
+                &self.dir,
+                "an observation does not decode",
+                format!("tag {tag} observation {n}"),
+            )
+        })
+    }
+
+    /// The newest entries of `tag` (index, entry), oldest first, at most `limit`.
+    pub(super) fn newest_entries(&self, tag: &str, limit: usize) -> Vec<(u64, Entry)> {
+        let prefix = observation_prefix(tag);
+        let mut entries: Vec<(u64, Entry)> = self
+            .source_journal
+            .prefix(&prefix)
+            .rev()
+            .take(limit)
+            .map(|guard| {
+                let (key, value) = guard
+                    .into_inner()
+                    .unwrap_or_else(|e| fatal(&self.dir, "reading the source journal", e));
+                let n = key
+                    .get(prefix.len()..)
+                    .and_then(|n| <[u8; 8]>::try_from(n).ok())
+                    .map(u64::from_be_bytes)
+                    .unwrap_or_else(|| fatal(&self.dir, "a journal key is malformed", tag));
+                let entry = Entry::decode(&value)
+                    .unwrap_or_else(|| fatal(&self.dir, "an observation does not decode", tag));
+                (n, entry)
+            })
+            .collect();
+        entries.reverse();
+        entries
+    }
+
+    /// Whether the journal of `tag` holds exactly the indexes 1..=`last` (read whole:
+    /// `inspect tag` only).
+    pub(super) fn consecutive(&self, tag: &str, last: u64) -> bool {
+        let prefix = observation_prefix(tag);
+        let mut expected = 1u64;
+        for guard in self.source_journal.prefix(&prefix) {
+            let key = guard
+                .key()
+                .unwrap_or_else(|e| fatal(&self.dir, "reading the source journal", e));
+            let n = key
+                .get(prefix.len()..)
+                .and_then(|n| <[u8; 8]>::try_from(n).ok())
+                .map(u64::from_be_bytes);
+            if n != Some(expected) {
+                return false;
+            }
+            expected += 1;
+        }
+        expected == last + 1
+    }
+}
