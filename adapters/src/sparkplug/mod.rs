@@ -1,4 +1,11 @@
 //! MQTT Sparkplug B (rumqttc, prost): one subscription per tag. See docs/sources.md.
+//!
+//! - [`payload`]: the Sparkplug B schema's generated types, the datatypes, values.
+//! - [`session`]: the pure state machine of births, aliases, `seq`, `bdSeq`, deaths
+//!   and debt (no IO, no clock).
+
+pub mod payload;
+pub mod session;
 
 use crate::{AdapterError, Credentials, Sink};
 
