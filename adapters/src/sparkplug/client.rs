@@ -282,6 +282,34 @@ mod tests {
     }
 
     #[test]
+    fn nothing_is_sent_once_stopped() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (sink, mut events) = tokio::sync::mpsc::channel(4);
+        let reporter = Reporter {
+            sink,
+            tag: "t".into(),
+            generation: 3,
+            stopped: Arc::new(Mutex::new(false)),
+        };
+        let event = || {
+            Event::Connection(Connection {
+                state: "online".into(),
+                detail: None,
+            })
+        };
+        runtime.block_on(async {
+            assert!(reporter.send(event()).await.is_ok());
+            *reporter.stopped.lock().unwrap() = true;
+            assert!(reporter.send(event()).await.is_err());
+        });
+        let first = events.try_recv().unwrap();
+        assert_eq!((first.tag.as_str(), first.generation), ("t", 3));
+        assert!(events.try_recv().is_err());
+    }
+
+    #[test]
     fn tls_needs_a_ca_or_a_membership_this_host_holds() {
         let none = Credentials::default();
         assert!(

@@ -372,13 +372,7 @@ impl Session {
                 (Some(alias), _) => {
                     if !birth.aliases.contains(&alias) {
                         let reason = format!("alias {alias} not in the current birth");
-                        self.debt(
-                            &reason,
-                            Raw::None,
-                            m.timestamp.or(payload.timestamp),
-                            received_ms,
-                        );
-                        self.request_rebirth(received_ms, false);
+                        self.undeclared(&reason, m.timestamp.or(payload.timestamp), received_ms);
                         continue;
                     }
                     birth.ours.is_some_and(|(a, _)| a == Some(alias))
@@ -386,13 +380,7 @@ impl Session {
                 (None, Some(name)) => {
                     if name == self.address.metric && birth.ours.is_none() {
                         let reason = format!("metric {name} not in the current birth");
-                        self.debt(
-                            &reason,
-                            Raw::None,
-                            m.timestamp.or(payload.timestamp),
-                            received_ms,
-                        );
-                        self.request_rebirth(received_ms, false);
+                        self.undeclared(&reason, m.timestamp.or(payload.timestamp), received_ms);
                         continue;
                     }
                     name == self.address.metric
@@ -405,6 +393,12 @@ impl Session {
                 self.observe(m, DataType::from_code(code), payload.timestamp, received_ms);
             }
         }
+    }
+
+    /// Data names what the current birth did not declare: the births are stale.
+    fn undeclared(&mut self, reason: &str, device_time_ms: Option<u64>, received_ms: u64) {
+        self.debt(reason, Raw::None, device_time_ms, received_ms);
+        self.request_rebirth(received_ms, false);
     }
 
     /// One value of the tag's (numeric) metric.
