@@ -532,6 +532,21 @@ fn ndeath_is_debt_until_the_next_birth() {
 }
 
 #[test]
+fn the_nodes_will_is_its_ndeath() {
+    let (dir, broker, node, mut grid) = setup("will", 18840, &[], None, "Speed");
+    // SIGKILL: the node says nothing; the broker publishes its will (the NDEATH with
+    // the bdSeq of the session the adapter saw born).
+    drop(node);
+    assert_eq!(grid.until_debt("NDEATH"), "NDEATH");
+    grid.until_state("offline");
+    // A new node process is a new session with its own birth.
+    let mut node = Node::start(&dir.0, broker.port, &["--metric", "Speed:Double=9.5"]);
+    grid.until_good(9.5);
+    node.set("Speed", json!(1.0));
+    grid.until_good(1.0);
+}
+
+#[test]
 fn a_broker_restart_is_debt_then_a_rebirth_rebuilds_the_aliases() {
     let (_dir, mut broker, mut node, mut grid) = setup("restart", 18835, &[], None, "Speed");
     broker.kill();
