@@ -2,7 +2,9 @@
 """A Sparkplug B edge node (and optional device) for Grid's tests and journeys.
 
 Speaks the control protocol of adapters/peers/README.md: prints one JSON line with
-"ready" once its births are published, then answers one JSON line per JSON line read
+"ready" once the broker has routed its births (the node subscribes to its own last
+birth and waits for it: a subscriber that connects after "ready" cannot receive
+them, so its first value comes from the rebirth it asks for), then answers one JSON line per JSON line read
 on stdin. Logs go to stderr.
 
 Payloads are built with mqtt-spb-wrapper's protobuf classes and helpers (`Payload`,
@@ -89,6 +91,9 @@ class Node:
         self.skip = 0
         self.dead = False
         self.connected = threading.Event()
+        # Set when the broker routed the session's last birth back to the node itself:
+        # from then on no later subscriber can receive that birth.
+        self.births_routed = threading.Event()
         client_id = args.client_id or f"spb-node-{self.group}-{self.node}"
         self.client = mqtt.Client(client_id=client_id, clean_session=True)
         self.client.on_connect = self.on_connect
@@ -130,6 +135,7 @@ class Node:
 
     def publish_births(self):
         with self.lock:
+            self.births_routed.clear()
             self.seq = 0
             self.skip = 0
             nbirth = Payload()
@@ -166,6 +172,7 @@ class Node:
             log("connect refused:", mqtt.connack_string(rc))
             return
         client.subscribe(self.topic("NCMD"), qos=0)
+        client.subscribe(self.last_birth_topic(), qos=0)
         self.publish_births()
         self.connected.set()
 
@@ -178,7 +185,15 @@ class Node:
                 self.set_will()
                 log("connection lost:", mqtt.error_string(rc), "next bdSeq", self.bdseq)
 
+    def last_birth_topic(self):
+        return self.topic("DBIRTH" if self.device else "NBIRTH")
+
     def on_message(self, client, userdata, msg):
+        if msg.topic == self.last_birth_topic():
+            self.births_routed.set()
+            return
+        if msg.topic != self.topic("NCMD"):
+            return
         payload = Payload()
         try:
             payload.ParseFromString(msg.payload)
@@ -201,6 +216,8 @@ class Node:
         self.client.loop_start()
         if not self.connected.wait(CONNECT_TIMEOUT_S):
             raise RuntimeError(f"no connection to {self.host}:{self.port}")
+        if not self.births_routed.wait(CONNECT_TIMEOUT_S):
+            raise RuntimeError("the broker never routed the births")
 
     def end_session(self):
         self.client.disconnect()
