@@ -1,2 +1,30 @@
 //! The adapters' own runtime limits, each a named constant (the language's limits, such
 //! as `MODBUS_INTERVAL_MS_MIN`, live in `grid_spec::limits`).
+
+// MQTT Sparkplug B (sparkplug/client.rs, sparkplug/session.rs).
+
+/// The first wait before reconnecting to a broker after a failure; doubled after each
+/// failure up to `SPARKPLUG_RECONNECT_DELAY_MS_MAX`, back to this after a ConnAck.
+pub const SPARKPLUG_RECONNECT_DELAY_MS_MIN: u64 = 100;
+/// The longest wait between two attempts to reach a broker.
+pub const SPARKPLUG_RECONNECT_DELAY_MS_MAX: u64 = 5_000;
+const _: () = assert!(
+    // The backoff doubles from the minimum towards the maximum: it must have room to.
+    SPARKPLUG_RECONNECT_DELAY_MS_MIN > 0
+        && SPARKPLUG_RECONNECT_DELAY_MS_MIN <= SPARKPLUG_RECONNECT_DELAY_MS_MAX
+);
+/// A rebirth request unanswered this long (the QoS-0 NCMD or the NBIRTH lost) is sent
+/// again when the next message of the node shows the tag still awaiting its birth.
+pub const SPARKPLUG_REBIRTH_REPEAT_MS: u64 = 5_000;
+/// MQTT keep-alive with the broker: a silent broker is noticed within 1.5 × this.
+pub const SPARKPLUG_KEEP_ALIVE_S: u64 = 15;
+/// The largest MQTT packet accepted from the broker (a birth declares every metric of
+/// a node, so births can be large) and sent to it.
+pub const SPARKPLUG_PACKET_BYTES_MAX: usize = 1 << 20;
+/// Requests (subscriptions, rebirth commands) queued for the MQTT event loop.
+pub const SPARKPLUG_REQUESTS_QUEUED_MAX: usize = 16;
+const _: () = assert!(
+    // After every ConnAck the client queues two subscriptions and one rebirth command
+    // without waiting: they must fit, or the rebirth request would be dropped.
+    SPARKPLUG_REQUESTS_QUEUED_MAX >= 3
+);
