@@ -29,9 +29,10 @@ const GROUND_FLOOR: [&str; 6] = [
 ];
 
 /// The only files that may define `*_MAX` / `*_MIN` constants.
-const LIMITS_FILES: [&str; 4] = [
+const LIMITS_FILES: [&str; 5] = [
     "spec/src/limits.rs",
     "engine/src/limits.rs",
+    "adapters/src/limits.rs",
     "journeys/src/limits.rs",
     "benches/src/limits.rs",
 ];

@@ -191,10 +191,11 @@ impl Host {
                     .unwrap_or_else(|e| fatal(&self.dir, "a tag effect does not decode", e))
             })
             .collect();
-        Ok(serde_json::json!({
-            "tag": name,
-            "observation": entry.report(n),
-            "models": effects,
-        }))
+        // The entry's fields at the top (index, quality, value or reason, raw, times),
+        // beside the tag's name and what it produced.
+        let mut answer = serde_json::to_value(entry.report(n)).expect("entries serialize");
+        answer["tag"] = serde_json::json!(name);
+        answer["models"] = serde_json::to_value(effects).expect("effects serialize");
+        Ok(answer)
     }
 }
