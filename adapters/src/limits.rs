@@ -28,3 +28,38 @@ const _: () = assert!(
     // without waiting: they must fit, or the rebirth request would be dropped.
     SPARKPLUG_REQUESTS_QUEUED_MAX >= 3
 );
+
+// Modbus TCP (modbus/).
+
+/// The most holding or input registers one Modbus read may ask for (function codes 3
+/// and 4: Modbus' own limit, 125 words in one 253-byte PDU). Coalesced reads never ask
+/// for more.
+pub const MODBUS_READ_REGISTERS_MAX: u16 = 125;
+
+/// The most coils or discrete inputs one Modbus read may ask for (function codes 1 and
+/// 2: Modbus' own limit, 2000 bits).
+pub const MODBUS_READ_BITS_MAX: u16 = 2000;
+
+/// How long a Modbus device has to answer one read before the reading is `timeout`
+/// debt and the connection is dropped and reopened.
+pub const MODBUS_RESPONSE_TIMEOUT_MS: u64 = 1_000;
+
+/// How long opening a TCP connection to a Modbus device may take before the attempt
+/// counts as refused.
+pub const MODBUS_CONNECT_TIMEOUT_MS: u64 = 2_000;
+
+/// The delay before retrying a Modbus connection that just failed; it doubles with each
+/// failure up to `MODBUS_RECONNECT_DELAY_MS_MAX`. A connection that was open and is lost
+/// is retried at once, the first time.
+pub const MODBUS_RECONNECT_DELAY_MS_MIN: u64 = 100;
+
+/// The longest delay between two attempts to reach an unreachable Modbus device.
+pub const MODBUS_RECONNECT_DELAY_MS_MAX: u64 = 2_000;
+
+// A 32-bit value (u32, i32, f32) takes two registers, and one read must be able to
+// fetch a whole value.
+const _: () = assert!(MODBUS_READ_REGISTERS_MAX >= 2);
+const _: () = assert!(MODBUS_READ_BITS_MAX >= 1);
+// The backoff starts above zero (doubling zero never grows) and is bounded by its max.
+const _: () = assert!(MODBUS_RECONNECT_DELAY_MS_MIN > 0);
+const _: () = assert!(MODBUS_RECONNECT_DELAY_MS_MIN <= MODBUS_RECONNECT_DELAY_MS_MAX);
