@@ -6,7 +6,8 @@
 //! Models and tags are compared as their canonical KDL texts
 //! (`grid_spec::canonical`), read with the `kdl` crate: a node's properties are its
 //! fields, and each child is identified by its name and first argument (`input
-//! factor`, `cell power`, `output power`, `simulate`). Host configurations and
+//! factor`, `cell power`, `output power`, `simulate`, `modbus 127.0.0.1:5020`,
+//! `sparkplug mqtt://127.0.0.1:1883`). Host configurations and
 //! routes are compared as their structs. Values read as a topology file writes them:
 //! strings quoted, numbers, booleans and identifiers bare. Order: the after text's,
 //! removed children last. A text that does not read as one canonical node gives one
@@ -50,7 +51,8 @@ pub fn model(before: &str, after: &str) -> Vec<Change> {
 }
 
 /// The changed fields of a tag, from two canonical tag texts (the source's
-/// properties read `simulate period-s: 20 → 10`).
+/// properties read `simulate period-s: 20 → 10`, `modbus 127.0.0.1:5020 scale: 0.1 →
+/// 0.2`; a new device address or broker URL is a new source child).
 pub fn tag(before: &str, after: &str) -> Vec<Change> {
     definition(before, after)
 }

@@ -83,27 +83,91 @@ pub fn model(model: &Model) -> String {
     out
 }
 
-/// The canonical `tag` node of a simulated tag; `None` for other sources, which no
-/// owner installs yet (the reconciler reports them instead).
+/// The canonical `tag` node of a tag whose source an owner may install (`simulate`,
+/// `modbus`, `sparkplug`): every field written, defaults too (`word-order` for the
+/// two-register types only, where it means something), in one order, so an unchanged
+/// tag gives the same text and a changed one differs field by field. Optional fields
+/// without a default (a Sparkplug `device`, `client-id`, `ca`, `membership`) are
+/// written when given. `None` for `opcua`, `bacnet` and `j1939`, which no owner
+/// installs (the reconciler reports them instead).
 pub fn tag(tag: &Tag) -> Option<String> {
-    let TagSource::Simulate {
-        wave,
-        period_s,
-        min,
-        max,
-        seed,
-        interval_ms,
-    } = &tag.source
-    else {
-        return None;
+    let source = match &tag.source {
+        TagSource::Simulate {
+            wave,
+            period_s,
+            min,
+            max,
+            seed,
+            interval_ms,
+        } => format!(
+            "simulate wave={} period-s={period_s} min={} max={} seed={seed} interval-ms={interval_ms}",
+            wave.name(),
+            number(*min),
+            number(*max),
+        ),
+        TagSource::Modbus {
+            address,
+            unit,
+            register,
+            register_address,
+            value_type,
+            word_order,
+            scale,
+            offset,
+            interval_ms,
+        } => {
+            let mut out = format!(
+                "modbus {} unit={unit} register={} address={register_address} type={}",
+                quote(address),
+                register.name(),
+                value_type.name()
+            );
+            if value_type.registers() > 1 {
+                let _ = write!(out, " word-order={}", word_order.name());
+            }
+            let _ = write!(
+                out,
+                " scale={} offset={} interval-ms={interval_ms}",
+                number(*scale),
+                number(*offset)
+            );
+            out
+        }
+        TagSource::Sparkplug {
+            broker,
+            group,
+            node,
+            device,
+            metric,
+            client_id,
+            ca,
+            membership,
+        } => {
+            let optional = |key: &str, value: &Option<String>| {
+                value
+                    .as_ref()
+                    .map_or_else(String::new, |v| format!(" {key}={}", quote(v)))
+            };
+            format!(
+                "sparkplug {} group={} node={}{} metric={}{}{}{}",
+                quote(broker),
+                quote(group),
+                quote(node),
+                optional("device", device),
+                quote(metric),
+                optional("client-id", client_id),
+                optional("ca", ca),
+                optional("membership", membership),
+            )
+        }
+        TagSource::OpcUa { .. } | TagSource::Bacnet { .. } | TagSource::J1939 { .. } => {
+            return None;
+        }
     };
     Some(format!(
-        "tag {} host={} {{\n    simulate wave={} period-s={period_s} min={} max={} seed={seed} interval-ms={interval_ms}\n}}\n",
+        "tag {} host={} {{\n    {source}\n}}\n",
         quote(&tag.name),
         quote(&tag.host),
-        wave.name(),
-        number(*min),
-        number(*max),
     ))
 }
 
@@ -119,6 +183,102 @@ mod tests {
         let topology2 = crate::load_str("again.kdl", &again).unwrap();
         assert_eq!(topology2.tags[0].source, topology.tags[0].source);
         assert_eq!(super::tag(&topology2.tags[0]).unwrap(), canonical);
+    }
+
+    /// Text → topology → canonical text → topology: the same source and the same text.
+    fn round_trip(source: &str) -> (crate::TagSource, String) {
+        let hosts = "grid version=1\nmembership m\nhost h listen=\"127.0.0.1:1\" { member m; }\n";
+        let topology = crate::load_str("t.kdl", &format!("{hosts}{source}"))
+            .unwrap_or_else(|e| panic!("{source}: {:?}", e.items));
+        let canonical = super::tag(&topology.tags[0]).expect("an installable tag");
+        let again = crate::load_str("again.kdl", &format!("{hosts}{canonical}"))
+            .unwrap_or_else(|e| panic!("{canonical}: {:?}", e.items));
+        assert_eq!(again.tags[0].source, topology.tags[0].source, "{canonical}");
+        assert_eq!(super::tag(&again.tags[0]).unwrap(), canonical);
+        (topology.tags[0].source.clone(), canonical)
+    }
+
+    #[test]
+    fn modbus_tags_read_back_to_the_same_text_with_defaults_written_out() {
+        let (_, canonical) = round_trip(
+            "tag t host=h { modbus \"127.0.0.1:5020\" unit=1 register=holding address=100 type=u16 scale=0.1; }\n",
+        );
+        assert_eq!(
+            canonical,
+            "tag \"t\" host=\"h\" {\n    modbus \"127.0.0.1:5020\" unit=1 register=holding address=100 type=u16 scale=0.1 offset=0.0 interval-ms=1000\n}\n"
+        );
+        let (source, canonical) = round_trip(
+            "tag t host=h { modbus \"PLC.plant:502\" unit=0 register=input address=65534 type=f32 word-order=little offset=-40 interval-ms=10; }\n",
+        );
+        assert!(
+            matches!(
+                source,
+                crate::TagSource::Modbus {
+                    word_order: crate::WordOrder::Little,
+                    ..
+                }
+            ),
+            "{source:?}"
+        );
+        assert!(
+            canonical.contains("\"plc.plant:502\" unit=0 register=input address=65534 type=f32 word-order=little scale=1.0 offset=-40.0 interval-ms=10"),
+            "{canonical}"
+        );
+        let (_, canonical) = round_trip(
+            "tag t host=h { modbus \"[::1]:502\" unit=255 register=holding address=7 type=i32; }\n",
+        );
+        assert!(
+            canonical.contains("type=i32 word-order=big scale=1.0"),
+            "{canonical}"
+        );
+        let (_, canonical) = round_trip(
+            "tag t host=h { modbus \"127.0.0.1:502\" unit=3 register=coil address=65535 type=bool; }\n",
+        );
+        assert!(
+            canonical.contains("register=coil address=65535 type=bool scale=1.0"),
+            "{canonical}"
+        );
+    }
+
+    #[test]
+    fn sparkplug_tags_read_back_to_the_same_text() {
+        let (_, canonical) = round_trip(
+            "tag t host=h { sparkplug \"mqtt://127.0.0.1\" group=plant node=\"line-1\" metric=Speed; }\n",
+        );
+        assert_eq!(
+            canonical,
+            "tag \"t\" host=\"h\" {\n    sparkplug \"mqtt://127.0.0.1:1883\" group=\"plant\" node=\"line-1\" metric=\"Speed\"\n}\n"
+        );
+        let (source, canonical) = round_trip(
+            "tag t host=h { sparkplug \"mqtts://Broker.Plant\" group=plant node=n1 device=\"drive-3\" metric=\"Motor/Speed\" client-id=\"edge-7\" ca=\"/etc/grid/ca.pem\" membership=m; }\n",
+        );
+        assert_eq!(
+            source,
+            crate::TagSource::Sparkplug {
+                broker: "mqtts://broker.plant:8883".into(),
+                group: "plant".into(),
+                node: "n1".into(),
+                device: Some("drive-3".into()),
+                metric: "Motor/Speed".into(),
+                client_id: Some("edge-7".into()),
+                ca: Some("/etc/grid/ca.pem".into()),
+                membership: Some("m".into()),
+            }
+        );
+        assert!(
+            canonical.contains("device=\"drive-3\" metric=\"Motor/Speed\" client-id=\"edge-7\" ca=\"/etc/grid/ca.pem\" membership=\"m\""),
+            "{canonical}"
+        );
+        round_trip(
+            "tag t host=h { sparkplug \"mqtts://10.0.0.9:8884\" group=g node=n metric=x membership=m; }\n",
+        );
+    }
+
+    #[test]
+    fn other_sources_have_no_canonical_text() {
+        let text = "grid version=1\nhost h listen=\"127.0.0.1:1\"\ntag t host=h { opcua \"opc.tcp://127.0.0.1:4840\" node=\"ns=2;s=T\"; }\n";
+        let topology = crate::load_str("t.kdl", text).unwrap();
+        assert_eq!(super::tag(&topology.tags[0]), None);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 pub mod canonical;
 pub mod diagnostic;
+pub mod endpoint;
 pub mod formula;
 pub mod limits;
 pub mod nesting;

@@ -74,10 +74,20 @@ pub const MODBUS_INTERVAL_MS_MAX: u32 = 86_400_000;
 /// A Modbus register's poll interval when `interval-ms` is not given.
 pub const MODBUS_INTERVAL_MS_DEFAULT: u32 = 1_000;
 
+/// The longest `client-id` a Sparkplug tag may give its MQTT connection, in bytes
+/// (printable ASCII without spaces). MQTT 3.1.1 (§3.1.3.1) makes every broker accept
+/// 1 to 23 bytes of letters and digits and lets it accept more, as common brokers
+/// (mosquitto among them) do. 128 lets any one Grid name be a client id (see the
+/// assertion below) while an id stays short enough to read in a broker's log; past 23
+/// bytes it depends on the broker, as docs/topology.md says.
+pub const SPARKPLUG_CLIENT_ID_LENGTH_MAX: usize = 128;
+
 const _: () = assert!(MODBUS_INTERVAL_MS_MIN <= MODBUS_INTERVAL_MS_DEFAULT);
 const _: () = assert!(MODBUS_INTERVAL_MS_DEFAULT <= MODBUS_INTERVAL_MS_MAX);
 const _: () = assert!(SIMULATE_INTERVAL_MS_MIN <= SIMULATE_INTERVAL_MS_DEFAULT);
 const _: () = assert!(SIMULATE_INTERVAL_MS_DEFAULT <= SIMULATE_INTERVAL_MS_MAX);
+// An operator may name a Sparkplug connection after any one Grid object (a host, a tag).
+const _: () = assert!(SPARKPLUG_CLIENT_ID_LENGTH_MAX >= NAME_LENGTH_MAX);
 
 // The operator's tools (gridctl).
 
@@ -150,6 +160,7 @@ pub const NAMES: &[&str] = &[
     "MODBUS_INTERVAL_MS_MIN",
     "MODBUS_INTERVAL_MS_MAX",
     "MODBUS_INTERVAL_MS_DEFAULT",
+    "SPARKPLUG_CLIENT_ID_LENGTH_MAX",
     "UP_RECONCILE_ROUNDS_MAX",
     "VIEW_REASON_CHARS_MAX",
     "PLAN_OBSERVERS_MAX",

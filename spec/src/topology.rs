@@ -298,7 +298,8 @@ pub enum TagSource {
     /// A Modbus TCP register polled every `interval_ms` (docs/sources.md): value =
     /// raw × `scale` + `offset`, both finite.
     Modbus {
-        /// `HOST:PORT` of the device (unauthenticated: docs/sources.md).
+        /// `HOST:PORT` of the device in its one spelling (`endpoint::DeviceAddress`
+        /// reads it); the device hop is unauthenticated (docs/sources.md).
         address: String,
         unit: u8,
         register: ModbusRegister,
@@ -315,14 +316,18 @@ pub enum TagSource {
         node: String,
     },
     /// One metric of a Sparkplug B edge node (or one of its devices) through an MQTT
-    /// broker: `broker` is an `mqtt://` (loopback only) or `mqtts://` URL.
+    /// broker. `group`, `node` and `device` are single MQTT topic levels (not empty, no
+    /// `/ + #`); `metric` is not empty.
     Sparkplug {
+        /// `mqtt://HOST:PORT` (a loopback broker only) or `mqtts://HOST:PORT` (with `ca`,
+        /// `membership` or both), the port written out (`endpoint::Broker` reads it).
         broker: String,
         group: String,
         node: String,
         device: Option<String>,
         metric: String,
-        /// The MQTT client id; `grid-<host>-<tag>` when none is given.
+        /// The MQTT client id (printable ASCII, no spaces, at most
+        /// `SPARKPLUG_CLIENT_ID_LENGTH_MAX` bytes); `grid-<host>-<tag>` when none is given.
         client_id: Option<String>,
         /// `mqtts://` only: a PEM file of the CA that certifies the broker.
         ca: Option<String>,
@@ -413,6 +418,19 @@ pub enum ModbusType {
 }
 
 impl ModbusType {
+    pub const ALL: [ModbusType; 6] = [
+        ModbusType::U16,
+        ModbusType::I16,
+        ModbusType::U32,
+        ModbusType::I32,
+        ModbusType::F32,
+        ModbusType::Bool,
+    ];
+
+    pub fn from_name(name: &str) -> Option<ModbusType> {
+        ModbusType::ALL.into_iter().find(|t| t.name() == name)
+    }
+
     /// How many 16-bit registers one value takes (a bit for `Bool`).
     pub fn registers(self) -> u16 {
         match self {
@@ -434,6 +452,17 @@ impl ModbusType {
 }
 
 impl ModbusRegister {
+    pub const ALL: [ModbusRegister; 4] = [
+        ModbusRegister::Holding,
+        ModbusRegister::Input,
+        ModbusRegister::Coil,
+        ModbusRegister::Discrete,
+    ];
+
+    pub fn from_name(name: &str) -> Option<ModbusRegister> {
+        ModbusRegister::ALL.into_iter().find(|r| r.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             ModbusRegister::Holding => "holding",
@@ -459,6 +488,12 @@ pub enum WordOrder {
 }
 
 impl WordOrder {
+    pub const ALL: [WordOrder; 2] = [WordOrder::Big, WordOrder::Little];
+
+    pub fn from_name(name: &str) -> Option<WordOrder> {
+        WordOrder::ALL.into_iter().find(|w| w.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             WordOrder::Big => "big",

@@ -183,6 +183,24 @@ fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
                         .or_else(|| needs(Profile::Authority, "holds its right to publish (a claim) needs"))
                 }
             }),
+            Some(Requirement::HasMember(host)) => t.host(host).and_then(|h| {
+                (!h.memberships.contains(&reference.name)).then(|| {
+                    let own = match h.memberships.as_slice() {
+                        [] => String::new(),
+                        list => format!(", or name one it is a member of: {}", list.join(", ")),
+                    };
+                    (
+                        format!(
+                            "{} names membership `{}`, of which host `{host}` is not a member",
+                            reference.context, reference.name
+                        ),
+                        format!(
+                            "the host presents its certificate of that membership to the broker: add `member {}` to host `{host}`{own}",
+                            reference.name
+                        ),
+                    )
+                })
+            }),
             Some(Requirement::TagAt(host)) => t.tags.iter().find(|g| g.name == reference.name).and_then(|tag| {
                 (tag.host != *host).then(|| {
                     (

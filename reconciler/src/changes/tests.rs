@@ -24,7 +24,20 @@ fn canonical_model(source: &str) -> String {
 }
 
 fn canonical_tag(source: &str) -> String {
-    grid_spec::canonical::tag(&topology(source).tags[0]).expect("a simulated tag")
+    grid_spec::canonical::tag(&topology(source).tags[0]).expect("an installable tag")
+}
+
+/// Each case: the tag as two topology files declare it, and the lines its canonical
+/// texts' diff renders.
+fn tag_cases(cases: Vec<(String, String, &[&str])>) {
+    for (before, after, expect) in cases {
+        let changes = super::tag(&canonical_tag(&before), &canonical_tag(&after));
+        assert_eq!(
+            rendered(&changes),
+            expect,
+            "\nbefore: {before}\nafter:  {after}"
+        );
+    }
 }
 
 fn rendered(changes: &[Change]) -> Vec<String> {
@@ -298,14 +311,72 @@ fn tags() {
         ),
         (tag(base), tag(base), &[]),
     ];
-    for (before, after, expect) in cases {
-        let changes = super::tag(&canonical_tag(&before), &canonical_tag(&after));
-        assert_eq!(
-            rendered(&changes),
-            expect,
-            "\nbefore: {before}\nafter:  {after}"
-        );
-    }
+    tag_cases(cases);
+}
+
+/// Modbus and Sparkplug tags diff field by field too: their canonical texts write every
+/// field, defaults included, so a field given for the first time shows its default.
+#[test]
+fn industrial_tags() {
+    let modbus = |props: &str| {
+        format!(
+            "tag t host=a {{ modbus \"127.0.0.1:5020\" unit=1 register=holding address=100 {props}; }}"
+        )
+    };
+    let sparkplug = |url: &str, props: &str| {
+        format!("tag t host=a {{ sparkplug \"{url}\" group=plant node=\"line-1\" {props}; }}")
+    };
+    let cases: Vec<(String, String, &[&str])> = vec![
+        (
+            modbus("type=u16 scale=0.1"),
+            modbus("type=u16 scale=0.2"),
+            &["modbus 127.0.0.1:5020 scale: 0.1 → 0.2"],
+        ),
+        (
+            modbus("type=u16 scale=0.1"),
+            modbus("type=u16 scale=0.1 offset=-40 interval-ms=500"),
+            &[
+                "modbus 127.0.0.1:5020 offset: 0 → -40",
+                "modbus 127.0.0.1:5020 interval-ms: 1000 → 500",
+            ],
+        ),
+        (
+            modbus("type=u32"),
+            modbus("type=u32 word-order=little"),
+            &["modbus 127.0.0.1:5020 word-order: big → little"],
+        ),
+        (
+            modbus("type=u16"),
+            modbus("type=f32"),
+            &[
+                "modbus 127.0.0.1:5020 type: u16 → f32",
+                "modbus 127.0.0.1:5020 word-order: (none) → big",
+            ],
+        ),
+        (modbus("type=u16 scale=1"), modbus("type=u16"), &[]),
+        (
+            sparkplug("mqtt://127.0.0.1", "metric=Speed"),
+            sparkplug("mqtt://127.0.0.1", "device=\"drive-3\" metric=Torque"),
+            &[
+                r#"sparkplug mqtt://127.0.0.1:1883 device: (none) → "drive-3""#,
+                r#"sparkplug mqtt://127.0.0.1:1883 metric: "Speed" → "Torque""#,
+            ],
+        ),
+        (
+            sparkplug("mqtt://127.0.0.1", "metric=Speed"),
+            sparkplug("mqtt://127.0.0.1:1883", "metric=Speed"),
+            &[],
+        ),
+        (
+            sparkplug("mqtt://127.0.0.1", "metric=Speed"),
+            sparkplug("mqtts://broker.plant", "metric=Speed ca=\"/etc/ca.pem\""),
+            &[
+                r#"sparkplug mqtts://broker.plant:8883: (none) → group="plant" node="line-1" metric="Speed" ca="/etc/ca.pem""#,
+                r#"sparkplug mqtt://127.0.0.1:1883: group="plant" node="line-1" metric="Speed" → (removed)"#,
+            ],
+        ),
+    ];
+    tag_cases(cases);
 }
 
 fn host(listen: &str, profiles: &[&str]) -> HostConfig {

@@ -82,6 +82,9 @@ pub(crate) enum Requirement {
     DeliversTo(String),
     /// The tag must be read at this host (a model reads only its own host's tags).
     TagAt(String),
+    /// The membership must have this host as a `member` (a Sparkplug tag presents the
+    /// host's certificate of it to the broker).
+    HasMember(String),
     /// A party of a grant: the host selects the `processes` profile and shares one
     /// membership with every host named (the transport's identity between them).
     Processes(Vec<String>),

@@ -170,23 +170,65 @@ impl<'n> NodeReader<'n> {
         max: i128,
     ) -> Option<(i128, SourceSpan)> {
         let node = self.what();
+        let (i, span) = self.int_entry(r, key, required, min.max(1))?;
+        if (min..=max).contains(&i) {
+            return Some((i, span));
+        }
+        let range = if max == i128::MAX || max == u64::MAX as i128 {
+            format!("at least {min}")
+        } else {
+            format!("from {min} to {max}")
+        };
+        r.error(
+            span,
+            format!("property `{key}` of {node} is {i}, outside its range"),
+            "out of range",
+            &format!("`{key}` is an integer {range}"),
+        );
+        None
+    }
+
+    /// [`Self::int_prop`] whose bounds are named limits (`crate::limits`): an error
+    /// names the limit crossed.
+    pub(super) fn limited_int_prop(
+        &mut self,
+        r: &mut FileReader,
+        key: &str,
+        required: bool,
+        (min, min_name): (i128, &str),
+        (max, max_name): (i128, &str),
+    ) -> Option<(i128, SourceSpan)> {
+        let node = self.what();
+        let (i, span) = self.int_entry(r, key, required, min)?;
+        let (side, name, limit) = if i < min {
+            ("below", min_name, min)
+        } else if i > max {
+            ("above", max_name, max)
+        } else {
+            return Some((i, span));
+        };
+        r.error(
+            span,
+            format!("property `{key}` of {node} is {i}, {side} {name} ({limit})"),
+            "out of range",
+            &format!("`{key}` is from {min_name} ({min}) to {max_name} ({max})"),
+        );
+        None
+    }
+
+    /// An integer property, any value: reports a missing (when required) or
+    /// non-integer one.
+    fn int_entry(
+        &mut self,
+        r: &mut FileReader,
+        key: &str,
+        required: bool,
+        example: i128,
+    ) -> Option<(i128, SourceSpan)> {
+        let node = self.what();
         match self.property(key) {
             Some(entry) => match entry.value() {
-                KdlValue::Integer(i) if (min..=max).contains(i) => Some((*i, entry.span())),
-                KdlValue::Integer(i) => {
-                    let range = if max == i128::MAX || max == u64::MAX as i128 {
-                        format!("at least {min}")
-                    } else {
-                        format!("from {min} to {max}")
-                    };
-                    r.error(
-                        entry.span(),
-                        format!("property `{key}` of {node} is {i}, outside its range"),
-                        "out of range",
-                        &format!("`{key}` is an integer {range}"),
-                    );
-                    None
-                }
+                KdlValue::Integer(i) => Some((*i, entry.span())),
                 other => {
                     r.error(
                         entry.span(),
@@ -195,7 +237,7 @@ impl<'n> NodeReader<'n> {
                             type_name(other)
                         ),
                         "wrong type",
-                        &format!("write a whole number, for example {key}={}", min.max(1)),
+                        &format!("write a whole number, for example {key}={example}"),
                     );
                     None
                 }

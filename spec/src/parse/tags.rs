@@ -1,6 +1,9 @@
-//! `tag` nodes and their sources (`simulate`, `modbus`).
+//! `tag` nodes and their sources (`simulate`, `modbus`, `sparkplug`, and the shapes of
+//! `opcua`, `bacnet`, `j1939`).
 
 use super::*;
+use crate::canonical::quote;
+use crate::endpoint::{Broker, DeviceAddress, MQTTS_PORT_DEFAULT};
 
 impl FileReader<'_> {
     pub(super) fn tag(&mut self, node: &KdlNode) {
@@ -24,26 +27,7 @@ impl FileReader<'_> {
                     let (node, _) = c.string_prop(self, "node", true)?;
                     Some(TagSource::OpcUa { endpoint, node })
                 })(),
-                "sparkplug" => (|| {
-                    let broker = c.string_arg(self, 0, "broker");
-                    let group = c.string_prop(self, "group", true);
-                    let node = c.string_prop(self, "node", true);
-                    let device = c.string_prop(self, "device", false).map(|d| d.0);
-                    let metric = c.string_prop(self, "metric", true);
-                    let client_id = c.string_prop(self, "client-id", false).map(|d| d.0);
-                    let ca = c.string_prop(self, "ca", false).map(|d| d.0);
-                    let membership = c.string_prop(self, "membership", false).map(|d| d.0);
-                    Some(TagSource::Sparkplug {
-                        broker: broker?.0,
-                        group: group?.0,
-                        node: node?.0,
-                        device,
-                        metric: metric?.0,
-                        client_id,
-                        ca,
-                        membership,
-                    })
-                })(),
+                "sparkplug" => self.sparkplug(&mut c, &label, host.as_deref()),
                 "bacnet" => (|| {
                     let address = c.string_arg(self, 0, "address");
                     let device = c.int_prop(self, "device", true, 0, 4_194_303);
@@ -187,57 +171,392 @@ impl FileReader<'_> {
         })
     }
 
+    /// `modbus "HOST:PORT" unit=N register=holding|input|coil|discrete address=N
+    /// type=u16|i16|u32|i32|f32|bool [word-order=big|little] [scale=X] [offset=X]
+    /// [interval-ms=N]`.
     pub(super) fn modbus(&mut self, c: &mut NodeReader) -> Option<TagSource> {
-        let address = c.string_arg(self, 0, "address");
-        let unit = c.int_prop(self, "unit", true, 0, 255);
-        let register = c.string_prop(self, "register", true).and_then(|(r, span)| {
-            Some(match r.as_str() {
-                "holding" => ModbusRegister::Holding,
-                "input" => ModbusRegister::Input,
-                "coil" => ModbusRegister::Coil,
-                "discrete" => ModbusRegister::Discrete,
-                other => {
+        let address = c.string_arg(self, 0, "address").and_then(|(text, span)| {
+            match DeviceAddress::parse(&text) {
+                Ok(address) => Some(address.to_string()),
+                Err(why) => {
                     self.error(
                         span,
-                        format!("unknown Modbus register kind `{other}`"),
-                        "not a register kind",
-                        "register is holding, input, coil or discrete",
+                        format!(
+                            "the address of `modbus` is {}, not HOST:PORT: {why}",
+                            quote(&text)
+                        ),
+                        "not HOST:PORT",
+                        "write the device's HOST:PORT, the port 1 to 65535: \"127.0.0.1:502\", \"plc-7.plant:502\", \"[::1]:502\"",
                     );
-                    return None;
+                    None
                 }
-            })
+            }
+        });
+        let unit = c.int_prop(self, "unit", true, 0, u8::MAX as i128);
+        let register = c.string_prop(self, "register", true).and_then(|(r, span)| {
+            let kind = ModbusRegister::from_name(&r);
+            if kind.is_none() {
+                self.error(
+                    span,
+                    format!("unknown Modbus register kind `{r}`"),
+                    "not a register kind",
+                    "register is holding, input, coil or discrete",
+                );
+            }
+            Some((kind?, span))
         });
         let register_address = c.int_prop(self, "address", true, 0, u16::MAX as i128);
         let value_type = c.string_prop(self, "type", true).and_then(|(t, span)| {
-            Some(match t.as_str() {
-                "u16" => ModbusType::U16,
-                "i16" => ModbusType::I16,
-                "u32" => ModbusType::U32,
-                "i32" => ModbusType::I32,
-                "f32" => ModbusType::F32,
-                other => {
+            let value_type = ModbusType::from_name(&t);
+            if value_type.is_none() {
+                self.error(
+                    span,
+                    format!("unknown Modbus value type `{t}`"),
+                    "not a type",
+                    "type is u16, i16, u32, i32, f32 or bool",
+                );
+            }
+            Some((value_type?, span))
+        });
+        let word_order = match c.string_prop(self, "word-order", false) {
+            Some((w, span)) => {
+                let order = WordOrder::from_name(&w);
+                if order.is_none() {
                     self.error(
                         span,
-                        format!("unknown Modbus value type `{other}`"),
-                        "not a type",
-                        "type is u16, i16, u32, i32 or f32",
+                        format!("unknown Modbus word order `{w}`"),
+                        "not a word order",
+                        "word-order is big (the high word at the lower address, the default) or little",
                     );
-                    return None;
                 }
-            })
+                Some(Some((order?, span)))
+            }
+            None if c.has_property("word-order").is_some() => None,
+            None => Some(None),
+        };
+        let scale = number_or(self, c, "scale", 1.0).filter(|&scale| {
+            if scale == 0.0
+                && let Some(span) = c.has_property("scale")
+            {
+                self.error(
+                    span,
+                    "property `scale` of `modbus` is 0",
+                    "zero",
+                    "value = raw × scale + offset: with scale 0 every reading would be `offset`; leave scale out for 1",
+                );
+                return false;
+            }
+            true
         });
-        let scale = c.float_prop(self, "scale").unwrap_or(1.0);
-        let offset = c.float_prop(self, "offset").unwrap_or(0.0);
-        Some(TagSource::Modbus {
-            address: address?.0,
+        let offset = number_or(self, c, "offset", 0.0);
+        let interval = match c.limited_int_prop(
+            self,
+            "interval-ms",
+            false,
+            (
+                limits::MODBUS_INTERVAL_MS_MIN.into(),
+                "MODBUS_INTERVAL_MS_MIN",
+            ),
+            (
+                limits::MODBUS_INTERVAL_MS_MAX.into(),
+                "MODBUS_INTERVAL_MS_MAX",
+            ),
+        ) {
+            Some((i, _)) => Some(i as u32),
+            None if c.has_property("interval-ms").is_some() => None,
+            None => Some(limits::MODBUS_INTERVAL_MS_DEFAULT),
+        };
+        // What the fields mean together, once each reads on its own.
+        let mut fits = true;
+        if let (Some((register, register_span)), Some((value_type, type_span))) =
+            (register, value_type)
+            && register.holds_bits() != (value_type == ModbusType::Bool)
+        {
+            let holds = if register.holds_bits() {
+                "bits"
+            } else {
+                "16-bit words"
+            };
+            let d = Diagnostic::at(
+                &self.file,
+                type_span,
+                format!(
+                    "a `{}` register holds {holds}: it cannot hold type `{}`",
+                    register.name(),
+                    value_type.name()
+                ),
+                "not held by this register",
+            )
+            .with_label(register_span, "this register kind")
+            .with_help(
+                "coil and discrete registers take type=bool; holding and input registers take u16, i16, u32, i32 or f32",
+            );
+            self.problems.push(d);
+            fits = false;
+        }
+        if let (Some((start, span)), Some((value_type, _))) = (register_address, value_type) {
+            let registers = i128::from(value_type.registers());
+            let last = start + registers - 1;
+            if last > i128::from(u16::MAX) {
+                self.error(
+                    span,
+                    format!(
+                        "type `{}` at address {start} takes addresses {start} to {last}, beyond the last Modbus address 65535",
+                        value_type.name()
+                    ),
+                    "out of range",
+                    &format!(
+                        "type {} takes {registers} registers: its address is at most {}",
+                        value_type.name(),
+                        i128::from(u16::MAX) - registers + 1
+                    ),
+                );
+                fits = false;
+            }
+        }
+        if let (Some(Some((_, span))), Some((value_type, _))) = (word_order, value_type)
+            && value_type.registers() == 1
+        {
+            self.error(
+                span,
+                format!(
+                    "`word-order` is for the two-register types u32, i32 and f32, not `{}`",
+                    value_type.name()
+                ),
+                "one register",
+                &format!(
+                    "remove word-order: type {} is one register",
+                    value_type.name()
+                ),
+            );
+            fits = false;
+        }
+        let source = TagSource::Modbus {
+            address: address?,
             unit: unit?.0 as u8,
-            register: register?,
+            register: register?.0,
             register_address: register_address?.0 as u16,
-            value_type: value_type?,
-            word_order: WordOrder::Big,
-            scale,
-            offset,
-            interval_ms: limits::MODBUS_INTERVAL_MS_DEFAULT,
+            value_type: value_type?.0,
+            word_order: word_order?.map_or(WordOrder::Big, |(order, _)| order),
+            scale: scale?,
+            offset: offset?,
+            interval_ms: interval?,
+        };
+        fits.then_some(source)
+    }
+
+    /// `sparkplug "mqtt[s]://HOST[:PORT]" group=G node=N [device=D] metric=NAME
+    /// [client-id=ID] [ca=PATH] [membership=M]`, read at `host` (when it read).
+    pub(super) fn sparkplug(
+        &mut self,
+        c: &mut NodeReader,
+        label: &str,
+        host: Option<&str>,
+    ) -> Option<TagSource> {
+        let broker = c.string_arg(self, 0, "broker URL").and_then(|(text, span)| {
+            match Broker::parse(&text) {
+                Ok(broker) => Some((broker, span)),
+                Err(why) => {
+                    self.error(
+                        span,
+                        format!(
+                            "the broker of `sparkplug` is {}, not mqtt://HOST[:PORT] or mqtts://HOST[:PORT]: {why}",
+                            quote(&text)
+                        ),
+                        "not a broker URL",
+                        "for example \"mqtts://broker.plant\" (TLS, port 8883 unless given) or \"mqtt://127.0.0.1:1883\" (plain TCP, to a broker on this machine)",
+                    );
+                    None
+                }
+            }
+        });
+        let group = self.topic_level(c, "group", true);
+        let node = self.topic_level(c, "node", true);
+        let device = self.topic_level(c, "device", false);
+        let metric = c.string_prop(self, "metric", true).and_then(|(metric, span)| {
+            if metric.is_empty() {
+                self.error(
+                    span,
+                    "property `metric` of `sparkplug` is empty",
+                    "empty",
+                    "name the metric as the edge node's birth certificate does, for example metric=\"Speed\"",
+                );
+                return None;
+            }
+            Some(metric)
+        });
+        let client_id = self.optional(c, "client-id", |this, id, span| this.client_id(id, span));
+        let ca = self.optional(c, "ca", |this, path, span| {
+            if path.is_empty() {
+                this.error(
+                    span,
+                    "property `ca` of `sparkplug` is empty",
+                    "empty",
+                    "name a PEM file of the CA that certifies the broker",
+                );
+            }
+            !path.is_empty()
+        });
+        let membership = self.optional(c, "membership", |this, name, span| {
+            this.parsed.references.push(Reference {
+                kind: RefKind::Membership,
+                name: name.to_owned(),
+                file: this.file.clone(),
+                span,
+                context: format!("{label} sparkplug `membership`"),
+                require: host.map(|h| Requirement::HasMember(h.to_owned())),
+            });
+            true
+        });
+        // TLS: mqtts:// needs something to trust; mqtt:// has nothing to configure.
+        let mut sound = true;
+        if let Some((broker, span)) = &broker {
+            let tls_spans = [
+                ("ca", c.has_property("ca")),
+                ("membership", c.has_property("membership")),
+            ];
+            if broker.tls && tls_spans.iter().all(|(_, s)| s.is_none()) {
+                self.error(
+                    *span,
+                    format!("`sparkplug` to {broker} (TLS) names nothing to trust the broker by"),
+                    "needs ca= or membership=",
+                    "add ca=\"PATH\" (a PEM file of the CA that certifies the broker), membership=M (present the host's certificate of M; trust M's authority unless ca is given), or both",
+                );
+                sound = false;
+            }
+            if !broker.tls && !broker.host.is_loopback() {
+                self.error(
+                    *span,
+                    format!(
+                        "`sparkplug` to {broker} is plain TCP (mqtt://), and `{}` is not a loopback broker",
+                        broker.host
+                    ),
+                    "plain TCP beyond this machine",
+                    &format!(
+                        "use mqtts://{}:{MQTTS_PORT_DEFAULT} with ca= or membership=: mqtt:// is only for a loopback broker (127.0.0.0/8, ::1, localhost)",
+                        broker.host
+                    ),
+                );
+                sound = false;
+            }
+            for (key, key_span) in tls_spans {
+                if let (false, Some(key_span)) = (broker.tls, key_span) {
+                    self.error(
+                        key_span,
+                        format!(
+                            "property `{key}` of `sparkplug` configures TLS, which {broker} does not use"
+                        ),
+                        "no TLS on mqtt://",
+                        &format!("use an mqtts:// broker, or remove `{key}`"),
+                    );
+                    sound = false;
+                }
+            }
+        }
+        let source = TagSource::Sparkplug {
+            broker: broker?.0.to_string(),
+            group: group??,
+            node: node??,
+            device: device?,
+            metric: metric?,
+            client_id: client_id?,
+            ca: ca?,
+            membership: membership?,
+        };
+        sound.then_some(source)
+    }
+
+    /// A string property that may be absent: `Some(None)` when absent, `None` when it
+    /// is not a string or `check` refuses it (having reported why).
+    fn optional(
+        &mut self,
+        c: &mut NodeReader,
+        key: &str,
+        check: impl FnOnce(&mut Self, &str, SourceSpan) -> bool,
+    ) -> Option<Option<String>> {
+        match c.string_prop(self, key, false) {
+            Some((value, span)) => check(self, &value, span).then_some(Some(value)),
+            None if c.has_property(key).is_some() => None,
+            None => Some(None),
+        }
+    }
+
+    /// A Sparkplug group, node or device id: one MQTT topic level.
+    fn topic_level(
+        &mut self,
+        c: &mut NodeReader,
+        key: &str,
+        required: bool,
+    ) -> Option<Option<String>> {
+        if required && c.has_property(key).is_none() {
+            c.string_prop(self, key, true); // reports it missing
+            return None;
+        }
+        self.optional(c, key, |this, id, span| {
+            let why = if id.is_empty() {
+                "is empty".to_owned()
+            } else if let Some(bad) = id.chars().find(|c| matches!(c, '/' | '+' | '#')) {
+                format!("is {}, which holds `{bad}`", quote(id))
+            } else {
+                return true;
+            };
+            this.error(
+                span,
+                format!("property `{key}` of `sparkplug` {why}"),
+                "not one topic level",
+                "a Sparkplug group, node or device id is one MQTT topic level (spBv1.0/GROUP/NDATA/NODE/DEVICE): not empty, without `/`, `+` or `#`",
+            );
+            false
         })
+    }
+
+    fn client_id(&mut self, id: &str, span: SourceSpan) -> bool {
+        let max = limits::SPARKPLUG_CLIENT_ID_LENGTH_MAX;
+        let (message, label) = if id.is_empty() {
+            (
+                "property `client-id` of `sparkplug` is empty".to_owned(),
+                "empty",
+            )
+        } else if id.len() > max {
+            (
+                format!(
+                    "property `client-id` of `sparkplug` is {} bytes long, above SPARKPLUG_CLIENT_ID_LENGTH_MAX ({max})",
+                    id.len()
+                ),
+                "too long",
+            )
+        } else if let Some(bad) = id.chars().find(|c| !c.is_ascii_graphic()) {
+            let bad = match bad {
+                ' ' => "a space".to_owned(),
+                other => format!("{other:?}"),
+            };
+            (
+                format!(
+                    "property `client-id` of `sparkplug` holds {bad}: a client id is printable ASCII without spaces"
+                ),
+                "not printable ASCII without spaces",
+            )
+        } else {
+            return true;
+        };
+        self.error(
+            span,
+            message,
+            label,
+            &format!(
+                "a client id is 1 to {max} printable ASCII characters without spaces (`!` to `~`); leave it out for grid-HOST-TAG"
+            ),
+        );
+        false
+    }
+}
+
+/// A finite number property, `default` when absent; `None` when it is not a finite
+/// number (reported).
+fn number_or(r: &mut FileReader, c: &mut NodeReader, key: &str, default: f64) -> Option<f64> {
+    match c.float_prop(r, key) {
+        Some(value) => Some(value),
+        None if c.has_property(key).is_some() => None,
+        None => Some(default),
     }
 }
