@@ -14,8 +14,11 @@
 //!
 //! Steps implement [`step::Step`] and live in [`steps`], one module per family, found by
 //! node name through one registry; adding a step never touches the parser or the
-//! runner. The invariants steps check — runs once, units conserved, delivered once in
-//! order, receipts verify, answers unchanged, one owner per epoch — are [`oracles`], one
+//! runner. The real protocol peers steps start (a `mosquitto` broker, the Python Modbus
+//! device and Sparkplug edge node of `adapters/peers/`) are owned by [`peers`], which
+//! kills them all when the journey ends, like the `gridd` children. The invariants
+//! steps check — runs once, units conserved, delivered once in order, receipts verify,
+//! answers unchanged, one owner per epoch, a tag source's state — are [`oracles`], one
 //! file each, shared by every step that checks one. Beside them: `network.rs` (the
 //! namespaces, veths and bridge of partitions), `seeded.rs` (the generator of seeded
 //! cycles), [`limits`] (the harness's bounds), [`junit`] (JUnit XML reports of the
@@ -27,6 +30,7 @@ pub mod limits;
 mod network;
 pub mod oracles;
 mod parse;
+pub mod peers;
 mod process;
 mod runner;
 mod seeded;
@@ -39,6 +43,7 @@ use std::time::{Duration, Instant};
 
 pub use error::{Failure, JourneyError, ParseFailure, StepFailure};
 pub use parse::{Journey, Node, ParseCx, ParseError, StepEntry, parse_file, parse_str};
+pub use peers::{PEER_ANSWER_TIMEOUT, PEER_READY_TIMEOUT, PEER_STOP_TIMEOUT};
 pub use process::CommandOutput;
 pub use runner::{CONTROL_SOCKET, Context, FAILPOINTS_ENV};
 

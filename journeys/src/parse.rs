@@ -7,9 +7,10 @@
 //! unknown step names the closest known one. A host a step names ([`Node::host`]) must
 //! be declared by a topology the journey set before it (`topology`, `edit-topology`):
 //! a misspelt host is an error at its place, not a failure half-way through the run.
+//! So is a protocol peer ([`Node::peer`]) no earlier `peer start` started.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use kdl::{KdlEntry, KdlNode, KdlValue};
@@ -91,14 +92,7 @@ pub fn parse_str(path: &Path, source: &str) -> Result<Journey, JourneyError> {
         .filter(|dir| !dir.as_os_str().is_empty())
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
-    let cx = ParseCx {
-        journey_dir: &journey_dir,
-        source,
-        refused: Cell::new(false),
-        refusal_taken: Cell::new(false),
-        hosts: RefCell::new(Hosts::NoTopologyYet),
-        topology_text: RefCell::new(None),
-    };
+    let cx = ParseCx::new(&journey_dir, source);
 
     let mut nodes = document.nodes().iter();
     let title = match nodes.next() {
@@ -158,6 +152,8 @@ pub struct ParseCx<'a> {
     /// The current topology's text, when it is one readable file (what `edit-topology`
     /// edits).
     topology_text: RefCell<Option<String>>,
+    /// The protocol peers `peer start` steps so far start, with their kinds.
+    peers: RefCell<BTreeMap<String, String>>,
 }
 
 /// What the parser knows of the hosts steps may name.
@@ -201,7 +197,20 @@ fn declared_hosts(text: &str) -> Option<BTreeSet<String>> {
     )
 }
 
-impl ParseCx<'_> {
+impl<'a> ParseCx<'a> {
+    /// Before the first step: no topology, no peers.
+    fn new(journey_dir: &'a Path, source: &'a str) -> ParseCx<'a> {
+        ParseCx {
+            journey_dir,
+            source,
+            refused: Cell::new(false),
+            refusal_taken: Cell::new(false),
+            hosts: RefCell::new(Hosts::NoTopologyYet),
+            topology_text: RefCell::new(None),
+            peers: RefCell::new(BTreeMap::new()),
+        }
+    }
+
     /// Parses one step node through the registry.
     pub fn parse_step(&self, node: &KdlNode) -> Result<Box<dyn Step>, ParseError> {
         self.parse_step_as(node, false)
@@ -328,6 +337,37 @@ impl ParseCx<'_> {
         })
     }
 
+    /// A `peer start NAME kind=KIND` step: later steps may name the peer.
+    pub fn declare_peer(&self, name: &str, kind: &str) {
+        self.peers
+            .borrow_mut()
+            .insert(name.to_owned(), kind.to_owned());
+    }
+
+    /// The kind of peer `name`, when an earlier `peer start` started it.
+    fn check_peer(&self, name: &str, offset: usize) -> Result<String, ParseError> {
+        let peers = self.peers.borrow();
+        if let Some(kind) = peers.get(name) {
+            return Ok(kind.clone());
+        }
+        let help = if peers.is_empty() {
+            "no `peer start` comes before this step".to_owned()
+        } else {
+            let near = did_you_mean(name, peers.keys().map(String::as_str))
+                .map_or(String::new(), |near| format!("did you mean `{near}`? "));
+            let listed: Vec<&str> = peers.keys().map(String::as_str).collect();
+            format!(
+                "{near}the peers started before it are: {}",
+                listed.join(", ")
+            )
+        };
+        Err(ParseError {
+            offset,
+            message: format!("peer `{name}` is not started by an earlier `peer start`"),
+            help: Some(help),
+        })
+    }
+
     /// The node's text as written, for reports.
     pub fn text(&self, node: &KdlNode) -> String {
         let span = node.span();
@@ -438,6 +478,16 @@ impl<'a> Node<'a> {
         };
         self.cx.check_host(&host, offset)?;
         Ok(Some(host))
+    }
+
+    /// The next positional argument, a peer an earlier `peer start` started: its name
+    /// and kind.
+    pub fn peer(&mut self, what: &str) -> Result<(String, String), ParseError> {
+        let Some((name, offset)) = self.next_argument(what)? else {
+            return Err(self.error(format!("`{}` needs {what}", self.name())));
+        };
+        let kind = self.cx.check_peer(&name, offset)?;
+        Ok((name, kind))
     }
 
     /// A string property naming a host declared by the journey's topology.
@@ -610,4 +660,24 @@ fn line_column(source: &str, offset: usize) -> (usize, usize) {
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     (line, before[line_start..].chars().count() + 1)
+}
+
+/// Parses `source` as journey steps (without the `journey` node), each through the
+/// registry except the last, which `read` reads: a step parser's result, for unit
+/// tests of what it took from its node.
+#[cfg(test)]
+pub(crate) fn read_last<T>(
+    source: &str,
+    read: impl FnOnce(&mut Node<'_>) -> Result<T, ParseError>,
+) -> Result<T, ParseError> {
+    let document = grid_spec::nesting::parse_v2(source).expect("KDL");
+    let cx = ParseCx::new(Path::new("."), source);
+    let (last, before) = document.nodes().split_last().expect("a node");
+    for node in before {
+        cx.parse_step(node)?;
+    }
+    let mut reader = Node::new(last, &cx);
+    let value = read(&mut reader)?;
+    reader.finish()?;
+    Ok(value)
 }

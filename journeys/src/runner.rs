@@ -5,7 +5,9 @@
 //! - `state/` — the `--state` directory every command gets (hosts in `state/hosts/NAME`)
 //! - `plans/NAME.kdl` — plans saved by `plan out="NAME"`
 //! - `logs/NNN-gridctl.{out,err}` — each command's output; `logs/host-NAME-K.log` — the
-//!   K-th `gridd` process of host NAME (stdout and stderr)
+//!   K-th `gridd` process of host NAME (stdout and stderr); `logs/peer-NAME-K.log` — the
+//!   K-th process of protocol peer NAME ([`crate::peers`]), and `peers/NAME-K.conf` a
+//!   broker's config
 //!
 //! A host whose listen address is a non-loopback IPv4 address runs in a network
 //! namespace of its own, on a bridge the journey creates ([`crate::network`]); the
@@ -25,6 +27,7 @@ use std::time::Instant;
 use crate::error::{Failure, JourneyError, StepFailure};
 use crate::network::{self, Network};
 use crate::parse::Journey;
+use crate::peers::{self, Peers};
 use crate::process::{
     CommandOutput, RunError, describe_status, die_with_parent, run_bounded, tail, wait_bounded,
 };
@@ -48,6 +51,8 @@ pub struct Context<'a> {
     logs: PathBuf,
     topology: Option<PathBuf>,
     hosts: Hosts,
+    /// The protocol peers (`peer start …`); dropped after the hosts, like the network.
+    peers: Peers,
     /// Namespaces, veths and the bridge of namespaced hosts. Declared after `hosts`: when
     /// a `Context` is dropped (a panic), the hosts are killed before the network goes.
     net: Network,
@@ -84,6 +89,7 @@ impl<'a> Context<'a> {
             .unwrap_or_else(|| PathBuf::from("."));
         // Absolute, like the topology paths steps resolve, so the story can shorten them.
         let journey_dir = journey_dir.canonicalize().unwrap_or(journey_dir);
+        let peers = Peers::new(&work, &logs, peers::workspace_root(&journey_dir));
         let cx = Context {
             binaries: binaries.clone(),
             journey_path: journey.path.clone(),
@@ -94,6 +100,7 @@ impl<'a> Context<'a> {
             logs,
             topology: None,
             hosts: Hosts::default(),
+            peers,
             net: Network::default(),
             out,
             commands: 0,
@@ -166,19 +173,20 @@ impl<'a> Context<'a> {
             expected: failure.expected,
             observed: failure.observed,
             work_dir: self.work.clone(),
-            host_logs: self.host_log_tails(),
+            host_logs: self.host_log_tails() + &self.peers.log_tails(),
         })
     }
 
-    /// Kills every host process, removes the journey's network namespaces and hands
-    /// back the story writer.
+    /// Kills every host process and every peer, removes the journey's network
+    /// namespaces and hands back the story writer.
     pub(crate) fn finish(mut self) -> &'a mut dyn Write {
         self.hosts.kill_all();
+        self.peers.kill_all();
         for line in self.net.remove() {
             let _ = writeln!(self.out, "{line}");
         }
         let _ = self.out.flush();
-        // `Context` has a Drop only through `hosts` and `net`, so moving `out` out is fine.
+        // `Context` has a Drop only through `hosts`, `peers` and `net`, so moving `out` out is fine.
         let Context { out, .. } = self;
         out
     }
@@ -376,6 +384,11 @@ impl<'a> Context<'a> {
             self.say(line);
         }
         Ok(self.net.namespace(host).map(|(ns, _)| ns.to_owned()))
+    }
+
+    /// The journey's protocol peers (`peer …`, `device …`).
+    pub fn peers(&mut self) -> &mut Peers {
+        &mut self.peers
     }
 
     /// The journey's network namespaces, for `partition` and `heal`.
@@ -706,8 +719,12 @@ impl<'a> Context<'a> {
     }
 
     /// After each step: a host that exited without being armed to is a failure; one
-    /// that was armed and exited is reported once.
+    /// that was armed and exited is reported once, and so is a peer that exited by
+    /// itself.
     fn check_hosts_after_step(&mut self) -> Result<(), Failure> {
+        for line in self.peers.exited_by_themselves() {
+            self.say(line);
+        }
         let mut unexpected = Vec::new();
         let mut crashed = Vec::new();
         for (name, process) in &mut self.hosts.map {

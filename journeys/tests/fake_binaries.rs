@@ -239,3 +239,199 @@ if [ $n -ge 4 ]; then echo '{"n":3}'; else echo '{"n":1}'; fi"#,
     );
     assert!(story.contains("(did not hold after "), "{story}");
 }
+
+/// `expect-tag` polls `gridctl inspect tag` until every condition holds, telling the
+/// command once; never holding, it fails with what the last try observed.
+#[test]
+fn expect_tag_polls_until_its_conditions_hold_and_fails_with_the_last_observation() {
+    // One more good observation at every inspection (a count kept in the work dir).
+    let fake = Fake::new(
+        r#"n=$(cat tries 2>/dev/null || echo 0); n=$((n+1)); echo $n > tries
+echo "{\"source\":\"modbus\",\"connection\":{\"state\":\"online\",\"detail\":null},\"last_index\":$n,\"last_good\":{\"index\":$n,\"value\":21.5},\"counts\":{\"good\":$n,\"debt\":0,\"refused\":0},\"debt\":[],\"entries\":[],\"fed\":[{\"model\":\"m\",\"stale\":false}],\"consecutive\":true}""#,
+        "exit 1",
+    );
+    let (result, story) = fake.run(
+        "journey \"t\"\nexpect-tag boiler host=edge connection=online good-at-least=3 last-good=21.5 stale=#false within=30\n",
+    );
+    result.unwrap_or_else(|e| panic!("{story}\n{e}"));
+    assert_eq!(
+        story
+            .matches("$ gridctl inspect tag boiler --host edge --json")
+            .count(),
+        1,
+        "{story}"
+    );
+    assert!(story.contains("(held after 3 tries in "), "{story}");
+    assert!(
+        story.contains("good 3 debt 0 refused 0; outstanding debt 0"),
+        "{story}"
+    );
+    drop(fake);
+
+    let fake = Fake::new(
+        r#"echo '{"source":"modbus","connection":{"state":"lost","detail":"connection refused"},"last_index":2,"last_good":null,"counts":{"good":0,"debt":2,"refused":0},"debt":[{"index":1,"reason":"connect: connection refused"},{"index":2,"reason":"connect: connection refused"}],"entries":[],"fed":[{"model":"m","stale":true}],"consecutive":true}'"#,
+        "exit 1",
+    );
+    let (result, story) = fake.run(
+        "journey \"t\"\nexpect-tag boiler host=edge connection=online reason=\"timeout\" within=1\n",
+    );
+    let failure = failure(result);
+    assert_eq!(
+        failure.expected,
+        "tag `boiler` at `edge`: connection=\"online\" reason=\"timeout\""
+    );
+    assert!(
+        failure.observed.starts_with(
+            "connection is \"lost\", not \"online\"; no outstanding debt or refused entry's reason contains \"timeout\""
+        ),
+        "{}",
+        failure.observed
+    );
+    assert!(
+        failure
+            .observed
+            .contains("all observed: source \"modbus\", connection \"lost\" (connection refused)"),
+        "{}",
+        failure.observed
+    );
+    assert!(story.contains("(did not hold after "), "{story}");
+}
+
+/// A stand-in for `adapters/peers/modbus_device.py` speaking the peers' control protocol.
+const FAKE_DEVICE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/fake_device.py");
+
+impl Fake {
+    /// The stand-in device as `adapters/peers/modbus_device.py` of the fake workspace
+    /// (the journey's directory).
+    fn with_device(self) -> Fake {
+        let peers = self.dir.join("adapters/peers");
+        std::fs::create_dir_all(&peers).unwrap();
+        std::fs::copy(FAKE_DEVICE, peers.join("modbus_device.py")).unwrap();
+        self
+    }
+}
+
+#[test]
+fn device_steps_drive_a_peer_through_its_control_protocol() {
+    let fake = Fake::new("exit 0", "exit 1").with_device();
+    let (result, story) = fake.run(
+        "journey \"t\"\n\
+         peer start plc kind=modbus port=18892 units=\"1,2\"\n\
+         device set plc unit=1 register=holding address=100 word-order=\"big\" { values 215 216; }\n\
+         device stats plc expect-sets=1 expect-units=\"1,2\"\n\
+         device fail plc expect-ok=#false expect-error=\"boom\"\n\
+         peer restart plc\n\
+         device stats plc expect-sets=0\n\
+         peer stop plc\n\
+         occupy \"127.0.0.1:18892\"\n",
+    );
+    result.unwrap_or_else(|e| panic!("{story}\n{e}"));
+    for line in [
+        "adapters/peers/modbus_device.py --port 18892 --units 1,2",
+        "(peer plc printed before it was ready: not JSON, said before it is ready)",
+        "peer plc ready (pid ",
+        r#"$ plc ← {"op":"set","unit":1,"register":"holding","address":100,"word-order":"big","values":[215,216]}"#,
+        r#"→ {"ok":true,"echo":{"op":"set","unit":1,"register":"holding","address":100,"word-order":"big","values":[215,216]}}"#,
+        r#"→ {"ok":false,"error":"boom"}"#,
+        " ms after SIGTERM",
+    ] {
+        assert!(story.contains(line), "{line}\n{story}");
+    }
+    assert_eq!(
+        story.matches("peer plc ready").count(),
+        2,
+        "restarted: {story}"
+    );
+}
+
+#[test]
+fn a_peer_refusing_a_request_fails_the_step_with_its_error_and_its_log() {
+    let fake = Fake::new("exit 0", "exit 1").with_device();
+    let (result, _) = fake.run(
+        "journey \"t\"\npeer start plc kind=modbus port=18893\ndevice set plc\ndevice fail plc\n",
+    );
+    let refused = failure(result);
+    assert_eq!(
+        (refused.step, refused.text.as_str()),
+        (3, "device fail plc")
+    );
+    assert_eq!(refused.expected, "peer `plc` to answer ok");
+    assert_eq!(refused.observed, "ok false: boom");
+    assert!(
+        refused.host_logs.contains("peer plc (modbus #1) log")
+            && refused.host_logs.contains("fake device serving"),
+        "{}",
+        refused.host_logs
+    );
+
+    // Expectations that never hold within S: the last answer is the observation.
+    let (result, story) = fake.run(
+        "journey \"t\"\npeer start plc kind=modbus port=18893\ndevice stats plc expect-sets-at-least=1 within=1\n",
+    );
+    let short = failure(result);
+    assert_eq!(short.expected, "peer `plc`'s answer to have sets ≥ 1");
+    assert!(
+        short.observed.starts_with("sets is 0; the answer: "),
+        "{}",
+        short.observed
+    );
+    assert!(story.contains("(did not hold after "), "{story}");
+}
+
+/// A peer that exits after answering cannot answer the next request; the step says how
+/// it ended. (Whether the check after the answering step saw the exit already is a race:
+/// `tests/peers.rs` tells the exit itself.)
+#[test]
+fn a_peer_that_exited_cannot_answer() {
+    let fake = Fake::new("exit 0", "exit 1").with_device();
+    let (result, story) = fake.run(
+        "journey \"t\"\npeer start plc kind=modbus port=18893\ndevice exit plc\ndevice stats plc\n",
+    );
+    let failure = failure(result);
+    assert_eq!(failure.step, 3, "{story}");
+    assert_eq!(failure.expected, "peer `plc` to answer {\"op\":\"stats\"}");
+    let told = story.contains("peer plc exited by itself (exit 3)");
+    let found = [
+        "it has exited (exit 3)",
+        "it closed its stdout without answering (exit 3)",
+        "could not write to its stdin",
+    ];
+    assert!(
+        found.iter().any(|f| failure.observed.starts_with(f)),
+        "{}",
+        failure.observed
+    );
+    assert!(
+        !told || failure.observed.starts_with(found[0]),
+        "told in the story, then found exited: {story}"
+    );
+}
+
+#[test]
+fn a_broker_peer_runs_stops_restarts_and_dies_with_the_journey() {
+    let fake = Fake::new("exit 0", "exit 1");
+    let (result, story) = fake.run(
+        "journey \"t\"\n\
+         peer start broker kind=mosquitto port=18894\n\
+         peer stop broker\n\
+         peer restart broker\n\
+         peer kill broker\n\
+         peer restart broker\n\
+         peer start other kind=mosquitto port=18895\n",
+    );
+    result.unwrap_or_else(|e| panic!("{story}\n{e}"));
+    for line in [
+        "peer broker stopped (exit 0) ",
+        "peer broker: killed by signal 9 (SIGKILL)",
+        "$WORK/peers/broker-3.conf",
+        "peer other ready",
+    ] {
+        assert!(story.contains(line), "{line}\n{story}");
+    }
+    for port in [18894, 18895] {
+        assert!(
+            std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(),
+            "the journey's end killed the broker on {port}"
+        );
+    }
+}

@@ -237,3 +237,25 @@ fn a_deeply_nested_journey_is_refused_not_a_crash() {
     let message = error(&text);
     assert!(message.contains("NESTING_DEPTH_MAX"), "{message}");
 }
+
+/// The protocol peers' example in docs/journeys.md is a journey that parses: the docs
+/// show steps as they are.
+#[test]
+fn the_docs_protocol_peers_example_parses() {
+    let docs = std::fs::read_to_string(journeys_dir().join("../docs/journeys.md")).unwrap();
+    let section = docs
+        .split_once("## Protocol peers")
+        .expect("docs/journeys.md has a Protocol peers section")
+        .1;
+    let example = section
+        .split_once("```kdl\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .expect("a KDL example")
+        .0;
+    let journey = parse_str(
+        &journeys_dir().join("doc.kdl"),
+        &format!("journey \"the docs' example\"\n{example}"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(journey.steps.len(), 11);
+}

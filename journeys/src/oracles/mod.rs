@@ -16,7 +16,17 @@ pub mod delivered_once;
 pub mod one_owner;
 pub mod receipts_verify;
 pub mod runs_once;
+pub mod tag_source;
 pub mod units_conserved;
+
+/// Two observed JSON values are the same: numbers by value (`215` is `215.0`), anything
+/// else exactly.
+pub fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
 
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,7 @@ use super::delivered_once::{self, Published, Route};
 use super::one_owner::{self, Owned};
 use super::receipts_verify;
 use super::runs_once::{self, Runs};
+use super::tag_source::{self, TagExpect};
 use super::units_conserved::{self, Units};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -182,4 +183,157 @@ fn one_owner_per_claim_and_epoch() {
     one_owner::check([owned("1", "a", 0), owned("2", "b", 0)]).unwrap();
     let failure = one_owner::check([owned("1", "a", 1), owned("2", "b", 1)]).unwrap_err();
     assert_eq!(failure.expected, "one owner of `c` at epoch 1");
+}
+
+/// `gridctl inspect tag --json` of a Modbus tag: 5 entries, the last two debt since the
+/// last good one (#3), one refused earlier, feeding one stale model input.
+fn modbus_tag() -> serde_json::Value {
+    json!({
+        "host": "edge-a", "name": "boiler-temp", "tag": "boiler-temp", "count": 5,
+        "observations": [[1, 21.0], [3, 21.5]],
+        "fed": [{"model": "boiler", "input": "temp", "position": 3, "batches": 2, "stale": true},
+                {"model": "audit", "input": "t", "position": 3, "batches": 2, "stale": false}],
+        "source": "modbus",
+        "connection": {"state": "online", "detail": null},
+        "last_index": 5,
+        "last_good": {"index": 3, "value": 21.5},
+        "counts": {"good": 2, "debt": 2, "refused": 1},
+        "debt": [{"index": 4, "reason": "exception: illegal data address", "received_ms": 10},
+                 {"index": 5, "reason": "timeout after 1000 ms", "received_ms": 20}],
+        "entries": [
+            {"index": 2, "quality": "refused", "reason": "type f32 not admitted", "raw": {}},
+            {"index": 3, "quality": "good", "value": 21.5, "raw": {"words": [215]}},
+            {"index": 4, "quality": "debt", "reason": "exception: illegal data address", "raw": {}},
+            {"index": 5, "quality": "debt", "reason": "timeout after 1000 ms", "raw": {}}
+        ],
+        "consecutive": true
+    })
+}
+
+#[test]
+fn tag_source_holds_when_every_condition_does() {
+    let json = modbus_tag();
+    let all = TagExpect {
+        connection: Some("online".into()),
+        stale: Some(true),
+        last_good: Some(json!(21.5)),
+        good_at_least: Some(2),
+        debt_at_least: Some(2),
+        refused_at_least: Some(1),
+        outstanding_debt: Some(2),
+        reason: Some("illegal data address".into()),
+        consecutive: Some(true),
+    };
+    let summary = tag_source::check("boiler-temp", "edge-a", &all, &json).unwrap();
+    assert!(summary.contains("connection \"online\""), "{summary}");
+    assert!(summary.contains("last good #3 = 21.5"), "{summary}");
+    assert!(
+        summary.contains("outstanding debt 2 (#4 \"exception: illegal data address\""),
+        "{summary}"
+    );
+    // A refused entry's reason matches too; integers equal their float.
+    let refused = TagExpect {
+        reason: Some("not admitted".into()),
+        last_good: Some(json!(21.5f64)),
+        ..TagExpect::default()
+    };
+    tag_source::check("boiler-temp", "edge-a", &refused, &json).unwrap();
+}
+
+#[test]
+fn tag_source_fails_naming_each_condition_not_met_and_what_it_saw() {
+    let json = modbus_tag();
+    let wrong = TagExpect {
+        connection: Some("lost".into()),
+        stale: Some(false),
+        last_good: Some(json!(22)),
+        good_at_least: Some(3),
+        outstanding_debt: Some(0),
+        reason: Some("NDEATH".into()),
+        consecutive: Some(false),
+        ..TagExpect::default()
+    };
+    let failure = tag_source::check("boiler-temp", "edge-a", &wrong, &json).unwrap_err();
+    assert_eq!(
+        failure.expected,
+        "tag `boiler-temp` at `edge-a`: connection=\"lost\" stale=#false last-good=22 \
+         good-at-least=3 outstanding-debt=0 reason=\"NDEATH\" consecutive=#false"
+    );
+    let (unmet, observed) = failure.observed.split_once("\nall observed: ").unwrap();
+    assert_eq!(
+        unmet,
+        "connection is \"online\", not \"lost\"; stale is true, not false; last good is \
+         {\"index\":3,\"value\":21.5}, not 22; good count is 2, not at least 3; outstanding \
+         debt is 2, not 0; no outstanding debt or refused entry's reason contains \"NDEATH\" \
+         (reasons: [\"exception: illegal data address\", \"timeout after 1000 ms\", \"type f32 \
+         not admitted\"]); consecutive is true, not false"
+    );
+    assert_eq!(observed, tag_source::summary(&json));
+}
+
+#[test]
+fn tag_source_takes_absent_fields_as_unknown_not_as_met() {
+    // A simulated tag: no connection, no last good value, no debt list.
+    let json = json!({"source": "simulate", "connection": null, "last_good": null,
+                      "fed": "n/a", "counts": {"good": 4}});
+    let expect = |e: TagExpect| tag_source::check("t", "h", &e, &json);
+    let failure = expect(TagExpect {
+        connection: Some("online".into()),
+        ..TagExpect::default()
+    })
+    .unwrap_err();
+    assert!(
+        failure
+            .observed
+            .starts_with("connection is null, not \"online\"")
+    );
+    for unknown in [
+        TagExpect {
+            stale: Some(false),
+            ..TagExpect::default()
+        },
+        TagExpect {
+            stale: Some(true),
+            ..TagExpect::default()
+        },
+        TagExpect {
+            debt_at_least: Some(0),
+            ..TagExpect::default()
+        },
+        TagExpect {
+            outstanding_debt: Some(0),
+            ..TagExpect::default()
+        },
+        TagExpect {
+            consecutive: Some(false),
+            ..TagExpect::default()
+        },
+        TagExpect {
+            last_good: Some(json!(0)),
+            ..TagExpect::default()
+        },
+    ] {
+        assert!(
+            expect(unknown.clone()).is_err(),
+            "{unknown:?} holds on nothing"
+        );
+    }
+    expect(TagExpect {
+        last_good: Some(serde_json::Value::Null),
+        good_at_least: Some(4),
+        ..TagExpect::default()
+    })
+    .expect("#null: no good value yet; counts present");
+    let no_models = json!({"fed": [], "last_good": {"index": 1, "value": 0}});
+    tag_source::check(
+        "t",
+        "h",
+        &TagExpect {
+            stale: Some(false),
+            last_good: Some(json!(0)),
+            ..TagExpect::default()
+        },
+        &no_models,
+    )
+    .expect("a tag feeding no model is not stale; a good 0 is a value, not null");
 }

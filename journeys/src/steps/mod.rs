@@ -21,6 +21,7 @@ mod hosts;
 mod input;
 pub(crate) mod journal;
 mod partition;
+mod peers;
 mod plan;
 mod processes;
 mod reconcile;
@@ -31,6 +32,9 @@ mod tamper;
 mod tls;
 mod topology;
 mod values;
+
+#[cfg(test)]
+mod tests;
 
 use std::time::{Duration, Instant};
 
@@ -86,6 +90,9 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("edit-topology", topology::parse_edit_topology),
     ("process-cycles", processes::parse_cycles),
     ("expect-tag-journal", sources::parse),
+    ("expect-tag", sources::parse_expect_tag),
+    ("peer", peers::parse_peer),
+    ("device", peers::parse_device),
 ];
 
 /// How an operation ended, as `gridctl` reports it (`"outcome"` in its JSON and its

@@ -5,6 +5,13 @@
 //! its fed position equals the count and its batches equal the observations fed (M is
 //! fed by this tag only). With `within=S` (at most 60) the check repeats until it
 //! holds or S seconds pass (the sampler keeps journaling meanwhile).
+//!
+//! `expect-tag TAG host=H [within=S] [connection="online"] [stale=#true|#false]
+//! [last-good=X] [good-at-least=N] [debt-at-least=N] [refused-at-least=N]
+//! [outstanding-debt=N] [reason="TEXT"] [consecutive=#true]` — an industrial tag's
+//! source (Modbus, Sparkplug): the same `gridctl inspect tag` must meet every stated
+//! condition (the `tag_source` oracle), repeated like `expect-tag-journal` with
+//! `within`. A failure shows what the last try observed.
 
 use std::ffi::OsString;
 
@@ -12,7 +19,8 @@ use serde_json::Value;
 
 use super::{Step, repeat_within, within};
 use crate::error::Failure;
-use crate::parse::{Node, ParseError};
+use crate::oracles::tag_source::{self, TagExpect};
+use crate::parse::{Node, ParseError, kind};
 use crate::process::describe_status;
 use crate::runner::{Context, quote_output};
 
@@ -59,31 +67,7 @@ impl ExpectTagJournal {
             "tag `{}` at `{}`: the deterministic sequence 1..=n (n >= {}), each fed once to model `{}`",
             self.tag, self.host, self.at_least, self.model
         );
-        let args: Vec<OsString> = vec![
-            "inspect".into(),
-            "tag".into(),
-            self.tag.clone().into(),
-            "--host".into(),
-            self.host.clone().into(),
-            "--json".into(),
-        ];
-        let output = cx.gridctl(&args)?;
-        if !output.status.success() {
-            return Err(Failure::new(
-                expected,
-                format!(
-                    "inspect failed ({}): {}",
-                    describe_status(&output.status),
-                    quote_output(&output.stderr)
-                ),
-            ));
-        }
-        let Ok(json) = serde_json::from_str::<Value>(output.stdout.trim()) else {
-            return Err(Failure::new(
-                expected,
-                format!("not JSON: {}", quote_output(&output.stdout)),
-            ));
-        };
+        let json = inspect_tag(cx, &self.tag, &self.host, &expected)?;
         let count = json["count"].as_u64().unwrap_or(0);
         let listed = json["observations"].as_array().map_or(0, Vec::len) as u64;
         let first = json["observations"][0]["index"].as_u64();
@@ -136,5 +120,121 @@ impl ExpectTagJournal {
         } else {
             Err(Failure::new(expected, problems.join("; ")))
         }
+    }
+}
+
+/// `gridctl inspect tag TAG --host HOST --json`: its JSON, exit status 0 (else a
+/// failure of `expected`).
+fn inspect_tag(
+    cx: &mut Context<'_>,
+    tag: &str,
+    host: &str,
+    expected: &str,
+) -> Result<Value, Failure> {
+    let args: Vec<OsString> = vec![
+        "inspect".into(),
+        "tag".into(),
+        tag.into(),
+        "--host".into(),
+        host.into(),
+        "--json".into(),
+    ];
+    let output = cx.gridctl(&args)?;
+    if !output.status.success() {
+        return Err(Failure::new(
+            expected,
+            format!(
+                "inspect failed ({}): {}",
+                describe_status(&output.status),
+                quote_output(&output.stderr)
+            ),
+        ));
+    }
+    serde_json::from_str::<Value>(output.stdout.trim()).map_err(|_| {
+        Failure::new(
+            expected,
+            format!("not JSON: {}", quote_output(&output.stdout)),
+        )
+    })
+}
+
+#[derive(Debug)]
+pub(super) struct ExpectTag {
+    pub(super) tag: String,
+    pub(super) host: String,
+    pub(super) expect: TagExpect,
+    pub(super) within: Option<std::time::Duration>,
+}
+
+pub fn parse_expect_tag(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
+    Ok(Box::new(read_expect_tag(node)?))
+}
+
+const EXPECT_TAG_EXAMPLE: &str =
+    "write e.g. `expect-tag boiler-temp host=edge connection=\"online\" good-at-least=3`";
+
+pub(super) fn read_expect_tag(node: &mut Node<'_>) -> Result<ExpectTag, ParseError> {
+    let tag = node.argument("a tag name")?;
+    let Some(host) = node.host_property("host")? else {
+        return Err(node
+            .error("`expect-tag` needs host=HOST")
+            .with_help(EXPECT_TAG_EXAMPLE));
+    };
+    let within = within(node)?;
+    let last_good = match node.property("last-good")? {
+        None => None,
+        Some(entry) => {
+            Some(match entry.value() {
+                kdl::KdlValue::Integer(n) => Value::from(*n as f64),
+                kdl::KdlValue::Float(x) if x.is_finite() => Value::from(*x),
+                kdl::KdlValue::String(s) => Value::from(s.clone()),
+                kdl::KdlValue::Bool(b) => Value::from(*b),
+                kdl::KdlValue::Null => Value::Null,
+                other => {
+                    return Err(node.entry_error(
+                    entry,
+                    format!("`last-good` must be a finite number, a text, a boolean or #null, found {}", kind(other)),
+                ));
+                }
+            })
+        }
+    };
+    let expect = TagExpect {
+        connection: node.string("connection")?,
+        stale: node.flag("stale")?,
+        last_good,
+        good_at_least: node.count("good-at-least")?,
+        debt_at_least: node.count("debt-at-least")?,
+        refused_at_least: node.count("refused-at-least")?,
+        outstanding_debt: node.count("outstanding-debt")?,
+        reason: node.string("reason")?,
+        consecutive: node.flag("consecutive")?,
+    };
+    if expect.is_empty() {
+        return Err(node
+            .error("`expect-tag` needs at least one condition (connection=, stale=, last-good=, good-at-least=, …)")
+            .with_help(EXPECT_TAG_EXAMPLE));
+    }
+    Ok(ExpectTag {
+        tag,
+        host,
+        expect,
+        within,
+    })
+}
+
+impl Step for ExpectTag {
+    fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
+        repeat_within(cx, self.within, |cx| {
+            let expected = format!(
+                "tag `{}` at `{}`: {}",
+                self.tag,
+                self.host,
+                self.expect.describe()
+            );
+            let json = inspect_tag(cx, &self.tag, &self.host, &expected)?;
+            cx.say(format_args!("→ {}", tag_source::summary(&json)));
+            tag_source::check(&self.tag, &self.host, &self.expect, &json).map(|_| ())
+        })
     }
 }

@@ -1,0 +1,208 @@
+//! The harness's protocol peers against the real `mosquitto` (Debian's package; `.ci/run`
+//! installs it): a started broker serves MQTT on its loopback port, a stopped or killed
+//! one frees the port, a port in use is refused before anything starts, and dropping
+//! the owner kills what still runs. A stand-in Python peer (`tests/data/fake_device.py`)
+//! answers control requests, and its exit on its own is told once. Ports 18890–18891
+//! and 18896 (the harness's peer tests own 18890–18899).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use grid_journeys::PEER_ANSWER_TIMEOUT;
+use grid_journeys::peers::{PeerSpec, Peers, find_mosquitto};
+use serde_json::json;
+
+/// A fresh directory with `logs/`, removed on drop.
+struct Work(PathBuf);
+
+impl Work {
+    fn new(name: &str) -> Work {
+        let dir =
+            std::env::temp_dir().join(format!("grid-journeys-peers-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("logs")).unwrap();
+        Work(dir)
+    }
+
+    fn peers(&self) -> Peers {
+        assert!(
+            find_mosquitto().is_some(),
+            "these tests need mosquitto (apt-get install mosquitto; .ci/run installs it)"
+        );
+        Peers::new(&self.0, &self.0.join("logs"), self.0.clone())
+    }
+
+    fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.0.join("logs").join(name)).unwrap_or_default()
+    }
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// An MQTT 3.1.1 CONNECT (clean session, client id "t") answered by CONNACK "accepted":
+/// the peer on `port` is a broker speaking MQTT, not merely an open port.
+fn mqtt_connack(port: u16) -> [u8; 4] {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("the broker accepts");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let connect = [
+        0x10, 13, 0, 4, b'M', b'Q', b'T', b'T', 4, 0x02, 0, 60, 0, 1, b't',
+    ];
+    stream.write_all(&connect).unwrap();
+    let mut connack = [0u8; 4];
+    stream.read_exact(&mut connack).expect("a CONNACK");
+    connack
+}
+
+fn port_is_free(port: u16) -> bool {
+    TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+#[test]
+fn a_mosquitto_peer_serves_mqtt_until_it_is_stopped_and_then_frees_its_port() {
+    let work = Work::new("serve");
+    let mut peers = work.peers();
+    let port = 18890;
+    assert!(port_is_free(port), "port {port} is taken before the test");
+    let said = peers
+        .start("broker", &PeerSpec::Mosquitto { port })
+        .unwrap_or_else(|f| panic!("{f}"));
+    assert!(
+        said[0].starts_with("$ ") && said[0].contains(" -c "),
+        "{said:?}"
+    );
+    assert!(
+        said[1].contains("127.0.0.1:18890 accepts connections"),
+        "{said:?}"
+    );
+    let config = std::fs::read_to_string(work.0.join("peers/broker-1.conf")).unwrap();
+    assert!(config.contains("listener 18890 127.0.0.1"), "{config}");
+
+    assert_eq!(mqtt_connack(port), [0x20, 2, 0, 0], "CONNACK, accepted");
+    assert!(peers.running("broker"));
+
+    let stopped = peers.stop("broker").unwrap_or_else(|f| panic!("{f}"));
+    assert!(
+        stopped.contains("stopped (exit 0)") && stopped.ends_with("ms after SIGTERM"),
+        "{stopped}"
+    );
+    assert!(!peers.running("broker"));
+    assert!(
+        port_is_free(port),
+        "port {port} is free again after the stop"
+    );
+    assert!(
+        TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "nothing accepts on {port}"
+    );
+    assert!(
+        work.log("peer-broker-1.log").contains("mosquitto version"),
+        "the broker's output is in its log"
+    );
+    assert!(
+        peers.exited_by_themselves().is_empty(),
+        "a stopped peer did not exit by itself"
+    );
+}
+
+#[test]
+fn a_port_in_use_is_refused_and_a_killed_peer_restarts_on_the_same_port() {
+    let work = Work::new("restart");
+    let port = 18891;
+    let mut peers = work.peers();
+    let spec = PeerSpec::Mosquitto { port };
+
+    let occupied = TcpListener::bind(("127.0.0.1", port)).expect("port 18891 is free");
+    let refused = peers.start("broker", &spec).unwrap_err();
+    assert_eq!(refused.expected, "127.0.0.1:18891 free for peer `broker`");
+    assert!(refused.observed.starts_with("it is in use"), "{refused}");
+    assert!(!peers.running("broker"), "nothing was started");
+    drop(occupied);
+
+    peers
+        .start("broker", &spec)
+        .unwrap_or_else(|f| panic!("{f}"));
+    let killed = peers.kill("broker").unwrap_or_else(|f| panic!("{f}"));
+    assert!(killed.contains("SIGKILL"), "{killed}");
+    assert!(port_is_free(port), "a killed broker frees its port");
+
+    let said = peers.restart("broker").unwrap_or_else(|f| panic!("{f}"));
+    assert_eq!(
+        said.len(),
+        2,
+        "not running: started without a stop first: {said:?}"
+    );
+    assert_eq!(peers.spec("broker"), Some(&spec));
+    assert!(Path::new(&work.0.join("logs/peer-broker-2.log")).is_file());
+    assert_eq!(mqtt_connack(port), [0x20, 2, 0, 0]);
+
+    // Running: restart stops it first (SIGTERM), then starts it again.
+    let said = peers.restart("broker").unwrap_or_else(|f| panic!("{f}"));
+    assert!(said[0].contains("ms after SIGTERM"), "{said:?}");
+    assert_eq!(mqtt_connack(port), [0x20, 2, 0, 0]);
+
+    drop(peers);
+    assert!(port_is_free(port), "dropping the owner killed the broker");
+}
+
+#[test]
+fn a_python_peer_answers_each_request_and_its_own_exit_is_told_once() {
+    let work = Work::new("python");
+    let scripts = work.0.join("adapters/peers");
+    std::fs::create_dir_all(&scripts).unwrap();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/fake_device.py"),
+        scripts.join("modbus_device.py"),
+    )
+    .unwrap();
+    let mut peers = Peers::new(&work.0, &work.0.join("logs"), work.0.clone());
+    let spec = PeerSpec::Modbus {
+        port: 18896,
+        units: None,
+    };
+    let said = peers.start("dev", &spec).unwrap_or_else(|f| panic!("{f}"));
+    assert_eq!(
+        said[1],
+        "(peer dev printed before it was ready: not JSON, said before it is ready)"
+    );
+    assert!(
+        said[2].contains(r#"{"ready": true, "port": 18896}"#),
+        "{said:?}"
+    );
+
+    let ask = |peers: &mut Peers, request| peers.ask("dev", &request, PEER_ANSWER_TIMEOUT);
+    let (answer, noted) = ask(&mut peers, json!({"op": "set", "values": [1]})).unwrap();
+    assert_eq!(answer["echo"], json!({"op": "set", "values": [1]}));
+    assert!(noted.is_empty(), "{noted:?}");
+    let (answer, _) = ask(&mut peers, json!({"op": "stats"})).unwrap();
+    assert_eq!(answer, json!({"ok": true, "sets": 1, "units": null}));
+
+    let (answer, _) = ask(&mut peers, json!({"op": "exit"})).unwrap();
+    assert_eq!(answer, json!({"ok": true}));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while peers.running("dev") {
+        assert!(
+            Instant::now() < deadline,
+            "the peer exits after answering `exit`"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let told = peers.exited_by_themselves();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert!(
+        told[0].starts_with("peer dev exited by itself (exit 3)")
+            && told[0].contains("fake device serving"),
+        "{told:?}"
+    );
+    assert!(peers.exited_by_themselves().is_empty(), "told once");
+    let gone = ask(&mut peers, json!({"op": "stats"})).unwrap_err();
+    assert_eq!(gone.observed, "it has exited (exit 3)");
+    assert!(port_is_free(18896));
+}
