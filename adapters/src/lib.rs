@@ -188,6 +188,19 @@ impl Adapters {
         }
     }
 
+    /// Whether `tag` could start here (a source this build reads, its broker's
+    /// credentials), without connecting: the host refuses an install that could not.
+    pub fn check(&self, tag: &grid_spec::Tag) -> Result<(), AdapterError> {
+        match &tag.source {
+            grid_spec::TagSource::Modbus { .. } => Ok(()),
+            grid_spec::TagSource::Sparkplug { .. } => sparkplug::check(tag, &self.credentials),
+            other => Err(AdapterError::NotProvided {
+                tag: tag.name.clone(),
+                kind: other.kind(),
+            }),
+        }
+    }
+
     /// Stops reading `name`; nothing it reports afterwards is sent.
     pub fn stop(&mut self, name: &str) {
         self.modbus.stop(name);

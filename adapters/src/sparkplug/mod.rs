@@ -52,15 +52,7 @@ impl Subscription {
                 tag.source.kind()
             )));
         };
-        let broker = client::Broker::parse(broker).map_err(invalid)?;
-        let tls = if broker.tls {
-            Some(
-                client::tls_config(ca.as_deref(), membership.as_deref(), credentials)
-                    .map_err(invalid)?,
-            )
-        } else {
-            None
-        };
+        let (broker, tls) = connection(broker, ca, membership, credentials).map_err(invalid)?;
         let client_id = client_id
             .clone()
             .unwrap_or_else(|| format!("grid-{host}-{}", tag.name));
@@ -86,6 +78,46 @@ impl Subscription {
     pub fn stop(self) {
         drop(self);
     }
+}
+
+/// Whether `tag` could start: its broker URL, `ca` file and membership credentials
+/// (what [`Subscription::start`] refuses), without connecting.
+pub fn check(tag: &grid_spec::Tag, credentials: &Credentials) -> Result<(), AdapterError> {
+    let grid_spec::TagSource::Sparkplug {
+        broker,
+        ca,
+        membership,
+        ..
+    } = &tag.source
+    else {
+        return Ok(());
+    };
+    connection(broker, ca, membership, credentials)
+        .map(|_| ())
+        .map_err(|reason| AdapterError::Invalid {
+            tag: tag.name.clone(),
+            reason,
+        })
+}
+
+/// The broker and, for `mqtts://`, its TLS configuration.
+fn connection(
+    broker: &str,
+    ca: &Option<String>,
+    membership: &Option<String>,
+    credentials: &Credentials,
+) -> Result<(client::Broker, Option<Arc<rustls::ClientConfig>>), String> {
+    let broker = client::Broker::parse(broker)?;
+    let tls = if broker.tls {
+        Some(client::tls_config(
+            ca.as_deref(),
+            membership.as_deref(),
+            credentials,
+        )?)
+    } else {
+        None
+    };
+    Ok((broker, tls))
 }
 
 impl Drop for Subscription {

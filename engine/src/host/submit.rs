@@ -108,6 +108,12 @@ impl Host {
                                 parsed.name
                             ),
                         ),
+                        Ok((parsed, None))
+                            if let Some(Err(e)) =
+                                self.adapters.as_ref().map(|a| a.check(&parsed)) =>
+                        {
+                            failed(&op, e.to_string())
+                        }
                         Ok((parsed, simulation)) => {
                             let canonical = grid_spec::canonical::tag(&parsed)
                                 .expect("a tag this build reads has a canonical text");
