@@ -171,7 +171,7 @@ enum TagReader {
     /// Reported by an adapter (`grid_adapters`) of this generation; `connection` is
     /// its latest report (not journaled).
     Adapter {
-        tag: grid_spec::Tag,
+        tag: Box<grid_spec::Tag>,
         generation: u64,
         connection: Option<grid_adapters::Connection>,
     },

@@ -62,7 +62,7 @@ impl Host {
                 None => {
                     self.adapter_generation += 1;
                     TagReader::Adapter {
-                        tag,
+                        tag: Box::new(tag),
                         generation: self.adapter_generation,
                         connection: None,
                     }
@@ -199,7 +199,7 @@ impl Host {
             None => {
                 self.adapter_generation += 1;
                 TagReader::Adapter {
-                    tag,
+                    tag: Box::new(tag),
                     generation: self.adapter_generation,
                     connection: None,
                 }
