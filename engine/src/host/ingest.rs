@@ -56,7 +56,9 @@ impl Host {
                 }
             }
         }
-        let (projected, published) = self.project_tags(&fresh, &mut write);
+        // As many as one drain journals, so projection keeps up with the journal.
+        let (projected, published) =
+            self.project_tags(&fresh, &mut write, crate::limits::INGEST_BATCH_MAX as u64);
         if fresh.is_empty() && !projected {
             return 0;
         }

@@ -212,3 +212,85 @@ impl Host {
         expected == last + 1
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(quality: Quality) -> Entry {
+        Entry::Reading(Reading {
+            raw: Raw::Registers(vec![215]),
+            quality,
+            device_time_ms: Some(7),
+            received_ms: 9,
+        })
+    }
+
+    #[test]
+    fn entries_read_back_as_written_and_simulated_ones_stay_eight_bytes() {
+        let simulated = Entry::Simulated(21.5);
+        assert_eq!(simulated.encode().len(), 8);
+        let entries = [
+            simulated,
+            reading(Quality::Good { value: 21.5 }),
+            reading(Quality::Debt {
+                reason: "exception: illegal data address".into(),
+            }),
+            reading(Quality::Refused {
+                reason: "datatype String is not numeric".into(),
+            }),
+        ];
+        for entry in entries {
+            assert_eq!(Entry::decode(&entry.encode()), Some(entry.clone()));
+        }
+        assert_eq!(Entry::decode(b"\x02{}"), None, "an unknown version");
+        assert_eq!(Entry::decode(b""), None);
+    }
+
+    #[test]
+    fn only_good_finite_entries_have_a_value_to_project() {
+        assert_eq!(
+            reading(Quality::Good { value: 3.0 }).good_value(),
+            Some(3.0)
+        );
+        assert_eq!(
+            reading(Quality::Good { value: f64::NAN }).good_value(),
+            None,
+            "a non-finite good value is never projected"
+        );
+        let debt = reading(Quality::Debt {
+            reason: "timeout".into(),
+        });
+        assert_eq!(debt.good_value(), None);
+        assert_eq!(debt.reason(), Some("timeout"));
+        assert_eq!(Entry::Simulated(1.0).reason(), None);
+    }
+
+    #[test]
+    fn a_summary_counts_by_quality_and_keeps_the_last_good_entry() {
+        let mut summary = Summary::default();
+        summary.count(1, &reading(Quality::Good { value: 1.0 }));
+        summary.count(
+            2,
+            &reading(Quality::Debt {
+                reason: "timeout".into(),
+            }),
+        );
+        summary.count(
+            3,
+            &reading(Quality::Refused {
+                reason: "no".into(),
+            }),
+        );
+        summary.count(4, &Entry::Simulated(4.0));
+        assert_eq!(
+            summary,
+            Summary {
+                good: 2,
+                debt: 1,
+                refused: 1,
+                last_good: Some((4, 4.0)),
+            }
+        );
+    }
+}

@@ -18,8 +18,9 @@ impl Host {
     /// the host was down are not generated afterwards (docs/sources.md): the next one is
     /// due one interval from now; an adapter reports only what it reads from now on.
     pub(super) fn recover_tags(&mut self) -> Result<(), HostError> {
+        let store = self.dir.join("store");
         let storage = |source| HostError::Storage {
-            path: self.dir.join("store"),
+            path: store.clone(),
             source,
         };
         let records: Vec<(String, TagRecord)> = self.named_records(&self.tags_keyspace, "tag")?;
@@ -59,14 +60,7 @@ impl Host {
                     simulation,
                     next_due: now + std::time::Duration::from_millis(simulation.interval_ms.into()),
                 },
-                None => {
-                    self.adapter_generation += 1;
-                    TagReader::Adapter {
-                        tag: Box::new(tag),
-                        generation: self.adapter_generation,
-                        connection: None,
-                    }
-                }
+                None => self.adapter_reader(tag),
             };
             self.tags.insert(
                 name,
@@ -196,14 +190,7 @@ impl Host {
                         + std::time::Duration::from_millis(simulation.interval_ms.into()),
                 }
             }
-            None => {
-                self.adapter_generation += 1;
-                TagReader::Adapter {
-                    tag: Box::new(tag),
-                    generation: self.adapter_generation,
-                    connection: None,
-                }
-            }
+            None => self.adapter_reader(tag),
         };
         let adapter = matches!(reader, TagReader::Adapter { .. });
         match self.tags.get_mut(&name) {
@@ -227,6 +214,16 @@ impl Host {
         }
         if adapter {
             self.start_adapter(&name);
+        }
+    }
+
+    /// The reader of an adapter tag, under a generation of its own.
+    fn adapter_reader(&mut self, tag: grid_spec::Tag) -> TagReader {
+        self.adapter_generation += 1;
+        TagReader::Adapter {
+            tag: Box::new(tag),
+            generation: self.adapter_generation,
+            connection: None,
         }
     }
 
@@ -308,7 +305,12 @@ impl Host {
                 }
             }
         }
-        let (projected, published) = self.project_tags(&fresh, &mut write);
+        // Also what adapters journaled and a bounded drain left behind.
+        let (projected, published) = self.project_tags(
+            &fresh,
+            &mut write,
+            u64::from(grid_spec::limits::SIMULATE_CATCH_UP_PER_TICK),
+        );
         if !fresh.is_empty() || projected {
             self.failpoints
                 .reach(crate::store::Failpoint::SampleBeforeCommit);
@@ -330,7 +332,7 @@ impl Host {
     }
 
     /// Feeds every model input `from="tag:T"` the journaled entries beyond its fed
-    /// position (at most `SIMULATE_CATCH_UP_PER_TICK` per input per call): a good entry
+    /// position (at most `limit` per input per call): a good entry
     /// is one model batch with its fed position and its effect; debt or a refusal only
     /// moves the fed position — the input keeps its last good value, stale. Whether
     /// anything was written, and the publications to settle after the commit.
@@ -338,6 +340,7 @@ impl Host {
         &mut self,
         fresh: &Fresh,
         write: &mut fjall::OwnedWriteBatch,
+        limit: u64,
     ) -> (bool, Vec<(String, u64)>) {
         let feeds = self.feeds(|m| &m.tag_fed);
         let mut published = Vec::new();
@@ -348,7 +351,7 @@ impl Host {
             };
             let key = tag_fed_key(&model, &tag);
             let fed = self.fed_position(&key);
-            let until = last.min(fed + u64::from(grid_spec::limits::SIMULATE_CATCH_UP_PER_TICK));
+            let until = last.min(fed.saturating_add(limit));
             for n in fed + 1..=until {
                 let entry = match fresh.get(&(tag.clone(), n)) {
                     Some(e) => e.clone(),
