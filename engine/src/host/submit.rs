@@ -109,8 +109,10 @@ impl Host {
                             ),
                         ),
                         Ok((parsed, None))
-                            if let Some(Err(e)) =
-                                self.adapters.as_ref().map(|a| a.check(&parsed)) =>
+                            if let Some(Err(e)) = self
+                                .adapters
+                                .as_ref()
+                                .map(|a| a.check(&self.as_read_here(&parsed))) =>
                         {
                             failed(&op, e.to_string())
                         }

@@ -142,25 +142,45 @@ impl Host {
         }
     }
 
+    /// `tag` as its adapter reads it: a relative `ca` file is the host's, relative to
+    /// its directory (the canonical text keeps it as the files say it).
+    pub(super) fn as_read_here(&self, tag: &grid_spec::Tag) -> grid_spec::Tag {
+        let mut tag = tag.clone();
+        if let grid_spec::TagSource::Sparkplug { ca: Some(ca), .. } = &mut tag.source
+            && std::path::Path::new(ca.as_str()).is_relative()
+        {
+            *ca = self.dir.join(ca.as_str()).display().to_string();
+        }
+        tag
+    }
+
     /// (Re)starts the adapter of tag `name` under its current generation; a refusal
     /// (missing credentials) is shown as its connection state and logged.
     pub(super) fn start_adapter(&mut self, name: &str) {
+        let Some(TagRuntime {
+            reader: TagReader::Adapter { tag, .. },
+            ..
+        }) = self.tags.get(name)
+        else {
+            return;
+        };
+        let read = self.as_read_here(tag);
         let Some(adapters) = self.adapters.as_mut() else {
             return;
         };
         let Some(TagRuntime {
             reader:
                 TagReader::Adapter {
-                    tag,
                     generation,
                     connection,
+                    ..
                 },
             ..
         }) = self.tags.get_mut(name)
         else {
             return;
         };
-        if let Err(e) = adapters.start(tag, *generation) {
+        if let Err(e) = adapters.start(&read, *generation) {
             tracing::error!(tag = name, "adapter refused to start: {e}");
             *connection = Some(grid_adapters::Connection {
                 state: "refused".to_owned(),
