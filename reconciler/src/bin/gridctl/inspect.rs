@@ -94,12 +94,15 @@ pub enum InspectCommand {
         #[command(flatten)]
         output: Output,
     },
-    /// A simulated tag's source journal at HOST (profile `sources`): observations
-    /// journaled, the last index and value, the position fed to each model, and
-    /// whether the journal equals the deterministic sequence of its definition.
+    /// A tag's source journal at HOST (profile `sources`): observations journaled,
+    /// the last index and value, the position fed to each model (stale when the last
+    /// entry fed was debt); for a Modbus or Sparkplug tag the adapter's connection,
+    /// counts by quality and the outstanding debt; for a simulated one whether the
+    /// journal equals the deterministic sequence of its definition.
     #[command(mut_arg("json", |a| a.help(
         "{\"host\", \"tag\", \"count\", \"last\", \"observations\", \"fed\", \
-         \"deterministic\", \"consecutive\", …}"
+         \"deterministic\", \"consecutive\", \"source\", \"connection\", \"last_good\", \
+         \"counts\", \"debt\", \"entries\", …}"
     )))]
     Tag {
         tag: String,
