@@ -37,6 +37,10 @@ pub struct TagExpect {
     pub reason: Option<String>,
     /// The journal's indexes are exactly `1..=last_index` (`true`), or not.
     pub consecutive: Option<bool>,
+    /// Every model input fed from the tag was fed through `last_index`, and its
+    /// model's batches equal the good entries (each good entry fed once, as one batch;
+    /// debt none): for models that take batches from this tag only.
+    pub fed_all: Option<bool>,
 }
 
 impl TagExpect {
@@ -72,6 +76,9 @@ impl TagExpect {
         }
         if let Some(consecutive) = self.consecutive {
             parts.push(format!("consecutive=#{consecutive}"));
+        }
+        if let Some(fed_all) = self.fed_all {
+            parts.push(format!("fed-all=#{fed_all}"));
         }
         parts.join(" ")
     }
@@ -158,6 +165,19 @@ pub fn summary(json: &Value) -> String {
     )
 }
 
+/// Whether every fed input reached `last_index` with its model's batches equal to the
+/// good entries; `None` when the fields are missing or nothing is fed.
+fn fed_all(json: &Value) -> Option<bool> {
+    let last = json["last_index"].as_u64()?;
+    let good = json["counts"]["good"].as_u64()?;
+    let fed = json["fed"].as_array().filter(|f| !f.is_empty())?;
+    let mut all = true;
+    for f in fed {
+        all &= f["position"].as_u64()? == last && f["batches"].as_u64()? == good;
+    }
+    Some(all)
+}
+
 /// Checks every stated condition against the JSON; returns [`summary`] when all hold.
 pub fn check(tag: &str, host: &str, expect: &TagExpect, json: &Value) -> Result<String, Failure> {
     let mut unmet = Vec::new();
@@ -222,6 +242,18 @@ pub fn check(tag: &str, host: &str, expect: &TagExpect, json: &Value) -> Result<
         let observed = &json["consecutive"];
         if observed.as_bool() != Some(want) {
             unmet.push(format!("consecutive is {observed}, not {want}"));
+        }
+    }
+    if let Some(want) = expect.fed_all {
+        let observed = fed_all(json);
+        if observed != Some(want) {
+            unmet.push(format!(
+                "fed-all is {}, not {want} (last index {}, good {}, fed {})",
+                observed.map_or("unknown".to_owned(), |b| b.to_string()),
+                json["last_index"],
+                json["counts"]["good"],
+                json["fed"]
+            ));
         }
     }
     let summary = summary(json);

@@ -223,6 +223,8 @@ fn tag_source_holds_when_every_condition_does() {
         outstanding_debt: Some(2),
         reason: Some("illegal data address".into()),
         consecutive: Some(true),
+        // Fed through #3 of 5: the two debt entries after it are not fed yet.
+        fed_all: Some(false),
     };
     let summary = tag_source::check("boiler-temp", "edge-a", &all, &json).unwrap();
     assert!(summary.contains("connection \"online\""), "{summary}");
@@ -238,6 +240,24 @@ fn tag_source_holds_when_every_condition_does() {
         ..TagExpect::default()
     };
     tag_source::check("boiler-temp", "edge-a", &refused, &json).unwrap();
+    // Fed through the last index, with one batch per good entry: fed all.
+    let mut fed = json.clone();
+    for f in fed["fed"].as_array_mut().unwrap() {
+        f["position"] = json!(5);
+    }
+    let fed_all = TagExpect {
+        fed_all: Some(true),
+        ..TagExpect::default()
+    };
+    tag_source::check("boiler-temp", "edge-a", &fed_all, &fed).unwrap();
+    // One batch too many (a good entry fed twice) is not.
+    fed["fed"][1]["batches"] = json!(3);
+    let failure = tag_source::check("boiler-temp", "edge-a", &fed_all, &fed).unwrap_err();
+    assert!(
+        failure.observed.contains("fed-all is false"),
+        "{}",
+        failure.observed
+    );
 }
 
 #[test]

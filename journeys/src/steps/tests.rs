@@ -332,7 +332,7 @@ fn expect_tag_reads_its_conditions() {
     let step = read_last(
         "expect-tag boiler-temp host=edge-a within=20 connection=online stale=#false \
          last-good=21.5 good-at-least=3 debt-at-least=1 refused-at-least=0 \
-         outstanding-debt=0 reason=\"illegal address\" consecutive=#true",
+         outstanding-debt=0 reason=\"illegal address\" consecutive=#true fed-all=#true",
         read_expect_tag,
     )
     .unwrap();
@@ -351,6 +351,7 @@ fn expect_tag_reads_its_conditions() {
             outstanding_debt: Some(0),
             reason: Some("illegal address".into()),
             consecutive: Some(true),
+            fed_all: Some(true),
         }
     );
     let none_yet = read_last("expect-tag t host=h last-good=#null", read_expect_tag).unwrap();
