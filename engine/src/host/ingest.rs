@@ -56,6 +56,7 @@ impl Host {
                 }
             }
         }
+        self.write_summaries(&fresh, &mut write);
         // As many as one drain journals, so projection keeps up with the journal.
         let (projected, published) =
             self.project_tags(&fresh, &mut write, crate::limits::INGEST_BATCH_MAX as u64);

@@ -136,8 +136,8 @@ pub struct Effect {
     /// The batch number in the model's generation.
     pub generation: u32,
     pub batch: u64,
-    /// Every cell and input after the batch (at most `TAG_EFFECT_VALUES_MAX`, in
-    /// declaration order).
+    /// The input fed and every cell after the batch (at most `TAG_EFFECT_VALUES_MAX`,
+    /// in declaration order).
     pub values: BTreeMap<String, crate::protocol::ValueText>,
 }
 

@@ -248,7 +248,8 @@ impl Host {
     }
 
     /// Journals `entry` as the next index of `tag` in `write` (memory moves ahead of
-    /// the disk until the commit; a failed commit stops the process). Returns the
+    /// the disk until the commit; a failed commit stops the process); the caller
+    /// writes the summaries ([`Host::write_summaries`]) in the same write. Returns the
     /// index.
     pub(super) fn journal_entry(
         &mut self,
@@ -267,13 +268,25 @@ impl Host {
         tag.summary.count(n, &entry);
         tag.last_reason = entry.reason().map(str::to_owned);
         tag.last = n;
-        write.insert(
-            &self.meta,
-            summary_key(name),
-            serde_json::to_vec(&tag.summary).expect("summaries serialize"),
-        );
         fresh.insert((name.to_owned(), n), entry);
         n
+    }
+
+    /// Writes the summary of every tag `fresh` journaled to (once per write, after its
+    /// entries).
+    pub(super) fn write_summaries(&self, fresh: &Fresh, write: &mut fjall::OwnedWriteBatch) {
+        let mut last = None;
+        for (name, _) in fresh.keys() {
+            if last == Some(name) {
+                continue;
+            }
+            last = Some(name);
+            write.insert(
+                &self.meta,
+                summary_key(name),
+                serde_json::to_vec(&self.tags[name].summary).expect("summaries serialize"),
+            );
+        }
     }
 
     /// Generates every simulated observation that is due (at most
@@ -325,6 +338,7 @@ impl Host {
                 }
             }
         }
+        self.write_summaries(&fresh, &mut write);
         // Also what adapters journaled and a bounded drain left behind.
         let (projected, published) = self.project_tags(
             &fresh,
@@ -416,9 +430,12 @@ impl Host {
         write: &mut fjall::OwnedWriteBatch,
     ) {
         let installed = &self.models[model];
-        let values = installed
-            .runtime
+        // The input fed and every cell (what the observation produced), not the other
+        // inputs: they did not change.
+        let runtime = &installed.runtime;
+        let values = runtime
             .values()
+            .filter(|(name, _)| *name == input || runtime.input_slot(name).is_none())
             .take(crate::limits::TAG_EFFECT_VALUES_MAX)
             .map(|(name, value)| (name.to_owned(), crate::protocol::ValueText::from(value)))
             .collect();
