@@ -4,14 +4,13 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use grid_benches::bringup::locate;
-use grid_benches::procs::{Procs, Result, free_ports};
+use grid_benches::procs::{Procs, Result, die_with_parent, free_ports};
 
 /// How long mosquitto may take to accept connections, and mosquitto_sub to subscribe.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -118,15 +117,7 @@ impl Subscriber {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(log)?);
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        die_with_parent(&mut command);
         let mut child = command
             .spawn()
             .map_err(|e| format!("starting {}: {e}", bin.display()))?;

@@ -4,13 +4,13 @@
 //! Modbus requests the device served (coalescing), and receipt → durable latency.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use grid_benches::measure::CpuMeter;
-use grid_benches::procs::Result;
+use grid_benches::procs::{Result, die_with_parent};
 use grid_benches::report::Table;
 
 use crate::grid::{Fsyncs, GridHost, Histogram, Scrape, bucket_ms};
@@ -20,12 +20,15 @@ use crate::grid::{Fsyncs, GridHost, Histogram, Scrape, bucket_ms};
 pub const INPUTS_PER_MODEL: usize = 100;
 /// How long the device may take to print `ready`, and the host to journal every tag once.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the device may take to answer one request of its control protocol.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The pymodbus device, driven over its stdin/stdout control protocol; killed on drop.
 pub struct Device {
     child: Child,
     stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    /// Its stdout's lines, read by a thread (so an answer can time out).
+    lines: mpsc::Receiver<String>,
     pub port: u16,
 }
 
@@ -38,24 +41,25 @@ impl Device {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(log)?);
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        die_with_parent(&mut command);
         let mut child = command
             .spawn()
             .map_err(|e| format!("starting {}: {e}", script.display()))?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let (send, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { break };
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
         let mut device = Device {
             child,
             stdin,
-            stdout,
+            lines,
             port: 0,
         };
         let ready = device.line()?;
@@ -67,10 +71,9 @@ impl Device {
     }
 
     fn line(&mut self) -> Result<serde_json::Value> {
-        let mut line = String::new();
-        if self.stdout.read_line(&mut line)? == 0 {
-            return Err("the Modbus device closed its stdout".into());
-        }
+        let line = self.lines.recv_timeout(ANSWER_TIMEOUT).map_err(|e| {
+            format!("no line from the Modbus device within {ANSWER_TIMEOUT:?}: {e}")
+        })?;
         Ok(serde_json::from_str(&line)?)
     }
 
