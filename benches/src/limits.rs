@@ -36,6 +36,15 @@ pub const SCALE_OBJECTS_MAX: usize = 1_000_000;
 /// The most runs `scale --repeat` may ask for per measurement.
 pub const SCALE_REPEATS_MAX: u32 = 50;
 
+/// The fastest paced Sparkplug run `sources_compare --rates` may ask for (messages per
+/// second; `max` is unpaced).
+pub const SOURCES_RATE_PER_SECOND_MAX: f64 = 1_000_000.0;
+/// The most NDATA one `sources_compare` run may publish (`--messages`).
+pub const SOURCES_MESSAGES_MAX: u64 = 10_000_000;
+/// The most Modbus tags `sources_compare --modbus-tags` may install at one host (one
+/// holding register each, addresses 0..N).
+pub const MODBUS_TAGS_MAX: usize = 65_536;
+
 // A warm-up longer than the longest window would make most of a run unrecorded.
 const _: () = assert!(WARMUP_SECONDS_MAX < MEASUREMENT_SECONDS_MAX);
 // The shared-polling rule of `delivery_compare` (publishers take turns polling when
@@ -45,3 +54,5 @@ const _: () = assert!(CALLERS_MAX == CONTROL_CONNECTIONS_MAX);
 const _: () = assert!(COMPARE_BATCHES_MIN >= 3);
 // A cumulative acknowledgement covers at least the one message it acknowledges.
 const _: () = assert!(ACK_BATCH_MESSAGES_MAX >= 1);
+// One tag per holding register: a device has 65,536 addresses.
+const _: () = assert!(MODBUS_TAGS_MAX <= 65_536);

@@ -28,15 +28,7 @@ impl Procs {
             .stdin(Stdio::null())
             .stdout(file.try_clone()?)
             .stderr(file);
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        die_with_parent(&mut command);
         let child = command
             .spawn()
             .map_err(|e| format!("starting {name} ({:?}): {e}", command.get_program()))?;
@@ -81,6 +73,20 @@ impl Drop for Procs {
         for (_, child, _) in &mut self.children {
             let _ = child.wait();
         }
+    }
+}
+
+/// Makes the child `command` starts get `PR_SET_PDEATHSIG = SIGKILL`: it dies with
+/// the benchmark, also when the benchmark is itself killed.
+pub fn die_with_parent(command: &mut Command) {
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 
