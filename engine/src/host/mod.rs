@@ -252,6 +252,8 @@ pub struct Host {
     adapters: Option<grid_adapters::Adapters>,
     /// The generation the next adapter start gets (reports of older ones are dropped).
     adapter_generation: u64,
+    /// The `tag-fed…` positions read so far (`Host::tag_fed`).
+    tag_fed_cache: std::cell::RefCell<std::collections::HashMap<Vec<u8>, u64>>,
     models: BTreeMap<String, Installed>,
     failpoints: Failpoints,
     meta: Keyspace,
@@ -377,6 +379,7 @@ impl Host {
             tags: BTreeMap::new(),
             adapters: None,
             adapter_generation: 0,
+            tag_fed_cache: Default::default(),
             models: BTreeMap::new(),
             failpoints,
             fence: match meta.get(FENCE_KEY).map_err(storage)? {

@@ -376,15 +376,20 @@ impl Host {
         write: &mut fjall::OwnedWriteBatch,
         limit: u64,
     ) -> (bool, Vec<(String, u64)>) {
-        let feeds = self.feeds(|m| &m.tag_fed);
+        // Only the inputs whose tag journaled beyond what they were fed.
+        let feeds: Vec<(String, String, String, u64, u64)> = self
+            .feeds(|m| &m.tag_fed)
+            .into_iter()
+            .filter_map(|(model, input, tag)| {
+                let last = self.tags.get(&tag)?.last;
+                let fed = self.tag_fed(&model, &tag);
+                (last > fed).then_some((model, input, tag, fed, last))
+            })
+            .collect();
         let mut published = Vec::new();
         let mut changed = false;
-        for (model, input, tag) in feeds {
-            let Some(last) = self.tags.get(&tag).map(|t| t.last) else {
-                continue;
-            };
+        for (model, input, tag, fed, last) in feeds {
             let key = tag_fed_key(&model, &tag);
-            let fed = self.fed_position(&key);
             let until = last.min(fed.saturating_add(limit));
             for n in fed + 1..=until {
                 let entry = match fresh.get(&(tag.clone(), n)) {
@@ -394,11 +399,13 @@ impl Host {
                 let Some(value) = entry.good_value() else {
                     // Debt: nothing projected; the fed position moves past it.
                     write.insert(&self.meta, key.clone(), n.to_be_bytes());
+                    self.tag_fed_cache.get_mut().insert(key.clone(), n);
                     changed = true;
                     continue;
                 };
                 match self.feed_one(&model, &input, value, (&key, n), write) {
                     Ok(p) => {
+                        self.tag_fed_cache.get_mut().insert(key.clone(), n);
                         published.extend(p);
                         self.record_effect(&tag, n, &model, &input, write);
                         changed = true;
@@ -417,6 +424,19 @@ impl Host {
             }
         }
         (changed, published)
+    }
+
+    /// The last index of `tag` fed to `model`: remembered once read (only
+    /// `project_tags` moves it, and memory may run ahead of the disk until the commit,
+    /// whose failure stops the process).
+    fn tag_fed(&self, model: &str, tag: &str) -> u64 {
+        let key = tag_fed_key(model, tag);
+        if let Some(n) = self.tag_fed_cache.borrow().get(&key) {
+            return *n;
+        }
+        let n = self.fed_position(&key);
+        self.tag_fed_cache.borrow_mut().insert(key, n);
+        n
     }
 
     /// What observation `n` of `tag` produced in `model` (the batch just staged), for
