@@ -18,8 +18,9 @@ use common::{gridctl, gridctl_code};
 
 fn topology(metrics: &str) -> String {
     format!(
-        "grid version=1\nhost solo listen=\"127.0.0.1:7895\" metrics=\"{metrics}\"\n\
-         model counter host=solo {{ input n default=0; cell twice \"n * 2\"; }}\n"
+        "grid version=1\nhost solo listen=\"127.0.0.1:7895\" metrics=\"{metrics}\" {{ profiles sources; }}\n\
+         model counter host=solo {{ input n default=0; cell twice \"n * 2\"; }}\n\
+         tag temp host=solo {{ simulate wave=sine period-s=20 min=0 max=1 seed=1; }}\n"
     )
 }
 
@@ -71,7 +72,7 @@ fn json_logs_name_operations_and_metrics_count_them() {
         .spawn()
         .unwrap();
     common::wait_ready(&mut host, &host_dir).expect("gridd starts");
-    let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]); // installs counter
+    let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]); // installs counter and temp
     assert!(ok, "{text}");
     let (ok, text) = gridctl(&dir, &["input", "counter", "n=3", "--op", "obs-b1"]);
     assert!(ok, "{text}");
@@ -103,6 +104,14 @@ fn json_logs_name_operations_and_metrics_count_them() {
         Some(1.0),
         "{body}"
     );
+    // A tag's held series: its outstanding debt (a simulated tag never has any) and no
+    // connection (only adapters report one).
+    assert_eq!(
+        value(&body, "grid_tag_outstanding_debt{tag=\"temp\"}"),
+        Some(0.0),
+        "{body}"
+    );
+    assert!(!body.contains("grid_tag_connection{"), "{body}");
 
     // SIGTERM: logged as a shutdown, and gridd still ends by that signal.
     let killed = Command::new("kill")

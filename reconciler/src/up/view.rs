@@ -132,10 +132,13 @@ pub fn observe_view(topology: &Topology, state: &Path) -> Observed {
             .filter(|m| !m.retired)
             .map(|m| scope.spawn(move || observe_model(m, state, deadline)))
             .collect();
-        let tags: Vec<_> = topology
-            .tags
-            .iter()
-            .map(|t| scope.spawn(move || observe_tag(t, state, deadline)))
+        // One `observe` per host that reads tags, all of its tags from it.
+        let mut tag_hosts: Vec<&str> = topology.tags.iter().map(|t| t.host.as_str()).collect();
+        tag_hosts.sort_unstable();
+        tag_hosts.dedup();
+        let tags: Vec<_> = tag_hosts
+            .into_iter()
+            .map(|host| scope.spawn(move || observe_tags(topology, host, state, deadline)))
             .collect();
         let routes: Vec<_> = topology
             .routes
@@ -163,7 +166,12 @@ pub fn observe_view(topology: &Topology, state: &Path) -> Observed {
         }
         Observed {
             models: join(models),
-            tags: join(tags),
+            tags: {
+                let mut rows: Vec<TagRow> = join(tags).into_iter().flatten().collect();
+                let order = |row: &TagRow| topology.tags.iter().position(|t| t.name == row.tag);
+                rows.sort_by_key(order);
+                rows
+            },
             routes: join(routes),
             grants: join(grants),
             authorities: join(authorities),
@@ -234,19 +242,28 @@ fn observe_model(model: &grid_spec::Model, state: &Path, deadline: Instant) -> M
     }
 }
 
-fn observe_tag(tag: &grid_spec::Tag, state: &Path, deadline: Instant) -> TagRow {
-    let dir = observe::host_dir(state, &tag.host);
-    let state = match call_within(&dir, &Call::Observe, deadline) {
-        Ok(Reply::Observation(o)) => Ok(o.tags.into_iter().find(|t| t.name == tag.name)),
+/// The rows of every tag the files declare at `host`, from one `observe` of it.
+fn observe_tags(topology: &Topology, host: &str, state: &Path, deadline: Instant) -> Vec<TagRow> {
+    let dir = observe::host_dir(state, host);
+    let held = match call_within(&dir, &Call::Observe, deadline) {
+        Ok(Reply::Observation(o)) => Ok(o.tags),
         Ok(Reply::Refused { reason }) => Err(reason),
         Ok(other) => Err(unexpected(&other)),
         Err(e) => Err(e),
     };
-    TagRow {
-        tag: tag.name.clone(),
-        host: tag.host.clone(),
-        state,
-    }
+    topology
+        .tags
+        .iter()
+        .filter(|t| t.host == host)
+        .map(|tag| TagRow {
+            tag: tag.name.clone(),
+            host: tag.host.clone(),
+            state: match &held {
+                Ok(tags) => Ok(tags.iter().find(|t| t.name == tag.name).cloned()),
+                Err(e) => Err(e.clone()),
+            },
+        })
+        .collect()
 }
 
 /// Whether `receipt` verifies offline with its recipient's public keys, read from the
