@@ -43,6 +43,10 @@ pub const INGEST_BATCH_MAX: usize = 8_192;
 pub const TAG_EFFECT_VALUES_MAX: usize = 256;
 
 const _: () = assert!(INGEST_BATCH_MAX <= INGEST_QUEUE_MAX);
+// A tag report reads the newest TAG_REPORT_OBSERVATIONS_MAX entries once; its debt and
+// entries lists are tails of that read.
+const _: () = assert!(TAG_REPORT_DEBT_MAX <= TAG_REPORT_OBSERVATIONS_MAX);
+const _: () = assert!(TAG_REPORT_ENTRIES_MAX <= TAG_REPORT_OBSERVATIONS_MAX);
 
 // The transport.
 

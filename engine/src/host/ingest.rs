@@ -82,32 +82,26 @@ impl Host {
                 reason: format!("host `{}` holds no tag `{name}`", self.config.name),
             };
         };
-        let observations: Vec<(u64, f64)> = self
-            .newest_entries(name, crate::limits::TAG_REPORT_OBSERVATIONS_MAX)
-            .into_iter()
-            .filter_map(|(n, e)| e.good_value().map(|v| (n, v)))
+        // One read of the newest entries; the shorter lists are its tails.
+        let newest = self.newest_entries(name, crate::limits::TAG_REPORT_OBSERVATIONS_MAX);
+        let tail = |n: usize| &newest[newest.len().saturating_sub(n)..];
+        let observations: Vec<(u64, f64)> = newest
+            .iter()
+            .filter_map(|(n, e)| e.good_value().map(|v| (*n, v)))
             .collect();
-        let entries = self
-            .newest_entries(name, crate::limits::TAG_REPORT_ENTRIES_MAX)
-            .into_iter()
-            .map(|(n, e)| e.report(n))
+        let entries = tail(crate::limits::TAG_REPORT_ENTRIES_MAX)
+            .iter()
+            .map(|(n, e)| e.report(*n))
             .collect();
-        let since_good = tag.summary.last_good.map_or(0, |(n, _)| n);
-        let outstanding = tag.last.saturating_sub(since_good);
-        let debt = self
-            .newest_entries(
-                name,
-                usize::try_from(outstanding)
-                    .unwrap_or(usize::MAX)
-                    .min(crate::limits::TAG_REPORT_DEBT_MAX),
-            )
-            .into_iter()
+        let outstanding = usize::try_from(tag.outstanding()).unwrap_or(usize::MAX);
+        let debt = tail(outstanding.min(crate::limits::TAG_REPORT_DEBT_MAX))
+            .iter()
             .filter_map(|(n, e)| {
                 e.reason().map(|reason| crate::protocol::DebtEntry {
-                    index: n,
+                    index: *n,
                     reason: reason.to_owned(),
                     quality: e.quality().to_owned(),
-                    received_ms: match &e {
+                    received_ms: match e {
                         Entry::Reading(r) => Some(r.received_ms),
                         Entry::Simulated(_) => None,
                     },

@@ -160,6 +160,14 @@ struct TagRuntime {
     repeats: u64,
 }
 
+impl TagRuntime {
+    /// The entries journaled since the last good one (outstanding debt).
+    fn outstanding(&self) -> u64 {
+        self.last
+            .saturating_sub(self.summary.last_good.map_or(0, |(n, _)| n))
+    }
+}
+
 /// Where a tag's observations come from.
 enum TagReader {
     /// Generated here, observation `n` a pure function of the definition.
@@ -903,9 +911,7 @@ impl Host {
                 name: name.clone(),
                 tag: t.record.tag.clone(),
                 observations: t.last,
-                debt: t
-                    .last
-                    .saturating_sub(t.summary.last_good.map_or(0, |(n, _)| n)),
+                debt: t.outstanding(),
                 connection: match &t.reader {
                     TagReader::Adapter { connection, .. } => {
                         connection.as_ref().map(|c| c.state.clone())

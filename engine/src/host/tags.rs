@@ -158,34 +158,30 @@ impl Host {
     /// (missing credentials) is shown as its connection state and logged.
     pub(super) fn start_adapter(&mut self, name: &str) {
         let Some(TagRuntime {
-            reader: TagReader::Adapter { tag, .. },
+            reader: TagReader::Adapter {
+                tag, generation, ..
+            },
             ..
         }) = self.tags.get(name)
         else {
             return;
         };
-        let read = self.as_read_here(tag);
+        let (read, generation) = (self.as_read_here(tag), *generation);
         let Some(adapters) = self.adapters.as_mut() else {
             return;
         };
-        let Some(TagRuntime {
-            reader:
-                TagReader::Adapter {
-                    generation,
-                    connection,
-                    ..
-                },
-            ..
-        }) = self.tags.get_mut(name)
-        else {
-            return;
-        };
-        if let Err(e) = adapters.start(&read, *generation) {
+        if let Err(e) = adapters.start(&read, generation) {
             tracing::error!(tag = name, "adapter refused to start: {e}");
-            *connection = Some(grid_adapters::Connection {
-                state: "refused".to_owned(),
-                detail: Some(e.to_string()),
-            });
+            if let Some(TagRuntime {
+                reader: TagReader::Adapter { connection, .. },
+                ..
+            }) = self.tags.get_mut(name)
+            {
+                *connection = Some(grid_adapters::Connection {
+                    state: "refused".to_owned(),
+                    detail: Some(e.to_string()),
+                });
+            }
         }
     }
 
@@ -391,8 +387,11 @@ impl Host {
         for (model, input, tag, fed, last) in feeds {
             let key = tag_fed_key(&model, &tag);
             let until = last.min(fed.saturating_add(limit));
+            // Looked up by (tag, n): one key built per input, not one per entry.
+            let mut probe = (tag.clone(), 0);
             for n in fed + 1..=until {
-                let entry = match fresh.get(&(tag.clone(), n)) {
+                probe.1 = n;
+                let entry = match fresh.get(&probe) {
                     Some(e) => e.clone(),
                     None => self.entry(&tag, n),
                 };
