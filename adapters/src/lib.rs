@@ -89,12 +89,36 @@ pub struct Connection {
     pub detail: Option<String>,
 }
 
+/// A passive receive completion (J1939 TP.BAM): a whole multi-packet message was
+/// received. The host journals it as its own entry, before the reading decoded from
+/// it, so what a projected value came from is on record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Completion {
+    pub pgn: u32,
+    pub source_address: u8,
+    /// The reassembled message.
+    pub bytes: Vec<u8>,
+    /// How many data transfer packets carried it.
+    pub packets: u32,
+    /// The capture's own timestamp of the last packet, Unix ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_time_ms: Option<u64>,
+    pub received_ms: u64,
+}
+
 /// What an adapter reports.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     Reading(Reading),
     Connection(Connection),
+    /// Always sent before the reading(s) decoded from the completed message.
+    Completion(Completion),
 }
+
+/// What retiring a tag released at its device: `Ok(detail)` (e.g. "COV subscription
+/// cancelled") or `Err(reason)` (the device refused or did not answer; the
+/// subscription then expires by its lifetime).
+pub type Released = tokio::sync::oneshot::Receiver<Result<String, String>>;
 
 /// One report for one tag: `generation` is the one [`Adapters::start`] was given, so
 /// the host can drop what a replaced definition still reported.
@@ -117,6 +141,20 @@ pub struct Credentials {
     /// Membership name → a rustls client configuration presenting the host's
     /// certificate of that membership and trusting its authority.
     pub memberships: BTreeMap<String, std::sync::Arc<rustls::ClientConfig>>,
+    /// The host's OPC UA application instance certificate and key, from its custody
+    /// (`None` when the host has none: `sign`/`sign-and-encrypt` tags are refused).
+    pub opcua: Option<OpcUaIdentity>,
+}
+
+/// An OPC UA application instance identity kept in the host's custody.
+#[derive(Clone)]
+pub struct OpcUaIdentity {
+    /// The application instance certificate, DER.
+    pub certificate_der: Vec<u8>,
+    /// Its private key, PKCS#8 DER.
+    pub private_key_der: Vec<u8>,
+    /// The certificate's application URI (`urn:grid:HOST`).
+    pub application_uri: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -199,6 +237,14 @@ impl Adapters {
                 kind: other.kind(),
             }),
         }
+    }
+
+    /// Retires `name`: stops reading it and releases what it holds at its device. A
+    /// confirmed COV subscription is cancelled and the answer comes through the
+    /// returned receiver; `None` when the tag held nothing to release.
+    pub fn release(&mut self, name: &str) -> Option<Released> {
+        self.stop(name);
+        None
     }
 
     /// Stops reading `name`; nothing it reports afterwards is sent.

@@ -230,7 +230,7 @@ fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
 fn reading(event: &TagEvent) -> Option<&Reading> {
     match &event.event {
         Event::Reading(reading) => Some(reading),
-        Event::Connection(_) => None,
+        Event::Connection(_) | Event::Completion(_) => None,
     }
 }
 
@@ -251,7 +251,7 @@ fn debt(event: &TagEvent) -> Option<&str> {
 fn connection(event: &TagEvent) -> Option<&Connection> {
     match &event.event {
         Event::Connection(connection) => Some(connection),
-        Event::Reading(_) => None,
+        Event::Reading(_) | Event::Completion(_) => None,
     }
 }
 
@@ -298,6 +298,7 @@ impl Def {
                 offset: self.offset,
                 interval_ms: INTERVAL_MS,
             },
+            retired: false,
             origin: Origin {
                 source: 0,
                 offset: 0,

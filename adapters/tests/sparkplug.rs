@@ -342,7 +342,7 @@ impl Grid {
             .iter()
             .filter_map(|e| match &e.event {
                 Event::Reading(r) => Some(&r.quality),
-                Event::Connection(_) => None,
+                Event::Connection(_) | Event::Completion(_) => None,
             })
             .collect()
     }
@@ -370,7 +370,7 @@ fn good(e: &Event) -> Option<f64> {
             Quality::Good { value } => Some(value),
             _ => None,
         },
-        Event::Connection(_) => None,
+        Event::Connection(_) | Event::Completion(_) => None,
     }
 }
 
@@ -380,7 +380,7 @@ fn debt(e: &Event) -> Option<&str> {
             Quality::Debt { reason } => Some(reason),
             _ => None,
         },
-        Event::Connection(_) => None,
+        Event::Connection(_) | Event::Completion(_) => None,
     }
 }
 
@@ -402,6 +402,7 @@ fn tag(broker: &str, device: Option<&str>, metric: &str) -> grid_spec::Tag {
             ca: None,
             membership: None,
         },
+        retired: false,
         origin: grid_spec::Origin {
             source: 0,
             offset: 0,

@@ -157,6 +157,10 @@ mod tests {
         let opcua = grid_spec::TagSource::OpcUa {
             endpoint: "opc.tcp://x".to_owned(),
             node: "n".to_owned(),
+            security: grid_spec::OpcUaSecurity::None,
+            policy: None,
+            publishing_ms: 1000,
+            server_certificate: None,
         };
         assert_eq!(Simulation::of(&opcua), None);
     }

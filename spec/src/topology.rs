@@ -289,6 +289,10 @@ pub struct Tag {
     pub name: String,
     pub host: String,
     pub source: TagSource,
+    /// `retired=#true`: the tag is removed from its host, releasing what it holds at
+    /// its device (a confirmed COV subscription is cancelled). Removing the node from
+    /// the file instead leaves the tag unmanaged.
+    pub retired: bool,
     pub origin: Origin,
 }
 
@@ -311,9 +315,22 @@ pub enum TagSource {
         offset: f64,
         interval_ms: u32,
     },
+    /// One node of an OPC UA server, read through a subscription with one monitored
+    /// item (docs/sources.md, "OPC UA").
     OpcUa {
+        /// `opc.tcp://HOST:PORT[/PATH]`.
         endpoint: String,
+        /// The node id in its text form (`ns=2;s=Boiler.Pressure`, `i=2258`, …).
         node: String,
+        /// Always written: `none` only for a loopback endpoint.
+        security: OpcUaSecurity,
+        /// The security policy (`Basic256Sha256`, …); `None` with `security=none`.
+        policy: Option<String>,
+        /// The subscription's requested publishing interval.
+        publishing_ms: u32,
+        /// `sign`/`sign-and-encrypt`: a DER or PEM file of the server certificate the
+        /// host trusts (relative paths are the host directory's).
+        server_certificate: Option<String>,
     },
     /// One metric of a Sparkplug B edge node (or one of its devices) through an MQTT
     /// broker. `group`, `node` and `device` are single MQTT topic levels (not empty, no
@@ -335,16 +352,31 @@ pub enum TagSource {
         /// broker (and trust the membership's authority when no `ca` is named).
         membership: Option<String>,
     },
+    /// One property of one object of a BACnet/IP device, polled with ReadProperty or
+    /// followed through a confirmed COV subscription (docs/sources.md, "BACnet/IP").
     Bacnet {
+        /// `HOST:PORT` of the device (UDP).
         address: String,
         device: u32,
+        /// `TYPE:INSTANCE` in its one spelling (`analog-input:3`).
         object: String,
+        /// `present-value`.
+        property: String,
+        /// A confirmed COV subscription instead of polling.
+        cov: bool,
+        /// The COV subscription's lifetime, renewed before it ends; `None` without `cov`.
+        lifetime_s: Option<u32>,
+        /// The polling interval (without `cov`).
+        interval_ms: u32,
     },
+    /// One SPN of one PGN received passively (never transmitted) on a CAN bus
+    /// (docs/sources.md, "CAN/J1939").
     J1939 {
-        /// A candump log file or an interface name.
-        source: String,
+        input: J1939Input,
         pgn: u32,
         spn: u32,
+        /// Only frames from this source address.
+        source_address: Option<u8>,
     },
     /// Deterministic observations generated at the tag's host (docs/sources.md):
     /// `period_s >= 1`, `min < max`, both finite, `interval_ms` within
@@ -357,6 +389,44 @@ pub enum TagSource {
         seed: u64,
         interval_ms: u32,
     },
+}
+
+/// How an OPC UA tag secures its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpcUaSecurity {
+    None,
+    Sign,
+    SignAndEncrypt,
+}
+
+impl OpcUaSecurity {
+    pub const ALL: [OpcUaSecurity; 3] = [
+        OpcUaSecurity::None,
+        OpcUaSecurity::Sign,
+        OpcUaSecurity::SignAndEncrypt,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OpcUaSecurity::None => "none",
+            OpcUaSecurity::Sign => "sign",
+            OpcUaSecurity::SignAndEncrypt => "sign-and-encrypt",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<OpcUaSecurity> {
+        OpcUaSecurity::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+/// Where a J1939 tag's frames come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum J1939Input {
+    /// `log=PATH`: a candump log replayed at its recorded pace (relative paths are the
+    /// host directory's).
+    Log(String),
+    /// `interface=NAME`: a SocketCAN interface; refused where the kernel has no CAN.
+    Interface(String),
 }
 
 /// The shape of a simulated tag's signal.

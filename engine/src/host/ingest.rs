@@ -40,6 +40,8 @@ impl Host {
             }
             match event {
                 Event::Connection(c) => *connection = Some(c),
+                // TODO(issue 17): journaled as its own entry before its reading.
+                Event::Completion(_) => {}
                 Event::Reading(reading) => {
                     let entry = Entry::Reading(reading);
                     if entry.good_value().is_none()

@@ -11,6 +11,7 @@ impl FileReader<'_> {
         let name = self.object_name(&mut n, "tag");
         let label = format!("tag `{}`", name.as_ref().map_or("?", |n| n.0.as_str()));
         let host = self.host_ref(&mut n, "host", &label);
+        let retired = n.bool_prop(self, "retired").unwrap_or(false);
         let mut source: Option<(TagSource, SourceSpan)> = None;
         // A source child that failed to read has its own diagnostics already.
         let mut unreadable = false;
@@ -23,30 +24,48 @@ impl FileReader<'_> {
             let read = match child.name().value() {
                 "modbus" => self.modbus(&mut c),
                 "opcua" => (|| {
+                    // TODO(issue 17, opcua): every field with its diagnostics.
                     let (endpoint, _) = c.string_arg(self, 0, "endpoint")?;
                     let (node, _) = c.string_prop(self, "node", true)?;
-                    Some(TagSource::OpcUa { endpoint, node })
+                    c.skip_all();
+                    Some(TagSource::OpcUa {
+                        endpoint,
+                        node,
+                        security: OpcUaSecurity::None,
+                        policy: None,
+                        publishing_ms: 1000,
+                        server_certificate: None,
+                    })
                 })(),
                 "sparkplug" => self.sparkplug(&mut c, &label, host.as_deref()),
                 "bacnet" => (|| {
+                    // TODO(issue 17, bacnet): every field with its diagnostics.
                     let address = c.string_arg(self, 0, "address");
                     let device = c.int_prop(self, "device", true, 0, 4_194_303);
                     let object = c.string_prop(self, "object", true);
+                    c.skip_all();
                     Some(TagSource::Bacnet {
                         address: address?.0,
                         device: device?.0 as u32,
                         object: object?.0,
+                        property: "present-value".to_owned(),
+                        cov: false,
+                        lifetime_s: None,
+                        interval_ms: 1000,
                     })
                 })(),
                 "simulate" => self.simulate(&mut c),
                 "j1939" => (|| {
+                    // TODO(issue 17, j1939): `log=` | `interface=`, with diagnostics.
                     let source = c.string_arg(self, 0, "candump log or interface");
                     let pgn = c.int_prop(self, "pgn", true, 0, 0x3FFFF);
                     let spn = c.int_prop(self, "spn", true, 0, 0x7FFFF);
+                    c.skip_all();
                     Some(TagSource::J1939 {
-                        source: source?.0,
+                        input: J1939Input::Log(source?.0),
                         pgn: pgn?.0 as u32,
                         spn: spn?.0 as u32,
+                        source_address: None,
                     })
                 })(),
                 other => {
@@ -99,6 +118,7 @@ impl FileReader<'_> {
             name,
             host,
             source,
+            retired,
             origin,
         });
     }

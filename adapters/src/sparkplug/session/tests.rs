@@ -37,6 +37,7 @@ fn lines(actions: Vec<Action>) -> Vec<String> {
                 Quality::Debt { reason } => format!("debt: {reason}"),
                 Quality::Refused { reason } => format!("refused: {reason}"),
             },
+            Action::Report(Event::Completion(c)) => format!("completion {}", c.pgn),
         })
         .collect()
 }
