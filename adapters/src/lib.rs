@@ -202,7 +202,7 @@ impl Adapters {
             host: host.to_owned(),
             sparkplug: BTreeMap::new(),
             j1939: BTreeMap::new(),
-            j1939_pace: j1939::Pace::Recorded,
+            j1939_pace: j1939::default_pace(),
         }
     }
 

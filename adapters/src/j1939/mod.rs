@@ -33,6 +33,25 @@ pub enum Pace {
     Unpaced,
 }
 
+/// Whether logs replay unpaced in this process (see [`set_default_pace`]).
+static UNPACED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The pace of every [`crate::Adapters`] created from now on in this process: `gridd`
+/// sets [`Pace::Unpaced`] when the benchmark asks (`GRID_BENCH_J1939_UNPACED`), never a
+/// topology.
+pub fn set_default_pace(pace: Pace) {
+    UNPACED.store(pace == Pace::Unpaced, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The pace [`crate::Adapters::new`] starts with.
+pub fn default_pace() -> Pace {
+    if UNPACED.load(std::sync::atomic::Ordering::Relaxed) {
+        Pace::Unpaced
+    } else {
+        Pace::Recorded
+    }
+}
+
 /// One tag's capture: a task on the host's runtime.
 pub struct Capture {
     stopped: Arc<Mutex<bool>>,
