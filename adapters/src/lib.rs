@@ -14,6 +14,7 @@
 //! journaled with its reason; a tag whose type cannot be represented is **refused**
 //! before capture, and that refusal is recorded too.
 
+pub mod j1939;
 pub mod limits;
 pub mod modbus;
 pub mod sparkplug;
@@ -84,7 +85,8 @@ pub struct Reading {
 /// metrics. Not journaled: what it means for values is journaled as debt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Connection {
-    /// `connecting`, `connected`, `awaiting-birth`, `online`, `offline`, `refused`.
+    /// `connecting`, `connected`, `awaiting-birth`, `online`, `offline`, `refused`;
+    /// J1939: `replaying` (a log), `capturing` (an interface), `ended` (the log is over).
     pub state: String,
     /// Why, when the state is not a healthy one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -168,7 +170,7 @@ pub enum AdapterError {
 }
 
 /// The sources this build reads (besides `simulate`, which the host generates itself).
-pub const PROVIDED: &[&str] = &["modbus", "sparkplug"];
+pub const PROVIDED: &[&str] = &["modbus", "sparkplug", "j1939"];
 
 /// Whether this build reads `source`.
 pub fn provides(source: &grid_spec::TagSource) -> bool {
@@ -183,6 +185,8 @@ pub struct Adapters {
     host: String,
     modbus: modbus::Devices,
     sparkplug: BTreeMap<String, sparkplug::Subscription>,
+    j1939: BTreeMap<String, j1939::Capture>,
+    j1939_pace: j1939::Pace,
 }
 
 impl Adapters {
@@ -199,13 +203,34 @@ impl Adapters {
             credentials,
             host: host.to_owned(),
             sparkplug: BTreeMap::new(),
+            j1939: BTreeMap::new(),
+            j1939_pace: j1939::default_pace(),
         }
+    }
+
+    /// Replays J1939 logs started from now on at `pace`: the benchmark's switch
+    /// (`Pace::Unpaced`), never a topology's.
+    pub fn set_j1939_pace(&mut self, pace: j1939::Pace) {
+        self.j1939_pace = pace;
     }
 
     /// Starts reading `tag` (replacing what read it before under another
     /// generation). Refuses a source this build does not read, or a tag whose
     /// credentials are missing, before anything connects.
     pub fn start(&mut self, tag: &grid_spec::Tag, generation: u64) -> Result<(), AdapterError> {
+        self.start_after(tag, generation, None)
+    }
+
+    /// [`Adapters::start`] after what the host already journaled of `tag`: `resume` is
+    /// the largest device time (Unix ms) among the tag's journaled entries (readings
+    /// and completions alike). A replayed J1939 log skips every frame captured at or
+    /// before it; the other sources read live and ignore it.
+    pub fn start_after(
+        &mut self,
+        tag: &grid_spec::Tag,
+        generation: u64,
+        resume: Option<u64>,
+    ) -> Result<(), AdapterError> {
         self.stop(&tag.name);
         match &tag.source {
             grid_spec::TagSource::Modbus { .. } => self.modbus.start(tag, generation),
@@ -221,6 +246,18 @@ impl Adapters {
                 self.sparkplug.insert(tag.name.clone(), subscription);
                 Ok(())
             }
+            grid_spec::TagSource::J1939 { .. } => {
+                let capture = j1939::Capture::start(
+                    &self.runtime,
+                    self.sink.clone(),
+                    tag,
+                    generation,
+                    resume,
+                    self.j1939_pace,
+                )?;
+                self.j1939.insert(tag.name.clone(), capture);
+                Ok(())
+            }
             other => Err(AdapterError::NotProvided {
                 tag: tag.name.clone(),
                 kind: other.kind(),
@@ -234,6 +271,7 @@ impl Adapters {
         match &tag.source {
             grid_spec::TagSource::Modbus { .. } => Ok(()),
             grid_spec::TagSource::Sparkplug { .. } => sparkplug::check(tag, &self.credentials),
+            grid_spec::TagSource::J1939 { .. } => j1939::check(tag),
             other => Err(AdapterError::NotProvided {
                 tag: tag.name.clone(),
                 kind: other.kind(),
@@ -254,6 +292,9 @@ impl Adapters {
         self.modbus.stop(name);
         if let Some(subscription) = self.sparkplug.remove(name) {
             subscription.stop();
+        }
+        if let Some(capture) = self.j1939.remove(name) {
+            capture.stop();
         }
     }
 }

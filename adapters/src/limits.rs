@@ -63,3 +63,29 @@ const _: () = assert!(MODBUS_READ_BITS_MAX >= 1);
 // The backoff starts above zero (doubling zero never grows) and is bounded by its max.
 const _: () = assert!(MODBUS_RECONNECT_DELAY_MS_MIN > 0);
 const _: () = assert!(MODBUS_RECONNECT_DELAY_MS_MIN <= MODBUS_RECONNECT_DELAY_MS_MAX);
+
+// J1939 (j1939/).
+
+/// The longest a TP.BAM receiver waits for the next data transfer packet (J1939-21's
+/// T1, 750 ms): past it the message is incomplete (debt). Measured in the capture's own
+/// time, so a replayed log breaks where the live bus did.
+pub const J1939_BAM_PACKET_GAP_MS_MAX: u64 = 750;
+/// The smallest multi-packet message: anything up to 8 bytes fits one frame.
+pub const J1939_BAM_BYTES_MIN: usize = 9;
+/// The largest multi-packet message: 255 packets of 7 bytes (J1939-21).
+pub const J1939_BAM_BYTES_MAX: usize = 1_785;
+const _: () = assert!(
+    // A BAM's packet count is one byte, 7 bytes each; the smallest is one past a frame.
+    J1939_BAM_BYTES_MAX == 255 * 7 && J1939_BAM_BYTES_MIN == 8 + 1
+);
+/// How long a replay sleeps at most before it looks again whether it was stopped (a
+/// log whose frames are far apart still stops promptly).
+pub const J1939_REPLAY_SLEEP_MS_MAX: u64 = 100;
+/// How long a live capture waits for a frame before it checks for a stop and expires
+/// waiting multi-packet messages.
+pub const J1939_CAPTURE_POLL_MS: u64 = 100;
+const _: () = assert!(
+    // Expiry is checked at least once per packet gap, so a broken BAM on a quiet bus is
+    // reported within twice the gap.
+    J1939_CAPTURE_POLL_MS <= J1939_BAM_PACKET_GAP_MS_MAX
+);

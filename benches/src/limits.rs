@@ -56,3 +56,7 @@ const _: () = assert!(COMPARE_BATCHES_MIN >= 3);
 const _: () = assert!(ACK_BATCH_MESSAGES_MAX >= 1);
 // One tag per holding register: a device has 65,536 addresses.
 const _: () = assert!(MODBUS_TAGS_MAX <= 65_536);
+
+/// The most frames `j1939_replay` generates (its log is about 50 bytes a frame, and
+/// the decoder alone holds every parsed frame in memory).
+pub const J1939_REPLAY_FRAMES_MAX: u64 = 20_000_000;

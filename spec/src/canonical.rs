@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::topology::{InputSource, Item, Model, Tag, TagSource};
+use crate::topology::{InputSource, Item, J1939Input, Model, Tag, TagSource};
 
 /// A KDL 2 quoted string.
 pub fn quote(text: &str) -> String {
@@ -84,11 +84,11 @@ pub fn model(model: &Model) -> String {
 }
 
 /// The canonical `tag` node of a tag whose source an owner may install (`simulate`,
-/// `modbus`, `sparkplug`): every field written, defaults too (`word-order` for the
+/// `modbus`, `sparkplug`, `j1939`): every field written, defaults too (`word-order` for the
 /// two-register types only, where it means something), in one order, so an unchanged
 /// tag gives the same text and a changed one differs field by field. Optional fields
-/// without a default (a Sparkplug `device`, `client-id`, `ca`, `membership`) are
-/// written when given. `None` for `opcua`, `bacnet` and `j1939`, which no owner
+/// without a default (a Sparkplug `device`, `client-id`, `ca`, `membership`, a J1939
+/// `source-address`) are written when given. `None` for `opcua` and `bacnet`, which no owner
 /// installs (the reconciler reports them instead).
 pub fn tag(tag: &Tag) -> Option<String> {
     let source = match &tag.source {
@@ -160,7 +160,23 @@ pub fn tag(tag: &Tag) -> Option<String> {
                 optional("membership", membership),
             )
         }
-        TagSource::OpcUa { .. } | TagSource::Bacnet { .. } | TagSource::J1939 { .. } => {
+        TagSource::J1939 {
+            input,
+            pgn,
+            spn,
+            source_address,
+        } => {
+            let input = match input {
+                J1939Input::Log(path) => format!("log={}", quote(path)),
+                J1939Input::Interface(name) => format!("interface={}", quote(name)),
+            };
+            let mut out = format!("j1939 {input} pgn={pgn} spn={spn}");
+            if let Some(address) = source_address {
+                let _ = write!(out, " source-address={address}");
+            }
+            out
+        }
+        TagSource::OpcUa { .. } | TagSource::Bacnet { .. } => {
             return None;
         }
     };
@@ -271,6 +287,31 @@ mod tests {
         );
         round_trip(
             "tag t host=h { sparkplug \"mqtts://10.0.0.9:8884\" group=g node=n metric=x membership=m; }\n",
+        );
+    }
+
+    #[test]
+    fn j1939_tags_read_back_to_the_same_text() {
+        let (source, canonical) =
+            round_trip("tag t host=h { j1939 log=\"engine.log\" pgn=61444 spn=190; }\n");
+        assert_eq!(
+            canonical,
+            "tag \"t\" host=\"h\" {\n    j1939 log=\"engine.log\" pgn=61444 spn=190\n}\n"
+        );
+        assert!(matches!(
+            source,
+            crate::TagSource::J1939 {
+                input: crate::J1939Input::Log(_),
+                source_address: None,
+                ..
+            }
+        ));
+        let (_, canonical) = round_trip(
+            "tag t host=h { j1939 source-address=0 spn=110 interface=\"can0\" pgn=65262; }\n",
+        );
+        assert!(
+            canonical.contains("j1939 interface=\"can0\" pgn=65262 spn=110 source-address=0\n"),
+            "{canonical}"
         );
     }
 

@@ -10,6 +10,7 @@ pub mod canonical;
 pub mod diagnostic;
 pub mod endpoint;
 pub mod formula;
+pub mod j1939;
 pub mod limits;
 pub mod nesting;
 mod parse;

@@ -89,6 +89,20 @@ const _: () = assert!(SIMULATE_INTERVAL_MS_DEFAULT <= SIMULATE_INTERVAL_MS_MAX);
 // An operator may name a Sparkplug connection after any one Grid object (a host, a tag).
 const _: () = assert!(SPARKPLUG_CLIENT_ID_LENGTH_MAX >= NAME_LENGTH_MAX);
 
+// J1939 (`j1939` tags, docs/sources.md "CAN/J1939").
+
+/// The largest parameter group number: 18 bits (extended data page, data page, PDU
+/// format, PDU specific) of a 29-bit identifier.
+pub const J1939_PGN_MAX: u32 = 0x3FFFF;
+/// The largest suspect parameter number: 19 bits.
+pub const J1939_SPN_MAX: u32 = 0x7FFFF;
+/// The largest address a J1939 frame can come from: 254 is the null address (a node
+/// that has none) and 255 the global one (a destination), neither a source.
+pub const J1939_SOURCE_ADDRESS_MAX: u8 = 253;
+/// The longest SocketCAN interface name, in bytes: Linux's IFNAMSIZ (16) less its
+/// terminating NUL.
+pub const J1939_INTERFACE_NAME_LENGTH_MAX: usize = 15;
+
 // The operator's tools (gridctl).
 
 /// The most plan/reconcile rounds `gridctl up` makes before it gives up on an empty plan.
@@ -161,6 +175,10 @@ pub const NAMES: &[&str] = &[
     "MODBUS_INTERVAL_MS_MAX",
     "MODBUS_INTERVAL_MS_DEFAULT",
     "SPARKPLUG_CLIENT_ID_LENGTH_MAX",
+    "J1939_PGN_MAX",
+    "J1939_SPN_MAX",
+    "J1939_SOURCE_ADDRESS_MAX",
+    "J1939_INTERFACE_NAME_LENGTH_MAX",
     "UP_RECONCILE_ROUNDS_MAX",
     "VIEW_REASON_CHARS_MAX",
     "PLAN_OBSERVERS_MAX",

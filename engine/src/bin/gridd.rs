@@ -7,7 +7,8 @@
 //!
 //! The only place besides `gridctl` that touches process state: it sets `umask 077`,
 //! raises its open-file limit to the hard limit, reads `GRID_FAILPOINTS` (see
-//! `grid_engine::store::failpoints`), installs the log subscriber (`RUST_LOG`,
+//! `grid_engine::store::failpoints`) and the benchmark's `GRID_BENCH_J1939_UNPACED`
+//! (`grid_adapters::j1939::set_default_pace`), installs the log subscriber (`RUST_LOG`,
 //! `--log-format`; see `docs/observability.md`) and logs its shutdown on SIGTERM or
 //! SIGINT before ending as that signal would.
 
@@ -143,6 +144,11 @@ fn main() -> ExitCode {
         },
         Err(_) => Failpoints::default(),
     };
+    // Benchmarks only (benches j1939_replay): J1939 logs replay as fast as the host
+    // journals them instead of at their recorded pace. No topology can ask for this.
+    if std::env::var_os("GRID_BENCH_J1939_UNPACED").is_some() {
+        grid_adapters::j1939::set_default_pace(grid_adapters::j1939::Pace::Unpaced);
+    }
     if let Err(e) = log_shutdown() {
         fail(format, &format!("gridd: cannot watch for signals: {e}"));
         return ExitCode::FAILURE;

@@ -26,6 +26,7 @@ use crate::validate;
 
 mod grants;
 mod hosts;
+mod j1939;
 mod models;
 mod node;
 mod routes;

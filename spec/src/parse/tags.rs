@@ -55,19 +55,7 @@ impl FileReader<'_> {
                     })
                 })(),
                 "simulate" => self.simulate(&mut c),
-                "j1939" => (|| {
-                    // TODO(issue 17, j1939): `log=` | `interface=`, with diagnostics.
-                    let source = c.string_arg(self, 0, "candump log or interface");
-                    let pgn = c.int_prop(self, "pgn", true, 0, 0x3FFFF);
-                    let spn = c.int_prop(self, "spn", true, 0, 0x7FFFF);
-                    c.skip_all();
-                    Some(TagSource::J1939 {
-                        input: J1939Input::Log(source?.0),
-                        pgn: pgn?.0 as u32,
-                        spn: spn?.0 as u32,
-                        source_address: None,
-                    })
-                })(),
+                "j1939" => self.j1939(&mut c),
                 other => {
                     c.skip_all();
                     self.error(
