@@ -14,6 +14,7 @@
 //! journaled with its reason; a tag whose type cannot be represented is **refused**
 //! before capture, and that refusal is recorded too.
 
+pub mod bacnet;
 pub mod limits;
 pub mod modbus;
 pub mod sparkplug;
@@ -166,7 +167,7 @@ pub enum AdapterError {
 }
 
 /// The sources this build reads (besides `simulate`, which the host generates itself).
-pub const PROVIDED: &[&str] = &["modbus", "sparkplug"];
+pub const PROVIDED: &[&str] = &["modbus", "sparkplug", "bacnet"];
 
 /// Whether this build reads `source`.
 pub fn provides(source: &grid_spec::TagSource) -> bool {
@@ -181,6 +182,7 @@ pub struct Adapters {
     host: String,
     modbus: modbus::Devices,
     sparkplug: BTreeMap<String, sparkplug::Subscription>,
+    bacnet: bacnet::Objects,
 }
 
 impl Adapters {
@@ -192,6 +194,7 @@ impl Adapters {
     ) -> Adapters {
         Adapters {
             modbus: modbus::Devices::new(runtime.clone(), sink.clone()),
+            bacnet: bacnet::Objects::new(runtime.clone(), sink.clone()),
             runtime,
             sink,
             credentials,
@@ -219,6 +222,7 @@ impl Adapters {
                 self.sparkplug.insert(tag.name.clone(), subscription);
                 Ok(())
             }
+            grid_spec::TagSource::Bacnet { .. } => self.bacnet.start(tag, generation),
             other => Err(AdapterError::NotProvided {
                 tag: tag.name.clone(),
                 kind: other.kind(),
@@ -232,6 +236,7 @@ impl Adapters {
         match &tag.source {
             grid_spec::TagSource::Modbus { .. } => Ok(()),
             grid_spec::TagSource::Sparkplug { .. } => sparkplug::check(tag, &self.credentials),
+            grid_spec::TagSource::Bacnet { .. } => bacnet::check(tag),
             other => Err(AdapterError::NotProvided {
                 tag: tag.name.clone(),
                 kind: other.kind(),
@@ -243,8 +248,9 @@ impl Adapters {
     /// confirmed COV subscription is cancelled and the answer comes through the
     /// returned receiver; `None` when the tag held nothing to release.
     pub fn release(&mut self, name: &str) -> Option<Released> {
+        let released = self.bacnet.release(name);
         self.stop(name);
-        None
+        released
     }
 
     /// Stops reading `name`; nothing it reports afterwards is sent.
@@ -253,6 +259,7 @@ impl Adapters {
         if let Some(subscription) = self.sparkplug.remove(name) {
             subscription.stop();
         }
+        self.bacnet.stop(name);
     }
 }
 
