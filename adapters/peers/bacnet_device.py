@@ -18,6 +18,7 @@ from functools import partial
 
 from bacpypes3.app import Application
 from bacpypes3.basetypes import Reliability
+from bacpypes3.errors import UnrecognizedService
 from bacpypes3.local.analog import AnalogInputObject
 from bacpypes3.local.binary import BinaryInputObject
 
@@ -44,12 +45,17 @@ class Device(Application):
         self.notifications = 0
         self.acks = 0
         self.refusals = 0
+        self.rejected = 0
+        self.without_rpm = False
 
     async def do_ReadPropertyRequest(self, apdu):
         self.reads += 1
         return await super().do_ReadPropertyRequest(apdu)
 
     async def do_ReadPropertyMultipleRequest(self, apdu):
+        if self.without_rpm:
+            self.rejected += 1
+            raise UnrecognizedService("this device has no ReadPropertyMultiple")
         self.reads += 1
         return await super().do_ReadPropertyMultipleRequest(apdu)
 
@@ -75,7 +81,7 @@ class Device(Application):
         return sum(len(d.cov_subscriptions) for d in self._cov_detections.values())
 
 
-def build(instance, port, analogs):
+def build(instance, port, analogs, without_rpm=False):
     namespace = argparse.Namespace(
         name=f"grid-test-{instance}",
         instance=instance,
@@ -87,6 +93,7 @@ def build(instance, port, analogs):
         bbmd=None,
     )
     app = Device.from_args(namespace)
+    app.without_rpm = without_rpm
     objects = {}
     for i in range(1, analogs + 1):
         obj = AnalogInputObject(
@@ -180,6 +187,7 @@ class Peer:
                 "acks": self.app.acks,
                 "refusals": self.app.refusals,
                 "reads": self.app.reads,
+                "rejected": self.app.rejected,
             }
         raise ValueError(f"unknown op {op!r}")
 
@@ -189,9 +197,16 @@ async def main():
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--device", type=int, required=True, help="the device instance")
     parser.add_argument("--analog-inputs", type=int, default=3)
+    parser.add_argument(
+        "--without-read-property-multiple",
+        action="store_true",
+        help="reject ReadPropertyMultiple (unrecognized-service), as small devices do",
+    )
     args = parser.parse_args()
 
-    app, objects = build(args.device, args.port, args.analog_inputs)
+    app, objects = build(
+        args.device, args.port, args.analog_inputs, args.without_read_property_multiple
+    )
     peer = Peer(app, objects)
     print(
         json.dumps({"ready": True, "port": args.port, "device": args.device, "objects": list(objects)}),

@@ -38,11 +38,17 @@ struct Peer {
 impl Peer {
     /// Starts the device on `port` and waits for its `ready` line.
     fn start(port: u16) -> Peer {
+        Peer::start_with(port, &[])
+    }
+
+    /// [`Peer::start`] with more arguments.
+    fn start_with(port: u16, arguments: &[&str]) -> Peer {
         require_bacpypes3();
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/peers/bacnet_device.py");
         let mut child = Command::new("python3")
             .arg(script)
             .args(["--port", &port.to_string(), "--device", &DEVICE.to_string()])
+            .args(arguments)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -116,6 +122,7 @@ impl Peer {
             acks: count("acks"),
             refusals: count("refusals"),
             reads: count("reads"),
+            rejected: count("rejected"),
         }
     }
 }
@@ -129,6 +136,8 @@ struct Stats {
     acks: u64,
     refusals: u64,
     reads: u64,
+    /// ReadPropertyMultiple requests rejected (`--without-read-property-multiple`).
+    rejected: u64,
 }
 
 impl Drop for Peer {
@@ -476,4 +485,35 @@ fn a_killed_device_is_timeout_debt_then_good_once_it_is_back() {
             .any(|e| connection(e).is_some_and(|c| c.state == "connected")),
         "{seen:#?}"
     );
+}
+
+#[test]
+fn a_device_without_read_property_multiple_is_read_property_by_property() {
+    const PORT: u16 = 47814;
+    let mut peer = Peer::start_with(PORT, &["--without-read-property-multiple"]);
+    let mut adapter = Adapter::new();
+    adapter.start(&tag("zone-temp", PORT, "analog-input:1", None), 1);
+    peer.set("analog-input:1", 2.5);
+    adapter.good("zone-temp", 2.5);
+    peer.reliability("analog-input:1", "under-range");
+    adapter.debt("zone-temp", "reliability: under-range");
+    peer.reliability("analog-input:1", "no-fault-detected");
+    adapter.good("zone-temp", 2.5);
+    let stats = peer.stats();
+    // Asked once, rejected once: ReadProperty (three per poll) from then on.
+    assert_eq!(stats.rejected, 1, "{stats:?}");
+    assert!(stats.reads >= 9, "{stats:?}");
+}
+
+#[test]
+fn a_release_the_device_does_not_answer_says_why() {
+    const PORT: u16 = 47815;
+    let mut peer = Peer::start(PORT);
+    let mut adapter = Adapter::new();
+    adapter.start(&tag("zone-temp", PORT, "analog-input:1", Some(60)), 1);
+    peer.set("analog-input:1", 6.0);
+    adapter.good("zone-temp", 6.0);
+    drop(peer);
+    // The subscription then lapses at the device by its lifetime.
+    assert_eq!(adapter.release("zone-temp"), Err("timeout".to_owned()));
 }

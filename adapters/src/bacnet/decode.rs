@@ -3,7 +3,7 @@
 //! notification carried them.
 
 use bacnet_encoding::primitives::decode_application_value;
-use bacnet_types::enums::{AbortReason, RejectReason, Reliability};
+use bacnet_types::enums::{AbortReason, ErrorClass, RejectReason, Reliability};
 use bacnet_types::error::{Error, RemoteError};
 use bacnet_types::primitives::PropertyValue;
 use grid_spec::bacnet::BacnetObjectType;
@@ -150,6 +150,19 @@ pub fn unanswered(error: &Error) -> bool {
     )
 }
 
+/// Whether the device does not provide the service asked for (a Reject
+/// `unrecognized-service`, or an Error of class `services`): not a failure of the
+/// object, so another service may read it.
+pub fn no_such_service(error: &Error) -> bool {
+    match error {
+        Error::Remote(RemoteError::Reject { reason }) => {
+            *reason == RejectReason::UNRECOGNIZED_SERVICE
+        }
+        Error::Remote(RemoteError::Error { class, .. }) => *class == ErrorClass::SERVICES,
+        _ => false,
+    }
+}
+
 /// A failed request as a debt reason: Error, Reject and Abort PDUs by name, `timeout`.
 pub fn failure(error: &Error) -> String {
     match error {
@@ -180,7 +193,7 @@ fn name_or_number(name: Option<&str>, raw: u8) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bacnet_types::enums::{ErrorClass, ErrorCode};
+    use bacnet_types::enums::ErrorCode;
     use std::time::Duration;
 
     const REAL_21_5: [u8; 5] = [0x44, 0x41, 0xAC, 0x00, 0x00];
@@ -270,6 +283,7 @@ mod tests {
             reason: RejectReason::UNRECOGNIZED_SERVICE,
         });
         assert_eq!(failure(&reject), "reject: unrecognized-service");
+        assert!(no_such_service(&reject) && !no_such_service(&unknown));
         let abort = Error::Remote(RemoteError::Abort {
             reason: AbortReason::SEGMENTATION_NOT_SUPPORTED,
         });

@@ -61,6 +61,7 @@ impl Objects {
             stopped: stopped.clone(),
             sink: self.sink.clone(),
             last_debt: None,
+            state: None,
         };
         self.runtime.spawn(point.run(receiver));
         self.points.insert(

@@ -47,6 +47,8 @@ pub(super) struct Point {
     /// The reason of the last reading reported when it was debt: the same debt again
     /// is not reported (an outage is one entry per reason, not one per poll).
     pub last_debt: Option<String>,
+    /// The connection state last reported: a state is reported when it changes.
+    pub state: Option<Connection>,
 }
 
 impl Point {
@@ -83,12 +85,16 @@ impl Point {
         self.sink.send(event).await.is_ok()
     }
 
-    async fn connection(&self, state: &str, detail: Option<&str>) -> bool {
-        self.report(Event::Connection(Connection {
+    async fn connection(&mut self, state: &str, detail: Option<&str>) -> bool {
+        let connection = Connection {
             state: state.to_owned(),
             detail: detail.map(str::to_owned),
-        }))
-        .await
+        };
+        if self.state.as_ref() == Some(&connection) {
+            return true;
+        }
+        self.state = Some(connection.clone());
+        self.report(Event::Connection(connection)).await
     }
 
     async fn debt(&mut self, reason: &str) -> bool {
@@ -168,7 +174,6 @@ impl Point {
         let mut ticks = tokio::time::interval(Duration::from_millis(self.interval_ms.into()));
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut multiple = true;
-        let mut online = false;
         loop {
             tokio::select! {
                 command = commands.recv() => return command,
@@ -176,10 +181,8 @@ impl Point {
             }
             let read = if multiple {
                 match self.read_multiple(client, mac).await {
-                    Err(Error::Remote(RemoteError::Reject { .. }))
-                    | Err(Error::Remote(RemoteError::Error { .. })) => {
-                        // No ReadPropertyMultiple here (or not for this object):
-                        // ReadProperty from now on.
+                    Err(error) if decode::no_such_service(&error) => {
+                        // No ReadPropertyMultiple at this device: ReadProperty from now on.
                         multiple = false;
                         self.read_each(client, mac).await
                     }
@@ -190,25 +193,18 @@ impl Point {
             };
             let sent = match read {
                 Ok(observed) => {
-                    if !online {
-                        online = true;
-                        self.connection("connected", None).await;
-                    }
                     let reading = decode::reading(self.object.object_type, &observed);
-                    self.reading(reading).await
+                    self.connection("connected", None).await && self.reading(reading).await
                 }
                 Err(error) => {
                     let reason = decode::failure(&error);
-                    let lost = decode::unanswered(&error);
-                    if lost && online {
-                        online = false;
-                        self.connection("offline", Some(&reason)).await;
-                    } else if !lost && !online {
-                        // The device answered (with an error PDU): it is there.
-                        online = true;
-                        self.connection("connected", None).await;
-                    }
-                    self.debt(&reason).await
+                    // An Error, Reject or Abort PDU: the device answered, it is there.
+                    let reported = if decode::unanswered(&error) {
+                        self.connection("offline", Some(&reason)).await
+                    } else {
+                        self.connection("connected", None).await
+                    };
+                    reported && self.debt(&reason).await
                 }
             };
             if !sent {
@@ -289,7 +285,6 @@ impl Point {
             (lifetime_s / 2).clamp(1, BACNET_COV_RENEWAL_S_MAX),
         ));
         let mut retry = Duration::from_millis(BACNET_RETRY_DELAY_MS_MIN);
-        let mut online = false;
         let mut next = tokio::time::Instant::now();
         loop {
             tokio::select! {
@@ -302,18 +297,12 @@ impl Point {
                         Ok(()) => {
                             retry = Duration::from_millis(BACNET_RETRY_DELAY_MS_MIN);
                             next = tokio::time::Instant::now() + renewal;
-                            if online {
-                                true
-                            } else {
-                                online = true;
-                                self.connection("connected", None).await
-                            }
+                            self.connection("connected", None).await
                         }
                         Err(error) => {
                             let reason = format!("subscription: {}", decode::failure(&error));
                             next = tokio::time::Instant::now() + retry;
                             retry = (retry * 2).min(Duration::from_millis(BACNET_RETRY_DELAY_MS_MAX));
-                            online = false;
                             self.connection("offline", Some(&reason)).await && self.debt(&reason).await
                         }
                     };
