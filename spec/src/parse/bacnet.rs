@@ -74,40 +74,26 @@ impl FileReader<'_> {
             None if c.has_property("cov").is_some() => None,
             None => Some(false),
         };
-        let lifetime = match c.limited_int_prop(
+        let lifetime = optional_limited(
             self,
+            c,
             "lifetime-s",
-            false,
             (
-                limits::BACNET_COV_LIFETIME_S_MIN.into(),
+                limits::BACNET_COV_LIFETIME_S_MIN,
                 "BACNET_COV_LIFETIME_S_MIN",
             ),
             (
-                limits::BACNET_COV_LIFETIME_S_MAX.into(),
+                limits::BACNET_COV_LIFETIME_S_MAX,
                 "BACNET_COV_LIFETIME_S_MAX",
             ),
-        ) {
-            Some((l, span)) => Some(Some((l as u32, span))),
-            None if c.has_property("lifetime-s").is_some() => None,
-            None => Some(None),
-        };
-        let interval = match c.limited_int_prop(
+        );
+        let interval = optional_limited(
             self,
+            c,
             "interval-ms",
-            false,
-            (
-                limits::BACNET_INTERVAL_MS_MIN.into(),
-                "BACNET_INTERVAL_MS_MIN",
-            ),
-            (
-                limits::BACNET_INTERVAL_MS_MAX.into(),
-                "BACNET_INTERVAL_MS_MAX",
-            ),
-        ) {
-            Some((i, span)) => Some(Some((i as u32, span))),
-            None if c.has_property("interval-ms").is_some() => None,
-            None => Some(None),
-        };
+            (limits::BACNET_INTERVAL_MS_MIN, "BACNET_INTERVAL_MS_MIN"),
+            (limits::BACNET_INTERVAL_MS_MAX, "BACNET_INTERVAL_MS_MAX"),
+        );
         // What the fields mean together, once each reads on its own.
         let mut fits = true;
         if let (Some(false), Some(Some((_, span)))) = (cov, lifetime) {
@@ -144,5 +130,27 @@ impl FileReader<'_> {
         };
         lifetime?;
         fits.then_some(source)
+    }
+}
+
+/// An optional integer property within named limits: `Some(None)` when absent,
+/// `Some(Some((value, span)))` when valid, `None` (its diagnostic given) when not.
+fn optional_limited(
+    r: &mut FileReader,
+    c: &mut NodeReader,
+    key: &str,
+    (min, min_name): (u32, &str),
+    (max, max_name): (u32, &str),
+) -> Option<Option<(u32, SourceSpan)>> {
+    match c.limited_int_prop(
+        r,
+        key,
+        false,
+        (min.into(), min_name),
+        (max.into(), max_name),
+    ) {
+        Some((value, span)) => Some(Some((value as u32, span))),
+        None if c.has_property(key).is_some() => None,
+        None => Some(None),
     }
 }
