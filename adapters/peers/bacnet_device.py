@@ -46,6 +46,7 @@ class Device(Application):
         self.acks = 0
         self.refusals = 0
         self.rejected = 0
+        self.subscribe_requests = 0
         self.without_rpm = False
 
     async def do_ReadPropertyRequest(self, apdu):
@@ -58,6 +59,10 @@ class Device(Application):
             raise UnrecognizedService("this device has no ReadPropertyMultiple")
         self.reads += 1
         return await super().do_ReadPropertyMultipleRequest(apdu)
+
+    async def do_SubscribeCOVRequest(self, apdu):
+        self.subscribe_requests += 1
+        return await super().do_SubscribeCOVRequest(apdu)
 
     def cov_notification(self, cov, apdu):
         self.notifications += 1
@@ -188,6 +193,7 @@ class Peer:
                 "refusals": self.app.refusals,
                 "reads": self.app.reads,
                 "rejected": self.app.rejected,
+                "subscribe-requests": self.app.subscribe_requests,
             }
         raise ValueError(f"unknown op {op!r}")
 

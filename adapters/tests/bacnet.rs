@@ -123,6 +123,7 @@ impl Peer {
             refusals: count("refusals"),
             reads: count("reads"),
             rejected: count("rejected"),
+            subscribe_requests: count("subscribe-requests"),
         }
     }
 }
@@ -138,6 +139,8 @@ struct Stats {
     reads: u64,
     /// ReadPropertyMultiple requests rejected (`--without-read-property-multiple`).
     rejected: u64,
+    /// SubscribeCOV requests received: subscriptions, renewals, cancellations.
+    subscribe_requests: u64,
 }
 
 impl Drop for Peer {
@@ -516,4 +519,39 @@ fn a_release_the_device_does_not_answer_says_why() {
     drop(peer);
     // The subscription then lapses at the device by its lifetime.
     assert_eq!(adapter.release("zone-temp"), Err("timeout".to_owned()));
+}
+
+#[test]
+fn a_cov_subscription_is_renewed_before_its_lifetime_ends_and_again_at_a_restarted_device() {
+    const PORT: u16 = 47816;
+    let lifetime_s = grid_spec::limits::BACNET_COV_LIFETIME_S_MIN;
+    let mut peer = Peer::start(PORT);
+    let mut adapter = Adapter::new();
+    adapter.start(
+        &tag("zone-temp", PORT, "analog-input:1", Some(lifetime_s)),
+        1,
+    );
+    adapter.good("zone-temp", 0.0);
+    // Renewed at half its lifetime: the same subscription, never lapsed.
+    eventually("two renewals", || {
+        let stats = peer.stats();
+        assert_eq!(stats.subscriptions, 1, "{stats:?}");
+        stats.subscribe_requests >= 3
+    });
+    peer.set("analog-input:1", 1.5);
+    adapter.good("zone-temp", 1.5);
+
+    // A restarted device has forgotten the subscription: the next renewal subscribes
+    // again (a dead device in between is `subscription: timeout` debt).
+    drop(peer);
+    adapter.debt("zone-temp", "subscription: timeout");
+    let mut peer = Peer::start(PORT);
+    peer.set("analog-input:1", 2.5);
+    let seen = adapter.good("zone-temp", 2.5);
+    assert!(
+        seen.iter()
+            .any(|e| connection(e).is_some_and(|c| c.state == "connected")),
+        "{seen:#?}"
+    );
+    assert_eq!(peer.stats().subscriptions, 1);
 }
