@@ -358,6 +358,14 @@ fn polled_values_flow_and_status_flags_and_reliability_are_debt_then_good_again(
     peer.flags("analog-input:1", None);
     adapter.good("zone-temp", 21.5);
 
+    // A REAL that is not a number is debt (the peer takes "nan", "-inf" as text).
+    for (text, reason) in [("nan", "not finite: NaN"), ("-inf", "not finite: -inf")] {
+        peer.op(json!({"op": "set", "object": "analog-input:1", "value": text}));
+        adapter.debt("zone-temp", reason);
+    }
+    peer.set("analog-input:1", 21.5);
+    adapter.good("zone-temp", 21.5);
+
     // Binary objects: active 1, inactive 0.
     peer.set("binary-input:1", 1.0);
     let seen = adapter.good("occupied", 1.0);
