@@ -220,6 +220,8 @@ fn tag_source_holds_when_every_condition_does() {
         good_at_least: Some(2),
         debt_at_least: Some(2),
         refused_at_least: Some(1),
+        good: Some(2),
+        debt: Some(2),
         outstanding_debt: Some(2),
         reason: Some("illegal data address".into()),
         consecutive: Some(true),
@@ -233,6 +235,14 @@ fn tag_source_holds_when_every_condition_does() {
         summary.contains("outstanding debt 2 (#4 \"exception: illegal data address\""),
         "{summary}"
     );
+    // Exact counts: one good entry more (a frame journaled twice) is not 2.
+    let exact = TagExpect {
+        good: Some(3),
+        debt: Some(2),
+        ..TagExpect::default()
+    };
+    let failure = tag_source::check("boiler-temp", "edge-a", &exact, &json).unwrap_err();
+    assert_eq!(failure.observed.lines().next(), Some("good count is 2, not 3"));
     // A refused entry's reason matches too; integers equal their float.
     let refused = TagExpect {
         reason: Some("not admitted".into()),
