@@ -38,6 +38,8 @@ pub enum Raw {
     Int(i64),
     UInt(u64),
     Float(f64),
+    /// A frame's or a reassembled message's data bytes (J1939).
+    Bytes(Vec<u8>),
 }
 
 /// What a reading means for the models that read its tag.

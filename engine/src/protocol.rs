@@ -65,6 +65,11 @@ pub enum Request {
     InstallTag { name: String, tag: String },
     /// Retire an installed model: it stops serving and its state is kept.
     RetireModel { name: String },
+    /// Retire an installed tag (`retired=#true`): it stops reading and releases what
+    /// it holds at its device (a confirmed COV subscription is cancelled, the answer
+    /// saying whether the device confirmed); its journal is kept. Installing it again
+    /// reinstates it.
+    RetireTag { name: String },
     /// Rotate the host's signing key to `generation` (only ever higher); the old key
     /// stays in the custody manifest as retired, verify-only.
     RotateKeys { generation: u32 },
@@ -104,6 +109,7 @@ impl Request {
             Request::InstallModel { name, .. } => format!("install model {name}"),
             Request::InstallTag { name, .. } => format!("install tag {name}"),
             Request::RetireModel { name } => format!("retire model {name}"),
+            Request::RetireTag { name } => format!("retire tag {name}"),
             Request::RotateKeys { generation } => {
                 format!("rotate signing keys to generation {generation}")
             }
@@ -134,6 +140,7 @@ impl Request {
             Request::InstallModel { .. } => "install-model",
             Request::InstallTag { .. } => "install-tag",
             Request::RetireModel { .. } => "retire-model",
+            Request::RetireTag { .. } => "retire-tag",
             Request::RotateKeys { .. } => "rotate-keys",
             Request::Input { .. } => "input",
             Request::InstallRoute { .. } => "install-route",
@@ -303,6 +310,9 @@ pub struct TagState {
     /// The adapter's connection state (`None` for a simulated tag).
     #[serde(default)]
     pub connection: Option<String>,
+    /// Retired (`Request::RetireTag`): nothing is read any more; the journal is kept.
+    #[serde(default)]
+    pub retired: bool,
 }
 
 /// A tag's journal (`Call::Tag`).
@@ -349,6 +359,10 @@ pub struct TagReport {
     /// host started).
     #[serde(default)]
     pub repeats: u64,
+    /// Retired (`Request::RetireTag`): nothing reads it any more; this is its kept
+    /// journal.
+    #[serde(default)]
+    pub retired: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -362,6 +376,10 @@ pub struct QualityCounts {
     pub good: u64,
     pub debt: u64,
     pub refused: u64,
+    /// Passive receive completions (J1939 multi-packet messages), neither good nor
+    /// debt.
+    #[serde(default)]
+    pub completions: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -378,7 +396,7 @@ pub struct DebtEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TagEntry {
     pub index: u64,
-    /// `good`, `debt` or `refused`.
+    /// `good`, `debt`, `refused` or `completion`.
     pub quality: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<f64>,

@@ -18,9 +18,12 @@ fn line(op: Op, tag: &str, host: &str, detail: String, action: Action) -> Draft 
     Draft::new(op, "tag", tag, host, detail, action)
 }
 
-/// `+ tag T @ H` (install), `~` (its definition changed), `!` for a host without the
-/// `sources` profile, a source this build does not provide, and a tag a host holds
-/// that no file declares there. Hosts that do not answer are reported by their own
+/// `+ tag T @ H` (install, or reinstate a retired one), `~` (its definition
+/// changed), `-` (`retired=#true`: stop reading and release what the tag holds at its
+/// device — `(cancel COV subscription)` for a confirmed COV subscription), `!` for a
+/// host without the `sources` profile, a source this build does not provide, and a tag
+/// a host holds that no file declares there (unmanaged: nothing is released, a COV
+/// subscription is left to lapse). Hosts that do not answer are reported by their own
 /// lines; nothing is planned for their tags.
 pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
     let mut out = Vec::new();
@@ -28,6 +31,33 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
         let Some(host) = topology.host(&tag.host) else {
             continue;
         };
+        if tag.retired {
+            let held = world
+                .running(&tag.host)
+                .and_then(|o| o.tags.iter().find(|t| t.name == tag.name));
+            if let Some(held) = held.filter(|t| !t.retired) {
+                let release = if holds_cov_subscription(&held.tag) {
+                    "cancel COV subscription"
+                } else {
+                    "stop reading"
+                };
+                out.push(
+                    line(
+                        Op::Retire,
+                        &tag.name,
+                        &tag.host,
+                        format!("retired=#true in the files ({release})"),
+                        Action::Submit {
+                            request: Request::RetireTag {
+                                name: tag.name.clone(),
+                            },
+                        },
+                    )
+                    .key(format!("tag:{}:{}", tag.host, tag.name)),
+                );
+            }
+            continue;
+        }
         if !host.profiles.contains(&Profile::Sources) {
             out.push(line(
                 Op::Attention,
@@ -81,6 +111,16 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
         };
         match observed.tags.iter().find(|t| t.name == tag.name) {
             None => out.push(create()),
+            Some(held) if held.retired => out.push(
+                line(
+                    Op::Create,
+                    &tag.name,
+                    &tag.host,
+                    format!("reinstate a retired tag: {}", canonical_source(&canonical)),
+                    install,
+                )
+                .key(format!("tag:{}:{}", tag.host, tag.name)),
+            ),
             Some(held) if held.tag != canonical => {
                 let changes = crate::changes::tag(&held.tag, &canonical);
                 let detail = crate::plan::diff(&held.tag, &canonical);
@@ -97,18 +137,23 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
         let HostStatus::Running(observed) = &observation.status else {
             continue;
         };
-        for held in &observed.tags {
+        for held in observed.tags.iter().filter(|t| !t.retired) {
             let declared = topology
                 .tags
                 .iter()
                 .any(|t| t.name == held.name && t.host == observation.name);
             if !declared {
+                let cov = if holds_cov_subscription(&held.tag) {
+                    "; its COV subscription is not cancelled (it lapses by its lifetime once nothing renews it): mark the tag retired=#true to cancel it"
+                } else {
+                    ""
+                };
                 out.push(line(
                     Op::Attention,
                     &held.name,
                     &observation.name,
                     format!(
-                        "unmanaged: the host holds it ({} observation(s) journaled) but no file declares it here",
+                        "unmanaged: the host holds it ({} observation(s) journaled) but no file declares it here{cov}",
                         held.observations
                     ),
                     Action::None,
@@ -117,6 +162,13 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
         }
     }
     out
+}
+
+/// Whether a held tag's canonical text reads through a confirmed COV subscription
+/// (a `bacnet` source with `cov=#true`), which retiring it cancels.
+pub(crate) fn holds_cov_subscription(canonical: &str) -> bool {
+    let source = canonical.lines().nth(1).unwrap_or_default().trim();
+    source.starts_with("bacnet ") && source.split_whitespace().any(|w| w == "cov=#true")
 }
 
 /// What a `+ tag` line says of a canonical tag text: `simulated, wave=…` for a
@@ -169,6 +221,7 @@ impl Inspection {
             "debt": r.debt,
             "entries": r.entries,
             "repeats": r.repeats,
+            "retired": r.retired,
         })
     }
 
@@ -181,6 +234,9 @@ impl Inspection {
         match r.observations.last() {
             Some((n, v)) => out.push_str(&format!("; last {n} = {v}\n")),
             None => out.push('\n'),
+        }
+        if r.retired {
+            out.push_str("  retired: nothing reads it any more; its journal is kept\n");
         }
         if r.source != "simulate" {
             return self.render_read(out);

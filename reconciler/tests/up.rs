@@ -514,6 +514,7 @@ fn the_view_draws_tags_with_their_connection_and_debt() {
                     observations: 12,
                     debt: 2,
                     connection: Some("offline".into()),
+                    retired: false,
                 })),
             },
             TagRow {

@@ -40,8 +40,11 @@ impl Host {
             }
             match event {
                 Event::Connection(c) => *connection = Some(c),
-                // TODO(issue 17): journaled as its own entry before its reading.
-                Event::Completion(_) => {}
+                // Its own entry, before the reading decoded from it (the adapter
+                // reports them in that order): what a value came from is on record.
+                Event::Completion(completion) => {
+                    self.journal_entry(&tag, Entry::Completion(completion), &mut write, &mut fresh);
+                }
                 Event::Reading(reading) => {
                     let entry = Entry::Reading(reading);
                     if entry.good_value().is_none()
@@ -95,8 +98,8 @@ impl Host {
             .iter()
             .map(|(n, e)| e.report(*n))
             .collect();
-        let outstanding = usize::try_from(tag.outstanding()).unwrap_or(usize::MAX);
-        let debt = tail(outstanding.min(crate::limits::TAG_REPORT_DEBT_MAX))
+        let since_good = usize::try_from(tag.since_good()).unwrap_or(usize::MAX);
+        let debt = tail(since_good.min(crate::limits::TAG_REPORT_DEBT_MAX))
             .iter()
             .filter_map(|(n, e)| {
                 e.reason().map(|reason| crate::protocol::DebtEntry {
@@ -105,6 +108,7 @@ impl Host {
                     quality: e.quality().to_owned(),
                     received_ms: match e {
                         Entry::Reading(r) => Some(r.received_ms),
+                        Entry::Completion(c) => Some(c.received_ms),
                         Entry::Simulated(_) => None,
                     },
                 })
@@ -124,15 +128,16 @@ impl Host {
                             input: input.clone(),
                             position,
                             batches: m.batches,
-                            stale: position > 0
-                                && self.entry(name, position).good_value().is_none(),
+                            stale: self.stale_at(name, position),
                         }
                     })
                     .collect::<Vec<_>>()
             })
             .collect();
         let (source, connection) = match &tag.reader {
-            TagReader::Simulated { .. } => ("simulate".to_owned(), None),
+            TagReader::Simulated { .. } | TagReader::Retired { .. } => {
+                (tag.source_kind().to_owned(), None)
+            }
             TagReader::Adapter {
                 tag, connection, ..
             } => (tag.source.kind().to_owned(), connection.clone()),
@@ -155,11 +160,13 @@ impl Host {
                 good: tag.summary.good,
                 debt: tag.summary.debt,
                 refused: tag.summary.refused,
+                completions: tag.summary.completions,
             },
             debt,
             entries,
             consecutive: self.consecutive(name, tag.last),
             repeats: tag.repeats,
+            retired: tag.record.retired,
         }))
     }
 

@@ -142,6 +142,9 @@ impl Installed {
 struct TagRecord {
     /// Canonical KDL text of the current definition.
     tag: String,
+    /// Retired (`Request::RetireTag`): read no more, journal kept.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    retired: bool,
 }
 
 /// A tag this host reads: simulated (generated here) or through an adapter.
@@ -161,8 +164,24 @@ struct TagRuntime {
 }
 
 impl TagRuntime {
+    /// The kind of source the tag reads (`simulate`, `modbus`, …).
+    fn source_kind(&self) -> &'static str {
+        match &self.reader {
+            TagReader::Simulated { .. } => "simulate",
+            TagReader::Adapter { tag, .. } => tag.source.kind(),
+            TagReader::Retired { source } => source,
+        }
+    }
+
     /// The entries journaled since the last good one (outstanding debt).
     fn outstanding(&self) -> u64 {
+        self.since_good()
+            .saturating_sub(self.summary.completions_since_good)
+    }
+
+    /// How many entries were journaled after the newest good one (debt, refusals
+    /// and passive receive completions).
+    fn since_good(&self) -> u64 {
         self.last
             .saturating_sub(self.summary.last_good.map_or(0, |(n, _)| n))
     }
@@ -183,6 +202,8 @@ enum TagReader {
         generation: u64,
         connection: Option<grid_adapters::Connection>,
     },
+    /// Retired: nothing reads it; its journal and fed positions stay.
+    Retired { source: &'static str },
 }
 
 /// What feeds a model from tags: (input, tag) for each `input … from="tag:T"`.
@@ -916,8 +937,9 @@ impl Host {
                     TagReader::Adapter { connection, .. } => {
                         connection.as_ref().map(|c| c.state.clone())
                     }
-                    TagReader::Simulated { .. } => None,
+                    TagReader::Simulated { .. } | TagReader::Retired { .. } => None,
                 },
+                retired: t.record.retired,
             })
             .collect()
     }

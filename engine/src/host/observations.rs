@@ -4,15 +4,20 @@
 //! A simulated observation is 8 bytes, the value's `f64` bits (big-endian), always
 //! good. An adapter's observation is the byte `1` followed by the JSON of its
 //! [`grid_adapters::Reading`] (raw value, quality with its value or reason, the device
-//! timestamp where the protocol has one, the host's receive time). Beside the journal,
+//! timestamp where the protocol has one, the host's receive time). A passive receive
+//! completion (a whole J1939 multi-packet message, [`grid_adapters::Completion`]) is
+//! the byte `2` followed by its JSON: its own entry, journaled before the reading
+//! decoded from it, never projected. Beside the journal,
 //! each tag's [`Summary`] (counts by quality, the last good entry) lives in `meta`,
 //! written in the same batch as the entries it counts.
 
 use super::*;
-use grid_adapters::{Quality, Raw, Reading};
+use grid_adapters::{Completion, Quality, Raw, Reading};
 
 /// The first byte of an adapter's journal entry (the format's version).
 const READING_ENTRY: u8 = 1;
+/// The first byte of a passive receive completion's journal entry.
+const COMPLETION_ENTRY: u8 = 2;
 
 /// One journaled observation.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,6 +25,9 @@ pub(super) enum Entry {
     /// A simulated tag's value (good by construction).
     Simulated(f64),
     Reading(Reading),
+    /// A whole multi-packet message received: on record before what it is decoded
+    /// into, neither good nor debt.
+    Completion(Completion),
 }
 
 impl Entry {
@@ -31,6 +39,11 @@ impl Entry {
                 bytes.extend(serde_json::to_vec(r).expect("readings serialize"));
                 bytes
             }
+            Entry::Completion(c) => {
+                let mut bytes = vec![COMPLETION_ENTRY];
+                bytes.extend(serde_json::to_vec(c).expect("completions serialize"));
+                bytes
+            }
         }
     }
 
@@ -40,6 +53,9 @@ impl Entry {
         }
         match bytes.split_first() {
             Some((&READING_ENTRY, json)) => serde_json::from_slice(json).ok().map(Entry::Reading),
+            Some((&COMPLETION_ENTRY, json)) => {
+                serde_json::from_slice(json).ok().map(Entry::Completion)
+            }
             _ => None,
         }
     }
@@ -53,7 +69,7 @@ impl Entry {
                 quality: Quality::Good { value },
                 ..
             }) => *value,
-            Entry::Reading(_) => return None,
+            Entry::Reading(_) | Entry::Completion(_) => return None,
         };
         value.is_finite().then_some(value)
     }
@@ -62,6 +78,7 @@ impl Entry {
         match self {
             Entry::Simulated(_) => "good",
             Entry::Reading(r) => r.quality.name(),
+            Entry::Completion(_) => "completion",
         }
     }
 
@@ -81,6 +98,11 @@ impl Entry {
         let (raw, device_time_ms, received_ms) = match self {
             Entry::Simulated(v) => (Raw::Float(*v), None, None),
             Entry::Reading(r) => (r.raw.clone(), r.device_time_ms, Some(r.received_ms)),
+            Entry::Completion(c) => (
+                Raw::Bytes(c.bytes.clone()),
+                c.device_time_ms,
+                Some(c.received_ms),
+            ),
         };
         crate::protocol::TagEntry {
             index,
@@ -102,6 +124,16 @@ pub(super) struct Summary {
     pub refused: u64,
     /// (index, value) of the newest good entry.
     pub last_good: Option<(u64, f64)>,
+    /// Passive receive completions journaled, and how many of them since the newest
+    /// good entry (they are not debt).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub completions: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub completions_since_good: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Summary {
@@ -110,6 +142,11 @@ impl Summary {
             Some(v) => {
                 self.good += 1;
                 self.last_good = Some((index, v));
+                self.completions_since_good = 0;
+            }
+            None if matches!(entry, Entry::Completion(_)) => {
+                self.completions += 1;
+                self.completions_since_good += 1;
             }
             None if entry.quality() == "refused" => self.refused += 1,
             None => self.debt += 1,
@@ -163,6 +200,19 @@ impl Host {
                 format!("tag {tag} observation {n}"),
             )
         })
+    }
+
+    /// Whether an input fed up to entry `position` of `tag` is stale: the newest
+    /// reading at or before it (passing over completions) is not good.
+    pub(super) fn stale_at(&self, tag: &str, position: u64) -> bool {
+        let mut n = position;
+        while n > 0 {
+            match self.entry(tag, n) {
+                Entry::Completion(_) => n -= 1,
+                entry => return entry.good_value().is_none(),
+            }
+        }
+        false
     }
 
     /// The newest entries of `tag` (index, entry), oldest first, at most `limit`.
@@ -226,6 +276,32 @@ mod tests {
         })
     }
 
+    fn completion() -> Entry {
+        Entry::Completion(Completion {
+            pgn: 65260,
+            source_address: 0,
+            bytes: vec![1, 2, 3, 4, 5, 6, 7, 8, 9],
+            packets: 2,
+            device_time_ms: Some(5),
+            received_ms: 6,
+        })
+    }
+
+    #[test]
+    fn a_completion_is_neither_good_nor_debt_and_is_not_outstanding() {
+        let c = completion();
+        assert_eq!(
+            (c.good_value(), c.reason(), c.quality()),
+            (None, None, "completion")
+        );
+        let mut summary = Summary::default();
+        summary.count(1, &c);
+        summary.count(2, &reading(Quality::Good { value: 1.0 }));
+        summary.count(3, &c);
+        assert_eq!((summary.good, summary.debt, summary.completions), (1, 0, 2));
+        assert_eq!(summary.completions_since_good, 1);
+    }
+
     #[test]
     fn entries_read_back_as_written_and_simulated_ones_stay_eight_bytes() {
         let simulated = Entry::Simulated(21.5);
@@ -243,7 +319,15 @@ mod tests {
         for entry in entries {
             assert_eq!(Entry::decode(&entry.encode()), Some(entry.clone()));
         }
-        assert_eq!(Entry::decode(b"\x02{}"), None, "an unknown version");
+        let completion = completion();
+        assert_eq!(completion.encode()[0], COMPLETION_ENTRY);
+        assert_eq!(Entry::decode(&completion.encode()), Some(completion));
+        assert_eq!(
+            Entry::decode(b"\x02{}"),
+            None,
+            "a completion without its fields"
+        );
+        assert_eq!(Entry::decode(b"\x03{}"), None, "an unknown version");
         assert_eq!(Entry::decode(b""), None);
     }
 
@@ -290,6 +374,7 @@ mod tests {
                 debt: 1,
                 refused: 1,
                 last_good: Some((4, 4.0)),
+                ..Summary::default()
             }
         );
     }

@@ -120,18 +120,27 @@ impl Host {
                             let canonical = grid_spec::canonical::tag(&parsed)
                                 .expect("a tag this build reads has a canonical text");
                             match self.tags.get(name) {
-                                Some(current) if current.record.tag == canonical => {
+                                Some(current)
+                                    if current.record.tag == canonical
+                                        && !current.record.retired =>
+                                {
                                     succeeded(&op, format!("tag {name} already installed"))
                                 }
                                 current => {
                                     let last = current.map_or(0, |t| t.last);
                                     let detail = match current {
                                         None => format!("installed tag {name}"),
+                                        Some(t) if t.record.retired => format!(
+                                            "reinstated tag {name}; observations continue after {last}"
+                                        ),
                                         Some(_) => format!(
                                             "changed tag {name}; observations continue after {last}"
                                         ),
                                     };
-                                    let record = TagRecord { tag: canonical };
+                                    let record = TagRecord {
+                                        tag: canonical,
+                                        retired: false,
+                                    };
                                     write.insert(
                                         &self.tags_keyspace,
                                         name.as_str(),
@@ -173,6 +182,56 @@ impl Host {
                         }
                     }));
                     succeeded(&op, "retired")
+                }
+            },
+            Request::RetireTag { name } => match self.tags.get(name) {
+                None => failed(
+                    &op,
+                    format!("host `{}` holds no tag `{name}`", self.config.name),
+                ),
+                Some(held) if held.record.retired => {
+                    succeeded(&op, format!("tag {name} already retired"))
+                }
+                Some(held) => {
+                    let record = TagRecord {
+                        retired: true,
+                        ..held.record.clone()
+                    };
+                    let source = held.source_kind();
+                    // Released before the answer is written, so the answer says what
+                    // the device confirmed; the adapter bounds its wait for the device.
+                    // A crash before the commit leaves the tag installed, its release
+                    // already sent: retiring it again sends a cancellation again, which
+                    // a device answers harmlessly.
+                    let released =
+                        self.adapters
+                            .as_mut()
+                            .and_then(|a| a.release(name))
+                            .map(|answer| {
+                                answer.blocking_recv().unwrap_or_else(|_| {
+                                    Err("the adapter ended without an answer".to_owned())
+                                })
+                            });
+                    write.insert(
+                        &self.tags_keyspace,
+                        name.as_str(),
+                        serde_json::to_vec(&record).expect("records serialize"),
+                    );
+                    let name = name.clone();
+                    after_commit = Some(Box::new(move |host: &mut Host| {
+                        if let Some(held) = host.tags.get_mut(&name) {
+                            held.record = record;
+                            held.reader = TagReader::Retired { source };
+                        }
+                    }));
+                    let detail = match released {
+                        None => "retired".to_owned(),
+                        Some(Ok(detail)) => format!("retired; {detail}"),
+                        Some(Err(reason)) => format!(
+                            "retired; its subscription at the device was not cancelled ({reason}): it lapses at the end of its lifetime"
+                        ),
+                    };
+                    succeeded(&op, detail)
                 }
             },
             Request::RotateKeys { generation } => {

@@ -56,6 +56,9 @@ impl Host {
                 n => self.entry(&name, n).reason().map(str::to_owned),
             };
             let reader = match simulation {
+                _ if record.retired => TagReader::Retired {
+                    source: tag.source.kind(),
+                },
                 Some(simulation) => TagReader::Simulated {
                     simulation,
                     next_due: now + std::time::Duration::from_millis(simulation.interval_ms.into()),
@@ -352,7 +355,7 @@ impl Host {
             .values()
             .filter_map(|t| match &t.reader {
                 TagReader::Simulated { next_due, .. } => Some(*next_due),
-                TagReader::Adapter { .. } => None,
+                TagReader::Adapter { .. } | TagReader::Retired { .. } => None,
             })
             .min()
             .map_or(idle, |due| {

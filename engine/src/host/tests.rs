@@ -10,13 +10,17 @@ struct Installation {
 
 impl Installation {
     fn new(name: &str) -> Installation {
+        Installation::with_profiles(name, Vec::new())
+    }
+
+    fn with_profiles(name: &str, profiles: Vec<String>) -> Installation {
         let dir = std::env::temp_dir().join(format!("grid-host-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         ensure_private_dir(&dir).unwrap();
         let config = HostConfig {
             name: "solo".to_owned(),
             listen: "127.0.0.1:7999".to_owned(),
-            profiles: Vec::new(),
+            profiles,
             metrics: None,
             capacity: Default::default(),
         };
@@ -306,4 +310,78 @@ fn a_second_open_of_a_served_store_says_it_is_served() {
     drop(host);
     pid::remove(&installation.dir);
     assert!(!pid_file.exists());
+}
+
+/// Retiring a tag stops its reading and keeps its journal, also across a restart;
+/// installing it again reinstates it; retiring twice answers "already retired".
+#[test]
+fn a_retired_tag_reads_no_more_keeps_its_journal_and_can_be_reinstated() {
+    let installation = Installation::with_profiles("retire-tag", vec!["sources".to_owned()]);
+    let mut host = installation.open();
+    let text = "grid version=1\nhost solo listen=\"127.0.0.1:7999\"\ntag wave host=solo { simulate wave=sine period-s=10 min=0 max=1 seed=1 interval-ms=10; }\n";
+    let topology = grid_spec::load_str("t.kdl", text).unwrap();
+    let canonical = grid_spec::canonical::tag(&topology.tags[0]).unwrap();
+    let install = Request::InstallTag {
+        name: "wave".to_owned(),
+        tag: canonical,
+    };
+    assert_eq!(
+        submit(&mut host, "i1", install.clone()).outcome,
+        Outcome::Succeeded
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while host.tag_states()[0].observations < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no observation sampled"
+        );
+        std::thread::sleep(host.sample_tags());
+    }
+    let retire = || Request::RetireTag {
+        name: "wave".to_owned(),
+    };
+    let answer = submit(&mut host, "r1", retire());
+    assert_eq!(
+        (answer.outcome, answer.detail.as_str()),
+        (Outcome::Succeeded, "retired")
+    );
+    let journaled = host.tag_states()[0].observations;
+    assert!(host.tag_states()[0].retired);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    host.sample_tags();
+    assert_eq!(
+        host.tag_states()[0].observations,
+        journaled,
+        "a retired tag sampled"
+    );
+    let again = submit(&mut host, "r2", retire());
+    assert_eq!(again.detail, "tag wave already retired");
+    drop(host);
+    pid::remove(&installation.dir);
+
+    let mut host = installation.open();
+    let state = host.tag_states().remove(0);
+    assert!(state.retired, "retirement is durable");
+    assert_eq!(state.observations, journaled, "the journal is kept");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    host.sample_tags();
+    assert_eq!(host.tag_states()[0].observations, journaled);
+    let reinstated = submit(&mut host, "i2", install);
+    assert_eq!(reinstated.outcome, Outcome::Succeeded);
+    assert!(
+        reinstated.detail.starts_with("reinstated tag wave"),
+        "{}",
+        reinstated.detail
+    );
+    assert!(!host.tag_states()[0].retired);
+    let missing = submit(
+        &mut host,
+        "r3",
+        Request::RetireTag {
+            name: "nothing".to_owned(),
+        },
+    );
+    assert_eq!(missing.outcome, Outcome::Failed);
+    drop(host);
+    pid::remove(&installation.dir);
 }

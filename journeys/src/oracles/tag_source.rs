@@ -45,6 +45,8 @@ pub struct TagExpect {
     /// model's batches equal the good entries (each good entry fed once, as one batch;
     /// debt none): for models that take batches from this tag only.
     pub fed_all: Option<bool>,
+    /// The host holds the tag retired (`true`: it reads no more) or not.
+    pub retired: Option<bool>,
 }
 
 impl TagExpect {
@@ -85,6 +87,9 @@ impl TagExpect {
         }
         if let Some(fed_all) = self.fed_all {
             parts.push(format!("fed-all=#{fed_all}"));
+        }
+        if let Some(retired) = self.retired {
+            parts.push(format!("retired=#{retired}"));
         }
         parts.join(" ")
     }
@@ -257,6 +262,12 @@ pub fn check(tag: &str, host: &str, expect: &TagExpect, json: &Value) -> Result<
         let observed = &json["consecutive"];
         if observed.as_bool() != Some(want) {
             unmet.push(format!("consecutive is {observed}, not {want}"));
+        }
+    }
+    if let Some(want) = expect.retired {
+        let observed = &json["retired"];
+        if observed.as_bool() != Some(want) {
+            unmet.push(format!("retired is {observed}, not {want}"));
         }
     }
     if let Some(want) = expect.fed_all {

@@ -227,7 +227,16 @@ fn tag_source_holds_when_every_condition_does() {
         consecutive: Some(true),
         // Fed through #3 of 5: the two debt entries after it are not fed yet.
         fed_all: Some(false),
+        retired: None,
     };
+    // A report without `retired` is neither retired nor not (unknown meets nothing).
+    for retired in [true, false] {
+        let asked = TagExpect {
+            retired: Some(retired),
+            ..TagExpect::default()
+        };
+        assert!(tag_source::check("boiler-temp", "edge-a", &asked, &json).is_err());
+    }
     let summary = tag_source::check("boiler-temp", "edge-a", &all, &json).unwrap();
     assert!(summary.contains("connection \"online\""), "{summary}");
     assert!(summary.contains("last good #3 = 21.5"), "{summary}");

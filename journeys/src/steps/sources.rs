@@ -8,8 +8,9 @@
 //!
 //! `expect-tag TAG host=H [within=S] [connection="online"] [stale=#true|#false]
 //! [last-good=X] [good-at-least=N] [debt-at-least=N] [refused-at-least=N] [good=N]
-//! [debt=N] [outstanding-debt=N] [reason="TEXT"] [consecutive=#true] [fed-all=#true]` — an
-//! industrial tag's source (Modbus, Sparkplug, J1939): the same `gridctl inspect tag` must meet every stated
+//! [debt=N] [outstanding-debt=N] [reason="TEXT"] [consecutive=#true] [fed-all=#true]
+//! [retired=#true|#false]` — an industrial tag's source (Modbus, Sparkplug, J1939): the
+//! same `gridctl inspect tag` must meet every stated
 //! condition (the `tag_source` oracle), repeated like `expect-tag-journal` with
 //! `within`. A failure shows what the last try observed.
 
@@ -212,6 +213,7 @@ pub(super) fn read_expect_tag(node: &mut Node<'_>) -> Result<ExpectTag, ParseErr
         reason: node.string("reason")?,
         consecutive: node.flag("consecutive")?,
         fed_all: node.flag("fed-all")?,
+        retired: node.flag("retired")?,
     };
     if expect.is_empty() {
         return Err(node

@@ -354,6 +354,7 @@ fn expect_tag_reads_its_conditions() {
             reason: Some("illegal address".into()),
             consecutive: Some(true),
             fed_all: Some(true),
+            retired: None,
         }
     );
     let none_yet = read_last("expect-tag t host=h last-good=#null", read_expect_tag).unwrap();

@@ -256,6 +256,7 @@ fn running_full(topology: &Topology) -> World {
                 observations: 3,
                 debt: 0,
                 connection: None,
+                retired: false,
             });
         }
         observed.routes.push(routes[o.name.as_str()].clone());
@@ -493,6 +494,57 @@ fn tags_changed_and_without_their_profile() {
         &world,
         &["~ host edge-a @ edge-a", "! tag boiler-temp @ edge-a"],
     );
+}
+
+#[test]
+fn tags_retire_explicitly_reinstate_and_cov_subscriptions_are_named() {
+    let t = topology(PLANT);
+    let mut world = running_full(&t);
+    let retired = topology(&PLANT.replace(
+        "tag boiler-temp host=edge-a {",
+        "tag boiler-temp host=edge-a retired=#true {",
+    ));
+    check(&retired, &world, &["- tag boiler-temp @ edge-a"]);
+    let plan = from_world(&retired, &[], &world);
+    assert!(
+        plan.render()
+            .contains("- tag boiler-temp @ edge-a: retired=#true in the files (stop reading)"),
+        "{}",
+        plan.render()
+    );
+    assert_eq!(
+        plan.transitions[0].action,
+        crate::plan::Action::Submit {
+            request: grid_engine::protocol::Request::RetireTag {
+                name: "boiler-temp".to_owned()
+            }
+        }
+    );
+    // Held as retired: nothing more; the file un-retiring it reinstates it.
+    if let HostStatus::Running(o) = &mut world.hosts[0].status {
+        o.tags[0].retired = true;
+    }
+    check(&retired, &world, &[]);
+    check(&t, &world, &["+ tag boiler-temp @ edge-a"]);
+    // A retired tag the file no longer declares is not unmanaged: it holds nothing.
+    let removed = PLANT.replace("tag boiler-temp host=edge-a {", "tag other host=edge-a {");
+    let removed = removed.replace("from=\"tag:boiler-temp\"", "from=\"tag:other\"");
+    let plan = from_world(&topology(&removed), &[], &world);
+    assert!(
+        !plan.render().contains("! tag boiler-temp"),
+        "{}",
+        plan.render()
+    );
+}
+
+#[test]
+fn a_cov_subscription_is_cancelled_only_by_retiring() {
+    let cov = "tag \"zone\" host=\"edge-a\" {\n    bacnet \"127.0.0.1:47900\" device=1001 object=\"analog-input:3\" property=\"present-value\" cov=#true lifetime-s=300\n}\n";
+    assert!(crate::sources::holds_cov_subscription(cov));
+    let polled = cov.replace(" cov=#true lifetime-s=300", " interval-ms=1000");
+    assert!(!crate::sources::holds_cov_subscription(&polled));
+    let modbus = "tag \"t\" host=\"h\" {\n    modbus \"127.0.0.1:1\" unit=1 register=holding address=1 type=u16 scale=1 offset=0 interval-ms=500\n}\n";
+    assert!(!crate::sources::holds_cov_subscription(modbus));
 }
 
 #[test]
