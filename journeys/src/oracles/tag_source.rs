@@ -34,6 +34,8 @@ pub struct TagExpect {
     /// each once, none read again after a restart.
     pub good: Option<u64>,
     pub debt: Option<u64>,
+    /// Exactly this many passive receive completions (J1939 multi-packet messages).
+    pub completions: Option<u64>,
     pub refused_at_least: Option<u64>,
     /// The number of outstanding debt entries (since the last good one).
     pub outstanding_debt: Option<u64>,
@@ -72,6 +74,7 @@ impl TagExpect {
             ("debt-at-least", self.debt_at_least),
             ("good", self.good),
             ("debt", self.debt),
+            ("completions", self.completions),
             ("refused-at-least", self.refused_at_least),
             ("outstanding-debt", self.outstanding_debt),
         ] {
@@ -233,7 +236,11 @@ pub fn check(tag: &str, host: &str, expect: &TagExpect, json: &Value) -> Result<
             ));
         }
     }
-    for (name, exact) in [("good", expect.good), ("debt", expect.debt)] {
+    for (name, exact) in [
+        ("good", expect.good),
+        ("debt", expect.debt),
+        ("completions", expect.completions),
+    ] {
         let Some(exact) = exact else { continue };
         if json["counts"][name].as_u64() != Some(exact) {
             unmet.push(format!(

@@ -222,6 +222,8 @@ fn tag_source_holds_when_every_condition_does() {
         refused_at_least: Some(1),
         good: Some(2),
         debt: Some(2),
+        // The Modbus report counts none (an absent count is not 0: unknown).
+        completions: None,
         outstanding_debt: Some(2),
         reason: Some("illegal data address".into()),
         consecutive: Some(true),
@@ -251,7 +253,25 @@ fn tag_source_holds_when_every_condition_does() {
         ..TagExpect::default()
     };
     let failure = tag_source::check("boiler-temp", "edge-a", &exact, &json).unwrap_err();
-    assert_eq!(failure.observed.lines().next(), Some("good count is 2, not 3"));
+    assert_eq!(
+        failure.observed.lines().next(),
+        Some("good count is 2, not 3")
+    );
+    let mut with_completion = json.clone();
+    with_completion["counts"]["completions"] = json!(1);
+    let completions = TagExpect {
+        completions: Some(1),
+        ..TagExpect::default()
+    };
+    tag_source::check("boiler-temp", "edge-a", &completions, &with_completion).unwrap();
+    let failure = tag_source::check("boiler-temp", "edge-a", &completions, &json).unwrap_err();
+    assert!(
+        failure
+            .observed
+            .starts_with("completions count is null, not 1"),
+        "{}",
+        failure.observed
+    );
     // A refused entry's reason matches too; integers equal their float.
     let refused = TagExpect {
         reason: Some("not admitted".into()),
