@@ -145,11 +145,12 @@ def bam(capture, path):
 
 
 def journey(capture, path):
-    # The journey's engine: EEC1 from SA 0 every 250 ms for 15 s, 900 rpm rising by
-    # 10 rpm a frame; frames 20–23 say "not available" (the sensor dropped out).
-    for i in range(60):
+    # The journey's engine: EEC1 from SA 0 every 250 ms for 30 s, 900 rpm rising by
+    # 10 rpm a frame; frames 20–31 (5.0 s to 7.75 s) say "not available" (the sensor
+    # dropped out for 3 s).
+    for i in range(120):
         capture.at(i * 0.25)
-        if 20 <= i < 24:
+        if 20 <= i < 32:
             capture.send(61444, eec1(raw=0xFFFF), priority=3)
         else:
             capture.send(61444, eec1(rpm=900 + 10 * i), priority=3)

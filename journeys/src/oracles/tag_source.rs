@@ -1,6 +1,6 @@
 //! **A tag source's state**: what `gridctl inspect tag T --host H --json` reports of an
 //! industrial tag (SPEC C9) — its connection, its last good value, its journal's counts
-//! by quality, its outstanding source debt and the reasons for it, whether a model
+//! by quality (at least N, or exactly N), its outstanding source debt and the reasons for it, whether a model
 //! input it feeds is stale, and whether the journal's indexes are exactly
 //! `1..=last_index` — meets every condition a step states.
 //!
@@ -30,6 +30,12 @@ pub struct TagExpect {
     pub last_good: Option<Value>,
     pub good_at_least: Option<u64>,
     pub debt_at_least: Option<u64>,
+    /// Exactly this many good (debt) entries journaled: a replayed capture's frames
+    /// each once, none read again after a restart.
+    pub good: Option<u64>,
+    pub debt: Option<u64>,
+    /// Exactly this many passive receive completions (J1939 multi-packet messages).
+    pub completions: Option<u64>,
     pub refused_at_least: Option<u64>,
     /// The number of outstanding debt entries (since the last good one).
     pub outstanding_debt: Option<u64>,
@@ -66,6 +72,9 @@ impl TagExpect {
         for (name, least) in [
             ("good-at-least", self.good_at_least),
             ("debt-at-least", self.debt_at_least),
+            ("good", self.good),
+            ("debt", self.debt),
+            ("completions", self.completions),
             ("refused-at-least", self.refused_at_least),
             ("outstanding-debt", self.outstanding_debt),
         ] {
@@ -224,6 +233,19 @@ pub fn check(tag: &str, host: &str, expect: &TagExpect, json: &Value) -> Result<
             unmet.push(format!(
                 "{name} count is {}, not at least {least}",
                 json["counts"][key]
+            ));
+        }
+    }
+    for (name, exact) in [
+        ("good", expect.good),
+        ("debt", expect.debt),
+        ("completions", expect.completions),
+    ] {
+        let Some(exact) = exact else { continue };
+        if json["counts"][name].as_u64() != Some(exact) {
+            unmet.push(format!(
+                "{name} count is {}, not {exact}",
+                json["counts"][name]
             ));
         }
     }

@@ -220,6 +220,10 @@ fn tag_source_holds_when_every_condition_does() {
         good_at_least: Some(2),
         debt_at_least: Some(2),
         refused_at_least: Some(1),
+        good: Some(2),
+        debt: Some(2),
+        // The Modbus report counts none (an absent count is not 0: unknown).
+        completions: None,
         outstanding_debt: Some(2),
         reason: Some("illegal data address".into()),
         consecutive: Some(true),
@@ -241,6 +245,32 @@ fn tag_source_holds_when_every_condition_does() {
     assert!(
         summary.contains("outstanding debt 2 (#4 \"exception: illegal data address\""),
         "{summary}"
+    );
+    // Exact counts: one good entry more (a frame journaled twice) is not 2.
+    let exact = TagExpect {
+        good: Some(3),
+        debt: Some(2),
+        ..TagExpect::default()
+    };
+    let failure = tag_source::check("boiler-temp", "edge-a", &exact, &json).unwrap_err();
+    assert_eq!(
+        failure.observed.lines().next(),
+        Some("good count is 2, not 3")
+    );
+    let mut with_completion = json.clone();
+    with_completion["counts"]["completions"] = json!(1);
+    let completions = TagExpect {
+        completions: Some(1),
+        ..TagExpect::default()
+    };
+    tag_source::check("boiler-temp", "edge-a", &completions, &with_completion).unwrap();
+    let failure = tag_source::check("boiler-temp", "edge-a", &completions, &json).unwrap_err();
+    assert!(
+        failure
+            .observed
+            .starts_with("completions count is null, not 1"),
+        "{}",
+        failure.observed
     );
     // A refused entry's reason matches too; integers equal their float.
     let refused = TagExpect {

@@ -63,6 +63,7 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("replace-key", tamper::parse_replace_key),
     ("remove", tamper::parse_remove),
     ("edit", tamper::parse_edit),
+    ("place", tamper::parse_place),
     ("call", tls::parse_call),
     ("occupy", tls::parse_occupy),
     ("claim", claims::parse_claim),

@@ -7,10 +7,10 @@
 //! holds or S seconds pass (the sampler keeps journaling meanwhile).
 //!
 //! `expect-tag TAG host=H [within=S] [connection="online"] [stale=#true|#false]
-//! [last-good=X] [good-at-least=N] [debt-at-least=N] [refused-at-least=N]
-//! [outstanding-debt=N] [reason="TEXT"] [consecutive=#true] [fed-all=#true]
-//! [retired=#true|#false]` — an industrial tag's
-//! source (Modbus, Sparkplug): the same `gridctl inspect tag` must meet every stated
+//! [last-good=X] [good-at-least=N] [debt-at-least=N] [refused-at-least=N] [good=N]
+//! [debt=N] [completions=N] [outstanding-debt=N] [reason="TEXT"] [consecutive=#true] [fed-all=#true]
+//! [retired=#true|#false]` — an industrial tag's source (Modbus, Sparkplug, J1939): the
+//! same `gridctl inspect tag` must meet every stated
 //! condition (the `tag_source` oracle), repeated like `expect-tag-journal` with
 //! `within`. A failure shows what the last try observed.
 
@@ -206,6 +206,9 @@ pub(super) fn read_expect_tag(node: &mut Node<'_>) -> Result<ExpectTag, ParseErr
         last_good,
         good_at_least: node.count("good-at-least")?,
         debt_at_least: node.count("debt-at-least")?,
+        good: node.count("good")?,
+        debt: node.count("debt")?,
+        completions: node.count("completions")?,
         refused_at_least: node.count("refused-at-least")?,
         outstanding_debt: node.count("outstanding-debt")?,
         reason: node.string("reason")?,

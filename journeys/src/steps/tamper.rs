@@ -8,6 +8,9 @@
 //! - `remove HOST "PATH"` — deletes a file.
 //! - `edit HOST "PATH" from="TEXT" to="TEXT"` — replaces the first occurrence of TEXT,
 //!   which must be present.
+//! - `place HOST "PATH" from="FILE"` — copies FILE (relative to the journey file, e.g. a
+//!   J1939 capture of `adapters/tests/data/`) to PATH, private (0600), as an operator
+//!   puts a file a tag reads (`log=`) into the host's directory.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -36,6 +39,11 @@ enum Tamper {
         path: String,
         from: String,
         to: String,
+    },
+    Place {
+        host: String,
+        path: String,
+        from: PathBuf,
     },
 }
 
@@ -84,6 +92,18 @@ pub fn parse_edit(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         from,
         to,
     }))
+}
+
+pub fn parse_place(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
+    let (host, path) = relative(node)?;
+    let file = node.required("from", "FILE")?;
+    let from = node.cx().journey_dir().join(&file);
+    if !from.is_file() {
+        return Err(node
+            .error(format!("`{}` is not a file", from.display()))
+            .with_help("from= is relative to the journey file, e.g. from=\"../adapters/tests/data/j1939/bam.log\""));
+    }
+    Ok(Box::new(Tamper::Place { host, path, from }))
 }
 
 fn io_failure(what: String, path: &std::path::Path, e: std::io::Error) -> Failure {
@@ -163,6 +183,15 @@ impl Step for Tamper {
                 std::fs::write(&full, text.replacen(from.as_str(), to, 1))
                     .map_err(|e| io_failure(format!("to edit {path}"), &full, e))?;
                 cx.say(format_args!("{host}: {path}: {from:?} -> {to:?}"));
+            }
+            Tamper::Place { host, path, from } => {
+                let full = cx.host_dir(host).join(path);
+                let bytes = std::fs::copy(from, &full)
+                    .map_err(|e| io_failure(format!("to place {path}"), &full, e))?;
+                // Private, as everything in a host's directory (the host refuses weaker).
+                std::fs::set_permissions(&full, std::fs::Permissions::from_mode(0o600))
+                    .map_err(|e| io_failure(format!("to chmod {path}"), &full, e))?;
+                cx.say(format_args!("{host}: {path} placed ({bytes} bytes)"));
             }
         }
         Ok(())

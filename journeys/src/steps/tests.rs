@@ -391,7 +391,7 @@ fn a_peer_answer_is_checked_for_ok_and_every_expectation() {
 fn expect_tag_reads_its_conditions() {
     let step = read_last(
         "expect-tag boiler-temp host=edge-a within=20 connection=online stale=#false \
-         last-good=21.5 good-at-least=3 debt-at-least=1 refused-at-least=0 \
+         last-good=21.5 good-at-least=3 debt-at-least=1 refused-at-least=0 good=4 debt=2 completions=1 \
          outstanding-debt=0 reason=\"illegal address\" consecutive=#true fed-all=#true",
         read_expect_tag,
     )
@@ -408,6 +408,9 @@ fn expect_tag_reads_its_conditions() {
             good_at_least: Some(3),
             debt_at_least: Some(1),
             refused_at_least: Some(0),
+            good: Some(4),
+            debt: Some(2),
+            completions: Some(1),
             outstanding_debt: Some(0),
             reason: Some("illegal address".into()),
             consecutive: Some(true),

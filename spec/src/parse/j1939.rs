@@ -31,7 +31,7 @@ impl FileReader<'_> {
                 index += 1;
             }
         }
-        let log = self.j1939_text(c, "log", |this, path, span| {
+        let log = self.optional(c, "log", |this, path, span| {
             if path.is_empty() {
                 this.error(
                     span,
@@ -43,7 +43,7 @@ impl FileReader<'_> {
             }
             true
         });
-        let interface = self.j1939_text(c, "interface", |this, name, span| {
+        let interface = self.optional(c, "interface", |this, name, span| {
             interface_name(this, name, span)
         });
         let input = match (log, interface) {
@@ -135,21 +135,6 @@ impl FileReader<'_> {
             source_address: source_address?,
         };
         decodable.then_some(source)
-    }
-
-    /// A string property that may be absent: `Some(None)` when absent, `None` when it
-    /// is not a string or `check` refuses it.
-    fn j1939_text(
-        &mut self,
-        c: &mut NodeReader,
-        key: &str,
-        check: impl FnOnce(&mut Self, &str, SourceSpan) -> bool,
-    ) -> Option<Option<String>> {
-        match c.string_prop(self, key, false) {
-            Some((value, span)) => check(self, &value, span).then_some(Some(value)),
-            None if c.has_property(key).is_some() => None,
-            None => Some(None),
-        }
     }
 
     /// A required number from 0 to the limit `max` (named `max_name`).

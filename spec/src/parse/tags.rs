@@ -461,7 +461,7 @@ impl FileReader<'_> {
 
     /// A string property that may be absent: `Some(None)` when absent, `None` when it
     /// is not a string or `check` refuses it (having reported why).
-    fn optional(
+    pub(super) fn optional(
         &mut self,
         c: &mut NodeReader,
         key: &str,
