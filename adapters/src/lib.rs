@@ -16,6 +16,7 @@
 
 pub mod limits;
 pub mod modbus;
+pub mod opcua;
 pub mod sparkplug;
 
 use std::collections::BTreeMap;
@@ -155,6 +156,13 @@ pub struct OpcUaIdentity {
     pub private_key_der: Vec<u8>,
     /// The certificate's application URI (`urn:grid:HOST`).
     pub application_uri: String,
+    /// The custody files of the two (async-opcua reads them from disk for every
+    /// secure channel): the certificate DER and the key PEM (PKCS#8), both 0600.
+    pub certificate_path: std::path::PathBuf,
+    pub private_key_path: std::path::PathBuf,
+    /// The host directory: a relative `server-certificate` is its, and each secured
+    /// tag's certificate store (trusting only its server) is under `keys/opcua-trust/`.
+    pub host_dir: std::path::PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -166,7 +174,7 @@ pub enum AdapterError {
 }
 
 /// The sources this build reads (besides `simulate`, which the host generates itself).
-pub const PROVIDED: &[&str] = &["modbus", "sparkplug"];
+pub const PROVIDED: &[&str] = &["modbus", "sparkplug", "opcua"];
 
 /// Whether this build reads `source`.
 pub fn provides(source: &grid_spec::TagSource) -> bool {
@@ -181,6 +189,7 @@ pub struct Adapters {
     host: String,
     modbus: modbus::Devices,
     sparkplug: BTreeMap<String, sparkplug::Subscription>,
+    opcua: BTreeMap<String, opcua::Subscription>,
 }
 
 impl Adapters {
@@ -197,6 +206,7 @@ impl Adapters {
             credentials,
             host: host.to_owned(),
             sparkplug: BTreeMap::new(),
+            opcua: BTreeMap::new(),
         }
     }
 
@@ -219,6 +229,18 @@ impl Adapters {
                 self.sparkplug.insert(tag.name.clone(), subscription);
                 Ok(())
             }
+            grid_spec::TagSource::OpcUa { .. } => {
+                let subscription = opcua::Subscription::start(
+                    &self.runtime,
+                    self.sink.clone(),
+                    &self.host,
+                    tag,
+                    generation,
+                    &self.credentials,
+                )?;
+                self.opcua.insert(tag.name.clone(), subscription);
+                Ok(())
+            }
             other => Err(AdapterError::NotProvided {
                 tag: tag.name.clone(),
                 kind: other.kind(),
@@ -232,6 +254,7 @@ impl Adapters {
         match &tag.source {
             grid_spec::TagSource::Modbus { .. } => Ok(()),
             grid_spec::TagSource::Sparkplug { .. } => sparkplug::check(tag, &self.credentials),
+            grid_spec::TagSource::OpcUa { .. } => opcua::check(&self.host, tag, &self.credentials),
             other => Err(AdapterError::NotProvided {
                 tag: tag.name.clone(),
                 kind: other.kind(),
@@ -251,6 +274,9 @@ impl Adapters {
     pub fn stop(&mut self, name: &str) {
         self.modbus.stop(name);
         if let Some(subscription) = self.sparkplug.remove(name) {
+            subscription.stop();
+        }
+        if let Some(subscription) = self.opcua.remove(name) {
             subscription.stop();
         }
     }

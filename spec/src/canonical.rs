@@ -84,12 +84,13 @@ pub fn model(model: &Model) -> String {
 }
 
 /// The canonical `tag` node of a tag whose source an owner may install (`simulate`,
-/// `modbus`, `sparkplug`): every field written, defaults too (`word-order` for the
+/// `modbus`, `sparkplug`, `opcua`): every field written, defaults too (`word-order` for the
 /// two-register types only, where it means something), in one order, so an unchanged
 /// tag gives the same text and a changed one differs field by field. Optional fields
 /// without a default (a Sparkplug `device`, `client-id`, `ca`, `membership`) are
-/// written when given. `None` for `opcua`, `bacnet` and `j1939`, which no owner
-/// installs (the reconciler reports them instead).
+/// written when given; an `opcua` tag writes its `policy` (the default too) and
+/// `server-certificate` unless `security=none`. `None` for `bacnet` and `j1939`, which
+/// no owner installs (the reconciler reports them instead).
 pub fn tag(tag: &Tag) -> Option<String> {
     let source = match &tag.source {
         TagSource::Simulate {
@@ -160,7 +161,30 @@ pub fn tag(tag: &Tag) -> Option<String> {
                 optional("membership", membership),
             )
         }
-        TagSource::OpcUa { .. } | TagSource::Bacnet { .. } | TagSource::J1939 { .. } => {
+        TagSource::OpcUa {
+            endpoint,
+            node,
+            security,
+            policy,
+            publishing_ms,
+            server_certificate,
+        } => {
+            let mut out = format!(
+                "opcua {} node={} security={}",
+                quote(endpoint),
+                quote(node),
+                security.name()
+            );
+            if let Some(policy) = policy {
+                let _ = write!(out, " policy={policy}");
+            }
+            let _ = write!(out, " publishing-ms={publishing_ms}");
+            if let Some(path) = server_certificate {
+                let _ = write!(out, " server-certificate={}", quote(path));
+            }
+            out
+        }
+        TagSource::Bacnet { .. } | TagSource::J1939 { .. } => {
             return None;
         }
     };
@@ -275,8 +299,40 @@ mod tests {
     }
 
     #[test]
+    fn opcua_tags_read_back_to_the_same_text_with_defaults_written_out() {
+        let (_, canonical) = round_trip(
+            "tag t host=h { opcua \"opc.tcp://127.0.0.1:4840/grid/\" node=\"ns=2;s=Boiler.Pressure\" security=none; }\n",
+        );
+        assert_eq!(
+            canonical,
+            "tag \"t\" host=\"h\" {\n    opcua \"opc.tcp://127.0.0.1:4840/grid/\" node=\"ns=2;s=Boiler.Pressure\" security=none publishing-ms=1000\n}\n"
+        );
+        let (source, canonical) = round_trip(
+            "tag t host=h { opcua \"OPC.TCP://Server.Plant:4843\" node=\"ns=0;i=2258\" security=sign server-certificate=\"certs/server.der\" publishing-ms=250; }\n",
+        );
+        assert_eq!(
+            source,
+            crate::TagSource::OpcUa {
+                endpoint: "opc.tcp://server.plant:4843".into(),
+                node: "i=2258".into(),
+                security: crate::OpcUaSecurity::Sign,
+                policy: Some("Basic256Sha256".into()),
+                publishing_ms: 250,
+                server_certificate: Some("certs/server.der".into()),
+            }
+        );
+        assert!(
+            canonical.contains("opcua \"opc.tcp://server.plant:4843\" node=\"i=2258\" security=sign policy=Basic256Sha256 publishing-ms=250 server-certificate=\"certs/server.der\""),
+            "{canonical}"
+        );
+        round_trip(
+            "tag t host=h { opcua \"opc.tcp://10.0.0.9:4840\" node=\"ns=3;g=09087E75-8E5E-499B-954F-F2A9603DB28A\" security=sign-and-encrypt policy=Aes256Sha256RsaPss server-certificate=\"/etc/grid/s.pem\"; }\n",
+        );
+    }
+
+    #[test]
     fn other_sources_have_no_canonical_text() {
-        let text = "grid version=1\nhost h listen=\"127.0.0.1:1\"\ntag t host=h { opcua \"opc.tcp://127.0.0.1:4840\" node=\"ns=2;s=T\"; }\n";
+        let text = "grid version=1\nhost h listen=\"127.0.0.1:1\"\ntag t host=h { bacnet \"127.0.0.1:47808\" device=1 object=\"analog-input:3\"; }\n";
         let topology = crate::load_str("t.kdl", text).unwrap();
         assert_eq!(super::tag(&topology.tags[0]), None);
     }

@@ -89,6 +89,24 @@ const _: () = assert!(SIMULATE_INTERVAL_MS_DEFAULT <= SIMULATE_INTERVAL_MS_MAX);
 // An operator may name a Sparkplug connection after any one Grid object (a host, a tag).
 const _: () = assert!(SPARKPLUG_CLIENT_ID_LENGTH_MAX >= NAME_LENGTH_MAX);
 
+// OPC UA
+
+/// The shortest publishing interval an OPC UA tag may request (`publishing-ms`); the
+/// server may revise it upwards.
+pub const OPCUA_PUBLISHING_MS_MIN: u32 = 10;
+/// The longest publishing interval an OPC UA tag may request (one hour).
+pub const OPCUA_PUBLISHING_MS_MAX: u32 = 3_600_000;
+/// An OPC UA tag's publishing interval when `publishing-ms` is not given.
+pub const OPCUA_PUBLISHING_MS_DEFAULT: u32 = 1_000;
+/// The longest node id text of an OPC UA tag, in bytes: OPC UA Part 3 (§8.2.4) bounds
+/// a string identifier at 4,096 characters; the `ns=65535;s=` prefix fits in the rest.
+pub const OPCUA_NODE_ID_LENGTH_MAX: usize = 4_200;
+
+const _: () = assert!(OPCUA_PUBLISHING_MS_MIN <= OPCUA_PUBLISHING_MS_DEFAULT);
+const _: () = assert!(OPCUA_PUBLISHING_MS_DEFAULT <= OPCUA_PUBLISHING_MS_MAX);
+// Every identifier OPC UA allows (4,096 characters of a string id, its prefix) fits.
+const _: () = assert!(OPCUA_NODE_ID_LENGTH_MAX >= 4_096 + "ns=65535;s=".len());
+
 // The operator's tools (gridctl).
 
 /// The most plan/reconcile rounds `gridctl up` makes before it gives up on an empty plan.
@@ -161,6 +179,10 @@ pub const NAMES: &[&str] = &[
     "MODBUS_INTERVAL_MS_MAX",
     "MODBUS_INTERVAL_MS_DEFAULT",
     "SPARKPLUG_CLIENT_ID_LENGTH_MAX",
+    "OPCUA_PUBLISHING_MS_MIN",
+    "OPCUA_PUBLISHING_MS_MAX",
+    "OPCUA_PUBLISHING_MS_DEFAULT",
+    "OPCUA_NODE_ID_LENGTH_MAX",
     "UP_RECONCILE_ROUNDS_MAX",
     "VIEW_REASON_CHARS_MAX",
     "PLAN_OBSERVERS_MAX",

@@ -28,6 +28,7 @@ mod grants;
 mod hosts;
 mod models;
 mod node;
+mod opcua;
 mod routes;
 mod tags;
 
