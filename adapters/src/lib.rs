@@ -160,8 +160,7 @@ pub struct OpcUaIdentity {
     /// secure channel): the certificate DER and the key PEM (PKCS#8), both 0600.
     pub certificate_path: std::path::PathBuf,
     pub private_key_path: std::path::PathBuf,
-    /// The host directory: a relative `server-certificate` is its, and each secured
-    /// tag's certificate store (trusting only its server) is under `keys/opcua-trust/`.
+    /// The host directory: a relative `server-certificate` is its.
     pub host_dir: std::path::PathBuf,
 }
 

@@ -98,7 +98,7 @@ pub struct Target {
     /// trusted, DER.
     pub secured: Option<(OpcUaIdentity, Vec<u8>)>,
     /// The session's certificate store: `trusted/` holds only the server certificate
-    /// the tag names, rebuilt when the tag starts.
+    /// the tag names, laid out afresh for every session.
     pub pki_dir: PathBuf,
 }
 
@@ -137,16 +137,10 @@ fn target(host: &str, tag: &grid_spec::Tag, credentials: &Credentials) -> Result
             Some((identity, der))
         }
     };
-    let pki_dir = match &credentials.opcua {
-        Some(identity) => identity
-            .host_dir
-            .join("keys")
-            .join("opcua-trust")
-            .join(file_name(&tag.name)),
-        None => std::env::temp_dir()
-            .join(format!("grid-opcua-{}", std::process::id()))
-            .join(file_name(&tag.name)),
-    };
+    // One store per start: a replaced or concurrent session never shares another's.
+    static STORES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let store = STORES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let pki_dir = pki_root().join(format!("{}.{store}", file_name(&tag.name)));
     Ok(Target {
         tag: tag.name.clone(),
         endpoint: endpoint.clone(),
@@ -211,10 +205,27 @@ fn file_name(tag: &str) -> String {
     out
 }
 
+/// Where this process keeps its tags' certificate stores: a 0700 directory of its own
+/// under the system's temporary directory (outside the host directory, whose files
+/// must all be 0600: async-opcua writes the certificates it rejects with the default
+/// mode). What it holds is public (certificates), and nothing in it outlives a start.
+fn pki_root() -> PathBuf {
+    std::env::temp_dir().join(format!("grid-opcua-{}", std::process::id()))
+}
+
 /// Lays out a tag's certificate store afresh: `trusted/` holding only `server` (DER),
 /// an empty `rejected/`. Nothing another start trusted survives.
 pub(crate) fn trust_only(pki_dir: &Path, server: Option<&[u8]>) -> Result<(), String> {
     let failed = |e: std::io::Error| format!("certificate store `{}`: {e}", pki_dir.display());
+    if let Some(root) = pki_dir.parent() {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(root)
+            .map_err(failed)?;
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700)).map_err(failed)?;
+    }
     match std::fs::remove_dir_all(pki_dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
