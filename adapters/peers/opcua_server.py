@@ -56,9 +56,10 @@ POLICIES = {
 COUNTS = {"value_reads": 0, "reads": 0, "sessions": 0, "monitored_items": 0}
 
 
-def counting():
-    """Count the Read requests (and the Value attributes among them), sessions and
-    monitored items every client asks for: `stats` answers them."""
+def counting(internal, namespace):
+    """Count the Read requests (and the Value attributes of this peer's own nodes, in
+    `namespace`, among them), sessions and monitored items clients ask for (not the
+    server's own `internal` session): `stats` answers them."""
     read, create_session, create_items = (
         InternalSession.read,
         InternalSession.create_session,
@@ -66,10 +67,13 @@ def counting():
     )
 
     async def counted_read(self, params):
-        COUNTS["reads"] += 1
-        COUNTS["value_reads"] += sum(
-            1 for r in params.NodesToRead if r.AttributeId == ua.AttributeIds.Value
-        )
+        if self is not internal:
+            COUNTS["reads"] += 1
+            COUNTS["value_reads"] += sum(
+                1
+                for r in params.NodesToRead
+                if r.AttributeId == ua.AttributeIds.Value and r.NodeId.NamespaceIndex == namespace
+            )
         return await read(self, params)
 
     async def counted_session(self, *args, **kwargs):
@@ -242,7 +246,6 @@ async def main():
     if args.port is None:
         parser.error("--port is required to serve")
 
-    counting()
     server = Server()
     await server.init()
     server.set_endpoint(f"opc.tcp://127.0.0.1:{args.port}{args.path}")
@@ -259,6 +262,7 @@ async def main():
         await server.load_private_key(args.key)
         server.set_certificate_validator(trusting(args.trust))
     namespace = await server.register_namespace(NAMESPACE)
+    counting(server.iserver.isession, namespace)
     folder = await server.nodes.objects.add_folder(namespace, "Grid")
     nodes = {}
     for name, (variant, value) in NODES.items():

@@ -1,5 +1,5 @@
 //! The real protocol peers a journey starts (`peer start …`): Debian's `mosquitto`
-//! broker and the Python peers of `adapters/peers/` (the Modbus device, the Sparkplug
+//! broker and the Python peers of `adapters/peers/` (the Modbus device, the OPC UA server, the Sparkplug
 //! edge node). [`Peers`] owns their processes like the runner owns the `gridd`
 //! children: dropping it kills every peer still running, so no journey leaves one
 //! behind — also when a step fails or panics (and on Linux they die with the harness
@@ -32,8 +32,9 @@ use crate::runner::quote_output;
 use crate::{HOST_EXIT_TIMEOUT, POLL_INTERVAL};
 
 /// How long a started peer may take to be ready: a broker's port accepting a
-/// connection, a Python peer's `{"ready": true}` line.
-pub const PEER_READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// connection, a Python peer's `{"ready": true}` line (the OPC UA server loads the
+/// whole standard address space first: about ten seconds on a loaded 2-core machine).
+pub const PEER_READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long `peer stop` waits after SIGTERM before it SIGKILLs the peer.
 pub const PEER_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a peer may take to answer one control request.
@@ -63,6 +64,8 @@ pub enum PeerSpec {
         device: Option<String>,
         metrics: Vec<Metric>,
     },
+    /// `adapters/peers/opcua_server.py --port N [--path /P/]` (security none).
+    OpcUaServer { port: u16, path: Option<String> },
 }
 
 /// One metric a Sparkplug node declares in its births.
@@ -82,13 +85,16 @@ impl PeerSpec {
             PeerSpec::Mosquitto { .. } => "mosquitto",
             PeerSpec::Modbus { .. } => "modbus",
             PeerSpec::SparkplugNode { .. } => "sparkplug-node",
+            PeerSpec::OpcUaServer { .. } => "opcua-server",
         }
     }
 
     /// The loopback port the peer serves, which must be free before it starts.
     pub fn port(&self) -> Option<u16> {
         match self {
-            PeerSpec::Mosquitto { port } | PeerSpec::Modbus { port, .. } => Some(*port),
+            PeerSpec::Mosquitto { port }
+            | PeerSpec::Modbus { port, .. }
+            | PeerSpec::OpcUaServer { port, .. } => Some(*port),
             PeerSpec::SparkplugNode { .. } => None,
         }
     }
@@ -135,6 +141,13 @@ impl PeerSpec {
                     ));
                 }
                 Some(("sparkplug_node.py", args))
+            }
+            PeerSpec::OpcUaServer { port, path } => {
+                let mut args = vec!["--port".to_owned(), port.to_string()];
+                if let Some(path) = path {
+                    args.extend(["--path".to_owned(), path.clone()]);
+                }
+                Some(("opcua_server.py", args))
             }
         }
     }

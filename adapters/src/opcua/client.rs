@@ -118,7 +118,7 @@ fn connection(state: &str, detail: Option<String>) -> Event {
 /// One session, from connecting to its end. `online` is set once the monitored item
 /// exists.
 async fn session(target: &Target, reporter: &Reporter, online: &mut bool) -> Ended {
-    let server = target.secured.as_ref().map(|(_, der)| der.as_slice());
+    let server = target.server_certificate.as_deref();
     if let Err(reason) = super::trust_only(&target.pki_dir, server) {
         return Ended::Lost(reason);
     }
@@ -365,7 +365,7 @@ fn client(target: &Target) -> Result<Client, String> {
         .verify_server_certs(true)
         .session_retry_limit(0)
         .request_timeout(Duration::from_millis(OPCUA_REQUEST_TIMEOUT_MS));
-    if let Some((identity, _)) = &target.secured {
+    if let Some(identity) = &target.identity {
         builder = builder
             .certificate_path(&identity.certificate_path)
             .private_key_path(&identity.private_key_path);

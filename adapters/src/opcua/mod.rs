@@ -94,9 +94,11 @@ pub struct Target {
     pub publishing_ms: u32,
     pub application_name: String,
     pub application_uri: String,
-    /// `sign`/`sign-and-encrypt`: the host's identity and the one server certificate
-    /// trusted, DER.
-    pub secured: Option<(OpcUaIdentity, Vec<u8>)>,
+    /// The host's application identity, when it has one (presented by every session;
+    /// used by `sign`/`sign-and-encrypt`).
+    pub identity: Option<OpcUaIdentity>,
+    /// `sign`/`sign-and-encrypt`: the one server certificate trusted, DER.
+    pub server_certificate: Option<Vec<u8>>,
     /// The session's certificate store: `trusted/` holds only the server certificate
     /// the tag names, laid out afresh for every session.
     pub pki_dir: PathBuf,
@@ -117,7 +119,7 @@ fn target(host: &str, tag: &grid_spec::Tag, credentials: &Credentials) -> Result
     let node = node
         .parse::<opcua::types::NodeId>()
         .map_err(|_| format!("node id `{node}` does not parse"))?;
-    let secured = match (security, server_certificate) {
+    let server_certificate = match (security, server_certificate) {
         (OpcUaSecurity::None, _) => None,
         (_, None) => {
             return Err(format!(
@@ -126,15 +128,13 @@ fn target(host: &str, tag: &grid_spec::Tag, credentials: &Credentials) -> Result
             ));
         }
         (_, Some(path)) => {
-            let identity = credentials.opcua.clone().ok_or_else(|| {
+            let identity = credentials.opcua.as_ref().ok_or_else(|| {
                 format!(
                     "security={} needs the host's OPC UA application certificate, and this host has none",
                     security.name()
                 )
             })?;
-            let path = resolve(&identity.host_dir, path);
-            let der = read_certificate(&path)?;
-            Some((identity, der))
+            Some(read_certificate(&resolve(&identity.host_dir, path))?)
         }
     };
     // One store per start: a replaced or concurrent session never shares another's.
@@ -153,7 +153,8 @@ fn target(host: &str, tag: &grid_spec::Tag, credentials: &Credentials) -> Result
             .opcua
             .as_ref()
             .map_or_else(|| format!("urn:grid:{host}"), |i| i.application_uri.clone()),
-        secured,
+        identity: credentials.opcua.clone(),
+        server_certificate,
         pki_dir,
     })
 }

@@ -12,6 +12,9 @@
 //!   [device=D] { metric NAME type=TYPE value=V; … }` — `python3
 //!   adapters/peers/sparkplug_node.py --broker … --group G --node N [--device D]
 //!   --metric NAME:TYPE=V …` (one `--metric` per metric); ready on its line.
+//! - `peer start NAME kind=opcua-server port=N [path="/grid/"]` — `python3
+//!   adapters/peers/opcua_server.py --port N [--path /grid/]` (security none: a
+//!   loopback server); ready on its line.
 //! - `peer stop NAME` (SIGTERM, then SIGKILL after `PEER_STOP_TIMEOUT`), `peer kill
 //!   NAME` (SIGKILL), `peer restart NAME` (stopped first if it runs; the same arguments
 //!   and port).
@@ -38,7 +41,7 @@ use crate::peers::{Metric, PEER_ANSWER_TIMEOUT, PeerSpec};
 use crate::runner::Context;
 
 const VERBS: [&str; 4] = ["start", "stop", "kill", "restart"];
-const KINDS: [&str; 3] = ["mosquitto", "modbus", "sparkplug-node"];
+const KINDS: [&str; 4] = ["mosquitto", "modbus", "sparkplug-node", "opcua-server"];
 
 #[derive(Debug, PartialEq)]
 pub(super) enum PeerStep {
@@ -83,7 +86,7 @@ fn read_start(node: &mut Node<'_>) -> Result<PeerStep, ParseError> {
             "peer name `{name}` must be letters, digits, `-` and `_` (it names its log file)"
         )));
     }
-    let kind = node.required("kind", "mosquitto|modbus|sparkplug-node")?;
+    let kind = node.required("kind", "mosquitto|modbus|sparkplug-node|opcua-server")?;
     let spec = match kind.as_str() {
         "mosquitto" => PeerSpec::Mosquitto {
             port: port(node, "port")?,
@@ -91,6 +94,10 @@ fn read_start(node: &mut Node<'_>) -> Result<PeerStep, ParseError> {
         "modbus" => PeerSpec::Modbus {
             port: port(node, "port")?,
             units: units(node)?,
+        },
+        "opcua-server" => PeerSpec::OpcUaServer {
+            port: port(node, "port")?,
+            path: node.string("path")?,
         },
         "sparkplug-node" => {
             let broker = node.required("broker", "127.0.0.1:PORT")?;
