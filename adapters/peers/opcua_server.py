@@ -237,6 +237,12 @@ async def main():
         help="write DIR/NAME-cert.der and DIR/NAME-key.pem (--name, default server), print their paths, exit",
     )
     parser.add_argument("--name", default="server")
+    parser.add_argument(
+        "--cert-dir",
+        metavar="DIR",
+        help="use DIR/server-cert.der and DIR/server-key.pem, made first when missing "
+        "(with DIR/other-cert.der, a certificate this server never presents)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
@@ -245,6 +251,12 @@ async def main():
         return
     if args.port is None:
         parser.error("--port is required to serve")
+    if args.cert_dir:
+        directory = Path(args.cert_dir)
+        if not (directory / "server-cert.der").exists():
+            make_cert(directory, "other", APPLICATION_URI)
+            make_cert(directory, "server", APPLICATION_URI)
+        args.cert, args.key = str(directory / "server-cert.der"), str(directory / "server-key.pem")
 
     server = Server()
     await server.init()

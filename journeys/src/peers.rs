@@ -64,8 +64,15 @@ pub enum PeerSpec {
         device: Option<String>,
         metrics: Vec<Metric>,
     },
-    /// `adapters/peers/opcua_server.py --port N [--path /P/]` (security none).
-    OpcUaServer { port: u16, path: Option<String> },
+    /// `adapters/peers/opcua_server.py --port N [--path /P/] [--security MODE
+    /// --cert-dir DIR --trust CERT]` (paths relative to the work directory).
+    OpcUaServer {
+        port: u16,
+        path: Option<String>,
+        /// `sign` or `sign-and-encrypt`, its certificate directory and the client
+        /// certificate it trusts.
+        security: Option<(String, String, String)>,
+    },
 }
 
 /// One metric a Sparkplug node declares in its births.
@@ -142,10 +149,24 @@ impl PeerSpec {
                 }
                 Some(("sparkplug_node.py", args))
             }
-            PeerSpec::OpcUaServer { port, path } => {
+            PeerSpec::OpcUaServer {
+                port,
+                path,
+                security,
+            } => {
                 let mut args = vec!["--port".to_owned(), port.to_string()];
                 if let Some(path) = path {
                     args.extend(["--path".to_owned(), path.clone()]);
+                }
+                if let Some((mode, cert_dir, trust)) = security {
+                    args.extend([
+                        "--security".to_owned(),
+                        mode.clone(),
+                        "--cert-dir".to_owned(),
+                        cert_dir.clone(),
+                        "--trust".to_owned(),
+                        trust.clone(),
+                    ]);
                 }
                 Some(("opcua_server.py", args))
             }

@@ -12,9 +12,11 @@
 //!   [device=D] { metric NAME type=TYPE value=V; … }` — `python3
 //!   adapters/peers/sparkplug_node.py --broker … --group G --node N [--device D]
 //!   --metric NAME:TYPE=V …` (one `--metric` per metric); ready on its line.
-//! - `peer start NAME kind=opcua-server port=N [path="/grid/"]` — `python3
-//!   adapters/peers/opcua_server.py --port N [--path /grid/]` (security none: a
-//!   loopback server); ready on its line.
+//! - `peer start NAME kind=opcua-server port=N [path="/grid/"]
+//!   [security=sign|sign-and-encrypt cert-dir=DIR trust=CLIENT-CERT]` — `python3
+//!   adapters/peers/opcua_server.py --port N [--path /grid/] [--security …
+//!   --cert-dir DIR --trust CERT]` (paths relative to the work directory; the
+//!   certificates made in DIR when missing); ready on its line.
 //! - `peer stop NAME` (SIGTERM, then SIGKILL after `PEER_STOP_TIMEOUT`), `peer kill
 //!   NAME` (SIGKILL), `peer restart NAME` (stopped first if it runs; the same arguments
 //!   and port).
@@ -95,10 +97,28 @@ fn read_start(node: &mut Node<'_>) -> Result<PeerStep, ParseError> {
             port: port(node, "port")?,
             units: units(node)?,
         },
-        "opcua-server" => PeerSpec::OpcUaServer {
-            port: port(node, "port")?,
-            path: node.string("path")?,
-        },
+        "opcua-server" => {
+            let port = port(node, "port")?;
+            let path = node.string("path")?;
+            let security = match node.string("security")? {
+                None => None,
+                Some(mode) if mode == "sign" || mode == "sign-and-encrypt" => Some((
+                    mode,
+                    node.required("cert-dir", "DIR")?,
+                    node.required("trust", "CLIENT-CERT")?,
+                )),
+                Some(other) => {
+                    return Err(node.error(format!(
+                        "`security` of an opcua-server is sign or sign-and-encrypt (none when left out), not `{other}`"
+                    )));
+                }
+            };
+            PeerSpec::OpcUaServer {
+                port,
+                path,
+                security,
+            }
+        }
         "sparkplug-node" => {
             let broker = node.required("broker", "127.0.0.1:PORT")?;
             let valid = broker
