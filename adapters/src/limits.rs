@@ -85,8 +85,13 @@ pub const OPCUA_REQUEST_TIMEOUT_MS: u64 = 5_000;
 /// delivered, up to this many per interval.
 pub const OPCUA_MONITORED_ITEM_QUEUE_SIZE: u32 = 64;
 /// Publishing intervals without a publish request after which the server may drop a
-/// tag's subscription.
+/// tag's subscription, at the least (see `OPCUA_SUBSCRIPTION_LIFETIME_MS`).
 pub const OPCUA_SUBSCRIPTION_LIFETIME_COUNT: u32 = 60;
+/// How long, at the least, a tag's subscription outlives a host that sends no publish
+/// request (one slow to take readings): its lifetime count is this over the publishing
+/// interval when that is more than `OPCUA_SUBSCRIPTION_LIFETIME_COUNT`. A subscription
+/// the server ends anyway is a lost session (debt, then a new one).
+pub const OPCUA_SUBSCRIPTION_LIFETIME_MS: u64 = 60_000;
 /// Publishing intervals without a change after which the server sends a keep-alive.
 pub const OPCUA_SUBSCRIPTION_KEEP_ALIVE_COUNT: u32 = 10;
 const _: () = assert!(

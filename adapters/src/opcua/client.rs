@@ -13,12 +13,13 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use opcua::client::transport::Connector;
 use opcua::client::{
-    Client, ClientBuilder, DataChangeCallback, IdentityToken, SessionEventLoop, SessionPollResult,
+    Client, ClientBuilder, IdentityToken, SessionEventLoop, SessionPollResult,
+    SubscriptionCallbacks,
 };
 use opcua::crypto::SecurityPolicy;
 use opcua::types::{
     AttributeId, DataValue, MessageSecurityMode, MonitoredItemCreateRequest, MonitoringMode,
-    MonitoringParameters, ReadValueId, TimestampsToReturn, Variant,
+    MonitoringParameters, ReadValueId, StatusChangeNotification, TimestampsToReturn, Variant,
 };
 use tokio::sync::Notify;
 
@@ -26,7 +27,7 @@ use super::{Target, value};
 use crate::limits::{
     OPCUA_MONITORED_ITEM_QUEUE_SIZE, OPCUA_RECONNECT_DELAY_MS_MAX, OPCUA_RECONNECT_DELAY_MS_MIN,
     OPCUA_REQUEST_TIMEOUT_MS, OPCUA_SUBSCRIPTION_KEEP_ALIVE_COUNT,
-    OPCUA_SUBSCRIPTION_LIFETIME_COUNT,
+    OPCUA_SUBSCRIPTION_LIFETIME_COUNT, OPCUA_SUBSCRIPTION_LIFETIME_MS,
 };
 use crate::sparkplug::client::Reporter;
 use crate::{Connection, Event, Quality, Raw, Reading};
@@ -41,10 +42,12 @@ enum Ended {
     Stopped,
 }
 
-/// Data changes the subscription's callback received, not yet reported.
+/// Data changes the subscription's callbacks received, not yet reported, and why the
+/// server ended the subscription, if it did.
 #[derive(Default)]
 struct Received {
     values: Mutex<VecDeque<DataValue>>,
+    ended: Mutex<Option<String>>,
     arrived: Notify,
 }
 
@@ -205,20 +208,38 @@ async fn session(target: &Target, reporter: &Reporter, online: &mut bool) -> End
             }
         }
         let callback = {
-            let received = received.clone();
-            DataChangeCallback::new(move |value, _item| {
-                received
-                    .values
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push_back(value);
-                received.arrived.notify_one();
-            })
+            let (values, ended) = (received.clone(), received.clone());
+            SubscriptionCallbacks::new(
+                // The server ended the subscription (its lifetime ran out, …).
+                move |change: StatusChangeNotification| {
+                    if !change.status.is_good() {
+                        *ended.ended.lock().unwrap_or_else(PoisonError::into_inner) = Some(
+                            format!("subscription ended: {}", change.status.sub_code().name()),
+                        );
+                        ended.arrived.notify_one();
+                    }
+                },
+                move |value, _item| {
+                    values
+                        .values
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push_back(value);
+                    values.arrived.notify_one();
+                },
+                |_event, _item| {},
+            )
         };
+        // The subscription outlives `OPCUA_SUBSCRIPTION_LIFETIME_MS` without a publish
+        // (a host slow to take readings), however short the publishing interval.
+        let lifetime_count =
+            u32::try_from(OPCUA_SUBSCRIPTION_LIFETIME_MS / u64::from(target.publishing_ms.max(1)))
+                .unwrap_or(u32::MAX)
+                .max(OPCUA_SUBSCRIPTION_LIFETIME_COUNT);
         let subscription = match session
             .create_subscription(
                 Duration::from_millis(u64::from(target.publishing_ms)),
-                OPCUA_SUBSCRIPTION_LIFETIME_COUNT,
+                lifetime_count,
                 OPCUA_SUBSCRIPTION_KEEP_ALIVE_COUNT,
                 0,
                 0,
@@ -329,7 +350,17 @@ async fn drive<C: Connector + Send + Sync + 'static>(
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .pop_front();
-            let Some(data) = next else { break };
+            let Some(data) = next else {
+                let ended = received
+                    .ended
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                if let Some(reason) = ended {
+                    return Ended::Lost(reason);
+                }
+                break;
+            };
             let reading = value::reading(&data, crate::now_ms());
             if reporter.send(Event::Reading(reading)).await.is_err() {
                 return Ended::Stopped;
