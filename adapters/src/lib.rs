@@ -14,10 +14,11 @@
 //! journaled with its reason; a tag whose type cannot be represented is **refused**
 //! before capture, and that refusal is recorded too.
 
-pub mod j1939;
 pub mod bacnet;
+pub mod j1939;
 pub mod limits;
 pub mod modbus;
+pub mod opcua;
 pub mod sparkplug;
 
 use std::collections::BTreeMap;
@@ -160,6 +161,12 @@ pub struct OpcUaIdentity {
     pub private_key_der: Vec<u8>,
     /// The certificate's application URI (`urn:grid:HOST`).
     pub application_uri: String,
+    /// The custody files of the two (async-opcua reads them from disk for every
+    /// secure channel): the certificate DER and the key PEM (PKCS#8), both 0600.
+    pub certificate_path: std::path::PathBuf,
+    pub private_key_path: std::path::PathBuf,
+    /// The host directory: a relative `server-certificate` is its.
+    pub host_dir: std::path::PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -171,7 +178,7 @@ pub enum AdapterError {
 }
 
 /// The sources this build reads (besides `simulate`, which the host generates itself).
-pub const PROVIDED: &[&str] = &["modbus", "sparkplug", "bacnet", "j1939"];
+pub const PROVIDED: &[&str] = &["modbus", "sparkplug", "opcua", "bacnet", "j1939"];
 
 /// Whether this build reads `source`.
 pub fn provides(source: &grid_spec::TagSource) -> bool {
@@ -189,6 +196,7 @@ pub struct Adapters {
     j1939: BTreeMap<String, j1939::Capture>,
     j1939_pace: j1939::Pace,
     bacnet: bacnet::Objects,
+    opcua: BTreeMap<String, opcua::Subscription>,
 }
 
 impl Adapters {
@@ -208,6 +216,7 @@ impl Adapters {
             sparkplug: BTreeMap::new(),
             j1939: BTreeMap::new(),
             j1939_pace: j1939::default_pace(),
+            opcua: BTreeMap::new(),
         }
     }
 
@@ -262,6 +271,18 @@ impl Adapters {
                 Ok(())
             }
             grid_spec::TagSource::Bacnet { .. } => self.bacnet.start(tag, generation),
+            grid_spec::TagSource::OpcUa { .. } => {
+                let subscription = opcua::Subscription::start(
+                    &self.runtime,
+                    self.sink.clone(),
+                    &self.host,
+                    tag,
+                    generation,
+                    &self.credentials,
+                )?;
+                self.opcua.insert(tag.name.clone(), subscription);
+                Ok(())
+            }
             other => Err(AdapterError::NotProvided {
                 tag: tag.name.clone(),
                 kind: other.kind(),
@@ -277,6 +298,7 @@ impl Adapters {
             grid_spec::TagSource::Sparkplug { .. } => sparkplug::check(tag, &self.credentials),
             grid_spec::TagSource::J1939 { .. } => j1939::check(tag),
             grid_spec::TagSource::Bacnet { .. } => bacnet::check(tag),
+            grid_spec::TagSource::OpcUa { .. } => opcua::check(&self.host, tag, &self.credentials),
             other => Err(AdapterError::NotProvided {
                 tag: tag.name.clone(),
                 kind: other.kind(),
@@ -303,6 +325,9 @@ impl Adapters {
             capture.stop();
         }
         self.bacnet.stop(name);
+        if let Some(subscription) = self.opcua.remove(name) {
+            subscription.stop();
+        }
     }
 }
 

@@ -120,3 +120,38 @@ const _: () = assert!(
         > BACNET_APDU_TIMEOUT_MS * (BACNET_APDU_RETRIES as u64 + 1)
 );
 const _: () = assert!(BACNET_COV_NOTIFICATIONS_QUEUED_MAX > 0);
+// OPC UA (opcua/).
+
+/// The first wait before a new session after one failed or was lost; doubled after
+/// each failure up to `OPCUA_RECONNECT_DELAY_MS_MAX`, back to this once a session has
+/// its monitored item.
+pub const OPCUA_RECONNECT_DELAY_MS_MIN: u64 = 100;
+/// The longest wait between two attempts to reach an OPC UA server.
+pub const OPCUA_RECONNECT_DELAY_MS_MAX: u64 = 5_000;
+const _: () = assert!(
+    // The backoff doubles from the minimum towards the maximum: it must have room to.
+    OPCUA_RECONNECT_DELAY_MS_MIN > 0
+        && OPCUA_RECONNECT_DELAY_MS_MIN <= OPCUA_RECONNECT_DELAY_MS_MAX
+);
+/// How long an OPC UA server has to answer one request (GetEndpoints, Read,
+/// CreateSubscription, …) before the session counts as lost.
+pub const OPCUA_REQUEST_TIMEOUT_MS: u64 = 5_000;
+/// The queue the server keeps for a tag's monitored item between two publishes (the
+/// oldest discarded when full): value changes faster than the publishing interval are
+/// delivered, up to this many per interval.
+pub const OPCUA_MONITORED_ITEM_QUEUE_SIZE: u32 = 64;
+/// Publishing intervals without a publish request after which the server may drop a
+/// tag's subscription, at the least (see `OPCUA_SUBSCRIPTION_LIFETIME_MS`).
+pub const OPCUA_SUBSCRIPTION_LIFETIME_COUNT: u32 = 60;
+/// How long, at the least, a tag's subscription outlives a host that sends no publish
+/// request (one slow to take readings): its lifetime count is this over the publishing
+/// interval when that is more than `OPCUA_SUBSCRIPTION_LIFETIME_COUNT`. A subscription
+/// the server ends anyway is a lost session (debt, then a new one).
+pub const OPCUA_SUBSCRIPTION_LIFETIME_MS: u64 = 60_000;
+/// Publishing intervals without a change after which the server sends a keep-alive.
+pub const OPCUA_SUBSCRIPTION_KEEP_ALIVE_COUNT: u32 = 10;
+const _: () = assert!(
+    // OPC UA Part 4 §5.13.2: the lifetime count is at least three keep-alive counts.
+    OPCUA_SUBSCRIPTION_LIFETIME_COUNT >= 3 * OPCUA_SUBSCRIPTION_KEEP_ALIVE_COUNT
+);
+const _: () = assert!(OPCUA_MONITORED_ITEM_QUEUE_SIZE >= 1);

@@ -1,6 +1,6 @@
 //! The real protocol peers a journey starts (`peer start …`): Debian's `mosquitto`
-//! broker and the Python peers of `adapters/peers/` (the Modbus device, the Sparkplug
-//! edge node, the BACnet/IP device). [`Peers`] owns their processes like the runner owns the `gridd`
+//! broker and the Python peers of `adapters/peers/` (the Modbus device, the OPC UA server, the
+//! Sparkplug edge node, the BACnet/IP device). [`Peers`] owns their processes like the runner owns the `gridd`
 //! children: dropping it kills every peer still running, so no journey leaves one
 //! behind — also when a step fails or panics (and on Linux they die with the harness
 //! thread).
@@ -32,8 +32,9 @@ use crate::runner::quote_output;
 use crate::{HOST_EXIT_TIMEOUT, POLL_INTERVAL};
 
 /// How long a started peer may take to be ready: a broker's port accepting a
-/// connection, a Python peer's `{"ready": true}` line.
-pub const PEER_READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// connection, a Python peer's `{"ready": true}` line (the OPC UA server loads the
+/// whole standard address space first: about ten seconds on a loaded 2-core machine).
+pub const PEER_READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long `peer stop` waits after SIGTERM before it SIGKILLs the peer.
 pub const PEER_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a peer may take to answer one control request.
@@ -70,6 +71,15 @@ pub enum PeerSpec {
         device: u32,
         analog_inputs: Option<u32>,
     },
+    /// `adapters/peers/opcua_server.py --port N [--path /P/] [--security MODE
+    /// --cert-dir DIR --trust CERT]` (paths relative to the work directory).
+    OpcUaServer {
+        port: u16,
+        path: Option<String>,
+        /// `sign` or `sign-and-encrypt`, its certificate directory and the client
+        /// certificate it trusts.
+        security: Option<(String, String, String)>,
+    },
 }
 
 /// One metric a Sparkplug node declares in its births.
@@ -90,6 +100,7 @@ impl PeerSpec {
             PeerSpec::Modbus { .. } => "modbus",
             PeerSpec::SparkplugNode { .. } => "sparkplug-node",
             PeerSpec::BacnetDevice { .. } => "bacnet-device",
+            PeerSpec::OpcUaServer { .. } => "opcua-server",
         }
     }
 
@@ -99,6 +110,7 @@ impl PeerSpec {
             PeerSpec::Mosquitto { port }
             | PeerSpec::Modbus { port, .. }
             | PeerSpec::BacnetDevice { port, .. } => Some(*port),
+            PeerSpec::OpcUaServer { port, .. } => Some(*port),
             PeerSpec::SparkplugNode { .. } => None,
         }
     }
@@ -166,6 +178,27 @@ impl PeerSpec {
                     args.extend(["--analog-inputs".to_owned(), n.to_string()]);
                 }
                 Some(("bacnet_device.py", args))
+            }
+            PeerSpec::OpcUaServer {
+                port,
+                path,
+                security,
+            } => {
+                let mut args = vec!["--port".to_owned(), port.to_string()];
+                if let Some(path) = path {
+                    args.extend(["--path".to_owned(), path.clone()]);
+                }
+                if let Some((mode, cert_dir, trust)) = security {
+                    args.extend([
+                        "--security".to_owned(),
+                        mode.clone(),
+                        "--cert-dir".to_owned(),
+                        cert_dir.clone(),
+                        "--trust".to_owned(),
+                        trust.clone(),
+                    ]);
+                }
+                Some(("opcua_server.py", args))
             }
         }
     }

@@ -84,12 +84,13 @@ pub fn model(model: &Model) -> String {
 }
 
 /// The canonical `tag` node of a tag whose source an owner may install (`simulate`,
-/// `modbus`, `sparkplug`, `j1939`): every field written, defaults too (`word-order` for the
-/// two-register types only, where it means something), in one order, so an unchanged
-/// tag gives the same text and a changed one differs field by field. Optional fields
-/// without a default (a Sparkplug `device`, `client-id`, `ca`, `membership`, a J1939
-/// `source-address`) are written when given. `None` for `opcua` and `bacnet`, which no owner
-/// installs (the reconciler reports them instead).
+/// `modbus`, `sparkplug`, `opcua`, `bacnet`, `j1939`): every field written, defaults too
+/// (`word-order` for the two-register types only, where it means something), in one
+/// order, so an unchanged tag gives the same text and a changed one differs field by
+/// field. Optional fields without a default (a Sparkplug `device`, `client-id`, `ca`,
+/// `membership`, a J1939 `source-address`) are written when given; an `opcua` tag writes
+/// its `policy` (the default too) and `server-certificate` unless `security=none`.
+/// Always `Some` in this build; `None` is kept for a source a build cannot install.
 pub fn tag(tag: &Tag) -> Option<String> {
     let source = match &tag.source {
         TagSource::Simulate {
@@ -200,8 +201,28 @@ pub fn tag(tag: &Tag) -> Option<String> {
             }
             out
         }
-        TagSource::OpcUa { .. } => {
-            return None;
+        TagSource::OpcUa {
+            endpoint,
+            node,
+            security,
+            policy,
+            publishing_ms,
+            server_certificate,
+        } => {
+            let mut out = format!(
+                "opcua {} node={} security={}",
+                quote(endpoint),
+                quote(node),
+                security.name()
+            );
+            if let Some(policy) = policy {
+                let _ = write!(out, " policy={policy}");
+            }
+            let _ = write!(out, " publishing-ms={publishing_ms}");
+            if let Some(path) = server_certificate {
+                let _ = write!(out, " server-certificate={}", quote(path));
+            }
+            out
         }
     };
     Some(format!(
@@ -383,10 +404,52 @@ mod tests {
     }
 
     #[test]
-    fn other_sources_have_no_canonical_text() {
-        let text = "grid version=1\nhost h listen=\"127.0.0.1:1\"\ntag t host=h { opcua \"opc.tcp://127.0.0.1:4840\" node=\"ns=2;s=T\"; }\n";
-        let topology = crate::load_str("t.kdl", text).unwrap();
-        assert_eq!(super::tag(&topology.tags[0]), None);
+    fn opcua_tags_read_back_to_the_same_text_with_defaults_written_out() {
+        let (_, canonical) = round_trip(
+            "tag t host=h { opcua \"opc.tcp://127.0.0.1:4840/grid/\" node=\"ns=2;s=Boiler.Pressure\" security=none; }\n",
+        );
+        assert_eq!(
+            canonical,
+            "tag \"t\" host=\"h\" {\n    opcua \"opc.tcp://127.0.0.1:4840/grid/\" node=\"ns=2;s=Boiler.Pressure\" security=none publishing-ms=1000\n}\n"
+        );
+        let (source, canonical) = round_trip(
+            "tag t host=h { opcua \"OPC.TCP://Server.Plant:4843\" node=\"ns=0;i=2258\" security=sign server-certificate=\"certs/server.der\" publishing-ms=250; }\n",
+        );
+        assert_eq!(
+            source,
+            crate::TagSource::OpcUa {
+                endpoint: "opc.tcp://server.plant:4843".into(),
+                node: "i=2258".into(),
+                security: crate::OpcUaSecurity::Sign,
+                policy: Some("Basic256Sha256".into()),
+                publishing_ms: 250,
+                server_certificate: Some("certs/server.der".into()),
+            }
+        );
+        assert!(
+            canonical.contains("opcua \"opc.tcp://server.plant:4843\" node=\"i=2258\" security=sign policy=Basic256Sha256 publishing-ms=250 server-certificate=\"certs/server.der\""),
+            "{canonical}"
+        );
+        round_trip(
+            "tag t host=h { opcua \"opc.tcp://10.0.0.9:4840\" node=\"ns=3;g=09087E75-8E5E-499B-954F-F2A9603DB28A\" security=sign-and-encrypt policy=Aes256Sha256RsaPss server-certificate=\"/etc/grid/s.pem\"; }\n",
+        );
+    }
+
+    #[test]
+    fn every_source_of_the_language_has_a_canonical_text() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/valid/industrial-sources.kdl"
+        ))
+        .unwrap();
+        let topology = crate::load_str("industrial-sources.kdl", &text).unwrap();
+        let mut kinds: Vec<&str> = topology.tags.iter().map(|t| t.source.kind()).collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        assert_eq!(kinds, ["bacnet", "j1939", "modbus", "opcua", "sparkplug"]);
+        for tag in &topology.tags {
+            assert!(super::tag(tag).is_some(), "{}", tag.name);
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The network addresses tag sources name: a Modbus device's `HOST:PORT` and a
-//! Sparkplug broker's `mqtt://HOST[:PORT]` or `mqtts://HOST[:PORT]` URL.
+//! The network addresses tag sources name: a Modbus device's `HOST:PORT`, a
+//! Sparkplug broker's `mqtt://HOST[:PORT]` or `mqtts://HOST[:PORT]` URL and an OPC UA
+//! server's `opc.tcp://HOST:PORT[/PATH]`.
 //!
 //! Both are read with the `url` crate (WHATWG URL parsing), then held to the shape
 //! docs/topology.md gives: a host and a port, nothing else (no user info, path, query
@@ -27,6 +28,12 @@ pub enum EndpointError {
     Scheme(String),
     #[error("it names a scheme (`{0}://`); a device address is HOST:PORT alone")]
     DeviceScheme(String),
+    #[error("it does not start with opc.tcp://")]
+    NoOpcUaScheme,
+    #[error("`{0}://` is not opc.tcp://")]
+    OpcUaScheme(String),
+    #[error("its path holds {0:?}: a server path is printable ASCII without spaces, `?` or `#`")]
+    OpcUaPath(char),
     #[error("it has user info (`…@`)")]
     UserInfo,
     #[error("it has a path (`{0}`)")]
@@ -140,6 +147,50 @@ impl fmt::Display for Broker {
     }
 }
 
+/// An OPC UA server endpoint: `opc.tcp://HOST:PORT[/PATH]`, the port written out (OPC UA
+/// has no port every server uses). The path is the server's, kept as written (printable
+/// ASCII without spaces, `?` or `#`); the scheme and host are kept in lower case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpcUaEndpoint {
+    pub host: Host,
+    pub port: u16,
+    /// `""` or `/…`.
+    pub path: String,
+}
+
+impl OpcUaEndpoint {
+    pub fn parse(text: &str) -> Result<OpcUaEndpoint, EndpointError> {
+        let rest = match text.split_once("://") {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("opc.tcp") => rest,
+            Some((scheme, _)) => return Err(EndpointError::OpcUaScheme(scheme.to_owned())),
+            None => return Err(EndpointError::NoOpcUaScheme),
+        };
+        let (authority_text, path) = match rest.find('/') {
+            Some(at) => rest.split_at(at),
+            None => (rest, ""),
+        };
+        if let Some(bad) = path
+            .chars()
+            .find(|c| !c.is_ascii_graphic() || matches!(c, '?' | '#'))
+        {
+            return Err(EndpointError::OpcUaPath(bad));
+        }
+        let (host, port) = authority(&format!("tcp://{authority_text}"))?;
+        Ok(OpcUaEndpoint {
+            host,
+            port: port.ok_or(EndpointError::NoPort)?,
+            path: path.to_owned(),
+        })
+    }
+}
+
+impl fmt::Display for OpcUaEndpoint {
+    /// `opc.tcp://HOST:PORT[/PATH]`, the one spelling of this endpoint.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "opc.tcp://{}:{}{}", self.host, self.port, self.path)
+    }
+}
+
 /// The host and port of a `SCHEME://HOST[:PORT]` URL that holds nothing else.
 fn authority(text: &str) -> Result<(Host, Option<u16>), EndpointError> {
     let url = url::Url::parse(text).map_err(|e| match e {
@@ -208,6 +259,43 @@ mod tests {
             ("h%41:502", EndpointError::Host("h%41".into())),
         ] {
             assert_eq!(DeviceAddress::parse(text), Err(error), "{text}");
+        }
+    }
+
+    #[test]
+    fn opcua_endpoints() {
+        for (text, shown, loopback) in [
+            ("opc.tcp://127.0.0.1:4840", "opc.tcp://127.0.0.1:4840", true),
+            (
+                "OPC.TCP://Server.Plant:4840/grid/",
+                "opc.tcp://server.plant:4840/grid/",
+                false,
+            ),
+            (
+                "opc.tcp://[::1]:48400/UA/Boiler",
+                "opc.tcp://[::1]:48400/UA/Boiler",
+                true,
+            ),
+            ("opc.tcp://localhost:1/", "opc.tcp://localhost:1/", true),
+        ] {
+            let endpoint = OpcUaEndpoint::parse(text).unwrap();
+            assert_eq!(endpoint.to_string(), shown);
+            assert_eq!(endpoint.host.is_loopback(), loopback, "{text}");
+        }
+        for (text, error) in [
+            ("127.0.0.1:4840", EndpointError::NoOpcUaScheme),
+            (
+                "opc.https://h:443",
+                EndpointError::OpcUaScheme("opc.https".into()),
+            ),
+            ("opc.tcp://h", EndpointError::NoPort),
+            ("opc.tcp://h:0", EndpointError::Port),
+            ("opc.tcp://h:4840/a b", EndpointError::OpcUaPath(' ')),
+            ("opc.tcp://h:4840/a?b", EndpointError::OpcUaPath('?')),
+            ("opc.tcp://u@h:4840", EndpointError::UserInfo),
+            ("opc.tcp://:4840", EndpointError::NoHost),
+        ] {
+            assert_eq!(OpcUaEndpoint::parse(text), Err(error), "{text}");
         }
     }
 

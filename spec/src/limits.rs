@@ -128,6 +128,23 @@ const _: () = assert!(BACNET_COV_LIFETIME_S_DEFAULT <= BACNET_COV_LIFETIME_S_MAX
 // A subscription is renewed at half its lifetime: even the shortest leaves whole
 // seconds for the renewal to be answered before the device lets it expire.
 const _: () = assert!(BACNET_COV_LIFETIME_S_MIN >= 2);
+// OPC UA
+
+/// The shortest publishing interval an OPC UA tag may request (`publishing-ms`); the
+/// server may revise it upwards.
+pub const OPCUA_PUBLISHING_MS_MIN: u32 = 10;
+/// The longest publishing interval an OPC UA tag may request (one hour).
+pub const OPCUA_PUBLISHING_MS_MAX: u32 = 3_600_000;
+/// An OPC UA tag's publishing interval when `publishing-ms` is not given.
+pub const OPCUA_PUBLISHING_MS_DEFAULT: u32 = 1_000;
+/// The longest node id text of an OPC UA tag, in bytes: OPC UA Part 3 (§8.2.4) bounds
+/// a string identifier at 4,096 characters; the `ns=65535;s=` prefix fits in the rest.
+pub const OPCUA_NODE_ID_LENGTH_MAX: usize = 4_200;
+
+const _: () = assert!(OPCUA_PUBLISHING_MS_MIN <= OPCUA_PUBLISHING_MS_DEFAULT);
+const _: () = assert!(OPCUA_PUBLISHING_MS_DEFAULT <= OPCUA_PUBLISHING_MS_MAX);
+// Every identifier OPC UA allows (4,096 characters of a string id, its prefix) fits.
+const _: () = assert!(OPCUA_NODE_ID_LENGTH_MAX >= 4_096 + "ns=65535;s=".len());
 
 // The operator's tools (gridctl).
 
@@ -212,6 +229,10 @@ pub const NAMES: &[&str] = &[
     "BACNET_COV_LIFETIME_S_MAX",
     "BACNET_COV_LIFETIME_S_DEFAULT",
     "BACNET_INSTANCE_MAX",
+    "OPCUA_PUBLISHING_MS_MIN",
+    "OPCUA_PUBLISHING_MS_MAX",
+    "OPCUA_PUBLISHING_MS_DEFAULT",
+    "OPCUA_NODE_ID_LENGTH_MAX",
     "UP_RECONCILE_ROUNDS_MAX",
     "VIEW_REASON_CHARS_MAX",
     "PLAN_OBSERVERS_MAX",

@@ -128,6 +128,7 @@ pub fn options(
 
 /// Where the task reports: the sink, under the stop flag, so that nothing is sent
 /// once `stop` has returned.
+#[derive(Clone)]
 pub struct Reporter {
     pub sink: Sink,
     pub tag: String,
@@ -138,7 +139,7 @@ pub struct Reporter {
 impl Reporter {
     /// Sends one event, waiting for room (backpressure). Err: stopped, or the host is
     /// gone — the task ends.
-    async fn send(&self, event: Event) -> Result<(), ()> {
+    pub(crate) async fn send(&self, event: Event) -> Result<(), ()> {
         let permit = self.sink.reserve().await.map_err(|_| ())?;
         let stopped = self.stopped.lock().unwrap_or_else(PoisonError::into_inner);
         if *stopped {

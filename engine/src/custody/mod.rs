@@ -9,6 +9,8 @@
 //!   custody.toml       0600  manifest: generation and every public fingerprint,
 //!                            retired signing keys (verify-only) included
 //! ```
+//! The `sources` profile adds the OPC UA application certificate (`opcua.rs`:
+//! `opcua-cert.der`, `opcua-key.pem`, `opcua.toml`, each 0600).
 //! Key files written before are 64 hexadecimal digits: still read, rewritten as PEM
 //! only by [`rewrite_as_pem`] (the `~ keys H (rewrite as PEM)` transition).
 //!
@@ -28,6 +30,7 @@ use x25519_dalek::{PublicKey as MailPublicKey, StaticSecret};
 
 pub mod keyfile;
 pub mod membership;
+pub mod opcua;
 pub mod seal;
 
 pub use keyfile::{KeyFormat, KeyKind};

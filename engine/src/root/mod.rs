@@ -139,6 +139,10 @@ pub fn start(
             }
         }
         let name = host.name().to_owned();
+        // The OPC UA application certificate: made on the profile's first start, then
+        // refused when missing, weaker than 0600 or replaced (custody/opcua.rs).
+        credentials.opcua =
+            Some(crate::custody::opcua::ensure(dir, &name).map_err(|e| refuse(&e))?);
         host.attach_adapters(grid_adapters::Adapters::new(
             runtime.handle().clone(),
             sink,

@@ -15,6 +15,11 @@
 //! - `peer start NAME kind=bacnet-device port=N device=N [analog-inputs=N]` — `python3
 //!   adapters/peers/bacnet_device.py --port N --device N [--analog-inputs N]` (UDP
 //!   `127.0.0.1:N`); ready on its line.
+//! - `peer start NAME kind=opcua-server port=N [path="/grid/"]
+//!   [security=sign|sign-and-encrypt cert-dir=DIR trust=CLIENT-CERT]` — `python3
+//!   adapters/peers/opcua_server.py --port N [--path /grid/] [--security …
+//!   --cert-dir DIR --trust CERT]` (paths relative to the work directory; the
+//!   certificates made in DIR when missing); ready on its line.
 //! - `peer stop NAME` (SIGTERM, then SIGKILL after `PEER_STOP_TIMEOUT`), `peer kill
 //!   NAME` (SIGKILL), `peer restart NAME` (stopped first if it runs; the same arguments
 //!   and port).
@@ -41,7 +46,13 @@ use crate::peers::{Metric, PEER_ANSWER_TIMEOUT, PeerSpec};
 use crate::runner::Context;
 
 const VERBS: [&str; 4] = ["start", "stop", "kill", "restart"];
-const KINDS: [&str; 4] = ["mosquitto", "modbus", "sparkplug-node", "bacnet-device"];
+const KINDS: [&str; 5] = [
+    "mosquitto",
+    "modbus",
+    "sparkplug-node",
+    "opcua-server",
+    "bacnet-device",
+];
 
 #[derive(Debug, PartialEq)]
 pub(super) enum PeerStep {
@@ -86,7 +97,7 @@ fn read_start(node: &mut Node<'_>) -> Result<PeerStep, ParseError> {
             "peer name `{name}` must be letters, digits, `-` and `_` (it names its log file)"
         )));
     }
-    let kind = node.required("kind", "mosquitto|modbus|sparkplug-node")?;
+    let kind = node.required("kind", "mosquitto|modbus|sparkplug-node|opcua-server")?;
     let spec = match kind.as_str() {
         "mosquitto" => PeerSpec::Mosquitto {
             port: port(node, "port")?,
@@ -95,6 +106,28 @@ fn read_start(node: &mut Node<'_>) -> Result<PeerStep, ParseError> {
             port: port(node, "port")?,
             units: units(node)?,
         },
+        "opcua-server" => {
+            let port = port(node, "port")?;
+            let path = node.string("path")?;
+            let security = match node.string("security")? {
+                None => None,
+                Some(mode) if mode == "sign" || mode == "sign-and-encrypt" => Some((
+                    mode,
+                    node.required("cert-dir", "DIR")?,
+                    node.required("trust", "CLIENT-CERT")?,
+                )),
+                Some(other) => {
+                    return Err(node.error(format!(
+                        "`security` of an opcua-server is sign or sign-and-encrypt (none when left out), not `{other}`"
+                    )));
+                }
+            };
+            PeerSpec::OpcUaServer {
+                port,
+                path,
+                security,
+            }
+        }
         "sparkplug-node" => {
             let broker = node.required("broker", "127.0.0.1:PORT")?;
             let valid = broker

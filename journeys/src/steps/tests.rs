@@ -217,7 +217,7 @@ fn peer_slips_are_parse_errors() {
         ),
         (
             "peer start b port=1",
-            "`peer` needs kind=\"mosquitto|modbus|sparkplug-node\"",
+            "`peer` needs kind=\"mosquitto|modbus|sparkplug-node|opcua-server\"",
         ),
         (
             "peer start p kind=modbus port=1 units=\"1,x\"",

@@ -30,6 +30,7 @@ mod hosts;
 mod j1939;
 mod models;
 mod node;
+mod opcua;
 mod routes;
 mod tags;
 

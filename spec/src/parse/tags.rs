@@ -23,20 +23,7 @@ impl FileReader<'_> {
             );
             let read = match child.name().value() {
                 "modbus" => self.modbus(&mut c),
-                "opcua" => (|| {
-                    // TODO(issue 17, opcua): every field with its diagnostics.
-                    let (endpoint, _) = c.string_arg(self, 0, "endpoint")?;
-                    let (node, _) = c.string_prop(self, "node", true)?;
-                    c.skip_all();
-                    Some(TagSource::OpcUa {
-                        endpoint,
-                        node,
-                        security: OpcUaSecurity::None,
-                        policy: None,
-                        publishing_ms: 1000,
-                        server_certificate: None,
-                    })
-                })(),
+                "opcua" => self.opcua(&mut c),
                 "sparkplug" => self.sparkplug(&mut c, &label, host.as_deref()),
                 "bacnet" => self.bacnet(&mut c),
                 "simulate" => self.simulate(&mut c),
