@@ -15,6 +15,7 @@
 //! before capture, and that refusal is recorded too.
 
 pub mod j1939;
+pub mod bacnet;
 pub mod limits;
 pub mod modbus;
 pub mod sparkplug;
@@ -170,7 +171,7 @@ pub enum AdapterError {
 }
 
 /// The sources this build reads (besides `simulate`, which the host generates itself).
-pub const PROVIDED: &[&str] = &["modbus", "sparkplug", "j1939"];
+pub const PROVIDED: &[&str] = &["modbus", "sparkplug", "bacnet", "j1939"];
 
 /// Whether this build reads `source`.
 pub fn provides(source: &grid_spec::TagSource) -> bool {
@@ -187,6 +188,7 @@ pub struct Adapters {
     sparkplug: BTreeMap<String, sparkplug::Subscription>,
     j1939: BTreeMap<String, j1939::Capture>,
     j1939_pace: j1939::Pace,
+    bacnet: bacnet::Objects,
 }
 
 impl Adapters {
@@ -198,6 +200,7 @@ impl Adapters {
     ) -> Adapters {
         Adapters {
             modbus: modbus::Devices::new(runtime.clone(), sink.clone()),
+            bacnet: bacnet::Objects::new(runtime.clone(), sink.clone()),
             runtime,
             sink,
             credentials,
@@ -258,6 +261,7 @@ impl Adapters {
                 self.j1939.insert(tag.name.clone(), capture);
                 Ok(())
             }
+            grid_spec::TagSource::Bacnet { .. } => self.bacnet.start(tag, generation),
             other => Err(AdapterError::NotProvided {
                 tag: tag.name.clone(),
                 kind: other.kind(),
@@ -272,6 +276,7 @@ impl Adapters {
             grid_spec::TagSource::Modbus { .. } => Ok(()),
             grid_spec::TagSource::Sparkplug { .. } => sparkplug::check(tag, &self.credentials),
             grid_spec::TagSource::J1939 { .. } => j1939::check(tag),
+            grid_spec::TagSource::Bacnet { .. } => bacnet::check(tag),
             other => Err(AdapterError::NotProvided {
                 tag: tag.name.clone(),
                 kind: other.kind(),
@@ -283,8 +288,9 @@ impl Adapters {
     /// confirmed COV subscription is cancelled and the answer comes through the
     /// returned receiver; `None` when the tag held nothing to release.
     pub fn release(&mut self, name: &str) -> Option<Released> {
+        let released = self.bacnet.release(name);
         self.stop(name);
-        None
+        released
     }
 
     /// Stops reading `name`; nothing it reports afterwards is sent.
@@ -296,6 +302,7 @@ impl Adapters {
         if let Some(capture) = self.j1939.remove(name) {
             capture.stop();
         }
+        self.bacnet.stop(name);
     }
 }
 

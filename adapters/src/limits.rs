@@ -89,3 +89,34 @@ const _: () = assert!(
     // reported within twice the gap.
     J1939_CAPTURE_POLL_MS <= J1939_BAM_PACKET_GAP_MS_MAX
 );
+// BACnet/IP (bacnet/).
+
+/// How long a BACnet device has to answer one confirmed request (ReadProperty,
+/// SubscribeCOV) before it is sent again, `BACNET_APDU_RETRIES` times; then the
+/// reading is `timeout` debt.
+pub const BACNET_APDU_TIMEOUT_MS: u64 = 1_000;
+/// How many times an unanswered confirmed request is sent again.
+pub const BACNET_APDU_RETRIES: u8 = 1;
+/// The first wait before subscribing again after a SubscribeCOV was refused or went
+/// unanswered; doubled after each failure up to `BACNET_RETRY_DELAY_MS_MAX`.
+pub const BACNET_RETRY_DELAY_MS_MIN: u64 = 500;
+/// The longest wait between two attempts to subscribe.
+pub const BACNET_RETRY_DELAY_MS_MAX: u64 = 5_000;
+/// A COV subscription is renewed at half its lifetime, and at least this often (in
+/// seconds), so that a device that restarted (and forgot it) is subscribed to again
+/// soon.
+pub const BACNET_COV_RENEWAL_S_MAX: u32 = 30;
+/// COV notifications received and not yet turned into readings (per tag); past it the
+/// oldest are dropped (they were acknowledged) and the gap is journaled as debt.
+pub const BACNET_COV_NOTIFICATIONS_QUEUED_MAX: usize = 256;
+const _: () = assert!(
+    // The backoff doubles from the minimum towards the maximum: it must have room to.
+    BACNET_RETRY_DELAY_MS_MIN > 0 && BACNET_RETRY_DELAY_MS_MIN <= BACNET_RETRY_DELAY_MS_MAX
+);
+const _: () = assert!(
+    // A subscription is renewed at half its lifetime at the latest: the other half of
+    // the shortest lifetime a tag may ask for must hold the renewal and its retries.
+    (grid_spec::limits::BACNET_COV_LIFETIME_S_MIN as u64 / 2) * 1_000
+        > BACNET_APDU_TIMEOUT_MS * (BACNET_APDU_RETRIES as u64 + 1)
+);
+const _: () = assert!(BACNET_COV_NOTIFICATIONS_QUEUED_MAX > 0);

@@ -1,6 +1,6 @@
 //! The real protocol peers a journey starts (`peer start …`): Debian's `mosquitto`
 //! broker and the Python peers of `adapters/peers/` (the Modbus device, the Sparkplug
-//! edge node). [`Peers`] owns their processes like the runner owns the `gridd`
+//! edge node, the BACnet/IP device). [`Peers`] owns their processes like the runner owns the `gridd`
 //! children: dropping it kills every peer still running, so no journey leaves one
 //! behind — also when a step fails or panics (and on Linux they die with the harness
 //! thread).
@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -63,6 +63,13 @@ pub enum PeerSpec {
         device: Option<String>,
         metrics: Vec<Metric>,
     },
+    /// `adapters/peers/bacnet_device.py --port N --device N [--analog-inputs N]`, a
+    /// BACnet/IP device on UDP `127.0.0.1:port`.
+    BacnetDevice {
+        port: u16,
+        device: u32,
+        analog_inputs: Option<u32>,
+    },
 }
 
 /// One metric a Sparkplug node declares in its births.
@@ -82,15 +89,23 @@ impl PeerSpec {
             PeerSpec::Mosquitto { .. } => "mosquitto",
             PeerSpec::Modbus { .. } => "modbus",
             PeerSpec::SparkplugNode { .. } => "sparkplug-node",
+            PeerSpec::BacnetDevice { .. } => "bacnet-device",
         }
     }
 
     /// The loopback port the peer serves, which must be free before it starts.
     pub fn port(&self) -> Option<u16> {
         match self {
-            PeerSpec::Mosquitto { port } | PeerSpec::Modbus { port, .. } => Some(*port),
+            PeerSpec::Mosquitto { port }
+            | PeerSpec::Modbus { port, .. }
+            | PeerSpec::BacnetDevice { port, .. } => Some(*port),
             PeerSpec::SparkplugNode { .. } => None,
         }
+    }
+
+    /// Whether its port is a UDP port (BACnet/IP) rather than TCP.
+    pub fn udp(&self) -> bool {
+        matches!(self, PeerSpec::BacnetDevice { .. })
     }
 
     /// Whether the peer answers control requests on its stdin (`device …`).
@@ -135,6 +150,22 @@ impl PeerSpec {
                     ));
                 }
                 Some(("sparkplug_node.py", args))
+            }
+            PeerSpec::BacnetDevice {
+                port,
+                device,
+                analog_inputs,
+            } => {
+                let mut args = vec![
+                    "--port".to_owned(),
+                    port.to_string(),
+                    "--device".to_owned(),
+                    device.to_string(),
+                ];
+                if let Some(n) = analog_inputs {
+                    args.extend(["--analog-inputs".to_owned(), n.to_string()]);
+                }
+                Some(("bacnet_device.py", args))
             }
         }
     }
@@ -261,7 +292,11 @@ impl Peers {
             ));
         }
         if let Some(port) = spec.port()
-            && let Err(error) = TcpListener::bind(("127.0.0.1", port))
+            && let Err(error) = if spec.udp() {
+                UdpSocket::bind(("127.0.0.1", port)).map(drop)
+            } else {
+                TcpListener::bind(("127.0.0.1", port)).map(drop)
+            }
         {
             return Err(Failure::new(
                 format!("127.0.0.1:{port} free for peer `{name}`"),

@@ -280,10 +280,14 @@ impl Inspection {
             r.source
         ));
         out.push_str(&format!(
-            "  journal: {} good, {} debt, {} refused{}\n",
+            "  journal: {} good, {} debt, {} refused{}{}\n",
             r.counts.good,
             r.counts.debt,
             r.counts.refused,
+            match r.counts.completions {
+                0 => String::new(),
+                n => format!(", {n} multi-packet message(s) received whole"),
+            },
             if self.consecutive {
                 ", indexes consecutive"
             } else {

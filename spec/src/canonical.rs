@@ -176,7 +176,31 @@ pub fn tag(tag: &Tag) -> Option<String> {
             }
             out
         }
-        TagSource::OpcUa { .. } | TagSource::Bacnet { .. } => {
+        TagSource::Bacnet {
+            address,
+            device,
+            object,
+            property,
+            cov,
+            lifetime_s,
+            interval_ms,
+        } => {
+            let mut out = format!(
+                "bacnet {} device={device} object={} property={property}",
+                quote(address),
+                quote(object),
+            );
+            match lifetime_s {
+                Some(lifetime_s) if *cov => {
+                    let _ = write!(out, " cov=#true lifetime-s={lifetime_s}");
+                }
+                _ => {
+                    let _ = write!(out, " cov=#false interval-ms={interval_ms}");
+                }
+            }
+            out
+        }
+        TagSource::OpcUa { .. } => {
             return None;
         }
     };
@@ -311,6 +335,44 @@ mod tests {
         );
         assert!(
             canonical.contains("j1939 interface=\"can0\" pgn=65262 spn=110 source-address=0\n"),
+    fn bacnet_tags_read_back_to_the_same_text_with_defaults_written_out() {
+        let (_, canonical) = round_trip(
+            "tag t host=h { bacnet \"127.0.0.1:47831\" device=1001 object=\"analog-input:3\" property=present-value; }\n",
+        );
+        assert_eq!(
+            canonical,
+            "tag \"t\" host=\"h\" {\n    bacnet \"127.0.0.1:47831\" device=1001 object=\"analog-input:3\" property=present-value cov=#false interval-ms=1000\n}\n"
+        );
+        let (source, canonical) = round_trip(
+            "tag t host=h { bacnet \"AHU-3.plant:47808\" device=0 object=\"binary-value:4194303\" property=present-value cov=#true; }\n",
+        );
+        assert_eq!(
+            source,
+            crate::TagSource::Bacnet {
+                address: "ahu-3.plant:47808".into(),
+                device: 0,
+                object: "binary-value:4194303".into(),
+                property: "present-value".into(),
+                cov: true,
+                lifetime_s: Some(300),
+                interval_ms: 1000,
+            }
+        );
+        assert!(
+            canonical.contains(
+                "object=\"binary-value:4194303\" property=present-value cov=#true lifetime-s=300\n"
+            ),
+            "{canonical}"
+        );
+        let (_, canonical) = round_trip(
+            "tag t host=h { bacnet \"[::1]:47808\" device=4194302 object=\"multi-state-value:7\" property=present-value cov=#true lifetime-s=10; }\n",
+        );
+        assert!(canonical.contains("cov=#true lifetime-s=10"), "{canonical}");
+        let (_, canonical) = round_trip(
+            "tag t host=h { bacnet \"127.0.0.1:47808\" device=5 object=\"analog-value:1\" property=present-value cov=#false interval-ms=100; }\n",
+        );
+        assert!(
+            canonical.contains("cov=#false interval-ms=100"),
             "{canonical}"
         );
     }

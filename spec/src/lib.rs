@@ -6,6 +6,7 @@
 //!
 //! Entry points: [`load`] (files and directories) and [`load_str`] (one text).
 
+pub mod bacnet;
 pub mod canonical;
 pub mod diagnostic;
 pub mod endpoint;

@@ -102,6 +102,32 @@ pub const J1939_SOURCE_ADDRESS_MAX: u8 = 253;
 /// The longest SocketCAN interface name, in bytes: Linux's IFNAMSIZ (16) less its
 /// terminating NUL.
 pub const J1939_INTERFACE_NAME_LENGTH_MAX: usize = 15;
+// BACnet/IP (`bacnet` tag sources, crate::bacnet).
+/// The fastest a BACnet object may be polled (`interval-ms`): each poll is one
+/// confirmed request, a device's small APDU buffer is shared with every other client.
+pub const BACNET_INTERVAL_MS_MIN: u32 = 100;
+/// The slowest poll of a BACnet object.
+pub const BACNET_INTERVAL_MS_MAX: u32 = 86_400_000;
+/// A polled BACnet object's interval when `interval-ms` is not given.
+pub const BACNET_INTERVAL_MS_DEFAULT: u32 = 1_000;
+/// The shortest `lifetime-s` of a confirmed COV subscription (0 would be "forever" in
+/// BACnet, which a removed tag could never let expire).
+pub const BACNET_COV_LIFETIME_S_MIN: u32 = 10;
+/// The longest `lifetime-s` of a COV subscription: how long a removed tag's
+/// subscription may outlive it at the device.
+pub const BACNET_COV_LIFETIME_S_MAX: u32 = 86_400;
+/// A COV subscription's lifetime when `lifetime-s` is not given.
+pub const BACNET_COV_LIFETIME_S_DEFAULT: u32 = 300;
+/// The largest object instance number (22 bits; ASHRAE 135 clause 20.2.14); the
+/// largest device instance is one less (4194303 is the wildcard instance).
+pub const BACNET_INSTANCE_MAX: u32 = 4_194_303;
+const _: () = assert!(BACNET_INTERVAL_MS_MIN <= BACNET_INTERVAL_MS_DEFAULT);
+const _: () = assert!(BACNET_INTERVAL_MS_DEFAULT <= BACNET_INTERVAL_MS_MAX);
+const _: () = assert!(BACNET_COV_LIFETIME_S_MIN <= BACNET_COV_LIFETIME_S_DEFAULT);
+const _: () = assert!(BACNET_COV_LIFETIME_S_DEFAULT <= BACNET_COV_LIFETIME_S_MAX);
+// A subscription is renewed at half its lifetime: even the shortest leaves whole
+// seconds for the renewal to be answered before the device lets it expire.
+const _: () = assert!(BACNET_COV_LIFETIME_S_MIN >= 2);
 
 // The operator's tools (gridctl).
 
@@ -179,6 +205,13 @@ pub const NAMES: &[&str] = &[
     "J1939_SPN_MAX",
     "J1939_SOURCE_ADDRESS_MAX",
     "J1939_INTERFACE_NAME_LENGTH_MAX",
+    "BACNET_INTERVAL_MS_MIN",
+    "BACNET_INTERVAL_MS_MAX",
+    "BACNET_INTERVAL_MS_DEFAULT",
+    "BACNET_COV_LIFETIME_S_MIN",
+    "BACNET_COV_LIFETIME_S_MAX",
+    "BACNET_COV_LIFETIME_S_DEFAULT",
+    "BACNET_INSTANCE_MAX",
     "UP_RECONCILE_ROUNDS_MAX",
     "VIEW_REASON_CHARS_MAX",
     "PLAN_OBSERVERS_MAX",

@@ -130,6 +130,11 @@ pub(super) struct Summary {
     pub completions: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub completions_since_good: u64,
+    /// The largest device time (Unix ms) among the journaled entries: where a
+    /// replayed capture (a J1939 log) resumes after a restart, so no frame is
+    /// journaled twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_time_ms_max: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -138,6 +143,14 @@ fn is_zero(n: &u64) -> bool {
 
 impl Summary {
     pub(super) fn count(&mut self, index: u64, entry: &Entry) {
+        let device_time = match entry {
+            Entry::Reading(r) => r.device_time_ms,
+            Entry::Completion(c) => c.device_time_ms,
+            Entry::Simulated(_) => None,
+        };
+        if device_time.is_some() {
+            self.device_time_ms_max = self.device_time_ms_max.max(device_time);
+        }
         match entry.good_value() {
             Some(v) => {
                 self.good += 1;
@@ -300,6 +313,11 @@ mod tests {
         summary.count(3, &c);
         assert_eq!((summary.good, summary.debt, summary.completions), (1, 0, 2));
         assert_eq!(summary.completions_since_good, 1);
+        assert_eq!(
+            summary.device_time_ms_max,
+            Some(7),
+            "the reading's, after the completion's 5"
+        );
     }
 
     #[test]
@@ -374,6 +392,7 @@ mod tests {
                 debt: 1,
                 refused: 1,
                 last_good: Some((4, 4.0)),
+                device_time_ms_max: Some(7),
                 ..Summary::default()
             }
         );

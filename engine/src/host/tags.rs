@@ -145,35 +145,51 @@ impl Host {
         }
     }
 
-    /// `tag` as its adapter reads it: a relative `ca` file is the host's, relative to
-    /// its directory (the canonical text keeps it as the files say it).
+    /// `tag` as its adapter reads it: a relative file (a Sparkplug `ca`, an OPC UA
+    /// `server-certificate`, a J1939 `log`) is the host's, relative to its directory
+    /// (the canonical text keeps it as the files say it).
     pub(super) fn as_read_here(&self, tag: &grid_spec::Tag) -> grid_spec::Tag {
         let mut tag = tag.clone();
-        if let grid_spec::TagSource::Sparkplug { ca: Some(ca), .. } = &mut tag.source
-            && std::path::Path::new(ca.as_str()).is_relative()
+        let file = match &mut tag.source {
+            grid_spec::TagSource::Sparkplug { ca: Some(ca), .. } => Some(ca),
+            grid_spec::TagSource::OpcUa {
+                server_certificate: Some(certificate),
+                ..
+            } => Some(certificate),
+            grid_spec::TagSource::J1939 {
+                input: grid_spec::J1939Input::Log(log),
+                ..
+            } => Some(log),
+            _ => None,
+        };
+        if let Some(file) = file
+            && std::path::Path::new(file.as_str()).is_relative()
         {
-            *ca = self.dir.join(ca.as_str()).display().to_string();
+            *file = self.dir.join(file.as_str()).display().to_string();
         }
         tag
     }
 
     /// (Re)starts the adapter of tag `name` under its current generation; a refusal
     /// (missing credentials) is shown as its connection state and logged.
+    /// A replayed capture resumes after the newest device time journaled.
     pub(super) fn start_adapter(&mut self, name: &str) {
         let Some(TagRuntime {
             reader: TagReader::Adapter {
                 tag, generation, ..
             },
+            summary,
             ..
         }) = self.tags.get(name)
         else {
             return;
         };
         let (read, generation) = (self.as_read_here(tag), *generation);
+        let resume = summary.device_time_ms_max;
         let Some(adapters) = self.adapters.as_mut() else {
             return;
         };
-        if let Err(e) = adapters.start(&read, generation) {
+        if let Err(e) = adapters.start_after(&read, generation, resume) {
             tracing::error!(tag = name, "adapter refused to start: {e}");
             if let Some(TagRuntime {
                 reader: TagReader::Adapter { connection, .. },

@@ -12,6 +12,9 @@
 //!   [device=D] { metric NAME type=TYPE value=V; … }` — `python3
 //!   adapters/peers/sparkplug_node.py --broker … --group G --node N [--device D]
 //!   --metric NAME:TYPE=V …` (one `--metric` per metric); ready on its line.
+//! - `peer start NAME kind=bacnet-device port=N device=N [analog-inputs=N]` — `python3
+//!   adapters/peers/bacnet_device.py --port N --device N [--analog-inputs N]` (UDP
+//!   `127.0.0.1:N`); ready on its line.
 //! - `peer stop NAME` (SIGTERM, then SIGKILL after `PEER_STOP_TIMEOUT`), `peer kill
 //!   NAME` (SIGKILL), `peer restart NAME` (stopped first if it runs; the same arguments
 //!   and port).
@@ -38,7 +41,7 @@ use crate::peers::{Metric, PEER_ANSWER_TIMEOUT, PeerSpec};
 use crate::runner::Context;
 
 const VERBS: [&str; 4] = ["start", "stop", "kill", "restart"];
-const KINDS: [&str; 3] = ["mosquitto", "modbus", "sparkplug-node"];
+const KINDS: [&str; 4] = ["mosquitto", "modbus", "sparkplug-node", "bacnet-device"];
 
 #[derive(Debug, PartialEq)]
 pub(super) enum PeerStep {
@@ -108,6 +111,21 @@ fn read_start(node: &mut Node<'_>) -> Result<PeerStep, ParseError> {
                 metrics: metrics(node)?,
             }
         }
+        "bacnet-device" => PeerSpec::BacnetDevice {
+            port: port(node, "port")?,
+            device: bacnet_instance(node)?,
+            analog_inputs: match node.count("analog-inputs")? {
+                None => None,
+                Some(n) => Some(
+                    u32::try_from(n)
+                        .ok()
+                        .filter(|n| (1..=1000).contains(n))
+                        .ok_or_else(|| {
+                            node.error(format!("`analog-inputs` is 1 to 1000, not {n}"))
+                        })?,
+                ),
+            },
+        },
         other => {
             let near = did_you_mean(other, KINDS)
                 .map_or(String::new(), |near| format!("did you mean `{near}`? "));
@@ -129,6 +147,21 @@ fn port(node: &mut Node<'_>, key: &str) -> Result<u16, ParseError> {
         Ok(port) if port > 0 => Ok(port),
         _ => Err(node.error(format!("`{key}` is a port, 1 to 65535, not {port}"))),
     }
+}
+
+/// A BACnet device's `device=N`, its instance (0..=4194302).
+fn bacnet_instance(node: &mut Node<'_>) -> Result<u32, ParseError> {
+    let Some(device) = node.count("device")? else {
+        return Err(node.error("`peer start … kind=bacnet-device` needs device=N (its instance)"));
+    };
+    u32::try_from(device)
+        .ok()
+        .filter(|d| *d < grid_spec::limits::BACNET_INSTANCE_MAX)
+        .ok_or_else(|| {
+            node.error(format!(
+                "`device` is an instance 0 to 4194302, not {device}"
+            ))
+        })
 }
 
 /// `units="1,2"` (or `units=1`): Modbus unit ids, passed as `--units 1,2`.

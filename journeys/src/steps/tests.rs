@@ -93,6 +93,66 @@ fn peer_start_reads_each_kind() {
 }
 
 #[test]
+fn a_bacnet_device_is_read_with_its_instance_and_runs_on_udp() {
+    let step =
+        peer("peer start ahu kind=bacnet-device port=47831 device=1001 analog-inputs=2").unwrap();
+    let spec = PeerSpec::BacnetDevice {
+        port: 47831,
+        device: 1001,
+        analog_inputs: Some(2),
+    };
+    assert_eq!(
+        step,
+        PeerStep::Start {
+            name: "ahu".into(),
+            spec: spec.clone(),
+        }
+    );
+    assert!(spec.udp() && spec.speaks_control());
+    assert_eq!(spec.kind(), "bacnet-device");
+    assert_eq!(
+        spec.script_arguments().unwrap(),
+        (
+            "bacnet_device.py",
+            [
+                "--port",
+                "47831",
+                "--device",
+                "1001",
+                "--analog-inputs",
+                "2"
+            ]
+            .map(String::from)
+            .to_vec()
+        )
+    );
+    for (source, message) in [
+        (
+            "peer start ahu kind=bacnet-device port=47831",
+            "`peer start … kind=bacnet-device` needs device=N",
+        ),
+        (
+            "peer start ahu kind=bacnet-device port=47831 device=4194303",
+            "`device` is an instance 0 to 4194302, not 4194303",
+        ),
+        (
+            "peer start ahu kind=bacnet-device port=47831 device=1 analog-inputs=0",
+            "`analog-inputs` is 1 to 1000, not 0",
+        ),
+        (
+            "peer start ahu kind=bacnet-devise port=47831 device=1",
+            "unknown peer kind `bacnet-devise` | did you mean `bacnet-device`?",
+        ),
+    ] {
+        let error = peer_error(source);
+        assert!(
+            error.starts_with(message),
+            "{source}:\n  {error}\n  expected {message}"
+        );
+    }
+}
+
+#[test]
 fn peer_scripts_get_their_arguments_and_brokers_their_config() {
     let modbus = PeerSpec::Modbus {
         port: 18892,

@@ -24,6 +24,7 @@ use crate::limits::{MODEL_OPERATIONS_CEILING_MAX, NAME_LENGTH_MAX};
 use crate::topology::*;
 use crate::validate;
 
+mod bacnet;
 mod grants;
 mod hosts;
 mod j1939;

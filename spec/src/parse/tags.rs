@@ -38,22 +38,7 @@ impl FileReader<'_> {
                     })
                 })(),
                 "sparkplug" => self.sparkplug(&mut c, &label, host.as_deref()),
-                "bacnet" => (|| {
-                    // TODO(issue 17, bacnet): every field with its diagnostics.
-                    let address = c.string_arg(self, 0, "address");
-                    let device = c.int_prop(self, "device", true, 0, 4_194_303);
-                    let object = c.string_prop(self, "object", true);
-                    c.skip_all();
-                    Some(TagSource::Bacnet {
-                        address: address?.0,
-                        device: device?.0 as u32,
-                        object: object?.0,
-                        property: "present-value".to_owned(),
-                        cov: false,
-                        lifetime_s: None,
-                        interval_ms: 1000,
-                    })
-                })(),
+                "bacnet" => self.bacnet(&mut c),
                 "simulate" => self.simulate(&mut c),
                 "j1939" => self.j1939(&mut c),
                 other => {
