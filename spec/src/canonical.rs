@@ -335,6 +335,11 @@ mod tests {
         );
         assert!(
             canonical.contains("j1939 interface=\"can0\" pgn=65262 spn=110 source-address=0\n"),
+            "{canonical}"
+        );
+    }
+
+    #[test]
     fn bacnet_tags_read_back_to_the_same_text_with_defaults_written_out() {
         let (_, canonical) = round_trip(
             "tag t host=h { bacnet \"127.0.0.1:47831\" device=1001 object=\"analog-input:3\" property=present-value; }\n",
