@@ -14,8 +14,8 @@
 //! journaled with its reason; a tag whose type cannot be represented is **refused**
 //! before capture, and that refusal is recorded too.
 
-pub mod j1939;
 pub mod bacnet;
+pub mod j1939;
 pub mod limits;
 pub mod modbus;
 pub mod sparkplug;
