@@ -407,3 +407,69 @@ fn an_interface_is_refused_on_a_kernel_without_can_and_a_missing_log_before_capt
         );
     }
 }
+
+#[test]
+fn a_stopped_replay_reports_nothing_more_and_a_malformed_line_is_skipped_and_counted() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (sink, mut events) = mpsc::channel(64);
+    let mut adapters = Adapters::new(runtime.handle().clone(), sink, "h", Credentials::default());
+    // The journey's capture lasts 30 s at its recorded pace: stopped after its first
+    // readings, its task ends and drops its sink without reporting the end.
+    let tag = log_tag("journey-engine.log", 61444, 190, Some(0));
+    adapters.start_after(&tag, 7, None).expect("starts");
+    let mut seen = Vec::new();
+    runtime.block_on(async {
+        while readings(&seen).len() < 2 {
+            let event = tokio::time::timeout(REPLAY_WAIT, events.recv())
+                .await
+                .expect("readings within the wait")
+                .expect("the adapter keeps the sink");
+            seen.push(event.event);
+        }
+    });
+    adapters.stop("engine");
+    drop(adapters);
+    runtime.block_on(async {
+        // Every sender is gone once the task has ended: what was queued, then None.
+        while let Some(event) = tokio::time::timeout(REPLAY_WAIT, events.recv())
+            .await
+            .expect("the stopped task ends")
+        {
+            seen.push(event.event);
+        }
+    });
+    assert!(readings(&seen).len() < 120, "{seen:?}");
+    assert!(
+        !seen
+            .iter()
+            .any(|e| matches!(e, Event::Connection(c) if c.state == "ended"))
+    );
+
+    // A line that is no candump record is skipped, counted, and the replay goes on.
+    let dir = std::env::temp_dir().join(format!("grid-j1939-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("malformed.log");
+    std::fs::write(
+        &path,
+        "(1700000000.000000) can0 18FEEE00#7DFF402EFFFFFFFF\n\
+         not a candump line\n\
+         (1700000000.5) can0 18FEEE00#7DFF402EFFFFFFFF\n\
+         (1700000001.000000) can0 18FEEE00#8CFF402EFFFFFFFF\n",
+    )
+    .unwrap();
+    let events = run(&tag_at(&path, 65262, 110), None, Pace::Unpaced);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(values(&events), pairs(&[(0, "85"), (1000, "100")]));
+    assert!(
+        matches!(events.last(), Some(Event::Connection(Connection { state, detail: Some(d) })) if state == "ended" && d == "2 frames replayed, 2 malformed lines skipped"),
+        "{events:?}"
+    );
+}
+
+fn tag_at(path: &std::path::Path, pgn: u32, spn: u32) -> Tag {
+    tag(J1939Input::Log(path.display().to_string()), pgn, spn, None)
+}
