@@ -1,6 +1,7 @@
 //! Industrial sources (SPEC C9, profile `sources`, docs/sources.md): readers of
-//! Modbus TCP registers and MQTT Sparkplug B metrics that turn what a device or broker
-//! says into [`Reading`]s for one tag each.
+//! Modbus TCP registers, MQTT Sparkplug B metrics, OPC UA nodes, BACnet/IP objects and
+//! passive CAN/J1939 parameters that turn what a device, broker or capture says into
+//! [`Reading`]s for one tag each.
 //!
 //! An adapter never journals, never feeds a model and never reads a device again to
 //! recover: it only reports. The host (`grid_engine::host`) assigns each reading its
