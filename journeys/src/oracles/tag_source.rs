@@ -41,6 +41,10 @@ pub struct TagExpect {
     pub outstanding_debt: Option<u64>,
     /// A substring of an outstanding debt's or a refused entry's reason.
     pub reason: Option<String>,
+    /// A substring of the reason of any of the newest entries `inspect tag` lists
+    /// (`entries`), outstanding or already followed by a good value: debt that a quick
+    /// recovery (a rebirth the host asked for) may clear before the step looks.
+    pub reason_seen: Option<String>,
     /// The journal's indexes are exactly `1..=last_index` (`true`), or not.
     pub consecutive: Option<bool>,
     /// Every model input fed from the tag was fed through `last_index`, and its
@@ -84,6 +88,9 @@ impl TagExpect {
         }
         if let Some(reason) = &self.reason {
             parts.push(format!("reason={reason:?}"));
+        }
+        if let Some(reason) = &self.reason_seen {
+            parts.push(format!("reason-seen={reason:?}"));
         }
         if let Some(consecutive) = self.consecutive {
             parts.push(format!("consecutive=#{consecutive}"));
@@ -255,6 +262,19 @@ pub fn check(tag: &str, host: &str, expect: &TagExpect, json: &Value) -> Result<
             let observed =
                 observed.map_or("unknown (no `debt` list)".to_owned(), |n| n.to_string());
             unmet.push(format!("outstanding debt is {observed}, not {want}"));
+        }
+    }
+    if let Some(part) = &expect.reason_seen {
+        let found: Vec<&str> = json["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["reason"].as_str())
+            .collect();
+        if !found.iter().any(|reason| reason.contains(part.as_str())) {
+            unmet.push(format!(
+                "no listed entry's reason contains {part:?} (reasons: {found:?})"
+            ));
         }
     }
     if let Some(part) = &expect.reason {

@@ -226,6 +226,7 @@ fn tag_source_holds_when_every_condition_does() {
         completions: None,
         outstanding_debt: Some(2),
         reason: Some("illegal data address".into()),
+        reason_seen: Some("illegal data address".into()),
         consecutive: Some(true),
         // Fed through #3 of 5: the two debt entries after it are not fed yet.
         fed_all: Some(false),
@@ -302,6 +303,17 @@ fn tag_source_holds_when_every_condition_does() {
 #[test]
 fn tag_source_fails_naming_each_condition_not_met_and_what_it_saw() {
     let json = modbus_tag();
+    let unseen = TagExpect {
+        reason_seen: Some("sequence gap".into()),
+        ..TagExpect::default()
+    };
+    let failure = tag_source::check("boiler-temp", "edge-a", &unseen, &json).unwrap_err();
+    assert!(
+        failure
+            .observed
+            .contains("no listed entry's reason contains \"sequence gap\""),
+        "{failure:?}"
+    );
     let wrong = TagExpect {
         connection: Some("lost".into()),
         stale: Some(false),

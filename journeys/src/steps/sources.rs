@@ -8,7 +8,7 @@
 //!
 //! `expect-tag TAG host=H [within=S] [connection="online"] [stale=#true|#false]
 //! [last-good=X] [good-at-least=N] [debt-at-least=N] [refused-at-least=N] [good=N]
-//! [debt=N] [completions=N] [outstanding-debt=N] [reason="TEXT"] [consecutive=#true] [fed-all=#true]
+//! [debt=N] [completions=N] [outstanding-debt=N] [reason="TEXT"] [reason-seen="TEXT"] [consecutive=#true] [fed-all=#true]
 //! [retired=#true|#false]` — an industrial tag's source (Modbus, Sparkplug, J1939): the
 //! same `gridctl inspect tag` must meet every stated
 //! condition (the `tag_source` oracle), repeated like `expect-tag-journal` with
@@ -212,6 +212,7 @@ pub(super) fn read_expect_tag(node: &mut Node<'_>) -> Result<ExpectTag, ParseErr
         refused_at_least: node.count("refused-at-least")?,
         outstanding_debt: node.count("outstanding-debt")?,
         reason: node.string("reason")?,
+        reason_seen: node.string("reason-seen")?,
         consecutive: node.flag("consecutive")?,
         fed_all: node.flag("fed-all")?,
         retired: node.flag("retired")?,

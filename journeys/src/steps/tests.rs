@@ -413,6 +413,7 @@ fn expect_tag_reads_its_conditions() {
             completions: Some(1),
             outstanding_debt: Some(0),
             reason: Some("illegal address".into()),
+            reason_seen: None,
             consecutive: Some(true),
             fed_all: Some(true),
             retired: None,
