@@ -60,3 +60,14 @@ const _: () = assert!(MODBUS_TAGS_MAX <= 65_536);
 /// The most frames `j1939_replay` generates (its log is about 50 bytes a frame, and
 /// the decoder alone holds every parsed frame in memory).
 pub const J1939_REPLAY_FRAMES_MAX: u64 = 20_000_000;
+
+/// The most nodes (and tags) `opcua_compare --tags` may ask for: one OPC UA session per
+/// tag against one Python server.
+pub const OPCUA_COMPARE_TAGS_MAX: usize = 10_000;
+/// The fastest change period of `opcua_compare`'s nodes (`--period-ms`).
+pub const OPCUA_COMPARE_PERIOD_MS_MIN: u32 = 10;
+/// Its slowest.
+pub const OPCUA_COMPARE_PERIOD_MS_MAX: u32 = 60_000;
+
+// A period range needs its fastest at or below its slowest.
+const _: () = assert!(OPCUA_COMPARE_PERIOD_MS_MIN <= OPCUA_COMPARE_PERIOD_MS_MAX);
