@@ -21,6 +21,7 @@ pub mod limits;
 pub mod modbus;
 pub mod opcua;
 pub mod sparkplug;
+pub mod task;
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};

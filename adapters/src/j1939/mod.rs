@@ -15,13 +15,13 @@ pub mod transport;
 pub mod value;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use socketcan::{CanAnyFrame, CanFrame, CanSocket, EmbeddedFrame, Id as CanId, Socket};
 
 use crate::limits::{J1939_CAPTURE_POLL_MS, J1939_REPLAY_SLEEP_MS_MAX};
-use crate::{AdapterError, Connection, Event, Quality, Raw, Reading, Sink, TagEvent, now_ms};
+use crate::task::{Reporter, Task};
+use crate::{AdapterError, Connection, Event, Quality, Raw, Reading, Sink, now_ms};
 use decoder::Decoder;
 
 /// How a log is replayed: at its recorded pace (what a tag does), or as fast as the
@@ -54,8 +54,7 @@ pub fn default_pace() -> Pace {
 
 /// One tag's capture: a task on the host's runtime.
 pub struct Capture {
-    stopped: Arc<Mutex<bool>>,
-    task: tokio::task::JoinHandle<()>,
+    task: Task,
 }
 
 /// What a tag reads, once checked.
@@ -127,14 +126,9 @@ impl Capture {
         pace: Pace,
     ) -> Result<Capture, AdapterError> {
         let (input, decoder) = input(tag)?;
-        let stopped = Arc::new(Mutex::new(false));
-        let reporter = Reporter {
-            sink,
-            tag: tag.name.clone(),
-            generation,
-            stopped: stopped.clone(),
-        };
-        let task = match input {
+        let reporter = Reporter::new(sink, &tag.name, generation);
+        let stop = reporter.clone();
+        let spawned = match input {
             Input::Log(path) => runtime.spawn(replay(path, decoder, reporter, resume, pace)),
             Input::Interface(name) => {
                 let handle = runtime.clone();
@@ -146,55 +140,25 @@ impl Capture {
                 })
             }
         };
-        Ok(Capture { stopped, task })
+        Ok(Capture {
+            task: Task::new(&stop, spawned),
+        })
     }
 
     /// Ends the capture; nothing is sent to the sink once this returns.
     pub fn stop(self) {
-        drop(self);
+        self.task.stop();
     }
 }
 
-impl Drop for Capture {
-    fn drop(&mut self) {
-        *self.stopped.lock().unwrap_or_else(PoisonError::into_inner) = true;
-        self.task.abort();
-    }
-}
-
-/// Where a capture reports: the sink, under the stop flag.
-struct Reporter {
-    sink: Sink,
-    tag: String,
-    generation: u64,
-    stopped: Arc<Mutex<bool>>,
-}
-
+/// What a capture sends besides single events (the sending itself is the shared
+/// `crate::task::Reporter`'s).
 impl Reporter {
-    /// Sends one event, waiting for room (backpressure). Err: stopped, or the host is
-    /// gone — the capture ends.
-    async fn send(&self, event: Event) -> Result<(), ()> {
-        let permit = self.sink.reserve().await.map_err(|_| ())?;
-        if *self.stopped.lock().unwrap_or_else(PoisonError::into_inner) {
-            return Err(());
-        }
-        permit.send(TagEvent {
-            tag: self.tag.clone(),
-            generation: self.generation,
-            event,
-        });
-        Ok(())
-    }
-
     async fn send_all(&self, events: &mut Vec<Event>) -> Result<(), ()> {
         for event in events.drain(..) {
             self.send(event).await?;
         }
         Ok(())
-    }
-
-    fn stopped(&self) -> bool {
-        *self.stopped.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// A capture that cannot run: one refused reading and the connection's state.

@@ -29,7 +29,7 @@ use crate::limits::{
     OPCUA_REQUEST_TIMEOUT_MS, OPCUA_SUBSCRIPTION_KEEP_ALIVE_COUNT,
     OPCUA_SUBSCRIPTION_LIFETIME_COUNT, OPCUA_SUBSCRIPTION_LIFETIME_MS,
 };
-use crate::sparkplug::client::Reporter;
+use crate::task::Reporter;
 use crate::{Connection, Event, Quality, Raw, Reading};
 
 /// How one session ended.

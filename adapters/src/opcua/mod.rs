@@ -13,18 +13,16 @@ pub mod client;
 pub mod value;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
 
 use grid_spec::{OpcUaSecurity, TagSource};
 use opcua::crypto::{CertificateStore, X509};
 
-use crate::sparkplug::client::Reporter;
+use crate::task::{Reporter, Task};
 use crate::{AdapterError, Credentials, OpcUaIdentity, Sink};
 
 /// One tag's session with its server: a task on the host's runtime.
 pub struct Subscription {
-    stopped: Arc<Mutex<bool>>,
-    task: tokio::task::JoinHandle<()>,
+    task: crate::task::Task,
 }
 
 impl Subscription {
@@ -43,28 +41,18 @@ impl Subscription {
             tag: tag.name.clone(),
             reason,
         })?;
-        let stopped = Arc::new(Mutex::new(false));
-        let reporter = Reporter {
-            sink,
-            tag: tag.name.clone(),
-            generation,
-            stopped: stopped.clone(),
-        };
-        let task = runtime.spawn(client::run(target, reporter));
-        Ok(Subscription { stopped, task })
+        let reporter = Reporter::new(sink, &tag.name, generation);
+        let task = Task::new(
+            &reporter,
+            runtime.spawn(client::run(target, reporter.clone())),
+        );
+        Ok(Subscription { task })
     }
 
     /// Ends the task (its session is dropped with it); nothing is sent to the sink
     /// once this returns.
     pub fn stop(self) {
-        drop(self);
-    }
-}
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        *self.stopped.lock().unwrap_or_else(PoisonError::into_inner) = true;
-        self.task.abort();
+        self.task.stop();
     }
 }
 

@@ -4,7 +4,7 @@
 //! slows the reading, nothing is dropped) and rebirth commands to the node.
 
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rumqttc::{AsyncClient, EventLoop, MqttOptions, Packet, QoS, TlsConfiguration, Transport};
@@ -17,7 +17,8 @@ use crate::limits::{
     SPARKPLUG_KEEP_ALIVE_S, SPARKPLUG_PACKET_BYTES_MAX, SPARKPLUG_RECONNECT_DELAY_MS_MAX,
     SPARKPLUG_RECONNECT_DELAY_MS_MIN, SPARKPLUG_REQUESTS_QUEUED_MAX,
 };
-use crate::{Connection, Credentials, Event, Sink, TagEvent};
+use crate::task::Reporter;
+use crate::{Connection, Credentials, Event};
 
 /// A broker URL: `mqtt://HOST[:PORT]` (1883, loopback only) or `mqtts://HOST[:PORT]`
 /// (8883).
@@ -124,34 +125,6 @@ pub fn options(
         options.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(config)));
     }
     options
-}
-
-/// Where the task reports: the sink, under the stop flag, so that nothing is sent
-/// once `stop` has returned.
-#[derive(Clone)]
-pub struct Reporter {
-    pub sink: Sink,
-    pub tag: String,
-    pub generation: u64,
-    pub stopped: Arc<Mutex<bool>>,
-}
-
-impl Reporter {
-    /// Sends one event, waiting for room (backpressure). Err: stopped, or the host is
-    /// gone — the task ends.
-    pub(crate) async fn send(&self, event: Event) -> Result<(), ()> {
-        let permit = self.sink.reserve().await.map_err(|_| ())?;
-        let stopped = self.stopped.lock().unwrap_or_else(PoisonError::into_inner);
-        if *stopped {
-            return Err(());
-        }
-        permit.send(TagEvent {
-            tag: self.tag.clone(),
-            generation: self.generation,
-            event,
-        });
-        Ok(())
-    }
 }
 
 /// The tag's task: connect (with bounded backoff), subscribe on every ConnAck, feed
@@ -280,34 +253,6 @@ mod tests {
         );
         assert!(b("mqtt://u@127.0.0.1").unwrap_err().contains("HOST[:PORT]"));
         assert!(b("mqtts://").is_err());
-    }
-
-    #[test]
-    fn nothing_is_sent_once_stopped() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let (sink, mut events) = tokio::sync::mpsc::channel(4);
-        let reporter = Reporter {
-            sink,
-            tag: "t".into(),
-            generation: 3,
-            stopped: Arc::new(Mutex::new(false)),
-        };
-        let event = || {
-            Event::Connection(Connection {
-                state: "online".into(),
-                detail: None,
-            })
-        };
-        runtime.block_on(async {
-            assert!(reporter.send(event()).await.is_ok());
-            *reporter.stopped.lock().unwrap() = true;
-            assert!(reporter.send(event()).await.is_err());
-        });
-        let first = events.try_recv().unwrap();
-        assert_eq!((first.tag.as_str(), first.generation), ("t", 3));
-        assert!(events.try_recv().is_err());
     }
 
     #[test]

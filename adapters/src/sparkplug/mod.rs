@@ -10,14 +10,13 @@ pub mod client;
 pub mod payload;
 pub mod session;
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use crate::{AdapterError, Credentials, Sink};
 
 /// One tag's subscription to its edge node's messages: a task on the host's runtime.
 pub struct Subscription {
-    stopped: Arc<Mutex<bool>>,
-    task: tokio::task::JoinHandle<()>,
+    task: crate::task::Task,
 }
 
 impl Subscription {
@@ -63,20 +62,17 @@ impl Subscription {
             device: device.clone(),
             metric: metric.clone(),
         });
-        let stopped = Arc::new(Mutex::new(false));
-        let reporter = client::Reporter {
-            sink,
-            tag: tag.name.clone(),
-            generation,
-            stopped: stopped.clone(),
-        };
-        let task = runtime.spawn(client::run(options, session, reporter));
-        Ok(Subscription { stopped, task })
+        let reporter = crate::task::Reporter::new(sink, &tag.name, generation);
+        let task = crate::task::Task::new(
+            &reporter,
+            runtime.spawn(client::run(options, session, reporter.clone())),
+        );
+        Ok(Subscription { task })
     }
 
     /// Ends the task; nothing is sent to the sink once this returns.
     pub fn stop(self) {
-        drop(self);
+        self.task.stop();
     }
 }
 
@@ -118,11 +114,4 @@ fn connection(
         None
     };
     Ok((broker, tls))
-}
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        *self.stopped.lock().unwrap_or_else(PoisonError::into_inner) = true;
-        self.task.abort();
-    }
 }
