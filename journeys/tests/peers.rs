@@ -2,8 +2,10 @@
 //! installs it): a started broker serves MQTT on its loopback port, a stopped or killed
 //! one frees the port, a port in use is refused before anything starts, and dropping
 //! the owner kills what still runs. A stand-in Python peer (`tests/data/fake_device.py`)
-//! answers control requests, and its exit on its own is told once. Ports 18890–18891
-//! and 18896 (the harness's peer tests own 18890–18899).
+//! answers control requests, and its exit on its own is told once. The brokers' ports
+//! are ones the kernel hands out free (port 0) rather than fixed numbers: a fixed one
+//! can be an ephemeral port of some other connection on a machine whose local port
+//! range is wide, which once failed CI with "in use". The Python peer keeps 18896.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -65,11 +67,19 @@ fn port_is_free(port: u16) -> bool {
     TcpListener::bind(("127.0.0.1", port)).is_ok()
 }
 
+/// A loopback listener on a port the kernel chose free, and that port.
+fn kernel_chosen_port() -> (TcpListener, u16) {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).expect("the kernel hands out a free port");
+    let port = listener.local_addr().unwrap().port();
+    (listener, port)
+}
+
 #[test]
 fn a_mosquitto_peer_serves_mqtt_until_it_is_stopped_and_then_frees_its_port() {
     let work = Work::new("serve");
     let mut peers = work.peers();
-    let port = 18890;
+    let (chosen, port) = kernel_chosen_port();
+    drop(chosen);
     assert!(port_is_free(port), "port {port} is taken before the test");
     let said = peers
         .start("broker", &PeerSpec::Mosquitto { port })
@@ -79,11 +89,14 @@ fn a_mosquitto_peer_serves_mqtt_until_it_is_stopped_and_then_frees_its_port() {
         "{said:?}"
     );
     assert!(
-        said[1].contains("127.0.0.1:18890 accepts connections"),
+        said[1].contains(&format!("127.0.0.1:{port} accepts connections")),
         "{said:?}"
     );
     let config = std::fs::read_to_string(work.0.join("peers/broker-1.conf")).unwrap();
-    assert!(config.contains("listener 18890 127.0.0.1"), "{config}");
+    assert!(
+        config.contains(&format!("listener {port} 127.0.0.1")),
+        "{config}"
+    );
 
     assert_eq!(mqtt_connack(port), [0x20, 2, 0, 0], "CONNACK, accepted");
     assert!(peers.running("broker"));
@@ -115,13 +128,15 @@ fn a_mosquitto_peer_serves_mqtt_until_it_is_stopped_and_then_frees_its_port() {
 #[test]
 fn a_port_in_use_is_refused_and_a_killed_peer_restarts_on_the_same_port() {
     let work = Work::new("restart");
-    let port = 18891;
+    let (occupied, port) = kernel_chosen_port();
     let mut peers = work.peers();
     let spec = PeerSpec::Mosquitto { port };
 
-    let occupied = TcpListener::bind(("127.0.0.1", port)).expect("port 18891 is free");
     let refused = peers.start("broker", &spec).unwrap_err();
-    assert_eq!(refused.expected, "127.0.0.1:18891 free for peer `broker`");
+    assert_eq!(
+        refused.expected,
+        format!("127.0.0.1:{port} free for peer `broker`")
+    );
     assert!(refused.observed.starts_with("it is in use"), "{refused}");
     assert!(!peers.running("broker"), "nothing was started");
     drop(occupied);
