@@ -48,9 +48,9 @@ pub enum LedgerOp {
 impl LedgerOp {
     pub fn id(&self) -> &str {
         match self {
-            LedgerOp::Transfer { id, .. } | LedgerOp::Post { id, .. } | LedgerOp::Void { id, .. } => {
-                id
-            }
+            LedgerOp::Transfer { id, .. }
+            | LedgerOp::Post { id, .. }
+            | LedgerOp::Void { id, .. } => id,
         }
     }
 }
@@ -137,7 +137,9 @@ pub enum LedgerReply {
     Inspected(Box<LedgerView>),
     /// The whole call was refused and changed nothing (no such ledger, a batch over
     /// its limit, an invalid id).
-    Refused { reason: String },
+    Refused {
+        reason: String,
+    },
 }
 
 /// `inspect ledger`.

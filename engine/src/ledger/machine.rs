@@ -179,7 +179,10 @@ impl Machine {
             && *at <= now_ms
         {
             let (at, id) = self.due.pop_first().expect("just seen");
-            let pending = self.pendings.get_mut(&id).expect("due transfers are pending");
+            let pending = self
+                .pendings
+                .get_mut(&id)
+                .expect("due transfers are pending");
             debug_assert_eq!(pending.state, PendingState::Pending);
             pending.state = PendingState::Expired { at_ms: at };
             let (debit, credit, amount) = (pending.debit, pending.credit, pending.amount);
@@ -291,8 +294,7 @@ impl Machine {
                     }
                     (true, Some(0)) => {
                         return refuse(
-                            "timeout_s 0: omit it for a pending transfer that never expires"
-                                .into(),
+                            "timeout_s 0: omit it for a pending transfer that never expires".into(),
                         );
                     }
                     (true, Some(s)) if *s > LEDGER_TIMEOUT_S_MAX => {

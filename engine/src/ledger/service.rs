@@ -346,11 +346,7 @@ impl Ledgers {
     }
 
     /// [`Ledgers::submit_async`] for a thread outside the runtime.
-    pub fn submit(
-        &self,
-        ledger: &str,
-        ops: &[LedgerOp],
-    ) -> Result<Vec<LedgerAnswer>, LedgerError> {
+    pub fn submit(&self, ledger: &str, ops: &[LedgerOp]) -> Result<Vec<LedgerAnswer>, LedgerError> {
         self.block_on(self.submit_async(ledger, ops))?
     }
 
@@ -514,10 +510,9 @@ impl Held<'_> {
                 if let Some(book) = self.books.get(name) {
                     let book = lock(book);
                     let same = book.machine.accounts().len() == definition.accounts.len()
-                        && definition
-                            .accounts
-                            .iter()
-                            .all(|a| book.machine.account(&a.name).map(|h| &h.definition) == Some(a));
+                        && definition.accounts.iter().all(|a| {
+                            book.machine.account(&a.name).map(|h| &h.definition) == Some(a)
+                        });
                     return if same {
                         Ok((format!("ledger {name} already installed"), None))
                     } else {
@@ -555,10 +550,9 @@ impl Held<'_> {
                 )
             }
             Change::Open { ledger, account } => {
-                let book = self
-                    .books
-                    .get(ledger)
-                    .ok_or_else(|| format!("host `{}` keeps no ledger `{ledger}`", self.ledgers.0.host))?;
+                let book = self.books.get(ledger).ok_or_else(|| {
+                    format!("host `{}` keeps no ledger `{ledger}`", self.ledgers.0.host)
+                })?;
                 let book = lock(book);
                 if let Some(held) = book.machine.account(&account.name) {
                     return if held.definition == *account {
@@ -584,10 +578,9 @@ impl Held<'_> {
                 )
             }
             Change::Retire { ledger, account } => {
-                let book = self
-                    .books
-                    .get(ledger)
-                    .ok_or_else(|| format!("host `{}` keeps no ledger `{ledger}`", self.ledgers.0.host))?;
+                let book = self.books.get(ledger).ok_or_else(|| {
+                    format!("host `{}` keeps no ledger `{ledger}`", self.ledgers.0.host)
+                })?;
                 let book = lock(book);
                 match book.machine.account(account) {
                     None => return Err(format!("ledger `{ledger}` holds no account `{account}`")),
@@ -604,7 +597,11 @@ impl Held<'_> {
                 )
             }
         };
-        write.insert(journal, journal_key(&ledger, sequence), codec::encode(&record));
+        write.insert(
+            journal,
+            journal_key(&ledger, sequence),
+            codec::encode(&record),
+        );
         Ok((detail, Some(Staged { ledger, record })))
     }
 

@@ -207,7 +207,10 @@ fn check_invariants(
     // transfer or post has its entry.
     let mut entries: BTreeMap<&str, u128> = BTreeMap::new();
     for p in posted {
-        assert!(entries.insert(&p.id, p.amount).is_none(), "one entry per id");
+        assert!(
+            entries.insert(&p.id, p.amount).is_none(),
+            "one entry per id"
+        );
     }
     for (id, (op, answer)) in first {
         let expected = match (op, answer.outcome) {
@@ -215,7 +218,11 @@ fn check_invariants(
             (LedgerOp::Transfer { pending: true, .. }, _) | (LedgerOp::Void { .. }, _) => None,
             (_, LedgerOutcome::Succeeded) => answer.amount,
         };
-        assert_eq!(entries.get(id.as_str()).copied(), expected, "entry of `{id}`");
+        assert_eq!(
+            entries.get(id.as_str()).copied(),
+            expected,
+            "entry of `{id}`"
+        );
         assert_eq!(
             machine.answer(id).as_ref(),
             Some(answer),
@@ -452,7 +459,10 @@ fn amounts_above_u64_round_trip_as_strings() {
         timeout_s: None,
     };
     let json = serde_json::to_string(&op).unwrap();
-    assert!(json.contains("\"amount\":\"55340232221128654845\""), "{json}");
+    assert!(
+        json.contains("\"amount\":\"55340232221128654845\""),
+        "{json}"
+    );
     assert_eq!(serde_json::from_str::<LedgerOp>(&json).unwrap(), op);
     // A JSON number is accepted up to u64::MAX; a negative or fractional one is not.
     let number = r#"{"op":"transfer","id":"t","debit":"a","credit":"b","amount":18446744073709551615,"currency":"EUR"}"#;

@@ -48,10 +48,7 @@ pub struct Recorded {
 pub type Balances = [u128; 4];
 
 /// The balances the recorded answers of `ledger` imply, per account.
-pub fn expected(
-    records: &[Recorded],
-    ledger: &str,
-) -> Result<BTreeMap<String, Balances>, Failure> {
+pub fn expected(records: &[Recorded], ledger: &str) -> Result<BTreeMap<String, Balances>, Failure> {
     // The first definite answer of each id is its answer.
     let mut answers: BTreeMap<&str, &Recorded> = BTreeMap::new();
     let mut unknown: Vec<&str> = Vec::new();
@@ -69,11 +66,12 @@ pub fn expected(
         ));
     }
     let amount = |r: &Recorded| -> Result<u128, Failure> {
-        r.amount
-            .as_deref()
-            .unwrap_or("")
-            .parse()
-            .map_err(|_| Failure::new(format!("an amount in the answer of {}", r.op), format!("{:?}", r.amount)))
+        r.amount.as_deref().unwrap_or("").parse().map_err(|_| {
+            Failure::new(
+                format!("an amount in the answer of {}", r.op),
+                format!("{:?}", r.amount),
+            )
+        })
     };
     let mut balances: BTreeMap<String, Balances> = BTreeMap::new();
     let mut held: BTreeMap<&str, (&str, &str, u128)> = BTreeMap::new();
@@ -100,7 +98,10 @@ pub fn expected(
         let pending = r.pending_id.as_deref().unwrap_or("");
         let Some((debit, credit, a)) = held.get(pending).copied() else {
             return Err(Failure::new(
-                format!("the pending transfer {pending} that {} closed among the answers", r.op),
+                format!(
+                    "the pending transfer {pending} that {} closed among the answers",
+                    r.op
+                ),
                 "no succeeded pending transfer of that id was recorded",
             ));
         };

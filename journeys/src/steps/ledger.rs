@@ -184,7 +184,10 @@ impl Step for LedgerStep {
         }
         if let Some(op) = &self.same_as {
             // The first definite answer of `op` an earlier step recorded.
-            if !records.iter().any(|r| r.op == *op && r.outcome != "unknown") {
+            if !records
+                .iter()
+                .any(|r| r.op == *op && r.outcome != "unknown")
+            {
                 return Err(Failure::new(
                     format!("a definite answer of {op} recorded by an earlier `ledger` step"),
                     "none recorded",
@@ -206,7 +209,12 @@ impl Step for LedgerStep {
                 "reason": answer["reason"],
                 "amount": answer["amount"],
             }));
-            answers_unchanged::check(op, &mut original, &now, &format!("asked again as {}", self.op))?;
+            answers_unchanged::check(
+                op,
+                &mut original,
+                &now,
+                &format!("asked again as {}", self.op),
+            )?;
             cx.say(format_args!("identical to the first answer of {op}"));
         }
         Ok(())

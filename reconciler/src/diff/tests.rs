@@ -634,7 +634,10 @@ fn ledgers_install_open_retire_and_never_change_an_account() {
         &world,
         &["~ account books:vendor @ site", "! ledger other @ site"],
     );
-    let changed = topology(&LEDGER.replace("account ops currency=\"EUR\"", "account ops currency=\"USD\""));
+    let changed = topology(&LEDGER.replace(
+        "account ops currency=\"EUR\"",
+        "account ops currency=\"USD\"",
+    ));
     let extra = grid_engine::ledger::api::AccountDefinition {
         name: "old".to_owned(),
         ..ops.clone()

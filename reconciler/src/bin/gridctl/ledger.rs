@@ -99,11 +99,9 @@ impl Report for Answered<'_> {
                 self.ledger,
                 self.host
             ),
-            LedgerOutcome::Refused => format!(
-                "{} refused: {}\n",
-                a.id,
-                a.reason.as_deref().unwrap_or("")
-            ),
+            LedgerOutcome::Refused => {
+                format!("{} refused: {}\n", a.id, a.reason.as_deref().unwrap_or(""))
+            }
         }
     }
 }
@@ -158,17 +156,10 @@ pub fn ledger(command: LedgerCli) -> anyhow::Result<ExitCode> {
             op,
             pending_id,
             output,
-        } => (
-            ledger,
-            host,
-            LedgerOp::Void {
-                id: op,
-                pending_id,
-            },
-            output,
-        ),
+        } => (ledger, host, LedgerOp::Void { id: op, pending_id }, output),
     };
-    let (_, dir) = keeper(&output.state, &ledger, Some(host.as_str())).map_err(anyhow::Error::msg)?;
+    let (_, dir) =
+        keeper(&output.state, &ledger, Some(host.as_str())).map_err(anyhow::Error::msg)?;
     let id = serde_json::json!({"ledger": ledger, "host": host, "id": op.id()});
     // Not answered (refused whole, or unknown): the JSON answer on stdout, the reason
     // on stderr.
@@ -208,7 +199,7 @@ pub fn ledger(command: LedgerCli) -> anyhow::Result<ExitCode> {
         Err(Failure::Refused(reason)) => not_done("refused", reason, 4),
         Err(Failure::Unknown(reason)) => not_done(
             "unknown",
-            format!("{reason}: the reply was lost; re-send the same id to learn its answer"),
+            format!("{reason}; re-send the same id (never a new one) to learn its answer"),
             3,
         ),
         Err(Failure::Unreachable(reason)) => anyhow::bail!("{reason}"),
