@@ -32,18 +32,19 @@ pub enum ConfigError {
 
 /// Profiles this build of gridd can run; every other one refuses to start. gridctl's
 /// `check`, `plan`, `reconcile` and `up` refuse them too (`grid_spec::Options`).
-pub const PROVIDED_PROFILES: [Profile; 6] = [
+pub const PROVIDED_PROFILES: [Profile; 7] = [
     Profile::Transport,
     Profile::WireObservation,
     Profile::Authority,
     Profile::Delivery,
     Profile::Processes,
     Profile::Sources,
+    Profile::Ledger,
 ];
 
 /// [`PROVIDED_PROFILES`] by name.
-pub const AVAILABLE_PROFILES: [&str; 6] = {
-    let mut names = [""; 6];
+pub const AVAILABLE_PROFILES: [&str; PROVIDED_PROFILES.len()] = {
+    let mut names = [""; PROVIDED_PROFILES.len()];
     let mut i = 0;
     while i < PROVIDED_PROFILES.len() {
         names[i] = PROVIDED_PROFILES[i].name();

@@ -8,6 +8,7 @@ pub mod custody;
 pub mod delivery;
 pub mod host;
 pub mod journal;
+pub mod ledger;
 pub mod limits;
 pub mod metrics;
 pub mod model;

@@ -147,3 +147,22 @@ const _: () = assert!(RAFT_MESSAGE_BYTES_MAX <= SNAPSHOT_BYTES_MAX);
 const _: () = assert!(WAIT_POLL_MAX.as_millis() < RUN_WAIT_MAX.as_millis());
 // Backoff between pushes is shorter than a push's own timeout.
 const _: () = assert!(PUSH_BACKOFF_MAX.as_millis() < PUSH_TIMEOUT.as_millis());
+
+// Ledgers (profile `ledger`, docs/ledger.md).
+
+/// The most operations (transfers, posts, voids) of one ledger batch, and the most ids
+/// one lookup asks for.
+pub const LEDGER_BATCH_TRANSFERS_MAX: usize = 8_190;
+/// The longest `timeout_s` of a pending transfer (ten years).
+pub const LEDGER_TIMEOUT_S_MAX: u64 = 10 * 365 * 24 * 3_600;
+/// How often the expiry sweeper looks for pending transfers that fell due.
+pub const LEDGER_EXPIRY_SWEEP_INTERVAL: Duration = Duration::from_millis(200);
+/// The most pending transfers one `inspect ledger` lists.
+pub const LEDGER_INSPECT_PENDING_MAX: usize = 1_000;
+
+// A whole batch of transfers whose id and account names average 32 bytes (with the
+// JSON keys, quoting and amount: under 320 bytes a transfer) fits in one control line;
+// longer ones meet CONTROL_LINE_BYTES_MAX first, which refuses the call by name.
+const _: () = assert!((LEDGER_BATCH_TRANSFERS_MAX * 320) as u64 <= CONTROL_LINE_BYTES_MAX);
+// A timeout in milliseconds never overflows a u64 timestamp of this millennium.
+const _: () = assert!(LEDGER_TIMEOUT_S_MAX < u64::MAX / 1_000 / 2);

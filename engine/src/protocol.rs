@@ -48,6 +48,11 @@ pub enum Call {
     /// A simulated tag's journal (profile `sources`): its observations and the
     /// position fed to each model. Changes nothing.
     Tag { name: String },
+    /// A call to the host's `ledger` profile (submit a batch, look up answers,
+    /// inspect). Handled outside the host's lock.
+    Ledger {
+        request: crate::ledger::api::LedgerCall,
+    },
 }
 
 /// What an operation asks a host to do.
@@ -93,6 +98,17 @@ pub enum Request {
     },
     /// Surrender a grant's unused units and retire it (profile `processes`).
     SurrenderGrant { name: String },
+    /// Install a ledger with its accounts (profile `ledger`).
+    InstallLedger {
+        ledger: crate::ledger::api::LedgerDefinition,
+    },
+    /// Open an account in an installed ledger (profile `ledger`).
+    OpenAccount {
+        ledger: String,
+        account: crate::ledger::api::AccountDefinition,
+    },
+    /// Retire an account: closed to new transfers, never deleted (profile `ledger`).
+    RetireAccount { ledger: String, account: String },
 }
 
 /// A write's fencing stamp: the claim its writer holds and the epoch it holds it at.
@@ -131,6 +147,17 @@ impl Request {
                 grant.units, grant.name, grant.caller
             ),
             Request::SurrenderGrant { name } => format!("surrender grant {name}"),
+            Request::InstallLedger { ledger } => format!(
+                "install ledger {} with {} account(s)",
+                ledger.name,
+                ledger.accounts.len()
+            ),
+            Request::OpenAccount { ledger, account } => {
+                format!("open account {} in ledger {ledger}", account.name)
+            }
+            Request::RetireAccount { ledger, account } => {
+                format!("retire account {account} of ledger {ledger}")
+            }
         }
     }
 
@@ -146,6 +173,9 @@ impl Request {
             Request::InstallRoute { .. } => "install-route",
             Request::IssueGrant { .. } => "issue-grant",
             Request::SurrenderGrant { .. } => "surrender-grant",
+            Request::InstallLedger { .. } => "install-ledger",
+            Request::OpenAccount { .. } => "open-account",
+            Request::RetireAccount { .. } => "retire-account",
         }
     }
 }
@@ -257,6 +287,8 @@ pub enum Reply {
     Refused {
         reason: String,
     },
+    /// What the ledger profile answered.
+    Ledger(Box<crate::ledger::api::LedgerReply>),
 }
 
 /// A value as it crosses the wire: a finite number or an error value's text.
@@ -294,6 +326,9 @@ pub struct Observation {
     /// Tags read at this host (profile `sources`).
     #[serde(default)]
     pub tags: Vec<TagState>,
+    /// Ledgers kept at this host and their accounts (profile `ledger`).
+    #[serde(default)]
+    pub ledgers: Vec<crate::ledger::api::LedgerDefinition>,
 }
 
 /// A tag a host holds, as `observe` reports it.

@@ -17,3 +17,4 @@ pub mod resolve;
 pub mod routes;
 pub mod sources;
 pub mod up;
+pub mod ledger;

@@ -242,4 +242,26 @@ pub const NAMES: &[&str] = &[
     "KDL_PARSE_STACK_BYTES_BASE",
     "KDL_PARSE_STACK_BYTES_PER_INPUT_BYTE",
     "KDL_PARSE_STACK_BYTES_MAX",
+    "LEDGER_ACCOUNTS_MAX",
+    "LEDGERS_PER_HOST_MAX",
+    "LEDGER_CURRENCY_LENGTH_MIN",
+    "LEDGER_CURRENCY_LENGTH_MAX",
 ];
+
+// Ledgers (SPEC C6, docs/ledger.md).
+
+/// The most accounts one `ledger` declares (retired ones count: an account is never
+/// deleted).
+pub const LEDGER_ACCOUNTS_MAX: usize = 4_096;
+
+/// The most ledgers one host keeps.
+pub const LEDGERS_PER_HOST_MAX: usize = 64;
+
+/// The shortest currency code of an account (`currency="EUR"`): codes are uppercase
+/// ASCII letters and digits.
+pub const LEDGER_CURRENCY_LENGTH_MIN: usize = 3;
+
+/// The longest currency code of an account.
+pub const LEDGER_CURRENCY_LENGTH_MAX: usize = 12;
+
+const _: () = assert!(LEDGER_CURRENCY_LENGTH_MIN <= LEDGER_CURRENCY_LENGTH_MAX);

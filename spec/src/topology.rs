@@ -38,6 +38,7 @@ pub struct Topology {
     pub missions: Vec<Mission>,
     pub tags: Vec<Tag>,
     pub exports: Vec<Export>,
+    pub ledgers: Vec<Ledger>,
 }
 
 impl Topology {
@@ -581,4 +582,42 @@ pub struct Export {
     pub from: String,
     pub to: String,
     pub origin: Origin,
+}
+
+/// A ledger of integer minor units (SPEC C6, docs/ledger.md) kept at `host`, which
+/// selects the `ledger` profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ledger {
+    pub name: String,
+    pub host: String,
+    /// In declaration order; names unique within the ledger.
+    pub accounts: Vec<Account>,
+    pub origin: Origin,
+}
+
+/// `account NAME currency="CUR" [owner=HOST] [debits-must-not-exceed-credits=#true]
+/// [credits-must-not-exceed-debits=#true] [retired=#true]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub name: String,
+    /// 3 to 12 uppercase ASCII letters and digits (`LEDGER_CURRENCY_LENGTH_MIN`/`MAX`).
+    pub currency: String,
+    /// The participant whose wallet observes the account.
+    pub owner: Option<String>,
+    pub debits_must_not_exceed_credits: bool,
+    pub credits_must_not_exceed_debits: bool,
+    /// Closed to new transfers; never deleted.
+    pub retired: bool,
+}
+
+/// A currency code is `LEDGER_CURRENCY_LENGTH_MIN` to `LEDGER_CURRENCY_LENGTH_MAX` (3 to
+/// 12) uppercase ASCII letters and digits, starting with a letter (`EUR`, `USD`, `KWH`,
+/// `TOKEN1`). The engine checks it again at the owner.
+pub fn is_currency(code: &str) -> bool {
+    use crate::limits::{LEDGER_CURRENCY_LENGTH_MAX, LEDGER_CURRENCY_LENGTH_MIN};
+    (LEDGER_CURRENCY_LENGTH_MIN..=LEDGER_CURRENCY_LENGTH_MAX).contains(&code.len())
+        && code.starts_with(|c: char| c.is_ascii_uppercase())
+        && code
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
 }

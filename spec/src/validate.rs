@@ -21,6 +21,7 @@ pub(crate) fn topology(parsed: &Parsed, options: crate::Options, problems: &mut 
     }
     authorities(parsed, problems);
     exports(&parsed.topology, problems);
+    ledgers(parsed, problems);
     for (index, model) in parsed.topology.models.iter().enumerate() {
         if !parsed.incomplete_models.contains(&index) {
             self::model(parsed, index, model, options, problems);
@@ -248,6 +249,19 @@ fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
                             others.iter().map(|o| format!("`{o}`")).collect::<Vec<_>>().join(" and ")
                         ),
                         "the parties of a grant reach each other over mutual TLS in one membership: add a common `member` line".to_owned(),
+                    )
+                })
+            }),
+            Some(Requirement::Selects(profile, why)) => t.host(&reference.name).and_then(|host| {
+                (!host.profiles.contains(profile)).then(|| {
+                    (
+                        format!(
+                            "{} `{}` does not select the `{}` profile, which {why}",
+                            reference.context,
+                            reference.name,
+                            profile.name()
+                        ),
+                        format!("add `{}` to the `profiles` line of host `{}`", profile.name(), reference.name),
                     )
                 })
             }),
@@ -607,6 +621,31 @@ fn cycles(
                 marks[item] = Mark::Done;
                 stack.pop();
             }
+        }
+    }
+}
+
+/// At most `LEDGERS_PER_HOST_MAX` ledgers per host.
+fn ledgers(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
+    use crate::limits::LEDGERS_PER_HOST_MAX;
+    let mut per_host: HashMap<&str, usize> = HashMap::new();
+    for (index, ledger) in parsed.topology.ledgers.iter().enumerate() {
+        let count = per_host.entry(ledger.host.as_str()).or_default();
+        *count += 1;
+        if *count == LEDGERS_PER_HOST_MAX + 1 {
+            let (file, span) = &parsed.ledger_spans[index];
+            problems.push(
+                Diagnostic::at(
+                    file,
+                    *span,
+                    format!(
+                        "host `{}` keeps more than LEDGERS_PER_HOST_MAX ({LEDGERS_PER_HOST_MAX}) ledgers",
+                        ledger.host
+                    ),
+                    "one ledger too many",
+                )
+                .with_help("keep accounts of one host in fewer ledgers, or move ledgers to another host"),
+            );
         }
     }
 }

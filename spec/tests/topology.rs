@@ -98,6 +98,22 @@ fn describe(path: &Path, text: &str) -> String {
                 )
                 .unwrap();
             }
+            for l in &topology.ledgers {
+                writeln!(out, "ledger {} host={}", l.name, l.host).unwrap();
+                for a in &l.accounts {
+                    writeln!(
+                        out,
+                        "  account {} currency={} owner={:?} debits-capped={} credits-capped={} retired={}",
+                        a.name,
+                        a.currency,
+                        a.owner,
+                        a.debits_must_not_exceed_credits,
+                        a.credits_must_not_exceed_debits,
+                        a.retired
+                    )
+                    .unwrap();
+                }
+            }
             out
         }
         Err(diagnostics) => {

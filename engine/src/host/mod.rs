@@ -293,6 +293,8 @@ pub struct Host {
     /// The `processes` profile, when selected: its runs, waits, grants and mailbox
     /// live in this store.
     processes: Option<std::sync::Arc<crate::processes::service::Processes>>,
+    /// The `ledger` profile, when selected: its journal lives in this store.
+    ledgers: Option<crate::ledger::service::Ledgers>,
 }
 
 /// Where the host keeps its fence (in the `meta` keyspace).
@@ -421,6 +423,7 @@ impl Host {
             meta,
             delivery: None,
             processes: None,
+            ledgers: None,
         };
         host.recover()?;
         Ok(host)
@@ -813,6 +816,9 @@ impl Host {
             Call::Process { .. } => Handled::Reply(Reply::Refused {
                 reason: "process calls are taken on the host's control socket only".to_owned(),
             }),
+            Call::Ledger { .. } => Handled::Reply(Reply::Refused {
+                reason: "ledger calls are taken on the host's control socket only".to_owned(),
+            }),
             Call::Wire => Handled::Reply(match &self.wire {
                 Some(wire) => Reply::Wire {
                     peers: wire
@@ -920,6 +926,11 @@ impl Host {
                 .map(|p| p.grants())
                 .unwrap_or_default(),
             tags: self.tag_states(),
+            ledgers: self
+                .ledgers
+                .as_ref()
+                .map(|l| l.definitions())
+                .unwrap_or_default(),
         }
     }
 

@@ -48,6 +48,18 @@ impl Host {
             }
             _ => None,
         };
+        // Ledger definitions change only while no batch applies: held through the commit.
+        let ledgers = self.ledgers.clone();
+        let mut ledgers_held = match (&request, &ledgers) {
+            (
+                Request::InstallLedger { .. }
+                | Request::OpenAccount { .. }
+                | Request::RetireAccount { .. },
+                Some(l),
+            ) => Some(l.hold()),
+            _ => None,
+        };
+        let mut ledger_staged = None;
         let answer = match &request {
             Request::InstallModel { name, model } => match self.parse_model(model) {
                 Err(reason) => failed(&op, reason),
@@ -290,6 +302,38 @@ impl Host {
                 },
                 _ => failed(&op, self.no_processes()),
             },
+            Request::InstallLedger { .. }
+            | Request::OpenAccount { .. }
+            | Request::RetireAccount { .. } => match ledgers_held.as_mut() {
+                None => failed(
+                    &op,
+                    format!(
+                        "host `{}` does not run the `ledger` profile; it keeps no ledgers",
+                        self.config.name
+                    ),
+                ),
+                Some(held) => {
+                    let change = match &request {
+                        Request::InstallLedger { ledger } => {
+                            crate::ledger::service::Change::Install(ledger)
+                        }
+                        Request::OpenAccount { ledger, account } => {
+                            crate::ledger::service::Change::Open { ledger, account }
+                        }
+                        Request::RetireAccount { ledger, account } => {
+                            crate::ledger::service::Change::Retire { ledger, account }
+                        }
+                        _ => unreachable!("matched above"),
+                    };
+                    match held.stage(change, &mut write) {
+                        Ok((detail, staged)) => {
+                            ledger_staged = staged;
+                            succeeded(&op, detail)
+                        }
+                        Err(reason) => failed(&op, reason),
+                    }
+                }
+            },
             Request::Input {
                 fence: Some(stamp), ..
             } if self.fence.clone().admit(&stamp.claim, stamp.epoch).is_err() => {
@@ -362,6 +406,10 @@ impl Host {
             .reach(crate::store::Failpoint::SubmitBeforeCommit);
         self.commit_durably(write, "committing an operation");
         drop(grants_held);
+        if let (Some(held), Some(staged)) = (ledgers_held.as_mut(), ledger_staged) {
+            held.apply(staged);
+        }
+        drop(ledgers_held);
         if let Some(apply) = after_commit {
             apply(self);
         }
@@ -386,5 +434,24 @@ impl Host {
             return Handled::DropReply;
         }
         Handled::Reply(Reply::Answer(answer))
+    }
+}
+
+impl Host {
+    /// Opens the `ledger` profile in this host's store (replaying every ledger's
+    /// journal) and attaches it: definition changes and `observe` go through it.
+    pub fn open_ledgers(&mut self) -> Result<crate::ledger::service::Ledgers, HostError> {
+        let ledgers = crate::ledger::service::Ledgers::open(
+            &self.database,
+            &self.dir,
+            &self.config.name,
+            self.failpoints.clone(),
+        )
+        .map_err(|detail| HostError::Damaged {
+            path: self.dir.join("store"),
+            detail,
+        })?;
+        self.ledgers = Some(ledgers.clone());
+        Ok(ledgers)
     }
 }

@@ -30,6 +30,9 @@ pub struct Started {
     /// The rooms that answer their control calls outside the host's lock.
     pub delivery: Option<Arc<crate::delivery::service::Delivery>>,
     pub processes: Option<Arc<crate::processes::service::Processes>>,
+    /// The `ledger` profile: its batches answer outside the host's lock. Other rooms
+    /// reach a ledger through this handle, handed out by the root.
+    pub ledgers: Option<crate::ledger::service::Ledgers>,
 }
 
 pub fn start(
@@ -122,6 +125,13 @@ pub fn start(
             &"profile `processes` serves and calls Processes over the `transport` profile, which is not selected",
         ));
     }
+    let ledgers = if host.config().selects(grid_spec::Profile::Ledger) {
+        let ledgers = host.open_ledgers().map_err(|e| refuse(&e))?;
+        ledgers.start(runtime.handle().clone());
+        Some(ledgers)
+    } else {
+        None
+    };
     // Industrial tags: adapters report into a bounded queue; the `tag-ingest` thread
     // journals what is queued together in one synced write (group commit) and projects it.
     let ingest = if host.config().selects(grid_spec::Profile::Sources) {
@@ -250,6 +260,7 @@ pub fn start(
         authorities,
         delivery,
         processes,
+        ledgers,
     };
     if let Some(declared) = metrics_address {
         let address = metrics::address(&declared).map_err(|e| refuse(&e))?;

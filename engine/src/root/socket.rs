@@ -133,6 +133,16 @@ fn connection(stream: UnixStream, started: &Started) {
                     reason: "this host does not run the `processes` profile".to_owned(),
                 },
             }),
+            // And the ledger: a batch waits for its fsync (group commit).
+            Call::Ledger { request } => match &started.ledgers {
+                Some(ledgers) => match ledgers.handle_local(request) {
+                    (_, true) => Handled::DropReply,
+                    (reply, false) => Handled::Reply(Reply::Ledger(Box::new(reply))),
+                },
+                None => Handled::Reply(Reply::Refused {
+                    reason: "this host does not run the `ledger` profile".to_owned(),
+                }),
+            },
             call => started
                 .host
                 .lock()

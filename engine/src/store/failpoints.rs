@@ -37,11 +37,14 @@ pub enum Failpoint {
     WaitAfterJournal,
     /// The sampler generated tag observations and fed them to models; nothing is durable.
     SampleBeforeCommit,
+    /// A ledger batch is applied and fsynced; its answers are not sent (drop-reply
+    /// loses them; abort crashes after the journal write).
+    LedgerReply,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order an operation reaches them.
-    pub const ALL: [Failpoint; 12] = [
+    pub const ALL: [Failpoint; 13] = [
         Failpoint::SubmitBeforeCommit,
         Failpoint::SubmitAfterCommit,
         Failpoint::BatchAfterCommit,
@@ -54,6 +57,7 @@ impl Failpoint {
         Failpoint::ProcessReply,
         Failpoint::WaitAfterJournal,
         Failpoint::SampleBeforeCommit,
+        Failpoint::LedgerReply,
     ];
 
     /// The name `GRID_FAILPOINTS` and journeys use.
@@ -71,6 +75,7 @@ impl Failpoint {
             Failpoint::ProcessReply => "process-reply",
             Failpoint::WaitAfterJournal => "wait-after-journal",
             Failpoint::SampleBeforeCommit => "sample-before-commit",
+            Failpoint::LedgerReply => "ledger-reply",
         }
     }
 

@@ -13,6 +13,7 @@
 
 pub mod answers_unchanged;
 pub mod delivered_once;
+pub mod ledger_balances;
 pub mod one_owner;
 pub mod receipts_verify;
 pub mod runs_once;

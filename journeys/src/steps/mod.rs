@@ -20,6 +20,7 @@ pub(crate) mod gridctl;
 mod hosts;
 mod input;
 pub(crate) mod journal;
+mod ledger;
 mod partition;
 mod peers;
 mod plan;
@@ -94,6 +95,8 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("expect-tag", sources::parse_expect_tag),
     ("peer", peers::parse_peer),
     ("device", peers::parse_device),
+    ("ledger", ledger::parse),
+    ("expect-ledger", ledger::parse_expect),
 ];
 
 /// How an operation ended, as `gridctl` reports it (`"outcome"` in its JSON and its

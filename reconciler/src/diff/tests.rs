@@ -182,6 +182,7 @@ fn empty_observation(host: &str) -> Observation {
         routes: Vec::new(),
         grants: Vec::new(),
         tags: Vec::new(),
+        ledgers: Vec::new(),
     }
 }
 
@@ -575,6 +576,76 @@ fn memberships_revoke_and_distribute() {
             "- participant stale-host @ membership:ops",
             "~ revocations ops at edge-a @ edge-a   (after - participant stale-host)",
             "~ revocations ops at site-b @ site-b   (after - participant stale-host)",
+        ],
+    );
+}
+
+const LEDGER: &str = r#"
+grid version=1
+host site listen="127.0.0.1:7402" { profiles ledger; }
+host hq listen="127.0.0.1:7403"
+ledger books host=site {
+    account ops currency="EUR"
+    account vendor currency="EUR" owner=hq
+}
+"#;
+
+#[test]
+fn ledgers_install_open_retire_and_never_change_an_account() {
+    use grid_engine::ledger::api::LedgerDefinition;
+    let t = topology(LEDGER);
+    check(&t, &running_empty(&t), &["+ ledger books @ site"]);
+    let held = |accounts: Vec<grid_engine::ledger::api::AccountDefinition>| {
+        let mut world = running_empty(&t);
+        for o in &mut world.hosts {
+            if let HostStatus::Running(observed) = &mut o.status
+                && o.name == "site"
+            {
+                observed.ledgers.push(LedgerDefinition {
+                    name: "books".to_owned(),
+                    accounts: accounts.clone(),
+                });
+                observed.ledgers.push(LedgerDefinition {
+                    name: "other".to_owned(),
+                    accounts: Vec::new(),
+                });
+            }
+        }
+        world
+    };
+    let ops = crate::ledger::definition(&t.ledgers[0].accounts[0]);
+    let vendor = crate::ledger::definition(&t.ledgers[0].accounts[1]);
+    // An account added to the files is opened; a ledger only the host keeps is unmanaged.
+    check(
+        &t,
+        &held(vec![ops.clone()]),
+        &["+ account books:vendor @ site", "! ledger other @ site"],
+    );
+    check(
+        &t,
+        &held(vec![ops.clone(), vendor.clone()]),
+        &["! ledger other @ site"],
+    );
+    // Retired in the files: `~`, once; a changed account or one the files dropped: `!`.
+    let retired = topology(&LEDGER.replace("owner=hq", "owner=hq retired=#true"));
+    let world = held(vec![ops.clone(), vendor.clone()]);
+    check(
+        &retired,
+        &world,
+        &["~ account books:vendor @ site", "! ledger other @ site"],
+    );
+    let changed = topology(&LEDGER.replace("account ops currency=\"EUR\"", "account ops currency=\"USD\""));
+    let extra = grid_engine::ledger::api::AccountDefinition {
+        name: "old".to_owned(),
+        ..ops.clone()
+    };
+    check(
+        &changed,
+        &held(vec![ops, vendor, extra]),
+        &[
+            "! account books:ops @ site",
+            "! account books:old @ site",
+            "! ledger other @ site",
         ],
     );
 }

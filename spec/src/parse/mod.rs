@@ -28,6 +28,7 @@ mod bacnet;
 mod grants;
 mod hosts;
 mod j1939;
+mod ledgers;
 mod models;
 mod node;
 mod opcua;
@@ -91,6 +92,8 @@ pub(crate) enum Requirement {
     /// A party of a grant: the host selects the `processes` profile and shares one
     /// membership with every host named (the transport's identity between them).
     Processes(Vec<String>),
+    /// The host selects this profile (for the reason given: "keeping a ledger needs").
+    Selects(Profile, &'static str),
 }
 
 /// Where a cell's formula text starts in its file, so formula spans map into the file.
@@ -140,6 +143,8 @@ pub(crate) struct Parsed {
     pub declared: HashMap<&'static str, std::collections::HashSet<String>>,
     /// Models some item of which failed to read: their names and cycles are not checked.
     pub incomplete_models: std::collections::HashSet<usize>,
+    /// Ledger index → span of its name.
+    pub ledger_spans: Vec<(File, SourceSpan)>,
 }
 
 pub(crate) fn topology(
@@ -160,6 +165,7 @@ pub(crate) fn topology(
         profile_spans: Vec::new(),
         declared: HashMap::new(),
         incomplete_models: Default::default(),
+        ledger_spans: Vec::new(),
     };
     let mut names = Names::default();
     for (index, source) in sources.iter().enumerate() {
@@ -247,7 +253,7 @@ struct FileReader<'a> {
     names: &'a mut Names,
 }
 
-const KINDS: &str = "grid, host, membership, model, route, grant, mission, tag, export";
+const KINDS: &str = "grid, host, membership, model, route, grant, mission, tag, export, ledger";
 
 impl FileReader<'_> {
     fn error(&mut self, span: SourceSpan, message: impl Into<String>, label: &str, help: &str) {
@@ -294,6 +300,7 @@ impl FileReader<'_> {
                 "mission" => self.mission(node),
                 "tag" => self.tag(node),
                 "export" => self.export(node),
+                "ledger" => self.ledger(node),
                 other => self.error(
                     node.name().span(),
                     format!("unknown node `{other}`"),

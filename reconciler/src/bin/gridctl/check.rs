@@ -27,6 +27,7 @@ pub fn check(files: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
                 missions: t.missions.len(),
                 tags: t.tags.len(),
                 exports: t.exports.len(),
+                ledgers: t.ledgers.len(),
             };
             emit(&valid, true);
             Ok(ExitCode::SUCCESS)
@@ -53,6 +54,7 @@ struct Valid {
     missions: usize,
     tags: usize,
     exports: usize,
+    ledgers: usize,
 }
 
 #[derive(Serialize)]

@@ -127,6 +127,22 @@ pub enum InspectCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// A ledger as its host keeps it (profile `ledger`): every account (or one) with
+    /// its balances — debits and credits, pending and posted, in integer minor units —
+    /// the pending transfers held, and counts. The host is found among the installed
+    /// ones unless --host names it.
+    #[command(mut_arg("json", |a| a.help(
+        "{\"host\", \"ledger\", \"accounts\": [{\"name\", \"currency\", …, \"debits_pending\", \"debits_posted\", \"credits_pending\", \"credits_posted\"}], \"pending\", \"counts\", \"sequence\"} (amounts as decimal strings)"
+    )))]
+    Ledger {
+        ledger: String,
+        #[arg(long, value_name = "NAME")]
+        account: Option<String>,
+        #[arg(long, value_name = "NAME")]
+        host: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 pub fn inspect(command: InspectCommand) -> anyhow::Result<ExitCode> {
@@ -152,6 +168,12 @@ pub fn inspect(command: InspectCommand) -> anyhow::Result<ExitCode> {
         InspectCommand::Tag { tag, host, output } => self::tag(&tag, &host, &output),
         InspectCommand::Processes { host, output } => process::inspect_processes(&host, &output),
         InspectCommand::Model { model, output } => self::model(&model, &output),
+        InspectCommand::Ledger {
+            ledger,
+            account,
+            host,
+            output,
+        } => crate::ledger::inspect(&ledger, account, host.as_deref(), &output),
     }
 }
 

@@ -22,6 +22,7 @@ mod common;
 mod hosts;
 mod inspect;
 mod journey;
+mod ledger;
 mod model;
 mod plan;
 mod process;
@@ -217,6 +218,10 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Ledger operations (profile `ledger`): transfers, posts and voids, each once
+    /// under its operation id, answered after the ledger's journal is fsynced.
+    #[command(subcommand)]
+    Ledger(ledger::LedgerCli),
 }
 
 fn main() -> ExitCode {
@@ -274,6 +279,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             output,
         } => routes::publish(route, &value, &host, &output),
         Command::Completions { shell } => completions(shell),
+        Command::Ledger(command) => ledger::ledger(command),
     }
 }
 

@@ -1,0 +1,585 @@
+//! One ledger's state machine: accounts and their balances, two-phase transfers,
+//! posted entries and the original answer of every id. Pure: no IO, no clock (the
+//! batch's time `now_ms` is an argument, journaled with the batch), so replaying the
+//! journal gives the same state and the same answers.
+//!
+//! | operation | refused when | effect |
+//! |---|---|---|
+//! | transfer (posted) | amount 0, same account both sides, unknown or retired account, currency mismatch, overflow, balance flag | debit's `debits_posted` and credit's `credits_posted` += amount; a posted entry |
+//! | transfer (pending) | as above; `timeout_s` 0 or over `LEDGER_TIMEOUT_S_MAX` | `*_pending` += amount; held until post, void or expiry |
+//! | post | no such pending transfer; already posted, voided or expired; amount 0 or above the pending amount; overflow | `*_pending` -= pending amount, `*_posted` += amount (the rest released); a posted entry |
+//! | void | no such pending transfer; already posted, voided or expired | `*_pending` -= pending amount |
+//! | expiry (`now_ms` ≥ expiry) | — | as void |
+//!
+//! Retired accounts refuse new transfers; a post or void of a transfer already pending
+//! on them is allowed, so retirement never strands a held amount. Every id's answer is
+//! retained — refusals too: the same id with the same body returns it, another body is
+//! refused (`exists with a different body`) without changing the original, so a
+//! refused operation is retried under a new id.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::api::{
+    AccountDefinition, AccountView, LedgerAnswer, LedgerCounts, LedgerOp, LedgerOutcome,
+    PendingView,
+};
+use crate::limits::LEDGER_TIMEOUT_S_MAX;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub definition: AccountDefinition,
+    pub debits_pending: u128,
+    pub debits_posted: u128,
+    pub credits_pending: u128,
+    pub credits_posted: u128,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PendingState {
+    Pending,
+    Posted { by: Box<str>, amount: u128 },
+    Voided { by: Box<str> },
+    Expired { at_ms: u64 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub debit: u32,
+    pub credit: u32,
+    pub amount: u128,
+    pub expires_at_ms: Option<u64>,
+    pub state: PendingState,
+    /// The order it was made in (its place among the pending transfers held).
+    order: u64,
+}
+
+/// A posted entry: never changed once appended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Posted {
+    /// The transfer's id, or the post's.
+    pub id: Box<str>,
+    pub debit: u32,
+    pub credit: u32,
+    pub amount: u128,
+}
+
+/// The retained answer of one id and the body it answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    body: Box<[u8]>,
+    refused: Option<Box<str>>,
+    amount: Option<u128>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Machine {
+    accounts: Vec<Account>,
+    index: HashMap<String, u32>,
+    entries: HashMap<Box<str>, Entry>,
+    pendings: HashMap<Box<str>, Pending>,
+    /// Pending transfers with an expiry, still pending: (expires_at_ms, id).
+    due: BTreeSet<(u64, Box<str>)>,
+    /// Pending transfers still held, in the order they were made.
+    open: BTreeSet<(u64, Box<str>)>,
+    made: u64,
+    posted: Vec<Posted>,
+    counts: LedgerCounts,
+}
+
+/// A definition change the machine refuses (reconcile's requests).
+pub type DefinitionError = String;
+
+fn refuse(reason: String) -> Result<Effect, String> {
+    Err(reason)
+}
+
+/// What an accepted operation does, applied only after every check passed.
+enum Effect {
+    Transfer {
+        debit: u32,
+        credit: u32,
+        amount: u128,
+        pending: Option<Option<u64>>,
+    },
+    Post {
+        pending: Box<str>,
+        amount: u128,
+    },
+    Void {
+        pending: Box<str>,
+    },
+}
+
+impl Machine {
+    pub fn accounts(&self) -> &[Account] {
+        &self.accounts
+    }
+
+    pub fn posted(&self) -> &[Posted] {
+        &self.posted
+    }
+
+    pub fn counts(&self) -> &LedgerCounts {
+        &self.counts
+    }
+
+    pub fn account(&self, name: &str) -> Option<&Account> {
+        self.index.get(name).map(|&i| &self.accounts[i as usize])
+    }
+
+    pub fn pending(&self, id: &str) -> Option<&Pending> {
+        self.pendings.get(id)
+    }
+
+    /// The earliest expiry of a pending transfer still held.
+    pub fn next_expiry_ms(&self) -> Option<u64> {
+        self.due.first().map(|(at, _)| *at)
+    }
+
+    /// Opens an account (a new name; its currency a valid code).
+    pub fn open(&mut self, definition: &AccountDefinition) -> Result<(), DefinitionError> {
+        if self.index.contains_key(&definition.name) {
+            return Err(format!("account `{}` already exists", definition.name));
+        }
+        check_definition(definition)?;
+        if self.accounts.len() >= crate::limits::LEDGER_ACCOUNTS_MAX {
+            return Err(format!(
+                "the ledger holds LEDGER_ACCOUNTS_MAX ({}) accounts already",
+                crate::limits::LEDGER_ACCOUNTS_MAX
+            ));
+        }
+        let index = u32::try_from(self.accounts.len()).expect("bounded by LEDGER_ACCOUNTS_MAX");
+        self.index.insert(definition.name.clone(), index);
+        self.accounts.push(Account {
+            definition: definition.clone(),
+            debits_pending: 0,
+            debits_posted: 0,
+            credits_pending: 0,
+            credits_posted: 0,
+        });
+        Ok(())
+    }
+
+    /// Retires an account: closed to new transfers, kept with its balances.
+    pub fn retire(&mut self, name: &str) -> Result<bool, DefinitionError> {
+        let index = *self
+            .index
+            .get(name)
+            .ok_or_else(|| format!("no account `{name}`"))?;
+        let account = &mut self.accounts[index as usize];
+        let was = account.definition.retired;
+        account.definition.retired = true;
+        Ok(!was)
+    }
+
+    /// Expires every pending transfer due at `now_ms`; returns how many.
+    pub fn expire(&mut self, now_ms: u64) -> u64 {
+        let mut expired = 0;
+        while let Some((at, _)) = self.due.first()
+            && *at <= now_ms
+        {
+            let (at, id) = self.due.pop_first().expect("just seen");
+            let pending = self.pendings.get_mut(&id).expect("due transfers are pending");
+            debug_assert_eq!(pending.state, PendingState::Pending);
+            pending.state = PendingState::Expired { at_ms: at };
+            let (debit, credit, amount) = (pending.debit, pending.credit, pending.amount);
+            self.release(debit, credit, amount);
+            self.close(&id);
+            self.counts.expired += 1;
+            expired += 1;
+        }
+        expired
+    }
+
+    /// Applies one batch at `now_ms`: due pending transfers expire first, then each
+    /// operation in order; one answer per operation.
+    pub fn apply(&mut self, now_ms: u64, ops: &[LedgerOp]) -> Vec<LedgerAnswer> {
+        self.expire(now_ms);
+        ops.iter().map(|op| self.operation(now_ms, op)).collect()
+    }
+
+    /// The retained answer of `id`.
+    pub fn answer(&self, id: &str) -> Option<LedgerAnswer> {
+        self.entries.get(id).map(|e| answer(id, e))
+    }
+
+    fn operation(&mut self, now_ms: u64, op: &LedgerOp) -> LedgerAnswer {
+        let id = op.id();
+        let body = body(op);
+        if let Some(entry) = self.entries.get(id) {
+            if *entry.body == *body {
+                return answer(id, entry);
+            }
+            return LedgerAnswer {
+                id: id.to_owned(),
+                outcome: LedgerOutcome::Refused,
+                reason: Some(format!(
+                    "operation `{id}` exists with a different body; its original answer stands"
+                )),
+                amount: None,
+            };
+        }
+        let checked = self.check(now_ms, op);
+        let entry = match checked {
+            Err(reason) => {
+                self.counts.refused += 1;
+                Entry {
+                    body: body.into(),
+                    refused: Some(reason.into()),
+                    amount: None,
+                }
+            }
+            Ok(effect) => {
+                let amount = self.effect(id, effect);
+                Entry {
+                    body: body.into(),
+                    refused: None,
+                    amount: Some(amount),
+                }
+            }
+        };
+        self.counts.answered += 1;
+        let answer = answer(id, &entry);
+        self.entries.insert(id.into(), entry);
+        answer
+    }
+
+    fn named(&self, name: &str, side: &str) -> Result<u32, String> {
+        let index = *self
+            .index
+            .get(name)
+            .ok_or_else(|| format!("unknown {side} account `{name}`"))?;
+        if self.accounts[index as usize].definition.retired {
+            return Err(format!(
+                "{side} account `{name}` is retired: closed to new transfers"
+            ));
+        }
+        Ok(index)
+    }
+
+    fn check(&self, now_ms: u64, op: &LedgerOp) -> Result<Effect, String> {
+        match op {
+            LedgerOp::Transfer {
+                debit,
+                credit,
+                amount,
+                currency,
+                pending,
+                timeout_s,
+                ..
+            } => {
+                if *amount == 0 {
+                    return refuse("amount 0: a transfer moves at least one minor unit".into());
+                }
+                if debit == credit {
+                    return refuse(format!("account `{debit}` is on both sides"));
+                }
+                let d = self.named(debit, "debit")?;
+                let c = self.named(credit, "credit")?;
+                let (da, ca) = (&self.accounts[d as usize], &self.accounts[c as usize]);
+                for account in [da, ca] {
+                    if account.definition.currency != *currency {
+                        return refuse(format!(
+                            "currency `{currency}` does not match account `{}` ({})",
+                            account.definition.name, account.definition.currency
+                        ));
+                    }
+                }
+                let expiry = match (pending, timeout_s) {
+                    (false, Some(_)) => {
+                        return refuse("timeout_s is only for a pending transfer".into());
+                    }
+                    (true, Some(0)) => {
+                        return refuse(
+                            "timeout_s 0: omit it for a pending transfer that never expires"
+                                .into(),
+                        );
+                    }
+                    (true, Some(s)) if *s > LEDGER_TIMEOUT_S_MAX => {
+                        return refuse(format!(
+                            "timeout_s {s} is above LEDGER_TIMEOUT_S_MAX ({LEDGER_TIMEOUT_S_MAX})"
+                        ));
+                    }
+                    (true, Some(s)) => Some(now_ms.saturating_add(s * 1000)),
+                    _ => None,
+                };
+                let overflow = |name: &str, which: &str| {
+                    format!("overflow: the {which} balances of account `{name}` would exceed u128")
+                };
+                let debits = da
+                    .debits_pending
+                    .checked_add(da.debits_posted)
+                    .and_then(|s| s.checked_add(*amount))
+                    .ok_or_else(|| overflow(debit, "debit"))?;
+                let credits = ca
+                    .credits_pending
+                    .checked_add(ca.credits_posted)
+                    .and_then(|s| s.checked_add(*amount))
+                    .ok_or_else(|| overflow(credit, "credit"))?;
+                if da.definition.debits_must_not_exceed_credits && debits > da.credits_posted {
+                    return refuse(format!(
+                        "account `{debit}` has debits-must-not-exceed-credits: debits {debits} (pending and posted, with this transfer) would exceed credits posted {}",
+                        da.credits_posted
+                    ));
+                }
+                if ca.definition.credits_must_not_exceed_debits && credits > ca.debits_posted {
+                    return refuse(format!(
+                        "account `{credit}` has credits-must-not-exceed-debits: credits {credits} (pending and posted, with this transfer) would exceed debits posted {}",
+                        ca.debits_posted
+                    ));
+                }
+                Ok(Effect::Transfer {
+                    debit: d,
+                    credit: c,
+                    amount: *amount,
+                    pending: pending.then_some(expiry),
+                })
+            }
+            LedgerOp::Post {
+                pending_id, amount, ..
+            } => {
+                let pending = self.held(pending_id)?;
+                let posted = match amount {
+                    None => pending.amount,
+                    Some(0) => {
+                        return refuse("amount 0: a post posts at least one minor unit".into());
+                    }
+                    Some(a) if *a > pending.amount => {
+                        return refuse(format!(
+                            "amount {a} exceeds the pending amount {} of transfer `{pending_id}`",
+                            pending.amount
+                        ));
+                    }
+                    Some(a) => *a,
+                };
+                let (da, ca) = (
+                    &self.accounts[pending.debit as usize],
+                    &self.accounts[pending.credit as usize],
+                );
+                if da.debits_posted.checked_add(posted).is_none()
+                    || ca.credits_posted.checked_add(posted).is_none()
+                {
+                    return refuse(format!(
+                        "overflow: posting `{pending_id}` would exceed u128 in account `{}` or `{}`",
+                        da.definition.name, ca.definition.name
+                    ));
+                }
+                Ok(Effect::Post {
+                    pending: pending_id.as_str().into(),
+                    amount: posted,
+                })
+            }
+            LedgerOp::Void { pending_id, .. } => {
+                self.held(pending_id)?;
+                Ok(Effect::Void {
+                    pending: pending_id.as_str().into(),
+                })
+            }
+        }
+    }
+
+    /// The pending transfer `id`, still held.
+    fn held(&self, id: &str) -> Result<&Pending, String> {
+        let Some(pending) = self.pendings.get(id) else {
+            return Err(match self.entries.get(id) {
+                Some(e) if e.refused.is_some() => {
+                    format!("transfer `{id}` was refused: nothing is pending under it")
+                }
+                Some(_) => format!("`{id}` is not a pending transfer"),
+                None => format!("no pending transfer `{id}`"),
+            });
+        };
+        match &pending.state {
+            PendingState::Pending => Ok(pending),
+            PendingState::Posted { by, .. } => Err(format!(
+                "pending transfer `{id}` was already posted (by `{by}`)"
+            )),
+            PendingState::Voided { by } => {
+                Err(format!("pending transfer `{id}` was voided (by `{by}`)"))
+            }
+            PendingState::Expired { at_ms } => {
+                Err(format!("pending transfer `{id}` expired (at {at_ms} ms)"))
+            }
+        }
+    }
+
+    /// Applies a checked effect; returns the amount moved.
+    fn effect(&mut self, id: &str, effect: Effect) -> u128 {
+        match effect {
+            Effect::Transfer {
+                debit,
+                credit,
+                amount,
+                pending: None,
+            } => {
+                self.accounts[debit as usize].debits_posted += amount;
+                self.accounts[credit as usize].credits_posted += amount;
+                self.posted.push(Posted {
+                    id: id.into(),
+                    debit,
+                    credit,
+                    amount,
+                });
+                self.counts.posted_transfers += 1;
+                self.counts.posted_entries += 1;
+                amount
+            }
+            Effect::Transfer {
+                debit,
+                credit,
+                amount,
+                pending: Some(expires_at_ms),
+            } => {
+                self.accounts[debit as usize].debits_pending += amount;
+                self.accounts[credit as usize].credits_pending += amount;
+                if let Some(at) = expires_at_ms {
+                    self.due.insert((at, id.into()));
+                }
+                self.open.insert((self.made, id.into()));
+                self.made += 1;
+                self.pendings.insert(
+                    id.into(),
+                    Pending {
+                        debit,
+                        credit,
+                        amount,
+                        expires_at_ms,
+                        state: PendingState::Pending,
+                        order: self.made - 1,
+                    },
+                );
+                self.counts.pending_transfers += 1;
+                self.counts.pending_open += 1;
+                amount
+            }
+            Effect::Post { pending, amount } => {
+                let p = self.pendings.get_mut(&pending).expect("checked");
+                p.state = PendingState::Posted {
+                    by: id.into(),
+                    amount,
+                };
+                let (debit, credit, held, expiry) = (p.debit, p.credit, p.amount, p.expires_at_ms);
+                if let Some(at) = expiry {
+                    self.due.remove(&(at, pending.clone()));
+                }
+                self.release(debit, credit, held);
+                self.accounts[debit as usize].debits_posted += amount;
+                self.accounts[credit as usize].credits_posted += amount;
+                self.posted.push(Posted {
+                    id: id.into(),
+                    debit,
+                    credit,
+                    amount,
+                });
+                self.close(&pending);
+                self.counts.posts += 1;
+                self.counts.posted_entries += 1;
+                amount
+            }
+            Effect::Void { pending } => {
+                let p = self.pendings.get_mut(&pending).expect("checked");
+                p.state = PendingState::Voided { by: id.into() };
+                let (debit, credit, held, expiry) = (p.debit, p.credit, p.amount, p.expires_at_ms);
+                if let Some(at) = expiry {
+                    self.due.remove(&(at, pending.clone()));
+                }
+                self.release(debit, credit, held);
+                self.close(&pending);
+                self.counts.voids += 1;
+                held
+            }
+        }
+    }
+
+    fn release(&mut self, debit: u32, credit: u32, amount: u128) {
+        self.accounts[debit as usize].debits_pending -= amount;
+        self.accounts[credit as usize].credits_pending -= amount;
+    }
+
+    fn close(&mut self, id: &str) {
+        let order = self.pendings[id].order;
+        let removed = self.open.remove(&(order, Box::<str>::from(id)));
+        assert!(removed, "a pending transfer closes once");
+        self.counts.pending_open -= 1;
+    }
+
+    /// Accounts as `inspect` shows them.
+    pub fn account_views(&self, only: Option<&str>) -> Vec<AccountView> {
+        self.accounts
+            .iter()
+            .filter(|a| only.is_none_or(|o| a.definition.name == o))
+            .map(|a| AccountView {
+                definition: a.definition.clone(),
+                debits_pending: a.debits_pending,
+                debits_posted: a.debits_posted,
+                credits_pending: a.credits_pending,
+                credits_posted: a.credits_posted,
+            })
+            .collect()
+    }
+
+    /// Pending transfers still held, oldest first, at most `max` (touching `only`).
+    pub fn pending_views(&self, only: Option<&str>, max: usize) -> Vec<PendingView> {
+        let name = |i: u32| self.accounts[i as usize].definition.name.clone();
+        self.open
+            .iter()
+            .filter_map(|(_, id)| {
+                let p = &self.pendings[id];
+                let (debit, credit) = (name(p.debit), name(p.credit));
+                only.is_none_or(|o| debit == o || credit == o)
+                    .then(|| PendingView {
+                        id: id.to_string(),
+                        currency: self.accounts[p.debit as usize].definition.currency.clone(),
+                        debit,
+                        credit,
+                        amount: p.amount,
+                        expires_at_ms: p.expires_at_ms,
+                    })
+            })
+            .take(max)
+            .collect()
+    }
+}
+
+/// Checks an account definition the owner is asked to open.
+pub fn check_definition(definition: &AccountDefinition) -> Result<(), DefinitionError> {
+    if !grid_spec::topology::is_currency(&definition.currency) {
+        return Err(format!(
+            "account `{}`: `{}` is not a currency code (LEDGER_CURRENCY_LENGTH_MIN to LEDGER_CURRENCY_LENGTH_MAX uppercase letters and digits)",
+            definition.name, definition.currency
+        ));
+    }
+    if definition.debits_must_not_exceed_credits && definition.credits_must_not_exceed_debits {
+        return Err(format!(
+            "account `{}` sets both debits-must-not-exceed-credits and credits-must-not-exceed-debits",
+            definition.name
+        ));
+    }
+    if definition.name.is_empty() || definition.name.len() > crate::limits::NAME_LENGTH_MAX {
+        return Err(format!(
+            "account names are 1 to NAME_LENGTH_MAX ({}) bytes",
+            crate::limits::NAME_LENGTH_MAX
+        ));
+    }
+    Ok(())
+}
+
+fn answer(id: &str, entry: &Entry) -> LedgerAnswer {
+    LedgerAnswer {
+        id: id.to_owned(),
+        outcome: match entry.refused {
+            None => LedgerOutcome::Succeeded,
+            Some(_) => LedgerOutcome::Refused,
+        },
+        reason: entry.refused.as_deref().map(str::to_owned),
+        amount: entry.amount,
+    }
+}
+
+/// An operation's body (everything but its id), in the journal's encoding: what
+/// "the same body" compares.
+pub fn body(op: &LedgerOp) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    super::codec::put_body(&mut out, op);
+    out
+}
