@@ -12,7 +12,7 @@ use grid_engine::host::control::Client;
 use grid_engine::ledger::api::{LedgerCall, LedgerOp, LedgerOutcome, LedgerReply, LedgerView};
 use grid_engine::protocol::{Call, Reply};
 
-use grid_benches::bringup::{GridHosts, connect_served, host_node, one_gridd_per_host};
+use grid_benches::bringup::{GridHosts, connect_served, one_gridd_per_host};
 use grid_benches::cli::Measurement;
 use grid_benches::limits::{LEDGER_COMPARE_ACCOUNTS_MAX, LEDGER_COMPARE_BATCH_MAX};
 use grid_benches::measure::{Window, on_threads};
@@ -22,24 +22,22 @@ use crate::rows::{Cell, GRID, Unit};
 
 pub const HOST: &str = "books";
 pub const LEDGER: &str = "bench";
-pub const MEMBERSHIP: &str = "bench";
 const CURRENCY: &str = "EUR";
 
 // Grid's own limits bound the benchmark's: every account in one `ledger` node, every
 // batch in one Submit.
 const _: () = assert!(LEDGER_COMPARE_ACCOUNTS_MAX <= grid_spec::limits::LEDGER_ACCOUNTS_MAX);
-const _: () =
-    assert!(LEDGER_COMPARE_BATCH_MAX <= grid_engine::limits::LEDGER_BATCH_TRANSFERS_MAX);
+const _: () = assert!(LEDGER_COMPARE_BATCH_MAX <= grid_engine::limits::LEDGER_BATCH_TRANSFERS_MAX);
 
 fn account(i: usize) -> String {
     format!("a{:04}", i + 1)
 }
 
 fn topology(port: u16, accounts: usize) -> String {
+    // The ledger profile needs nothing else: no membership, no transport.
     let mut text = format!(
-        "grid version=1\n\n// Written by benches ledger_compare.\nmembership {MEMBERSHIP}\n"
+        "grid version=1\n\n// Written by benches ledger_compare.\nhost {HOST} listen=\"127.0.0.1:{port}\" {{\n    profiles ledger\n}}\n"
     );
-    text.push_str(&host_node(HOST, port, MEMBERSHIP, "ledger"));
     text.push_str(&format!("ledger {LEDGER} host={HOST} {{\n"));
     for i in 0..accounts {
         text.push_str(&format!(
@@ -179,9 +177,11 @@ impl Connection {
                 ids: Vec::new(),
             },
         };
-        let client = connect_served(host_dir, &probe, |reply| {
-            matches!(reply, Reply::Ledger(r) if matches!(**r, LedgerReply::Retained { .. }))
-        })?;
+        let client = connect_served(
+            host_dir,
+            &probe,
+            |reply| matches!(reply, Reply::Ledger(r) if matches!(**r, LedgerReply::Retained { .. })),
+        )?;
         Ok(Connection {
             client,
             accounts,
@@ -221,10 +221,9 @@ impl Connection {
                         }
                     })
                     .collect()),
-                LedgerReply::Answers { answers, .. } => Err(format!(
-                    "{} answers to {sent} operations",
-                    answers.len()
-                )),
+                LedgerReply::Answers { answers, .. } => {
+                    Err(format!("{} answers to {sent} operations", answers.len()))
+                }
                 LedgerReply::Refused { reason } => Err(format!("batch refused: {reason}")),
                 other => Err(format!("{other:?}")),
             },
@@ -285,3 +284,19 @@ impl Connection {
 
 /// One operation's answer: what moved, or why it was refused.
 type LedgerOutcomeOf = std::result::Result<Option<u128>, String>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_topology_declares_every_account_and_loads() {
+        let text = topology(7_999, 3);
+        assert!(text.contains("account a0003 currency=\"EUR\""));
+        assert!(!text.contains("a0004"));
+        let topology = grid_spec::load_str("ledger.kdl", &text)
+            .unwrap_or_else(|d| panic!("the benchmark's topology does not load: {d:?}"));
+        assert_eq!(topology.ledgers.len(), 1);
+        assert_eq!(topology.ledgers[0].accounts.len(), 3);
+    }
+}

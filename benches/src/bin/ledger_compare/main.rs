@@ -28,7 +28,6 @@
 //! also on an error (and, by `PR_SET_PDEATHSIG`, if this process dies); the work
 //! directory is removed unless `--keep`.
 
-#[cfg(any())] // TEMP
 mod grid;
 mod postgres;
 mod rows;
@@ -93,7 +92,12 @@ fn pg_clients(text: &str) -> std::result::Result<usize, String> {
 }
 
 fn batch(text: &str) -> std::result::Result<usize, String> {
-    bounded(text, 1, LEDGER_COMPARE_BATCH_MAX, "LEDGER_COMPARE_BATCH_MAX")
+    bounded(
+        text,
+        1,
+        LEDGER_COMPARE_BATCH_MAX,
+        "LEDGER_COMPARE_BATCH_MAX",
+    )
 }
 
 fn accounts(text: &str) -> std::result::Result<usize, String> {
@@ -134,7 +138,6 @@ fn run() -> Result<()> {
     let mut checks: Vec<String> = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
 
-    #[cfg(any())] // TEMP
     if let Some(bins) = &sides.grid_bins {
         let mut ledger = grid::GridLedger::start(bins, &sides.work.path, args.accounts)?;
         println!(

@@ -204,7 +204,14 @@ impl Cluster {
         initdb
             .arg("-D")
             .arg(&data)
-            .args(["-U", USER, "--auth=trust", "-E", "UTF8", "--no-instructions"])
+            .args([
+                "-U",
+                USER,
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-instructions",
+            ])
             .current_dir(&data_parent);
         cluster.found.as_server_user(&mut initdb);
         run_logged(initdb, &cluster.dir.join("initdb.log"), "initdb")?;
@@ -254,7 +261,11 @@ impl Cluster {
             .arg(format!("accounts={}", args.accounts))
             .arg("-f")
             .arg(sql_dir().join("schema.sql"));
-        run_logged(schema, &cluster.dir.join("schema.log"), "psql -f schema.sql")?;
+        run_logged(
+            schema,
+            &cluster.dir.join("schema.log"),
+            "psql -f schema.sql",
+        )?;
         Ok(cluster)
     }
 
@@ -286,7 +297,9 @@ impl Cluster {
             .args(["-D", "counter=0", "-f"])
             .arg(sql_dir().join("two_phase.sql"));
         if let Some(prefix) = log_prefix {
-            command.arg("--log").arg(format!("--log-prefix={}", prefix.display()));
+            command
+                .arg("--log")
+                .arg(format!("--log-prefix={}", prefix.display()));
         }
         command.arg("postgres");
         command
@@ -395,8 +408,15 @@ impl Cluster {
             .map(|n| n.parse())
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| format!("the check query answered {text:?}: {e}"))?;
-        let [debits_posted, credits_posted, debits_pending, credits_pending, posted, amount, open] =
-            v[..]
+        let [
+            debits_posted,
+            credits_posted,
+            debits_pending,
+            credits_pending,
+            posted,
+            amount,
+            open,
+        ] = v[..]
         else {
             return Err(format!("the check query answered {text:?}").into());
         };
@@ -445,20 +465,16 @@ fn transaction_log(dir: &Path, clients: usize) -> Result<(Vec<Record<Unit>>, u64
             let epoch: u64 = f.get(4).and_then(|t| t.parse().ok()).ok_or_else(bad)?;
             let us: u64 = f.get(5).and_then(|t| t.parse().ok()).ok_or_else(bad)?;
             let end_ns = (epoch * 1_000_000 + us) * 1_000;
-            records
-                .get_mut(client)
-                .ok_or_else(bad)?
-                .calls
-                .push(Call {
-                    start_ns: end_ns - latency_us * 1_000,
-                    end_ns,
-                    value: Unit {
-                        batch_ns: Vec::new(),
-                        posted: 1,
-                        posted_amount: 0,
-                        refused: Vec::new(),
-                    },
-                });
+            records.get_mut(client).ok_or_else(bad)?.calls.push(Call {
+                start_ns: end_ns - latency_us * 1_000,
+                end_ns,
+                value: Unit {
+                    batch_ns: Vec::new(),
+                    posted: 1,
+                    posted_amount: 0,
+                    refused: Vec::new(),
+                },
+            });
         }
     }
     Ok((records, failed))
@@ -513,4 +529,34 @@ fn children_cpu() -> Duration {
         Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
     };
     of(usage.ru_utime) + of(usage.ru_stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_transaction_log_gives_starts_ends_and_failures() {
+        let dir = std::env::temp_dir().join(format!("glc-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("pgbench_log.1"),
+            "0 0 1500 0 1700000000 500000\n1 0 failed 0 1700000000 600000\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("pgbench_log.1.1"), "1 1 2000 0 1700000001 0\n").unwrap();
+        std::fs::write(dir.join("pgbench-warmup.log"), "not a transaction log\n").unwrap();
+        let (records, failed) = transaction_log(&dir, 2).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(failed, 1);
+        let end = 1_700_000_000_500_000u64 * 1_000;
+        assert_eq!(records[0].calls.len(), 1);
+        assert_eq!(records[0].calls[0].end_ns, end);
+        assert_eq!(records[0].calls[0].start_ns, end - 1_500_000);
+        assert_eq!(records[1].calls.len(), 1);
+        assert_eq!(
+            records[1].calls[0].end_ns - records[1].calls[0].start_ns,
+            2_000_000
+        );
+    }
 }

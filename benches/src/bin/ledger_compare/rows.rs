@@ -121,11 +121,7 @@ impl Cell {
     }
 
     fn latency_of(&self) -> &'static str {
-        if self.per_batch {
-            "batch"
-        } else {
-            "transfer"
-        }
+        if self.per_batch { "batch" } else { "transfer" }
     }
 
     /// CPU per two-phase transfer, in µs with two decimals (batches make it small).
@@ -277,4 +273,52 @@ pub fn print_tables(cells: &[Cell], pg_clients: usize) {
             )
         }),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use grid_benches::measure::Call;
+    use std::time::Instant;
+
+    fn unit(posted: u64, refused: &[(&str, u64)]) -> Unit {
+        Unit {
+            batch_ns: vec![10, 30],
+            posted,
+            posted_amount: 0,
+            refused: refused.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
+        }
+    }
+
+    #[test]
+    fn a_cell_counts_posts_of_the_window_and_every_refusal() {
+        let t0 = Instant::now();
+        let window = Window {
+            measure_from: t0,
+            end: t0,
+            from_ns: 1_000,
+            end_ns: 2_000,
+        };
+        let mut record = Record::default();
+        for (start_ns, end_ns, value) in [
+            (500, 900, unit(5, &[("early", 1)])),
+            (1_000, 1_400, unit(7, &[])),
+            (1_500, 3_000, unit(6, &[("exists", 2)])),
+            (2_000, 2_100, unit(9, &[])),
+        ] {
+            record.calls.push(Call {
+                start_ns,
+                end_ns,
+                value,
+            });
+        }
+        let cell = Cell::new(GRID, 1, true, &window, vec![record], Cpu::default());
+        assert_eq!((cell.units, cell.posted), (2, 13));
+        // From the window's start to the last recorded completion: 2,000 ns.
+        assert_eq!(cell.elapsed, Duration::from_nanos(2_000));
+        assert_eq!(cell.latency_ns, vec![10, 10, 30, 30]);
+        assert_eq!((cell.failures.recorded, cell.failures.warmup), (2, 1));
+        assert_eq!(cell.failures.reasons["(warm-up) early"], 1);
+        assert_eq!(cell.failures.reasons["exists"], 2);
+    }
 }

@@ -41,7 +41,13 @@ fn first_line(command: &mut Command) -> Option<String> {
     if !out.status.success() {
         return None;
     }
-    Some(String::from_utf8_lossy(&out.stdout).lines().next()?.trim().to_owned())
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()?
+            .trim()
+            .to_owned(),
+    )
 }
 
 impl Prerequisites {
@@ -285,7 +291,14 @@ impl Replica {
         let t = &self.totals;
         match t.last {
             None => format!("{TIGERBEETLE}: nothing measured"),
-            Some([debits_posted, credits_posted, debits_pending, credits_pending]) => {
+            Some(
+                [
+                    debits_posted,
+                    credits_posted,
+                    debits_pending,
+                    credits_pending,
+                ],
+            ) => {
                 let ok = debits_posted == t.posted_amount
                     && credits_posted == t.posted_amount
                     && debits_pending == 0
@@ -337,4 +350,20 @@ fn unit(event: &Value) -> Result<(Unit, u64, u64)> {
         pending_start,
         post_end,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_unit_line_gives_its_batches_and_refusals() {
+        let line = r#"{"event":"unit","connection":0,"pending_start_ms":1.5,"pending_end_ms":3.5,
+            "post_start_ms":3.6,"post_end_ms":4.6,"posted":8188,"failures":{"exists":1}}"#;
+        let (unit, start, end) = unit(&serde_json::from_str(line).unwrap()).unwrap();
+        assert_eq!((start, end), (1_500_000, 4_600_000));
+        assert_eq!(unit.batch_ns, vec![2_000_000, 1_000_000]);
+        assert_eq!(unit.posted, 8188);
+        assert_eq!(unit.refused, vec![("exists".to_owned(), 1)]);
+    }
 }
