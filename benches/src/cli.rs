@@ -59,6 +59,23 @@ pub fn parse<A: Parser>(defaults: &Defaults) -> A {
     A::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
 }
 
+/// As [`parse`], for a binary beside more than one alternative: `--only` takes `grid`
+/// or one of `others` ([`Defaults::other`] is not used).
+pub fn parse_among<A: Parser>(defaults: &Defaults, others: &[&'static str]) -> A {
+    let mut sides = vec!["grid"];
+    sides.extend_from_slice(others);
+    let command = A::command()
+        .mut_arg("seconds", |arg| {
+            arg.default_value(defaults.seconds).required(false)
+        })
+        .mut_arg("warmup", |arg| {
+            arg.default_value(defaults.warmup).required(false)
+        })
+        .mut_arg("only", |arg| arg.value_parser(sides));
+    let matches = command.get_matches();
+    A::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
+}
+
 /// A window's seconds: more than 0 and at most `MEASUREMENT_SECONDS_MAX`.
 pub fn window_seconds(text: &str) -> Result<f64, String> {
     let seconds: f64 = text.parse().map_err(|e| format!("{e}"))?;

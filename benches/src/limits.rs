@@ -71,3 +71,17 @@ pub const OPCUA_COMPARE_PERIOD_MS_MAX: u32 = 60_000;
 
 // A period range needs its fastest at or below its slowest.
 const _: () = assert!(OPCUA_COMPARE_PERIOD_MS_MIN <= OPCUA_COMPARE_PERIOD_MS_MAX);
+
+/// The most accounts `ledger_compare --accounts` may ask for: Grid declares them in one
+/// `ledger` node, which holds at most `LEDGER_ACCOUNTS_MAX` (grid_spec::limits).
+pub const LEDGER_COMPARE_ACCOUNTS_MAX: usize = 4_096;
+/// The largest batch `ledger_compare --batch` may ask for: TigerBeetle 0.17's
+/// `create_transfers` takes at most 8,189 transfers a request (Grid's
+/// `LEDGER_BATCH_TRANSFERS_MAX` is 8,190).
+pub const LEDGER_COMPARE_BATCH_MAX: usize = 8_189;
+/// The most PostgreSQL clients `ledger_compare --pg-clients` may ask for (the cluster it
+/// starts allows `max_connections` = this + 10).
+pub const LEDGER_COMPARE_PG_CLIENTS_MAX: usize = 256;
+
+// Two accounts at least: a transfer's debit and credit accounts differ.
+const _: () = assert!(LEDGER_COMPARE_ACCOUNTS_MAX >= 2);
