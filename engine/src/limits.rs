@@ -166,3 +166,19 @@ pub const LEDGER_INSPECT_PENDING_MAX: usize = 1_000;
 const _: () = assert!((LEDGER_BATCH_TRANSFERS_MAX * 320) as u64 <= CONTROL_LINE_BYTES_MAX);
 // A timeout in milliseconds never overflows a u64 timestamp of this millennium.
 const _: () = assert!(LEDGER_TIMEOUT_S_MAX < u64::MAX / 1_000 / 2);
+
+// Remote Processes at speed: mailbox long polls (issue 18 §4).
+
+/// The longest a mailbox host holds a `fetch` or `collect` that finds nothing yet,
+/// waiting for a deposit (a long poll; the call's own `wait_ms` may ask for less).
+pub const MAILBOX_LONG_POLL_WAIT: Duration = Duration::from_secs(5);
+/// Long polls a mailbox host holds at once; more are answered at once (the asker
+/// pauses before asking again).
+pub const MAILBOX_HELD_MAX: usize = 128;
+/// The HTTP request timeout of a mailbox call (deposit, fetch, collect) at the
+/// asker: longer than any hold, so a held call is answered, never timed out.
+pub const MAILBOX_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+// A held fetch or collect is answered before the asker's request times out.
+const _: () = assert!(MAILBOX_LONG_POLL_WAIT.as_millis() * 2 <= MAILBOX_CALL_TIMEOUT.as_millis());
+// Held long polls leave most of the transport's connections to other calls.
+const _: () = assert!(MAILBOX_HELD_MAX * 2 <= TRANSPORT_CONNECTIONS_MAX);

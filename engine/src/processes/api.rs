@@ -321,6 +321,11 @@ pub struct Deposit {
 pub struct Fetch {
     pub kind: DepositKind,
     pub after: u64,
+    /// A long poll: when nothing is there yet, the mailbox holds the call until a
+    /// deposit arrives or this many milliseconds pass (at most
+    /// `MAILBOX_LONG_POLL_WAIT`); absent, it answers at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
 }
 
 /// `POST /mailbox/M/collect`: the deposit of `kind` from `from` with id `id` for the
@@ -330,6 +335,9 @@ pub struct Collect {
     pub kind: DepositKind,
     pub from: String,
     pub id: String,
+    /// A long poll, as [`Fetch::wait_ms`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

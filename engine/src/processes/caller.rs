@@ -1,6 +1,6 @@
 //! The caller: its wait journal, asking the receiver (direct or through a mailbox), resuming open waits.
 
-use crate::limits::{WAIT_POLL_MAX, WAITS_PASS_MAX};
+use crate::limits::{MAILBOX_CALL_TIMEOUT, MAILBOX_LONG_POLL_WAIT, WAIT_POLL_MAX, WAITS_PASS_MAX};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -85,6 +85,11 @@ impl Processes {
                 .unwrap_or_else(|e| fatal(&self.dir, "journaling an outcome learned", e));
         }
         self.sync("syncing a wait").await;
+        // Durable: no pass of `resume_waits` needs to ask about it again.
+        self.open_waits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(request);
     }
 
     /// Checks a receiver's answer: it is the run asked for, and a terminal outcome
@@ -172,7 +177,7 @@ impl Processes {
                         .post(
                             &format!("/mailbox/{}/deposit", record.membership),
                             &deposit,
-                            Duration::from_secs(10),
+                            MAILBOX_CALL_TIMEOUT,
                         )
                         .await
                         .map_err(|e| format!("depositing the request: {e}"))?;
@@ -183,6 +188,12 @@ impl Processes {
                 let deadline = Instant::now() + wait;
                 let mut pause = POLL_INTERVAL / 4;
                 loop {
+                    // A long poll: the mailbox holds the collect until the outcome is
+                    // deposited or the hold (at most MAILBOX_LONG_POLL_WAIT) ends.
+                    let hold = deadline
+                        .saturating_duration_since(Instant::now())
+                        .min(MAILBOX_LONG_POLL_WAIT);
+                    let asked = Instant::now();
                     let reply: Result<MailboxReply, _> = client
                         .post(
                             &format!("/mailbox/{}/collect", record.membership),
@@ -190,8 +201,9 @@ impl Processes {
                                 kind: DepositKind::Outcome,
                                 from: record.receiver.name.clone(),
                                 id: record.request.request.clone(),
+                                wait_ms: Some(hold.as_millis() as u64),
                             },
-                            Duration::from_secs(10),
+                            MAILBOX_CALL_TIMEOUT,
                         )
                         .await;
                     if let Ok(MailboxReply::Collected {
@@ -213,10 +225,13 @@ impl Processes {
                     if Instant::now() + pause > deadline {
                         return Err("no outcome in the mailbox yet".to_owned());
                     }
-                    tokio::time::sleep(pause).await;
-                    // While the user waits, the mailbox is asked at least every
-                    // POLL_INTERVAL (the receiver fetches as often).
-                    pause = (pause * 2).min(POLL_INTERVAL);
+                    // Answered before the hold ended without the outcome (a mailbox
+                    // holding MAILBOX_HELD_MAX calls already, an error): pause first,
+                    // at most POLL_INTERVAL while the user waits.
+                    if asked.elapsed() < hold {
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(POLL_INTERVAL);
+                    }
                 }
             }
         }

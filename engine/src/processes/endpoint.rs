@@ -63,11 +63,11 @@ impl Endpoint for ProcessesEndpoint {
                     Err(reason) => mailbox(MailboxReply::Refused { reason }),
                 },
                 ("mailbox", "fetch") => match parse(body) {
-                    Ok(fetch) => mailbox(processes.fetch(peer, &fetch)),
+                    Ok(fetch) => mailbox(processes.fetch(peer, &fetch).await),
                     Err(reason) => mailbox(MailboxReply::Refused { reason }),
                 },
                 (_, _) => match parse(body) {
-                    Ok(collect) => mailbox(processes.collect(peer, &collect)),
+                    Ok(collect) => mailbox(processes.collect(peer, &collect).await),
                     Err(reason) => mailbox(MailboxReply::Refused { reason }),
                 },
             }

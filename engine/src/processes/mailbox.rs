@@ -1,6 +1,12 @@
 //! The mailbox a host keeps for others: deposit, fetch, collect.
 
-use crate::limits::{MAILBOX_FETCH_MAX, REQUEST_ID_LENGTH_MAX};
+use crate::limits::{
+    MAILBOX_FETCH_MAX, MAILBOX_HELD_MAX, MAILBOX_LONG_POLL_WAIT, REQUEST_ID_LENGTH_MAX,
+};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::watch;
 
 use super::api::{Collect, Deposit, DepositKind, Fetch, Held, MailboxReply};
 
@@ -89,49 +95,195 @@ impl Processes {
             sequence
         };
         self.sync("syncing a deposit").await;
+        // Wakes the long polls held here: each looks again (it is durable now).
+        self.deposits.send_modify(|n| *n = n.wrapping_add(1));
         MailboxReply::Deposited {
             sequence,
             already: false,
         }
     }
 
-    /// `fetch` by `to`: its deposits of a kind after a sequence number.
-    pub fn fetch(&self, to: &str, fetch: &Fetch) -> MailboxReply {
+    /// `fetch` by `to`: its deposits of a kind after a sequence number; held (a long
+    /// poll) while there is none, up to its `wait_ms` and `MAILBOX_LONG_POLL_WAIT`.
+    pub async fn fetch(&self, to: &str, fetch: &Fetch) -> MailboxReply {
         let prefix = mailbox_prefix(to, fetch.kind);
         let start = prefix.clone().u64(fetch.after.saturating_add(1)).bytes();
         let end = prefix.u64(u64::MAX).bytes();
-        let deposits = self
-            .ks
-            .mailbox
-            .range(start..=end)
-            .take(MAILBOX_FETCH_MAX)
-            .filter_map(|g| g.into_inner().ok())
-            .filter_map(|(_, v)| serde_json::from_slice::<Held>(&v).ok())
-            .collect();
+        let look = || {
+            let deposits: Vec<Held> = self
+                .ks
+                .mailbox
+                .range(start.clone()..=end.clone())
+                .take(MAILBOX_FETCH_MAX)
+                .filter_map(|g| g.into_inner().ok())
+                .filter_map(|(_, v)| serde_json::from_slice::<Held>(&v).ok())
+                .collect();
+            (!deposits.is_empty()).then_some(deposits)
+        };
+        let deposits = hold(&self.deposits, &self.held, fetch.wait_ms, look)
+            .await
+            .unwrap_or_default();
         MailboxReply::Fetched { deposits }
     }
 
-    /// `collect` by `to`: one deposit of a kind from `from` with an id.
-    pub fn collect(&self, to: &str, collect: &Collect) -> MailboxReply {
+    /// `collect` by `to`: one deposit of a kind from `from` with an id; held (a long
+    /// poll) while there is none, as `fetch`.
+    pub async fn collect(&self, to: &str, collect: &Collect) -> MailboxReply {
         let index = index_key(to, collect.kind, &collect.from, &collect.id);
-        let deposit = self
-            .ks
-            .mailbox_index
-            .get(&index)
-            .unwrap_or_else(|e| fatal(&self.dir, "reading the mailbox", e))
-            .and_then(|b| be64(&b))
-            .and_then(|seq| {
-                let key = mailbox_prefix(to, collect.kind).u64(seq).bytes();
-                self.ks.mailbox.get(key).ok().flatten()
-            })
-            .and_then(|v| serde_json::from_slice::<Held>(&v).ok());
+        let look = || {
+            self.ks
+                .mailbox_index
+                .get(&index)
+                .unwrap_or_else(|e| fatal(&self.dir, "reading the mailbox", e))
+                .and_then(|b| be64(&b))
+                .and_then(|seq| {
+                    let key = mailbox_prefix(to, collect.kind).u64(seq).bytes();
+                    self.ks.mailbox.get(key).ok().flatten()
+                })
+                .and_then(|v| serde_json::from_slice::<Held>(&v).ok())
+        };
+        let deposit = hold(&self.deposits, &self.held, collect.wait_ms, look).await;
         MailboxReply::Collected { deposit }
+    }
+}
+
+/// A long poll: `look` now, and again after every deposit counted by `deposits`,
+/// until it finds something or `wait_ms` (at most `MAILBOX_LONG_POLL_WAIT`) has
+/// passed. At most `MAILBOX_HELD_MAX` calls are held at once (counted by `held`);
+/// beyond that, and without `wait_ms`, the first look is the answer.
+async fn hold<T>(
+    deposits: &watch::Sender<u64>,
+    held: &AtomicUsize,
+    wait_ms: Option<u64>,
+    look: impl Fn() -> Option<T>,
+) -> Option<T> {
+    // Subscribed before the first look: a deposit made after it wakes this call.
+    let mut deposited = deposits.subscribe();
+    if let Some(found) = look() {
+        return Some(found);
+    }
+    let wait = Duration::from_millis(wait_ms.unwrap_or(0)).min(MAILBOX_LONG_POLL_WAIT);
+    if wait.is_zero() {
+        return None;
+    }
+    let _slot = HeldSlot::take(held)?;
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(deadline, deposited.changed()).await {
+            Ok(Ok(())) => {
+                deposited.borrow_and_update();
+                if let Some(found) = look() {
+                    return Some(found);
+                }
+            }
+            // The wait is over (or the mailbox is going away): nothing yet.
+            Ok(Err(_)) | Err(_) => return look(),
+        }
+    }
+}
+
+/// One of the `MAILBOX_HELD_MAX` long polls a mailbox host holds; freed when the
+/// call ends (answered, or dropped with its connection).
+struct HeldSlot<'a>(&'a AtomicUsize);
+
+impl<'a> HeldSlot<'a> {
+    fn take(held: &'a AtomicUsize) -> Option<HeldSlot<'a>> {
+        held.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < MAILBOX_HELD_MAX).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| HeldSlot(held))
+    }
+}
+
+impl Drop for HeldSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicU64;
+    use std::time::Instant;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_long_poll_answers_at_once_when_something_is_there_or_no_wait_is_asked() {
+        runtime().block_on(async {
+            let (deposits, held) = (watch::channel(0).0, AtomicUsize::new(0));
+            let started = Instant::now();
+            assert_eq!(
+                hold(&deposits, &held, Some(5_000), || Some(7)).await,
+                Some(7)
+            );
+            assert_eq!(hold(&deposits, &held, None, || None::<u8>).await, None);
+            assert_eq!(hold(&deposits, &held, Some(0), || None::<u8>).await, None);
+            assert!(started.elapsed() < Duration::from_secs(1));
+            assert_eq!(held.load(Ordering::SeqCst), 0);
+        });
+    }
+
+    #[test]
+    fn a_long_poll_is_held_until_a_deposit_makes_it_find_something() {
+        runtime().block_on(async {
+            let deposits = Arc::new(watch::channel(0u64).0);
+            let held = AtomicUsize::new(0);
+            let stored = Arc::new(AtomicU64::new(0));
+            let (d, s) = (deposits.clone(), stored.clone());
+            let depositor = tokio::spawn(async move {
+                // A deposit that is not the one looked for wakes the poll, which
+                // looks again and keeps waiting.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                d.send_modify(|n| *n += 1);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                s.store(2, Ordering::SeqCst);
+                d.send_modify(|n| *n += 1);
+            });
+            let started = Instant::now();
+            let found = hold(&deposits, &held, Some(5_000), || {
+                (stored.load(Ordering::SeqCst) == 2).then_some("outcome")
+            })
+            .await;
+            let took = started.elapsed();
+            assert_eq!(found, Some("outcome"));
+            assert!(took >= Duration::from_millis(100), "{took:?}");
+            assert!(took < Duration::from_secs(4), "{took:?}");
+            assert_eq!(held.load(Ordering::SeqCst), 0, "the slot is freed");
+            depositor.await.unwrap();
+        });
+    }
+
+    #[test]
+    fn a_long_poll_ends_with_its_wait_and_beyond_the_held_limit_answers_at_once() {
+        runtime().block_on(async {
+            let deposits = watch::channel(0u64).0;
+            let held = AtomicUsize::new(0);
+            let started = Instant::now();
+            assert_eq!(hold(&deposits, &held, Some(150), || None::<u8>).await, None);
+            let took = started.elapsed();
+            assert!(took >= Duration::from_millis(150), "{took:?}");
+            assert!(took < MAILBOX_LONG_POLL_WAIT, "{took:?}");
+            // Every slot taken: the next poll is not held.
+            held.store(MAILBOX_HELD_MAX, Ordering::SeqCst);
+            let started = Instant::now();
+            assert_eq!(
+                hold(&deposits, &held, Some(5_000), || None::<u8>).await,
+                None
+            );
+            assert!(started.elapsed() < Duration::from_secs(1));
+            assert_eq!(held.load(Ordering::SeqCst), MAILBOX_HELD_MAX);
+        });
+    }
 
     #[test]
     fn mailbox_keys_keep_their_bytes() {

@@ -1,14 +1,15 @@
 //! The receiver's side of mailboxes: the fetcher pass and the outcomes owed to callers.
 
-use crate::limits::OUTBOX_PASS_MAX;
+use crate::limits::{MAILBOX_CALL_TIMEOUT, MAILBOX_LONG_POLL_WAIT, OUTBOX_PASS_MAX};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::Instant;
 
 use fjall::OwnedWriteBatch;
 
 use super::api::{
-    Deposit, DepositKind, Fetch, GrantIssue, Held, MailboxReply, RunOutcome, RunView, SignedRequest,
+    Deposit, DepositKind, Fetch, GrantIssue, Held, MailboxAt, MailboxReply, RunOutcome, RunView,
+    SignedRequest,
 };
 use crate::transport::{PeerClient, PeerError};
 
@@ -20,30 +21,64 @@ use super::service::{OUTCOME_INFO, POLL_INTERVAL, Processes, REQUEST_INFO, be64}
 use crate::store::fatal;
 
 impl Processes {
-    /// Fetches requests from every mailbox a grant names, runs them, deposits their
-    /// outcomes sealed to their callers.
+    /// Keeps one long-poll fetcher running per mailbox a grant names (it runs the
+    /// requests it fetches and deposits their outcomes sealed to their callers), and
+    /// deposits owed outcomes every `POLL_INTERVAL`.
     pub(super) async fn fetch_loop(self: Arc<Self>) {
         loop {
             tokio::time::sleep(POLL_INTERVAL).await;
-            let mailboxes: BTreeMap<String, super::api::MailboxAt> = self
-                .ks
-                .issues
-                .iter()
-                .filter_map(|g| g.into_inner().ok())
-                .filter_map(|(_, v)| serde_json::from_slice::<GrantIssue>(&v).ok())
-                .filter_map(|i| i.mailbox)
-                .map(|m| (m.host.clone(), m))
-                .collect();
-            for (name, at) in mailboxes {
-                let Ok(client) = self.client(&at.membership, &name, &at.address) else {
-                    continue;
-                };
-                if let Err(PeerError::NotSent(_)) = self.fetch_from(&client, &at).await {
-                    self.forget(&at.membership, &name);
+            for (name, at) in self.mailboxes() {
+                let new = self
+                    .fetching
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(name.clone());
+                if new {
+                    let me = self.clone();
+                    tokio::spawn(async move { me.fetch_mailbox(name, at).await });
                 }
             }
             self.flush_outbox().await;
         }
+    }
+
+    /// The mailboxes the grants this host issued name.
+    fn mailboxes(&self) -> BTreeMap<String, MailboxAt> {
+        self.ks
+            .issues
+            .iter()
+            .filter_map(|g| g.into_inner().ok())
+            .filter_map(|(_, v)| serde_json::from_slice::<GrantIssue>(&v).ok())
+            .filter_map(|i| i.mailbox)
+            .map(|m| (m.host.clone(), m))
+            .collect()
+    }
+
+    /// Fetches from one mailbox, long poll after long poll, while a grant names it
+    /// at that address (then the fetch loop starts another for its new address).
+    async fn fetch_mailbox(self: Arc<Self>, name: String, at: MailboxAt) {
+        while self.mailboxes().get(&name) == Some(&at) {
+            let asked = Instant::now();
+            let fetched = match self.client(&at.membership, &name, &at.address) {
+                Ok(client) => self.fetch_from(&client, &at).await,
+                Err(e) => Err(e),
+            };
+            match fetched {
+                // Held for the whole wait, or found something: ask again at once.
+                Ok(found) if found > 0 || asked.elapsed() >= MAILBOX_LONG_POLL_WAIT / 2 => {}
+                // Answered at once with nothing (a mailbox holding MAILBOX_HELD_MAX
+                // calls already), refused or unreachable: pause first.
+                Ok(_) | Err(PeerError::Lost(_)) => tokio::time::sleep(POLL_INTERVAL).await,
+                Err(PeerError::NotSent(_)) => {
+                    self.forget(&at.membership, &name);
+                    tokio::time::sleep(POLL_INTERVAL).await;
+                }
+            }
+        }
+        self.fetching
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&name);
     }
 
     /// A terminal outcome of a mailbox run is owed to its caller's mailbox until a
@@ -97,11 +132,12 @@ impl Processes {
         }
     }
 
+    /// One long-poll fetch from a mailbox: how many deposits it brought.
     pub(super) async fn fetch_from(
         self: &Arc<Self>,
         client: &PeerClient,
-        at: &super::api::MailboxAt,
-    ) -> Result<(), PeerError> {
+        at: &MailboxAt,
+    ) -> Result<usize, PeerError> {
         let after = self
             .ks
             .cursor
@@ -115,13 +151,15 @@ impl Processes {
                 &Fetch {
                     kind: DepositKind::Request,
                     after,
+                    wait_ms: Some(MAILBOX_LONG_POLL_WAIT.as_millis() as u64),
                 },
-                Duration::from_secs(10),
+                MAILBOX_CALL_TIMEOUT,
             )
             .await?;
         let MailboxReply::Fetched { deposits } = reply else {
-            return Ok(());
+            return Ok(0);
         };
+        let found = deposits.len();
         let mut last = after;
         for held in deposits {
             last = last.max(held.sequence);
@@ -189,7 +227,7 @@ impl Processes {
                 .insert(&at.host, last.to_be_bytes())
                 .unwrap_or_else(|e| fatal(&self.dir, "recording a mailbox cursor", e));
         }
-        Ok(())
+        Ok(found)
     }
 
     /// Opens a sealed request and checks its caller's signature with the keys its
@@ -266,7 +304,7 @@ impl Processes {
             .post::<_, MailboxReply>(
                 &format!("/mailbox/{}/deposit", at.membership),
                 &deposit,
-                Duration::from_secs(10),
+                MAILBOX_CALL_TIMEOUT,
             )
             .await
         {

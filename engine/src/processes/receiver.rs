@@ -311,15 +311,26 @@ impl Processes {
             view.caller.clone(),
             view.arguments.clone(),
         );
-        let result = tokio::task::spawn_blocking(move || {
-            process.run(&Invocation {
-                request: &request,
-                caller: &caller,
-                arguments: &arguments,
+        let invocation = Invocation {
+            request: &request,
+            caller: &caller,
+            arguments: &arguments,
+        };
+        let result = if process.blocks(&invocation) {
+            tokio::task::spawn_blocking(move || {
+                process.run(&Invocation {
+                    request: &request,
+                    caller: &caller,
+                    arguments: &arguments,
+                })
             })
-        })
-        .await
-        .unwrap_or_else(|e| Err(format!("the Process panicked: {e}")));
+            .await
+            .unwrap_or_else(|e| Err(format!("the Process panicked: {e}")))
+        } else {
+            // A quick Process: a panic is caught here as on a blocking thread.
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| process.run(&invocation)))
+                .unwrap_or_else(|_| Err("the Process panicked".to_owned()))
+        };
         self.failpoint(Failpoint::ProcessBeforeOutcome);
         {
             let mut state = self.lock();

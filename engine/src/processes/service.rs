@@ -77,6 +77,12 @@ pub struct Invocation<'a> {
 /// `unknown`, for the operator to resolve).
 pub trait Process: Send + Sync {
     fn run(&self, invocation: &Invocation<'_>) -> Result<serde_json::Value, String>;
+
+    /// Whether this run may block (sleep, wait for IO or a lock held long): then it
+    /// runs on a blocking thread, else on the task that admitted it, without the hop.
+    fn blocks(&self, _invocation: &Invocation<'_>) -> bool {
+        true
+    }
 }
 
 pub(super) struct Keyspaces {
@@ -122,6 +128,12 @@ pub struct Processes {
     pub(super) depositing: Mutex<std::collections::BTreeSet<String>>,
     /// Request ids of the caller's waits without a terminal outcome.
     pub(super) open_waits: Mutex<std::collections::BTreeSet<String>>,
+    /// Counts the deposits made at this mailbox host: held long polls wake on it.
+    pub(super) deposits: watch::Sender<u64>,
+    /// Long polls held right now (at most `MAILBOX_HELD_MAX`).
+    pub(super) held: std::sync::atomic::AtomicUsize,
+    /// Mailboxes the receiver's fetcher has a long-poll task for.
+    pub(super) fetching: Mutex<std::collections::BTreeSet<String>>,
 }
 
 pub(super) fn check_request(request: &RunRequest) -> Result<(), String> {
@@ -289,12 +301,14 @@ impl Processes {
             peers: Mutex::new(BTreeMap::new()),
             depositing: Mutex::new(std::collections::BTreeSet::new()),
             open_waits: Mutex::new(open_waits),
+            deposits: watch::channel(0).0,
+            held: std::sync::atomic::AtomicUsize::new(0),
+            fetching: Mutex::new(std::collections::BTreeSet::new()),
             ks,
         });
         processes.serve(
             "demo.count",
             Arc::new(DemoCount {
-                database: database.clone(),
                 keyspace: processes.ks.demo.clone(),
                 dir: dir.to_owned(),
                 incrementing: Mutex::new(()),
