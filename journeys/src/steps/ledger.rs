@@ -8,10 +8,12 @@
 //!   `[same-as=OP]` (the answer is identical to OP's first definite answer: re-sending
 //!   an id). Every answer is recorded in `$WORK/ledger-answers.jsonl`.
 //! - `expect-ledger LEDGER host=H [account=A] [debits-posted=N] [debits-pending=N]
-//!   [credits-posted=N] [credits-pending=N] [pending-open=N] [from-answers=#true]` —
+//!   [credits-posted=N] [credits-pending=N] [pending-open=N] [answered=N] [refused=N]
+//!   [posted-transfers=N] [pending-transfers=N] [from-answers=#true]` —
 //!   `gridctl inspect ledger`: the account's balances exactly, the pending transfers
-//!   held, and with `from-answers` every account against the recorded answers (the
-//!   `ledger_balances` oracle); `[within=S]` polls until it holds (an expiry).
+//!   held, the ledger's counts (ids answered, refused, transfers posted at once, pending
+//!   transfers made), and with `from-answers` every account against the recorded
+//!   answers (the `ledger_balances` oracle); `[within=S]` polls until it holds (an expiry).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -228,6 +230,8 @@ struct ExpectLedger {
     /// (JSON field, expected decimal).
     balances: Vec<(&'static str, String)>,
     pending_open: Option<u64>,
+    /// `counts` fields checked exactly (`answered`, `refused`, …).
+    counts: Vec<(&'static str, u64)>,
     from_answers: bool,
     within: Option<std::time::Duration>,
 }
@@ -251,6 +255,17 @@ pub fn parse_expect(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         return Err(node.error("balances are checked for one account: add account=NAME"));
     }
     let pending_open = node.count("pending-open")?;
+    let mut counts = Vec::new();
+    for (key, field) in [
+        ("answered", "answered"),
+        ("refused", "refused"),
+        ("posted-transfers", "posted_transfers"),
+        ("pending-transfers", "pending_transfers"),
+    ] {
+        if let Some(n) = node.count(key)? {
+            counts.push((field, n));
+        }
+    }
     let from_answers = node.flag("from-answers")?.unwrap_or(false);
     let within = crate::steps::within(node)?;
     Ok(Box::new(ExpectLedger {
@@ -260,6 +275,7 @@ pub fn parse_expect(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         account,
         balances,
         pending_open,
+        counts,
         from_answers,
     }))
 }
@@ -320,6 +336,20 @@ impl ExpectLedger {
             return Err(Failure::new(
                 format!("{open} pending transfer(s) held"),
                 view["counts"].to_string(),
+            ));
+        }
+        for (field, expected) in &self.counts {
+            if view["counts"][*field].as_u64() != Some(*expected) {
+                return Err(Failure::new(
+                    format!("ledger {}: {field} {expected}", self.ledger),
+                    view["counts"].to_string(),
+                ));
+            }
+        }
+        if !self.counts.is_empty() {
+            cx.say(format_args!(
+                "ledger {} counts {}",
+                self.ledger, view["counts"]
             ));
         }
         if self.from_answers {
