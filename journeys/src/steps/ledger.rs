@@ -9,10 +9,11 @@
 //!   an id). Every answer is recorded in `$WORK/ledger-answers.jsonl`.
 //! - `expect-ledger LEDGER host=H [account=A] [debits-posted=N] [debits-pending=N]
 //!   [credits-posted=N] [credits-pending=N] [pending-open=N] [answered=N] [refused=N]
-//!   [posted-transfers=N] [pending-transfers=N] [from-answers=#true]` —
+//!   [posted-transfers=N] [pending-transfers=N] [sequence=N] [from-answers=#true]` —
 //!   `gridctl inspect ledger`: the account's balances exactly, the pending transfers
 //!   held, the ledger's counts (ids answered, refused, transfers posted at once, pending
-//!   transfers made), and with `from-answers` every account against the recorded
+//!   transfers made), its journal records (`sequence`: batches and definition
+//!   changes, so a re-submission shows), and with `from-answers` every account against the recorded
 //!   answers (the `ledger_balances` oracle); `[within=S]` polls until it holds (an expiry).
 
 use std::collections::BTreeMap;
@@ -232,6 +233,9 @@ struct ExpectLedger {
     pending_open: Option<u64>,
     /// `counts` fields checked exactly (`answered`, `refused`, …).
     counts: Vec<(&'static str, u64)>,
+    /// The ledger's journal records so far (batches and definition changes): a second
+    /// submission of an id would append one more.
+    sequence: Option<u64>,
     from_answers: bool,
     within: Option<std::time::Duration>,
 }
@@ -266,6 +270,7 @@ pub fn parse_expect(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
             counts.push((field, n));
         }
     }
+    let sequence = node.count("sequence")?;
     let from_answers = node.flag("from-answers")?.unwrap_or(false);
     let within = crate::steps::within(node)?;
     Ok(Box::new(ExpectLedger {
@@ -276,6 +281,7 @@ pub fn parse_expect(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         balances,
         pending_open,
         counts,
+        sequence,
         from_answers,
     }))
 }
@@ -345,6 +351,18 @@ impl ExpectLedger {
                     view["counts"].to_string(),
                 ));
             }
+        }
+        if let Some(expected) = self.sequence {
+            if view["sequence"].as_u64() != Some(expected) {
+                return Err(Failure::new(
+                    format!("ledger {}: {expected} journal record(s)", self.ledger),
+                    format!("sequence {}", view["sequence"]),
+                ));
+            }
+            cx.say(format_args!(
+                "ledger {}: {expected} journal record(s)",
+                self.ledger
+            ));
         }
         if !self.counts.is_empty() {
             cx.say(format_args!(
