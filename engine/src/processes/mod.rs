@@ -24,6 +24,7 @@ pub mod grants;
 mod mailbox;
 mod outbox;
 mod receiver;
+mod recover;
 pub mod runs;
 pub mod service;
 

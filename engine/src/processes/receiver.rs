@@ -311,25 +311,30 @@ impl Processes {
             view.caller.clone(),
             view.arguments.clone(),
         );
+        let grant = view.grant.clone();
         let invocation = Invocation {
             request: &request,
             caller: &caller,
             arguments: &arguments,
+            grant: grant.as_deref(),
         };
         let result = if process.blocks(&invocation) {
             tokio::task::spawn_blocking(move || {
-                process.run(&Invocation {
+                process.run_outcome(&Invocation {
                     request: &request,
                     caller: &caller,
                     arguments: &arguments,
+                    grant: grant.as_deref(),
                 })
             })
             .await
-            .unwrap_or_else(|e| Err(format!("the Process panicked: {e}")))
+            .unwrap_or_else(|e| Err(format!("the Process panicked: {e}").into()))
         } else {
             // A quick Process: a panic is caught here as on a blocking thread.
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| process.run(&invocation)))
-                .unwrap_or_else(|_| Err("the Process panicked".to_owned()))
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                process.run_outcome(&invocation)
+            }))
+            .unwrap_or_else(|_| Err("the Process panicked".to_owned().into()))
         };
         self.failpoint(Failpoint::ProcessBeforeOutcome);
         {
@@ -350,7 +355,10 @@ impl Processes {
                     view.result = Some(value);
                     view.detail = String::new();
                 }
-                Err(reason) => view.detail = reason,
+                Err(failed) => {
+                    view.result = failed.result;
+                    view.detail = failed.reason;
+                }
             }
             self.sign(&mut view);
             let mut write = self.database.batch();

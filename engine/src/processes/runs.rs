@@ -173,6 +173,34 @@ impl Run {
         Ok(UnitMove::HoldUnknown)
     }
 
+    /// At a restart, the Process's own durable record proves the outcome of an unknown
+    /// run never resolved (`Process::recover`): succeeded consumes its held unit,
+    /// failed releases it. Not a resolve: the operator has nothing left to close.
+    pub fn recovered(&mut self, succeeded: bool) -> Result<UnitMove, RunError> {
+        if self.resolved || self.units != RunUnits::Unknown {
+            return Err(RunError::NotUnknown {
+                outcome: self.outcome,
+                units: self.units,
+            });
+        }
+        let (outcome, units, moved) = if succeeded {
+            (
+                RunOutcome::Succeeded,
+                RunUnits::Consumed,
+                UnitMove::Consume(Held::Unknown),
+            )
+        } else {
+            (
+                RunOutcome::Failed,
+                RunUnits::Released,
+                UnitMove::Release(Held::Unknown),
+            )
+        };
+        self.outcome = outcome;
+        self.units = units;
+        Ok(moved)
+    }
+
     /// The operator closes an unknown run: succeeded consumes its held unit, failed
     /// releases it. Idempotent for the same outcome, refused for the other.
     pub fn resolve(&mut self, outcome: RunOutcome) -> Result<Resolution, RunError> {
@@ -267,5 +295,37 @@ mod tests {
             Err(RunError::AlreadyResolved(RunOutcome::Failed))
         );
         assert_eq!(run.units, RunUnits::Released);
+    }
+
+    #[test]
+    fn an_unknown_run_recovers_once_and_never_after_a_resolve() {
+        for succeeded in [true, false] {
+            let mut run = Run::dispatched();
+            assert!(
+                run.recovered(succeeded).is_err(),
+                "a running run is not unknown"
+            );
+            run.interrupted().unwrap();
+            let moved = run.recovered(succeeded).unwrap();
+            if succeeded {
+                assert_eq!(moved, UnitMove::Consume(Held::Unknown));
+                assert_eq!(run.units, RunUnits::Consumed);
+            } else {
+                assert_eq!(moved, UnitMove::Release(Held::Unknown));
+                assert_eq!(run.units, RunUnits::Released);
+            }
+            assert!(!run.resolved);
+            let before = run;
+            assert!(run.recovered(succeeded).is_err(), "recovered once");
+            assert!(
+                run.resolve(RunOutcome::Succeeded).is_err(),
+                "nothing to resolve"
+            );
+            assert_eq!(run, before);
+            let mut resolved = Run::dispatched();
+            resolved.interrupted().unwrap();
+            resolved.resolve(RunOutcome::Failed).unwrap();
+            assert!(resolved.recovered(true).is_err(), "a resolve stands");
+        }
     }
 }

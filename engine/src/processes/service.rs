@@ -69,6 +69,37 @@ pub struct Invocation<'a> {
     pub request: &'a str,
     pub caller: &'a str,
     pub arguments: &'a BTreeMap<String, String>,
+    /// The grant whose unit the run holds (none: a run not charged).
+    pub grant: Option<&'a str>,
+}
+
+/// A failed run's outcome: why, and optionally a result journaled with it (a
+/// `ledger.transfer` refused by its ledger keeps the joined outcome).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failed {
+    pub reason: String,
+    pub result: Option<serde_json::Value>,
+}
+
+impl From<String> for Failed {
+    fn from(reason: String) -> Failed {
+        Failed {
+            reason,
+            result: None,
+        }
+    }
+}
+
+/// What a Process learned, at its receiver's restart, of a run left `unknown` (its
+/// outcome never journaled): see [`Process::recover`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Recovered {
+    /// Nothing proves an outcome: the run stays `unknown`, its unit held, for the
+    /// operator to resolve.
+    Unknown,
+    /// The Process's own durable record proves this outcome (succeeded: the unit is
+    /// consumed; failed: released). It is journaled as the run's outcome.
+    Outcome(Result<serde_json::Value, Failed>),
 }
 
 /// A Process a host serves. It runs at most once per request id; the engine journals
@@ -82,6 +113,20 @@ pub trait Process: Send + Sync {
     /// runs on a blocking thread, else on the task that admitted it, without the hop.
     fn blocks(&self, _invocation: &Invocation<'_>) -> bool {
         true
+    }
+
+    /// Runs it and answers its outcome, a failure with a result of its own if it has
+    /// one. The default is [`Process::run`], a failure carrying no result.
+    fn run_outcome(&self, invocation: &Invocation<'_>) -> Result<serde_json::Value, Failed> {
+        self.run(invocation).map_err(Failed::from)
+    }
+
+    /// A run of it left `unknown` at a restart (admitted, no outcome journaled): asks
+    /// its own durable record, never running it again. The default proves nothing
+    /// (the run stays `unknown` until resolved); `ledger.transfer` asks its ledger for
+    /// the retained answer of its transfer id.
+    fn recover(&self, _invocation: &Invocation<'_>) -> Recovered {
+        Recovered::Unknown
     }
 }
 

@@ -4,6 +4,7 @@
 //! never import this module; `gridd` is argument parsing and a call to [`start`].
 
 mod control;
+mod ledger_transfer;
 pub mod metrics;
 mod model_eval;
 pub mod socket;
@@ -195,6 +196,21 @@ pub fn start(
                 host: Arc::downgrade(&host),
             }),
         );
+        if let Some(ledgers) = &ledgers {
+            processes.serve(
+                "ledger.transfer",
+                Arc::new(ledger_transfer::LedgerTransfer {
+                    ledgers: ledgers.clone(),
+                    failpoints: Mutex::new(failpoints.clone()),
+                }),
+            );
+        }
+        // Runs left unknown whose Process proves their outcome (ledger.transfer asks
+        // its ledger, replayed above), before anything is served.
+        let recovered = processes.recover().map_err(|e| refuse(&e))?;
+        if recovered > 0 {
+            tracing::info!(recovered, "unknown runs recovered their outcomes");
+        }
         processes.start(runtime.handle().clone());
     }
     // Models fed from routes take what this host's inboxes stored (also what was

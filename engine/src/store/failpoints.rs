@@ -40,11 +40,17 @@ pub enum Failpoint {
     /// A ledger batch is applied and fsynced; its answers are not sent (drop-reply
     /// loses them; abort crashes after the journal write).
     LedgerReply,
+    /// A receiver admitted a `ledger.transfer` run (journaled, unit reserved); nothing
+    /// is submitted to the ledger yet.
+    TransferBeforeSubmit,
+    /// The ledger answered a `ledger.transfer` run's transfer (fsynced); the run's
+    /// outcome is not journaled.
+    TransferAfterAnswer,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order an operation reaches them.
-    pub const ALL: [Failpoint; 13] = [
+    pub const ALL: [Failpoint; 15] = [
         Failpoint::SubmitBeforeCommit,
         Failpoint::SubmitAfterCommit,
         Failpoint::BatchAfterCommit,
@@ -58,6 +64,8 @@ impl Failpoint {
         Failpoint::WaitAfterJournal,
         Failpoint::SampleBeforeCommit,
         Failpoint::LedgerReply,
+        Failpoint::TransferBeforeSubmit,
+        Failpoint::TransferAfterAnswer,
     ];
 
     /// The name `GRID_FAILPOINTS` and journeys use.
@@ -76,6 +84,8 @@ impl Failpoint {
             Failpoint::WaitAfterJournal => "wait-after-journal",
             Failpoint::SampleBeforeCommit => "sample-before-commit",
             Failpoint::LedgerReply => "ledger-reply",
+            Failpoint::TransferBeforeSubmit => "transfer-before-submit",
+            Failpoint::TransferAfterAnswer => "transfer-after-answer",
         }
     }
 

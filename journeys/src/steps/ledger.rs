@@ -8,10 +8,13 @@
 //!   `[same-as=OP]` (the answer is identical to OP's first definite answer: re-sending
 //!   an id). Every answer is recorded in `$WORK/ledger-answers.jsonl`.
 //! - `expect-ledger LEDGER host=H [account=A] [debits-posted=N] [debits-pending=N]
-//!   [credits-posted=N] [credits-pending=N] [pending-open=N] [from-answers=#true]` —
+//!   [credits-posted=N] [credits-pending=N] [pending-open=N] [answered=N] [refused=N]
+//!   [posted-transfers=N] [pending-transfers=N] [sequence=N] [from-answers=#true]` —
 //!   `gridctl inspect ledger`: the account's balances exactly, the pending transfers
-//!   held, and with `from-answers` every account against the recorded answers (the
-//!   `ledger_balances` oracle); `[within=S]` polls until it holds (an expiry).
+//!   held, the ledger's counts (ids answered, refused, transfers posted at once, pending
+//!   transfers made), its journal records (`sequence`: batches and definition
+//!   changes, so a re-submission shows), and with `from-answers` every account against the recorded
+//!   answers (the `ledger_balances` oracle); `[within=S]` polls until it holds (an expiry).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -228,6 +231,11 @@ struct ExpectLedger {
     /// (JSON field, expected decimal).
     balances: Vec<(&'static str, String)>,
     pending_open: Option<u64>,
+    /// `counts` fields checked exactly (`answered`, `refused`, …).
+    counts: Vec<(&'static str, u64)>,
+    /// The ledger's journal records so far (batches and definition changes): a second
+    /// submission of an id would append one more.
+    sequence: Option<u64>,
     from_answers: bool,
     within: Option<std::time::Duration>,
 }
@@ -251,6 +259,18 @@ pub fn parse_expect(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         return Err(node.error("balances are checked for one account: add account=NAME"));
     }
     let pending_open = node.count("pending-open")?;
+    let mut counts = Vec::new();
+    for (key, field) in [
+        ("answered", "answered"),
+        ("refused", "refused"),
+        ("posted-transfers", "posted_transfers"),
+        ("pending-transfers", "pending_transfers"),
+    ] {
+        if let Some(n) = node.count(key)? {
+            counts.push((field, n));
+        }
+    }
+    let sequence = node.count("sequence")?;
     let from_answers = node.flag("from-answers")?.unwrap_or(false);
     let within = crate::steps::within(node)?;
     Ok(Box::new(ExpectLedger {
@@ -260,6 +280,8 @@ pub fn parse_expect(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         account,
         balances,
         pending_open,
+        counts,
+        sequence,
         from_answers,
     }))
 }
@@ -320,6 +342,32 @@ impl ExpectLedger {
             return Err(Failure::new(
                 format!("{open} pending transfer(s) held"),
                 view["counts"].to_string(),
+            ));
+        }
+        for (field, expected) in &self.counts {
+            if view["counts"][*field].as_u64() != Some(*expected) {
+                return Err(Failure::new(
+                    format!("ledger {}: {field} {expected}", self.ledger),
+                    view["counts"].to_string(),
+                ));
+            }
+        }
+        if let Some(expected) = self.sequence {
+            if view["sequence"].as_u64() != Some(expected) {
+                return Err(Failure::new(
+                    format!("ledger {}: {expected} journal record(s)", self.ledger),
+                    format!("sequence {}", view["sequence"]),
+                ));
+            }
+            cx.say(format_args!(
+                "ledger {}: {expected} journal record(s)",
+                self.ledger
+            ));
+        }
+        if !self.counts.is_empty() {
+            cx.say(format_args!(
+                "ledger {} counts {}",
+                self.ledger, view["counts"]
             ));
         }
         if self.from_answers {

@@ -11,7 +11,8 @@
 //!   `expect` (default `succeeded`); every answer is recorded in
 //!   `$WORK/process-runs.jsonl`. `same-as` requires the answer's outcome and result to
 //!   be identical to the first terminal answer recorded for OP; `result` requires each
-//!   named value of the result (a number, or text) to be as given.
+//!   named value of the result (a number, or text) to be as given; a dotted name
+//!   (`transfer.outcome`) reaches into a nested result.
 //! - `expect-process OP host="H" [outcome=…] [units=…] [caller="C"]` — `gridctl inspect
 //!   process OP --host H --json`: H holds a run of OP (`outcome="absent"`: it holds
 //!   none) with that outcome and units (`reserved`, `consumed`, `released`, `unknown`,
@@ -232,12 +233,22 @@ fn result_value<'v>(result: &'v Value, name: &str) -> Option<&'v Value> {
     result
         .get(name)
         .or_else(|| result.get("values").and_then(|v| v.get(name)))
+        // A dotted path into a nested result (`transfer.outcome`).
+        .or_else(|| {
+            name.contains('.')
+                .then(|| name.split('.').try_fold(result, |v, key| v.get(key)))
+                .flatten()
+        })
 }
 
 fn value_matches(value: &Value, expected: &str) -> bool {
     match expected.parse::<f64>() {
-        Ok(x) => value.as_f64() == Some(x),
-        Err(_) => value.as_str() == Some(expected),
+        // A decimal string (an amount in minor units) matches as text.
+        Ok(x) => value.as_f64() == Some(x) || value.as_str() == Some(expected),
+        Err(_) => {
+            value.as_str() == Some(expected)
+                || value.as_bool().is_some_and(|b| b.to_string() == expected)
+        }
     }
 }
 
