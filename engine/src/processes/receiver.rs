@@ -488,33 +488,54 @@ impl Processes {
                 outcome.name(),
                 self.host
             );
-            self.sign(&mut record.view);
-            let mut write = self.database.batch();
-            write.insert(
-                &self.ks.grants,
-                grant_name.as_str(),
-                serde_json::to_vec(&grant).expect("grants serialize"),
+            self.close_unknown(
+                &mut state,
+                &grant_name,
+                &grant,
+                &mut record,
+                "resolving a run",
             );
-            write.insert(
-                &self.ks.runs,
-                request,
-                serde_json::to_vec(&record).expect("records serialize"),
-            );
-            self.owe_deposit(&record.view, &mut write);
-            write
-                .commit()
-                .and_then(|()| {
-                    crate::metrics::fsync(|| self.database.persist(PersistMode::SyncAll))
-                })
-                .unwrap_or_else(|e| fatal(&self.dir, "resolving a run", e));
-            state.counts.unknown -= 1;
-            match outcome {
-                RunOutcome::Succeeded => state.counts.succeeded += 1,
-                _ => state.counts.failed += 1,
-            }
             record.view
         };
         // A mailbox caller learns it from its mailbox (the outbox's next pass).
         ProcessReply::Resolved { run: view }
+    }
+}
+
+impl Processes {
+    /// Journals the terminal outcome of a run that was `unknown` (resolved by the
+    /// operator, or recovered from its Process's own record): signed once, written with
+    /// its grant's units and the deposit owed to a mailbox caller in one write, fsynced;
+    /// then counted. `doing` names the step if the storage fails.
+    pub(super) fn close_unknown(
+        &self,
+        state: &mut State,
+        grant_name: &str,
+        grant: &GrantView,
+        record: &mut RunRecord,
+        doing: &str,
+    ) {
+        self.sign(&mut record.view);
+        let mut write = self.database.batch();
+        write.insert(
+            &self.ks.grants,
+            grant_name,
+            serde_json::to_vec(grant).expect("grants serialize"),
+        );
+        write.insert(
+            &self.ks.runs,
+            record.view.request.as_str(),
+            serde_json::to_vec(&*record).expect("records serialize"),
+        );
+        self.owe_deposit(&record.view, &mut write);
+        write
+            .commit()
+            .and_then(|()| crate::metrics::fsync(|| self.database.persist(PersistMode::SyncAll)))
+            .unwrap_or_else(|e| fatal(&self.dir, doing, e));
+        state.counts.unknown -= 1;
+        match record.view.outcome {
+            RunOutcome::Succeeded => state.counts.succeeded += 1,
+            _ => state.counts.failed += 1,
+        }
     }
 }

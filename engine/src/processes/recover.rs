@@ -3,14 +3,10 @@
 //! (`Process::recover`) gets that outcome journaled — never by running it again.
 //! Every other unknown run stays as it is, its unit held, for the operator.
 
-use fjall::PersistMode;
-
-use super::api::RunOutcome;
 use super::grants;
 use super::receiver::RunRecord;
 use super::runs::RunUnits;
 use super::service::{Invocation, Processes, Recovered};
-use crate::store::fatal;
 
 impl Processes {
     /// Asks the Process of every unresolved `unknown` run for its outcome and journals
@@ -72,30 +68,13 @@ impl Processes {
                     record.view.detail = format!("{} ({RECOVERED})", failed.reason);
                 }
             }
-            self.sign(&mut record.view);
-            let mut write = self.database.batch();
-            write.insert(
-                &self.ks.grants,
-                grant_name.as_str(),
-                serde_json::to_vec(&grant).expect("grants serialize"),
+            self.close_unknown(
+                &mut state,
+                &grant_name,
+                &grant,
+                &mut record,
+                "journaling a recovered outcome",
             );
-            write.insert(
-                &self.ks.runs,
-                record.view.request.as_str(),
-                serde_json::to_vec(&record).expect("records serialize"),
-            );
-            self.owe_deposit(&record.view, &mut write);
-            write
-                .commit()
-                .and_then(|()| {
-                    crate::metrics::fsync(|| self.database.persist(PersistMode::SyncAll))
-                })
-                .unwrap_or_else(|e| fatal(&self.dir, "journaling a recovered outcome", e));
-            state.counts.unknown -= 1;
-            match record.view.outcome {
-                RunOutcome::Succeeded => state.counts.succeeded += 1,
-                _ => state.counts.failed += 1,
-            }
             tracing::info!(
                 request = record.view.request,
                 process = record.view.process,
