@@ -182,3 +182,8 @@ pub const MAILBOX_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const _: () = assert!(MAILBOX_LONG_POLL_WAIT.as_millis() * 2 <= MAILBOX_CALL_TIMEOUT.as_millis());
 // Held long polls leave most of the transport's connections to other calls.
 const _: () = assert!(MAILBOX_HELD_MAX * 2 <= TRANSPORT_CONNECTIONS_MAX);
+
+/// How long a caller waits for its receiver's answer to `process cancel` (the receiver
+/// fsyncs the bar before it answers); no answer in time: the cancel is unknown, asked
+/// again only by the operator with the same id.
+pub const CANCEL_CALL_TIMEOUT: Duration = Duration::from_secs(10);

@@ -146,6 +146,10 @@ pub enum ProcessCall {
     Grants,
     /// The Processes this host serves, its runs by outcome and the `demo.count` counter.
     Processes,
+    /// As the caller: close the stopped wait `request` with its receiver's signed proof
+    /// of no dispatch (the receiver bars the request), or learn its finalized outcome;
+    /// refused while it is dispatched and not finalized.
+    Cancel { request: String },
 }
 
 /// A grant as its owner (the issuing, receiving host) holds it.
@@ -246,6 +250,13 @@ pub enum ProcessReply {
     Refused {
         reason: String,
     },
+    /// `process cancel`: the wait's record — closed with the receiver's proof of no
+    /// dispatch (`proof`), or with its finalized outcome (`proof` null), or still open
+    /// (`outcome` unknown: the cancel's reply was lost).
+    Cancelled {
+        run: RunView,
+        proof: Option<super::cancel::NoDispatch>,
+    },
 }
 
 /// A grant issue as reconcile sends it to the issuer (`Request::IssueGrant`): `units`
@@ -287,6 +298,12 @@ pub enum ServiceReply {
     },
     Refused {
         reason: String,
+    },
+    /// `POST /process/M/cancel` of a request never dispatched: barred, with the
+    /// receiver's signed proof.
+    Cancelled {
+        run: RunView,
+        proof: super::cancel::NoDispatch,
     },
 }
 

@@ -26,6 +26,10 @@ pub(super) struct WaitRecord {
     pub(super) membership: String,
     /// The receiver's signed terminal outcome, once learned.
     pub(super) run: Option<RunView>,
+    /// The receiver's signed proof that it never dispatched the request (`process
+    /// cancel`), with `run` its barred record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) no_dispatch: Option<super::cancel::NoDispatch>,
 }
 
 impl WaitRecord {
@@ -157,7 +161,7 @@ impl Processes {
                     PeerError::Lost(e) => format!("the reply was lost ({e})"),
                 })?;
                 match reply {
-                    ServiceReply::Run { run } => {
+                    ServiceReply::Run { run } | ServiceReply::Cancelled { run, .. } => {
                         Self::check_answer(record, &self.host, &run)?;
                         Ok(run)
                     }
@@ -301,6 +305,7 @@ impl Processes {
             via,
             membership,
             run: None,
+            no_dispatch: None,
         };
         let (record, first) = {
             let _waits = self.waits.lock().unwrap_or_else(|p| p.into_inner());

@@ -8,6 +8,8 @@
 //! - `caller`: the caller's wait journal, asking again, resuming open waits;
 //! - `mailbox`: the mailbox a host keeps for others (deposit, fetch, collect);
 //! - `outbox`: the receiver's mailbox fetcher and the outcomes it owes callers;
+//! - `cancel`: `process cancel` — a stopped wait closed by the receiver's signed
+//!   proof of no dispatch (the request barred), or its finalized outcome learned;
 //! - `builtins`: the built-in Process `demo.count`;
 //! - `api`: its wire types (control calls, grant issues, the direct service, the
 //!   mailbox);
@@ -19,6 +21,7 @@
 pub mod api;
 mod builtins;
 mod caller;
+pub mod cancel;
 pub mod endpoint;
 pub mod grants;
 mod mailbox;

@@ -23,6 +23,9 @@ pub(super) struct RunRecord {
     /// Closed by the operator (`resolve`).
     #[serde(default)]
     pub(super) resolved: bool,
+    /// Barred before dispatch by its caller's cancel: the receiver's signed proof.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) no_dispatch: Option<super::cancel::NoDispatch>,
 }
 
 impl RunRecord {
@@ -278,6 +281,7 @@ impl Processes {
         let record = RunRecord {
             view: view.clone(),
             resolved: false,
+            no_dispatch: None,
         };
         write.insert(
             &self.ks.runs,
@@ -373,6 +377,7 @@ impl Processes {
                 serde_json::to_vec(&RunRecord {
                     view: view.clone(),
                     resolved: false,
+                    no_dispatch: None,
                 })
                 .expect("records serialize"),
             );

@@ -498,6 +498,7 @@ impl Processes {
                 },
             },
             ProcessCall::Resolve { request, outcome } => self.resolve(&request, outcome),
+            ProcessCall::Cancel { request } => self.cancel(&request).await,
             ProcessCall::Grants => ProcessReply::Grants {
                 host: self.host.clone(),
                 grants: self.grants(),

@@ -97,6 +97,7 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("device", peers::parse_device),
     ("ledger", ledger::parse),
     ("expect-ledger", ledger::parse_expect),
+    ("cancel-process", processes::parse_cancel),
 ];
 
 /// How an operation ended, as `gridctl` reports it (`"outcome"` in its JSON and its

@@ -169,6 +169,7 @@ impl Cycles {
             op,
             via.as_deref(),
             &args,
+            None,
         );
         if via.is_some() {
             out.push("--wait-ms".into());

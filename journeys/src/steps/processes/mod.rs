@@ -5,9 +5,10 @@
 //! the recorded runs and one answer's shape — is here.
 //!
 //! - `run-process HOST PROCESS as="CALLER" op="ID" [via="mailbox:BOX"]
-//!   [args="NAME=VALUE …"] [expect=OUTCOME] [same-as="OP"] [result="NAME=VALUE …"]` —
+//!   [args="NAME=VALUE …"] [expect=OUTCOME] [same-as="OP"] [result="NAME=VALUE …"]
+//!   [wait-ms=N]` —
 //!   `gridctl process run HOST PROCESS --as CALLER --op ID [--via …] [--arg NAME=VALUE]…
-//!   --json`: CALLER's host runs PROCESS at HOST once under ID. The outcome must be
+//!   [--wait-ms N] --json`: CALLER's host runs PROCESS at HOST once under ID. The outcome must be
 //!   `expect` (default `succeeded`); every answer is recorded in
 //!   `$WORK/process-runs.jsonl`. `same-as` requires the answer's outcome and result to
 //!   be identical to the first terminal answer recorded for OP; `result` requires each
@@ -27,11 +28,14 @@
 //!   unknown; `issued` the number of signed issues.
 //! - `expect-processes HOST [demo-count=N] [succeeded=N] [failed=N] [unknown=N]
 //!   [running=N]` — `gridctl inspect processes --host HOST --json`.
+//! - `cancel-process OP host="CALLER" [expect=cancelled|finalized|unknown] [outcome=…]`
+//!   — `gridctl process cancel`: see `cancel.rs`.
 //! - `process-cycles receiver="R" caller="C" mailbox="M" cycles=N seed=S
 //!   [marker="TEXT"]` — see `cycles.rs`.
 //!
 //! (`expect-stored-text` is in `stored.rs`, `edit-topology` in `topology.rs`.)
 
+mod cancel;
 mod cycles;
 mod grants;
 mod run;
@@ -51,6 +55,7 @@ use crate::process::{CommandOutput, RunError, describe_status};
 use crate::runner::Context;
 use crate::steps::gridctl::QUIET_COMMAND_TIMEOUT;
 
+pub use cancel::parse_cancel;
 pub use cycles::parse_cycles;
 pub use grants::{parse_expect_grants, parse_expect_processes};
 pub use run::{parse_expect_process, parse_resolve, parse_run};
@@ -205,6 +210,7 @@ fn run_args(
     op: &str,
     via: Option<&str>,
     args: &[(String, String)],
+    wait_ms: Option<u64>,
 ) -> Vec<OsString> {
     let mut out: Vec<OsString> = vec![
         "process".into(),
@@ -223,6 +229,10 @@ fn run_args(
     for (name, value) in args {
         out.push("--arg".into());
         out.push(format!("{name}={value}").into());
+    }
+    if let Some(ms) = wait_ms {
+        out.push("--wait-ms".into());
+        out.push(ms.to_string().into());
     }
     out.push("--json".into());
     out

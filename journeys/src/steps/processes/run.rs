@@ -28,6 +28,7 @@ struct RunProcess {
     expect: Outcome,
     same_as: Option<String>,
     result: Vec<(String, String)>,
+    wait_ms: Option<u64>,
 }
 
 pub fn parse_run(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
@@ -52,6 +53,7 @@ pub fn parse_run(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         None => Vec::new(),
     };
     let same_as = node.string("same-as")?;
+    let wait_ms = node.count("wait-ms")?;
     let expect = Outcome::expected(node)?;
     Ok(Box::new(RunProcess {
         host,
@@ -63,6 +65,7 @@ pub fn parse_run(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         expect,
         same_as,
         result,
+        wait_ms,
     }))
 }
 
@@ -75,6 +78,7 @@ impl Step for RunProcess {
             &self.op,
             self.via.as_deref(),
             &self.args,
+            self.wait_ms,
         );
         let output = cx.gridctl(&args)?;
         let answer = check_outcome(cx, &output, self.expect)?;

@@ -1,4 +1,4 @@
-//! `gridctl process run|resolve` and `gridctl inspect process|grants|processes`.
+//! `gridctl process run|resolve|cancel` and `gridctl inspect process|grants|processes`.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -58,6 +58,29 @@ pub enum ProcessCli {
         #[arg(long, value_parser = ["succeeded", "failed"])]
         outcome: String,
         /// The receiving host.
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Close the calling host HOST's stopped wait ID (one whose outcome it never
+    /// learned) with its receiver's signed proof that the request was never
+    /// dispatched: HOST asks the receiver directly; a receiver that never journaled
+    /// the request bars it (it will never run, nothing is charged) and signs the proof,
+    /// fsynced, and HOST journals both and closes the wait. A request the receiver
+    /// dispatched is not cancelled: its finalized outcome is learned and returned (a
+    /// pending ledger amount it holds stays the Ledger's), and one with no outcome
+    /// there yet refuses (its receiver's operator resolves it). Exit 0 the wait is
+    /// closed (`cancelled` true: proof of no dispatch; false: its original outcome),
+    /// 3 unknown (the cancel's reply was lost: cancel again with the same id), 4
+    /// refused (nothing changed).
+    #[command(mut_arg("json", |a| a.help(
+        "One JSON object {\"request\", \"host\", \"receiver\", \"cancelled\", \"outcome\", \"units\", \"proof\", \"detail\"}"
+    )))]
+    Cancel {
+        /// The request id.
+        id: String,
+        /// The calling host (it keeps the wait).
         #[arg(long, value_name = "NAME")]
         host: String,
         #[command(flatten)]
@@ -267,6 +290,80 @@ pub fn process(command: ProcessCli) -> anyhow::Result<ExitCode> {
                 Ok(other) => bail!("the host answered {other:?}"),
             }
         }
+        ProcessCli::Cancel { id, host, output } => {
+            let cancel = ProcessCall::Cancel {
+                request: id.clone(),
+            };
+            match call(&output.state, &host, cancel) {
+                Ok(ProcessReply::Cancelled { run, proof }) => {
+                    let answer = Cancelled {
+                        request: &run.request,
+                        host: &host,
+                        receiver: &run.receiver,
+                        process: &run.process,
+                        cancelled: proof.is_some(),
+                        outcome: run.outcome.name(),
+                        units: run.units.to_string(),
+                        proof: &proof,
+                        detail: &run.detail,
+                    };
+                    emit(&answer, output.json);
+                    Ok(if run.outcome == RunOutcome::Unknown {
+                        ExitCode::from(3)
+                    } else {
+                        ExitCode::SUCCESS
+                    })
+                }
+                Ok(ProcessReply::Refused { reason }) | Err(reason) => Ok(refused(
+                    output.json,
+                    serde_json::json!({"host": host, "request": id}),
+                    &reason,
+                )),
+                Ok(other) => bail!("the host answered {other:?}"),
+            }
+        }
+    }
+}
+
+/// A wait closed (or not) by `process cancel`.
+#[derive(Serialize)]
+struct Cancelled<'a> {
+    request: &'a str,
+    host: &'a str,
+    receiver: &'a str,
+    process: &'a str,
+    /// Closed with the receiver's proof of no dispatch.
+    cancelled: bool,
+    outcome: &'static str,
+    units: String,
+    proof: &'a Option<grid_engine::processes::cancel::NoDispatch>,
+    detail: &'a str,
+}
+
+impl Report for Cancelled<'_> {
+    fn text(&self) -> String {
+        let how = match (self.cancelled, self.outcome) {
+            (true, _) => format!(
+                "cancelled: {} signed that it never dispatched it (nothing charged; it will never run)",
+                self.receiver
+            ),
+            (false, "unknown") => "not closed: its outcome is unknown".to_owned(),
+            (false, outcome) => format!(
+                "not cancelled: it was dispatched at {} and finalized {outcome} (unit {}); that outcome stands",
+                self.receiver, self.units
+            ),
+        };
+        format!(
+            "{} ({}) at {}: {how}{}\n",
+            self.request,
+            self.process,
+            self.host,
+            if self.detail.is_empty() {
+                String::new()
+            } else {
+                format!(" — {}", self.detail)
+            }
+        )
     }
 }
 
