@@ -109,6 +109,9 @@ pub enum Request {
     },
     /// Retire an account: closed to new transfers, never deleted (profile `ledger`).
     RetireAccount { ledger: String, account: String },
+    /// Settle a surrendered grant whose runs have all closed (profile `processes`):
+    /// the issuer signs its final account once.
+    SettleGrant { name: String },
 }
 
 /// A write's fencing stamp: the claim its writer holds and the epoch it holds it at.
@@ -158,6 +161,7 @@ impl Request {
             Request::RetireAccount { ledger, account } => {
                 format!("retire account {account} of ledger {ledger}")
             }
+            Request::SettleGrant { name } => format!("settle grant {name}"),
         }
     }
 
@@ -176,6 +180,7 @@ impl Request {
             Request::InstallLedger { .. } => "install-ledger",
             Request::OpenAccount { .. } => "open-account",
             Request::RetireAccount { .. } => "retire-account",
+            Request::SettleGrant { .. } => "settle-grant",
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Grants and remote Processes (SPEC C5, C6's grants): plan grant transitions — the
 //! first signed issue at the issuer, a raise by the difference, a surrender of unused
-//! units when the file retires the grant — and the operator's calls: `gridctl process
+//! units when the file retires the grant, the issuer's settlement once no unit is held
+//! — and the operator's calls: `gridctl process
 //! run|resolve`, `gridctl inspect process|grants|processes`.
 
 use std::path::Path;
@@ -192,6 +193,29 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
                 grant.mailbox.as_deref().unwrap_or("none")
             )));
         }
+        // The issuer's settlement: a step of its own after the surrender, once no unit
+        // is held (a run still reserved or unknown: a later plan settles it).
+        let settle = || {
+            line(
+                Op::Change,
+                &grant.name,
+                &grant.issuer,
+                format!(
+                    "settle: the issuer signs the final account ({} allocated = {} consumed + {} surrendered)",
+                    held.allocated,
+                    held.consumed,
+                    held.surrendered + if held.retired { 0 } else { held.available() }
+                ),
+                Action::Submit {
+                    request: Request::SettleGrant {
+                        name: grant.name.clone(),
+                    },
+                },
+            )
+            .key(format!("{key}:settle"))
+            .after([key.clone()])
+        };
+        let nothing_held = held.reserved == 0 && held.unknown == 0;
         match (grant.retired, held.retired) {
             (true, false) => out.push(line(
                 Op::Retire,
@@ -235,6 +259,9 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
                 grant.units, held.allocated
             ))),
             (false, false) => {}
+        }
+        if grant.retired && held.settlement.is_none() && nothing_held {
+            out.push(settle());
         }
         if held.unknown > 0 {
             out.push(attention(format!(

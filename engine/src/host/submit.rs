@@ -43,9 +43,12 @@ impl Host {
         // Grants change only while no run writes them: held through the commit.
         let processes = self.processes.clone();
         let mut grants_held = match (&request, &processes) {
-            (Request::IssueGrant { .. } | Request::SurrenderGrant { .. }, Some(p)) => {
-                Some(p.lock_grants())
-            }
+            (
+                Request::IssueGrant { .. }
+                | Request::SurrenderGrant { .. }
+                | Request::SettleGrant { .. },
+                Some(p),
+            ) => Some(p.lock_grants()),
             _ => None,
         };
         // Ledger definitions change only while no batch applies: held through the commit.
@@ -297,6 +300,13 @@ impl Host {
             },
             Request::SurrenderGrant { name } => match (&processes, grants_held.as_mut()) {
                 (Some(p), Some(state)) => match p.surrender(state, name, &mut write) {
+                    Ok(detail) => succeeded(&op, detail),
+                    Err(reason) => failed(&op, reason),
+                },
+                _ => failed(&op, self.no_processes()),
+            },
+            Request::SettleGrant { name } => match (&processes, grants_held.as_mut()) {
+                (Some(p), Some(state)) => match p.settle(state, name, &mut write) {
                     Ok(detail) => succeeded(&op, detail),
                     Err(reason) => failed(&op, reason),
                 },

@@ -169,6 +169,52 @@ pub struct GrantView {
     /// Every signed issue, in order: their units sum to `allocated`.
     #[serde(default)]
     pub issued: Vec<SignedGrant>,
+    /// The issuer's signed settlement of the retired grant, once nothing is held: its
+    /// final account. Absent: not settled (never inferred from the totals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settlement: Option<GrantSettlement>,
+}
+
+/// The issuer's settlement of a retired grant (`settle-grant`): every allocated unit
+/// consumed or surrendered, nothing reserved or unknown — signed once, retained, and
+/// verifiable offline with the issuer's custody manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantSettlement {
+    pub grant: String,
+    pub issuer: String,
+    pub caller: String,
+    pub allocated: u64,
+    pub consumed: u64,
+    pub surrendered: u64,
+    /// The signed issues it settles (their serials run 1..=issues).
+    pub issues: u32,
+    pub generation: u32,
+    pub signature: String,
+}
+
+impl GrantSettlement {
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        format!(
+            "grid-grant-settlement/1\nissuer {}\ncaller {}\ngrant {}\nissues {}\nallocated {}\nconsumed {}\nsurrendered {}\n",
+            self.issuer,
+            self.caller,
+            self.grant,
+            self.issues,
+            self.allocated,
+            self.consumed,
+            self.surrendered
+        )
+        .into_bytes()
+    }
+
+    pub fn verify(&self, issuer_keys: &Manifest) -> bool {
+        crate::custody::verify_hex_signature(
+            issuer_keys,
+            self.generation,
+            &self.signed_bytes(),
+            &self.signature,
+        )
+    }
 }
 
 impl GrantView {

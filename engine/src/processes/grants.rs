@@ -132,6 +132,46 @@ pub fn surrender(grant: &mut GrantView) -> u64 {
     unused
 }
 
+/// Why a grant cannot be settled yet (or at all).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettleError {
+    #[error(
+        "grant `{0}` is not surrendered: only a retired grant is settled (retired=#true first)"
+    )]
+    NotRetired(String),
+    #[error(
+        "grant `{grant}` still holds {reserved} reserved and {unknown} unknown unit(s): it is settled once their runs close (unknown ones by `gridctl process resolve`)"
+    )]
+    Held {
+        grant: String,
+        reserved: u64,
+        unknown: u64,
+    },
+}
+
+/// Whether the grant's account is final: retired, nothing reserved or unknown, so
+/// `allocated = consumed + surrendered`.
+pub fn settleable(grant: &GrantView) -> Result<(), SettleError> {
+    if !grant.retired {
+        return Err(SettleError::NotRetired(grant.name.clone()));
+    }
+    if grant.reserved > 0 || grant.unknown > 0 {
+        return Err(SettleError::Held {
+            grant: grant.name.clone(),
+            reserved: grant.reserved,
+            unknown: grant.unknown,
+        });
+    }
+    // Stays on in release builds: a settlement states a whole account.
+    assert_eq!(
+        grant.consumed + grant.surrendered,
+        grant.allocated,
+        "retired grant `{}` with nothing held must account for every unit: {grant:?}",
+        grant.name
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +230,25 @@ mod tests {
             consume(&mut grants[0], Held::Unknown).is_err(),
             "nothing held"
         );
+    }
+
+    #[test]
+    fn only_a_retired_grant_with_nothing_held_is_settleable() {
+        let mut grants = [grant("g", "hq", 3)];
+        assert!(matches!(
+            settleable(&grants[0]),
+            Err(SettleError::NotRetired(_))
+        ));
+        reserve(grants.iter_mut(), "hq").unwrap();
+        to_unknown(&mut grants[0]).unwrap();
+        surrender(&mut grants[0]);
+        assert!(matches!(
+            settleable(&grants[0]),
+            Err(SettleError::Held { unknown: 1, .. })
+        ));
+        consume(&mut grants[0], Held::Unknown).unwrap();
+        settleable(&grants[0]).unwrap();
+        assert_eq!((grants[0].consumed, grants[0].surrendered), (1, 2));
     }
 
     #[test]

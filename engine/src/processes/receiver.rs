@@ -178,6 +178,51 @@ impl Processes {
         ))
     }
 
+    /// Settles the retired grant `name` (nothing reserved or unknown): signs its final
+    /// account once into `write`; settling it again answers the same settlement.
+    pub fn settle(
+        &self,
+        state: &mut State,
+        name: &str,
+        write: &mut OwnedWriteBatch,
+    ) -> Result<String, String> {
+        let grant = state
+            .grants
+            .get_mut(name)
+            .ok_or_else(|| format!("host `{}` holds no grant `{name}`", self.host))?;
+        let describe = |s: &super::api::GrantSettlement| {
+            format!(
+                "settled grant {name}: {} allocated = {} consumed + {} surrendered over {} signed issue(s)",
+                s.allocated, s.consumed, s.surrendered, s.issues
+            )
+        };
+        if let Some(settled) = &grant.settlement {
+            return Ok(describe(settled));
+        }
+        grants::settleable(grant).map_err(|e| e.to_string())?;
+        let mut settlement = super::api::GrantSettlement {
+            grant: grant.name.clone(),
+            issuer: self.host.clone(),
+            caller: grant.caller.clone(),
+            allocated: grant.allocated,
+            consumed: grant.consumed,
+            surrendered: grant.surrendered,
+            issues: grant.issued.len() as u32,
+            generation: 0,
+            signature: String::new(),
+        };
+        (settlement.generation, settlement.signature) =
+            self.custody.sign_hex(&settlement.signed_bytes());
+        let detail = describe(&settlement);
+        grant.settlement = Some(settlement);
+        write.insert(
+            &self.ks.grants,
+            name,
+            serde_json::to_vec(&*grant).expect("grants serialize"),
+        );
+        Ok(detail)
+    }
+
     /// The stored issue of the caller's grant (its keys, its mailbox).
     pub(super) fn issue_of_caller(&self, caller: &str) -> Option<GrantIssue> {
         self.ks

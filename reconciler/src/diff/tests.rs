@@ -273,6 +273,7 @@ fn running_full(topology: &Topology) -> World {
                 retired: false,
                 mailbox: None,
                 issued: Vec::new(),
+                settlement: None,
             });
         }
         o.status = HostStatus::Running(observed);
@@ -458,10 +459,29 @@ fn grants_raise_surrender_and_report_unknown_units() {
         &world,
         &["! grant edge-a-on-site-b @ site-b"],
     );
+    // Nothing held: the issuer's settlement follows the surrender in the same plan.
     check(
         &topology(&PLANT.replace("units=100", "units=100 retired=#true")),
         &world,
-        &["- grant edge-a-on-site-b @ site-b"],
+        &[
+            "- grant edge-a-on-site-b @ site-b",
+            "~ grant edge-a-on-site-b @ site-b   (after - grant edge-a-on-site-b)",
+        ],
+    );
+    // A unit held by an unknown run: surrendered, not settled (a later plan settles).
+    let mut held = world.clone();
+    if let Some(h) = held.hosts.iter_mut().find(|h| h.name == "site-b")
+        && let HostStatus::Running(o) = &mut h.status
+    {
+        o.grants[0].unknown = 1;
+    }
+    check(
+        &topology(&PLANT.replace("units=100", "units=100 retired=#true")),
+        &held,
+        &[
+            "- grant edge-a-on-site-b @ site-b",
+            "! grant edge-a-on-site-b @ site-b",
+        ],
     );
 }
 

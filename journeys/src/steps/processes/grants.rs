@@ -21,6 +21,7 @@ struct ExpectGrants {
     numbers: Vec<(&'static str, u64)>,
     issued: Option<u64>,
     retired: Option<bool>,
+    settled: Option<bool>,
 }
 
 pub fn parse_expect_grants(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
@@ -37,12 +38,17 @@ pub fn parse_expect_grants(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseEr
     if grant.is_none() && retired.is_some() {
         return Err(node.error("`retired` is a grant's: name it with grant=\"NAME\""));
     }
+    let settled = node.flag("settled")?;
+    if grant.is_none() && settled.is_some() {
+        return Err(node.error("`settled` is a grant's: name it with grant=\"NAME\""));
+    }
     Ok(Box::new(ExpectGrants {
         host,
         grant,
         numbers,
         issued,
         retired,
+        settled,
     }))
 }
 
@@ -123,6 +129,22 @@ impl Step for ExpectGrants {
                 format!("{what} retired={retired}"),
                 format!("retired {}", view["retired"]),
             ));
+        }
+        if let Some(settled) = self.settled {
+            let settlement = &view["settlement"];
+            // A settlement states the grant's whole account as the issuer holds it.
+            let whole = settlement["allocated"] == view["allocated"]
+                && settlement["consumed"] == view["consumed"]
+                && settlement["surrendered"] == view["surrendered"]
+                && settlement["signature"]
+                    .as_str()
+                    .is_some_and(|s| !s.is_empty());
+            if settled == settlement.is_null() || (settled && !whole) {
+                return Err(Failure::new(
+                    format!("{what} settled={settled} (a signed settlement of its whole account)"),
+                    format!("settlement {}", shorten(&settlement.to_string(), 400)),
+                ));
+            }
         }
         Ok(())
     }

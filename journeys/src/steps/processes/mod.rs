@@ -22,7 +22,8 @@
 //!   the receiver's operator closes an `unknown` run. Inside `expect-refused` it must be
 //!   refused (exit 4), e.g. for a run that is not `unknown`.
 //! - `expect-grants HOST [grant="NAME"] [allocated=N] [reserved=N] [consumed=N]
-//!   [surrendered=N] [unknown=N] [available=N] [issued=N] [retired=#true|#false]` —
+//!   [surrendered=N] [unknown=N] [available=N] [issued=N] [retired=#true|#false]
+//!   [settled=#true|#false]` —
 //!   `gridctl inspect grants --host HOST --json`: the totals over HOST's grants, or one
 //!   grant's numbers. `available` is allocated − reserved − consumed − surrendered −
 //!   unknown; `issued` the number of signed issues.

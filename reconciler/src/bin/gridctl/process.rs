@@ -451,7 +451,7 @@ impl Report for Grants<'_> {
             .iter()
             .map(|g| {
                 format!(
-                    "{} for {}{}: allocated {} reserved {} consumed {} surrendered {} unknown {} available {} ({} signed issue(s))\n",
+                    "{} for {}{}: allocated {} reserved {} consumed {} surrendered {} unknown {} available {} ({} signed issue(s)){}\n",
                     g.name,
                     g.caller,
                     if g.retired { " (retired)" } else { "" },
@@ -461,7 +461,15 @@ impl Report for Grants<'_> {
                     g.surrendered,
                     g.unknown,
                     g.available(),
-                    g.issued.len()
+                    g.issued.len(),
+                    match &g.settlement {
+                        Some(s) => format!(
+                            "; settled by the issuer: {} consumed + {} surrendered",
+                            s.consumed, s.surrendered
+                        ),
+                        None if g.retired => "; not settled".to_owned(),
+                        None => String::new(),
+                    }
                 )
             })
             .collect()
