@@ -1,6 +1,7 @@
 //! The run machine and the grants' units under interleavings (proptest): many runs
 //! admitted, finished, crashed before their outcome's journal, restarted, resolved,
-//! with request ids repeated — driven as `receiver.rs` and `service.rs` drive them,
+//! recovered from their Process's own record, barred by a caller's cancel before
+//! dispatch, grants issued, surrendered and settled, with request ids repeated — driven as `receiver.rs` and `service.rs` drive them,
 //! with an in-memory journal in place of the store (one step, one write).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,6 +33,12 @@ enum Op {
     Issue(usize, u8),
     /// A grant is surrendered.
     Surrender(usize),
+    /// After a restart, the Process's own record proves an unknown run's outcome.
+    Recovered(u8, bool),
+    /// The caller cancels: a request never journaled is barred (with its proof).
+    Cancel(u8),
+    /// The issuer settles a grant (refused while a unit is held).
+    Settle(usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -44,6 +51,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (id, any::<bool>()).prop_map(|(i, ok)| Op::Resolve(i, ok)),
         1 => (0..GRANT_NAMES.len(), 0u8..4).prop_map(|(g, u)| Op::Issue(g, u)),
         1 => (0..GRANT_NAMES.len()).prop_map(Op::Surrender),
+        2 => (0u8..8, any::<bool>()).prop_map(|(i, ok)| Op::Recovered(i, ok)),
+        1 => (0u8..8).prop_map(Op::Cancel),
+        1 => (0..GRANT_NAMES.len()).prop_map(Op::Settle),
     ]
 }
 
@@ -60,6 +70,10 @@ struct Receiver {
     executions: BTreeMap<u8, u32>,
     /// The first terminal state each run reached.
     terminal: BTreeMap<u8, (RunOutcome, RunUnits)>,
+    /// Ids barred by a cancel (a proof of no dispatch was signed for each).
+    barred: BTreeSet<u8>,
+    /// Settled grants and the account their settlement states.
+    settled: BTreeMap<String, (u64, u64, u64)>,
 }
 
 impl Receiver {
@@ -84,6 +98,8 @@ impl Receiver {
             returned: BTreeMap::new(),
             executions: BTreeMap::new(),
             terminal: BTreeMap::new(),
+            barred: BTreeSet::new(),
+            settled: BTreeMap::new(),
         }
     }
 
@@ -184,12 +200,61 @@ impl Receiver {
             Op::Surrender(g) => {
                 grants::surrender(self.grants.get_mut(GRANT_NAMES[g]).expect("held"));
             }
+            Op::Recovered(id, succeeded) => {
+                let Some((before, name)) = self.journal.get(&id).cloned() else {
+                    return;
+                };
+                let mut run = before;
+                match run.recovered(succeeded) {
+                    Ok(moved) => {
+                        assert_eq!(before.units, RunUnits::Unknown);
+                        grants::apply(self.grant(&name), moved).expect("its unit is unknown");
+                        self.journal.insert(id, (run, name));
+                    }
+                    Err(_) => assert_eq!(run, before, "a refused step changes nothing"),
+                }
+            }
+            Op::Cancel(id) => {
+                // Under the journal's lock: only an id never journaled is barred;
+                // a journaled one is answered as it stands.
+                if !self.journal.contains_key(&id) {
+                    self.journal.insert(id, (Run::refused(), None));
+                    self.barred.insert(id);
+                }
+            }
+            Op::Settle(g) => {
+                let grant = &self.grants[GRANT_NAMES[g]];
+                match grants::settleable(grant) {
+                    Ok(()) => {
+                        let account = (grant.allocated, grant.consumed, grant.surrendered);
+                        let first = *self.settled.entry(grant.name.clone()).or_insert(account);
+                        assert_eq!(first, account, "settling again states the same account");
+                    }
+                    Err(_) => assert!(
+                        !grant.retired || grant.reserved + grant.unknown > 0,
+                        "a retired grant with nothing held settles: {grant:?}"
+                    ),
+                }
+            }
         }
     }
 
     fn check(&mut self) {
         for (id, n) in &self.executions {
             assert!(*n <= 1, "request {id} ran {n} times");
+            assert!(
+                !self.barred.contains(id),
+                "barred request {id} was dispatched"
+            );
+        }
+        for (name, account) in &self.settled {
+            let g = &self.grants[name];
+            assert_eq!(
+                (g.allocated, g.consumed, g.surrendered),
+                *account,
+                "a settled grant's account never moves again: {g:?}"
+            );
+            assert_eq!(g.allocated, g.consumed + g.surrendered, "{g:?}");
         }
         for grant in self.grants.values() {
             assert_eq!(
