@@ -187,3 +187,6 @@ const _: () = assert!(MAILBOX_HELD_MAX * 2 <= TRANSPORT_CONNECTIONS_MAX);
 /// fsyncs the bar before it answers); no answer in time: the cancel is unknown, asked
 /// again only by the operator with the same id.
 pub const CANCEL_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a recipient waits for its issuer's answer to a surrender (fsynced before
+/// it answers); no answer in time: unknown to the recipient, asked again the same way.
+pub const SURRENDER_CALL_TIMEOUT: Duration = Duration::from_secs(10);

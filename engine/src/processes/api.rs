@@ -351,6 +351,12 @@ pub enum ServiceReply {
         run: RunView,
         proof: super::cancel::NoDispatch,
     },
+    /// `POST /process/M/surrender`: the recipient's grant as it stands after its
+    /// surrender, with the issuer's signed receipt.
+    Surrendered {
+        grant: GrantView,
+        receipt: super::surrender::SurrenderReceipt,
+    },
 }
 
 /// `POST /process/M/status`.

@@ -169,6 +169,9 @@ impl Processes {
                         Err("the receiver holds no such request yet".to_owned())
                     }
                     ServiceReply::Refused { reason } => Err(format!("refused: {reason}")),
+                    ServiceReply::Surrendered { .. } => {
+                        Err("the receiver answered with a surrender".to_owned())
+                    }
                 }
             }
             Some(mailbox) => {

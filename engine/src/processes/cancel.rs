@@ -277,6 +277,10 @@ impl Processes {
                 "`{}` refused the cancel: {reason}",
                 record.receiver.name
             )),
+            ServiceReply::Surrendered { .. } => refused(format!(
+                "`{}` answered the cancel with a surrender; the wait stays open",
+                record.receiver.name
+            )),
         }
     }
 

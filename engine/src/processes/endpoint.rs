@@ -1,4 +1,4 @@
-//! The Processes transport endpoint: `POST /process/M/{run,status,cancel}` (the direct
+//! The Processes transport endpoint: `POST /process/M/{run,status,cancel,surrender}` (the direct
 //! service) and `POST /mailbox/M/{deposit,fetch,collect}` (the mailbox this host
 //! keeps), from participants certified in M, acting as their certificate's
 //! participant. A failpoint may lose a run's reply: the connection closes without one.
@@ -22,7 +22,7 @@ impl Endpoint for ProcessesEndpoint {
 
     fn serves(&self, family: &str, what: &str) -> bool {
         match family {
-            "process" => matches!(what, "run" | "status" | "cancel"),
+            "process" => matches!(what, "run" | "status" | "cancel" | "surrender"),
             _ => matches!(what, "deposit" | "fetch" | "collect"),
         }
     }
@@ -56,6 +56,12 @@ impl Endpoint for ProcessesEndpoint {
                 },
                 ("process", "cancel") => match parse(body) {
                     Ok(query) => Outbound::json(200, &processes.serve_cancel(peer, &query).await),
+                    Err(reason) => Outbound::refused(400, reason),
+                },
+                ("process", "surrender") => match parse(body) {
+                    Ok(query) => {
+                        Outbound::json(200, &processes.serve_surrender(peer, &query).await)
+                    }
                     Err(reason) => Outbound::refused(400, reason),
                 },
                 ("process", _) => match parse(body) {

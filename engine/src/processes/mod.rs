@@ -10,6 +10,8 @@
 //! - `outbox`: the receiver's mailbox fetcher and the outcomes it owes callers;
 //! - `cancel`: `process cancel` — a stopped wait closed by the receiver's signed
 //!   proof of no dispatch (the request barred), or its finalized outcome learned;
+//! - `surrender`: a recipient's surrender of its grant through the issuer, with the
+//!   issuer's signed receipt;
 //! - `builtins`: the built-in Process `demo.count`;
 //! - `api`: its wire types (control calls, grant issues, the direct service, the
 //!   mailbox);
@@ -30,6 +32,7 @@ mod receiver;
 mod recover;
 pub mod runs;
 pub mod service;
+pub mod surrender;
 
 #[cfg(test)]
 mod tests;
