@@ -14,7 +14,6 @@
 
 use std::sync::Arc;
 
-use fjall::PersistMode;
 use serde::{Deserialize, Serialize};
 
 use super::api::{GrantView, ServiceReply};
@@ -98,9 +97,8 @@ impl Processes {
             (grant.clone(), changed)
         };
         if changed {
-            // Durable before the receipt says so.
-            crate::metrics::fsync(|| self.database.persist(PersistMode::SyncAll))
-                .unwrap_or_else(|e| fatal(&self.dir, "syncing a surrender", e));
+            // Durable (group commit) before the receipt says so.
+            self.sync("syncing a surrender").await;
         }
         ServiceReply::Surrendered {
             receipt: self.surrender_receipt(&grant),
