@@ -30,3 +30,4 @@ pub mod service;
 
 #[cfg(test)]
 mod tests;
+mod wallet_hooks;
