@@ -93,6 +93,12 @@ pub fn installation_id(host: &str, manifest: &Manifest) -> String {
     hex::encode(&digest[..16])
 }
 
+/// A public custody manifest (`keys/custody.toml`'s text), to verify an archive
+/// against.
+pub fn manifest_from_toml(text: &str) -> Result<Manifest, String> {
+    toml::from_str(text).map_err(|e| e.to_string())
+}
+
 /// The SHA-256 (hex) of an archive's whole text.
 pub fn digest(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))

@@ -143,7 +143,7 @@ impl Wallet {
                 owners.push(Observed {
                     owner: self.host.clone(),
                     answer: OwnerAnswer::Unobserved {
-                        holds: "ledgers".to_owned(),
+                        holds: vec!["ledgers".to_owned()],
                         reason: failed.join("; "),
                     },
                 });
@@ -167,7 +167,7 @@ impl Wallet {
                         owners.push(Observed {
                             owner: peer.name.clone(),
                             answer: OwnerAnswer::Unobserved {
-                                holds: "ledgers".to_owned(),
+                                holds: vec!["ledgers".to_owned()],
                                 reason: format!(
                                     "the balances of {} are answered on the keeper's control socket only (`gridctl wallet show` asks it)",
                                     remote_money.join(", ")
@@ -182,11 +182,11 @@ impl Wallet {
                     }
                 }
                 Ok(other) => OwnerAnswer::Unobserved {
-                    holds: "grants".to_owned(),
+                    holds: vec!["grants".to_owned()],
                     reason: format!("{} answered {other:?}", peer.name),
                 },
                 Err(reason) => OwnerAnswer::Unobserved {
-                    holds: "grants".to_owned(),
+                    holds: vec!["grants".to_owned()],
                     reason,
                 },
             };

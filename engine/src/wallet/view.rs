@@ -72,8 +72,8 @@ pub struct OpenWait {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unobserved {
     pub owner: String,
-    /// What it would have told: `ledgers`, `grants`, `waits` (comma-separated).
-    pub holds: String,
+    /// What it would have told: `ledgers`, `grants`, `waits`, `ledger L`.
+    pub holds: Vec<String>,
     pub reason: String,
 }
 
@@ -106,7 +106,7 @@ pub enum OwnerAnswer {
         manifest: Option<Manifest>,
     },
     Unobserved {
-        holds: String,
+        holds: Vec<String>,
         reason: String,
     },
 }
@@ -217,7 +217,7 @@ pub fn assemble(
         }
         Err(reason) => view.unobserved.push(Unobserved {
             owner: host.to_owned(),
-            holds: "waits".to_owned(),
+            holds: vec!["waits".to_owned()],
             reason,
         }),
     }
@@ -272,7 +272,9 @@ pub fn render(view: &WalletView) -> String {
     for u in &view.unobserved {
         out.push_str(&format!(
             "unobserved {} ({}): {}\n",
-            u.owner, u.holds, u.reason
+            u.owner,
+            u.holds.join(", "),
+            u.reason
         ));
     }
     out
@@ -389,7 +391,7 @@ mod tests {
         let owners = [Observed {
             owner: "site".to_owned(),
             answer: OwnerAnswer::Unobserved {
-                holds: "ledgers, grants".to_owned(),
+                holds: vec!["ledgers".to_owned(), "grants".to_owned()],
                 reason: "its control socket does not answer".to_owned(),
             },
         }];

@@ -33,6 +33,7 @@ mod tamper;
 mod tls;
 mod topology;
 mod values;
+mod wallet;
 
 #[cfg(test)]
 mod tests;
@@ -97,6 +98,9 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("device", peers::parse_device),
     ("ledger", ledger::parse),
     ("expect-ledger", ledger::parse_expect),
+    ("wallet", wallet::parse_wallet),
+    ("gridctl", wallet::parse_gridctl),
+    ("wallet-edit", wallet::parse_edit),
 ];
 
 /// How an operation ended, as `gridctl` reports it (`"outcome"` in its JSON and its
