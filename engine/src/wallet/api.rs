@@ -16,6 +16,8 @@ pub enum WalletCall {
     Archive,
     /// Opens `archive` (the file's text) as a foreign archive: observed only.
     Open { archive: String },
+    /// The interface the host's wallet Processes implement (profile `archive-wallet`).
+    Interface,
 }
 
 /// Tagged `result` (it travels inside `Reply`, which is tagged `reply`).
@@ -40,6 +42,10 @@ pub enum WalletReply {
     },
     Refused {
         reason: String,
+    },
+    Interface {
+        interface: String,
+        processes: Vec<String>,
     },
 }
 

@@ -291,6 +291,13 @@ impl Wallet {
                 Err(e) => refused(e),
             },
             WalletCall::Open { archive } => self.open_foreign(&archive).unwrap_or_else(refused),
+            WalletCall::Interface => WalletReply::Interface {
+                interface: super::view::INTERFACE.to_owned(),
+                processes: super::ops::Op::ALL
+                    .iter()
+                    .map(|op| op.process().to_owned())
+                    .collect(),
+            },
         }
     }
 }

@@ -244,9 +244,15 @@ pub fn wallet(command: WalletCli) -> anyhow::Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("the archive {host} made does not verify: {e}"))?;
             grid_engine::custody::write_private(&out, text.as_bytes())
                 .with_context(|| format!("writing {}", out.display()))?;
+            let mode = std::os::unix::fs::PermissionsExt::mode(
+                &std::fs::metadata(&out)
+                    .with_context(|| format!("reading {}", out.display()))?
+                    .permissions(),
+            ) & 0o777;
             let json = serde_json::json!({
                 "host": host,
                 "out": out,
+                "mode": format!("{mode:o}"),
                 "bytes": text.len(),
                 "digest": archive::digest(&text),
                 "position": body.metadata.position,
