@@ -55,7 +55,11 @@ pub fn waits(dir: &Path) -> Result<Vec<grid_engine::processes::api::RunView>, St
 fn ask_owner(name: &str, dir: &Path, host: &str) -> Vec<Observed> {
     let observation = observe::observe_host(name, dir);
     let Some(config) = observation.config.as_ref() else {
-        return vec![unobserved(name, "ledgers, grants", "its host.toml does not read")];
+        return vec![unobserved(
+            name,
+            "ledgers, grants",
+            "its host.toml does not read",
+        )];
     };
     let keeps_ledgers = config.selects(Profile::Ledger);
     let issues_grants = config.selects(Profile::Processes);
@@ -71,7 +75,9 @@ fn ask_owner(name: &str, dir: &Path, host: &str) -> Vec<Observed> {
             return vec![unobserved(
                 name,
                 holds,
-                &format!("its control socket does not answer ({reason}); nothing it holds is shown"),
+                &format!(
+                    "its control socket does not answer ({reason}); nothing it holds is shown"
+                ),
             )];
         }
         HostStatus::Missing => return Vec::new(),
@@ -163,7 +169,9 @@ pub fn issuer_of(state: &Path, grant: &str, caller: &str) -> Result<String, Stri
     for name in observe::installed_hosts(state) {
         if let HostStatus::Running(o) =
             observe::observe_host(&name, &observe::host_dir(state, &name)).status
-            && o.grants.iter().any(|g| g.name == grant && g.caller == caller)
+            && o.grants
+                .iter()
+                .any(|g| g.name == grant && g.caller == caller)
         {
             return Ok(name);
         }

@@ -19,7 +19,12 @@ impl Processes {
         ids.iter()
             .filter_map(|id| self.wait_record(id))
             .filter(|w| w.run.is_none())
-            .map(|w| w.view(&self.host, "waiting: no outcome learned from the receiver yet"))
+            .map(|w| {
+                w.view(
+                    &self.host,
+                    "waiting: no outcome learned from the receiver yet",
+                )
+            })
             .collect()
     }
 

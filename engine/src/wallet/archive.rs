@@ -65,7 +65,9 @@ pub enum ArchiveError {
     Signature { generation: u32 },
     #[error("the signature names host `{signer}`, the metadata `{host}`")]
     Signer { signer: String, host: String },
-    #[error("proposal `{0}`: its signature does not verify with the manifest, or it names another host")]
+    #[error(
+        "proposal `{0}`: its signature does not verify with the manifest, or it names another host"
+    )]
     Proposal(String),
     #[error("the observation is of `{observed}`, not of the archive's host `{host}`")]
     Observation { observed: String, host: String },
@@ -89,7 +91,9 @@ pub fn installation_id(host: &str, manifest: &Manifest) -> String {
             .find(|r| r.generation == 1)
             .map_or(manifest.signing.clone(), |r| r.signing.clone())
     };
-    let digest = Sha256::digest(format!("grid-installation/1\nhost {host}\nsigning {first}\n"));
+    let digest = Sha256::digest(format!(
+        "grid-installation/1\nhost {host}\nsigning {first}\n"
+    ));
     hex::encode(&digest[..16])
 }
 
@@ -294,7 +298,10 @@ mod tests {
             let Ok(changed) = String::from_utf8(changed) else {
                 continue;
             };
-            assert!(verify(&changed, None).is_err(), "byte {at} changed and it verified");
+            assert!(
+                verify(&changed, None).is_err(),
+                "byte {at} changed and it verified"
+            );
         }
         // A body signed by another key, with its own manifest swapped in, fails too:
         // the signature is checked against the manifest inside the body it signs.
@@ -302,7 +309,10 @@ mod tests {
         let mut forged = sample(&custody);
         forged.manifest = other.manifest.clone();
         let forged = seal(&forged, &other);
-        assert!(matches!(verify(&forged, None), Err(ArchiveError::Proposal(_))));
+        assert!(matches!(
+            verify(&forged, None),
+            Err(ArchiveError::Proposal(_))
+        ));
         assert_eq!(verify("one line only\n", None), Err(ArchiveError::Layout));
     }
 }

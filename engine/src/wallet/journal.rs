@@ -9,8 +9,8 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use super::api::{Entry, Event, Proposal};
 use super::WalletError;
+use super::api::{Entry, Event, Proposal};
 use crate::limits::WALLET_JOURNAL_ENTRIES_MAX;
 
 /// The wallet's directory inside a host's directory.
@@ -155,9 +155,14 @@ mod tests {
         assert_eq!(journal.append(event.clone(), 5).unwrap().position, 1);
         drop(journal);
         let path = dir.join(WALLET_DIR).join(JOURNAL_FILE);
-        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).unwrap().permissions(),
+        );
         assert_eq!(mode & 0o777, 0o600);
-        let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         file.write_all(b"{\"position\":2,\"at").unwrap();
         drop(file);
         let mut journal = Journal::open(&dir).unwrap();
@@ -166,7 +171,12 @@ mod tests {
         assert_eq!(journal.append(event, 6).unwrap().position, 2);
         assert_eq!(Journal::open(&dir).unwrap().position(), 2);
         // A complete line that does not decode refuses, naming its line.
-        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"nonsense\n").unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"nonsense\n")
+            .unwrap();
         let refused = Journal::open(&dir).err().expect("refused").to_string();
         assert!(refused.contains("line 3"), "{refused}");
         let _ = std::fs::remove_dir_all(&dir);

@@ -37,13 +37,17 @@ pub enum WalletError {
     Private(#[from] crate::store::PrivateDirError),
     #[error(transparent)]
     Custody(#[from] crate::custody::CustodyError),
-    #[error("{path}: line {line} is not a wallet journal entry ({reason}); refusing to open the wallet")]
+    #[error(
+        "{path}: line {line} is not a wallet journal entry ({reason}); refusing to open the wallet"
+    )]
     Corrupt {
         path: PathBuf,
         line: usize,
         reason: String,
     },
-    #[error("{path}: the foreign archive held does not verify ({reason}); refusing to open the wallet")]
+    #[error(
+        "{path}: the foreign archive held does not verify ({reason}); refusing to open the wallet"
+    )]
     Foreign { path: PathBuf, reason: String },
     #[error("{0}")]
     Limit(String),

@@ -33,7 +33,13 @@ pub enum Op {
 }
 
 impl Op {
-    pub const ALL: [Op; 5] = [Op::Observe, Op::History, Op::Propose, Op::Submit, Op::Surrender];
+    pub const ALL: [Op; 5] = [
+        Op::Observe,
+        Op::History,
+        Op::Propose,
+        Op::Submit,
+        Op::Surrender,
+    ];
 
     pub fn process(self) -> &'static str {
         match self {
@@ -80,7 +86,11 @@ pub struct WalletProcess {
     pub op: Op,
 }
 
-fn required<'a>(arguments: &'a BTreeMap<String, String>, name: &str, op: Op) -> Result<&'a str, String> {
+fn required<'a>(
+    arguments: &'a BTreeMap<String, String>,
+    name: &str,
+    op: Op,
+) -> Result<&'a str, String> {
     arguments
         .get(name)
         .map(String::as_str)
@@ -137,9 +147,16 @@ impl Process for WalletProcess {
 
 impl WalletProcess {
     /// Observed only: the foreign archive of `copy`.
-    fn on_copy(&self, copy: &str, invocation: &Invocation<'_>) -> Result<serde_json::Value, String> {
+    fn on_copy(
+        &self,
+        copy: &str,
+        invocation: &Invocation<'_>,
+    ) -> Result<serde_json::Value, String> {
         let Some((body, digest)) = self.wallet.foreign(copy) else {
-            return Err(format!("no archive of `{copy}` is open at {}", self.wallet.host));
+            return Err(format!(
+                "no archive of `{copy}` is open at {}",
+                self.wallet.host
+            ));
         };
         let archive = serde_json::json!({
             "host": body.metadata.host,
@@ -183,7 +200,11 @@ impl WalletProcess {
         let pending = match a.get("pending").map(String::as_str) {
             None | Some("false") => false,
             Some("true") => true,
-            Some(other) => return Err(format!("argument `pending`: `{other}` is not true or false")),
+            Some(other) => {
+                return Err(format!(
+                    "argument `pending`: `{other}` is not true or false"
+                ));
+            }
         };
         let keeper = required(a, "keeper", op)?.to_owned();
         if keeper == self.wallet.host {
@@ -250,13 +271,15 @@ impl WalletProcess {
                     "this wallet holds no proposal `{id}`"
                 )));
             };
-            if proposal.host != self.wallet.host || !proposal.verify(&self.wallet.custody.manifest) {
+            if proposal.host != self.wallet.host || !proposal.verify(&self.wallet.custody.manifest)
+            {
                 return Err(Failed::from(format!(
                     "proposal `{id}` is not signed by this host's custody; nothing is submitted"
                 )));
             }
             let request = proposal.request();
-            let first = !journal.holds(|e| matches!(e, Event::Submitted { proposal, .. } if *proposal == id));
+            let first = !journal
+                .holds(|e| matches!(e, Event::Submitted { proposal, .. } if *proposal == id));
             if first {
                 journal
                     .append(
@@ -293,7 +316,8 @@ impl WalletProcess {
         };
         if run.outcome != RunOutcome::Unknown {
             let mut journal = self.wallet.journal();
-            if !journal.holds(|e| matches!(e, Event::Answered { proposal, .. } if *proposal == id)) {
+            if !journal.holds(|e| matches!(e, Event::Answered { proposal, .. } if *proposal == id))
+            {
                 journal
                     .append(
                         Event::Answered {
@@ -362,10 +386,16 @@ impl WalletProcess {
             .ask_peer(&membership, &issuer, &address, &Call::Observe)?
         {
             Reply::Observation(o) => o,
-            other => return Err(format!("{issuer} answered {other:?}; nothing was surrendered")),
+            other => {
+                return Err(format!(
+                    "{issuer} answered {other:?}; nothing was surrendered"
+                ));
+            }
         };
         let Some(view) = observed.grants.iter().find(|g| g.name == grant) else {
-            return Err(format!("{issuer} holds no grant `{grant}`; nothing was surrendered"));
+            return Err(format!(
+                "{issuer} holds no grant `{grant}`; nothing was surrendered"
+            ));
         };
         if view.caller != host {
             return Err(format!(

@@ -13,7 +13,7 @@ use super::WalletError;
 use super::api::{Event, WalletCall, WalletReply};
 use super::archive::{self, Body};
 use super::journal::{Journal, wallet_dir};
-use super::view::{OwnerAnswer, Observed, WalletView, assemble};
+use super::view::{Observed, OwnerAnswer, WalletView, assemble};
 use crate::custody::Custody;
 use crate::ledger::service::Ledgers;
 use crate::limits::{WALLET_ARCHIVE_BYTES_MAX, WALLET_FOREIGN_ARCHIVES_MAX, WALLET_OWNER_WAIT};

@@ -126,7 +126,10 @@ fn holding(issuer: &str, grant: &GrantView, manifest: Option<&Manifest>) -> Gran
         !grant.issued.is_empty()
             && issued == grant.allocated
             && grant.issued.iter().all(|i| {
-                i.issuer == issuer && i.caller == grant.caller && i.grant == grant.name && i.verify(m)
+                i.issuer == issuer
+                    && i.caller == grant.caller
+                    && i.grant == grant.name
+                    && i.verify(m)
             })
     });
     GrantHolding {
@@ -202,10 +205,9 @@ pub fn assemble(
     }
     match waits {
         Ok(waits) => {
-            for wait in waits
-                .iter()
-                .filter(|w| w.caller == host && w.outcome == crate::processes::api::RunOutcome::Unknown)
-            {
+            for wait in waits.iter().filter(|w| {
+                w.caller == host && w.outcome == crate::processes::api::RunOutcome::Unknown
+            }) {
                 view.open_waits.push(OpenWait {
                     request: wait.request.clone(),
                     process: wait.process.clone(),

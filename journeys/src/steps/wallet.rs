@@ -94,10 +94,11 @@ pub fn parse_gridctl(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
 
 /// The value at a dotted path (a number picks an array element).
 fn at<'v>(json: &'v Value, path: &str) -> Option<&'v Value> {
-    path.split('.').try_fold(json, |v, key| match key.parse::<usize>() {
-        Ok(i) if v.is_array() => v.get(i),
-        _ => v.get(key),
-    })
+    path.split('.')
+        .try_fold(json, |v, key| match key.parse::<usize>() {
+            Ok(i) if v.is_array() => v.get(i),
+            _ => v.get(key),
+        })
 }
 
 fn matches(found: Option<&Value>, expected: &str) -> bool {
@@ -126,7 +127,10 @@ impl Command {
         let output = cx.gridctl(&args)?;
         let status = describe_status(&output.status);
         let json: Value = serde_json::from_str(output.stdout.trim()).unwrap_or(Value::Null);
-        cx.say(format_args!("→ {status}: {}", shorten(&json.to_string(), 600)));
+        cx.say(format_args!(
+            "→ {status}: {}",
+            shorten(&json.to_string(), 600)
+        ));
         if output.status.code() != Some(self.exit) {
             return Err(Failure::new(
                 format!("exit status {}", self.exit),

@@ -147,8 +147,8 @@ fn manifest_json(keys: &grid_engine::custody::Manifest) -> String {
 pub fn wallet(command: WalletCli) -> anyhow::Result<ExitCode> {
     match command {
         WalletCli::Show { host, output } => {
-            let view = grid_reconciler::wallet::show(&output.state, &host)
-                .map_err(anyhow::Error::msg)?;
+            let view =
+                grid_reconciler::wallet::show(&output.state, &host).map_err(anyhow::Error::msg)?;
             let complete = view.complete();
             emit(&Shown(view), output.json);
             Ok(ExitCode::from(if complete { 0 } else { 3 }))
@@ -343,7 +343,9 @@ pub fn wallet(command: WalletCli) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::from(4))
             };
             if let Err(e) = archive::verify(&text, None) {
-                return refuse(format!("the archive does not verify: {e}; nothing was opened"));
+                return refuse(format!(
+                    "the archive does not verify: {e}; nothing was opened"
+                ));
             }
             match grid_reconciler::wallet::call(&dir, WalletCall::Open { archive: text }) {
                 Ok(WalletReply::Opened {
