@@ -9,6 +9,7 @@ pub mod metrics;
 mod model_eval;
 pub mod socket;
 mod tag_read;
+mod wallet_owners;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -226,7 +227,10 @@ pub fn start(
                 custody,
                 processes.clone(),
                 ledgers.clone(),
-                runtime.handle().clone(),
+                Box::new(wallet_owners::PeerOwners {
+                    dir: dir.to_owned(),
+                    runtime: runtime.handle().clone(),
+                }),
             )
             .map_err(|e| refuse(&e))?;
             for op in crate::wallet::ops::Op::ALL {

@@ -143,6 +143,8 @@ pub struct Entry {
     pub event: Event,
 }
 
+// One per journal line, moved once: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Event {

@@ -17,7 +17,6 @@ use crate::custody::Manifest;
 use crate::limits::{REQUEST_ID_LENGTH_MAX, WALLET_OWNER_WAIT, WALLET_PROPOSALS_MAX};
 use crate::processes::api::{Peer, ProcessCall, ProcessReply, RunOutcome, RunRequest};
 use crate::processes::service::{Failed, Invocation, Process};
-use crate::protocol::{Call, Reply, Request};
 
 /// What an archive copy answers to any spending operation.
 pub const COPY_CANNOT_SPEND: &str = "an archive copy cannot spend: its manifest grants no rights";
@@ -381,17 +380,7 @@ impl WalletProcess {
                 open.join(", ")
             ));
         }
-        let observed = match self
-            .wallet
-            .ask_peer(&membership, &issuer, &address, &Call::Observe)?
-        {
-            Reply::Observation(o) => o,
-            other => {
-                return Err(format!(
-                    "{issuer} answered {other:?}; nothing was surrendered"
-                ));
-            }
-        };
+        let observed = self.wallet.owners.observe(&membership, &issuer, &address)?;
         let Some(view) = observed.grants.iter().find(|g| g.name == grant) else {
             return Err(format!(
                 "{issuer} holds no grant `{grant}`; nothing was surrendered"
@@ -410,22 +399,15 @@ impl WalletProcess {
             ));
         }
         let op_id = format!("wallet-surrender:{host}:{grant}");
-        let answer = match self.wallet.ask_peer(
+        let answer = self.wallet.owners.surrender(
             &membership,
             &issuer,
             &address,
-            &Call::Submit {
-                op: op_id.clone(),
-                request: Request::SurrenderGrant {
-                    name: grant.clone(),
-                },
-            },
-        )? {
-            Reply::Answer(answer) => answer,
-            other => return Err(format!("{issuer} answered {other:?}")),
-        };
-        let verified = answer.verify(&issuer_keys).is_some();
-        if answer.outcome != crate::protocol::Outcome::Succeeded {
+            &op_id,
+            &grant,
+            &issuer_keys,
+        )?;
+        if !answer.succeeded {
             return Err(format!("{issuer} refused the surrender: {}", answer.detail));
         }
         let mut journal = self.wallet.journal();
@@ -446,9 +428,9 @@ impl WalletProcess {
             "grant": grant,
             "issuer": issuer,
             "op": op_id,
-            "outcome": answer.outcome.name(),
+            "outcome": "succeeded",
             "detail": answer.detail,
-            "signature_verified": verified,
+            "signature_verified": answer.verified,
         }))
     }
 }

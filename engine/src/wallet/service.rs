@@ -16,10 +16,9 @@ use super::journal::{Journal, wallet_dir};
 use super::view::{Observed, OwnerAnswer, WalletView, assemble};
 use crate::custody::Custody;
 use crate::ledger::service::Ledgers;
-use crate::limits::{WALLET_ARCHIVE_BYTES_MAX, WALLET_FOREIGN_ARCHIVES_MAX, WALLET_OWNER_WAIT};
+use crate::limits::{WALLET_ARCHIVE_BYTES_MAX, WALLET_FOREIGN_ARCHIVES_MAX};
+use crate::processes::api::GrantView;
 use crate::processes::service::Processes;
-use crate::protocol::{Call, Reply};
-use crate::transport::PeerClient;
 
 const FOREIGN_DIR: &str = "foreign";
 
@@ -30,13 +29,51 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// What another host holds for this wallet, as its control API (`POST /control`
+/// observe) answered.
+#[derive(Debug, Clone, Default)]
+pub struct PeerHoldings {
+    pub grants: Vec<GrantView>,
+    pub ledgers: Vec<crate::ledger::api::LedgerDefinition>,
+}
+
+/// A surrender's answer from the issuer.
+#[derive(Debug, Clone)]
+pub struct SurrenderAnswer {
+    pub succeeded: bool,
+    pub detail: String,
+    /// The issuer's signature on its answer verifies with the keys given.
+    pub verified: bool,
+}
+
+/// The wallet's way to the other owners, over this host's mutual-TLS peer clients:
+/// the composition root implements it (the wallet room speaks no control protocol).
+/// Each call blocks (never on a runtime thread) and sends once.
+pub trait Owners: Send + Sync {
+    /// What `name` (at `address`, certified in `membership`) holds: its grants and
+    /// ledger definitions.
+    fn observe(&self, membership: &str, name: &str, address: &str) -> Result<PeerHoldings, String>;
+
+    /// Surrenders grant `grant` at its issuer `name` as the host operation `op` (once
+    /// per op id: re-sending returns the original answer).
+    fn surrender(
+        &self,
+        membership: &str,
+        name: &str,
+        address: &str,
+        op: &str,
+        grant: &str,
+        issuer_keys: &crate::custody::Manifest,
+    ) -> Result<SurrenderAnswer, String>;
+}
+
 pub struct Wallet {
     pub(super) host: String,
     pub(super) dir: PathBuf,
     pub(super) custody: Custody,
     pub(super) processes: Arc<Processes>,
     pub(super) ledgers: Option<Ledgers>,
-    pub(super) runtime: tokio::runtime::Handle,
+    pub(super) owners: Box<dyn Owners>,
     journal: Mutex<Journal>,
     /// Foreign archives opened here, by their host: observed only.
     foreign: Mutex<BTreeMap<String, (Body, String)>>,
@@ -50,7 +87,7 @@ impl Wallet {
         custody: Custody,
         processes: Arc<Processes>,
         ledgers: Option<Ledgers>,
-        runtime: tokio::runtime::Handle,
+        owners: Box<dyn Owners>,
     ) -> Result<Arc<Wallet>, WalletError> {
         let journal = Journal::open(dir)?;
         let foreign_dir = wallet_dir(dir)?.join(FOREIGN_DIR);
@@ -82,7 +119,7 @@ impl Wallet {
             custody,
             processes,
             ledgers,
-            runtime,
+            owners,
             journal: Mutex::new(journal),
             foreign: Mutex::new(foreign),
         }))
@@ -99,21 +136,6 @@ impl Wallet {
             .unwrap_or_else(|p| p.into_inner())
             .get(host)
             .cloned()
-    }
-
-    /// Asks a peer's control API over mutual TLS (blocking; never on a runtime thread).
-    pub(super) fn ask_peer(
-        &self,
-        membership: &str,
-        name: &str,
-        address: &str,
-        call: &Call,
-    ) -> Result<Reply, String> {
-        let client = PeerClient::new(&self.dir, membership, name, address)
-            .map_err(|e| format!("cannot reach {name}: {e}"))?;
-        self.runtime
-            .block_on(client.post::<_, Reply>("/control", call, WALLET_OWNER_WAIT))
-            .map_err(|e| format!("{name} did not answer: {e}"))
     }
 
     /// The wallet's view from where this host stands: its own ledgers (in process),
@@ -150,9 +172,8 @@ impl Wallet {
             }
         }
         for (peer, membership) in self.processes.called_peers() {
-            let answer = match self.ask_peer(&membership, &peer.name, &peer.address, &Call::Observe)
-            {
-                Ok(Reply::Observation(observation)) => {
+            let answer = match self.owners.observe(&membership, &peer.name, &peer.address) {
+                Ok(observation) => {
                     let remote_money: Vec<String> = observation
                         .ledgers
                         .iter()
@@ -181,10 +202,6 @@ impl Wallet {
                         manifest: Some(peer.keys.clone()),
                     }
                 }
-                Ok(other) => OwnerAnswer::Unobserved {
-                    holds: vec!["grants".to_owned()],
-                    reason: format!("{} answered {other:?}", peer.name),
-                },
                 Err(reason) => OwnerAnswer::Unobserved {
                     holds: vec!["grants".to_owned()],
                     reason,

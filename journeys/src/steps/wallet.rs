@@ -109,10 +109,7 @@ fn matches(found: Option<&Value>, expected: &str) -> bool {
         return false;
     };
     match expected.parse::<f64>() {
-        Ok(x) => {
-            value.as_str() == Some(expected)
-                || (value.as_f64() == Some(x) && value.to_string() == expected)
-        }
+        Ok(x) => value.as_str() == Some(expected) || value.as_f64() == Some(x),
         Err(_) => {
             value.as_str() == Some(expected)
                 || value.as_bool().is_some_and(|b| b.to_string() == expected)
