@@ -404,6 +404,86 @@ mod tests {
         assert_eq!(owners, ["hq", "site"]);
     }
 
+    proptest::proptest! {
+        /// Whatever the owners answer: the wallet shows exactly the accounts owned by
+        /// its participant and the grants it is the caller of, each from the owner
+        /// that answered, with its numbers unchanged; every owner that did not answer
+        /// is listed and contributes nothing; it is complete only when none is missing.
+        #[test]
+        fn the_wallet_is_exactly_what_the_answering_owners_hold_for_it(
+            owners in proptest::collection::vec(
+                (proptest::bool::ANY, proptest::collection::vec((0u8..3, proptest::num::u128::ANY), 0..4),
+                 proptest::collection::vec((0u8..3, 0u64..50), 0..3)),
+                0..5,
+            ),
+        ) {
+            let callers = ["hq", "x", "y"];
+            let observed: Vec<Observed> = owners
+                .iter()
+                .enumerate()
+                .map(|(i, (answers, accounts, grants))| Observed {
+                    owner: format!("owner-{i}"),
+                    answer: if *answers {
+                        OwnerAnswer::Answered {
+                            ledgers: vec![ledger(
+                                accounts
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(n, (who, posted))| account(&format!("a{n}"), Some(callers[*who as usize]), *posted))
+                                    .collect(),
+                            )],
+                            grants: grants
+                                .iter()
+                                .map(|(who, units)| GrantView {
+                                    name: format!("g-{i}-{who}-{units}"),
+                                    caller: callers[*who as usize].to_owned(),
+                                    allocated: *units,
+                                    ..GrantView::default()
+                                })
+                                .collect(),
+                            manifest: None,
+                        }
+                    } else {
+                        OwnerAnswer::Unobserved { holds: vec!["ledgers".to_owned()], reason: "down".to_owned() }
+                    },
+                })
+                .collect();
+            let view = assemble("hq", &observed, Ok(Vec::new()));
+            let mut money = 0;
+            let mut grants = 0;
+            let mut missing = 0;
+            for (i, (answers, accounts, held)) in owners.iter().enumerate() {
+                let owner = format!("owner-{i}");
+                if !answers {
+                    missing += 1;
+                    proptest::prop_assert!(view.unobserved.iter().any(|u| u.owner == owner));
+                    proptest::prop_assert!(!view.money.iter().any(|m| m.keeper == owner));
+                    proptest::prop_assert!(!view.grants.iter().any(|g| g.issuer == owner));
+                    continue;
+                }
+                for (n, (who, posted)) in accounts.iter().enumerate() {
+                    let shown = view.money.iter().find(|m| m.keeper == owner && m.account == format!("a{n}"));
+                    proptest::prop_assert_eq!(shown.is_some(), *who == 0);
+                    if let Some(m) = shown {
+                        proptest::prop_assert_eq!(m.debits_posted, *posted);
+                        money += 1;
+                    }
+                }
+                for (who, units) in held {
+                    if *who == 0 {
+                        let g = view.grants.iter().find(|g| g.issuer == owner && g.grant == format!("g-{i}-{who}-{units}"));
+                        proptest::prop_assert!(g.is_some_and(|g| g.allocated == *units && g.available == *units && g.settlement == SETTLEMENT_UNOBSERVED));
+                        grants += 1;
+                    }
+                }
+            }
+            proptest::prop_assert_eq!(view.money.len(), money);
+            proptest::prop_assert_eq!(view.grants.len(), grants);
+            proptest::prop_assert_eq!(view.unobserved.len(), missing);
+            proptest::prop_assert_eq!(view.complete(), missing == 0);
+        }
+    }
+
     #[test]
     fn signed_issues_verify_against_the_issuers_manifest_only() {
         let dir = std::env::temp_dir().join(format!("grid-wallet-view-{}", std::process::id()));
