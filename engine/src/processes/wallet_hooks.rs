@@ -28,6 +28,17 @@ impl Processes {
             .collect()
     }
 
+    /// The peer client this host's Processes keep for `name` (its connection pool,
+    /// reused), for the wallet's calls to other owners.
+    pub fn peer_client(
+        &self,
+        membership: &str,
+        name: &str,
+        address: &str,
+    ) -> Result<crate::transport::PeerClient, crate::transport::PeerError> {
+        self.client(membership, name, address)
+    }
+
     /// This host's name (the caller's name in its waits).
     pub fn host_name(&self) -> &str {
         &self.host

@@ -228,7 +228,7 @@ pub fn start(
                 processes.clone(),
                 ledgers.clone(),
                 Box::new(wallet_owners::PeerOwners {
-                    dir: dir.to_owned(),
+                    processes: processes.clone(),
                     runtime: runtime.handle().clone(),
                 }),
             )

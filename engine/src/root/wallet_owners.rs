@@ -2,16 +2,17 @@
 //! because it joins two rooms' words: the wallet asks, the control protocol
 //! (`POST /control` over the transport's mutual TLS) carries it.
 
-use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::limits::WALLET_OWNER_WAIT;
+use crate::processes::service::Processes;
 use crate::protocol::{Call, Outcome, Reply, Request};
-use crate::transport::PeerClient;
 use crate::wallet::service::{Owners, PeerHoldings, SurrenderAnswer};
 
-/// Calls peers as this installation's participant, once per call.
+/// Calls peers as this installation's participant, once per call, with the peer
+/// clients (and connections) the host's Processes keep.
 pub struct PeerOwners {
-    pub dir: PathBuf,
+    pub processes: Arc<Processes>,
     pub runtime: tokio::runtime::Handle,
 }
 
@@ -23,7 +24,9 @@ impl PeerOwners {
         address: &str,
         call: &Call,
     ) -> Result<Reply, String> {
-        let client = PeerClient::new(&self.dir, membership, name, address)
+        let client = self
+            .processes
+            .peer_client(membership, name, address)
             .map_err(|e| format!("cannot reach {name}: {e}"))?;
         self.runtime
             .block_on(client.post::<_, Reply>("/control", call, WALLET_OWNER_WAIT))
