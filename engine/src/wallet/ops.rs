@@ -121,7 +121,7 @@ impl Process for WalletProcess {
             )));
         }
         if let Some(copy) = invocation.arguments.get("archive") {
-            return self.on_copy(copy, invocation).map_err(Failed::from);
+            return self.on_copy(copy).map_err(Failed::from);
         }
         match op {
             Op::Observe => Ok(serde_json::json!({
@@ -146,11 +146,7 @@ impl Process for WalletProcess {
 
 impl WalletProcess {
     /// Observed only: the foreign archive of `copy`.
-    fn on_copy(
-        &self,
-        copy: &str,
-        invocation: &Invocation<'_>,
-    ) -> Result<serde_json::Value, String> {
+    fn on_copy(&self, copy: &str) -> Result<serde_json::Value, String> {
         let Some((body, digest)) = self.wallet.foreign(copy) else {
             return Err(format!(
                 "no archive of `{copy}` is open at {}",
@@ -178,10 +174,7 @@ impl WalletProcess {
                 "position": body.metadata.position,
                 "entries": body.history,
             })),
-            Op::Propose | Op::Submit | Op::Surrender => {
-                let _ = invocation;
-                Err(COPY_CANNOT_SPEND.to_owned())
-            }
+            Op::Propose | Op::Submit | Op::Surrender => Err(COPY_CANNOT_SPEND.to_owned()),
         }
     }
 
