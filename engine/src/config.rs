@@ -32,7 +32,7 @@ pub enum ConfigError {
 
 /// Profiles this build of gridd can run; every other one refuses to start. gridctl's
 /// `check`, `plan`, `reconcile` and `up` refuse them too (`grid_spec::Options`).
-pub const PROVIDED_PROFILES: [Profile; 7] = [
+pub const PROVIDED_PROFILES: [Profile; 8] = [
     Profile::Transport,
     Profile::WireObservation,
     Profile::Authority,
@@ -40,6 +40,7 @@ pub const PROVIDED_PROFILES: [Profile; 7] = [
     Profile::Processes,
     Profile::Sources,
     Profile::Ledger,
+    Profile::ArchiveWallet,
 ];
 
 /// [`PROVIDED_PROFILES`] by name.

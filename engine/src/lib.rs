@@ -18,3 +18,4 @@ pub mod root;
 pub mod sources;
 pub mod store;
 pub mod transport;
+pub mod wallet;

@@ -190,3 +190,19 @@ pub const CANCEL_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a recipient waits for its issuer's answer to a surrender (fsynced before
 /// it answers); no answer in time: unknown to the recipient, asked again the same way.
 pub const SURRENDER_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+// The wallet and the archive wallet (issue 18 §3).
+
+/// Proposals one wallet keeps (each is signed and stored for good).
+pub const WALLET_PROPOSALS_MAX: usize = 10_000;
+/// Entries of one wallet's journal (proposals, submissions, surrenders, openings).
+pub const WALLET_JOURNAL_ENTRIES_MAX: usize = 100_000;
+/// The bytes of one archive (it travels in one control line).
+pub const WALLET_ARCHIVE_BYTES_MAX: u64 = 2 * 1024 * 1024;
+/// Foreign archives one wallet holds opened.
+pub const WALLET_FOREIGN_ARCHIVES_MAX: usize = 64;
+/// How long a wallet Process waits for the owner it asks (a peer's observation, a
+/// submission's outcome, a surrender's answer) before answering unknown.
+pub const WALLET_OWNER_WAIT: Duration = Duration::from_secs(10);
+// An archive (and its opening call, with JSON quoting) fits in one control line.
+const _: () = assert!(WALLET_ARCHIVE_BYTES_MAX * 2 <= CONTROL_LINE_BYTES_MAX);

@@ -53,6 +53,11 @@ pub enum Call {
     Ledger {
         request: crate::ledger::api::LedgerCall,
     },
+    /// A call to the host's wallet (its open waits; profile `archive-wallet`: an
+    /// archive snapshot, opening a foreign archive). Handled outside the host's lock.
+    Wallet {
+        request: crate::wallet::api::WalletCall,
+    },
 }
 
 /// What an operation asks a host to do.
@@ -294,6 +299,8 @@ pub enum Reply {
     },
     /// What the ledger profile answered.
     Ledger(Box<crate::ledger::api::LedgerReply>),
+    /// What the wallet answered.
+    Wallet(Box<crate::wallet::api::WalletReply>),
 }
 
 /// A value as it crosses the wire: a finite number or an error value's text.

@@ -18,3 +18,4 @@ pub mod resolve;
 pub mod routes;
 pub mod sources;
 pub mod up;
+pub mod wallet;

@@ -76,10 +76,13 @@ pub enum Profile {
     Control,
     /// Count TLS bytes per peer and direction (off unless selected).
     WireObservation,
+    /// The archive wallet: the five Processes of `wallet@1.1.0` and signed archives
+    /// (needs `processes`).
+    ArchiveWallet,
 }
 
 impl Profile {
-    pub const ALL: [Profile; 10] = [
+    pub const ALL: [Profile; 11] = [
         Profile::Transport,
         Profile::Authority,
         Profile::Delivery,
@@ -90,6 +93,7 @@ impl Profile {
         Profile::Exports,
         Profile::Control,
         Profile::WireObservation,
+        Profile::ArchiveWallet,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -104,6 +108,7 @@ impl Profile {
             Profile::Exports => "exports",
             Profile::Control => "control",
             Profile::WireObservation => "wire-observation",
+            Profile::ArchiveWallet => "archive-wallet",
         }
     }
 

@@ -819,6 +819,9 @@ impl Host {
             Call::Ledger { .. } => Handled::Reply(Reply::Refused {
                 reason: "ledger calls are taken on the host's control socket only".to_owned(),
             }),
+            Call::Wallet { .. } => Handled::Reply(Reply::Refused {
+                reason: "wallet calls are taken on the host's control socket only".to_owned(),
+            }),
             Call::Wire => Handled::Reply(match &self.wire {
                 Some(wire) => Reply::Wire {
                     peers: wire

@@ -36,3 +36,4 @@ pub mod surrender;
 
 #[cfg(test)]
 mod tests;
+mod wallet_hooks;

@@ -9,6 +9,7 @@ pub mod metrics;
 mod model_eval;
 pub mod socket;
 mod tag_read;
+mod wallet_owners;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -34,6 +35,8 @@ pub struct Started {
     /// The `ledger` profile: its batches answer outside the host's lock. Other rooms
     /// reach a ledger through this handle, handed out by the root.
     pub ledgers: Option<crate::ledger::service::Ledgers>,
+    /// The `archive-wallet` profile: its journal, archives and foreign archives.
+    pub wallet: Option<Arc<crate::wallet::service::Wallet>>,
 }
 
 pub fn start(
@@ -164,6 +167,16 @@ pub fn start(
     } else {
         None
     };
+    let archive_wallet = host
+        .config()
+        .selects(grid_spec::Profile::ArchiveWallet)
+        .then(|| host.name().to_owned());
+    if archive_wallet.is_some() && processes.is_none() {
+        return Err(refuse(
+            &"profile `archive-wallet` serves its wallet's Processes and needs the `processes` profile, which is not selected",
+        ));
+    }
+    let mut wallet = None;
     let host = Arc::new(Mutex::new(host));
     if let Some(mut events) = ingest {
         let host = host.clone();
@@ -204,6 +217,32 @@ pub fn start(
                     failpoints: Mutex::new(failpoints.clone()),
                 }),
             );
+        }
+        // The archive wallet's five Processes (interface `wallet@1.1.0`).
+        if let Some(name) = &archive_wallet {
+            let custody = crate::custody::verify(dir).map_err(|e| refuse(&e))?;
+            let opened = crate::wallet::service::Wallet::open(
+                dir,
+                name,
+                custody,
+                processes.clone(),
+                ledgers.clone(),
+                Box::new(wallet_owners::PeerOwners {
+                    processes: processes.clone(),
+                    runtime: runtime.handle().clone(),
+                }),
+            )
+            .map_err(|e| refuse(&e))?;
+            for op in crate::wallet::ops::Op::ALL {
+                processes.serve(
+                    op.process(),
+                    Arc::new(crate::wallet::ops::WalletProcess {
+                        wallet: opened.clone(),
+                        op,
+                    }),
+                );
+            }
+            wallet = Some(opened);
         }
         // Runs left unknown whose Process proves their outcome (ledger.transfer asks
         // its ledger, replayed above), before anything is served.
@@ -277,6 +316,7 @@ pub fn start(
         delivery,
         processes,
         ledgers,
+        wallet,
     };
     if let Some(declared) = metrics_address {
         let address = metrics::address(&declared).map_err(|e| refuse(&e))?;

@@ -143,6 +143,8 @@ fn connection(stream: UnixStream, started: &Started) {
                     reason: "this host does not run the `ledger` profile".to_owned(),
                 }),
             },
+            // And the wallet: an archive asks the owners it reaches.
+            Call::Wallet { request } => Handled::Reply(wallet_call(started, request)),
             call => started
                 .host
                 .lock()
@@ -162,4 +164,30 @@ fn connection(stream: UnixStream, started: &Started) {
             }
         }
     }
+}
+
+/// A wallet call: the archive wallet's, or (without the profile) the open waits of
+/// the host's caller journal — none without `processes`.
+fn wallet_call(started: &Started, request: crate::wallet::api::WalletCall) -> Reply {
+    use crate::wallet::api::{WalletCall, WalletReply};
+    let reply = match (&started.wallet, &started.processes, request) {
+        (Some(wallet), _, request) => wallet.handle_local(request),
+        (None, Some(processes), WalletCall::Waits) => WalletReply::Waits {
+            host: processes.host_name().to_owned(),
+            waits: processes.open_wait_views(),
+        },
+        (None, None, WalletCall::Waits) => WalletReply::Waits {
+            host: started
+                .host
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .name()
+                .to_owned(),
+            waits: Vec::new(),
+        },
+        (None, _, _) => WalletReply::Refused {
+            reason: "this host does not run the `archive-wallet` profile".to_owned(),
+        },
+    };
+    Reply::Wallet(Box::new(reply))
 }

@@ -33,6 +33,7 @@ mod tamper;
 mod tls;
 mod topology;
 mod values;
+mod wallet;
 
 #[cfg(test)]
 mod tests;
@@ -98,6 +99,9 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("ledger", ledger::parse),
     ("expect-ledger", ledger::parse_expect),
     ("cancel-process", processes::parse_cancel),
+    ("wallet", wallet::parse_wallet),
+    ("gridctl", wallet::parse_gridctl),
+    ("wallet-edit", wallet::parse_edit),
 ];
 
 /// How an operation ended, as `gridctl` reports it (`"outcome"` in its JSON and its

@@ -97,7 +97,11 @@ impl FileReader<'_> {
                         );
                     }
                     profiles_seen = true;
+                    let mut archive_wallet = None;
                     for (value, span) in c.string_args(self, "profile") {
+                        if value == Profile::ArchiveWallet.name() {
+                            archive_wallet = Some(span);
+                        }
                         match Profile::from_name(&value) {
                             Some(p) if profiles.contains(&p) => self.error(
                                 span,
@@ -121,6 +125,19 @@ impl FileReader<'_> {
                                 ),
                             ),
                         }
+                    }
+                    if let Some(span) = archive_wallet
+                        && !profiles.contains(&Profile::Processes)
+                    {
+                        let host = name.as_ref().map_or("?", |(n, _)| n.as_str()).to_owned();
+                        self.error(
+                            span,
+                            format!(
+                                "host `{host}` selects `archive-wallet`, which serves its wallet's Processes and needs the `processes` profile"
+                            ),
+                            "needs `processes`",
+                            &format!("add `processes` to the `profiles` line of host `{host}`"),
+                        );
                     }
                 }
                 "keys" => {

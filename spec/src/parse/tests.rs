@@ -49,3 +49,17 @@ fn a_profile_the_build_does_not_provide_is_refused_on_its_span() {
     );
     assert_eq!(d.offset(), text.find("missions"));
 }
+
+#[test]
+fn the_archive_wallet_needs_processes_and_says_so_on_its_span() {
+    let text = "grid version=1\nhost hq listen=\"127.0.0.1:7401\" {\n    profiles transport archive-wallet\n}\n";
+    let error = crate::load_str("t.kdl", text).unwrap_err();
+    assert_eq!(error.len(), 1);
+    let d = &error.items[0];
+    assert!(d.message.contains("host `hq`"), "{}", d.message);
+    assert!(d.message.contains("`processes`"), "{}", d.message);
+    assert_eq!(d.offset(), text.find("archive-wallet"));
+    let with = "grid version=1\nhost hq listen=\"127.0.0.1:7401\" {\n    profiles transport archive-wallet processes\n}\n";
+    let topology = crate::load_str("t.kdl", with).unwrap();
+    assert!(topology.hosts[0].profiles.contains(&Profile::ArchiveWallet));
+}

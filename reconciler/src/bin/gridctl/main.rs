@@ -28,6 +28,7 @@ mod plan;
 mod process;
 mod report;
 mod routes;
+mod wallet;
 
 /// Grid: live calculation models on many hosts, driven by KDL topology files.
 #[derive(Parser, Debug)]
@@ -222,6 +223,12 @@ enum Command {
     /// under its operation id, answered after the ledger's journal is fsynced.
     #[command(subcommand)]
     Ledger(ledger::LedgerCli),
+    /// The wallet of a participant (read-only `show`, observed from its original
+    /// owners) and the archive wallet (profile `archive-wallet`): proposals,
+    /// surrender, signed archives verified offline, foreign archives opened
+    /// observed-only.
+    #[command(subcommand)]
+    Wallet(wallet::WalletCli),
 }
 
 fn main() -> ExitCode {
@@ -280,6 +287,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => routes::publish(route, &value, &host, &output),
         Command::Completions { shell } => completions(shell),
         Command::Ledger(command) => ledger::ledger(command),
+        Command::Wallet(command) => wallet::wallet(command),
     }
 }
 

@@ -493,12 +493,20 @@ struct Served<'a> {
     processes: Vec<String>,
     runs: RunCounts,
     demo_count: u64,
+    /// Interfaces the Processes implement, with their versions (`wallet@1.1.0`).
+    interfaces: Vec<Interface>,
+}
+
+#[derive(Serialize)]
+struct Interface {
+    interface: String,
+    processes: Vec<String>,
 }
 
 impl Report for Served<'_> {
     fn text(&self) -> String {
         let runs = &self.runs;
-        format!(
+        let mut text = format!(
             "{} serves {}\n  runs: {} succeeded, {} failed, {} unknown, {} running\n  demo.count counter: {}\n",
             self.host,
             self.processes.join(", "),
@@ -507,7 +515,15 @@ impl Report for Served<'_> {
             runs.unknown,
             runs.running,
             self.demo_count
-        )
+        );
+        for i in &self.interfaces {
+            text.push_str(&format!(
+                "  interface {}: {}\n",
+                i.interface,
+                i.processes.join(", ")
+            ));
+        }
+        text
     }
 }
 
@@ -523,11 +539,30 @@ pub fn inspect_processes(host: &str, output: &Output) -> anyhow::Result<ExitCode
     else {
         bail!("the host answered {reply:?}");
     };
+    // The archive wallet's interface, when the host runs one.
+    let interfaces = grid_reconciler::wallet::host_dir(&output.state, host)
+        .and_then(|dir| {
+            grid_reconciler::wallet::call(&dir, grid_engine::wallet::api::WalletCall::Interface)
+        })
+        .ok()
+        .and_then(|reply| match reply {
+            grid_engine::wallet::api::WalletReply::Interface {
+                interface,
+                processes,
+            } => Some(Interface {
+                interface,
+                processes,
+            }),
+            _ => None,
+        })
+        .into_iter()
+        .collect();
     let served = Served {
         host,
         processes,
         runs,
         demo_count,
+        interfaces,
     };
     emit(&served, output.json);
     Ok(ExitCode::SUCCESS)
