@@ -217,8 +217,8 @@ impl Receiver {
             Op::Cancel(id) => {
                 // Under the journal's lock: only an id never journaled is barred;
                 // a journaled one is answered as it stands.
-                if !self.journal.contains_key(&id) {
-                    self.journal.insert(id, (Run::refused(), None));
+                if let std::collections::btree_map::Entry::Vacant(e) = self.journal.entry(id) {
+                    e.insert((Run::refused(), None));
                     self.barred.insert(id);
                 }
             }

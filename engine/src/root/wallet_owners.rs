@@ -1,12 +1,14 @@
 //! The archive wallet's way to other owners (`wallet::service::Owners`), wired here
-//! because it joins two rooms' words: the wallet asks, the control protocol
-//! (`POST /control` over the transport's mutual TLS) carries it.
+//! because it joins rooms' words: the wallet asks; the control protocol (`POST
+//! /control` over the transport's mutual TLS) carries an observation, and the
+//! Processes' recipient surrender (`POST /process/M/surrender`) a surrender.
 
 use std::sync::Arc;
 
 use crate::limits::WALLET_OWNER_WAIT;
+use crate::processes::api::Peer;
 use crate::processes::service::Processes;
-use crate::protocol::{Call, Outcome, Reply, Request};
+use crate::protocol::{Call, Reply};
 use crate::wallet::service::{Owners, PeerHoldings, SurrenderAnswer};
 
 /// Calls peers as this installation's participant, once per call, with the peer
@@ -54,20 +56,25 @@ impl Owners for PeerOwners {
         grant: &str,
         issuer_keys: &crate::custody::Manifest,
     ) -> Result<SurrenderAnswer, String> {
-        let call = Call::Submit {
-            op: op.to_owned(),
-            request: Request::SurrenderGrant {
-                name: grant.to_owned(),
-            },
+        // The recipient's surrender (`POST /process/M/surrender`): the issuer takes it
+        // only from the grant's certified caller and answers a signed receipt, which
+        // `surrender_grant` checks. `op` names it in the wallet's own journal.
+        let _ = op;
+        let issuer = Peer {
+            name: name.to_owned(),
+            address: address.to_owned(),
+            keys: issuer_keys.clone(),
         };
-        match self.call(membership, name, address, &call)? {
-            Reply::Answer(answer) => Ok(SurrenderAnswer {
-                succeeded: answer.outcome == Outcome::Succeeded,
-                verified: answer.verify(issuer_keys).is_some(),
-                detail: answer.detail,
-            }),
-            Reply::Refused { reason } => Err(format!("{name} refused the call: {reason}")),
-            other => Err(format!("{name} answered {other:?}")),
-        }
+        let (view, receipt) = self
+            .runtime
+            .block_on(self.processes.surrender_grant(&issuer, membership, grant))?;
+        Ok(SurrenderAnswer {
+            succeeded: view.retired,
+            verified: true,
+            detail: format!(
+                "{name} surrendered grant {grant} of {} (signed receipt): {} unit(s) surrendered in all, {} reserved and {} unknown still held",
+                receipt.caller, receipt.surrendered, receipt.reserved, receipt.unknown
+            ),
+        })
     }
 }

@@ -54,8 +54,9 @@ pub trait Owners: Send + Sync {
     /// ledger definitions.
     fn observe(&self, membership: &str, name: &str, address: &str) -> Result<PeerHoldings, String>;
 
-    /// Surrenders grant `grant` at its issuer `name` as the host operation `op` (once
-    /// per op id: re-sending returns the original answer).
+    /// Surrenders grant `grant` at its issuer `name`, as its recipient (the issuer
+    /// checks the certified caller is the grant's and signs a receipt; surrendering
+    /// again changes nothing). `op` is the wallet's id of the surrender.
     fn surrender(
         &self,
         membership: &str,

@@ -53,7 +53,9 @@ pub struct GrantHolding {
     /// public manifest and their units sum to `allocated`.
     pub issues: usize,
     pub issues_verified: bool,
-    /// `unobserved`: the issuer holds no settlement record for this grant.
+    /// `settled`: the issuer's signed settlement verifies with its manifest and states
+    /// the account it holds; `unverified`: it holds one that does not; `unobserved`:
+    /// it holds no settlement record for this grant.
     pub settlement: String,
     pub settlement_detail: String,
 }
@@ -119,8 +121,49 @@ pub struct Observed {
 
 /// The settlement text when the issuer holds no settlement record.
 pub const SETTLEMENT_UNOBSERVED: &str = "unobserved";
+/// The settlement text when the issuer's signed settlement verifies.
+pub const SETTLEMENT_SETTLED: &str = "settled";
+/// The settlement text when the issuer holds a settlement that does not verify.
+pub const SETTLEMENT_UNVERIFIED: &str = "unverified";
+
+/// The issuer's settlement of `grant` as the wallet shows it: (settlement, detail).
+fn settlement(issuer: &str, grant: &GrantView, manifest: Option<&Manifest>) -> (String, String) {
+    let Some(s) = &grant.settlement else {
+        return (
+            SETTLEMENT_UNOBSERVED.to_owned(),
+            format!(
+                "{issuer} holds no settlement record for grant {}: not derived from its totals",
+                grant.name
+            ),
+        );
+    };
+    let states_the_account = s.issuer == issuer
+        && s.grant == grant.name
+        && s.caller == grant.caller
+        && s.allocated == grant.allocated
+        && s.consumed == grant.consumed
+        && s.surrendered == grant.surrendered;
+    if states_the_account && manifest.is_some_and(|m| s.verify(m)) {
+        (
+            SETTLEMENT_SETTLED.to_owned(),
+            format!(
+                "{issuer} signed the final account: {} allocated = {} consumed + {} surrendered",
+                s.allocated, s.consumed, s.surrendered
+            ),
+        )
+    } else {
+        (
+            SETTLEMENT_UNVERIFIED.to_owned(),
+            format!(
+                "{issuer} holds a settlement of grant {} that does not verify with its manifest or does not state the account it holds",
+                grant.name
+            ),
+        )
+    }
+}
 
 fn holding(issuer: &str, grant: &GrantView, manifest: Option<&Manifest>) -> GrantHolding {
+    let (settlement, settlement_detail) = settlement(issuer, grant, manifest);
     let issued: u64 = grant.issued.iter().map(|i| i.units).sum();
     let verified = manifest.is_some_and(|m| {
         !grant.issued.is_empty()
@@ -144,11 +187,8 @@ fn holding(issuer: &str, grant: &GrantView, manifest: Option<&Manifest>) -> Gran
         retired: grant.retired,
         issues: grant.issued.len(),
         issues_verified: verified,
-        settlement: SETTLEMENT_UNOBSERVED.to_owned(),
-        settlement_detail: format!(
-            "{issuer} holds no settlement record for grant {}: not derived from its totals",
-            grant.name
-        ),
+        settlement,
+        settlement_detail,
     }
 }
 
@@ -514,6 +554,48 @@ mod tests {
         tampered.issued[0].units = 11;
         tampered.allocated = 11;
         assert!(!holding("site", &tampered, Some(&m)).issues_verified);
+
+        // The issuer's settlement: shown settled only when it verifies and states the
+        // account the issuer holds; absent, unobserved — never derived from totals.
+        assert_eq!(
+            holding("site", &g, Some(&m)).settlement,
+            SETTLEMENT_UNOBSERVED
+        );
+        let mut settled = g.clone();
+        (
+            settled.reserved,
+            settled.unknown,
+            settled.surrendered,
+            settled.retired,
+        ) = (0, 0, 8, true);
+        let mut s = crate::processes::api::GrantSettlement {
+            grant: settled.name.clone(),
+            issuer: "site".to_owned(),
+            caller: "hq".to_owned(),
+            allocated: 10,
+            consumed: 2,
+            surrendered: 8,
+            issues: 1,
+            generation: 0,
+            signature: String::new(),
+        };
+        (s.generation, s.signature) = custody.sign_hex(&s.signed_bytes());
+        settled.settlement = Some(s);
+        assert_eq!(
+            holding("site", &settled, Some(&m)).settlement,
+            SETTLEMENT_SETTLED
+        );
+        assert_eq!(
+            holding("site", &settled, None).settlement,
+            SETTLEMENT_UNVERIFIED
+        );
+        let mut other_account = settled.clone();
+        other_account.consumed = 3;
+        other_account.surrendered = 7;
+        assert_eq!(
+            holding("site", &other_account, Some(&m)).settlement,
+            SETTLEMENT_UNVERIFIED
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -9,7 +9,9 @@
 //!   must have a non-loopback listen address), instead of the root namespace.
 //!   `unreachable`: no TCP connection at all (curl exit 7 or 28, and the address did
 //!   not answer with a reset) — e.g. across a `partition`. `because` must appear in
-//!   curl's error when refused or unreachable.
+//!   curl's error when refused or unreachable. `path="/…"` and `body="JSON"` post
+//!   something else than `/control` `{"call":"observe"}` (e.g. a Processes endpoint);
+//!   `reply="TEXT"`: admitted, the reply's body contains TEXT.
 //! - `occupy "IP:PORT"` — binds the address and holds it until the journey ends, so a
 //!   host listening there must refuse to start.
 
@@ -39,6 +41,11 @@ struct Call {
     from: Option<String>,
     expect: Expect,
     because: Option<String>,
+    /// The path and JSON body posted (default `/control`, `{"call":"observe"}`).
+    path: String,
+    body: String,
+    /// Admitted: the reply's body must contain this text.
+    reply: Option<String>,
 }
 
 struct Occupy {
@@ -67,6 +74,16 @@ pub fn parse_call(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         }
     };
     let because = node.string("because")?;
+    let path = node
+        .string("path")?
+        .unwrap_or_else(|| "/control".to_owned());
+    if !path.starts_with('/') {
+        return Err(node.error(format!("`path` starts with `/`, not `{path}`")));
+    }
+    let body = node
+        .string("body")?
+        .unwrap_or_else(|| r#"{"call":"observe"}"#.to_owned());
+    let reply = node.string("reply")?;
     let client = participant.map(|p| (p, membership.unwrap_or_else(|| ca.clone())));
     Ok(Box::new(Call {
         host,
@@ -76,6 +93,9 @@ pub fn parse_call(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         from,
         expect,
         because,
+        path,
+        body,
+        reply,
     }))
 }
 
@@ -184,8 +204,8 @@ impl Step for Call {
             who = format!("{participant} of {membership}");
         }
         let output = command
-            .arg(format!("https://{}:{port}/control", self.host))
-            .args(["-d", r#"{"call":"observe"}"#])
+            .arg(format!("https://{}:{port}{}", self.host, self.path))
+            .args(["-d", &self.body])
             .output()
             .map_err(|e| failure("curl to run", e))?;
         let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
@@ -210,10 +230,13 @@ impl Step for Call {
         let admitted = self.expect == Expect::Admitted;
         match (output.status.success(), admitted) {
             (true, true) => {
-                cx.say(format_args!(
-                    "→ admitted {who}: {}",
-                    String::from_utf8_lossy(&output.stdout).trim()
-                ));
+                let said = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+                if let Some(reply) = &self.reply
+                    && !said.contains(reply.as_str())
+                {
+                    return Err(failure(format!("{expected}, answering {reply:?}"), said));
+                }
+                cx.say(format_args!("→ admitted {who}: {said}"));
                 Ok(())
             }
             (false, false) if never_connected(&output) => Err(failure(
