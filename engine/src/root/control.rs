@@ -1,16 +1,55 @@
 //! `POST /control` on the transport: the host's control API for remote use, one JSON
 //! call in the body and one JSON reply, handled by the host like a call on its Unix
-//! socket.
+//! socket. Ledger calls are the keeper's control socket's, with one exception: an
+//! account's `owner` (the certified participant) may inspect that account
+//! (`Call::Ledger {Inspect {ledger, account}}`) — what a wallet observes of its money.
 
 use std::sync::{Arc, Mutex};
 
 use crate::host::{Handled, Host};
+use crate::ledger::api::{LedgerCall, LedgerReply};
+use crate::ledger::service::Ledgers;
 use crate::limits::CONTROL_LINE_BYTES_MAX;
 use crate::protocol::{Call, Reply};
 use crate::transport::endpoint::{Endpoint, Inbound, Outbound, Serving};
 
 pub struct ControlEndpoint {
     pub host: Arc<Mutex<Host>>,
+    /// The host's ledgers (profile `ledger`), for an owner's read of its account.
+    pub ledgers: Option<Ledgers>,
+}
+
+impl ControlEndpoint {
+    /// `peer` reads its own account `account` of `ledger`: refused unless the account's
+    /// owner is `peer`.
+    async fn owned_account(&self, peer: &str, ledger: String, account: Option<String>) -> Reply {
+        let refused = |reason: String| Reply::Refused { reason };
+        let Some(ledgers) = self.ledgers.clone() else {
+            return refused("this host does not run the `ledger` profile".to_owned());
+        };
+        let Some(account) = account else {
+            return refused(
+                "ledger calls are taken on the host's control socket only; remotely, an account's owner inspects that account".to_owned(),
+            );
+        };
+        let owner = ledgers
+            .definitions()
+            .into_iter()
+            .find(|l| l.name == ledger)
+            .and_then(|l| l.accounts.into_iter().find(|a| a.name == account))
+            .and_then(|a| a.owner);
+        if owner.as_deref() != Some(peer) || peer.is_empty() {
+            return refused(format!(
+                "account `{account}` of ledger `{ledger}` is not `{peer}`'s: only its owner reads it remotely"
+            ));
+        }
+        let read = tokio::task::spawn_blocking(move || ledgers.inspect(&ledger, Some(&account)));
+        match read.await {
+            Ok(Ok(view)) => Reply::Ledger(Box::new(LedgerReply::Inspected(Box::new(view)))),
+            Ok(Err(e)) => refused(e.to_string()),
+            Err(e) => refused(format!("the read did not finish: {e}")),
+        }
+    }
 }
 
 impl Endpoint for ControlEndpoint {
@@ -44,6 +83,13 @@ impl Endpoint for ControlEndpoint {
                     );
                 }
             };
+            if let Call::Ledger {
+                request: LedgerCall::Inspect { ledger, account },
+            } = call
+            {
+                let reply = self.owned_account(&inbound.peer, ledger, account).await;
+                return Outbound::json(200, &reply);
+            }
             let handled = tokio::task::spawn_blocking(move || {
                 host.lock().unwrap_or_else(|p| p.into_inner()).handle(call)
             })

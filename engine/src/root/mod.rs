@@ -292,7 +292,10 @@ pub fn start(
             .map(|a| a.to_string())
             .unwrap_or_default();
         let routes = crate::transport::Routes {
-            control: Arc::new(ControlEndpoint { host: host.clone() }),
+            control: Arc::new(ControlEndpoint {
+                host: host.clone(),
+                ledgers: ledgers.clone(),
+            }),
             endpoints: vec![
                 Arc::new(AuthorityEndpoint {
                     authorities: authorities.clone(),

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::ledger::api::{LedgerCall, LedgerReply, LedgerView};
 use crate::limits::WALLET_OWNER_WAIT;
 use crate::processes::api::Peer;
 use crate::processes::service::Processes;
@@ -43,6 +44,31 @@ impl Owners for PeerOwners {
                 grants: o.grants,
                 ledgers: o.ledgers,
             }),
+            other => Err(format!("{name} answered {other:?}")),
+        }
+    }
+
+    fn account(
+        &self,
+        membership: &str,
+        name: &str,
+        address: &str,
+        ledger: &str,
+        account: &str,
+    ) -> Result<LedgerView, String> {
+        let call = Call::Ledger {
+            request: LedgerCall::Inspect {
+                ledger: ledger.to_owned(),
+                account: Some(account.to_owned()),
+            },
+        };
+        match self.call(membership, name, address, &call)? {
+            Reply::Ledger(reply) => match *reply {
+                LedgerReply::Inspected(view) => Ok(*view),
+                LedgerReply::Refused { reason } => Err(format!("{name} refused: {reason}")),
+                other => Err(format!("{name} answered {other:?}")),
+            },
+            Reply::Refused { reason } => Err(format!("{name} refused: {reason}")),
             other => Err(format!("{name} answered {other:?}")),
         }
     }

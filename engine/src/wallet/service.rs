@@ -54,6 +54,17 @@ pub trait Owners: Send + Sync {
     /// ledger definitions.
     fn observe(&self, membership: &str, name: &str, address: &str) -> Result<PeerHoldings, String>;
 
+    /// The balances of this wallet's account `account` of `ledger` at its keeper `name`
+    /// (the keeper answers only the account's owner).
+    fn account(
+        &self,
+        membership: &str,
+        name: &str,
+        address: &str,
+        ledger: &str,
+        account: &str,
+    ) -> Result<crate::ledger::api::LedgerView, String>;
+
     /// Surrenders grant `grant` at its issuer `name`, as its recipient (the issuer
     /// checks the certified caller is the grant's and signs a receipt; surrendering
     /// again changes nothing). `op` is the wallet's id of the surrender.
@@ -140,9 +151,10 @@ impl Wallet {
     }
 
     /// The wallet's view from where this host stands: its own ledgers (in process),
-    /// the grants of every owner it has called (their control API over mutual TLS),
-    /// its open waits. A remote ledger's balances are answered on its keeper's control
-    /// socket only: such an account is listed unobserved, never guessed.
+    /// the grants of every owner it has called and the balances of its accounts there
+    /// (their control API over mutual TLS: a keeper answers an account's owner), its
+    /// open waits. An account whose keeper does not answer is listed unobserved, never
+    /// guessed.
     pub fn observe(&self) -> WalletView {
         let mut owners = Vec::new();
         if let Some(ledgers) = &self.ledgers {
@@ -175,30 +187,47 @@ impl Wallet {
         for (peer, membership) in self.processes.called_peers() {
             let answer = match self.owners.observe(&membership, &peer.name, &peer.address) {
                 Ok(observation) => {
-                    let remote_money: Vec<String> = observation
-                        .ledgers
-                        .iter()
-                        .flat_map(|l| {
-                            l.accounts
-                                .iter()
-                                .filter(|a| a.owner.as_deref() == Some(self.host.as_str()))
-                                .map(|a| format!("{}:{}", l.name, a.name))
-                        })
-                        .collect();
-                    if !remote_money.is_empty() {
+                    let mut views: Vec<crate::ledger::api::LedgerView> = Vec::new();
+                    let mut missing = Vec::new();
+                    for l in &observation.ledgers {
+                        for a in l
+                            .accounts
+                            .iter()
+                            .filter(|a| a.owner.as_deref() == Some(self.host.as_str()))
+                        {
+                            match self.owners.account(
+                                &membership,
+                                &peer.name,
+                                &peer.address,
+                                &l.name,
+                                &a.name,
+                            ) {
+                                Ok(view) => {
+                                    match views.iter_mut().find(|v| v.ledger == view.ledger) {
+                                        Some(held) => held.accounts.extend(view.accounts),
+                                        None => views.push(view),
+                                    }
+                                }
+                                Err(reason) => {
+                                    missing.push(format!("{}:{} ({reason})", l.name, a.name))
+                                }
+                            }
+                        }
+                    }
+                    if !missing.is_empty() {
                         owners.push(Observed {
                             owner: peer.name.clone(),
                             answer: OwnerAnswer::Unobserved {
                                 holds: vec!["ledgers".to_owned()],
                                 reason: format!(
-                                    "the balances of {} are answered on the keeper's control socket only (`gridctl wallet show` asks it)",
-                                    remote_money.join(", ")
+                                    "the balances of {} were not answered; nothing of them is shown",
+                                    missing.join(", ")
                                 ),
                             },
                         });
                     }
                     OwnerAnswer::Answered {
-                        ledgers: Vec::new(),
+                        ledgers: views,
                         grants: observation.grants,
                         manifest: Some(peer.keys.clone()),
                     }
