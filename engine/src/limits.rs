@@ -182,3 +182,10 @@ pub const MAILBOX_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const _: () = assert!(MAILBOX_LONG_POLL_WAIT.as_millis() * 2 <= MAILBOX_CALL_TIMEOUT.as_millis());
 // Held long polls leave most of the transport's connections to other calls.
 const _: () = assert!(MAILBOX_HELD_MAX * 2 <= TRANSPORT_CONNECTIONS_MAX);
+
+// Remote Processes at speed, second round (issue 18 §4).
+
+/// How long the Processes' fsync thread gathers before an fsync when the previous one
+/// covered more than one write (concurrent runs): one fsync then covers more of them.
+/// A lone run never waits for it.
+pub const PROCESSES_FSYNC_GATHER: Duration = Duration::from_micros(300);

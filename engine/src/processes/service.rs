@@ -258,7 +258,11 @@ impl Processes {
             mailbox,
             mailbox_index,
         };
-        let syncer = Syncer::start(database.clone(), "processes-fsync")
+        let syncer = Syncer::start_gathering(
+            database.clone(),
+            "processes-fsync",
+            crate::limits::PROCESSES_FSYNC_GATHER,
+        )
             .map_err(|e| format!("cannot start the processes fsync thread: {e}"))?;
         let mut grants = BTreeMap::new();
         for guard in ks.grants.iter() {
