@@ -263,7 +263,7 @@ impl Processes {
             "processes-fsync",
             crate::limits::PROCESSES_FSYNC_GATHER,
         )
-            .map_err(|e| format!("cannot start the processes fsync thread: {e}"))?;
+        .map_err(|e| format!("cannot start the processes fsync thread: {e}"))?;
         let mut grants = BTreeMap::new();
         for guard in ks.grants.iter() {
             let (_, bytes) = guard.into_inner().map_err(|e| e.to_string())?;

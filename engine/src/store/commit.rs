@@ -62,3 +62,57 @@ impl Syncer {
             .map_err(|_| "the fsync thread stopped".to_owned())?
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_gathering_syncer_never_keeps_a_lone_writer_waiting_and_covers_concurrent_ones() {
+        let dir = std::env::temp_dir().join(format!("grid-commit-gather-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let database = Database::builder(&dir).open().unwrap();
+        let keyspace = database
+            .keyspace("k", fjall::KeyspaceCreateOptions::default)
+            .unwrap();
+        // A pause far longer than an fsync: visible if a lone writer waited for it.
+        let gather = Duration::from_millis(400);
+        let syncer =
+            std::sync::Arc::new(Syncer::start_gathering(database, "gather-test", gather).unwrap());
+        runtime().block_on(async {
+            for i in 0..3u8 {
+                keyspace.insert([i], [i]).unwrap();
+                let asked = Instant::now();
+                syncer.sync().await.unwrap();
+                assert!(
+                    asked.elapsed() < gather,
+                    "a lone write waited {:?}",
+                    asked.elapsed()
+                );
+            }
+            // Concurrent writers: every one is answered durable.
+            let mut all = Vec::new();
+            for i in 0..16u8 {
+                let syncer = syncer.clone();
+                let keyspace = keyspace.clone();
+                all.push(tokio::spawn(async move {
+                    keyspace.insert([100 + i], [i]).unwrap();
+                    syncer.sync().await
+                }));
+            }
+            for one in all {
+                one.await.unwrap().unwrap();
+            }
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
