@@ -85,7 +85,7 @@ mod tests {
             .keyspace("k", fjall::KeyspaceCreateOptions::default)
             .unwrap();
         // A pause far longer than an fsync: visible if a lone writer waited for it.
-        let gather = Duration::from_millis(400);
+        let gather = Duration::from_secs(1);
         let syncer =
             std::sync::Arc::new(Syncer::start_gathering(database, "gather-test", gather).unwrap());
         runtime().block_on(async {
