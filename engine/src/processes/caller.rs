@@ -69,31 +69,37 @@ impl Processes {
         self.stored(&self.ks.waits, request, "wait")
     }
 
-    /// Journals the receiver's terminal outcome in the wait journal (once).
-    pub(super) async fn learned(&self, request: &str, run: &RunView) {
+    /// Journals the receiver's terminal outcome in the wait journal (once): `record`
+    /// is the wait as journaled, without an outcome.
+    pub(super) async fn learned(&self, record: &WaitRecord, run: &RunView) {
+        let request = record.request.request.as_str();
         {
             let _waits = self.waits.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(mut record) = self.wait_record(request) else {
-                return;
-            };
-            if record.run.is_some() {
+            // The open waits are exactly the journaled waits without an outcome (kept
+            // under this lock): taken out here, the outcome is journaled once, and no
+            // pass of `resume_waits` asks about it again (after a crash before the
+            // fsync, the wait is open again and asked again).
+            if !self
+                .open_waits
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(request)
+            {
                 return;
             }
-            record.run = Some(run.clone());
+            let learned = WaitRecord {
+                run: Some(run.clone()),
+                ..record.clone()
+            };
             self.ks
                 .waits
                 .insert(
                     request,
-                    serde_json::to_vec(&record).expect("waits serialize"),
+                    serde_json::to_vec(&learned).expect("waits serialize"),
                 )
                 .unwrap_or_else(|e| fatal(&self.dir, "journaling an outcome learned", e));
         }
         self.sync("syncing a wait").await;
-        // Durable: no pass of `resume_waits` needs to ask about it again.
-        self.open_waits
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(request);
     }
 
     /// Checks a receiver's answer: it is the run asked for, and a terminal outcome
@@ -364,7 +370,7 @@ impl Processes {
         match self.ask(&record, false, wait).await {
             Ok(run) => {
                 if run.outcome != RunOutcome::Unknown {
-                    self.learned(&record.request.request, &run).await;
+                    self.learned(&record, &run).await;
                 }
                 ProcessReply::Ran {
                     run: RunView {
@@ -424,7 +430,7 @@ impl Processes {
                 if let Ok(run) = self.ask(&record, true, Duration::ZERO).await
                     && run.outcome != RunOutcome::Unknown
                 {
-                    self.learned(&record.request.request, &run).await;
+                    self.learned(&record, &run).await;
                 }
             }
             pause = (pause * 2).min(WAIT_POLL_MAX);

@@ -260,7 +260,7 @@ impl Processes {
                     ));
                 }
                 // Dispatched and finalized: the original effect is the outcome.
-                self.learned(request, &run).await;
+                self.learned(&record, &run).await;
                 ProcessReply::Cancelled {
                     run: RunView {
                         role: "caller".to_owned(),
@@ -300,6 +300,12 @@ impl Processes {
                 // Another outcome was learned: the receiver answered it before the bar.
                 return;
             }
+            // Out of the open waits (kept under the waits lock): no pass of
+            // `resume_waits` asks about it again, and `learned` journals nothing more.
+            self.open_waits
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(request);
             record.run = Some(run.clone());
             record.no_dispatch = Some(proof.clone());
             self.ks
@@ -311,10 +317,6 @@ impl Processes {
                 .unwrap_or_else(|e| fatal(&self.dir, "journaling a cancelled wait", e));
         }
         self.sync("syncing a cancelled wait").await;
-        self.open_waits
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(request);
     }
 }
 

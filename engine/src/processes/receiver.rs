@@ -386,46 +386,45 @@ impl Processes {
             .unwrap_or_else(|_| Err("the Process panicked".to_owned().into()))
         };
         self.failpoint(Failpoint::ProcessBeforeOutcome);
+        // The outcome, signed and encoded before the state is locked: it depends on
+        // the run alone (only the grant's units need the lock).
+        let grant_name = view.grant.clone().expect("a dispatched run holds a grant");
+        let mut run = Run::dispatched();
+        let moved = run
+            .finish(result.is_ok())
+            .expect("a dispatched run finishes once");
+        step(&mut view, run);
+        match result {
+            Ok(value) => {
+                view.result = Some(value);
+                view.detail = String::new();
+            }
+            Err(failed) => {
+                view.result = failed.result;
+                view.detail = failed.reason;
+            }
+        }
+        self.sign(&mut view);
+        let record = serde_json::to_vec(&RunRecord {
+            view: view.clone(),
+            resolved: false,
+            no_dispatch: None,
+        })
+        .expect("records serialize");
         {
             let mut state = self.lock();
-            let grant_name = view.grant.clone().expect("a dispatched run holds a grant");
             let grant = state
                 .grants
                 .get_mut(&grant_name)
                 .expect("a run's grant is held");
-            let mut run = Run::dispatched();
-            let moved = run
-                .finish(result.is_ok())
-                .expect("a dispatched run finishes once");
             grants::apply(grant, moved).unwrap_or_else(|e| panic!("{e}"));
-            step(&mut view, run);
-            match result {
-                Ok(value) => {
-                    view.result = Some(value);
-                    view.detail = String::new();
-                }
-                Err(failed) => {
-                    view.result = failed.result;
-                    view.detail = failed.reason;
-                }
-            }
-            self.sign(&mut view);
             let mut write = self.database.batch();
             write.insert(
                 &self.ks.grants,
                 grant_name.as_str(),
                 serde_json::to_vec(&*grant).expect("grants serialize"),
             );
-            write.insert(
-                &self.ks.runs,
-                view.request.as_str(),
-                serde_json::to_vec(&RunRecord {
-                    view: view.clone(),
-                    resolved: false,
-                    no_dispatch: None,
-                })
-                .expect("records serialize"),
-            );
+            write.insert(&self.ks.runs, view.request.as_str(), record);
             self.owe_deposit(&view, &mut write);
             write
                 .commit()

@@ -258,8 +258,12 @@ impl Processes {
             mailbox,
             mailbox_index,
         };
-        let syncer = Syncer::start(database.clone(), "processes-fsync")
-            .map_err(|e| format!("cannot start the processes fsync thread: {e}"))?;
+        let syncer = Syncer::start_gathering(
+            database.clone(),
+            "processes-fsync",
+            crate::limits::PROCESSES_FSYNC_GATHER,
+        )
+        .map_err(|e| format!("cannot start the processes fsync thread: {e}"))?;
         let mut grants = BTreeMap::new();
         for guard in ks.grants.iter() {
             let (_, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
@@ -457,7 +461,18 @@ impl Processes {
     /// thread).
     pub fn handle_local(self: &Arc<Self>, call: ProcessCall) -> ProcessReply {
         match self.handle() {
-            Some(runtime) => runtime.block_on(self.handle_call(call)),
+            // Run on the runtime's workers, not here: each await inside (the group
+            // commit's fsyncs, the receiver's reply) then wakes a task on a worker
+            // instead of parking and waking this thread; it waits once, for the end.
+            Some(runtime) => {
+                let me = self.clone();
+                match runtime.block_on(runtime.spawn(async move { me.handle_call(call).await })) {
+                    Ok(reply) => reply,
+                    // As if it had panicked here: the connection closes, no reply.
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(e) => panic!("a Processes call was cancelled: {e}"),
+                }
+            }
             None => ProcessReply::Refused {
                 reason: "processes have not started (they need the `transport` profile)".to_owned(),
             },
