@@ -154,7 +154,8 @@ enum Command {
     #[command(subcommand)]
     Inspect(inspect::InspectCommand),
     /// Remote Processes (profile `processes`): run one at another host under an
-    /// execution grant, or resolve a run left unknown.
+    /// execution grant, resolve a run left unknown, or cancel a stopped wait with its
+    /// receiver's signed proof of no dispatch.
     #[command(subcommand)]
     Process(process::ProcessCli),
     /// A host's identity as its installation holds it: memberships (participant
