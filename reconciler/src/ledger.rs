@@ -205,17 +205,7 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
 /// directory when given.
 pub fn keeper(state: &Path, ledger: &str, host: Option<&str>) -> Result<(String, PathBuf), String> {
     if let Some(host) = host {
-        let dir = observe::host_dir(state, host);
-        if !dir
-            .join(grid_engine::host::config::HOST_CONFIG_FILE)
-            .exists()
-        {
-            return Err(format!(
-                "no host `{host}` is installed under {}",
-                state.display()
-            ));
-        }
-        return Ok((host.to_owned(), dir));
+        return Ok((host.to_owned(), observe::installed(state, host)?));
     }
     let mut unreachable = Vec::new();
     for name in observe::installed_hosts(state) {

@@ -25,6 +25,21 @@ pub fn host_dir(state: &Path, name: &str) -> PathBuf {
     state.join("hosts").join(name)
 }
 
+/// The installed host `host`'s directory (its `host.toml` exists), or why not.
+pub fn installed(state: &Path, host: &str) -> Result<PathBuf, String> {
+    let dir = host_dir(state, host);
+    if !dir
+        .join(grid_engine::host::config::HOST_CONFIG_FILE)
+        .exists()
+    {
+        return Err(format!(
+            "no host `{host}` is installed under {}",
+            state.display()
+        ));
+    }
+    Ok(dir)
+}
+
 /// What one owner looked like.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

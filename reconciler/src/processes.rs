@@ -295,7 +295,7 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
 
 /// One processes call to the host `host` (its control socket).
 pub fn call(state: &Path, host: &str, request: ProcessCall) -> Result<ProcessReply, String> {
-    let dir = installed(state, host)?;
+    let dir = observe::installed(state, host)?;
     let mut client = Client::connect(&dir).map_err(|e| e.to_string())?;
     match client.call(&Call::Process { request }) {
         Ok(Reply::Process(reply)) => Ok(*reply),
@@ -305,24 +305,10 @@ pub fn call(state: &Path, host: &str, request: ProcessCall) -> Result<ProcessRep
     }
 }
 
-fn installed(state: &Path, host: &str) -> Result<std::path::PathBuf, String> {
-    let dir = observe::host_dir(state, host);
-    if !dir
-        .join(grid_engine::host::config::HOST_CONFIG_FILE)
-        .exists()
-    {
-        return Err(format!(
-            "no host `{host}` is installed under {}",
-            state.display()
-        ));
-    }
-    Ok(dir)
-}
-
 /// Another host as a caller names it: listen address from its `host.toml`, public
 /// keys from its custody manifest.
 pub fn peer(state: &Path, host: &str) -> Result<Peer, String> {
-    let dir = installed(state, host)?;
+    let dir = observe::installed(state, host)?;
     let config = grid_engine::host::config::HostConfig::read(&dir).map_err(|e| e.to_string())?;
     let keys = grid_engine::custody::manifest(&dir).map_err(|e| e.to_string())?;
     Ok(Peer {

@@ -18,21 +18,6 @@ use grid_spec::Profile;
 use crate::ledger::{Failure, call as ledger_call};
 use crate::observe::{self, HostStatus};
 
-/// The installed host `host`'s directory, or why not.
-fn installed(state: &Path, host: &str) -> Result<std::path::PathBuf, String> {
-    let dir = observe::host_dir(state, host);
-    if !dir
-        .join(grid_engine::host::config::HOST_CONFIG_FILE)
-        .exists()
-    {
-        return Err(format!(
-            "no host `{host}` is installed under {}",
-            state.display()
-        ));
-    }
-    Ok(dir)
-}
-
 /// The open waits of `host`'s caller journal (its control socket).
 pub fn waits(dir: &Path) -> Result<Vec<grid_engine::processes::api::RunView>, String> {
     let mut client = Client::connect(dir).map_err(|e| e.to_string())?;
@@ -133,7 +118,7 @@ fn unobserved(owner: &str, holds: &str, reason: &str) -> Observed {
 /// The wallet of `host`, from every installed host under `state` (each its own
 /// owner) and `host`'s own wait journal.
 pub fn show(state: &Path, host: &str) -> Result<WalletView, String> {
-    let dir = installed(state, host)?;
+    let dir = observe::installed(state, host)?;
     let mut owners = Vec::new();
     for name in observe::installed_hosts(state) {
         owners.extend(ask_owner(&name, &observe::host_dir(state, &name), host));
@@ -160,7 +145,7 @@ pub fn call(dir: &Path, request: WalletCall) -> Result<WalletReply, String> {
 
 /// `host`'s installation directory (for the CLI).
 pub fn host_dir(state: &Path, host: &str) -> Result<std::path::PathBuf, String> {
-    installed(state, host)
+    observe::installed(state, host)
 }
 
 /// The installed host that issued grant `grant` to `caller` (asking each running

@@ -32,21 +32,26 @@ impl ControlEndpoint {
                 "ledger calls are taken on the host's control socket only; remotely, an account's owner inspects that account".to_owned(),
             );
         };
-        let owner = ledgers
-            .definitions()
-            .into_iter()
-            .find(|l| l.name == ledger)
-            .and_then(|l| l.accounts.into_iter().find(|a| a.name == account))
-            .and_then(|a| a.owner);
-        if owner.as_deref() != Some(peer) || peer.is_empty() {
-            return refused(format!(
-                "account `{account}` of ledger `{ledger}` is not `{peer}`'s: only its owner reads it remotely"
-            ));
+        let not_yours = format!(
+            "account `{account}` of ledger `{ledger}` is not `{peer}`'s: only its owner reads it remotely"
+        );
+        if peer.is_empty() {
+            return refused(not_yours);
         }
+        // The account's own definition names its owner: read it once, answer it only
+        // to that owner.
         let read = tokio::task::spawn_blocking(move || ledgers.inspect(&ledger, Some(&account)));
         match read.await {
-            Ok(Ok(view)) => Reply::Ledger(Box::new(LedgerReply::Inspected(Box::new(view)))),
-            Ok(Err(e)) => refused(e.to_string()),
+            Ok(Ok(view))
+                if !view.accounts.is_empty()
+                    && view
+                        .accounts
+                        .iter()
+                        .all(|a| a.definition.owner.as_deref() == Some(peer)) =>
+            {
+                Reply::Ledger(Box::new(LedgerReply::Inspected(Box::new(view))))
+            }
+            Ok(_) => refused(not_yours),
             Err(e) => refused(format!("the read did not finish: {e}")),
         }
     }
