@@ -11,6 +11,7 @@ pub mod journal;
 pub mod ledger;
 pub mod limits;
 pub mod metrics;
+pub mod missions;
 pub mod model;
 pub mod processes;
 pub mod protocol;

@@ -191,6 +191,23 @@ pub const CANCEL_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// it answers); no answer in time: unknown to the recipient, asked again the same way.
 pub const SURRENDER_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
+// Missions (issue 19, docs/missions.md).
+
+/// How long a mission's host waits for its issuer's answer (an issue, a return, a
+/// never-issued closure: each fsynced before it answers); no answer in time: the step
+/// is unknown, re-sent only by the operator with the same op id.
+pub const MISSION_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a return waits, after stopping new work, for runs already admitted under
+/// the allocation to journal their outcomes before it refuses.
+pub const MISSION_RETURN_QUIET_WAIT: Duration = Duration::from_secs(5);
+/// Missions a host holds at once (reserved and not settled or closed), and missions
+/// an issuer records.
+pub const MISSIONS_MAX: usize = 1_024;
+/// The largest body the issuer's endpoint takes: a return carries every run of the
+/// mission with its signed outcome (a mission whose record is larger cannot return
+/// through it, and says so).
+pub const MISSION_BODY_BYTES_MAX: usize = 16 * 1024 * 1024;
+
 // The wallet and the archive wallet (issue 18 §3).
 
 /// Proposals one wallet keeps (each is signed and stored for good).

@@ -58,6 +58,11 @@ pub enum Call {
     Wallet {
         request: crate::wallet::api::WalletCall,
     },
+    /// A call to the host's `missions` profile (reserve, return, never-issued
+    /// recovery, inspect). Handled outside the host's lock.
+    Mission {
+        request: crate::missions::api::MissionCall,
+    },
 }
 
 /// What an operation asks a host to do.
@@ -301,6 +306,8 @@ pub enum Reply {
     Ledger(Box<crate::ledger::api::LedgerReply>),
     /// What the wallet answered.
     Wallet(Box<crate::wallet::api::WalletReply>),
+    /// What the missions profile answered.
+    Mission(Box<crate::missions::api::MissionReply>),
 }
 
 /// A value as it crosses the wire: a finite number or an error value's text.
@@ -341,6 +348,9 @@ pub struct Observation {
     /// Ledgers kept at this host and their accounts (profile `ledger`).
     #[serde(default)]
     pub ledgers: Vec<crate::ledger::api::LedgerDefinition>,
+    /// Missions this host holds as their host (profile `missions`).
+    #[serde(default)]
+    pub missions: Vec<crate::missions::api::MissionView>,
 }
 
 /// A tag a host holds, as `observe` reports it.

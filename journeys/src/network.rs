@@ -237,6 +237,14 @@ impl Network {
         for host in &healed {
             wait_forwarding(&self.hosts[host].veth)?;
         }
+        // A neighbour a host failed to resolve while cut off stays FAILED for a while
+        // (connects answer "no route to host"): healed means every host reaches every
+        // other at once, so every namespace forgets what it failed to resolve.
+        if !healed.is_empty() {
+            for placed in self.hosts.values() {
+                ip_run(&["-n", &placed.namespace, "neigh", "flush", "all"])?;
+            }
+        }
         Ok(healed)
     }
 

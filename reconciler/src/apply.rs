@@ -300,6 +300,8 @@ fn took_effect(plan: &Plan, t: &Transition) -> bool {
                         && c.state == grid_engine::authority::claims::ClaimState::Held
             )
         }
+        // The host answers a re-sent op id from its record: always asked.
+        Action::Mission { .. } => false,
     }
 }
 
@@ -512,6 +514,7 @@ pub fn apply(plan: &Plan) -> Report {
                     Err(e) => (Status::Refused, e),
                 }
             }
+            Action::Mission { step } => mission(plan, t, step),
             Action::RewriteKeysAsPem => match grid_engine::custody::rewrite_as_pem(&dir) {
                 Ok(files) if files.is_empty() => (
                     Status::Succeeded,
@@ -674,5 +677,32 @@ fn write_host(
         ))
     } else {
         Ok(format!("wrote {}", path.display()))
+    }
+}
+
+/// Sends a mission step to its host once, with the transition's id.
+fn mission(plan: &Plan, t: &Transition, step: &crate::missions::Step) -> (Status, String) {
+    use crate::missions::Step;
+    use grid_engine::missions::api::{MissionCall, MissionReply};
+    let call = match step {
+        Step::Reserve { name, .. } => match crate::missions::terms(&plan.state, step) {
+            Ok(terms) => MissionCall::Reserve {
+                op: t.id.clone(),
+                mission: name.clone(),
+                terms,
+            },
+            Err(e) => return (Status::Refused, format!("{e}; nothing was sent")),
+        },
+        Step::Return { name } => MissionCall::Return {
+            op: t.id.clone(),
+            mission: name.clone(),
+        },
+    };
+    match crate::missions::call(&plan.state, &t.host, call) {
+        Ok(MissionReply::Mission { mission }) => (Status::Succeeded, mission.detail.clone()),
+        Ok(MissionReply::Unknown { reason, .. }) => (Status::Unknown, reason),
+        Ok(MissionReply::Refused { reason }) => (Status::Refused, reason),
+        Ok(other) => (Status::Failed, format!("unexpected reply {other:?}")),
+        Err(e) => (Status::Unknown, e),
     }
 }

@@ -10,6 +10,7 @@ pub mod authority;
 pub mod changes;
 pub mod diff;
 pub mod ledger;
+pub mod missions;
 pub mod observe;
 pub mod plan;
 pub mod planfile;

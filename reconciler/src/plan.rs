@@ -93,6 +93,10 @@ pub enum Action {
         membership: String,
         command: grid_engine::authority::service::ClaimCommand,
     },
+    /// A mission step sent to its host's control socket with the transition's
+    /// operation id (`Call::Mission`): the reservation (its terms completed from the
+    /// installations when sent) or the return.
+    Mission { step: crate::missions::Step },
 }
 
 impl Action {
@@ -105,6 +109,7 @@ impl Action {
                 | Action::Recover { .. }
                 | Action::Authority { .. }
                 | Action::Claim { .. }
+                | Action::Mission { .. }
         )
     }
 }

@@ -110,6 +110,10 @@ pub fn render(plan: &Plan) -> String {
                 quote(membership),
                 quote(&serde_json::to_string(command).expect("claim commands serialize"))
             )),
+            Action::Mission { step } => children.push(format!(
+                "mission {}",
+                quote(&serde_json::to_string(step).expect("mission steps serialize"))
+            )),
         }
         for c in &t.changes {
             children.push(format!(
@@ -245,6 +249,10 @@ pub fn load(path: &Path) -> Result<Plan, String> {
                             membership: argument(c)?,
                             command: serde_json::from_str(&string(c, "command")?)
                                 .map_err(|e| format!("a claim command does not decode: {e}"))?,
+                        },
+                        "mission" => Action::Mission {
+                            step: serde_json::from_str(&argument(c)?)
+                                .map_err(|e| format!("a mission step does not decode: {e}"))?,
                         },
                         other => return Err(format!("unknown action `{other}`")),
                     };

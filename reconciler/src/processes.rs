@@ -345,5 +345,6 @@ pub fn run_call(
         via: via.map(|m| peer(state, m)).transpose()?,
         membership,
         wait_ms,
+        mission: None,
     })
 }

@@ -287,6 +287,12 @@ pub struct Mission {
     /// RFC 3339 timestamp, validated for shape.
     pub deadline: String,
     pub successor: String,
+    /// The host that signs the allocation, the settlement and a never-issued closure
+    /// (`issuer=`; by default the successor).
+    pub issuer: String,
+    /// `returned=#true`: the mission is returned (its consumption record sent, then
+    /// settled). Removing the node instead leaves it unmanaged.
+    pub returned: bool,
     pub origin: Origin,
 }
 

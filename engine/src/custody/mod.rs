@@ -509,6 +509,22 @@ pub fn verify_hex_signature(
     )
 }
 
+/// A statement a host signs once and anyone verifies offline with the signer's custody
+/// manifest (public keys only): the text it signs, and the generation and hex
+/// signature it carries.
+pub trait Signed {
+    /// The exact bytes signed, a versioned text (`grid-…/1`).
+    fn signed_bytes(&self) -> Vec<u8>;
+    /// The signing-key generation and the hex signature.
+    fn signature(&self) -> (u32, &str);
+
+    /// Whether the signature verifies with `signer`'s manifest.
+    fn verify(&self, signer: &Manifest) -> bool {
+        let (generation, signature) = self.signature();
+        verify_hex_signature(signer, generation, &self.signed_bytes(), signature)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,6 +38,10 @@ impl Host {
         let Some(delivery) = self.delivery.clone() else {
             return;
         };
+        // Quiesced by a mission: the values wait in their inboxes, fed after return.
+        if self.quiesced.is_some() {
+            return;
+        }
         let mut write = self.database.batch();
         let mut published = Vec::new();
         let mut fed_any = false;

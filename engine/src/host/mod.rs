@@ -24,6 +24,7 @@ mod generations;
 mod ingest;
 mod observations;
 pub mod pid;
+mod rooms;
 mod submit;
 mod tags;
 
@@ -295,6 +296,8 @@ pub struct Host {
     processes: Option<std::sync::Arc<crate::processes::service::Processes>>,
     /// The `ledger` profile, when selected: its journal lives in this store.
     ledgers: Option<crate::ledger::service::Ledgers>,
+    /// Why the models take no batch from outside now (a mission not settled).
+    quiesced: Option<String>,
 }
 
 /// Where the host keeps its fence (in the `meta` keyspace).
@@ -424,6 +427,7 @@ impl Host {
             delivery: None,
             processes: None,
             ledgers: None,
+            quiesced: None,
         };
         host.recover()?;
         Ok(host)
@@ -470,49 +474,6 @@ impl Host {
 
     pub fn dir(&self) -> &Path {
         &self.dir
-    }
-
-    /// Opens the `delivery` profile in this host's store and attaches it: the model
-    /// owner stages publications in its batches' writes. The composition root calls
-    /// this when the host selects `delivery`.
-    pub fn open_delivery(
-        &mut self,
-    ) -> Result<std::sync::Arc<crate::delivery::service::Delivery>, HostError> {
-        let delivery = crate::delivery::service::Delivery::open(
-            &self.database,
-            &self.dir,
-            &self.config.name,
-            self.custody.clone(),
-            self.failpoints.clone(),
-            self.config.capacity,
-        )
-        .map_err(|detail| HostError::Damaged {
-            path: self.dir.join("store"),
-            detail,
-        })?;
-        self.delivery = Some(delivery.clone());
-        Ok(delivery)
-    }
-
-    /// Opens the `processes` profile in this host's store and attaches it: grant issues
-    /// are operations the host commits. The composition root calls this when the host
-    /// selects `processes`.
-    pub fn open_processes(
-        &mut self,
-    ) -> Result<std::sync::Arc<crate::processes::service::Processes>, HostError> {
-        let processes = crate::processes::service::Processes::open(
-            &self.database,
-            &self.dir,
-            &self.config.name,
-            self.custody.clone(),
-            self.failpoints.clone(),
-        )
-        .map_err(|detail| HostError::Damaged {
-            path: self.dir.join("store"),
-            detail,
-        })?;
-        self.processes = Some(processes.clone());
-        Ok(processes)
     }
 
     /// Evaluates `model` on a copy with `inputs` applied: nothing is journaled or
@@ -819,8 +780,9 @@ impl Host {
             Call::Ledger { .. } => Handled::Reply(Reply::Refused {
                 reason: "ledger calls are taken on the host's control socket only".to_owned(),
             }),
-            Call::Wallet { .. } => Handled::Reply(Reply::Refused {
-                reason: "wallet calls are taken on the host's control socket only".to_owned(),
+            Call::Wallet { .. } | Call::Mission { .. } => Handled::Reply(Reply::Refused {
+                reason: "wallet and mission calls are taken on the host's control socket only"
+                    .to_owned(),
             }),
             Call::Wire => Handled::Reply(match &self.wire {
                 Some(wire) => Reply::Wire {
@@ -934,6 +896,7 @@ impl Host {
                 .as_ref()
                 .map(|l| l.definitions())
                 .unwrap_or_default(),
+            missions: Vec::new(),
         }
     }
 

@@ -344,6 +344,13 @@ impl Host {
                     }
                 }
             },
+            Request::Input { model, .. } if self.quiesced.is_some() => failed(
+                &op,
+                format!(
+                    "model `{model}` is quiesced: {}",
+                    self.quiesced.as_deref().unwrap_or_default()
+                ),
+            ),
             Request::Input {
                 fence: Some(stamp), ..
             } if self.fence.clone().admit(&stamp.claim, stamp.epoch).is_err() => {

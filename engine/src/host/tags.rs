@@ -311,7 +311,8 @@ impl Host {
     /// caller may wait before the next call.
     pub fn sample_tags(&mut self) -> std::time::Duration {
         let idle = std::time::Duration::from_millis(200);
-        if self.tags.is_empty() {
+        // Quiesced by a mission: nothing is sampled (nor back-filled after).
+        if self.tags.is_empty() || self.quiesced.is_some() {
             return idle;
         }
         let now = std::time::Instant::now();

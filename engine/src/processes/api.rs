@@ -133,6 +133,11 @@ pub enum ProcessCall {
         /// wait goes on in the host's wait journal).
         #[serde(default)]
         wait_ms: Option<u64>,
+        /// Charged to this host's own mission allocation `mission:NAME` instead of a
+        /// grant (`--via mission:NAME`): the receiver must be this host, and no peer
+        /// is asked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mission: Option<String>,
     },
     /// What this host holds of `request`: as its receiver, or as its caller.
     Inspect { request: String },

@@ -12,6 +12,8 @@
 //!   proof of no dispatch (the request barred), or its finalized outcome learned;
 //! - `surrender`: a recipient's surrender of its grant through the issuer, with the
 //!   issuer's signed receipt;
+//! - `allocations`: units a host holds for its own runs (a mission's allocation),
+//!   with their deadline;
 //! - `builtins`: the built-in Process `demo.count`;
 //! - `api`: its wire types (control calls, grant issues, the direct service, the
 //!   mailbox);
@@ -20,6 +22,7 @@
 //! - `grants`: the units of a grant — available, reserved, consumed, surrendered,
 //!   unknown — pure, no IO.
 
+pub mod allocations;
 pub mod api;
 mod builtins;
 mod caller;

@@ -6,6 +6,7 @@ use std::sync::{Arc, MutexGuard};
 use fjall::{OwnedWriteBatch, PersistMode};
 use tokio::sync::watch;
 
+use super::allocations::{ALLOCATION_PREFIX, is_allocation, now_ms};
 use super::api::{
     GrantIssue, GrantView, ProcessReply, RunOutcome, RunRequest, RunView, ServiceReply,
     SignedGrant, StatusQuery,
@@ -66,7 +67,12 @@ impl Processes {
 
     /// The grants this host issued.
     pub fn grants(&self) -> Vec<GrantView> {
-        self.lock().grants.values().cloned().collect()
+        self.lock()
+            .grants
+            .values()
+            .filter(|g| !is_allocation(&g.name))
+            .cloned()
+            .collect()
     }
 
     /// Holds the grants while an issue or surrender is staged and committed by the
@@ -156,6 +162,11 @@ impl Processes {
         name: &str,
         write: &mut OwnedWriteBatch,
     ) -> Result<String, String> {
+        if is_allocation(name) {
+            return Err(format!(
+                "`{name}` is a mission's allocation, not a grant: it closes by the mission's return"
+            ));
+        }
         let grant = state
             .grants
             .get_mut(name)
@@ -186,6 +197,11 @@ impl Processes {
         name: &str,
         write: &mut OwnedWriteBatch,
     ) -> Result<String, String> {
+        if is_allocation(name) {
+            return Err(format!(
+                "`{name}` is a mission's allocation, not a grant: it closes by the mission's return"
+            ));
+        }
         let grant = state
             .grants
             .get_mut(name)
@@ -299,10 +315,21 @@ impl Processes {
                 );
                 None
             }
-            Some(process) => match grants::reserve(state.grants.values_mut(), caller) {
+            Some(process) => match match via.strip_prefix(ALLOCATION_PREFIX) {
+                // A mission's run names its allocation; no grant is ever picked for it.
+                Some(_) => state.reserve_allocation(&self.host, via, caller, now_ms()),
+                None => grants::reserve(
+                    state
+                        .grants
+                        .values_mut()
+                        .filter(|g| !is_allocation(&g.name)),
+                    caller,
+                )
+                .map_err(|e| e.to_string()),
+            } {
                 Err(e) => {
                     step(&mut view, Run::refused());
-                    view.detail = e.to_string();
+                    view.detail = e;
                     None
                 }
                 Ok(grant) => {

@@ -12,6 +12,7 @@
 //! process-outbox   ID                     MAILBOX: outcome to deposit (receiver)
 //! mailbox          TO \0 KIND \0 SEQ(be64)  Held (JSON, sealed)      (mailbox host)
 //! mailbox-index    TO \0 KIND \0 FROM \0 ID  SEQ(be64)               (mailbox host)
+//! process-allocations mission:NAME      AllocationLimits (JSON)    (a mission's host)
 //! ```
 //!
 //! A run at its receiver: **admit** — the request and the reservation of its unit in
@@ -60,6 +61,7 @@ const CURSOR: &str = "process-cursor";
 const OUTBOX: &str = "process-outbox";
 const MAILBOX: &str = "mailbox";
 const MAILBOX_INDEX: &str = "mailbox-index";
+const ALLOCATIONS: &str = "process-allocations";
 
 pub(super) const REQUEST_INFO: &[u8] = b"grid/process/request/v1";
 pub(super) const OUTCOME_INFO: &[u8] = b"grid/process/outcome/v1";
@@ -140,12 +142,16 @@ pub(super) struct Keyspaces {
     pub(super) outbox: Keyspace,
     pub(super) mailbox: Keyspace,
     pub(super) mailbox_index: Keyspace,
+    pub(super) allocations: Keyspace,
 }
 
 /// Memory of the receiver's grants and runs in flight (serialized writes: whoever
 /// holds it commits).
 pub struct State {
     pub(super) grants: BTreeMap<String, GrantView>,
+    /// The limits of each allocation (`mission:NAME`, its units account among
+    /// `grants`): deadline and whether new work stopped.
+    pub(super) limits: BTreeMap<String, super::allocations::AllocationLimits>,
     /// Runs admitted in this incarnation and not finished: duplicates wait on these.
     pub(super) running: BTreeMap<String, watch::Receiver<bool>>,
     pub(super) counts: RunCounts,
@@ -232,6 +238,7 @@ impl Processes {
             outbox,
             mailbox,
             mailbox_index,
+            allocations,
         ] = open_keyspaces(
             database,
             [
@@ -244,6 +251,7 @@ impl Processes {
                 OUTBOX,
                 MAILBOX,
                 MAILBOX_INDEX,
+                ALLOCATIONS,
             ],
         )
         .map_err(|e| format!("processes keyspaces: {e}"))?;
@@ -257,6 +265,7 @@ impl Processes {
             outbox,
             mailbox,
             mailbox_index,
+            allocations,
         };
         let syncer = Syncer::start_gathering(
             database.clone(),
@@ -271,6 +280,7 @@ impl Processes {
                 .map_err(|e| format!("a grant record does not decode: {e}"))?;
             grants.insert(grant.name.clone(), grant);
         }
+        let limits = super::allocations::load(&ks.allocations)?;
         let mut next_sequence = 1;
         for guard in ks.mailbox.iter() {
             let (_, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
@@ -340,6 +350,7 @@ impl Processes {
             syncer,
             state: Mutex::new(State {
                 grants,
+                limits,
                 running: BTreeMap::new(),
                 counts,
                 next_sequence,
@@ -487,6 +498,26 @@ impl Processes {
                 via,
                 membership,
                 wait_ms,
+                mission: Some(mission),
+            } => {
+                if receiver.name != self.host {
+                    return ProcessReply::Refused {
+                        reason: format!(
+                            "a mission's allocation is consumed on its own host `{}`, not at `{}`; nothing was sent",
+                            self.host, receiver.name
+                        ),
+                    };
+                }
+                let _ = (via, membership, wait_ms);
+                self.run_on_allocation(&mission, request).await
+            }
+            ProcessCall::Run {
+                request,
+                receiver,
+                via,
+                membership,
+                wait_ms,
+                mission: None,
             } => {
                 let wait = wait_ms
                     .map(Duration::from_millis)

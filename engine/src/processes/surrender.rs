@@ -72,7 +72,11 @@ impl Processes {
     ) -> ServiceReply {
         let (grant, changed) = {
             let mut state = self.lock();
-            let Some(grant) = state.grants.get_mut(&query.grant) else {
+            let found = state
+                .grants
+                .get_mut(&query.grant)
+                .filter(|g| !super::allocations::is_allocation(&g.name));
+            let Some(grant) = found else {
                 return ServiceReply::Refused {
                     reason: format!("host `{}` holds no grant `{}`", self.host, query.grant),
                 };

@@ -18,6 +18,7 @@ use crate::authority::endpoint::AuthorityEndpoint;
 use crate::authority::service::{Authorities, Authority};
 use crate::delivery::endpoint::DeliveryEndpoint;
 use crate::host::Host;
+use crate::missions::endpoint::MissionsEndpoint;
 use crate::processes::endpoint::ProcessesEndpoint;
 use crate::store::Failpoints;
 use control::ControlEndpoint;
@@ -37,6 +38,8 @@ pub struct Started {
     pub ledgers: Option<crate::ledger::service::Ledgers>,
     /// The `archive-wallet` profile: its journal, archives and foreign archives.
     pub wallet: Option<Arc<crate::wallet::service::Wallet>>,
+    /// The `missions` profile: the missions this host holds and those it issued.
+    pub missions: Option<Arc<crate::missions::service::Missions>>,
 }
 
 pub fn start(
@@ -176,8 +179,41 @@ pub fn start(
             &"profile `archive-wallet` serves its wallet's Processes and needs the `processes` profile, which is not selected",
         ));
     }
+    let missions = if host.config().selects(grid_spec::Profile::Missions) {
+        let Some(processes) = &processes else {
+            return Err(refuse(
+                &"profile `missions` consumes its allocation through the `processes` profile, which is not selected",
+            ));
+        };
+        if authorities.by_membership.is_empty() {
+            return Err(refuse(
+                &"profile `missions` reserves through the authority and needs the `authority` profile in an enrolled membership",
+            ));
+        }
+        Some(
+            host.open_missions(
+                processes.clone(),
+                authorities.clone(),
+                runtime.handle().clone(),
+            )
+            .map_err(|e| refuse(&e))?,
+        )
+    } else {
+        None
+    };
     let mut wallet = None;
     let host = Arc::new(Mutex::new(host));
+    if let Some(missions) = &missions {
+        // Quiesced before anything is served, also after a restart.
+        let weak = Arc::downgrade(&host);
+        missions.on_quiesce(Box::new(move |reason| {
+            if let Some(host) = weak.upgrade() {
+                host.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .quiesce(reason);
+            }
+        }));
+    }
     if let Some(mut events) = ingest {
         let host = host.clone();
         std::thread::Builder::new()
@@ -306,6 +342,9 @@ pub fn start(
                 Arc::new(ProcessesEndpoint {
                     processes: processes.clone(),
                 }),
+                Arc::new(MissionsEndpoint {
+                    missions: missions.clone(),
+                }),
             ],
             wire,
         };
@@ -320,6 +359,7 @@ pub fn start(
         processes,
         ledgers,
         wallet,
+        missions,
     };
     if let Some(declared) = metrics_address {
         let address = metrics::address(&declared).map_err(|e| refuse(&e))?;

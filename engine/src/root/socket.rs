@@ -145,6 +145,34 @@ fn connection(stream: UnixStream, started: &Started) {
             },
             // And the wallet: an archive asks the owners it reaches.
             Call::Wallet { request } => Handled::Reply(wallet_call(started, request)),
+            // And missions: a step waits for the authority and the issuer.
+            Call::Mission { request } => Handled::Reply(match &started.missions {
+                Some(missions) => Reply::Mission(Box::new(missions.handle_local(request))),
+                None => Reply::Refused {
+                    reason: "this host does not run the `missions` profile".to_owned(),
+                },
+            }),
+            // What the host holds, with the missions its room holds (outside its lock).
+            Call::Observe => {
+                let missions = started.missions.as_ref().map(|m| {
+                    match m.handle_local(crate::missions::api::MissionCall::List) {
+                        crate::missions::api::MissionReply::Missions { missions, .. } => missions,
+                        _ => Vec::new(),
+                    }
+                });
+                let handled = started
+                    .host
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .handle(Call::Observe);
+                match (handled, missions) {
+                    (Handled::Reply(Reply::Observation(mut o)), Some(missions)) => {
+                        o.missions = missions;
+                        Handled::Reply(Reply::Observation(o))
+                    }
+                    (handled, _) => handled,
+                }
+            }
             call => started
                 .host
                 .lock()

@@ -46,11 +46,14 @@ pub enum Failpoint {
     /// The ledger answered a `ledger.transfer` run's transfer (fsynced); the run's
     /// outcome is not journaled.
     TransferAfterAnswer,
+    /// A mission's issuer journaled the signed allocation; the reply is not sent
+    /// (drop-reply loses it; abort crashes after the journal write).
+    MissionIssueReply,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order an operation reaches them.
-    pub const ALL: [Failpoint; 15] = [
+    pub const ALL: [Failpoint; 16] = [
         Failpoint::SubmitBeforeCommit,
         Failpoint::SubmitAfterCommit,
         Failpoint::BatchAfterCommit,
@@ -66,6 +69,7 @@ impl Failpoint {
         Failpoint::LedgerReply,
         Failpoint::TransferBeforeSubmit,
         Failpoint::TransferAfterAnswer,
+        Failpoint::MissionIssueReply,
     ];
 
     /// The name `GRID_FAILPOINTS` and journeys use.
@@ -86,6 +90,7 @@ impl Failpoint {
             Failpoint::LedgerReply => "ledger-reply",
             Failpoint::TransferBeforeSubmit => "transfer-before-submit",
             Failpoint::TransferAfterAnswer => "transfer-after-answer",
+            Failpoint::MissionIssueReply => "mission-issue-reply",
         }
     }
 

@@ -296,6 +296,7 @@ impl WalletProcess {
             via: None,
             membership: proposal.membership.clone(),
             wait_ms: Some(WALLET_OWNER_WAIT.as_millis() as u64),
+            mission: None,
         };
         let run = match self.wallet.processes.handle_local(call) {
             ProcessReply::Ran { run } => run,

@@ -48,21 +48,48 @@ struct EditTopology {
     from: String,
     to: String,
     all: bool,
+    /// `deadline-in=N`: the replacement is the RFC 3339 time N seconds after the step
+    /// runs (a mission's deadline that passes during the journey).
+    deadline_in: Option<u64>,
 }
 
 pub fn parse_edit_topology(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let from = node.required("from", "TEXT")?;
-    let to = node.required("to", "TEXT")?;
+    let deadline_in = node.count("deadline-in")?;
+    let to = match deadline_in {
+        // Hosts are what the parser tracks: a timestamp names none.
+        Some(_) => "2000-01-01T00:00:00Z".to_owned(),
+        None => node.required("to", "TEXT")?,
+    };
     if from.is_empty() {
         return Err(node.error("`from` must not be empty"));
     }
     let all = node.flag("all")?.unwrap_or(false);
     node.cx().edit_topology(&from, &to, all);
-    Ok(Box::new(EditTopology { from, to, all }))
+    Ok(Box::new(EditTopology {
+        from,
+        to,
+        all,
+        deadline_in,
+    }))
+}
+
+/// RFC 3339 (UTC, whole seconds) `seconds` from now.
+fn deadline_in(seconds: u64) -> String {
+    let at = time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .expect("zero nanoseconds")
+        + time::Duration::seconds(seconds as i64);
+    at.format(&time::format_description::well_known::Rfc3339)
+        .expect("RFC 3339 formats")
 }
 
 impl Step for EditTopology {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
+        let to = match self.deadline_in {
+            Some(seconds) => deadline_in(seconds),
+            None => self.to.clone(),
+        };
         let current = cx.topology()?;
         let text = std::fs::read_to_string(&current).map_err(|e| {
             Failure::new(
@@ -78,9 +105,9 @@ impl Step for EditTopology {
             ));
         }
         let edited = if self.all {
-            text.replace(self.from.as_str(), &self.to)
+            text.replace(self.from.as_str(), &to)
         } else {
-            text.replacen(self.from.as_str(), &self.to, 1)
+            text.replacen(self.from.as_str(), &to, 1)
         };
         let dir = cx.work_dir().join("topologies");
         std::fs::create_dir_all(&dir)
@@ -103,7 +130,7 @@ impl Step for EditTopology {
         cx.say(format_args!(
             "{:?} -> {:?} ({} of {count}); the topology is now {}",
             self.from,
-            self.to,
+            to,
             if self.all { count } else { 1 },
             cx.show_path(&path)
         ));

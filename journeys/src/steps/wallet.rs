@@ -119,7 +119,19 @@ fn matches(found: Option<&Value>, expected: &str) -> bool {
 
 impl Command {
     fn once(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
-        let mut args: Vec<OsString> = self.args.iter().map(OsString::from).collect();
+        // `$TOPOLOGY`: the current topology file (as `plan` and `reconcile` read it).
+        let topology = match self.args.iter().any(|a| a == "$TOPOLOGY") {
+            true => Some(cx.topology()?),
+            false => None,
+        };
+        let mut args: Vec<OsString> = self
+            .args
+            .iter()
+            .map(|a| match (&topology, a.as_str()) {
+                (Some(path), "$TOPOLOGY") => path.clone().into_os_string(),
+                _ => OsString::from(a),
+            })
+            .collect();
         args.push("--json".into());
         let output = cx.gridctl(&args)?;
         let status = describe_status(&output.status);

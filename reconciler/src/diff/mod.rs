@@ -150,5 +150,6 @@ pub fn diff(topology: &Topology, world: &World) -> Vec<Draft> {
     out.extend(crate::processes::transitions(topology, world));
     out.extend(crate::sources::transitions(topology, world));
     out.extend(crate::ledger::transitions(topology, world));
+    out.extend(crate::missions::transitions(topology, world));
     out
 }

@@ -89,6 +89,8 @@ impl FileReader<'_> {
             }
         });
         let successor = n.string_prop(self, "successor", true);
+        let issuer = n.string_prop(self, "issuer", false);
+        let returned = n.bool_prop(self, "returned").unwrap_or(false);
         n.no_children(self);
         n.finish(self);
         let (
@@ -117,6 +119,28 @@ impl FileReader<'_> {
             context: format!("mission `{name}` successor"),
             require: None,
         });
+        let issuer = match issuer {
+            Some((issuer, i_span)) => {
+                if issuer == host {
+                    self.error(
+                        i_span,
+                        format!("mission `{name}` names its own host as issuer"),
+                        "same host",
+                        "the issuer signs the host's allocation: another host (by default the successor)",
+                    );
+                }
+                self.parsed.references.push(Reference {
+                    kind: RefKind::Host,
+                    name: issuer.clone(),
+                    file: self.file.clone(),
+                    span: i_span,
+                    context: format!("mission `{name}` issuer"),
+                    require: None,
+                });
+                issuer
+            }
+            None => successor.clone(),
+        };
         let origin = self.origin(span);
         self.parsed.topology.missions.push(Mission {
             name,
@@ -124,6 +148,8 @@ impl FileReader<'_> {
             units: units as u64,
             deadline,
             successor,
+            issuer,
+            returned,
             origin,
         });
     }

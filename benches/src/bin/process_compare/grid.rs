@@ -172,6 +172,7 @@ impl Caller {
                 via: via_mailbox.then(|| self.mailbox.clone()),
                 membership: MEMBERSHIP.to_owned(),
                 wait_ms: Some(WAIT_MS),
+                mission: None,
             },
         )?;
         match reply {

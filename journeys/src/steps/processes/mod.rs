@@ -4,7 +4,7 @@
 //! (expect-grants, expect-processes), `cycles.rs` (process-cycles); what they share —
 //! the recorded runs and one answer's shape — is here.
 //!
-//! - `run-process HOST PROCESS as="CALLER" op="ID" [via="mailbox:BOX"]
+//! - `run-process HOST PROCESS as="CALLER" op="ID" [via="mailbox:BOX"|"mission:NAME"]
 //!   [args="NAME=VALUE …"] [expect=OUTCOME] [same-as="OP"] [result="NAME=VALUE …"]
 //!   [wait-ms=N]` —
 //!   `gridctl process run HOST PROCESS --as CALLER --op ID [--via …] [--arg NAME=VALUE]…

@@ -39,9 +39,10 @@ pub fn parse_run(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let via = node.string("via")?;
     if let Some(via) = &via
         && !via.starts_with("mailbox:")
+        && !via.starts_with("mission:")
     {
         return Err(node.error(format!(
-            "`via` is \"mailbox:HOST\" (or absent: direct), not `{via}`"
+            "`via` is \"mailbox:HOST\" or \"mission:NAME\" (or absent: direct), not `{via}`"
         )));
     }
     let args = match node.string("args")? {

@@ -143,6 +143,23 @@ pub enum InspectCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// A mission as its host holds it (profile `missions`): its state (reserving,
+    /// active, exhausted, returning, settled, closed-never-issued), units allocated /
+    /// consumed / reserved / unknown, deadline, successor, and its signed documents
+    /// (allocation, consumption record, settlement, never-issued closure), each
+    /// verified offline with its signer's public keys. The host is found among the
+    /// installed ones unless --host names it. Exit 0 when every document verifies, 1
+    /// when one does not, 4 when no host holds the mission.
+    #[command(mut_arg("json", |a| a.help(
+        "{\"name\", \"host\", \"state\", \"units\": {\"allocated\", \"consumed\", \"reserved\", \"unknown\", \"released\", \"available\"}, \"deadline\", \"successor\", \"issuer\", \"quiesced\", \"claim\", \"epoch\", \"allocation\", \"consumption\", \"settlement\", \"closure\", \"recovered\", \"verified\": [{\"document\", \"keys\", \"verified\"}], …}"
+    )))]
+    Mission {
+        name: String,
+        #[arg(long, value_name = "NAME")]
+        host: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 pub fn inspect(command: InspectCommand) -> anyhow::Result<ExitCode> {
@@ -174,6 +191,9 @@ pub fn inspect(command: InspectCommand) -> anyhow::Result<ExitCode> {
             host,
             output,
         } => crate::ledger::inspect(&ledger, account, host.as_deref(), &output),
+        InspectCommand::Mission { name, host, output } => {
+            Ok(crate::mission::inspect(&name, host.as_deref(), &output))
+        }
     }
 }
 

@@ -23,6 +23,7 @@ mod hosts;
 mod inspect;
 mod journey;
 mod ledger;
+mod mission;
 mod model;
 mod plan;
 mod process;
@@ -230,6 +231,11 @@ enum Command {
     /// observed-only.
     #[command(subcommand)]
     Wallet(wallet::WalletCli),
+    /// Missions (profile `missions`): re-send a reservation, return a mission,
+    /// never-issued recovery into the successor. Reservation and return are planned
+    /// from the files (`+ mission`, `returned=#true`).
+    #[command(subcommand)]
+    Mission(mission::MissionCli),
 }
 
 fn main() -> ExitCode {
@@ -289,6 +295,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Completions { shell } => completions(shell),
         Command::Ledger(command) => ledger::ledger(command),
         Command::Wallet(command) => wallet::wallet(command),
+        Command::Mission(command) => mission::mission(command),
     }
 }
 

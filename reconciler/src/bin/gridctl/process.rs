@@ -37,8 +37,11 @@ pub enum ProcessCli {
         /// The request id.
         #[arg(long, value_name = "ID")]
         op: String,
-        /// Through an encrypted mailbox at HOST instead of directly: `mailbox:HOST`.
-        #[arg(long, value_name = "mailbox:HOST")]
+        /// Through an encrypted mailbox at HOST instead of directly: `mailbox:HOST`; or
+        /// charged to HOST's own mission allocation, run with no peer asked (the
+        /// authority may be unreachable): `mission:NAME` (then HOST and CALLER are the
+        /// mission's host).
+        #[arg(long, value_name = "mailbox:HOST|mission:NAME")]
         via: Option<String>,
         /// An argument (repeatable): NAME=VALUE.
         #[arg(long = "arg", value_name = "NAME=VALUE")]
@@ -217,14 +220,19 @@ pub fn process(command: ProcessCli) -> anyhow::Result<ExitCode> {
                 };
                 arguments.insert(name.to_owned(), value.to_owned());
             }
+            let mission = via
+                .as_deref()
+                .and_then(|v| v.strip_prefix("mission:"))
+                .map(str::to_owned);
             let via = match via.as_deref().map(|v| v.strip_prefix("mailbox:")) {
                 None => None,
+                Some(_) if mission.as_deref().is_some_and(|m| !m.is_empty()) => None,
                 Some(Some(m)) if !m.is_empty() => Some(m.to_owned()),
                 Some(_) => {
                     return Ok(refused(
                         json,
                         id,
-                        "--via takes mailbox:HOST; nothing was sent",
+                        "--via takes mailbox:HOST or mission:NAME; nothing was sent",
                     ));
                 }
             };
@@ -233,7 +241,8 @@ pub fn process(command: ProcessCli) -> anyhow::Result<ExitCode> {
                 process,
                 arguments,
             };
-            let call_of = run_call(state, &host, &caller, via.as_deref(), request, wait_ms);
+            let call_of = run_call(state, &host, &caller, via.as_deref(), request, wait_ms)
+                .map(|call| with_mission(call, mission));
             let reply = match call_of.and_then(|c| call(state, &caller, c)) {
                 Ok(reply) => reply,
                 Err(reason) => {
@@ -566,4 +575,29 @@ pub fn inspect_processes(host: &str, output: &Output) -> anyhow::Result<ExitCode
     };
     emit(&served, output.json);
     Ok(ExitCode::SUCCESS)
+}
+
+/// A run call charged to the caller's own mission allocation `mission:NAME`.
+fn with_mission(call: ProcessCall, name: Option<String>) -> ProcessCall {
+    match (call, name) {
+        (
+            ProcessCall::Run {
+                request,
+                receiver,
+                via,
+                membership,
+                wait_ms,
+                ..
+            },
+            Some(name),
+        ) => ProcessCall::Run {
+            request,
+            receiver,
+            via,
+            membership,
+            wait_ms,
+            mission: Some(name),
+        },
+        (call, _) => call,
+    }
 }

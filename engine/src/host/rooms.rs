@@ -1,0 +1,87 @@
+//! The rooms a host opens in its own store (the composition root calls these for the
+//! profiles the host selects), and the quiescence a mission holds its models in.
+
+use super::{Host, HostError};
+
+impl Host {
+    /// Opens the `delivery` profile in this host's store and attaches it: the model
+    /// owner stages publications in its batches' writes. The composition root calls
+    /// this when the host selects `delivery`.
+    pub fn open_delivery(
+        &mut self,
+    ) -> Result<std::sync::Arc<crate::delivery::service::Delivery>, HostError> {
+        let delivery = crate::delivery::service::Delivery::open(
+            &self.database,
+            &self.dir,
+            &self.config.name,
+            self.custody.clone(),
+            self.failpoints.clone(),
+            self.config.capacity,
+        )
+        .map_err(|detail| HostError::Damaged {
+            path: self.dir.join("store"),
+            detail,
+        })?;
+        self.delivery = Some(delivery.clone());
+        Ok(delivery)
+    }
+
+    /// Opens the `processes` profile in this host's store and attaches it: grant issues
+    /// are operations the host commits. The composition root calls this when the host
+    /// selects `processes`.
+    pub fn open_processes(
+        &mut self,
+    ) -> Result<std::sync::Arc<crate::processes::service::Processes>, HostError> {
+        let processes = crate::processes::service::Processes::open(
+            &self.database,
+            &self.dir,
+            &self.config.name,
+            self.custody.clone(),
+            self.failpoints.clone(),
+        )
+        .map_err(|detail| HostError::Damaged {
+            path: self.dir.join("store"),
+            detail,
+        })?;
+        self.processes = Some(processes.clone());
+        Ok(processes)
+    }
+
+    /// Opens the `missions` profile in this host's store.
+    pub fn open_missions(
+        &mut self,
+        processes: std::sync::Arc<crate::processes::service::Processes>,
+        authorities: crate::authority::service::Authorities,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<std::sync::Arc<crate::missions::service::Missions>, HostError> {
+        crate::missions::service::Missions::open(
+            &self.database,
+            &self.dir,
+            &self.config.name,
+            self.custody.clone(),
+            processes,
+            authorities,
+            self.failpoints.clone(),
+            runtime,
+        )
+        .map_err(|detail| HostError::Damaged {
+            path: self.dir.join("store"),
+            detail,
+        })
+    }
+
+    /// Quiesces the models (`Some(why)`: no batch from outside — inputs are refused,
+    /// route values wait in their inboxes, simulated tags are not sampled) or releases
+    /// them (`None`).
+    pub fn quiesce(&mut self, why: Option<String>) {
+        if self.quiesced != why {
+            tracing::info!(host = self.config.name, quiesced = ?why, "model quiescence");
+        }
+        self.quiesced = why;
+    }
+
+    /// Why the models are quiesced now, if they are.
+    pub fn quiesced(&self) -> Option<&str> {
+        self.quiesced.as_deref()
+    }
+}

@@ -1,0 +1,205 @@
+//! Allocations: execution units a host holds for its own runs without a grant — a
+//! mission's signed allocation (docs/missions.md), opened by the `missions` room once
+//! its issuer's signature verified. Its units account is a [`GrantView`] named
+//! `mission:NAME` (caller: the host itself) beside the grants, moved by the same run
+//! machine; what a grant does not have — a deadline, and new work stopped on return —
+//! is its [`AllocationLimits`]. A run charges it only when it names it
+//! (`--via mission:NAME`); no grant lookup ever picks it.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use fjall::{Keyspace, PersistMode};
+use serde::{Deserialize, Serialize};
+
+use super::api::{GrantView, RunView};
+use super::grants::UNITS_PER_RUN;
+use super::receiver::RunRecord;
+use super::service::{Processes, State};
+use crate::store::fatal;
+
+/// The prefix of an allocation's name (and of a run's `via`).
+pub const ALLOCATION_PREFIX: &str = "mission:";
+
+/// Whether a units account is an allocation rather than a grant.
+pub fn is_allocation(name: &str) -> bool {
+    name.starts_with(ALLOCATION_PREFIX)
+}
+
+/// What bounds an allocation besides its units.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocationLimits {
+    /// RFC 3339, as signed.
+    pub deadline: String,
+    /// The deadline in milliseconds since the Unix epoch: no run is admitted at or
+    /// after it.
+    pub deadline_ms: i64,
+    /// Why new work stopped for good (returned, closed), if it did.
+    #[serde(default)]
+    pub stopped: Option<String>,
+}
+
+pub(super) fn load(
+    keyspace: &Keyspace,
+) -> Result<std::collections::BTreeMap<String, AllocationLimits>, String> {
+    let mut limits = std::collections::BTreeMap::new();
+    for guard in keyspace.iter() {
+        let (key, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
+        let l: AllocationLimits = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("an allocation's limits do not decode: {e}"))?;
+        limits.insert(String::from_utf8_lossy(&key).into_owned(), l);
+    }
+    Ok(limits)
+}
+
+/// Milliseconds since the Unix epoch now.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl State {
+    /// Reserves one unit of allocation `name` for a run of `caller`, or names the
+    /// signed limit that stops it.
+    pub(super) fn reserve_allocation(
+        &mut self,
+        host: &str,
+        name: &str,
+        caller: &str,
+        now_ms: i64,
+    ) -> Result<String, String> {
+        if caller != host {
+            return Err(format!(
+                "allocation `{name}` is consumed by its own host `{host}` only, not `{caller}`; refused before dispatch, nothing charged"
+            ));
+        }
+        let (Some(limits), Some(account)) = (self.limits.get(name), self.grants.get_mut(name))
+        else {
+            return Err(format!(
+                "host `{host}` holds no active allocation `{name}` (no signed allocation received); refused before dispatch, nothing charged"
+            ));
+        };
+        if let Some(stopped) = &limits.stopped {
+            return Err(format!(
+                "allocation `{name}`: new work stopped ({stopped}); refused before dispatch, nothing charged"
+            ));
+        }
+        if now_ms >= limits.deadline_ms {
+            return Err(format!(
+                "allocation `{name}`: its signed deadline {} has passed (limit `deadline`); new work stops, refused before dispatch, nothing charged",
+                limits.deadline
+            ));
+        }
+        if account.available() < UNITS_PER_RUN {
+            return Err(format!(
+                "allocation `{name}`: its {} signed units are consumed, reserved or unknown ({} consumed, {} reserved, {} unknown; limit `units`); new work stops, refused before dispatch, nothing charged",
+                account.allocated, account.consumed, account.reserved, account.unknown
+            ));
+        }
+        account.reserved += UNITS_PER_RUN;
+        Ok(name.to_owned())
+    }
+}
+
+impl Processes {
+    /// Opens allocation `name` of `units` until `deadline` for this host's own runs,
+    /// durably (fsynced) before it returns; opening it again changes nothing.
+    pub fn open_allocation(&self, name: &str, units: u64, deadline: &str, deadline_ms: i64) {
+        assert!(is_allocation(name), "`{name}` is not an allocation name");
+        let mut state = self.lock();
+        if state.grants.contains_key(name) {
+            return;
+        }
+        let account = GrantView {
+            name: name.to_owned(),
+            caller: self.host.clone(),
+            allocated: units,
+            ..GrantView::default()
+        };
+        let limits = AllocationLimits {
+            deadline: deadline.to_owned(),
+            deadline_ms,
+            stopped: None,
+        };
+        let mut write = self.database.batch();
+        write.insert(
+            &self.ks.grants,
+            name,
+            serde_json::to_vec(&account).expect("grants serialize"),
+        );
+        write.insert(
+            &self.ks.allocations,
+            name,
+            serde_json::to_vec(&limits).expect("limits serialize"),
+        );
+        self.commit_synced(write, "opening an allocation");
+        state.grants.insert(name.to_owned(), account);
+        state.limits.insert(name.to_owned(), limits);
+    }
+
+    /// Stops new work under allocation `name` for good (`why`), durably; runs already
+    /// admitted finish and are charged as before.
+    pub fn stop_allocation(&self, name: &str, why: &str) {
+        let mut state = self.lock();
+        let Some(limits) = state.limits.get_mut(name) else {
+            return;
+        };
+        if limits.stopped.is_some() {
+            return;
+        }
+        limits.stopped = Some(why.to_owned());
+        let bytes = serde_json::to_vec(&*limits).expect("limits serialize");
+        let mut write = self.database.batch();
+        write.insert(&self.ks.allocations, name, bytes);
+        self.commit_synced(write, "stopping an allocation");
+    }
+
+    /// The units account and limits of allocation `name`.
+    pub fn allocation(&self, name: &str) -> Option<(GrantView, AllocationLimits)> {
+        let state = self.lock();
+        Some((
+            state.grants.get(name)?.clone(),
+            state.limits.get(name)?.clone(),
+        ))
+    }
+
+    /// Every run charged to allocation `name`, as the run journal holds it.
+    pub fn allocation_runs(&self, name: &str) -> Vec<RunView> {
+        self.ks
+            .runs
+            .iter()
+            .filter_map(|g| g.into_inner().ok())
+            .filter_map(|(_, v)| serde_json::from_slice::<RunRecord>(&v).ok())
+            .map(|r| r.view)
+            .filter(|v| v.grant.as_deref() == Some(name))
+            .collect()
+    }
+
+    fn commit_synced(&self, write: fjall::OwnedWriteBatch, doing: &str) {
+        write
+            .commit()
+            .and_then(|()| crate::metrics::fsync(|| self.database.persist(PersistMode::SyncAll)))
+            .unwrap_or_else(|e| fatal(&self.dir, doing, e));
+    }
+
+    /// Runs `request` here, charged to this host's allocation `name` (`--via
+    /// mission:NAME`): no peer is asked, so it runs with the authority unreachable.
+    pub async fn run_on_allocation(
+        self: &std::sync::Arc<Self>,
+        name: &str,
+        request: super::api::RunRequest,
+    ) -> super::api::ProcessReply {
+        use super::api::{ProcessReply, ServiceReply};
+        let via = format!(
+            "{ALLOCATION_PREFIX}{}",
+            name.trim_start_matches(ALLOCATION_PREFIX)
+        );
+        match self.serve_run(&self.host.clone(), &via, request).await {
+            ServiceReply::Run { run } => ProcessReply::Ran { run },
+            ServiceReply::Refused { reason } => ProcessReply::Refused { reason },
+            other => ProcessReply::Refused {
+                reason: format!("unexpected answer {other:?}"),
+            },
+        }
+    }
+}
