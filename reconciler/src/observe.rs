@@ -41,6 +41,8 @@ pub fn installed(state: &Path, host: &str) -> Result<PathBuf, String> {
 }
 
 /// What one owner looked like.
+// One per host in a plan's observation: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HostStatus {

@@ -268,6 +268,10 @@ pub struct MissionView {
     pub state: MissionState,
     pub units: MissionUnits,
     pub deadline: String,
+    /// The deadline has passed (now, at the host): no new work, ever; it reopens
+    /// nothing.
+    #[serde(default)]
+    pub expired: bool,
     pub successor: String,
     pub issuer: String,
     /// The models of the host stay quiesced (no batch from outside) while true.
@@ -297,6 +301,8 @@ pub struct MissionView {
 }
 
 /// A control call to the host's `missions` profile (`Call::Mission`).
+// One per call, moved once: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "call", rename_all = "kebab-case")]
 pub enum MissionCall {
@@ -372,6 +378,7 @@ pub struct CloseQuery {
 }
 
 /// The issuer's replies.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "kebab-case")]
 pub enum IssuerReply {

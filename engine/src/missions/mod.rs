@@ -10,11 +10,13 @@
 //!
 //! - `api`: terms, the four signed documents, the mission as its host holds it, calls;
 //! - `machine`: what the issuer answers and what the host may do, pure;
-//! - `service`: the host's steps and the issuer's decisions, journaled;
+//! - `service`: the host's steps, journaled;
+//! - `issuer`: the issuer's decisions, journaled;
 //! - `endpoint`: `POST /mission/M/issue|return|close`.
 
 pub mod api;
 pub mod endpoint;
+mod issuer;
 pub mod machine;
 pub mod service;
 

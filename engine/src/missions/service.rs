@@ -23,7 +23,7 @@ use super::api::{
     MissionCall, MissionReply, MissionState, MissionTerms, MissionUnits, MissionView, ReturnQuery,
     Settlement, claim_of,
 };
-use super::machine::{self, Decision, IssuerRecord};
+use super::machine;
 use crate::authority::api::{AuthorityReply, ClaimCommand, ClaimOutcome};
 use crate::authority::service::{Authorities, AuthorityCall};
 use crate::custody::{Custody, Signed};
@@ -31,7 +31,7 @@ use crate::limits::{MISSION_CALL_TIMEOUT, MISSION_RETURN_QUIET_WAIT, MISSIONS_MA
 use crate::processes::allocations::now_ms;
 use crate::processes::api::{RunOutcome, RunView};
 use crate::processes::service::Processes;
-use crate::store::{Failpoint, Failpoints, fatal, open_keyspaces};
+use crate::store::{Failpoints, fatal, open_keyspaces};
 use crate::transport::{PeerClient, PeerError};
 
 const RECORDS: &str = "missions";
@@ -59,30 +59,30 @@ struct HostRecord {
 pub type QuiesceHook = Box<dyn Fn(Option<String>) + Send + Sync>;
 
 pub struct Missions {
-    host: String,
-    dir: PathBuf,
-    database: Database,
-    records: Keyspace,
-    issued: Keyspace,
-    custody: Custody,
-    processes: Arc<Processes>,
-    authorities: Authorities,
-    failpoints: Mutex<Failpoints>,
-    runtime: tokio::runtime::Handle,
+    pub(super) host: String,
+    pub(super) dir: PathBuf,
+    pub(super) database: Database,
+    pub(super) records: Keyspace,
+    pub(super) issued: Keyspace,
+    pub(super) custody: Custody,
+    pub(super) processes: Arc<Processes>,
+    pub(super) authorities: Authorities,
+    pub(super) failpoints: Mutex<Failpoints>,
+    pub(super) runtime: tokio::runtime::Handle,
     /// One host step at a time.
-    steps: tokio::sync::Mutex<()>,
+    pub(super) steps: tokio::sync::Mutex<()>,
     /// One issuer decision at a time.
-    deciding: tokio::sync::Mutex<()>,
-    quiesce: Mutex<Option<QuiesceHook>>,
+    pub(super) deciding: tokio::sync::Mutex<()>,
+    pub(super) quiesce: Mutex<Option<QuiesceHook>>,
 }
 
 /// Why a step stopped.
-enum Stop {
+pub(super) enum Stop {
     Refused(String),
     Unknown(String),
 }
 
-type Step<T> = Result<T, Stop>;
+pub(super) type Step<T> = Result<T, Stop>;
 
 /// RFC 3339 → milliseconds since the Unix epoch.
 pub fn deadline_ms(deadline: &str) -> Result<i64, String> {
@@ -144,7 +144,7 @@ impl Missions {
         *self.quiesce.lock().unwrap_or_else(|p| p.into_inner()) = Some(hook);
     }
 
-    fn tell_quiesce(&self) {
+    pub(super) fn tell_quiesce(&self) {
         if let Some(hook) = &*self.quiesce.lock().unwrap_or_else(|p| p.into_inner()) {
             hook(self.quiesced());
         }
@@ -158,7 +158,11 @@ impl Missions {
             .collect()
     }
 
-    fn get<T: serde::de::DeserializeOwned>(&self, keyspace: &Keyspace, name: &str) -> Option<T> {
+    pub(super) fn get<T: serde::de::DeserializeOwned>(
+        &self,
+        keyspace: &Keyspace,
+        name: &str,
+    ) -> Option<T> {
         keyspace
             .get(name)
             .unwrap_or_else(|e| fatal(&self.dir, "reading a mission", e))
@@ -168,7 +172,13 @@ impl Missions {
             })
     }
 
-    fn put<T: serde::Serialize>(&self, keyspace: &Keyspace, name: &str, value: &T, doing: &str) {
+    pub(super) fn put<T: serde::Serialize>(
+        &self,
+        keyspace: &Keyspace,
+        name: &str,
+        value: &T,
+        doing: &str,
+    ) {
         let mut write = self.database.batch();
         write.insert(
             keyspace,
@@ -233,6 +243,7 @@ impl Missions {
             state,
             units,
             deadline: record.terms.deadline.clone(),
+            expired: deadline_ms(&record.terms.deadline).is_ok_and(|at| now_ms() >= at),
             successor: record.terms.successor.clone(),
             issuer: record.terms.issuer.clone(),
             quiesced: record.state != MissionState::Settled,
@@ -343,7 +354,12 @@ impl Missions {
     }
 
     /// A claim command of this host at the mission's authority, with id `op`.
-    async fn claim(&self, membership: &str, op: String, command: ClaimCommand) -> Step<u64> {
+    pub(super) async fn claim(
+        &self,
+        membership: &str,
+        op: String,
+        command: ClaimCommand,
+    ) -> Step<u64> {
         let authority = self
             .authorities
             .pick(Some(membership))
@@ -545,14 +561,14 @@ impl Missions {
                 reason: format!("host `{}` holds no mission `{mission}`", self.host),
             };
         };
-        if let Some(earlier) = &record.return_op {
-            if earlier != op {
-                return MissionReply::Refused {
-                    reason: format!(
-                        "mission `{mission}` was returned under op `{earlier}`; re-send that id"
-                    ),
-                };
-            }
+        if let Some(earlier) = &record.return_op
+            && earlier != op
+        {
+            return MissionReply::Refused {
+                reason: format!(
+                    "mission `{mission}` was returned under op `{earlier}`; re-send that id"
+                ),
+            };
         }
         if record.state == MissionState::Settled {
             return self.reply(&record, Ok(()));
@@ -687,14 +703,14 @@ impl Missions {
                 ),
             };
         };
-        if let Some(earlier) = &record.recover_op {
-            if earlier != op {
-                return MissionReply::Refused {
-                    reason: format!(
-                        "mission `{mission}` was recovered under op `{earlier}`; re-send that id"
-                    ),
-                };
-            }
+        if let Some(earlier) = &record.recover_op
+            && earlier != op
+        {
+            return MissionReply::Refused {
+                reason: format!(
+                    "mission `{mission}` was recovered under op `{earlier}`; re-send that id"
+                ),
+            };
         }
         let stopped = self.recover_steps(op, &mut record).await;
         if let Err(Stop::Unknown(reason)) = &stopped {
@@ -763,277 +779,5 @@ impl Missions {
             self.save(record);
         }
         Ok(())
-    }
-
-    // ---- the issuer ----
-
-    /// Whether the authority shows `claim` held by `host` at `epoch` (after a read
-    /// barrier): the reservation the issuer acts on. Its successor, when enrolled.
-    async fn reservation(
-        &self,
-        membership: &str,
-        claim: &str,
-        host: &str,
-        epoch: u64,
-    ) -> Result<Option<String>, String> {
-        let authority = self.authorities.pick(Some(membership))?;
-        match authority
-            .handle(
-                AuthorityCall::Show {
-                    claim: claim.to_owned(),
-                },
-                None,
-            )
-            .await
-        {
-            AuthorityReply::Shown { claim: Some(c), .. }
-                if c.owner == host
-                    && c.epoch == epoch
-                    && c.state == crate::authority::claims::ClaimState::Held =>
-            {
-                Ok(c.successor)
-            }
-            AuthorityReply::Shown { claim: Some(c), .. } => Err(format!(
-                "the authority shows `{claim}` {} by `{}` at epoch {}, not held by `{host}` at epoch {epoch}",
-                match c.state {
-                    crate::authority::claims::ClaimState::Held => "held",
-                    crate::authority::claims::ClaimState::Released => "released",
-                },
-                c.owner,
-                c.epoch
-            )),
-            AuthorityReply::Shown { claim: None, .. } => {
-                Err(format!("the authority holds no reservation `{claim}`"))
-            }
-            AuthorityReply::Unknown { reason } => Err(format!(
-                "the authority cannot confirm the reservation now ({reason}); nothing was signed"
-            )),
-            other => Err(format!("the authority answered {other:?}")),
-        }
-    }
-
-    fn issuer_record(&self, mission: &str) -> Option<IssuerRecord> {
-        self.get(&self.issued, mission)
-    }
-
-    fn save_issued(&self, mission: &str, record: &IssuerRecord) {
-        self.put(
-            &self.issued,
-            mission,
-            record,
-            "journaling an issuer's mission",
-        );
-    }
-
-    /// What this host signed as issuer, by mission.
-    pub fn issued(&self) -> Vec<(String, IssuerRecord)> {
-        self.issued
-            .iter()
-            .filter_map(|g| g.into_inner().ok())
-            .filter_map(|(k, v)| {
-                Some((
-                    String::from_utf8_lossy(&k).into_owned(),
-                    serde_json::from_slice(&v).ok()?,
-                ))
-            })
-            .collect()
-    }
-
-    /// `POST /mission/M/issue` from `peer`: its allocation, once. `None`: the reply is
-    /// lost (failpoint).
-    pub async fn serve_issue(&self, peer: &str, query: IssueQuery) -> Option<IssuerReply> {
-        let refused = |reason: String| Some(IssuerReply::Refused { reason });
-        let terms = &query.terms;
-        if terms.issuer != self.host {
-            return refused(format!(
-                "mission `{}` names `{}` as its issuer, not `{}`",
-                terms.name, terms.issuer, self.host
-            ));
-        }
-        if terms.host != peer {
-            return refused(format!(
-                "mission `{}` is `{}`'s, not `{peer}`'s: a host reserves its own missions only",
-                terms.name, terms.host
-            ));
-        }
-        let claim = claim_of(&terms.name);
-        if let Err(reason) = self
-            .reservation(&terms.membership, &claim, peer, query.epoch)
-            .await
-        {
-            return refused(format!("mission `{}`: {reason}", terms.name));
-        }
-        let _deciding = self.deciding.lock().await;
-        let mut record = self.issuer_record(&terms.name).unwrap_or_default();
-        let allocation = match machine::issue(&record, &query) {
-            Decision::Same(allocation) => allocation,
-            Decision::Refuse(reason) => return refused(reason),
-            Decision::Sign => {
-                match deadline_ms(&terms.deadline) {
-                    Err(e) => return refused(e),
-                    Ok(at) if now_ms() >= at => {
-                        return refused(format!(
-                            "mission `{}`: its deadline {} has passed; nothing issued",
-                            terms.name, terms.deadline
-                        ));
-                    }
-                    Ok(_) => {}
-                }
-                if self.issued().len() >= MISSIONS_MAX {
-                    return refused(format!(
-                        "issuer `{}` records MISSIONS_MAX ({MISSIONS_MAX}) missions",
-                        self.host
-                    ));
-                }
-                let mut allocation = Allocation {
-                    terms: query.terms.clone(),
-                    claim,
-                    epoch: query.epoch,
-                    reservation: query.reservation.clone(),
-                    generation: 0,
-                    signature: String::new(),
-                };
-                (allocation.generation, allocation.signature) =
-                    self.custody.sign_hex(&allocation.signed_bytes());
-                record.allocation = Some(allocation.clone());
-                self.save_issued(&terms.name, &record);
-                allocation
-            }
-        };
-        if self
-            .failpoints
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .reach(Failpoint::MissionIssueReply)
-        {
-            return None;
-        }
-        Some(IssuerReply::Issued { allocation })
-    }
-
-    /// `POST /mission/M/return` from `peer`: the settlement of its consumption record.
-    pub async fn serve_return(&self, peer: &str, query: ReturnQuery) -> IssuerReply {
-        let refused = |reason: String| IssuerReply::Refused { reason };
-        let consumption = &query.consumption;
-        let Some(record) = self.issuer_record(&consumption.mission) else {
-            return refused(format!(
-                "issuer `{}` never issued mission `{}`",
-                self.host, consumption.mission
-            ));
-        };
-        let Some(allocation) = record.allocation.clone() else {
-            return refused(format!(
-                "mission `{}` was never issued: there is nothing to return",
-                consumption.mission
-            ));
-        };
-        if allocation.terms.host != peer {
-            return refused(format!(
-                "mission `{}` is `{}`'s: only its host returns it",
-                consumption.mission, allocation.terms.host
-            ));
-        }
-        let keys = &allocation.terms.host_keys;
-        let verified = consumption.verify(keys)
-            && consumption.runs.iter().all(|r| {
-                r.run.verify(keys)
-                    && r.run.request == r.request
-                    && r.run.outcome.name() == r.outcome
-                    && r.run.caller == peer
-                    && r.run.receiver == peer
-                    && r.run.grant.as_deref() == Some(allocation.claim.as_str())
-            });
-        if record.settlement.is_none() {
-            // The authority joins: the reservation still stands, unfenced.
-            if let Err(reason) = self
-                .reservation(
-                    &allocation.terms.membership,
-                    &allocation.claim,
-                    peer,
-                    allocation.epoch,
-                )
-                .await
-            {
-                return refused(format!("mission `{}`: {reason}", consumption.mission));
-            }
-        }
-        let _deciding = self.deciding.lock().await;
-        let mut record = self.issuer_record(&consumption.mission).unwrap_or(record);
-        match machine::settle(&record, consumption, verified) {
-            Decision::Same(settlement) => IssuerReply::Settled { settlement },
-            Decision::Refuse(reason) => refused(reason),
-            Decision::Sign => {
-                let mut settlement = Settlement {
-                    mission: consumption.mission.clone(),
-                    host: peer.to_owned(),
-                    issuer: self.host.clone(),
-                    epoch: allocation.epoch,
-                    allocated: allocation.terms.units,
-                    consumed: consumption.consumed,
-                    released: consumption.released,
-                    unused: allocation.terms.units - consumption.consumed,
-                    consumption: consumption.signature.clone(),
-                    generation: 0,
-                    signature: String::new(),
-                };
-                (settlement.generation, settlement.signature) =
-                    self.custody.sign_hex(&settlement.signed_bytes());
-                record.settlement = Some(settlement.clone());
-                self.save_issued(&consumption.mission, &record);
-                IssuerReply::Settled { settlement }
-            }
-        }
-    }
-
-    /// `POST /mission/M/close` from `peer`: never-issued recovery, once.
-    pub async fn serve_close(
-        &self,
-        peer: &str,
-        membership: &str,
-        query: CloseQuery,
-    ) -> IssuerReply {
-        let refused = |reason: String| IssuerReply::Refused { reason };
-        let claim = claim_of(&query.mission);
-        let successor = match self
-            .reservation(membership, &claim, peer, query.epoch)
-            .await
-        {
-            Ok(Some(successor)) => successor,
-            Ok(None) => {
-                return refused(format!(
-                    "mission `{}`: no successor was enrolled at departure",
-                    query.mission
-                ));
-            }
-            Err(reason) => {
-                return refused(format!(
-                    "mission `{}`: {reason}: a missing reservation cannot use never-issued recovery",
-                    query.mission
-                ));
-            }
-        };
-        let _deciding = self.deciding.lock().await;
-        let mut record = self.issuer_record(&query.mission).unwrap_or_default();
-        match machine::close(&record, &query) {
-            Decision::Same(closure) => IssuerReply::Closed { closure },
-            Decision::Refuse(reason) => refused(reason),
-            Decision::Sign => {
-                let mut closure = Closure {
-                    mission: query.mission.clone(),
-                    host: peer.to_owned(),
-                    issuer: self.host.clone(),
-                    successor,
-                    epoch: query.epoch,
-                    reservation: query.reservation.clone(),
-                    generation: 0,
-                    signature: String::new(),
-                };
-                (closure.generation, closure.signature) =
-                    self.custody.sign_hex(&closure.signed_bytes());
-                record.closure = Some(closure.clone());
-                self.save_issued(&query.mission, &record);
-                IssuerReply::Closed { closure }
-            }
-        }
     }
 }

@@ -183,6 +183,7 @@ fn empty_observation(host: &str) -> Observation {
         grants: Vec::new(),
         tags: Vec::new(),
         ledgers: Vec::new(),
+        missions: Vec::new(),
     }
 }
 
@@ -671,4 +672,117 @@ fn ledgers_install_open_retire_and_never_change_an_account() {
             "! ledger other @ site",
         ],
     );
+}
+
+/// PLANT with both hosts selecting `missions`, and a mission at edge-a signed by site-b.
+fn mission_plant(extra: &str) -> String {
+    PLANT
+        .replace(
+            "profiles transport authority delivery sources processes",
+            "profiles transport authority delivery sources processes missions",
+        )
+        .replace(
+            "profiles transport authority delivery processes",
+            "profiles transport authority delivery processes missions",
+        )
+        + &format!(
+            "mission night host=edge-a units=3 deadline=\"2099-01-01T00:00:00Z\" successor=site-b{extra}\n"
+        )
+}
+
+fn held_mission(
+    state: grid_engine::missions::api::MissionState,
+    units: u64,
+    unknown: u64,
+) -> grid_engine::missions::api::MissionView {
+    use grid_engine::missions::api::{MissionTerms, MissionUnits, MissionView};
+    let terms = MissionTerms {
+        name: "night".to_owned(),
+        host: "edge-a".to_owned(),
+        units,
+        deadline: "2099-01-01T00:00:00Z".to_owned(),
+        successor: "site-b".to_owned(),
+        issuer: "site-b".to_owned(),
+        issuer_address: "127.0.0.1:7402".to_owned(),
+        membership: "ops".to_owned(),
+        issuer_keys: manifest("site-b"),
+        host_keys: manifest("edge-a"),
+    };
+    MissionView {
+        name: "night".to_owned(),
+        host: "edge-a".to_owned(),
+        state,
+        units: MissionUnits {
+            allocated: units,
+            consumed: 1,
+            unknown,
+            available: units - 1 - unknown,
+            ..MissionUnits::default()
+        },
+        deadline: terms.deadline.clone(),
+        expired: false,
+        successor: "site-b".to_owned(),
+        issuer: "site-b".to_owned(),
+        quiesced: true,
+        claim: "mission:night".to_owned(),
+        epoch: Some(1),
+        reservation: "plan-x-1".to_owned(),
+        return_op: None,
+        recover_op: None,
+        limit: None,
+        allocation: None,
+        consumption: None,
+        settlement: None,
+        closure: None,
+        recovered: Vec::new(),
+        detail: String::new(),
+        terms,
+    }
+}
+
+fn holding(world: &World, view: grid_engine::missions::api::MissionView) -> World {
+    let mut world = world.clone();
+    if let Some(h) = world.hosts.iter_mut().find(|h| h.name == "edge-a")
+        && let HostStatus::Running(o) = &mut h.status
+    {
+        o.missions.push(view);
+    }
+    world
+}
+
+#[test]
+fn missions_reserve_return_and_what_needs_the_operator() {
+    use grid_engine::missions::api::MissionState;
+    let t = topology(&mission_plant(""));
+    let world = running_full(&t);
+    check(&t, &world, &["+ mission night @ edge-a"]);
+    // Active: nothing until the files say returned=#true; then the return.
+    let active = holding(&world, held_mission(MissionState::Active, 3, 0));
+    check(&t, &active, &[]);
+    let returned = topology(&mission_plant(" returned=#true"));
+    check(&returned, &active, &["~ mission night @ edge-a"]);
+    // An unknown run: the return waits for its owner's resolution.
+    let unknown = holding(&world, held_mission(MissionState::Active, 3, 1));
+    check(&returned, &unknown, &["! mission night @ edge-a"]);
+    // A reservation whose allocation never arrived, and signed terms changed in the files.
+    let reserving = holding(&world, held_mission(MissionState::Reserving, 3, 0));
+    check(&t, &reserving, &["! mission night @ edge-a"]);
+    let other_units = holding(&world, held_mission(MissionState::Active, 4, 0));
+    check(&t, &other_units, &["! mission night @ edge-a"]);
+    // Settled: nothing; held and not in the files: unmanaged, never returned.
+    let settled = holding(&world, held_mission(MissionState::Settled, 3, 0));
+    check(&returned, &settled, &[]);
+    let without = mission_plant("");
+    let without = without
+        .lines()
+        .filter(|l| !l.starts_with("mission "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    check(&topology(&without), &settled, &["! mission night @ edge-a"]);
+    // A host without the profile: attention, nothing reserved.
+    let plain = topology(
+        &(PLANT.to_owned()
+            + "mission night host=edge-a units=3 deadline=\"2099-01-01T00:00:00Z\" successor=site-b\n"),
+    );
+    check(&plain, &running_full(&plain), &["! mission night @ edge-a"]);
 }
