@@ -25,6 +25,7 @@ use super::api::{
 };
 use super::machine;
 use crate::authority::api::{AuthorityReply, ClaimCommand, ClaimOutcome};
+use crate::authority::claims::digest;
 use crate::authority::service::{Authorities, AuthorityCall};
 use crate::custody::{Custody, Signed};
 use crate::limits::{MISSION_CALL_TIMEOUT, MISSION_RETURN_QUIET_WAIT, MISSIONS_MAX};
@@ -52,11 +53,19 @@ struct HostRecord {
     return_op: Option<String>,
     recover_op: Option<String>,
     recovered: Vec<(String, u64)>,
+    /// The host's other claims in the mission's membership (its routes' publishing
+    /// rights) on which the successor was enrolled at departure.
+    #[serde(default)]
+    departing: Vec<String>,
     detail: String,
 }
 
 /// Tells the host whether its models are quiesced, and why.
 pub type QuiesceHook = Box<dyn Fn(Option<String>) + Send + Sync>;
+
+/// The claims the host's other rooms hold as owner, by membership: `(membership,
+/// claim)` — the publishing rights of the routes it publishes.
+pub type OwnedClaims = Box<dyn Fn() -> Vec<(String, String)> + Send + Sync>;
 
 pub struct Missions {
     pub(super) host: String,
@@ -74,6 +83,7 @@ pub struct Missions {
     /// One issuer decision at a time.
     pub(super) deciding: tokio::sync::Mutex<()>,
     pub(super) quiesce: Mutex<Option<QuiesceHook>>,
+    pub(super) owned: Mutex<Option<OwnedClaims>>,
 }
 
 /// Why a step stopped.
@@ -119,6 +129,7 @@ impl Missions {
             steps: tokio::sync::Mutex::new(()),
             deciding: tokio::sync::Mutex::new(()),
             quiesce: Mutex::new(None),
+            owned: Mutex::new(None),
         }))
     }
 
@@ -142,6 +153,51 @@ impl Missions {
     pub fn on_quiesce(&self, hook: QuiesceHook) {
         hook(self.quiesced());
         *self.quiesce.lock().unwrap_or_else(|p| p.into_inner()) = Some(hook);
+    }
+
+    /// Installs what tells the missions room the host's other claims.
+    pub fn on_owned_claims(&self, owned: OwnedClaims) {
+        *self.owned.lock().unwrap_or_else(|p| p.into_inner()) = Some(owned);
+    }
+
+    fn owned_claims(&self, membership: &str) -> Vec<String> {
+        let owned = self.owned.lock().unwrap_or_else(|p| p.into_inner());
+        let mut claims: Vec<String> = owned
+            .as_ref()
+            .map(|f| f())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(m, _)| m == membership)
+            .map(|(_, c)| c)
+            .collect();
+        claims.sort();
+        claims.dedup();
+        claims
+    }
+
+    /// Whether the authority shows `claim` held by this host now (after a barrier).
+    async fn holds(&self, membership: &str, claim: &str) -> Step<bool> {
+        let authority = self
+            .authorities
+            .pick(Some(membership))
+            .map_err(Stop::Refused)?;
+        match authority
+            .handle(
+                AuthorityCall::Show {
+                    claim: claim.to_owned(),
+                },
+                None,
+            )
+            .await
+        {
+            AuthorityReply::Shown { claim: c, .. } => Ok(c.is_some_and(|c| {
+                c.owner == self.host && c.state == crate::authority::claims::ClaimState::Held
+            })),
+            AuthorityReply::Unknown { reason } => Err(Stop::Unknown(format!(
+                "the authority cannot confirm `{claim}` now ({reason}); re-send the same op id"
+            ))),
+            other => Err(Stop::Refused(format!("the authority answered {other:?}"))),
+        }
     }
 
     pub(super) fn tell_quiesce(&self) {
@@ -466,6 +522,7 @@ impl Missions {
                     return_op: None,
                     recover_op: None,
                     recovered: Vec::new(),
+                    departing: Vec::new(),
                     detail: "quiesced; reserving at the authority".to_owned(),
                 };
                 // Quiesced before anything is asked of the authority.
@@ -508,6 +565,25 @@ impl Missions {
                     },
                 )
                 .await?;
+                // Departure: the successor is enrolled on the host's other claims too,
+                // so never-issued recovery can hand over its complete original owners.
+                let mut departing = Vec::new();
+                for other in self.owned_claims(&terms.membership) {
+                    if !self.holds(&terms.membership, &other).await? {
+                        continue;
+                    }
+                    self.claim(
+                        &terms.membership,
+                        format!("{op}/successor/{:016x}", digest(&other)),
+                        ClaimCommand::EnrollSuccessor {
+                            claim: other.clone(),
+                            successor: terms.successor.clone(),
+                        },
+                    )
+                    .await?;
+                    departing.push(other);
+                }
+                record.departing = departing;
                 record.epoch = Some(epoch);
                 record.detail = format!(
                     "reserved at the authority: `{claim}` at epoch {epoch}, successor `{}` enrolled; asking the issuer `{}`",
@@ -772,12 +848,36 @@ impl Missions {
                 )
                 .await?;
             record.recovered.push((claim.clone(), new_epoch));
-            record.detail = format!(
-                "closed as never issued: `{claim}` recovered into `{}` at epoch {new_epoch}; this installation stays quiesced, its earlier obligations stay with their original owners",
-                terms.successor
-            );
             self.save(record);
         }
+        // Then every claim the successor was enrolled on at departure, in order.
+        for other in record.departing.clone() {
+            if record.recovered.iter().any(|(c, _)| *c == other) {
+                continue;
+            }
+            let new_epoch = self
+                .claim(
+                    &terms.membership,
+                    format!("{op}/handoff/{:016x}", digest(&other)),
+                    ClaimCommand::Handoff {
+                        claim: other.clone(),
+                    },
+                )
+                .await?;
+            record.recovered.push((other, new_epoch));
+            self.save(record);
+        }
+        let moved: Vec<String> = record
+            .recovered
+            .iter()
+            .map(|(c, e)| format!("`{c}` at epoch {e}"))
+            .collect();
+        record.detail = format!(
+            "closed as never issued: {} recovered into `{}`; this installation stays quiesced, its earlier obligations stay with their original owners",
+            moved.join(", "),
+            terms.successor
+        );
+        self.save(record);
         Ok(())
     }
 }

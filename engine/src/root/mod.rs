@@ -203,6 +203,28 @@ pub fn start(
     };
     let mut wallet = None;
     let host = Arc::new(Mutex::new(host));
+    if let (Some(missions), Some(delivery)) = (&missions, &delivery) {
+        // The publishing rights of the routes this host publishes: a departure
+        // enrols the successor on them, never-issued recovery hands them over.
+        let delivery = Arc::downgrade(delivery);
+        let name = host
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .name()
+            .to_owned();
+        missions.on_owned_claims(Box::new(move || {
+            delivery.upgrade().map_or_else(Vec::new, |d| {
+                d.installed()
+                    .into_iter()
+                    .filter(|r| r.publisher == name)
+                    .map(|r| {
+                        let claim = crate::delivery::api::publishing_claim(&r.name);
+                        (r.membership, claim)
+                    })
+                    .collect()
+            })
+        }));
+    }
     if let Some(missions) = &missions {
         // Quiesced before anything is served, also after a restart.
         let weak = Arc::downgrade(&host);
