@@ -63,8 +63,13 @@ impl Host {
         }
         self.write_summaries(&fresh, &mut write);
         // As many as one drain journals, so projection keeps up with the journal.
-        let (projected, published) =
-            self.project_tags(&fresh, &mut write, crate::limits::INGEST_BATCH_MAX as u64);
+        // Quiesced by a mission: journaled, projected only after the return settles.
+        let (projected, published) = match self.quiesced {
+            Some(_) => (false, Vec::new()),
+            None => {
+                self.project_tags(&fresh, &mut write, crate::limits::INGEST_BATCH_MAX as u64)
+            }
+        };
         if fresh.is_empty() && !projected {
             return 0;
         }

@@ -71,8 +71,8 @@ impl Host {
     }
 
     /// Quiesces the models (`Some(why)`: no batch from outside — inputs are refused,
-    /// route values wait in their inboxes, simulated tags are not sampled) or releases
-    /// them (`None`).
+    /// route values wait in their inboxes and adapter readings in the source journal,
+    /// simulated tags are not sampled) or releases them (`None`).
     pub fn quiesce(&mut self, why: Option<String>) {
         if self.quiesced != why {
             tracing::info!(host = self.config.name, quiesced = ?why, "model quiescence");
