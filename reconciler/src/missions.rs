@@ -206,6 +206,10 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
                     },
                 ));
             }
+            MissionState::Refused => out.push(attention(format!(
+                "its reservation under op `{}` was refused ({}); nothing is reserved — a mission has one reservation: declare a new mission",
+                held.reservation, held.detail
+            ))),
             MissionState::Returning => out.push(attention(format!(
                 "returning under op `{}`: not settled ({}); re-send it with `gridctl mission return {} --host {} --op {}`",
                 held.return_op.as_deref().unwrap_or("?"),

@@ -66,9 +66,7 @@ impl Host {
         // Quiesced by a mission: journaled, projected only after the return settles.
         let (projected, published) = match self.quiesced {
             Some(_) => (false, Vec::new()),
-            None => {
-                self.project_tags(&fresh, &mut write, crate::limits::INGEST_BATCH_MAX as u64)
-            }
+            None => self.project_tags(&fresh, &mut write, crate::limits::INGEST_BATCH_MAX as u64),
         };
         if fresh.is_empty() && !projected {
             return 0;

@@ -233,6 +233,9 @@ pub enum MissionState {
     /// The issuer proved it never issued the allocation; the installation's claims
     /// are recovered into the successor.
     ClosedNeverIssued,
+    /// The authority refused the reservation (its claim is another's): nothing was
+    /// reserved, and the models are released again.
+    Refused,
 }
 
 impl MissionState {
@@ -244,6 +247,7 @@ impl MissionState {
             MissionState::Returning => "returning",
             MissionState::Settled => "settled",
             MissionState::ClosedNeverIssued => "closed-never-issued",
+            MissionState::Refused => "refused",
         }
     }
 }

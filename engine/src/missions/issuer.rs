@@ -9,7 +9,6 @@ use super::api::{
 use super::machine::{self, Decision, IssuerRecord};
 use super::service::{Missions, deadline_ms};
 use crate::authority::api::AuthorityReply;
-use crate::authority::service::AuthorityCall;
 use crate::custody::Signed;
 use crate::limits::MISSIONS_MAX;
 use crate::processes::allocations::now_ms;
@@ -27,16 +26,7 @@ impl Missions {
         host: &str,
         epoch: u64,
     ) -> Result<Option<String>, String> {
-        let authority = self.authorities.pick(Some(membership))?;
-        match authority
-            .handle(
-                AuthorityCall::Show {
-                    claim: claim.to_owned(),
-                },
-                None,
-            )
-            .await
-        {
+        match self.show(membership, claim).await? {
             AuthorityReply::Shown { claim: Some(c), .. }
                 if c.owner == host
                     && c.epoch == epoch

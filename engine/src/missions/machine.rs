@@ -158,6 +158,9 @@ pub fn returnable(state: MissionState, units: &MissionUnits) -> Result<(), Strin
         MissionState::ClosedNeverIssued => {
             return Err("it was closed as never issued".to_owned());
         }
+        MissionState::Refused => {
+            return Err("its reservation was refused: nothing was allocated".to_owned());
+        }
     }
     if units.unknown > 0 || units.reserved > 0 {
         return Err(format!(
@@ -175,6 +178,10 @@ pub fn recoverable(state: MissionState, epoch: Option<u64>) -> Result<u64, Strin
         (MissionState::ClosedNeverIssued, Some(epoch)) => Ok(epoch),
         (MissionState::Reserving, None) => Err(
             "no reservation reached the authority (no claim epoch): a missing reservation cannot use never-issued recovery"
+                .to_owned(),
+        ),
+        (MissionState::Refused, _) => Err(
+            "its reservation was refused by the authority: nothing was reserved, nothing to recover"
                 .to_owned(),
         ),
         (state, _) => Err(format!(

@@ -138,7 +138,7 @@ impl Missions {
         let held: Vec<String> = self
             .all()
             .into_iter()
-            .filter(|r| r.state != MissionState::Settled)
+            .filter(|r| !matches!(r.state, MissionState::Settled | MissionState::Refused))
             .map(|r| format!("mission `{}` is {}", r.terms.name, r.state.name()))
             .collect();
         (!held.is_empty()).then(|| {
@@ -175,21 +175,26 @@ impl Missions {
         claims
     }
 
-    /// Whether the authority shows `claim` held by this host now (after a barrier).
-    async fn holds(&self, membership: &str, claim: &str) -> Step<bool> {
-        let authority = self
-            .authorities
-            .pick(Some(membership))
-            .map_err(Stop::Refused)?;
-        match authority
+    /// `claim` as this host's authority of `membership` shows it after a read barrier.
+    pub(super) async fn show(
+        &self,
+        membership: &str,
+        claim: &str,
+    ) -> Result<AuthorityReply, String> {
+        let authority = self.authorities.pick(Some(membership))?;
+        Ok(authority
             .handle(
                 AuthorityCall::Show {
                     claim: claim.to_owned(),
                 },
                 None,
             )
-            .await
-        {
+            .await)
+    }
+
+    /// Whether the authority shows `claim` held by this host now (after a barrier).
+    async fn holds(&self, membership: &str, claim: &str) -> Step<bool> {
+        match self.show(membership, claim).await.map_err(Stop::Refused)? {
             AuthorityReply::Shown { claim: c, .. } => Ok(c.is_some_and(|c| {
                 c.owner == self.host && c.state == crate::authority::claims::ClaimState::Held
             })),
@@ -302,7 +307,7 @@ impl Missions {
             expired: deadline_ms(&record.terms.deadline).is_ok_and(|at| now_ms() >= at),
             successor: record.terms.successor.clone(),
             issuer: record.terms.issuer.clone(),
-            quiesced: record.state != MissionState::Settled,
+            quiesced: !matches!(record.state, MissionState::Settled | MissionState::Refused),
             claim: claim_of(&record.terms.name),
             epoch: record.epoch,
             reservation: record.reservation.clone(),
@@ -470,6 +475,9 @@ impl Missions {
                         "mission `{mission}` was reserved with other terms; a mission's signed terms never change"
                     ));
                 }
+                if record.state == MissionState::Refused {
+                    return refused(record.detail.clone());
+                }
                 if record.state != MissionState::Reserving {
                     return self.reply(&record, Ok(()));
                 }
@@ -546,7 +554,7 @@ impl Missions {
         let epoch = match record.epoch {
             Some(epoch) => epoch,
             None => {
-                let epoch = self
+                let acquired = self
                     .claim(
                         &terms.membership,
                         format!("{op}/claim"),
@@ -554,7 +562,18 @@ impl Missions {
                             claim: claim.clone(),
                         },
                     )
-                    .await?;
+                    .await;
+                let epoch = match acquired {
+                    Ok(epoch) => epoch,
+                    // Definitive: nothing is reserved, so nothing stays quiesced.
+                    Err(Stop::Refused(reason)) => {
+                        record.state = MissionState::Refused;
+                        return Err(Stop::Refused(format!(
+                            "the reservation of `{claim}` was refused ({reason}); nothing is reserved and the models are released"
+                        )));
+                    }
+                    Err(unknown) => return Err(unknown),
+                };
                 // The successor named at departure, enrolled on the reservation's claim.
                 self.claim(
                     &terms.membership,

@@ -578,26 +578,9 @@ pub fn inspect_processes(host: &str, output: &Output) -> anyhow::Result<ExitCode
 }
 
 /// A run call charged to the caller's own mission allocation `mission:NAME`.
-fn with_mission(call: ProcessCall, name: Option<String>) -> ProcessCall {
-    match (call, name) {
-        (
-            ProcessCall::Run {
-                request,
-                receiver,
-                via,
-                membership,
-                wait_ms,
-                ..
-            },
-            Some(name),
-        ) => ProcessCall::Run {
-            request,
-            receiver,
-            via,
-            membership,
-            wait_ms,
-            mission: Some(name),
-        },
-        (call, _) => call,
+fn with_mission(mut call: ProcessCall, name: Option<String>) -> ProcessCall {
+    if let ProcessCall::Run { mission, .. } = &mut call {
+        *mission = name;
     }
+    call
 }
