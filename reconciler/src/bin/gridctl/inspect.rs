@@ -144,7 +144,7 @@ pub enum InspectCommand {
         output: Output,
     },
     /// A mission as its host holds it (profile `missions`): its state (reserving,
-    /// active, exhausted, returning, settled, closed-never-issued), units allocated /
+    /// active, exhausted, returning, settled, closed-never-issued, refused), units allocated /
     /// consumed / reserved / unknown, deadline, successor, and its signed documents
     /// (allocation, consumption record, settlement, never-issued closure), each
     /// verified offline with its signer's public keys. The host is found among the
