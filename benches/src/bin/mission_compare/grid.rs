@@ -105,7 +105,7 @@ fn topology(ports: &[u16], grant_units: u64, mission_units: u64) -> String {
 impl GridMission {
     /// Brings the hosts up under `work/grid` with `gridd` and `gridctl` from `bin_dir`,
     /// checks that the mission is active with `mission_units`, and checks one run on
-    /// each path.
+    /// each way.
     pub fn start(
         bin_dir: &Path,
         work: &Path,
@@ -156,25 +156,23 @@ impl GridMission {
         Runner::connect(self.host_dir(EDGE), self.edge.clone(), self.site.clone())
     }
 
-    /// One run on `path`, retried while it is refused (the first run after bring-up may
-    /// be refused while the grant reaches its receiver); `Ok(Err)` after
+    /// One run on `mode`, retried while it does not succeed (the first run after
+    /// bring-up may be refused while the grant reaches its receiver); an error after
     /// [`HOST_READY_TIMEOUT`].
-    pub fn first_run(&mut self, runner: &mut Runner, path: Mode) -> Result<Timed> {
+    pub fn first_run(&mut self, runner: &mut Runner, mode: Mode) -> Result<RunView> {
         let mut attempt = 0;
         let outcome = self.hosts.retry(Duration::from_millis(200), || {
             attempt += 1;
-            let timed = runner.run(format!("check-{}-{attempt}", path.tag()), path);
-            match &timed.outcome {
-                Ok(_) => Ok(timed),
-                Err(reason) => Err(reason.clone()),
-            }
+            runner
+                .run(format!("check-{}-{attempt}", mode.tag()), mode)
+                .outcome
         })?;
         outcome.map_err(|reason| {
             let names: Vec<String> = HOSTS.iter().map(|h| format!("gridd {h}")).collect();
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
             format!(
                 "the first {} run did not succeed within {HOST_READY_TIMEOUT:?}: {reason}\n{}",
-                path.name(),
+                mode.name(),
                 self.hosts.log_tails(&names)
             )
             .into()
@@ -259,9 +257,9 @@ impl Runner {
         Ok(Runner { client, edge, site })
     }
 
-    /// The call that runs [`PROCESS`] once under request `id` on `path`.
-    fn call(&self, id: &str, path: Mode) -> Call {
-        let (receiver, mission) = match path {
+    /// The call that runs [`PROCESS`] once under request `id` on `mode`.
+    fn call(&self, id: &str, mode: Mode) -> Call {
+        let (receiver, mission) = match mode {
             Mode::Online => (self.site.clone(), None),
             Mode::Mission => (self.edge.clone(), Some(MISSION.to_owned())),
         };
@@ -281,10 +279,10 @@ impl Runner {
         }
     }
 
-    /// Runs [`PROCESS`] once under request id `id` on `path`, timing only the control
+    /// Runs [`PROCESS`] once under request id `id` on `mode`, timing only the control
     /// call (building it before, reading the answer after).
-    pub fn run(&mut self, id: String, path: Mode) -> Timed {
-        let call = self.call(&id, path);
+    pub fn run(&mut self, id: String, mode: Mode) -> Timed {
+        let call = self.call(&id, mode);
         let started = Instant::now();
         let reply = self.client.call(&call);
         let wall = started.elapsed();
@@ -354,8 +352,8 @@ impl Runner {
     }
 
     /// The keys a run's receipt verifies with on `mode` (its receiver's).
-    pub fn receiver_keys(&self, path: Mode) -> &Manifest {
-        match path {
+    fn receiver_keys(&self, mode: Mode) -> &Manifest {
+        match mode {
             Mode::Online => &self.site.keys,
             Mode::Mission => &self.edge.keys,
         }

@@ -38,10 +38,12 @@
 //! succeed, while an online run must not. Every gridd is SIGKILLed at the end (also on
 //! an error or a panic); the work directory is removed unless `--keep`.
 
+mod checks;
 mod grid;
 mod samples;
+mod tables;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 
@@ -52,11 +54,13 @@ use grid_benches::limits::{
 };
 use grid_benches::measure::Failures;
 use grid_benches::procs::{Result, WorkDir, grid_bin_dir, on_cpu_ns};
-use grid_benches::report::{Table, ms, print_header};
+use grid_benches::report::print_header;
 use grid_engine::processes::grants::UNITS_PER_RUN;
 
+use checks::Succeeded;
 use grid::{GridMission, Mode, Runner};
-use samples::{GRIDDS, Measured, Order, Sample, Spread};
+use samples::{GRIDDS, Measured, Order, Sample};
+use tables::{load_average, print_samples, print_summary, times};
 
 /// A mission's offline allocation beside an online grant, in paired samples.
 #[derive(Parser)]
@@ -144,23 +148,6 @@ impl Gridds {
     }
 }
 
-/// Runs of each way that succeeded (checks, warm-up and invalid samples included):
-/// what the receivers must hold at the end.
-#[derive(Default)]
-struct Succeeded {
-    online: u64,
-    mission: u64,
-}
-
-impl Succeeded {
-    fn count(&mut self, mode: Mode) {
-        match mode {
-            Mode::Online => self.online += 1,
-            Mode::Mission => self.mission += 1,
-        }
-    }
-}
-
 fn delta(before: [u64; 2], after: [u64; 2]) -> [i128; 2] {
     [
         after[0] as i128 - before[0] as i128,
@@ -168,186 +155,123 @@ fn delta(before: [u64; 2], after: [u64; 2]) -> [i128; 2] {
     ]
 }
 
-/// One run, measured, then the pause `settle`; a succeeded run must show its receiver,
-/// its charge and a receipt that verifies (else an error).
-fn measure(
-    runner: &mut Runner,
-    gridds: &Gridds,
+/// The runs of the benchmark, one at a time through one control connection to `edge`.
+struct Bench {
+    runner: Runner,
+    gridds: Gridds,
     settle: Duration,
-    succeeded: &mut Succeeded,
-    id: String,
-    mode: Mode,
-) -> Result<Measured> {
-    let before = gridds.on_cpu()?;
-    let timed = runner.run(id.clone(), mode);
-    let after = gridds.on_cpu()?;
-    std::thread::sleep(settle);
-    let settled = gridds.on_cpu()?;
-    let outcome = match timed.outcome {
-        Ok(run) => {
-            runner.check(mode, &run)?;
-            succeeded.count(mode);
-            Ok(())
+    succeeded: Succeeded,
+}
+
+/// The valid samples, the invalid ones' reasons, and the attempts made.
+struct Taken {
+    valid: Vec<Sample>,
+    invalid: Failures,
+    attempts: usize,
+}
+
+impl Bench {
+    /// One run, measured, then the pause `settle`; a succeeded run must show its
+    /// receiver, its charge and a receipt that verifies (else an error).
+    fn measure(&mut self, id: String, mode: Mode) -> Result<Measured> {
+        let before = self.gridds.on_cpu()?;
+        let timed = self.runner.run(id, mode);
+        let after = self.gridds.on_cpu()?;
+        std::thread::sleep(self.settle);
+        let settled = self.gridds.on_cpu()?;
+        let outcome = match timed.outcome {
+            Ok(run) => {
+                self.runner.check(mode, &run)?;
+                self.succeeded.count(mode);
+                Ok(())
+            }
+            Err(reason) => Err(reason),
+        };
+        Ok(Measured {
+            wall: timed.wall,
+            cpu_ns: delta(before, after),
+            cpu_after_ns: delta(after, settled),
+            outcome,
+        })
+    }
+
+    /// `runs` of each way, alternating, not recorded; their failures.
+    fn warm_up(&mut self, runs: usize) -> Result<Failures> {
+        let mut failures = Failures::default();
+        for i in 0..runs {
+            for mode in [Mode::Online, Mode::Mission] {
+                if let Err(reason) = self.measure(format!("w{}-{i}", mode.tag()), mode)?.outcome {
+                    failures.note(false, &format!("{}: {reason}", mode.name()));
+                }
+            }
         }
-        Err(reason) => Err(reason),
-    };
-    Ok(Measured {
-        wall: timed.wall,
-        cpu_ns: delta(before, after),
-        cpu_after_ns: delta(after, settled),
-        outcome,
-    })
-}
-
-/// The machine's load averages over 1, 5 and 15 minutes (`/proc/loadavg`): others'
-/// work on the same CPUs shows in every figure.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|e| format!("unknown ({e})"))
-}
-
-fn us(ns: f64) -> String {
-    format!("{:.0} µs", ns / 1e3)
-}
-
-fn times(x: f64) -> String {
-    format!("{x:.2}×")
-}
-
-fn print_samples(samples: &[Sample]) {
-    let mut table = Table::new(
-        &[
-            "#",
-            "attempt",
-            "order",
-            "online time",
-            "online CPU edge + site",
-            "mission time",
-            "mission CPU edge + site",
-            "time mission / online",
-            "CPU mission / online",
-        ],
-        "rrlrrrrrr",
-    );
-    let cpu = |m: &Measured| {
-        format!(
-            "{} ({} + {})",
-            us(m.cpu_total_ns() as f64),
-            us(m.cpu_ns[0] as f64),
-            us(m.cpu_ns[1] as f64)
-        )
-    };
-    for (i, s) in samples.iter().enumerate() {
-        table.row(vec![
-            (i + 1).to_string(),
-            s.attempt.to_string(),
-            s.order.name().to_owned(),
-            ms(s.online.wall),
-            cpu(&s.online),
-            ms(s.mission.wall),
-            cpu(&s.mission),
-            times(s.time_ratio()),
-            times(s.cpu_ratio()),
-        ]);
+        Ok(failures)
     }
-    table.print();
-}
 
-/// The summary table; returns the median ratios (time, CPU).
-fn print_summary(samples: &[Sample], settle: Duration) -> Option<(Spread, Spread)> {
-    let spread = |f: &dyn Fn(&Sample) -> f64| Spread::of(samples.iter().map(f).collect());
-    let online_time = spread(&|s| s.online.wall.as_secs_f64() * 1e9)?;
-    let mission_time = spread(&|s| s.mission.wall.as_secs_f64() * 1e9)?;
-    let online_cpu = spread(&|s| s.online.cpu_total_ns() as f64)?;
-    let mission_cpu = spread(&|s| s.mission.cpu_total_ns() as f64)?;
-    let online_site = spread(&|s| s.online.cpu_ns[1] as f64)?;
-    let mission_site = spread(&|s| s.mission.cpu_ns[1] as f64)?;
-    let after = |m: &Measured| m.cpu_after_ns.iter().sum::<i128>() as f64;
-    let online_after = spread(&|s| after(&s.online))?;
-    let mission_after = spread(&|s| after(&s.mission))?;
-    let whole = |m: &Measured| m.cpu_total_ns() as f64 + after(m);
-    let online_whole = spread(&|s| whole(&s.online))?;
-    let mission_whole = spread(&|s| whole(&s.mission))?;
-    let whole_ratio = spread(&|s| whole(&s.mission) / whole(&s.online))?;
-    let time_ratio = spread(&|s| s.time_ratio())?;
-    let cpu_ratio = spread(&|s| s.cpu_ratio())?;
-    let mut table = Table::new(
-        &[
-            "per run",
-            "online grant (median)",
-            "mission allocation (median)",
-            "mission / online, paired (median)",
-            "p10–p90",
-            "IQR (p25–p75)",
-            "min–max",
-        ],
-        "lrrrrrr",
-    );
-    let ratio_cells = |r: &Spread| {
-        vec![
-            format!("**{}**", times(r.median)),
-            format!("{}–{}", times(r.p10), times(r.p90)),
-            format!("{}–{}", times(r.p25), times(r.p75)),
-            format!("{}–{}", times(r.min), times(r.max)),
-        ]
-    };
-    let duration = |ns: f64| ms(Duration::from_nanos(ns as u64));
-    let mut row = vec![
-        "wall time".to_owned(),
-        duration(online_time.median),
-        duration(mission_time.median),
-    ];
-    row.extend(ratio_cells(&time_ratio));
-    table.row(row);
-    let mut row = vec![
-        "CPU of the gridds (edge + site)".to_owned(),
-        us(online_cpu.median),
-        us(mission_cpu.median),
-    ];
-    row.extend(ratio_cells(&cpu_ratio));
-    table.row(row);
-    let dashes = || vec!["–".to_owned(); 4];
-    let with_max = |s: &Spread| format!("{} (max {})", us(s.median), us(s.max));
-    let mut row = vec![
-        "of which site's CPU".to_owned(),
-        with_max(&online_site),
-        with_max(&mission_site),
-    ];
-    row.extend(dashes());
-    table.row(row);
-    let mut row = vec![
-        format!(
-            "gridds' CPU in the {} ms after the answer (not counted above)",
-            settle.as_millis()
-        ),
-        with_max(&online_after),
-        with_max(&mission_after),
-    ];
-    row.extend(dashes());
-    table.row(row);
-    let mut row = vec![
-        format!(
-            "CPU of the gridds and the {} ms after the answer",
-            settle.as_millis()
-        ),
-        us(online_whole.median),
-        us(mission_whole.median),
-    ];
-    row.extend(ratio_cells(&whole_ratio));
-    table.row(row);
-    table.print();
-    Some((time_ratio, cpu_ratio))
-}
-
-/// `what` must equal `expected`, else an error naming both.
-fn expect_equal(what: &str, held: u64, expected: u64) -> Result<()> {
-    if held == expected {
-        println!("  {what}: {held} (as expected)");
-        Ok(())
-    } else {
-        Err(format!("{what}: {held}, but {expected} runs succeeded").into())
+    /// Paired samples until `wanted` are valid or `attempts_max` were made.
+    fn take(&mut self, wanted: usize, attempts_max: usize) -> Result<Taken> {
+        let mut taken = Taken {
+            valid: Vec::with_capacity(wanted),
+            invalid: Failures::default(),
+            attempts: 0,
+        };
+        while taken.valid.len() < wanted && taken.attempts < attempts_max {
+            let attempt = taken.attempts;
+            taken.attempts += 1;
+            let order = Order::of_attempt(attempt);
+            let (online, mission) = match order {
+                Order::OnlineFirst => {
+                    let online = self.measure(format!("on-{attempt}"), Mode::Online)?;
+                    (
+                        online,
+                        self.measure(format!("mi-{attempt}"), Mode::Mission)?,
+                    )
+                }
+                Order::MissionFirst => {
+                    let mission = self.measure(format!("mi-{attempt}"), Mode::Mission)?;
+                    (
+                        self.measure(format!("on-{attempt}"), Mode::Online)?,
+                        mission,
+                    )
+                }
+            };
+            match Sample::judge(attempt, order, online, mission) {
+                Ok(sample) => taken.valid.push(sample),
+                Err(reason) => {
+                    println!("  attempt {attempt}: INVALID: {reason}");
+                    taken.invalid.note(true, &reason);
+                }
+            }
+        }
+        Ok(taken)
     }
+}
+
+/// What each way contacts, and the settings, before any figure.
+fn print_setup(args: &Args, grid: &GridMission, units: u64, up_after: Duration) {
+    println!(
+        "Grid: hosts edge, site up after {:.1} s on 127.0.0.1 ports {:?} ({} reconcile rounds after start); \
+         grant {} and mission {} of {units} units each; authority voters=2 (edge, site)",
+        up_after.as_secs_f64(),
+        grid.ports,
+        grid.hosts.rounds,
+        grid::GRANT,
+        grid::MISSION,
+    );
+    println!(
+        "online grant: edge → site over HTTPS (mutual TLS 1.3); site journals, charges grant {}, runs {}, answers: contacts site",
+        grid::GRANT,
+        grid::PROCESS
+    );
+    println!(
+        "mission allocation: edge runs {} on itself, charged to mission:{}: contacts no peer (journeys/mission-offline.kdl runs it partitioned)",
+        grid::PROCESS,
+        grid::MISSION
+    );
+    println!(
+        "{} valid samples wanted, at most {} attempts, {} warm-up runs of each way, {} ms pause after every run; a run over {MISSION_COMPARE_RUN_MS_MAX} ms invalidates its sample",
+        args.samples, args.attempts, args.warmup_runs, args.settle_ms
+    );
 }
 
 fn run() -> Result<()> {
@@ -361,31 +285,9 @@ fn run() -> Result<()> {
     println!("load average at the start: {}", load_average());
     let work = WorkDir::new("gmc", args.keep)?;
     let units = args.runs_max() * UNITS_PER_RUN;
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let mut grid = GridMission::start(&bin_dir, &work.path, units, units)?;
-    println!(
-        "Grid: hosts edge, site up after {:.1} s on 127.0.0.1 ports {:?} ({} reconcile rounds after start); \
-         grant {} and mission {} of {units} units each; authority voters=2 (edge, site)",
-        started.elapsed().as_secs_f64(),
-        grid.ports,
-        grid.hosts.rounds,
-        grid::GRANT,
-        grid::MISSION,
-    );
-    println!(
-        "online grant: edge → site over HTTPS (mutual TLS 1.3), site journals, charges grant {}, runs {}, answers: contacts site",
-        grid::GRANT,
-        grid::PROCESS
-    );
-    println!(
-        "mission allocation: edge runs {} on itself charged to mission:{}: contacts no peer (journeys/mission-offline.kdl runs it partitioned)",
-        grid::PROCESS,
-        grid::MISSION
-    );
-    println!(
-        "{} valid samples wanted, at most {} attempts, {} warm-up runs of each way, {} ms pause after every run; a run over {MISSION_COMPARE_RUN_MS_MAX} ms invalidates its sample",
-        args.samples, args.attempts, args.warmup_runs, args.settle_ms
-    );
+    print_setup(&args, &grid, units, started.elapsed());
     let pid = |host: &str| {
         grid.hosts
             .procs
@@ -396,189 +298,59 @@ fn run() -> Result<()> {
     let mut runner = grid.runner()?;
     let mut succeeded = Succeeded::default();
     for mode in [Mode::Online, Mode::Mission] {
-        let first = grid.first_run(&mut runner, mode)?;
-        let run = first.outcome.expect("first_run returns a success");
+        let run = grid.first_run(&mut runner, mode)?;
         runner.check(mode, &run)?;
         succeeded.count(mode);
     }
-
-    let mut warmup_failures = Failures::default();
-    for i in 0..args.warmup_runs {
-        for mode in [Mode::Online, Mode::Mission] {
-            let id = format!("w{}-{i}", mode.tag());
-            let m = measure(
-                &mut runner,
-                &gridds,
-                args.settle(),
-                &mut succeeded,
-                id,
-                mode,
-            )?;
-            if let Err(reason) = m.outcome {
-                warmup_failures.note(false, &format!("{}: {reason}", mode.name()));
-            }
-        }
-    }
-
-    let mut valid = Vec::with_capacity(args.samples);
-    let mut invalid = Failures::default();
-    let mut attempts = 0;
-    while valid.len() < args.samples && attempts < args.attempts {
-        let attempt = attempts;
-        attempts += 1;
-        let order = Order::of_attempt(attempt);
-        let modes = match order {
-            Order::OnlineFirst => [Mode::Online, Mode::Mission],
-            Order::MissionFirst => [Mode::Mission, Mode::Online],
-        };
-        let mut online = None;
-        let mut mission = None;
-        for mode in modes {
-            let id = format!("{}-{attempt}", mode.tag());
-            let m = measure(
-                &mut runner,
-                &gridds,
-                args.settle(),
-                &mut succeeded,
-                id,
-                mode,
-            )?;
-            match mode {
-                Mode::Online => online = Some(m),
-                Mode::Mission => mission = Some(m),
-            }
-        }
-        let (online, mission) = (online.expect("ran"), mission.expect("ran"));
-        match Sample::judge(attempt, order, online, mission) {
-            Ok(sample) => valid.push(sample),
-            Err(reason) => {
-                println!("  attempt {attempt}: INVALID: {reason}");
-                invalid.note(true, &reason);
-            }
-        }
-    }
+    let mut bench = Bench {
+        runner,
+        gridds,
+        settle: args.settle(),
+        succeeded,
+    };
+    let warmup_failures = bench.warm_up(args.warmup_runs)?;
+    let taken = bench.take(args.samples, args.attempts)?;
     grid.hosts.procs.check_running()?;
 
-    print_samples(&valid);
-    let summary = print_summary(&valid, args.settle());
+    print_samples(&taken.valid);
+    let summary = print_summary(&taken.valid, args.settle());
     println!();
     println!(
-        "attempts {attempts}: {} valid, {} invalid",
-        valid.len(),
-        invalid.recorded
+        "attempts {}: {} valid, {} invalid",
+        taken.attempts,
+        taken.valid.len(),
+        taken.invalid.recorded
     );
-    for (reason, n) in &invalid.reasons {
+    for (reason, n) in &taken.invalid.reasons {
         println!("  - {n} × {reason}");
     }
-    for (reason, n) in &warmup_failures.reasons {
-        println!("  - {n} × {reason}");
-    }
-
-    // What the receivers hold: every succeeded run executed once and charged once.
-    println!();
-    println!("what the hosts hold after the samples:");
-    let site = grid.totals(grid::SITE)?;
-    expect_equal(
-        "site: runs succeeded (as receiver)",
-        site.runs.succeeded,
-        succeeded.online,
-    )?;
-    expect_equal("site: demo.count", site.demo_count, succeeded.online)?;
-    let grant = site
-        .grant
-        .ok_or_else(|| format!("grant {} not found at site", grid::GRANT))?;
-    expect_equal(
-        &format!("site: grant {} consumed", grid::GRANT),
-        grant.consumed,
-        succeeded.online * UNITS_PER_RUN,
-    )?;
-    let edge = grid.totals(grid::EDGE)?;
-    expect_equal(
-        "edge: runs succeeded (as receiver)",
-        edge.runs.succeeded,
-        succeeded.mission,
-    )?;
-    expect_equal("edge: demo.count", edge.demo_count, succeeded.mission)?;
-    let mission = grid.mission()?;
-    expect_equal(
-        &format!("edge: mission {} units consumed", grid::MISSION),
-        mission.units.consumed,
-        succeeded.mission * UNITS_PER_RUN,
-    )?;
-    println!(
-        "  unknown: site {}, edge {}; mission {} state {}, units allocated {}, available {}",
-        site.runs.unknown,
-        edge.runs.unknown,
-        grid::MISSION,
-        mission.state.name(),
-        mission.units.allocated,
-        mission.units.available
-    );
-
-    // The issuer and the authority's majority gone: mission runs still succeed.
-    grid.hosts.procs.kill("gridd site")?;
-    println!();
-    println!(
-        "gridd site SIGKILLed (the mission's issuer; the authority has no majority of its two voters):"
-    );
-    let mut offline = Vec::with_capacity(MISSION_COMPARE_OFFLINE_RUNS);
-    for i in 0..MISSION_COMPARE_OFFLINE_RUNS {
-        let timed = runner.run(format!("off-{i}"), Mode::Mission);
-        match timed.outcome {
-            Ok(run) => {
-                runner.check(Mode::Mission, &run)?;
-                succeeded.count(Mode::Mission);
-                offline.push(timed.wall.as_nanos() as u64);
-            }
-            Err(reason) => {
-                return Err(format!(
-                    "offline mission run off-{i} did not succeed with site down: {reason}"
-                )
-                .into());
-            }
+    if !warmup_failures.is_empty() {
+        println!("warm-up runs that did not succeed:");
+        for (reason, n) in &warmup_failures.reasons {
+            println!("  - {n} × {reason}");
         }
     }
-    offline.sort_unstable();
-    println!(
-        "  {} of {MISSION_COMPARE_OFFLINE_RUNS} mission runs succeeded, their receipts verified; wall time p50 {}, max {}",
-        offline.len(),
-        ms(grid_benches::report::percentile(&offline, 0.5)),
-        ms(grid_benches::report::percentile(&offline, 1.0)),
-    );
-    let online = runner.run("off-online".to_owned(), Mode::Online);
-    match online.outcome {
-        Ok(run) => {
-            return Err(format!("an online run succeeded with site SIGKILLed: {run:?}").into());
-        }
-        Err(reason) => println!(
-            "  an online run did not succeed, as it must not ({}): {reason}",
-            ms(online.wall)
-        ),
-    }
-    let mission = grid.mission()?;
-    expect_equal(
-        &format!("edge: mission {} units consumed", grid::MISSION),
-        mission.units.consumed,
-        succeeded.mission * UNITS_PER_RUN,
-    )?;
-    let edge = grid.totals(grid::EDGE)?;
-    expect_equal("edge: demo.count", edge.demo_count, succeeded.mission)?;
+
+    checks::holdings(&grid, &bench.succeeded)?;
+    checks::offline(&mut grid, &mut bench.runner, &mut bench.succeeded)?;
 
     println!();
-    if valid.len() < args.samples {
+    if taken.valid.len() < args.samples {
         return Err(format!(
-            "only {} valid samples of the {} wanted in {attempts} attempts (MISSION_COMPARE_ATTEMPTS_MAX {MISSION_COMPARE_ATTEMPTS_MAX}); the reasons are above",
-            valid.len(),
-            args.samples
+            "only {} valid samples of the {} wanted in {} attempts (MISSION_COMPARE_ATTEMPTS_MAX {MISSION_COMPARE_ATTEMPTS_MAX}); the reasons are above",
+            taken.valid.len(),
+            args.samples,
+            taken.attempts
         )
         .into());
     }
     if let Some((time, cpu)) = summary {
         println!(
-            "summary: mission / online over {} valid paired samples ({} invalid of {attempts}): \
+            "summary: mission / online over {} valid paired samples ({} invalid of {}): \
              time {} (p10–p90 {}–{}), gridd CPU {} (p10–p90 {}–{})",
-            valid.len(),
-            invalid.recorded,
+            taken.valid.len(),
+            taken.invalid.recorded,
+            taken.attempts,
             times(time.median),
             times(time.p10),
             times(time.p90),
@@ -592,7 +364,8 @@ fn run() -> Result<()> {
         started.elapsed().as_secs_f64(),
         load_average()
     );
-    drop(runner);
+    // Drop order: the connection, the gridds, then the work directory.
+    drop(bench);
     drop(grid);
     drop(work);
     Ok(())
