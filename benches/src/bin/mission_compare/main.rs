@@ -6,7 +6,7 @@
 //! ```text
 //! cargo build --release --bin gridd --bin gridctl      # the binaries it starts
 //! cargo build --release -p grid-benches --no-default-features --bin mission_compare
-//! target/release/mission_compare [--samples 40 --attempts 200 --warmup-runs 5 --keep]
+//! target/release/mission_compare [--samples 40 --attempts 200 --warmup-runs 20 --settle-ms 10 --keep]
 //! ```
 //!
 //! It brings up two Grid hosts on loopback (`grid.rs`): `edge`, the mission's host and
@@ -25,7 +25,8 @@
 //!
 //! Each run's wall time is the control call alone; its CPU is the time on a CPU of both
 //! gridds' threads (`/proc/PID/task/*/schedstat`, nanoseconds) read right before and
-//! right after it. A sample is the pair (online first in even attempts, mission first
+//! right after it; then a pause (`--settle-ms`) before the next run, over which the
+//! gridds' CPU is read apart (what the run left behind). A sample is the pair (online first in even attempts, mission first
 //! in odd ones); it is **invalid** — counted, its reason printed — when either run did
 //! not succeed, took longer than `MISSION_COMPARE_RUN_MS_MAX`, or shows a CPU delta that
 //! is not positive. Every succeeded run's receipt (the receiver's signature) must verify
