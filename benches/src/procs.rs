@@ -278,3 +278,23 @@ pub fn report_gridd(bin_dir: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_on_a_cpu_grows_with_work_and_is_none_for_no_process() {
+        let pid = std::process::id();
+        let before = on_cpu_ns(pid).expect("this process");
+        let started = std::time::Instant::now();
+        let mut x = 0u64;
+        while started.elapsed() < Duration::from_millis(20) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let after = on_cpu_ns(pid).expect("this process");
+        assert!(after > before, "{before} → {after}");
+        // Pid 0 has no /proc entry.
+        assert_eq!(on_cpu_ns(0), None);
+    }
+}

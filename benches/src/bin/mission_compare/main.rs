@@ -371,3 +371,34 @@ fn run() -> Result<()> {
     drop(work);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(argv: &[&str]) -> Args {
+        let mut all = vec!["mission_compare"];
+        all.extend_from_slice(argv);
+        Args::try_parse_from(all).expect("parses")
+    }
+
+    #[test]
+    fn the_arguments_are_bounded_by_the_limits() {
+        let defaults = args(&[]);
+        assert!(defaults.check().is_ok());
+        assert_eq!(defaults.samples, MISSION_COMPARE_SAMPLES_VALID);
+        assert_eq!(defaults.attempts, MISSION_COMPARE_ATTEMPTS_MAX);
+        // One unit per run: the first check, 20 warm-up runs, 200 attempts, 10 offline.
+        assert_eq!(defaults.runs_max(), 231);
+        assert!(args(&["--attempts", "201"]).check().is_err());
+        assert!(args(&["--samples", "0"]).check().is_err());
+        assert!(
+            args(&["--samples", "41", "--attempts", "40"])
+                .check()
+                .is_err()
+        );
+        assert!(args(&["--warmup-runs", "51"]).check().is_err());
+        assert!(args(&["--settle-ms", "1001"]).check().is_err());
+        assert!(args(&["--settle-ms", "0"]).check().is_ok());
+    }
+}
