@@ -85,3 +85,25 @@ pub const LEDGER_COMPARE_PG_CLIENTS_MAX: usize = 256;
 
 // Two accounts at least: a transfer's debit and credit accounts differ.
 const _: () = assert!(LEDGER_COMPARE_ACCOUNTS_MAX >= 2);
+
+/// The valid paired samples `mission_compare` must collect (issue 19's "Must show": 40);
+/// its `--samples` may ask for fewer (a quick look), never for more than it may attempt.
+pub const MISSION_COMPARE_SAMPLES_VALID: usize = 40;
+/// The most paired samples `mission_compare` attempts before it gives up and fails
+/// (each attempt runs once online and once on the mission allocation).
+pub const MISSION_COMPARE_ATTEMPTS_MAX: usize = 200;
+/// The longest one run of a sample may take (its wall time, from the control call to
+/// the answer): a longer one makes the sample invalid.
+pub const MISSION_COMPARE_RUN_MS_MAX: u64 = 2_000;
+/// The most warm-up runs of each path `mission_compare --warmup-runs` may ask for.
+pub const MISSION_COMPARE_WARMUP_RUNS_MAX: usize = 50;
+/// The mission runs `mission_compare` makes after it SIGKILLs the issuer (and with it
+/// the authority's majority of two voters): each must still succeed.
+pub const MISSION_COMPARE_OFFLINE_RUNS: usize = 10;
+
+// The required samples must fit in the attempts.
+const _: () = assert!(MISSION_COMPARE_SAMPLES_VALID <= MISSION_COMPARE_ATTEMPTS_MAX);
+// A median and a p10–p90 spread need more than a handful of samples.
+const _: () = assert!(MISSION_COMPARE_SAMPLES_VALID >= 10);
+/// The longest pause `mission_compare --settle-ms` may ask for after every run.
+pub const MISSION_COMPARE_SETTLE_MS_MAX: u64 = 1_000;

@@ -56,6 +56,27 @@ impl Procs {
         Ok(())
     }
 
+    /// The pid of the process called `name`, if it was started.
+    pub fn pid(&self, name: &str) -> Option<u32> {
+        self.children
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, c, _)| c.id())
+    }
+
+    /// SIGKILLs the process called `name` and reaps it (it stays listed, exited:
+    /// [`Procs::check_running`] reports it from then on).
+    pub fn kill(&mut self, name: &str) -> Result<()> {
+        let (_, child, _) = self
+            .children
+            .iter_mut()
+            .find(|(n, _, _)| n == name)
+            .ok_or_else(|| format!("no process {name}"))?;
+        child.kill()?;
+        child.wait()?;
+        Ok(())
+    }
+
     /// The end of the log of the process called `name`.
     pub fn log_tail(&self, name: &str) -> String {
         self.children
@@ -170,6 +191,29 @@ pub fn cpu_time_of(pids: &[u32]) -> Duration {
     pids.iter().map(|&pid| cpu_time(Some(pid))).sum()
 }
 
+/// The nanoseconds a process's threads have spent on a CPU, summed: the first field of
+/// every `/proc/PID/task/TID/schedstat` (the scheduler's own clock — fine enough for
+/// one run, where `/proc/PID/stat`'s clock ticks are not). A thread that exited takes
+/// its time with it, so a later reading may be smaller; `None` when the process is gone.
+pub fn on_cpu_ns(pid: u32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = 0u64;
+    for task in tasks.flatten() {
+        // A thread may exit between the listing and the read: it counts nothing.
+        let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
+        if let Some(ns) = stat
+            .split_whitespace()
+            .next()
+            .and_then(|f| f.parse::<u64>().ok())
+        {
+            total += ns;
+        }
+    }
+    Some(total)
+}
+
 /// `target/release` beside this crate, or `$GRID_BIN_DIR`.
 pub fn grid_bin_dir() -> Result<PathBuf> {
     let dir = match std::env::var_os("GRID_BIN_DIR") {
@@ -233,4 +277,24 @@ pub fn report_gridd(bin_dir: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_on_a_cpu_grows_with_work_and_is_none_for_no_process() {
+        let pid = std::process::id();
+        let before = on_cpu_ns(pid).expect("this process");
+        let started = std::time::Instant::now();
+        let mut x = 0u64;
+        while started.elapsed() < Duration::from_millis(20) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let after = on_cpu_ns(pid).expect("this process");
+        assert!(after > before, "{before} → {after}");
+        // Pid 0 has no /proc entry.
+        assert_eq!(on_cpu_ns(0), None);
+    }
 }
