@@ -203,6 +203,11 @@ pub const MISSION_RETURN_QUIET_WAIT: Duration = Duration::from_secs(5);
 /// Missions a host holds at once (reserved and not settled or closed), and missions
 /// an issuer records.
 pub const MISSIONS_MAX: usize = 1_024;
+/// The longest operation id of a mission step: the ids it derives for its claim
+/// commands (`OP/successor/` and a 16-digit digest) stay within the authority's
+/// 128-byte operation ids.
+pub const MISSION_OP_LENGTH_MAX: usize = 64;
+const _: () = assert!(MISSION_OP_LENGTH_MAX + "/successor/".len() + 16 <= 128);
 /// The largest body the issuer's endpoint takes: a return carries every run of the
 /// mission with its signed outcome (a mission whose record is larger cannot return
 /// through it, and says so).

@@ -28,7 +28,9 @@ use crate::authority::api::{AuthorityReply, ClaimCommand, ClaimOutcome};
 use crate::authority::claims::digest;
 use crate::authority::service::{Authorities, AuthorityCall};
 use crate::custody::{Custody, Signed};
-use crate::limits::{MISSION_CALL_TIMEOUT, MISSION_RETURN_QUIET_WAIT, MISSIONS_MAX};
+use crate::limits::{
+    MISSION_CALL_TIMEOUT, MISSION_OP_LENGTH_MAX, MISSION_RETURN_QUIET_WAIT, MISSIONS_MAX,
+};
 use crate::processes::allocations::now_ms;
 use crate::processes::api::{RunOutcome, RunView};
 use crate::processes::service::Processes;
@@ -358,6 +360,19 @@ impl Missions {
     }
 
     async fn handle(self: &Arc<Self>, call: MissionCall) -> MissionReply {
+        if let MissionCall::Reserve { op, .. }
+        | MissionCall::Return { op, .. }
+        | MissionCall::Recover { op, .. } = &call
+            && (op.is_empty()
+                || op.len() > MISSION_OP_LENGTH_MAX
+                || op.chars().any(char::is_control))
+        {
+            return MissionReply::Refused {
+                reason: format!(
+                    "a mission step's op id is 1 to MISSION_OP_LENGTH_MAX ({MISSION_OP_LENGTH_MAX}) printable bytes"
+                ),
+            };
+        }
         match call {
             MissionCall::Reserve { op, mission, terms } => self.reserve(&op, &mission, terms).await,
             MissionCall::Return { op, mission } => self.return_mission(&op, &mission).await,
