@@ -346,6 +346,16 @@ impl HostObservation {
                     g.consumed = 0;
                     g.unknown = 0;
                 });
+                // Nor are runs consuming a mission, nor its clock: only its state.
+                o.missions.iter_mut().for_each(|m| {
+                    use grid_engine::missions::api::{MissionState, MissionUnits};
+                    m.units = MissionUnits::default();
+                    m.limit = None;
+                    m.expired = false;
+                    if m.state == MissionState::Exhausted {
+                        m.state = MissionState::Active;
+                    }
+                });
                 hasher.update(serde_json::to_vec(&o).expect("observations serialize"))
             }
         }
