@@ -68,17 +68,30 @@ fn port_is_free(port: u16) -> bool {
 }
 
 /// A loopback listener on a port the kernel chose free, and that port.
-fn kernel_chosen_port() -> (TcpListener, u16) {
-    let listener = TcpListener::bind(("127.0.0.1", 0)).expect("the kernel hands out a free port");
-    let port = listener.local_addr().unwrap().port();
-    (listener, port)
+/// A free port below the kernel's ephemeral range (32,768 and up by default), held: a
+/// port the kernel chose could be handed to another socket's outgoing connection (the
+/// other tests here connect to their brokers) between its release and a peer's start.
+fn unephemeral_port() -> (TcpListener, u16) {
+    // Each call starts elsewhere: tests of this binary run at once, in one process.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let seed = std::process::id() as usize * 7 + call * 1_009;
+    (0..500)
+        .map(|i| 20_000 + (seed + i * 101) % 12_000)
+        .find_map(|port| {
+            let port = port as u16;
+            TcpListener::bind(("127.0.0.1", port))
+                .ok()
+                .map(|l| (l, port))
+        })
+        .expect("a free port below the ephemeral range")
 }
 
 #[test]
 fn a_mosquitto_peer_serves_mqtt_until_it_is_stopped_and_then_frees_its_port() {
     let work = Work::new("serve");
     let mut peers = work.peers();
-    let (chosen, port) = kernel_chosen_port();
+    let (chosen, port) = unephemeral_port();
     drop(chosen);
     assert!(port_is_free(port), "port {port} is taken before the test");
     let said = peers
@@ -128,7 +141,7 @@ fn a_mosquitto_peer_serves_mqtt_until_it_is_stopped_and_then_frees_its_port() {
 #[test]
 fn a_port_in_use_is_refused_and_a_killed_peer_restarts_on_the_same_port() {
     let work = Work::new("restart");
-    let (occupied, port) = kernel_chosen_port();
+    let (occupied, port) = unephemeral_port();
     let mut peers = work.peers();
     let spec = PeerSpec::Mosquitto { port };
 
