@@ -373,12 +373,15 @@ pub struct ReturnQuery {
     pub consumption: Consumption,
 }
 
-/// `POST /mission/M/close`: never-issued recovery of the reservation at `epoch`.
+/// `POST /mission/M/close`: never-issued recovery of the reservation at `epoch`, asked
+/// of `issuer`, the issuer the terms name (any other host refuses: it issued nothing
+/// and proves nothing).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CloseQuery {
     pub mission: String,
     pub epoch: u64,
     pub reservation: String,
+    pub issuer: String,
 }
 
 /// The issuer's replies.

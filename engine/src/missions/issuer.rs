@@ -255,7 +255,7 @@ impl Missions {
         };
         let _deciding = self.deciding.lock().await;
         let mut record = self.issuer_record(&query.mission).unwrap_or_default();
-        match machine::close(&record, &query) {
+        match machine::close(&record, &query, &self.host) {
             Decision::Same(closure) => IssuerReply::Closed { closure },
             Decision::Refuse(reason) => refused(reason),
             Decision::Sign => {

@@ -58,8 +58,14 @@ pub fn issue(record: &IssuerRecord, query: &IssueQuery) -> Decision<Allocation> 
     }
 }
 
-/// A never-issued closure of the reservation `query` names.
-pub fn close(record: &IssuerRecord, query: &CloseQuery) -> Decision<Closure> {
+/// A never-issued closure of the reservation `query` names, at the issuer `issuer`.
+pub fn close(record: &IssuerRecord, query: &CloseQuery, issuer: &str) -> Decision<Closure> {
+    if query.issuer != issuer {
+        return Decision::Refuse(format!(
+            "mission `{}` names `{}` as its issuer, not `{issuer}`: only its issuer can prove it never issued it",
+            query.mission, query.issuer
+        ));
+    }
     if let Some(a) = &record.allocation {
         return Decision::Refuse(format!(
             "mission `{}` was issued (allocation of reservation `{}` at epoch {}, signed): an issued reservation cannot use never-issued recovery; return it instead",

@@ -841,6 +841,7 @@ impl Missions {
                 mission: terms.name.clone(),
                 epoch,
                 reservation: record.reservation.clone(),
+                issuer: terms.issuer.clone(),
             };
             let closure = match self.ask_issuer(&terms, "close", &query).await? {
                 IssuerReply::Closed { closure } => closure,

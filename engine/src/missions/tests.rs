@@ -82,8 +82,8 @@ proptest::proptest! {
                     }
                 }
                 1 => {
-                    let q = CloseQuery { mission: "night".into(), epoch, reservation: "p".into() };
-                    match machine::close(&record, &q) {
+                    let q = CloseQuery { mission: "night".into(), epoch, reservation: "p".into(), issuer: "site".into() };
+                    match machine::close(&record, &q, "site") {
                         Decision::Sign => {
                             proptest::prop_assert!(record.allocation.is_none() && record.closure.is_none());
                             let c = Closure { mission: "night".into(), host: "edge".into(), issuer: "site".into(), successor: "site".into(), epoch, reservation: "p".into(), generation: 1, signature: format!("c{epoch}") };
@@ -156,4 +156,20 @@ fn a_return_waits_for_unknown_outcomes_and_recovery_needs_a_reservation() {
         machine::shown(MissionState::Active, &quiet, true),
         MissionState::Exhausted
     );
+}
+
+#[test]
+fn only_the_named_issuer_closes_a_reservation() {
+    let query = CloseQuery {
+        mission: "night".into(),
+        epoch: 1,
+        reservation: "p".into(),
+        issuer: "site".into(),
+    };
+    let record = IssuerRecord::default();
+    match machine::close(&record, &query, "hq") {
+        Decision::Refuse(reason) => assert!(reason.contains("`site` as its issuer"), "{reason}"),
+        other => panic!("another host closed a mission it does not issue: {other:?}"),
+    }
+    assert_eq!(machine::close(&record, &query, "site"), Decision::Sign);
 }
