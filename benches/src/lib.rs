@@ -15,13 +15,15 @@
 //! back), [`report`] (percentiles, ratios, markdown tables, failures), [`bringup`]
 //! (Grid's hosts from a topology, served control connections, the alternatives'
 //! executables), [`pki`] (the alternatives' certificates), [`procs`] (child processes,
-//! work directories, ports) and [`limits`].
+//! work directories, ports), [`processes`] (Processes read through a control socket)
+//! and [`limits`].
 
 pub mod bringup;
 pub mod cli;
 pub mod limits;
 pub mod measure;
 pub mod pki;
+pub mod processes;
 pub mod procs;
 pub mod report;
 

@@ -140,16 +140,7 @@ pub fn claim(
     op: &str,
     command: ClaimCommand,
 ) -> Result<ClaimResult, String> {
-    let dir = observe::host_dir(state, caller);
-    if !dir
-        .join(grid_engine::host::config::HOST_CONFIG_FILE)
-        .exists()
-    {
-        return Err(format!(
-            "no host `{caller}` is installed under {}",
-            state.display()
-        ));
-    }
+    let dir = observe::installed(state, caller)?;
     let membership = match membership {
         Some(m) => m.to_owned(),
         None => {

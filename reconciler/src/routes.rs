@@ -372,16 +372,7 @@ pub fn transitions(topology: &Topology, index: &Index<'_>, world: &World) -> Vec
 
 /// One delivery call to the host `host` (its control socket).
 pub fn call(state: &Path, host: &str, request: DeliveryCall) -> Result<DeliveryReply, String> {
-    let dir = observe::host_dir(state, host);
-    if !dir
-        .join(grid_engine::host::config::HOST_CONFIG_FILE)
-        .exists()
-    {
-        return Err(format!(
-            "no host `{host}` is installed under {}",
-            state.display()
-        ));
-    }
+    let dir = observe::installed(state, host)?;
     let mut client = Client::connect(&dir).map_err(|e| e.to_string())?;
     match client.call(&Call::Delivery { request }) {
         Ok(Reply::Delivery(reply)) => Ok(*reply),

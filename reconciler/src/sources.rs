@@ -330,16 +330,7 @@ impl Inspection {
 
 /// `gridctl inspect tag T --host H`.
 pub fn inspect(state: &Path, tag: &str, host: &str) -> Result<Inspection, String> {
-    let dir = observe::host_dir(state, host);
-    if !dir
-        .join(grid_engine::host::config::HOST_CONFIG_FILE)
-        .exists()
-    {
-        return Err(format!(
-            "no host `{host}` is installed under {}",
-            state.display()
-        ));
-    }
+    let dir = observe::installed(state, host)?;
     let mut client = Client::connect(&dir).map_err(|e| e.to_string())?;
     let report = match client.call(&Call::Tag {
         name: tag.to_owned(),

@@ -343,6 +343,18 @@ impl Missions {
         }
     }
 
+    /// The end of a return or a recovery: an uncertain step is journaled as the
+    /// record's detail (a refused one changed nothing), quiescence follows the records,
+    /// and the answer.
+    fn finish(&self, record: &mut HostRecord, stopped: Step<()>) -> MissionReply {
+        if let Err(Stop::Unknown(reason)) = &stopped {
+            record.detail = reason.clone();
+            self.save(record);
+        }
+        self.tell_quiesce();
+        self.reply(record, stopped)
+    }
+
     // ---- control calls ----
 
     /// Handles a control call from this host's operator (blocking; never on a runtime
@@ -387,9 +399,14 @@ impl Missions {
             }
             MissionCall::List => MissionReply::Missions {
                 host: self.host.clone(),
-                missions: self.all().iter().map(|r| self.view(r)).collect(),
+                missions: self.views(),
             },
         }
+    }
+
+    /// Every mission this host holds, as `inspect mission` shows it (no step waits).
+    pub fn views(&self) -> Vec<MissionView> {
+        self.all().iter().map(|r| self.view(r)).collect()
     }
 
     fn issuer_client(&self, terms: &MissionTerms) -> Result<PeerClient, String> {
@@ -684,12 +701,7 @@ impl Missions {
             return self.reply(&record, Ok(()));
         }
         let stopped = self.return_steps(op, &mut record).await;
-        if let Err(Stop::Unknown(reason)) = &stopped {
-            record.detail = reason.clone();
-            self.save(&record);
-        }
-        self.tell_quiesce();
-        self.reply(&record, stopped)
+        self.finish(&mut record, stopped)
     }
 
     async fn return_steps(&self, op: &str, record: &mut HostRecord) -> Step<()> {
@@ -823,12 +835,7 @@ impl Missions {
             };
         }
         let stopped = self.recover_steps(op, &mut record).await;
-        if let Err(Stop::Unknown(reason)) = &stopped {
-            record.detail = reason.clone();
-            self.save(&record);
-        }
-        self.tell_quiesce();
-        self.reply(&record, stopped)
+        self.finish(&mut record, stopped)
     }
 
     async fn recover_steps(&self, op: &str, record: &mut HostRecord) -> Step<()> {

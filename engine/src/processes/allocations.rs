@@ -58,10 +58,37 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// The refusal of a grant's surrender or settlement for an allocation.
+pub(super) fn not_a_grant(name: &str) -> Result<(), String> {
+    if is_allocation(name) {
+        return Err(format!(
+            "`{name}` is a mission's allocation, not a grant: it closes by the mission's return"
+        ));
+    }
+    Ok(())
+}
+
 impl State {
+    /// Reserves one unit for a run of `caller` that came `via`: of the allocation it
+    /// names (`mission:NAME`), else of a grant to `caller` (never an allocation). The
+    /// account charged, or why none is.
+    pub(super) fn reserve_unit(
+        &mut self,
+        host: &str,
+        via: &str,
+        caller: &str,
+        now_ms: i64,
+    ) -> Result<String, String> {
+        if is_allocation(via) {
+            return self.reserve_allocation(host, via, caller, now_ms);
+        }
+        let grants = self.grants.values_mut().filter(|g| !is_allocation(&g.name));
+        super::grants::reserve(grants, caller).map_err(|e| e.to_string())
+    }
+
     /// Reserves one unit of allocation `name` for a run of `caller`, or names the
     /// signed limit that stops it.
-    pub(super) fn reserve_allocation(
+    fn reserve_allocation(
         &mut self,
         host: &str,
         name: &str,

@@ -6,7 +6,7 @@ use std::sync::{Arc, MutexGuard};
 use fjall::{OwnedWriteBatch, PersistMode};
 use tokio::sync::watch;
 
-use super::allocations::{ALLOCATION_PREFIX, is_allocation, now_ms};
+use super::allocations::{is_allocation, not_a_grant, now_ms};
 use super::api::{
     GrantIssue, GrantView, ProcessReply, RunOutcome, RunRequest, RunView, ServiceReply,
     SignedGrant, StatusQuery,
@@ -162,11 +162,7 @@ impl Processes {
         name: &str,
         write: &mut OwnedWriteBatch,
     ) -> Result<String, String> {
-        if is_allocation(name) {
-            return Err(format!(
-                "`{name}` is a mission's allocation, not a grant: it closes by the mission's return"
-            ));
-        }
+        not_a_grant(name)?;
         let grant = state
             .grants
             .get_mut(name)
@@ -197,11 +193,7 @@ impl Processes {
         name: &str,
         write: &mut OwnedWriteBatch,
     ) -> Result<String, String> {
-        if is_allocation(name) {
-            return Err(format!(
-                "`{name}` is a mission's allocation, not a grant: it closes by the mission's return"
-            ));
-        }
+        not_a_grant(name)?;
         let grant = state
             .grants
             .get_mut(name)
@@ -315,18 +307,7 @@ impl Processes {
                 );
                 None
             }
-            Some(process) => match match via.strip_prefix(ALLOCATION_PREFIX) {
-                // A mission's run names its allocation; no grant is ever picked for it.
-                Some(_) => state.reserve_allocation(&self.host, via, caller, now_ms()),
-                None => grants::reserve(
-                    state
-                        .grants
-                        .values_mut()
-                        .filter(|g| !is_allocation(&g.name)),
-                    caller,
-                )
-                .map_err(|e| e.to_string()),
-            } {
+            Some(process) => match state.reserve_unit(&self.host, via, caller, now_ms()) {
                 Err(e) => {
                     step(&mut view, Run::refused());
                     view.detail = e;

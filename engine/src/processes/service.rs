@@ -495,10 +495,8 @@ impl Processes {
             ProcessCall::Run {
                 request,
                 receiver,
-                via,
-                membership,
-                wait_ms,
                 mission: Some(mission),
+                ..
             } => {
                 if receiver.name != self.host {
                     return ProcessReply::Refused {
@@ -508,7 +506,6 @@ impl Processes {
                         ),
                     };
                 }
-                let _ = (via, membership, wait_ms);
                 self.run_on_allocation(&mission, request).await
             }
             ProcessCall::Run {

@@ -154,12 +154,7 @@ fn connection(stream: UnixStream, started: &Started) {
             }),
             // What the host holds, with the missions its room holds (outside its lock).
             Call::Observe => {
-                let missions = started.missions.as_ref().map(|m| {
-                    match m.handle_local(crate::missions::api::MissionCall::List) {
-                        crate::missions::api::MissionReply::Missions { missions, .. } => missions,
-                        _ => Vec::new(),
-                    }
-                });
+                let missions = started.missions.as_ref().map(|m| m.views());
                 let handled = started
                     .host
                     .lock()

@@ -22,7 +22,7 @@ use grid_engine::custody::Manifest;
 use grid_engine::host::control::Client;
 use grid_engine::missions::api::{MissionCall, MissionReply, MissionView};
 use grid_engine::processes::api::{
-    GrantView, Peer, ProcessCall, ProcessReply, RunCounts, RunOutcome, RunRequest, RunView,
+    Peer, ProcessCall, ProcessReply, RunOutcome, RunRequest, RunView,
 };
 use grid_engine::processes::runs::RunUnits;
 use grid_engine::protocol::{Call, Reply};
@@ -31,6 +31,7 @@ use grid_benches::bringup::{
     GridHosts, HOST_READY_TIMEOUT, connect_served, host_node, one_gridd_per_host,
 };
 use grid_benches::limits::MISSION_COMPARE_RUN_MS_MAX;
+use grid_benches::processes::{ReceiverTotals, receiver_totals};
 use grid_benches::procs::{Result, free_ports};
 
 pub const MEMBERSHIP: &str = "ops";
@@ -196,38 +197,8 @@ impl GridMission {
 
     /// What `host` holds as a receiver: its runs by outcome, its `demo.count` counter,
     /// and the grant (at `site`).
-    pub fn totals(&self, host: &str) -> Result<Totals> {
-        let mut client = Client::connect(&self.host_dir(host))?;
-        let (runs, demo_count) = match process(&mut client, ProcessCall::Processes)? {
-            ProcessReply::Processes {
-                runs, demo_count, ..
-            } => (runs, demo_count),
-            other => return Err(format!("processes at {host}: {other:?}").into()),
-        };
-        let grant = match process(&mut client, ProcessCall::Grants)? {
-            ProcessReply::Grants { grants, .. } => grants.into_iter().find(|g| g.name == GRANT),
-            other => return Err(format!("grants at {host}: {other:?}").into()),
-        };
-        Ok(Totals {
-            runs,
-            demo_count,
-            grant,
-        })
-    }
-}
-
-/// What one host holds as a receiver.
-pub struct Totals {
-    pub runs: RunCounts,
-    pub demo_count: u64,
-    pub grant: Option<GrantView>,
-}
-
-fn process(client: &mut Client, request: ProcessCall) -> std::result::Result<ProcessReply, String> {
-    match client.call(&Call::Process { request }) {
-        Ok(Reply::Process(reply)) => Ok(*reply),
-        Ok(other) => Err(format!("{other:?}")),
-        Err(e) => Err(format!("call error: {e}")),
+    pub fn totals(&self, host: &str) -> Result<ReceiverTotals> {
+        receiver_totals(&self.host_dir(host), host, GRANT)
     }
 }
 

@@ -14,14 +14,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use grid_engine::host::control::Client;
-use grid_engine::processes::api::{
-    GrantView, Peer, ProcessCall, ProcessReply, RunCounts, RunOutcome, RunRequest,
-};
+use grid_engine::processes::api::{Peer, ProcessCall, ProcessReply, RunOutcome, RunRequest};
 use grid_engine::protocol::{Call, Reply};
 
 use grid_benches::bringup::{
     GridHosts, HOST_READY_TIMEOUT, connect_served, host_node, one_gridd_per_host,
 };
+use grid_benches::processes::{ReceiverTotals, process, receiver_totals};
 use grid_benches::procs::{Result, free_ports};
 
 pub const MEMBERSHIP: &str = "ops";
@@ -124,14 +123,6 @@ impl GridProcesses {
     }
 }
 
-fn process(client: &mut Client, request: ProcessCall) -> std::result::Result<ProcessReply, String> {
-    match client.call(&Call::Process { request }) {
-        Ok(Reply::Process(reply)) => Ok(*reply),
-        Ok(other) => Err(format!("{other:?}")),
-        Err(e) => Err(format!("call error: {e}")),
-    }
-}
-
 /// One control-socket connection to a host (the caller, or any host for inspection).
 pub struct Caller {
     client: Client,
@@ -196,31 +187,10 @@ impl Caller {
     }
 }
 
-/// What the receiver holds at the end: its runs by outcome, the `demo.count` counter,
-/// and the grant's units.
-pub struct ReceiverTotals {
-    pub runs: RunCounts,
-    pub demo_count: u64,
-    pub grant: Option<GrantView>,
-}
-
 impl GridProcesses {
+    /// What the receiver holds at the end: its runs by outcome, the `demo.count`
+    /// counter, and the grant's units.
     pub fn receiver_totals(&self) -> Result<ReceiverTotals> {
-        let mut client = Client::connect(&self.host_dir(RECEIVER))?;
-        let (runs, demo_count) = match process(&mut client, ProcessCall::Processes)? {
-            ProcessReply::Processes {
-                runs, demo_count, ..
-            } => (runs, demo_count),
-            other => return Err(format!("processes: {other:?}").into()),
-        };
-        let grant = match process(&mut client, ProcessCall::Grants)? {
-            ProcessReply::Grants { grants, .. } => grants.into_iter().find(|g| g.name == GRANT),
-            other => return Err(format!("grants: {other:?}").into()),
-        };
-        Ok(ReceiverTotals {
-            runs,
-            demo_count,
-            grant,
-        })
+        receiver_totals(&self.host_dir(RECEIVER), RECEIVER, GRANT)
     }
 }
