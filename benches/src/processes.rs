@@ -1,5 +1,6 @@
 //! Processes read through a host's control socket, for the benchmarks that run them
-//! (`process_compare`, `mission_compare`): one call, and what a receiver holds.
+//! (`process_compare`, `mission_compare`): a served connection, one call, and what a
+//! receiver holds.
 
 use std::path::Path;
 
@@ -7,7 +8,18 @@ use grid_engine::host::control::Client;
 use grid_engine::processes::api::{GrantView, ProcessCall, ProcessReply, RunCounts};
 use grid_engine::protocol::{Call, Reply};
 
+use crate::bringup::connect_served;
 use crate::procs::Result;
+
+/// A control connection to the host at `host_dir` that it serves (a host over
+/// `CONTROL_CONNECTIONS_MAX` answers the first call with a refusal), checked with a
+/// call that changes nothing.
+pub fn connect(host_dir: &Path) -> Result<Client> {
+    let probe = Call::Process {
+        request: ProcessCall::Processes,
+    };
+    connect_served(host_dir, &probe, |reply| matches!(reply, Reply::Process(_)))
+}
 
 /// One `Call::Process` over `client`: its reply, or what came instead.
 pub fn process(

@@ -27,11 +27,9 @@ use grid_engine::processes::api::{
 use grid_engine::processes::runs::RunUnits;
 use grid_engine::protocol::{Call, Reply};
 
-use grid_benches::bringup::{
-    GridHosts, HOST_READY_TIMEOUT, connect_served, host_node, one_gridd_per_host,
-};
+use grid_benches::bringup::{GridHosts, HOST_READY_TIMEOUT, host_node, one_gridd_per_host};
 use grid_benches::limits::MISSION_COMPARE_RUN_MS_MAX;
-use grid_benches::processes::{ReceiverTotals, receiver_totals};
+use grid_benches::processes::{self, ReceiverTotals, receiver_totals};
 use grid_benches::procs::{Result, free_ports};
 
 pub const MEMBERSHIP: &str = "ops";
@@ -218,13 +216,7 @@ pub struct Runner {
 
 impl Runner {
     fn connect(host_dir: PathBuf, edge: Peer, site: Peer) -> Result<Runner> {
-        // A cheap call that changes nothing.
-        let probe = Call::Process {
-            request: ProcessCall::Processes,
-        };
-        let client = connect_served(&host_dir, &probe, |reply| {
-            matches!(reply, Reply::Process(_))
-        })?;
+        let client = processes::connect(&host_dir)?;
         Ok(Runner { client, edge, site })
     }
 

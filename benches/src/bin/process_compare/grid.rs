@@ -15,12 +15,9 @@ use std::time::Duration;
 
 use grid_engine::host::control::Client;
 use grid_engine::processes::api::{Peer, ProcessCall, ProcessReply, RunOutcome, RunRequest};
-use grid_engine::protocol::{Call, Reply};
 
-use grid_benches::bringup::{
-    GridHosts, HOST_READY_TIMEOUT, connect_served, host_node, one_gridd_per_host,
-};
-use grid_benches::processes::{ReceiverTotals, process, receiver_totals};
+use grid_benches::bringup::{GridHosts, HOST_READY_TIMEOUT, host_node, one_gridd_per_host};
+use grid_benches::processes::{self, ReceiverTotals, process, receiver_totals};
 use grid_benches::procs::{Result, free_ports};
 
 pub const MEMBERSHIP: &str = "ops";
@@ -134,13 +131,7 @@ impl Caller {
     /// Connects and checks that the host serves this connection (a host over
     /// `CONTROL_CONNECTIONS_MAX` answers the first call with a refusal).
     fn connect(host_dir: PathBuf, receiver: Peer, mailbox: Peer) -> Result<Caller> {
-        // A cheap call that changes nothing.
-        let probe = Call::Process {
-            request: ProcessCall::Processes,
-        };
-        let client = connect_served(&host_dir, &probe, |reply| {
-            matches!(reply, Reply::Process(_))
-        })?;
+        let client = processes::connect(&host_dir)?;
         Ok(Caller {
             client,
             receiver,
