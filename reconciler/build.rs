@@ -22,10 +22,14 @@ fn main() {
         git(&["rev-parse", "--absolute-git-dir"]),
         git(&["rev-parse", "--path-format=absolute", "--git-common-dir"]),
     ) {
-        println!("cargo:rerun-if-changed={git_dir}/HEAD");
-        println!("cargo:rerun-if-changed={common}/packed-refs");
+        // Only files that exist: cargo takes a missing one as changed on every build,
+        // which rebuilt gridctl each time in a clone without packed refs.
+        let mut watched = vec![format!("{git_dir}/HEAD"), format!("{common}/packed-refs")];
         if let Some(reference) = git(&["symbolic-ref", "-q", "HEAD"]) {
-            println!("cargo:rerun-if-changed={common}/{reference}");
+            watched.push(format!("{common}/{reference}"));
+        }
+        for path in watched.iter().filter(|p| std::path::Path::new(p).exists()) {
+            println!("cargo:rerun-if-changed={path}");
         }
     }
     let version = match commit {

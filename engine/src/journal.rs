@@ -28,7 +28,7 @@ const BATCH_ENCODING_VERSION: u8 = 1;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum JournalError {
-    #[error("{path}: the model journal storage failed: {source}")]
+    #[error("{path}: the model journal storage failed: {}", crate::store::describe(.source))]
     Storage { path: PathBuf, source: fjall::Error },
     #[error(
         "{path} holds journal format `{found}`, which this Grid does not read (it reads `{JOURNAL_FORMAT}`)"
@@ -45,6 +45,10 @@ pub enum JournalError {
     },
     #[error("{path}: the journal is damaged: {detail}")]
     Damaged { path: PathBuf, detail: String },
+    #[error(
+        "{path} is not a model instance directory: {reason}; give a new or empty directory (it is created 0700) or one a model ran in"
+    )]
+    NotAnInstance { path: PathBuf, reason: &'static str },
     #[error(transparent)]
     Private(#[from] crate::store::PrivateDirError),
     #[error(transparent)]
@@ -147,6 +151,24 @@ impl DurableModel {
     /// Opens (creating if absent) the instance of `model` in `dir` and replays every
     /// journaled batch in order.
     pub fn open(dir: &Path, model: &Model) -> Result<DurableModel, JournalError> {
+        // Something that is not an instance is named as such before its permissions
+        // are judged (`--dir /etc/passwd` is not "too open", it is not an instance).
+        let not = |reason| JournalError::NotAnInstance {
+            path: dir.to_owned(),
+            reason,
+        };
+        match std::fs::metadata(dir) {
+            Ok(m) if !m.is_dir() => return Err(not("it is not a directory")),
+            Ok(_) if !dir.join("journal").exists() => {
+                let empty = std::fs::read_dir(dir)
+                    .map(|mut entries| entries.next().is_none())
+                    .unwrap_or(false);
+                if !empty {
+                    return Err(not("it holds other files and no `journal`"));
+                }
+            }
+            _ => {}
+        }
         ensure_private_dir(dir)?;
         let journal_dir = dir.join("journal");
         let storage = |source| JournalError::Storage {
@@ -295,5 +317,25 @@ mod tests {
             decode_batch(&bytes).is_none(),
             "trailing bytes never decode"
         );
+    }
+
+    #[test]
+    fn what_is_not_an_instance_is_named_so_and_left_alone() {
+        let topology = grid_spec::load_str(
+            "t.kdl",
+            "grid version=1\nmodel m host=h { input n default=0; }\nhost h listen=\"127.0.0.1:7999\"\n",
+        )
+        .unwrap();
+        let model = &topology.models[0];
+        for (path, why) in [
+            ("/etc/passwd", "it is not a directory"),
+            ("/etc", "it holds other files and no `journal`"),
+        ] {
+            let refused = DurableModel::open(Path::new(path), model).err().unwrap();
+            assert!(
+                matches!(&refused, JournalError::NotAnInstance { reason, .. } if *reason == why),
+                "{path}: {refused}"
+            );
+        }
     }
 }

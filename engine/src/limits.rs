@@ -119,6 +119,9 @@ pub const DEMO_DELAY_MS_MAX: u64 = 60_000;
 
 /// The most hosts one gridd process runs.
 pub const HOSTS_PER_PROCESS_MAX: usize = 1_024;
+/// How long gridd waits for its shutdown log line on SIGTERM or SIGINT before ending
+/// anyway (a stderr pipe nobody reads never holds a shutdown back).
+pub const SHUTDOWN_LOG_WAIT_MS: u64 = 500;
 
 // Relations between limits.
 

@@ -351,6 +351,11 @@ pub struct Observation {
     /// Missions this host holds as their host (profile `missions`).
     #[serde(default)]
     pub missions: Vec<crate::missions::api::MissionView>,
+    /// The profiles this gridd runs: those `host.toml` selected when it started. A
+    /// profile selected since takes effect only when gridd restarts, and the plan
+    /// says so. `None` from a gridd older than this field.
+    #[serde(default)]
+    pub profiles: Option<Vec<String>>,
 }
 
 /// A tag a host holds, as `observe` reports it.

@@ -1,6 +1,7 @@
 //! The house rules, checked as a test (as TigerBeetle's `tidy.zig`): it reads the
 //! workspace's sources as text and fails on
-//! - an import circle among the engine's top-level modules (`crate::X` paths);
+//! - an import circle among the top-level modules (`crate::X` paths) of the engine,
+//!   the reconciler or the journeys;
 //! - the ground floor (`store`, `transport`, `custody`, `config`, `limits`) importing a
 //!   capability;
 //! - a `*_MAX` / `*_MIN` constant outside a limits module, or a limit whose unit is not
@@ -98,11 +99,18 @@ fn is_test_file(path: &str) -> bool {
     path.split('/').any(|part| part == "tests") || path.ends_with("/tests.rs")
 }
 
-/// The text without line comments and without a trailing `#[cfg(test)]` module.
+/// The text without line comments and without a trailing inline `#[cfg(test)]`
+/// module (`#[cfg(test)] mod tests;` declares a file and is read past: what follows
+/// it is code).
 fn code_of(text: &str) -> String {
     let mut out = String::new();
-    for line in text.lines() {
-        if line.starts_with("#[cfg(test)]") {
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        if line.starts_with("#[cfg(test)]")
+            && lines
+                .peek()
+                .is_some_and(|next| next.starts_with("mod ") && next.trim_end().ends_with('{'))
+        {
             break;
         }
         let code = match line.find("//") {
@@ -115,11 +123,12 @@ fn code_of(text: &str) -> String {
     out
 }
 
-/// The top-level engine module a file of `engine/src` belongs to.
-fn engine_module(path: &str) -> Option<String> {
-    let rest = path.strip_prefix("engine/src/")?;
+/// The top-level module of the crate whose sources are under `src` (`engine/src/`) a
+/// file belongs to.
+fn module_of(src: &str, path: &str) -> Option<String> {
+    let rest = path.strip_prefix(src)?;
     let first = rest.split('/').next()?;
-    if first == "lib.rs" || first == "bin" {
+    if first == "lib.rs" || first == "main.rs" || first == "bin" {
         return None;
     }
     Some(first.trim_end_matches(".rs").to_owned())
@@ -163,12 +172,20 @@ fn crate_references(code: &str) -> BTreeSet<String> {
     names
 }
 
-/// module → the other top-level modules it imports.
+/// The engine's module graph.
 fn engine_graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
+    crate_graph("engine/src/", files)
+}
+
+/// module → the other top-level modules it imports, in the crate under `src`.
+fn crate_graph(src: &str, files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let modules: BTreeSet<String> = files.iter().filter_map(|(p, _)| engine_module(p)).collect();
+    let modules: BTreeSet<String> = files
+        .iter()
+        .filter_map(|(p, _)| module_of(src, p))
+        .collect();
     for (path, text) in files {
-        let Some(module) = engine_module(path) else {
+        let Some(module) = module_of(src, path) else {
             continue;
         };
         if is_test_file(path) {
@@ -298,6 +315,40 @@ fn the_engine_has_no_import_circle() {
 }
 
 #[test]
+fn the_reconciler_has_no_import_circle() {
+    let graph = crate_graph("reconciler/src/", &sources());
+    assert!(graph.contains_key("plan") && graph.contains_key("routes"));
+    if let Some(circle) = find_circle(&graph) {
+        panic!(
+            "an import circle among reconciler modules: {}",
+            circle.join(" -> ")
+        );
+    }
+    // The plan's vocabulary is the ground floor: it names no capability.
+    let vocabulary = &graph["transition"];
+    assert!(
+        vocabulary
+            .iter()
+            .all(|m| ["changes", "observe", "resolve"].contains(&m.as_str())),
+        "transition imports {vocabulary:?}"
+    );
+}
+
+#[test]
+fn the_journeys_have_no_import_circle() {
+    let graph = crate_graph("journeys/src/", &sources());
+    assert!(graph.contains_key("steps") && graph.contains_key("context"));
+    if let Some(circle) = find_circle(&graph) {
+        panic!(
+            "an import circle among journeys modules: {}",
+            circle.join(" -> ")
+        );
+    }
+    let limits = &graph["limits"];
+    assert!(limits.is_empty(), "journeys' limits import {limits:?}");
+}
+
+#[test]
 fn the_ground_floor_imports_no_capability() {
     let found = ground_floor_violations(&engine_graph(&sources()));
     assert!(
@@ -376,6 +427,39 @@ fn a_circle_is_found_and_printed_as_a_path() {
 }
 
 #[test]
+fn a_circle_past_a_test_module_declaration_is_found_in_any_crate() {
+    // The reconciler's circle before issue 27: `diff` called every capability and the
+    // capabilities built `diff::Draft`s; the call sat after `#[cfg(test)] mod tests;`.
+    let files = [
+        file(
+            "reconciler/src/diff/mod.rs",
+            "#[cfg(test)]\nmod tests;\nfn diff() { crate::routes::transitions(); }",
+        ),
+        file("reconciler/src/routes.rs", "use crate::diff::Draft;"),
+        file("reconciler/src/plan.rs", "use crate::diff;"),
+        file("reconciler/src/bin/gridctl/main.rs", "use crate::plan;"),
+    ];
+    let graph = crate_graph("reconciler/src/", &files);
+    assert_eq!(
+        find_circle(&graph),
+        Some(vec![
+            "diff".to_owned(),
+            "routes".to_owned(),
+            "diff".to_owned()
+        ])
+    );
+    // An inline test module at the end is not code.
+    let tested = [
+        file(
+            "journeys/src/limits.rs",
+            "const A: u8 = 1;\n#[cfg(test)]\nmod tests {\n    use crate::steps::x;\n}",
+        ),
+        file("journeys/src/steps/mod.rs", "use crate::limits::A;"),
+    ];
+    assert_eq!(find_circle(&crate_graph("journeys/src/", &tested)), None);
+}
+
+#[test]
 fn a_ground_floor_import_of_a_capability_is_found() {
     let files = [
         file("engine/src/transport/server.rs", "use crate::host::Host;"),
@@ -426,4 +510,47 @@ fn long_files_and_debug_macros_are_found_outside_tests() {
         )]
     );
     assert_eq!(debug_macros(&files), vec!["spec/src/parse.rs:1".to_owned()]);
+}
+
+// The docs that list what the code has, checked against it.
+
+#[test]
+fn the_docs_list_every_journey_and_every_provided_profile() {
+    let root = workspace();
+    let journeys_doc = std::fs::read_to_string(root.join("docs/journeys.md")).unwrap();
+    let mut missing: Vec<String> = std::fs::read_dir(root.join("journeys"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".kdl"))
+        .filter(|name| !journeys_doc.contains(&format!("| `{name}` |")))
+        .collect();
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "journeys missing from docs/journeys.md's table: {missing:?}"
+    );
+    let topology_doc = std::fs::read_to_string(root.join("docs/topology.md")).unwrap();
+    let host_store_doc = std::fs::read_to_string(root.join("docs/host-store.md")).unwrap();
+    let provided_line = topology_doc
+        .split("This build runs")
+        .nth(1)
+        .and_then(|rest| rest.split("PROVIDED_PROFILES").next())
+        .expect("docs/topology.md says what this build runs");
+    let store_line = host_store_doc
+        .split("today that is every profile but")
+        .nth(1)
+        .and_then(|rest| rest.split("PROVIDED_PROFILES").next())
+        .expect("docs/host-store.md says what this build runs");
+    for profile in grid_engine::config::AVAILABLE_PROFILES {
+        let named = format!("`{profile}`");
+        assert!(
+            provided_line.contains(&named),
+            "docs/topology.md does not list {named} among the profiles this build runs"
+        );
+        assert!(
+            store_line.contains(&named),
+            "docs/host-store.md does not list {named} among the profiles this build runs"
+        );
+    }
 }

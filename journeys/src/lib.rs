@@ -24,6 +24,7 @@
 //! cycles), [`limits`] (the harness's bounds), [`junit`] (JUnit XML reports of the
 //! journeys run). The language is documented in `docs/journeys.md`.
 
+mod context;
 mod error;
 pub mod junit;
 pub mod limits;
@@ -41,11 +42,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub use context::{CONTROL_SOCKET, Context, FAILPOINTS_ENV};
 pub use error::{Failure, JourneyError, ParseFailure, StepFailure};
-pub use parse::{Journey, Node, ParseCx, ParseError, StepEntry, parse_file, parse_str};
+pub use parse::{Journey, StepEntry, parse_file, parse_str};
 pub use peers::{PEER_ANSWER_TIMEOUT, PEER_READY_TIMEOUT, PEER_STOP_TIMEOUT};
 pub use process::CommandOutput;
-pub use runner::{CONTROL_SOCKET, Context, FAILPOINTS_ENV};
+pub use step::{Node, ParseCx, ParseError};
 
 /// How long a started `gridd` may take until its control socket accepts a connection.
 pub const HOST_READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -120,8 +122,8 @@ pub fn run(
     out: &mut dyn Write,
 ) -> Result<Report, JourneyError> {
     let started = Instant::now();
-    let mut cx = Context::new(journey, binaries, out)?;
-    let result = cx.run_steps(journey);
+    let mut cx = Context::new(&journey.path, &journey.title, binaries, out)?;
+    let result = runner::run_steps(&mut cx, journey);
     let (commands, hosts_started) = cx.counts();
     let work = cx.work_dir().to_path_buf();
     // Kills every gridd this journey started before the directory is removed or kept.

@@ -7,7 +7,11 @@
 //! Names that a parse error quotes (`PROCESS_CYCLES_MAX`, …) are kept as journeys'
 //! authors read them.
 
-use crate::steps::gridctl::QUIET_COMMAND_TIMEOUT;
+use std::time::Duration;
+
+/// How long one quiet `gridctl` command may take (a claim's write timeout and forward,
+/// a process run, a publish).
+pub const QUIET_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The most cycles one `process-cycles` step runs.
 pub const PROCESS_CYCLES_MAX: u64 = 1_000;

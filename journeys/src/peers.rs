@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::error::Failure;
+use crate::process::quote_output;
 use crate::process::{describe_status, die_with_parent, tail, wait_bounded};
-use crate::runner::quote_output;
 use crate::{HOST_EXIT_TIMEOUT, POLL_INTERVAL};
 
 /// How long a started peer may take to be ready: a broker's port accepting a

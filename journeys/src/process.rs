@@ -136,3 +136,16 @@ pub fn tail(text: &str, lines: usize) -> String {
     out.push_str(&all[start..].join("\n"));
     out
 }
+
+/// Lines of each host's log (and of a command's output) shown with a failure.
+pub const LOG_TAIL_LINES: usize = 12;
+
+/// Output text for a one-line report: trimmed, or "(nothing)".
+pub fn quote_output(text: &str) -> String {
+    let text = text.trim();
+    if text.is_empty() {
+        "(nothing)".into()
+    } else {
+        tail(text, LOG_TAIL_LINES)
+    }
+}

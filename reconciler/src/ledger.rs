@@ -14,9 +14,9 @@ use grid_engine::ledger::api::{AccountDefinition, LedgerCall, LedgerDefinition, 
 use grid_engine::protocol::{Call, Reply, Request};
 use grid_spec::{Profile, Topology};
 
-use crate::diff::Draft;
 use crate::observe::{self, HostStatus, World};
-use crate::plan::{Action, Op};
+use crate::transition::Draft;
+use crate::transition::{Action, Op};
 
 /// An account as the owner takes it.
 pub fn definition(account: &grid_spec::topology::Account) -> AccountDefinition {

@@ -14,32 +14,14 @@ use grid_engine::missions::api::{
 };
 use grid_engine::protocol::{Call, Reply};
 use grid_spec::{Profile, Topology};
-use serde::{Deserialize, Serialize};
 
+use crate::diff;
 use crate::diff::authority::{bootstrapped, joined};
-use crate::diff::{self, Draft, enrolled};
 use crate::observe::{self, HostStatus, World};
-use crate::plan::{Action, Op, Wait};
+use crate::transition::{Action, Op, Wait};
+use crate::transition::{Draft, enrolled};
 
-/// What reconcile sends for a mission's transition.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "step", rename_all = "kebab-case")]
-pub enum Step {
-    /// Quiesce and reserve, with the terms the files state; the keys and addresses
-    /// are read from the installations when it is sent.
-    Reserve {
-        name: String,
-        host: String,
-        units: u64,
-        deadline: String,
-        successor: String,
-        issuer: String,
-        membership: String,
-    },
-    Return {
-        name: String,
-    },
-}
+pub use crate::transition::MissionStep as Step;
 
 fn line(op: Op, name: &str, host: &str, detail: String, step: Step) -> Draft {
     Draft::new(op, "mission", name, host, detail, Action::Mission { step })
@@ -303,11 +285,21 @@ pub fn terms(state: &Path, step: &Step) -> Result<Option<MissionTerms>, String> 
 
 /// One missions call to `host` (its control socket).
 pub fn call(state: &Path, host: &str, request: MissionCall) -> Result<MissionReply, String> {
-    let dir = observe::installed(state, host)?;
-    let mut client = Client::connect(&dir).map_err(|e| e.to_string())?;
+    // Nothing sent (no installation, no gridd answering) and a host that refuses the
+    // call (it does not run `missions`) are refusals: the outcome is known, nothing
+    // was done. Only a call sent whose reply was lost is `Err` (unknown).
+    let refused = |reason: String| Ok(MissionReply::Refused { reason });
+    let dir = match observe::installed(state, host) {
+        Ok(dir) => dir,
+        Err(e) => return refused(format!("{e}; nothing was sent")),
+    };
+    let mut client = match Client::connect(&dir) {
+        Ok(client) => client,
+        Err(e) => return refused(format!("host `{host}`: {e}; nothing was sent")),
+    };
     match client.call(&Call::Mission { request }) {
         Ok(Reply::Mission(reply)) => Ok(*reply),
-        Ok(Reply::Refused { reason }) => Err(reason),
+        Ok(Reply::Refused { reason }) => refused(format!("host `{host}`: {reason}")),
         Ok(other) => Err(format!("unexpected reply {other:?}")),
         Err(e) => Err(e.to_string()),
     }

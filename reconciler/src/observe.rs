@@ -542,6 +542,24 @@ pub fn authority_call(
     }
 }
 
+/// The first membership (in `first`'s enrollment order) every host named is
+/// enrolled in.
+pub fn common_membership(state: &Path, hosts: &[&str]) -> Option<String> {
+    let enrolled: Vec<Vec<String>> = hosts
+        .iter()
+        .map(|h| grid_engine::custody::membership::enrolled_memberships(&host_dir(state, h)))
+        .collect();
+    common(&enrolled)
+}
+
+pub(crate) fn common(enrolled: &[Vec<String>]) -> Option<String> {
+    let (first, rest) = enrolled.split_first()?;
+    first
+        .iter()
+        .find(|m| rest.iter().all(|other| other.contains(m)))
+        .cloned()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

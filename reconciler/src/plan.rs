@@ -11,204 +11,14 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use grid_engine::host::config::HostConfig;
-use grid_engine::protocol::Request;
 use grid_spec::Topology;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::changes::Change;
 use crate::observe::{self, World, hex};
-
-/// `+` create, `~` change, `-` retire, `!` needs attention.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    Create,
-    Change,
-    Retire,
-    Attention,
-}
-
-impl Op {
-    pub fn symbol(self) -> &'static str {
-        match self {
-            Op::Create => "+",
-            Op::Change => "~",
-            Op::Retire => "-",
-            Op::Attention => "!",
-        }
-    }
-
-    pub fn from_symbol(symbol: &str) -> Option<Op> {
-        [Op::Create, Op::Change, Op::Retire, Op::Attention]
-            .into_iter()
-            .find(|op| op.symbol() == symbol)
-    }
-}
-
-/// What reconcile does for a transition.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Nothing: the line informs (unreachable or unmanaged owners).
-    None,
-    /// Create or rewrite the host's installation (`DIR/host.toml`, DIR 0700).
-    WriteHostConfig {
-        config: HostConfig,
-        dir: Option<PathBuf>,
-    },
-    /// Create the host's key custody (keys and manifest) in its installation.
-    CreateCustody,
-    /// Rewrite the custody's key files still in hex as PEM PKCS#8 (the same secrets:
-    /// fingerprints and identities unchanged).
-    RewriteKeysAsPem,
-    /// Create a membership's certificate authority in the operator's state.
-    CreateAuthority { membership: String },
-    /// Certify the host's public TLS key as a participant of the membership.
-    Enroll { membership: String },
-    /// Revoke a participant: every certificate issued to it, in a new revocation list.
-    Revoke {
-        membership: String,
-        participant: String,
-    },
-    /// Copy the membership's current revocation list into a member host's installation.
-    DistributeRevocations { membership: String },
-    /// Send an operation to the host.
-    Submit { request: Request },
-    /// Send an operation to the host whose request names values known only after
-    /// earlier transitions of this plan apply (public keys of hosts it creates): the
-    /// template is completed from their owners when it is sent.
-    Resolve { template: crate::resolve::Template },
-    /// Ask the host again for the retained answer of `op` and acknowledge it.
-    Recover { op: String },
-    /// A call to the authority of `membership` through the host's control socket:
-    /// bootstrap, add or remove a voter.
-    Authority {
-        membership: String,
-        call: grid_engine::authority::service::AuthorityCall,
-    },
-    /// A claim command sent as the host (its control socket) to the authority of
-    /// `membership`, with the transition's operation id: the publishing right of a
-    /// route.
-    Claim {
-        membership: String,
-        command: grid_engine::authority::service::ClaimCommand,
-    },
-    /// A mission step sent to its host's control socket with the transition's
-    /// operation id (`Call::Mission`): the reservation (its terms completed from the
-    /// installations when sent) or the return.
-    Mission { step: crate::missions::Step },
-}
-
-impl Action {
-    /// The action is a call to the owner's control socket: the owner must run.
-    pub fn needs_running_owner(&self) -> bool {
-        matches!(
-            self,
-            Action::Submit { .. }
-                | Action::Resolve { .. }
-                | Action::Recover { .. }
-                | Action::Authority { .. }
-                | Action::Claim { .. }
-                | Action::Mission { .. }
-        )
-    }
-}
-
-/// Why a transition cannot be applied now, whatever else this plan applies first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum WaitReason {
-    /// Its owner (or a host it needs) does not run: start it (`gridd --dir …`).
-    HostNotRunning,
-    /// A host it needs holds no certificate of the membership and this plan cannot
-    /// give it one (see that host's `!` line).
-    HostNotEnrolled,
-}
-
-impl WaitReason {
-    pub fn name(self) -> &'static str {
-        match self {
-            WaitReason::HostNotRunning => "host-not-running",
-            WaitReason::HostNotEnrolled => "host-not-enrolled",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<WaitReason> {
-        [WaitReason::HostNotRunning, WaitReason::HostNotEnrolled]
-            .into_iter()
-            .find(|w| w.name() == name)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Wait {
-    pub reason: WaitReason,
-    /// The hosts it waits for, sorted.
-    pub hosts: Vec<String>,
-}
-
-impl Wait {
-    pub fn running(hosts: impl IntoIterator<Item = String>) -> Wait {
-        let mut hosts: Vec<String> = hosts.into_iter().collect();
-        hosts.sort();
-        hosts.dedup();
-        Wait {
-            reason: WaitReason::HostNotRunning,
-            hosts,
-        }
-    }
-
-    /// For people: `edge-a must be running`.
-    pub fn describe(&self) -> String {
-        let hosts = self.hosts.join(", ");
-        match self.reason {
-            WaitReason::HostNotRunning => format!("{hosts} must be running"),
-            WaitReason::HostNotEnrolled => format!("{hosts} must be enrolled"),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Transition {
-    pub op: Op,
-    pub kind: String,
-    pub name: String,
-    /// The owner it goes to.
-    pub host: String,
-    pub detail: String,
-    /// Field-level changes of a `~` line (`cell power: "a" → "b"`), when known.
-    pub changes: Vec<Change>,
-    /// The operation id sent to the owner; every transition has one.
-    pub id: String,
-    pub action: Action,
-    /// Ids of the transitions of this plan that must succeed first.
-    pub after: Vec<String>,
-    /// Why it cannot be applied now (`None`: it can, once `after` succeeded).
-    pub waits_for: Option<Wait>,
-}
-
-impl Transition {
-    /// `+ host edge-a`, `+ route plant/temp_f @ site-b`: the title without an owner
-    /// its name already says.
-    pub fn short(&self) -> String {
-        if self.name.contains(&self.host) || self.host.starts_with(MEMBERSHIP_OWNER_PREFIX) {
-            format!("{} {} {}", self.op.symbol(), self.kind, self.name)
-        } else {
-            self.title()
-        }
-    }
-
-    /// `+ model boiler @ edge-a`.
-    pub fn title(&self) -> String {
-        format!(
-            "{} {} {} @ {}",
-            self.op.symbol(),
-            self.kind,
-            self.name,
-            self.host
-        )
-    }
-}
+pub use crate::transition::{
+    Action, MEMBERSHIP_OWNER_PREFIX, Op, Transition, Wait, WaitReason, diff,
+};
+use crate::transition::{Draft, Index};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Observed {
@@ -444,35 +254,10 @@ pub fn shown(names: &[String], max: usize) -> String {
     text
 }
 
-/// The line-level difference of two canonical texts, for `~` details.
-pub(crate) fn diff(before: &str, after: &str) -> String {
-    let old: Vec<&str> = before.lines().collect();
-    let new: Vec<&str> = after.lines().collect();
-    let mut out = Vec::new();
-    for line in &old {
-        if !new.contains(line) {
-            out.push(format!("before: {}", line.trim()));
-        }
-    }
-    for line in &new {
-        if !old.contains(line) {
-            out.push(format!("after:  {}", line.trim()));
-        }
-    }
-    if out.is_empty() {
-        "declaration order changed".to_owned()
-    } else {
-        out.join("\n")
-    }
-}
-
 /// Where a topology host's installation is.
 pub fn host_dir(state: &Path, host: &grid_spec::Host) -> PathBuf {
     observe::host_dir(state, &host.name)
 }
-
-/// Saved plans name a membership authority as the owner `membership:NAME`.
-pub const MEMBERSHIP_OWNER_PREFIX: &str = "membership:";
 
 /// Observes every owner once, then diffs. `state` is the operator's state directory.
 pub fn plan(topology: &Topology, files: &[PathBuf], state: &Path) -> Plan {
@@ -482,7 +267,7 @@ pub fn plan(topology: &Topology, files: &[PathBuf], state: &Path) -> Plan {
 
 /// The plan of `topology` against one observation: no IO.
 pub fn from_world(topology: &Topology, files: &[PathBuf], world: &World) -> Plan {
-    let drafts = crate::diff::diff(topology, world);
+    let drafts = transitions(topology, world);
     let mut observed: Vec<Observed> = world
         .hosts
         .iter()
@@ -538,4 +323,34 @@ pub fn from_world(topology: &Topology, files: &[PathBuf], world: &World) -> Plan
         }
     }
     plan
+}
+
+/// Every transition the files call for against `world`, in an order they apply in:
+/// each capability drafts its own (this is the one place that calls them all).
+fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
+    let index = Index::of(topology);
+    let mut out = crate::diff::memberships::memberships(topology, world);
+    for observation in &world.hosts {
+        let desired = index.host(&observation.name);
+        out.extend(crate::diff::hosts::transitions(
+            &index,
+            desired,
+            observation,
+        ));
+        if let Some(desired) = desired {
+            out.extend(crate::diff::memberships::enrollments(
+                topology,
+                world,
+                desired,
+                observation,
+            ));
+        }
+    }
+    out.extend(crate::diff::authority::transitions(topology, world));
+    out.extend(crate::routes::transitions(topology, &index, world));
+    out.extend(crate::processes::transitions(topology, world));
+    out.extend(crate::sources::transitions(topology, world));
+    out.extend(crate::ledger::transitions(topology, world));
+    out.extend(crate::missions::transitions(topology, world));
+    out
 }

@@ -22,9 +22,12 @@ use kdl::{KdlNode, KdlValue};
 use crate::plan::{Action, Op, Plan, Transition, Wait, WaitReason};
 
 pub fn render(plan: &Plan) -> String {
+    // Absolute: `reconcile PLAN` may run from another directory, and applies the plan
+    // to the state it was made against, never to one the current directory names.
+    let state = std::path::absolute(&plan.state).unwrap_or_else(|_| plan.state.clone());
     let mut out = format!(
         "plan version=1 state={} fingerprint={} {{\n",
-        quote(&plan.state.display().to_string()),
+        quote(&state.display().to_string()),
         quote(&plan.fingerprint())
     );
     for file in &plan.files {
@@ -138,13 +141,18 @@ pub fn render(plan: &Plan) -> String {
 }
 
 /// Whether `path` holds a saved plan rather than a topology.
+/// Whether `path` holds a saved plan, readable or not: its text begins with the `plan`
+/// node `render` writes first (a topology has no `plan` kind), so a damaged or
+/// truncated plan is reported as such by [`load`], not as a topology.
 pub fn is_plan(path: &Path) -> bool {
-    std::fs::read_to_string(path)
-        .ok()
-        .filter(|text| grid_spec::nesting::check("plan", text).is_ok())
-        .and_then(|text| grid_spec::nesting::parse_v2(&text).ok())
-        .and_then(|doc| doc.nodes().first().map(|n| n.name().value() == "plan"))
-        .unwrap_or(false)
+    let mut head = [0u8; 64];
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let read = std::io::Read::read(&mut file, &mut head).unwrap_or(0);
+    String::from_utf8_lossy(&head[..read])
+        .trim_start()
+        .starts_with("plan version=")
 }
 
 fn string(node: &KdlNode, key: &str) -> Result<String, String> {
@@ -169,10 +177,18 @@ fn argument(node: &KdlNode) -> Result<String, String> {
 /// Reads a saved plan; the recorded fingerprint must match its content.
 pub fn load(path: &Path) -> Result<Plan, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    grid_spec::nesting::check(&path.display().to_string(), &text)
-        .map_err(|_| format!("{}: not a saved plan (nested too deeply)", path.display()))?;
-    let document = grid_spec::nesting::parse_v2(&text)
-        .map_err(|e| format!("{}: not a saved plan: {e}", path.display()))?;
+    grid_spec::nesting::check(&path.display().to_string(), &text).map_err(|_| {
+        format!(
+            "{}: not a readable saved plan (nested too deeply)",
+            path.display()
+        )
+    })?;
+    let document = grid_spec::nesting::parse_v2(&text).map_err(|e| {
+        format!(
+            "{}: not a readable saved plan ({e}): damaged or cut short; make a new one with `gridctl plan FILES --out PLAN`",
+            path.display()
+        )
+    })?;
     let root = document
         .nodes()
         .first()
@@ -305,14 +321,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_deeply_nested_file_is_no_plan_and_crashes_nothing() {
+    fn a_deeply_nested_saved_plan_is_refused_and_crashes_nothing() {
         let dir = std::env::temp_dir().join(format!("grid-planfile-deep-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("deep.plan");
         let text = format!("plan version=1 {}", "{ x ".repeat(2_000));
         std::fs::write(&path, text).unwrap();
-        assert!(!is_plan(&path));
+        // It says it is a plan (its first line), so it is read as one, and refused.
+        assert!(is_plan(&path));
         assert!(load(&path).unwrap_err().contains("nested too deeply"));
+        // A truncated plan is a plan that does not read, not a topology.
+        std::fs::write(&path, "plan version=1 state=\"/x\" fingerprint=\"ab").unwrap();
+        assert!(is_plan(&path));
+        assert!(load(&path).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
     use crate::plan::Observed;

@@ -11,34 +11,17 @@ use grid_engine::processes::api::{GrantIssue, MailboxAt, Peer, ProcessCall, Proc
 use grid_engine::protocol::{Call, Reply, Request};
 use grid_spec::Topology;
 
-use crate::diff::{self, Draft, enrolled};
+use crate::diff;
 use crate::observe::{self, HostStatus, World};
-use crate::plan::{Action, Op};
 use crate::resolve::Template;
+use crate::transition::{Action, Op};
+use crate::transition::{Draft, enrolled};
 
 fn line(op: Op, name: &str, host: &str, detail: String, action: Action) -> Draft {
     Draft::new(op, "grant", name, host, detail, action)
 }
 
-/// The first membership (in `first`'s enrollment order) every host named is
-/// enrolled in.
-pub fn common_membership(state: &Path, hosts: &[&str]) -> Option<String> {
-    let enrolled: Vec<Vec<String>> = hosts
-        .iter()
-        .map(|h| {
-            grid_engine::custody::membership::enrolled_memberships(&observe::host_dir(state, h))
-        })
-        .collect();
-    common(&enrolled)
-}
-
-fn common(enrolled: &[Vec<String>]) -> Option<String> {
-    let (first, rest) = enrolled.split_first()?;
-    first
-        .iter()
-        .find(|m| rest.iter().all(|other| other.contains(m)))
-        .cloned()
-}
+pub use crate::observe::common_membership;
 
 /// The grant's issue as the files describe it: complete when the caller's keys and
 /// the mailbox's membership are known now, else a template completed when it is sent
@@ -59,7 +42,7 @@ fn issue(
         .and_then(|o| o.keys.manifest())
         .cloned();
     let mailbox_membership = mailbox_host.as_ref().map(|(m, _)| {
-        common(&[
+        crate::observe::common(&[
             world.enrolled(&grant.issuer).to_vec(),
             world.enrolled(m).to_vec(),
         ])

@@ -93,7 +93,7 @@ impl Template {
                     Some((host, address)) => Some(MailboxAt {
                         host: host.clone(),
                         address: address.clone(),
-                        membership: crate::processes::common_membership(state, &[issuer, host])
+                        membership: crate::observe::common_membership(state, &[issuer, host])
                             .ok_or_else(|| {
                                 format!(
                                     "`{issuer}` and mailbox `{host}` share no enrolled membership"

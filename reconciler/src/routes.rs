@@ -16,10 +16,10 @@ use grid_engine::protocol::{Call, Reply, Request};
 use grid_spec::Topology;
 
 use crate::diff::authority::{self, AuthorityState, joined};
-use crate::diff::{Draft, Index, enrolled, installed};
 use crate::observe::{self, HostStatus, World};
-use crate::plan::{Action, Op};
 use crate::resolve::Template;
+use crate::transition::{Action, Op};
+use crate::transition::{Draft, Index, enrolled, installed};
 
 /// The route as the files describe it at the host `at`, from its definition at the
 /// publisher ([`install`]).

@@ -10,9 +10,9 @@ use grid_engine::protocol::{Call, Reply, Request, TagReport};
 use grid_engine::sources::Simulation;
 use grid_spec::{Profile, Topology};
 
-use crate::diff::Draft;
 use crate::observe::{self, HostStatus, World};
-use crate::plan::{Action, Op};
+use crate::transition::Draft;
+use crate::transition::{Action, Op};
 
 fn line(op: Op, tag: &str, host: &str, detail: String, action: Action) -> Draft {
     Draft::new(op, "tag", tag, host, detail, action)
@@ -123,7 +123,7 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
             ),
             Some(held) if held.tag != canonical => {
                 let changes = crate::changes::tag(&held.tag, &canonical);
-                let detail = crate::plan::diff(&held.tag, &canonical);
+                let detail = crate::transition::diff(&held.tag, &canonical);
                 out.push(
                     line(Op::Change, &tag.name, &tag.host, detail, install)
                         .key(format!("tag:{}:{}", tag.host, tag.name))

@@ -57,6 +57,29 @@ pub fn describe_exit(status: ExitStatus) -> String {
     }
 }
 
+/// Makes the child get SIGTERM when this process dies, however it dies (`kill -9` of
+/// `up` included): a gridd never outlives the `up` that started it, keeping its port.
+/// The signal is tied to the thread that spawns the child: `up` spawns from its main
+/// thread, which lives as long as `up`.
+fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id();
+    // SAFETY: between fork and exec the closure calls only async-signal-safe functions
+    // (prctl, getppid) and allocates nothing on success.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died before prctl took effect: no signal would ever come.
+            if libc::getppid() as u32 != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
 /// One gridd this process started.
 struct ChildHost {
     name: String,
@@ -101,12 +124,15 @@ impl Children {
             .append(true)
             .open(&log_path)
             .map_err(|e| format!("{}: {e}", dir.display()))?;
-        let mut child = Command::new(gridd_path())
+        let mut command = Command::new(gridd_path());
+        command
             .arg("--dir")
             .arg(dir)
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
+            .stderr(log);
+        die_with_parent(&mut command);
+        let mut child = command
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", gridd_path().display()))?;
         let started = Instant::now();
@@ -166,6 +192,17 @@ impl Children {
         self.running.iter().rev().find(|h| h.name == host)
     }
 
+    /// Stops the child started for `host` (SIGTERM, then SIGKILL after
+    /// `HOST_STOP_TIMEOUT`) and forgets it: `up` restarts its own children only.
+    fn stop(&mut self, host: &str) {
+        let (stopping, kept): (Vec<ChildHost>, Vec<ChildHost>) = std::mem::take(&mut self.running)
+            .into_iter()
+            .partition(|h| h.name == host);
+        self.running = kept;
+        let mut stopping = Children { running: stopping };
+        stopping.stop_all();
+    }
+
     pub fn stop_all(&mut self) {
         for host in &mut self.running {
             if host.exited.is_some() {
@@ -213,6 +250,29 @@ pub fn up(
         ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
             .map_err(|e| format!("cannot handle Ctrl-C: {e}"))?;
     }
+    // Strays: a gridd serving one of these installations that this `up` did not start
+    // (a previous `up` killed before its children learned to die with it, or one
+    // started by hand). `up` never adopts a process it cannot stop cleanly.
+    let strays: Vec<String> = topology
+        .hosts
+        .iter()
+        .filter(|h| !h.retired)
+        .filter(|h| Client::connect(&plan::host_dir(state, h)).is_ok())
+        .map(
+            |h| match crate::local::gridd_pid(&plan::host_dir(state, h)) {
+                Some(pid) => format!("{} (pid {pid})", h.name),
+                None => h.name.clone(),
+            },
+        )
+        .collect();
+    if !strays.is_empty() {
+        return Err(format!(
+            "already running, not started by this `up`: {}; `gridctl down --state {}` stops them (it retires nothing), then run `up` again",
+            strays.join(", "),
+            state.display()
+        ));
+    }
+    let _record = crate::local::UpRecord::write(state)?;
     let mut children = Children::default();
     let mut settled = false;
     for round in 0..UP_RECONCILE_ROUNDS_MAX {
@@ -254,12 +314,33 @@ pub fn up(
         for host in &topology.hosts {
             let dir = plan::host_dir(state, host);
             let observation = observe::observe_host(&host.name, &dir);
-            if matches!(observation.status, HostStatus::Unreachable { .. })
-                && observation.config.is_some()
-            {
-                children.start(&host.name, &dir)?;
-                let _ = writeln!(out, "started host {} ({})", host.name, dir.display());
-                started_any = true;
+            match (&observation.status, &observation.config) {
+                (HostStatus::Unreachable { .. }, Some(_)) => {
+                    children.start(&host.name, &dir)?;
+                    let _ = writeln!(out, "started host {} ({})", host.name, dir.display());
+                    started_any = true;
+                }
+                // Profiles are read at start: a child of this `up` whose host.toml
+                // selects others since is restarted (a gridd `up` did not start
+                // refused to be adopted above).
+                (HostStatus::Running(running), Some(config))
+                    if children.get(&host.name).is_some()
+                        && running
+                            .profiles
+                            .as_ref()
+                            .is_some_and(|p| *p != config.profiles) =>
+                {
+                    children.stop(&host.name);
+                    children.start(&host.name, &dir)?;
+                    let _ = writeln!(
+                        out,
+                        "restarted host {} to run profiles {}",
+                        host.name,
+                        config.profiles.join(" ")
+                    );
+                    started_any = true;
+                }
+                _ => {}
             }
         }
         if !actionable && !started_any {

@@ -35,7 +35,7 @@ fn topology(revoke: &str) -> String {
          host b listen=\"127.0.0.1:7642\" {{ member ops; }}\n\
          host e listen=\"127.0.0.1:7643\" {{ member ops; }}\n\
          host c listen=\"127.0.0.1:7644\" {{ member other; }}\n\
-         host d listen=\"127.0.0.1:7645\" {{ profiles transport; }}\n\
+         host d listen=\"127.0.0.1:7645\"\n\
          host m2 listen=\"127.0.0.1:7646\" {{ member ops; member other; profiles transport; }}\n"
     )
 }
@@ -161,7 +161,16 @@ fn mutual_tls_admits_participants_and_refuses_everyone_else() {
     std::fs::write(work.dir.join("t.kdl"), topology("")).unwrap();
     work.gridctl(&["reconcile", "t.kdl"]); // authorities, installations, enrollments
 
-    // Selecting transport with no membership certificate refuses, naming why.
+    // Selecting transport with no membership certificate refuses, naming why (`check`
+    // refuses such a topology, so the host store is edited as an operator could).
+    let d_toml = work.host_dir("d").join("host.toml");
+    let text = std::fs::read_to_string(&d_toml).unwrap();
+    assert!(text.contains("profiles = []"), "{text}");
+    std::fs::write(
+        &d_toml,
+        text.replace("profiles = []", "profiles = [\"transport\"]"),
+    )
+    .unwrap();
     let refused = work.start(&work.host_dir("d")).unwrap_err();
     assert!(
         refused.contains("needs a membership certificate"),
@@ -184,6 +193,13 @@ fn mutual_tls_admits_participants_and_refuses_everyone_else() {
     // Grid's own client (reqwest over the same rules) as participant b: admitted.
     let remote = work.gridctl(&["remote", "observe", "--host", "a", "--as", "b", "--json"]);
     assert!(remote.contains(r#""host":"a""#), "{remote}");
+    // Without --json: lines for people, never Rust's Debug text.
+    let text = work.gridctl(&["remote", "observe", "--host", "a", "--as", "b"]);
+    assert!(
+        text.starts_with("host a\n  profiles        transport\n"),
+        "{text}"
+    );
+    assert!(!text.contains("Observation {"), "{text}");
     // As c of `other`: c's client refuses a's certificate (another authority).
     let refused = work.gridctl_fails(&[
         "remote",
@@ -349,10 +365,20 @@ fn wire_observation_matches_an_independent_count() {
         "grid version=1\nmembership ops\n\
          host w listen=\"127.0.0.1:7661\" { member ops; profiles transport wire-observation; }\n\
          host b listen=\"127.0.0.1:7662\" { member ops; }\n\
-         host plain listen=\"127.0.0.1:7663\" { member ops; profiles wire-observation; }\n",
+         host plain listen=\"127.0.0.1:7663\" { member ops; }\n",
     )
     .unwrap();
     work.gridctl(&["reconcile", "t.kdl"]); // authorities, installations, enrollments
+    // `check` refuses `wire-observation` without `transport`; gridd refuses it too, as
+    // the owner: the host store is edited as an operator could.
+    let plain = work.host_dir("plain").join("host.toml");
+    let text = std::fs::read_to_string(&plain).unwrap();
+    assert!(text.contains("profiles = []"), "{text}");
+    std::fs::write(
+        &plain,
+        text.replace("profiles = []", "profiles = [\"wire-observation\"]"),
+    )
+    .unwrap();
     let refused = work.start(&work.host_dir("plain")).unwrap_err();
     assert!(
         refused.contains("needs the `transport` profile"),

@@ -10,6 +10,7 @@ pub mod bacnet;
 pub mod canonical;
 pub mod diagnostic;
 pub mod endpoint;
+pub mod format;
 pub mod formula;
 pub mod j1939;
 pub mod limits;
@@ -37,6 +38,10 @@ pub struct Options {
     /// selecting any other is refused on the profile's span. `None` accepts every
     /// profile the language names.
     pub provided_profiles: Option<&'static [Profile]>,
+    /// The time a mission's `deadline` is compared with: a mission not yet returned
+    /// whose deadline has passed can never be reserved, so it is refused. `None`
+    /// (owners reading one object, the data-driven tests) compares nothing.
+    pub now: Option<std::time::SystemTime>,
 }
 
 impl Default for Options {
@@ -45,6 +50,7 @@ impl Default for Options {
             admission: true,
             references: true,
             provided_profiles: None,
+            now: None,
         }
     }
 }

@@ -148,6 +148,18 @@ const _: () = assert!(OPCUA_NODE_ID_LENGTH_MAX >= 4_096 + "ns=65535;s=".len());
 
 // The operator's tools (gridctl).
 
+/// The most characters of an operator's own input (an op id, a value, a name, a
+/// formula) that a message quotes back; the rest is elided with its length, so a
+/// 10,000-character id or a 4 MB formula never floods a terminal or a log.
+pub const QUOTED_CHARS_MAX: usize = 200;
+
+/// The most characters of one source line a diagnostic shows around its span; longer
+/// lines (a formula of megabytes on one line) are shown as a window around the span.
+pub const DIAGNOSTIC_LINE_CHARS_MAX: usize = 400;
+
+/// The most diagnostics one check reports in full; the rest are counted.
+pub const DIAGNOSTICS_SHOWN_MAX: usize = 100;
+
 /// The most plan/reconcile rounds `gridctl up` makes before it gives up on an empty plan.
 pub const UP_RECONCILE_ROUNDS_MAX: usize = 8;
 
@@ -233,6 +245,9 @@ pub const NAMES: &[&str] = &[
     "OPCUA_PUBLISHING_MS_MAX",
     "OPCUA_PUBLISHING_MS_DEFAULT",
     "OPCUA_NODE_ID_LENGTH_MAX",
+    "QUOTED_CHARS_MAX",
+    "DIAGNOSTIC_LINE_CHARS_MAX",
+    "DIAGNOSTICS_SHOWN_MAX",
     "UP_RECONCILE_ROUNDS_MAX",
     "VIEW_REASON_CHARS_MAX",
     "PLAN_OBSERVERS_MAX",

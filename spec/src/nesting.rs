@@ -91,7 +91,7 @@ pub fn parse_v2(text: &str) -> Result<KdlDocument, KdlError> {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Opening {
+pub(crate) enum Opening {
     Block,
     Comment,
     /// `/-` after `/-`: the parser recurses on each like on a block.
@@ -99,14 +99,14 @@ enum Opening {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Beyond {
+pub(crate) struct Beyond {
     offset: usize,
     what: Opening,
 }
 
 /// The length in bytes of the KDL 2 newline at `i`, if one starts there (a `//`
 /// comment and a single-line string end at one).
-fn newline_at(bytes: &[u8], i: usize) -> Option<usize> {
+pub(crate) fn newline_at(bytes: &[u8], i: usize) -> Option<usize> {
     match bytes.get(i..)? {
         [b'\n' | b'\r' | 0x0B | 0x0C, ..] => Some(1),
         [0xC2, 0x85, ..] => Some(2),
@@ -183,7 +183,7 @@ fn deepest(text: &str) -> Option<Beyond> {
 }
 
 /// The offset just past the newline that ends a `//` comment started before `from`.
-fn line_end(bytes: &[u8], from: usize) -> usize {
+pub(crate) fn line_end(bytes: &[u8], from: usize) -> usize {
     (from..bytes.len())
         .find_map(|i| newline_at(bytes, i).map(|n| i + n))
         .unwrap_or(bytes.len())
@@ -191,7 +191,7 @@ fn line_end(bytes: &[u8], from: usize) -> usize {
 
 /// The offset just past the `*/` closing the comment opened at `start`, or the first
 /// `/*` nested beyond the limit. An unclosed comment runs to the end of the text.
-fn block_comment(bytes: &[u8], start: usize) -> Result<usize, Beyond> {
+pub(crate) fn block_comment(bytes: &[u8], start: usize) -> Result<usize, Beyond> {
     let mut depth = 0usize;
     let mut i = start;
     while i < bytes.len() {
@@ -222,7 +222,7 @@ fn block_comment(bytes: &[u8], start: usize) -> Result<usize, Beyond> {
 /// The offset just past a quoted string starting at `start` (`"…"`, or `"""…"""` over
 /// several lines), escapes skipped. A single-line string also ends at a newline (KDL
 /// refuses it there; the parser reports that).
-fn quoted(bytes: &[u8], start: usize) -> usize {
+pub(crate) fn quoted(bytes: &[u8], start: usize) -> usize {
     let multi = bytes[start..].starts_with(b"\"\"\"");
     let mut i = start + if multi { 3 } else { 1 };
     while i < bytes.len() {
@@ -241,7 +241,7 @@ fn quoted(bytes: &[u8], start: usize) -> usize {
 
 /// The offset just past a raw string whose quote is at `quote`, opened by `hashes`
 /// `#`s: `#"…"#`, or `#"""…"""#` over several lines. No escapes.
-fn raw(bytes: &[u8], quote: usize, hashes: usize) -> usize {
+pub(crate) fn raw(bytes: &[u8], quote: usize, hashes: usize) -> usize {
     let multi = bytes[quote..].starts_with(b"\"\"\"");
     let close_quotes = if multi { 3 } else { 1 };
     let mut i = quote + close_quotes;

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use miette::SourceSpan;
 
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Diagnostic, quoted};
 use crate::formula::{Expr, ExprKind};
 use crate::limits::{MODEL_OPERATIONS_CEILING_DEFAULT, MODEL_OPERATIONS_CEILING_MAX};
 use crate::parse::{Parsed, RefKind, Requirement};
@@ -18,6 +18,11 @@ pub(crate) fn topology(parsed: &Parsed, options: crate::Options, problems: &mut 
     hosts(parsed, problems);
     if let Some(provided) = options.provided_profiles {
         profiles_provided(parsed, provided, problems);
+        exports_provided(&parsed.topology, provided, problems);
+    }
+    profiles_required(parsed, problems);
+    if let Some(now) = options.now {
+        deadlines(parsed, now, problems);
     }
     authorities(parsed, problems);
     exports(&parsed.topology, problems);
@@ -52,6 +57,151 @@ fn profiles_provided(parsed: &Parsed, provided: &[Profile], problems: &mut Vec<D
                 "not provided by this build",
             )
             .with_help(format!("this build provides: {names}")),
+        );
+    }
+}
+
+/// What each profile needs beside it on the same host, as gridd checks when it starts
+/// (`grid_engine::root::start`): a selection gridd would refuse is refused here first.
+const PROFILE_NEEDS: [(Profile, Profile, &str); 7] = [
+    (
+        Profile::Authority,
+        Profile::Transport,
+        "speaks Raft over it",
+    ),
+    (
+        Profile::Delivery,
+        Profile::Transport,
+        "pushes values over it",
+    ),
+    (
+        Profile::Processes,
+        Profile::Transport,
+        "serves and calls Processes over it",
+    ),
+    (
+        Profile::WireObservation,
+        Profile::Transport,
+        "counts its TLS bytes",
+    ),
+    (
+        Profile::ArchiveWallet,
+        Profile::Processes,
+        "serves its wallet's Processes with it",
+    ),
+    (
+        Profile::Missions,
+        Profile::Processes,
+        "consumes its allocation through it",
+    ),
+    (Profile::Missions, Profile::Authority, "reserves through it"),
+];
+
+/// A host whose profiles gridd would refuse to start: `transport` without a membership
+/// to be certified in, or a profile without the one it runs over.
+fn profiles_required(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
+    for (file, span, profile, host_name) in &parsed.profile_spans {
+        let Some(host) = parsed.topology.host(host_name) else {
+            continue;
+        };
+        if *profile == Profile::Transport && host.memberships.is_empty() {
+            problems.push(
+                Diagnostic::at(
+                    file,
+                    *span,
+                    format!(
+                        "host `{host_name}` selects `transport`, which serves mutual TLS with a membership's certificate, but is a member of no membership"
+                    ),
+                    "no membership to be certified in",
+                )
+                .with_help(format!(
+                    "add `member M` to host `{host_name}`, or remove `transport` from its profiles"
+                )),
+            );
+        }
+        for (needing, needed, why) in PROFILE_NEEDS {
+            if *profile == needing
+                && !host.profiles.contains(&needed)
+                // archive-wallet without processes is reported where it is read.
+                && needing != Profile::ArchiveWallet
+            {
+                problems.push(
+                    Diagnostic::at(
+                        file,
+                        *span,
+                        format!(
+                            "host `{host_name}` selects `{}`, which needs the `{}` profile: it {why}",
+                            needing.name(),
+                            needed.name()
+                        ),
+                        format!("needs `{}`", needed.name()),
+                    )
+                    .with_help(format!(
+                        "add `{}` to the `profiles` line of host `{host_name}`",
+                        needed.name()
+                    )),
+                );
+            }
+        }
+    }
+}
+
+/// An `export` runs only on a build that provides the `exports` profile; parsed and
+/// then ignored would be weaker than the file says (SPEC §1.1).
+fn exports_provided(t: &Topology, provided: &[Profile], problems: &mut Vec<Diagnostic>) {
+    if provided.contains(&Profile::Exports) {
+        return;
+    }
+    for export in &t.exports {
+        let source = &t.sources[export.origin.source];
+        let file = std::sync::Arc::new(miette::NamedSource::new(
+            source.path.display().to_string(),
+            source.text.clone(),
+        ));
+        let span = SourceSpan::new(export.origin.offset.into(), export.origin.length);
+        problems.push(
+            Diagnostic::at(
+                &file,
+                span,
+                format!(
+                    "export `{}` cannot run: this build does not provide the `exports` profile",
+                    export.name
+                ),
+                "not provided by this build",
+            )
+            .with_help("cross-domain exports have not landed; remove the export until they do"),
+        );
+    }
+}
+
+/// A mission not yet returned whose deadline has passed could never be reserved: the
+/// issuer refuses an allocation past its deadline.
+fn deadlines(parsed: &Parsed, now: std::time::SystemTime, problems: &mut Vec<Diagnostic>) {
+    use time::format_description::well_known::Rfc3339;
+    let now = time::OffsetDateTime::from(now);
+    for (index, mission) in parsed.topology.missions.iter().enumerate() {
+        let Some((file, span)) = parsed.mission_deadlines.get(index) else {
+            continue;
+        };
+        let Ok(deadline) = time::OffsetDateTime::parse(&mission.deadline, &Rfc3339) else {
+            continue; // its shape was checked where it was read
+        };
+        if mission.returned || deadline > now {
+            continue;
+        }
+        problems.push(
+            Diagnostic::at(
+                file,
+                *span,
+                format!(
+                    "mission `{}`: its deadline {} has passed",
+                    mission.name, mission.deadline
+                ),
+                "in the past",
+            )
+            .with_help(
+                "a new mission needs a later deadline; a mission reserved before its deadline passed is returned or recovered, and then says `returned=#true`",
+            ),
         );
     }
 }
@@ -115,7 +265,10 @@ fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
         if !known.contains(reference.name.as_str()) {
             let help = match suggestion(&reference.name, known) {
                 Some(near) => format!("did you mean `{near}`?"),
-                None => format!("declare `{noun} {} …` or fix the name", reference.name),
+                None => format!(
+                    "declare `{noun} {} …` or fix the name",
+                    quoted(&reference.name)
+                ),
             };
             problems.push(
                 Diagnostic::at(
@@ -123,7 +276,8 @@ fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
                     reference.span,
                     format!(
                         "{} names {noun} `{}`, which is not declared",
-                        reference.context, reference.name
+                        reference.context,
+                        quoted(&reference.name)
                     ),
                     format!("unknown {noun}"),
                 )

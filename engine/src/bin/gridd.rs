@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
-use grid_engine::limits::HOSTS_PER_PROCESS_MAX;
+use grid_engine::limits::{HOSTS_PER_PROCESS_MAX, SHUTDOWN_LOG_WAIT_MS};
 use grid_engine::root::{socket, start};
 use grid_engine::store::Failpoints;
 
@@ -32,7 +32,8 @@ struct Cli {
     #[arg(long, value_name = "DIR", required = true)]
     dir: Vec<PathBuf>,
     /// How log events are written to stderr: `text` (one line each) or `json` (one
-    /// JSON object per line). `RUST_LOG` selects them (default `info`).
+    /// JSON object per line). `RUST_LOG` selects them (default `info`; a bare level
+    /// applies to Grid's crates, others log from `warn` unless named).
     #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
     log_format: LogFormat,
 }
@@ -43,21 +44,28 @@ enum LogFormat {
     Json,
 }
 
-/// Installs the log subscriber: `RUST_LOG` (an `EnvFilter`) or else `info` (openraft's
-/// own events from `warn`), written to stderr.
+/// Installs the log subscriber, written to stderr: `RUST_LOG` (an `EnvFilter`, read by
+/// `log_directives`) or else `info` for Grid's own crates.
 fn init_logs(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
+    let default = || EnvFilter::new(log_directives("info"));
     let filter = match std::env::var("RUST_LOG") {
-        Ok(directives) if !directives.trim().is_empty() => {
-            EnvFilter::builder().parse(&directives).unwrap_or_else(|e| {
-                eprintln!("gridd: RUST_LOG: {e}; logging at `info`");
-                EnvFilter::new(DEFAULT_LOG_FILTER)
-            })
-        }
-        _ => EnvFilter::new(DEFAULT_LOG_FILTER),
+        Ok(directives) if !directives.trim().is_empty() => EnvFilter::builder()
+            .parse(log_directives(&directives))
+            .unwrap_or_else(|e| {
+                let _ = std::io::Write::write_all(
+                    &mut std::io::stderr(),
+                    format!("gridd: RUST_LOG: {e}; logging at `info`\n").as_bytes(),
+                );
+                default()
+            }),
+        _ => default(),
     };
+    // An event that cannot be written (stderr a closed pipe) is dropped: never the
+    // subscriber's own `eprintln!` of the failure, which panics the thread logging.
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .log_internal_errors(false)
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => logs.init(),
@@ -65,20 +73,48 @@ fn init_logs(format: LogFormat) {
     }
 }
 
-/// The log filter when `RUST_LOG` is not set.
-const DEFAULT_LOG_FILTER: &str = "info,openraft=warn";
+/// Grid's own crates: a bare level in `RUST_LOG` (`debug`) applies to these.
+const GRID_CRATES: [&str; 4] = ["gridd", "grid_engine", "grid_adapters", "grid_spec"];
+
+/// `RUST_LOG` as the filter reads it: a bare level (`debug`) selects Grid's own crates
+/// at that level, and every crate `RUST_LOG` does not name logs from `warn` — so
+/// `RUST_LOG=debug` is Grid's debugging, not openraft's or hyper's internals, and
+/// `RUST_LOG=debug,openraft=debug` asks for both.
+fn log_directives(rust_log: &str) -> String {
+    let mut directives = vec!["warn".to_owned()];
+    for directive in rust_log.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        if directive
+            .parse::<tracing_subscriber::filter::LevelFilter>()
+            .is_ok()
+        {
+            directives.extend(GRID_CRATES.iter().map(|c| format!("{c}={directive}")));
+        } else {
+            directives.push(directive.to_owned());
+        }
+    }
+    directives.join(",")
+}
 
 /// Why gridd cannot go on: one plain line on stderr in the text format (as before
 /// logs existed), one JSON event in the json format.
 fn fail(format: LogFormat, message: &dyn std::fmt::Display) {
     match format {
-        LogFormat::Text => eprintln!("{message}"),
+        // Never `eprintln!`: it panics when stderr is a closed pipe.
+        LogFormat::Text => {
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                format!("{message}\n").as_bytes(),
+            );
+        }
         LogFormat::Json => tracing::error!(reason = %message, "gridd stopped"),
     }
 }
 
 /// Logs the shutdown when SIGTERM or SIGINT arrives, then ends the process as that
-/// signal would have (its exit status unchanged for whoever started gridd).
+/// signal would have (its exit status unchanged for whoever started gridd). The log
+/// line is written from a thread of its own and waited for at most
+/// `SHUTDOWN_LOG_WAIT_MS`: a stderr nobody reads (a full pipe) never holds the
+/// shutdown back.
 fn log_shutdown() -> std::io::Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])?;
@@ -91,7 +127,14 @@ fn log_shutdown() -> std::io::Result<()> {
                 } else {
                     "SIGINT"
                 };
-                tracing::info!(signal = name, "shutdown");
+                let (logged, wait) = std::sync::mpsc::channel();
+                let _ = std::thread::Builder::new()
+                    .name("shutdown-log".to_owned())
+                    .spawn(move || {
+                        tracing::info!(signal = name, "shutdown");
+                        let _ = logged.send(());
+                    });
+                let _ = wait.recv_timeout(std::time::Duration::from_millis(SHUTDOWN_LOG_WAIT_MS));
                 let _ = signal_hook::low_level::emulate_default_handler(signal);
             }
         })?;
@@ -215,6 +258,27 @@ fn main() -> ExitCode {
             fail(format, &format!("gridd: {e}"));
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_directives;
+
+    #[test]
+    fn a_bare_level_selects_grid_and_named_crates_keep_theirs() {
+        assert_eq!(
+            log_directives("debug"),
+            "warn,gridd=debug,grid_engine=debug,grid_adapters=debug,grid_spec=debug"
+        );
+        assert_eq!(
+            log_directives("info, openraft=debug"),
+            "warn,gridd=info,grid_engine=info,grid_adapters=info,grid_spec=info,openraft=debug"
+        );
+        assert_eq!(
+            log_directives("grid_engine::authority=trace"),
+            "warn,grid_engine::authority=trace"
+        );
     }
 }
 

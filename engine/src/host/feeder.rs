@@ -52,7 +52,7 @@ impl Host {
             let values = match delivery.delivered_after(&route, fed) {
                 Ok(v) => v,
                 Err(reason) => {
-                    eprintln!("gridd: model {model}: route {route}: {reason}");
+                    tracing::warn!(%model, %route, %reason, "route not readable");
                     continue;
                 }
             };
@@ -63,8 +63,9 @@ impl Host {
                         fed_any = true;
                     }
                     Err(reason) => {
-                        eprintln!(
-                            "gridd: model {model}: input {input} from route {route} position {position} refused: {reason}"
+                        tracing::warn!(
+                            %model, %input, %route, position, %reason,
+                            "input from route refused"
                         );
                         break;
                     }

@@ -67,7 +67,7 @@ pub enum HostError {
     Private(#[from] crate::store::PrivateDirError),
     #[error("key custody refuses: {0}")]
     Custody(#[from] crate::custody::CustodyError),
-    #[error("{path}: the host store failed: {source}")]
+    #[error("{path}: the host store failed: {}", crate::store::describe(.source))]
     Storage { path: PathBuf, source: fjall::Error },
     #[error(
         "{}: another gridd{} serves this installation (it holds the lock of its store); stop that gridd first, or talk to it through {}",
@@ -302,6 +302,9 @@ pub struct Host {
 
 /// Where the host keeps its fence (in the `meta` keyspace).
 const FENCE_KEY: &str = "fence";
+/// The store's `meta` key naming the host the installation belongs to (recorded at the
+/// first start that finds none).
+const HOST_NAME_KEY: &str = "host";
 
 /// What an operation changes in memory once its effect is durable.
 type AfterCommit = Box<dyn FnOnce(&mut Host)>;
@@ -394,6 +397,27 @@ impl Host {
             Some(_) => {}
             None => {
                 meta.insert("format", HOST_STORE_FORMAT).map_err(storage)?;
+                database.persist(PersistMode::SyncAll).map_err(storage)?;
+            }
+        }
+        // An installation belongs to one host: a `name` changed in host.toml is refused
+        // as what it is, never read as damage of the models that name their host.
+        match meta.get(HOST_NAME_KEY).map_err(storage)? {
+            Some(held) if held.as_ref() != config.name.as_bytes() => {
+                return Err(HostError::Config {
+                    path: dir.join(crate::config::HOST_CONFIG_FILE),
+                    reason: format!(
+                        "this installation belongs to host `{}`, but host.toml names `{}`: a host is never renamed in place (put `name = \"{}\"` back; a new name is a new installation)",
+                        String::from_utf8_lossy(&held),
+                        grid_spec::diagnostic::quoted(&config.name),
+                        String::from_utf8_lossy(&held),
+                    ),
+                });
+            }
+            Some(_) => {}
+            None => {
+                meta.insert(HOST_NAME_KEY, config.name.as_bytes())
+                    .map_err(storage)?;
                 database.persist(PersistMode::SyncAll).map_err(storage)?;
             }
         }
@@ -897,6 +921,7 @@ impl Host {
                 .map(|l| l.definitions())
                 .unwrap_or_default(),
             missions: Vec::new(),
+            profiles: Some(self.config.profiles.clone()),
         }
     }
 

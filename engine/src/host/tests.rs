@@ -385,3 +385,64 @@ fn a_retired_tag_reads_no_more_keeps_its_journal_and_can_be_reinstated() {
     drop(host);
     pid::remove(&installation.dir);
 }
+
+/// A `name` changed in host.toml is refused as a rename, naming the host the
+/// installation belongs to — not reported as a damaged store.
+#[test]
+fn a_renamed_host_toml_is_refused_naming_the_installations_host() {
+    let installation = Installation::new("renamed");
+    drop(installation.open());
+    let path = installation.dir.join(config::HOST_CONFIG_FILE);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("name = \"solo\"", "name = \"other\"")).unwrap();
+    privatize(&installation.dir);
+    let error = match Host::open(&installation.dir, Failpoints::default()) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a renamed installation opened"),
+    };
+    assert!(
+        error.contains("this installation belongs to host `solo`, but host.toml names `other`"),
+        "{error}"
+    );
+    assert!(!error.contains("damaged"), "{error}");
+    std::fs::write(&path, text).unwrap();
+    privatize(&installation.dir);
+    drop(installation.open());
+}
+
+/// A store whose files were damaged on disk is refused with what failed and what the
+/// operator can do, never fjall's Debug text alone, and is never started afresh.
+#[test]
+fn a_damaged_store_is_refused_in_words_an_operator_can_act_on() {
+    let installation = Installation::new("damaged");
+    drop(installation.open());
+    // Every file fjall wrote, overwritten with garbage of its own length.
+    let mut files = Vec::new();
+    let mut stack = vec![installation.dir.join("store")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n != "lock") {
+                files.push(path);
+            }
+        }
+    }
+    assert!(!files.is_empty());
+    for file in &files {
+        let len = std::fs::metadata(file).unwrap().len() as usize;
+        std::fs::write(file, vec![0xA5u8; len.max(64)]).unwrap();
+    }
+    privatize(&installation.dir);
+    let error = match Host::open(&installation.dir, Failpoints::default()) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a damaged store opened"),
+    };
+    assert!(error.contains("the host store failed"), "{error}");
+    assert!(
+        error.contains("restore this directory from a backup"),
+        "{error}"
+    );
+    assert!(!error.starts_with("FjallError"), "{error}");
+}

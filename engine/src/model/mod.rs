@@ -78,7 +78,7 @@ use grid_spec::Model;
 use grid_spec::limits::BATCH_INPUTS_MAX;
 
 pub use error::{AdmissionError, BatchError};
-pub use value::{ErrorValue, Value};
+pub use value::{ErrorValue, Value, number_text};
 
 use compile::Plan;
 use value::decode;

@@ -92,15 +92,29 @@ impl From<ErrorValue> for Value {
     }
 }
 
-/// Prints a number with Rust's shortest round-trip formatting (`2.68`, `1200`, `-3`,
-/// `0.1`) and an error value as its text (`#DIV/0!`). Negative zero prints as `0`.
+/// Prints a number as [`number_text`] does and an error value as its text
+/// (`#DIV/0!`).
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Value::Number(n) if *n == 0.0 => f.write_str("0"),
-            Value::Number(n) => write!(f, "{n}"),
+            Value::Number(n) => f.write_str(&number_text(*n)),
             Value::Error(e) => e.fmt(f),
         }
+    }
+}
+
+/// A number as people read it, in the fewest digits that read back to the same `f64`
+/// (shortest round trip): plain between 1e-5 and 1e16 (`2.68`, `1200`, `-3`, `0.1`),
+/// in exponent form outside (`1e308`, `1.5e-7`), never hundreds of digits. Negative
+/// zero prints as `0`.
+pub fn number_text(n: f64) -> String {
+    let magnitude = n.abs();
+    if n == 0.0 {
+        "0".to_owned()
+    } else if (1e-5..1e16).contains(&magnitude) {
+        format!("{n}")
+    } else {
+        format!("{n:e}")
     }
 }
 
@@ -148,6 +162,29 @@ pub(crate) fn decode(raw: f64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_print_in_the_fewest_digits_that_read_back() {
+        for (n, text) in [
+            (0.0, "0"),
+            (-0.0, "0"),
+            (2.68, "2.68"),
+            (1200.0, "1200"),
+            (-3.0, "-3"),
+            (0.1, "0.1"),
+            (1e308, "1e308"),
+            (-1.5e-7, "-1.5e-7"),
+            (f64::MAX, "1.7976931348623157e308"),
+            (9_007_199_254_740_992.0, "9007199254740992"),
+            (1e16, "1e16"),
+        ] {
+            assert_eq!(number_text(n), text, "{n:?}");
+        }
+        for n in [1e308, 123.456, 1.5e-7, 1e16, 1e-5, f64::MIN_POSITIVE] {
+            assert_eq!(number_text(n).parse::<f64>().unwrap(), n);
+            assert!(number_text(n).len() <= 24, "{}", number_text(n));
+        }
+    }
 
     #[test]
     fn encoding_round_trips() {

@@ -18,11 +18,39 @@ pub use private::{PrivateDirError, ensure_private_dir};
 /// A storage failure in the middle of an operation: the host cannot know what is
 /// durable, so it stops; a restart recovers from the store.
 pub fn fatal(dir: &std::path::Path, what: &str, error: impl std::fmt::Display) -> ! {
-    eprintln!(
-        "gridd: {}: storage failed while {what}: {error}; stopping",
-        dir.display()
+    // Never `eprintln!`: it panics when stderr is a closed pipe, and this must abort.
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!(
+            "gridd: {}: storage failed while {what}: {error}; stopping\n",
+            dir.display()
+        )
+        .as_bytes(),
     );
     std::process::abort();
+}
+
+/// A storage failure in words an operator can act on — fjall's own `Display` is its
+/// Debug form (`FjallError: JournalRecovery(ChecksumMismatch)`), kept in parentheses
+/// for a bug report. Damage is never read past and never answered by starting the
+/// store afresh: that would run acknowledged operation ids again (SPEC §1.5).
+pub fn describe(error: &fjall::Error) -> String {
+    const DAMAGED: &str = "the files were changed or damaged on disk; Grid does not read past damage nor start the store afresh. Stop gridd and restore this directory from a backup taken while gridd was stopped";
+    match error {
+        fjall::Error::Io(e) => format!("{e}"),
+        fjall::Error::JournalRecovery(e) => {
+            format!("its write-ahead journal does not recover ({e:?}): {DAMAGED}")
+        }
+        fjall::Error::Storage(e) => format!("a table does not read back ({e:?}): {DAMAGED}"),
+        fjall::Error::InvalidVersion(_)
+        | fjall::Error::Decompress(_)
+        | fjall::Error::InvalidTrailer
+        | fjall::Error::InvalidTag(_)
+        | fjall::Error::Unrecoverable => format!("it does not open ({error:?}): {DAMAGED}"),
+        fjall::Error::Poisoned => "an earlier write did not become durable (the disk refused an fsync); no later write is trusted until gridd restarts and recovers".to_owned(),
+        fjall::Error::Locked => "another process holds its lock".to_owned(),
+        other => format!("{other:?}"),
+    }
 }
 
 /// Opens (or creates) each named keyspace of `database` with default options, in

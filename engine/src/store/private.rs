@@ -23,7 +23,11 @@ pub enum PrivateDirError {
 }
 
 /// Creates `dir` private (0700) if absent; refuses an existing one, or anything in it,
-/// with group or other permission bits.
+/// with group or other permission bits. `dir` itself may be a symbolic link (a host
+/// with `dir=` is reached through `<state>/hosts/NAME`, a link reconcile makes): its
+/// target is checked, and the directory holding the link must be private too — a
+/// link's own mode is always 777 on Linux and says nothing; only who can write the
+/// directory holding it can replace it.
 pub fn ensure_private_dir(dir: &Path) -> Result<(), PrivateDirError> {
     let io = |source| PrivateDirError::Io {
         path: dir.to_owned(),
@@ -36,6 +40,26 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), PrivateDirError> {
             .create(dir)
             .map_err(io)?;
         return Ok(());
+    }
+    let metadata = std::fs::symlink_metadata(dir).map_err(io)?;
+    if metadata.file_type().is_symlink() {
+        let holder = match dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let held = std::fs::metadata(holder).map_err(|source| PrivateDirError::Io {
+            path: holder.to_owned(),
+            source,
+        })?;
+        let mode = held.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(PrivateDirError::WeakPermissions {
+                path: holder.to_owned(),
+                mode,
+                expected: 0o700,
+            });
+        }
+        return check_private(&std::fs::canonicalize(dir).map_err(io)?);
     }
     check_private(dir)
 }
@@ -61,4 +85,48 @@ fn check_private(path: &Path) -> Result<(), PrivateDirError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(path: &Path, mode: u32) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn a_link_is_judged_by_its_target_and_the_directory_holding_it() {
+        let root = std::env::temp_dir().join(format!("grid-private-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let hosts = root.join("state/hosts");
+        ensure_private_dir(&hosts).unwrap();
+        let target = root.join("elsewhere/h2");
+        ensure_private_dir(&target).unwrap();
+        std::fs::write(target.join("host.toml"), "").unwrap();
+        mode(&target.join("host.toml"), 0o600);
+        let link = hosts.join("h2");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+
+        // The link's own mode (777) is not the target's: a private target is used.
+        ensure_private_dir(&link).unwrap();
+        // A target with weak permissions is refused, naming the target.
+        mode(&target, 0o755);
+        let refused = ensure_private_dir(&link).unwrap_err().to_string();
+        assert!(
+            refused.contains("elsewhere/h2: permissions 755"),
+            "{refused}"
+        );
+        mode(&target, 0o700);
+        // A link in a directory others can write could be replaced: refused.
+        mode(&hosts, 0o777);
+        let refused = ensure_private_dir(&link).unwrap_err().to_string();
+        assert!(
+            refused.contains("state/hosts: permissions 777"),
+            "{refused}"
+        );
+        mode(&hosts, 0o700);
+        ensure_private_dir(&link).unwrap();
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

@@ -19,10 +19,11 @@ use std::time::{Duration, Instant};
 
 use super::Step;
 use super::gridctl::Quiet;
+use crate::context::Context;
 use crate::error::Failure;
-use crate::parse::{Node, ParseError};
 use crate::process::describe_status;
-use crate::runner::{Context, quote_output};
+use crate::process::quote_output;
+use crate::step::{Node, ParseError};
 
 /// How long `expect-authority … agree=#true` waits for the voters to agree.
 const AGREE_TIMEOUT: Duration = Duration::from_secs(30);

@@ -27,13 +27,14 @@ use serde::{Deserialize, Serialize};
 use super::authority::confirmed_leader;
 use super::gridctl::{QUIET_COMMAND_TIMEOUT, Quiet};
 use super::{Outcome, Step, check_outcome, journal};
+use crate::context::Context;
 use crate::error::Failure;
 use crate::limits::STREAM_OPS_MAX;
 use crate::oracles::answers_unchanged;
 use crate::oracles::one_owner::{self, Owned};
-use crate::parse::{Node, ParseError};
-use crate::runner::{Context, quote_output};
+use crate::process::quote_output;
 use crate::seeded::Seeded;
+use crate::step::{Node, ParseError};
 
 /// The file in the work directory where claim answers are recorded.
 const ANSWERS_FILE: &str = "claim-answers.jsonl";

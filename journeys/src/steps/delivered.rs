@@ -20,11 +20,11 @@ use kdl::KdlValue;
 use super::delivery::recorded;
 use super::gridctl::{gridctl_json, json_of};
 use super::{Attempt, Step, poll};
+use crate::context::Context;
 use crate::error::Failure;
 use crate::oracles::delivered_once::{self, Held};
 use crate::oracles::receipts_verify;
-use crate::parse::{Node, ParseError};
-use crate::runner::Context;
+use crate::step::{Node, ParseError};
 
 /// How long `expect-delivered` and `expect-receipts` wait for receipts to cover
 /// everything published.

@@ -24,12 +24,12 @@ use serde_json::Value;
 
 use super::gridctl::Quiet;
 use super::{Outcome, Step, check_outcome, journal};
+use crate::context::Context;
 use crate::error::Failure;
 use crate::limits::{PUBLISH_CYCLES_MAX, PUBLISH_MANY_MAX};
 use crate::oracles::delivered_once::Published;
-use crate::parse::{Node, ParseError, kind};
-use crate::runner::Context;
 use crate::seeded::Seeded;
+use crate::step::{Node, ParseError, kind};
 
 /// The file in the work directory where every publish sent is recorded.
 const PUBLISHED_FILE: &str = "published.jsonl";

@@ -4,18 +4,16 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde_json::Value;
 
 use super::shorten;
+use crate::context::{Context, gridctl_command};
 use crate::error::Failure;
+use crate::process::quote_output;
 use crate::process::{CommandOutput, RunError, describe_status, run_bounded};
-use crate::runner::{Context, gridctl_command, quote_output};
 
-/// How long one quiet `gridctl` command may take (a claim's write timeout and forward,
-/// a process run, a publish).
-pub const QUIET_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+pub use crate::limits::QUIET_COMMAND_TIMEOUT;
 
 /// A command's stdout as JSON.
 pub fn json_of(output: &CommandOutput, what: &str) -> Result<Value, Failure> {

@@ -16,11 +16,12 @@
 //!   armed crash (which it waits for), or (SIGKILL first) while it runs.
 
 use super::Step;
+use crate::context::{Context, FAILPOINTS_ENV};
 use crate::error::Failure;
 use crate::limits::{PACKED_HOSTS_MAX, PACKED_PROCESSES_MAX};
-use crate::parse::{Node, ParseError};
 use crate::process::describe_status;
-use crate::runner::{Context, FAILPOINTS_ENV, quote_output};
+use crate::process::quote_output;
+use crate::step::{Node, ParseError};
 
 /// The crash point `lose-reply` drops the reply at when none is named.
 pub const DEFAULT_LOSE_REPLY_POINT: &str = "submit-after-commit";

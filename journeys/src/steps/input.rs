@@ -7,9 +7,9 @@
 use std::ffi::OsString;
 
 use super::{Outcome, Step, check_outcome};
+use crate::context::Context;
 use crate::error::Failure;
-use crate::parse::{Node, ParseError, kind};
-use crate::runner::Context;
+use crate::step::{Node, ParseError, kind};
 
 struct Input {
     model: String,

@@ -23,12 +23,12 @@ use kdl::KdlValue;
 use serde_json::Value;
 
 use super::journal;
+use crate::context::Context;
 use crate::error::Failure;
 use crate::oracles::answers_unchanged;
 use crate::oracles::ledger_balances::{self, Balances, Recorded};
-use crate::parse::{Node, ParseError};
-use crate::runner::Context;
 use crate::step::Step;
+use crate::step::{Node, ParseError};
 use crate::steps::gridctl::gridctl_json;
 use crate::steps::{Outcome, check_outcome};
 

@@ -40,11 +40,12 @@ mod tests;
 
 use std::time::{Duration, Instant};
 
+use crate::context::Context;
 use crate::error::Failure;
 use crate::limits::WITHIN_SECONDS_MAX;
-use crate::parse::{Node, ParseError};
+use crate::process::quote_output;
 use crate::process::{CommandOutput, describe_status};
-use crate::runner::{Context, quote_output};
+use crate::step::{Node, ParseError};
 pub use crate::step::{ParseStep, Step};
 
 /// Every step, by node name.

@@ -7,10 +7,10 @@
 //!   The host keeps running, and its control socket (a file) still answers `gridctl`.
 //! - `heal` — brings every cut link up again and waits until the bridge forwards.
 
+use crate::context::Context;
 use crate::error::Failure;
-use crate::parse::{Node, ParseError};
-use crate::runner::Context;
 use crate::step::Step;
+use crate::step::{Node, ParseError};
 
 struct Partition {
     hosts: Vec<String>,

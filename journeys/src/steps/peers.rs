@@ -39,11 +39,11 @@ use kdl::{KdlNode, KdlValue};
 use serde_json::{Map, Value};
 
 use super::{Step, repeat_within, within};
+use crate::context::Context;
 use crate::error::Failure;
 use crate::oracles::same_json;
-use crate::parse::{Node, ParseError, did_you_mean, kind};
 use crate::peers::{Metric, PEER_ANSWER_TIMEOUT, PeerSpec};
-use crate::runner::Context;
+use crate::step::{Node, ParseError, did_you_mean, kind};
 
 const VERBS: [&str; 4] = ["start", "stop", "kill", "restart"];
 const KINDS: [&str; 5] = [

@@ -13,10 +13,11 @@ use std::ffi::OsString;
 use serde_json::Value;
 
 use super::{Step, shorten};
+use crate::context::Context;
 use crate::error::Failure;
-use crate::parse::{Node, ParseError};
 use crate::process::describe_status;
-use crate::runner::{Context, quote_output};
+use crate::process::quote_output;
+use crate::step::{Node, ParseError};
 
 /// The transition ops and their names in properties.
 const OPS: [(&str, &str); 4] = [

@@ -8,9 +8,9 @@
 use std::ffi::OsString;
 
 use super::{Outcome, Step, check_outcome};
+use crate::context::Context;
 use crate::error::Failure;
-use crate::parse::{Node, ParseError};
-use crate::runner::Context;
+use crate::step::{Node, ParseError};
 
 struct Reconcile {
     expect: Outcome,

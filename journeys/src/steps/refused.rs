@@ -6,9 +6,9 @@
 //! refusal happened for the reason it claims.
 
 use super::Step;
+use crate::context::Context;
 use crate::error::Failure;
-use crate::parse::{Node, ParseError};
-use crate::runner::Context;
+use crate::step::{Node, ParseError};
 
 struct ExpectRefused {
     inner: Box<dyn Step>,

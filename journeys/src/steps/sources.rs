@@ -19,11 +19,12 @@ use std::ffi::OsString;
 use serde_json::Value;
 
 use super::{Step, repeat_within, within};
+use crate::context::Context;
 use crate::error::Failure;
 use crate::oracles::tag_source::{self, TagExpect};
-use crate::parse::{Node, ParseError, kind};
 use crate::process::describe_status;
-use crate::runner::{Context, quote_output};
+use crate::process::quote_output;
+use crate::step::{Node, ParseError, kind};
 
 struct ExpectTagJournal {
     tag: String,

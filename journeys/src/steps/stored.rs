@@ -11,9 +11,9 @@ use kdl::KdlValue;
 
 use super::Step;
 use super::delivered::{held, route_view};
+use crate::context::Context;
 use crate::error::Failure;
-use crate::parse::{Node, ParseError};
-use crate::runner::Context;
+use crate::step::{Node, ParseError};
 
 /// Every file under `dir`, recursively (none if it cannot be read).
 fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -16,9 +16,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
 use super::Step;
+use crate::context::Context;
 use crate::error::Failure;
-use crate::parse::{Node, ParseError};
-use crate::runner::Context;
+use crate::step::{Node, ParseError};
 
 enum Tamper {
     Chmod {

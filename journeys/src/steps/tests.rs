@@ -6,8 +6,9 @@ use serde_json::json;
 use super::peers::{Expect, PeerStep, check_answer, read_device, read_peer};
 use super::sources::read_expect_tag;
 use crate::oracles::tag_source::TagExpect;
-use crate::parse::{ParseError, read_last};
+use crate::parse::read_last;
 use crate::peers::{Metric, PeerSpec};
+use crate::step::ParseError;
 
 fn peer(source: &str) -> Result<PeerStep, ParseError> {
     read_last(source, read_peer)

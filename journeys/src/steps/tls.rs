@@ -19,9 +19,9 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use super::Step;
+use crate::context::Context;
 use crate::error::Failure;
-use crate::parse::{Node, ParseError};
-use crate::runner::Context;
+use crate::step::{Node, ParseError};
 
 /// How long `call` waits for a TCP connection.
 const CONNECT_TIMEOUT_SECS: &str = "5";

@@ -10,10 +10,11 @@ use kdl::KdlValue;
 use serde_json::Value;
 
 use super::{Step, repeat_within, shorten, within};
+use crate::context::Context;
 use crate::error::Failure;
-use crate::parse::{Node, ParseError, kind};
 use crate::process::describe_status;
-use crate::runner::{Context, quote_output};
+use crate::process::quote_output;
+use crate::step::{Node, ParseError, kind};
 
 #[derive(Debug, Clone, PartialEq)]
 enum Expected {

@@ -22,11 +22,12 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{repeat_within, shorten, within};
+use crate::context::Context;
 use crate::error::Failure;
-use crate::parse::{Node, ParseError};
 use crate::process::describe_status;
-use crate::runner::{Context, quote_output};
+use crate::process::quote_output;
 use crate::step::Step;
+use crate::step::{Node, ParseError};
 
 struct Command {
     args: Vec<String>,

@@ -4,9 +4,9 @@
 use grid_engine::authority::service::{AuthorityCall, VoterStatus};
 use grid_spec::Topology;
 
-use super::{Draft, enrolled};
 use crate::observe::World;
-use crate::plan::{Action, Op, Wait, WaitReason};
+use crate::transition::{Action, Op, Wait, WaitReason};
+use crate::transition::{Draft, enrolled};
 
 /// What the planner knows of a membership's authority.
 #[derive(Debug)]

@@ -3,12 +3,12 @@
 use grid_engine::host::config::HostConfig;
 use grid_engine::protocol::{Outcome, Request};
 
-use super::Draft;
 use crate::observe::{HostObservation, HostStatus, Keys};
-use crate::plan::{Action, Op, diff};
+use crate::transition::Draft;
+use crate::transition::{Action, Op, diff};
 
 pub fn transitions(
-    index: &super::Index<'_>,
+    index: &crate::transition::Index<'_>,
     desired: Option<&grid_spec::Host>,
     observation: &HostObservation,
 ) -> Vec<Draft> {
@@ -26,6 +26,22 @@ pub fn transitions(
         ));
         return out;
     };
+    // A retired host is never installed, changed or torn down by a plan: retiring an
+    // installation (stopping it for good, its obligations closed) is not performed by
+    // this version, and its store is never inferred away (SPEC principle 7).
+    if desired.retired {
+        let detail = match (&observation.config, &observation.status) {
+            (None, HostStatus::Missing) => {
+                "retired=#true: not installed, and a retired host is never installed".to_owned()
+            }
+            _ => format!(
+                "retired=#true: retiring an installation is not performed by this version; {} is kept as it is (stop its gridd with `gridctl down` or by signal)",
+                observation.dir.display()
+            ),
+        };
+        out.push(Draft::attention("host", name, name, detail));
+        return out;
+    }
     let config = HostConfig::from_host(desired);
     let write = |op: Op, detail: String| {
         Draft::new(
@@ -110,6 +126,9 @@ pub fn transitions(
             return out;
         }
     };
+    if let Some(restart) = restart_for_profiles(&config.profiles, observed.profiles.as_deref()) {
+        out.push(Draft::attention("host", name, name, restart));
+    }
     for retained in &observed.unacknowledged {
         let outcome = match retained.answer.outcome {
             Outcome::Succeeded => "succeeded",
@@ -301,4 +320,40 @@ fn keys(desired: &grid_spec::Host, observation: &HostObservation) -> Vec<Draft> 
         }
     }
     out
+}
+
+/// Profiles are read when gridd starts: when the running gridd's differ from those the
+/// files select, the host must restart before they take effect, and the plan says so
+/// until it has (`None`: a gridd too old to say which it runs).
+fn restart_for_profiles(wanted: &[String], running: Option<&[String]>) -> Option<String> {
+    let running = running?;
+    let added: Vec<&str> = wanted
+        .iter()
+        .filter(|p| !running.contains(p))
+        .map(String::as_str)
+        .collect();
+    let dropped: Vec<&str> = running
+        .iter()
+        .filter(|p| !wanted.contains(p))
+        .map(String::as_str)
+        .collect();
+    if added.is_empty() && dropped.is_empty() {
+        return None;
+    }
+    let mut what = Vec::new();
+    if !added.is_empty() {
+        what.push(format!("to run profiles {}", added.join(" ")));
+    }
+    if !dropped.is_empty() {
+        what.push(format!("to stop profiles {}", dropped.join(" ")));
+    }
+    Some(format!(
+        "restart gridd {}: it runs {} (profiles take effect when gridd starts)",
+        what.join(" and "),
+        if running.is_empty() {
+            "no profile".to_owned()
+        } else {
+            running.join(" ")
+        }
+    ))
 }

@@ -3,9 +3,9 @@
 
 use grid_spec::Topology;
 
-use super::{Draft, enrolled, installed};
 use crate::observe::{HostObservation, Keys, World};
-use crate::plan::{Action, MEMBERSHIP_OWNER_PREFIX, Op};
+use crate::transition::{Action, MEMBERSHIP_OWNER_PREFIX, Op};
+use crate::transition::{Draft, enrolled, installed};
 
 fn owner(membership: &str) -> String {
     format!("{MEMBERSHIP_OWNER_PREFIX}{membership}")

@@ -184,6 +184,7 @@ fn empty_observation(host: &str) -> Observation {
         tags: Vec::new(),
         ledgers: Vec::new(),
         missions: Vec::new(),
+        profiles: None,
     }
 }
 
@@ -785,4 +786,59 @@ fn missions_reserve_return_and_what_needs_the_operator() {
             + "mission night host=edge-a units=3 deadline=\"2099-01-01T00:00:00Z\" successor=site-b\n"),
     );
     check(&plain, &running_full(&plain), &["! mission night @ edge-a"]);
+}
+
+#[test]
+fn a_retired_host_is_never_installed_nor_torn_down() {
+    let text = format!("{PLANT}host spare listen=\"127.0.0.1:7409\" retired=#true\n");
+    let t = topology(&text);
+    let got = lines(&t, &fresh(&t));
+    assert!(got.iter().any(|l| l == "! host spare @ spare"), "{got:#?}");
+    assert!(
+        !got.iter().any(|l| l.starts_with("+ host spare")),
+        "{got:#?}"
+    );
+    let plan = from_world(&t, &[PathBuf::from("plant.kdl")], &fresh(&t));
+    let spare = plan
+        .transitions
+        .iter()
+        .find(|t| t.title() == "! host spare @ spare")
+        .unwrap();
+    assert!(
+        spare.detail.contains("a retired host is never installed"),
+        "{}",
+        spare.detail
+    );
+    // Installed (and not running): kept as it is, never removed by a plan.
+    let got = lines(&t, &installed(&t));
+    assert!(got.iter().any(|l| l == "! host spare @ spare"), "{got:#?}");
+    assert!(!got.iter().any(|l| l.starts_with("- host")), "{got:#?}");
+}
+
+#[test]
+fn profiles_selected_since_gridd_started_ask_for_a_restart() {
+    let t = topology(PLANT);
+    let mut world = running_full(&t);
+    // Every profile the files select, in their order: nothing to say.
+    for o in &mut world.hosts {
+        let running = HostConfig::from_host(t.hosts.iter().find(|h| h.name == o.name).unwrap());
+        if let HostStatus::Running(observed) = &mut o.status {
+            observed.profiles = Some(running.profiles);
+        }
+    }
+    check(&t, &world, &[]);
+    // edge-a started before `sources` and `processes` were selected, with `ledger`.
+    if let HostStatus::Running(observed) = &mut world.hosts[0].status {
+        observed.profiles = Some(
+            ["transport", "authority", "delivery", "ledger"]
+                .map(str::to_owned)
+                .to_vec(),
+        );
+    }
+    check(&t, &world, &["! host edge-a @ edge-a"]);
+    let plan = from_world(&t, &[PathBuf::from("plant.kdl")], &world);
+    assert_eq!(
+        plan.transitions[0].detail,
+        "restart gridd to run profiles sources processes and to stop profiles ledger: it runs transport authority delivery ledger (profiles take effect when gridd starts)"
+    );
 }

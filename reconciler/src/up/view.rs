@@ -107,6 +107,11 @@ pub struct AuthorityRow {
 /// A number for people: at most four decimals, trailing zeros dropped (the owners
 /// hold the exact values; `gridctl inspect model` prints them).
 fn readable(x: f64) -> String {
+    // Four decimals at most; a number too large or too small for that reads in
+    // exponent form, never in hundreds of digits.
+    if x != 0.0 && !(1e-4..1e16).contains(&x.abs()) {
+        return grid_engine::model::number_text(x);
+    }
     let text = format!("{x:.4}");
     let text = text.trim_end_matches('0').trim_end_matches('.');
     if text == "-0" {

@@ -77,7 +77,7 @@ impl FileReader<'_> {
         let units = n.int_prop(self, "units", true, 1, u64::MAX as i128);
         let deadline = n.string_prop(self, "deadline", true).and_then(|(d, span)| {
             if is_rfc3339(&d) {
-                Some(d)
+                Some((d, span))
             } else {
                 self.error(
                     span,
@@ -142,6 +142,10 @@ impl FileReader<'_> {
             None => successor.clone(),
         };
         let origin = self.origin(span);
+        let (deadline, deadline_span) = deadline;
+        self.parsed
+            .mission_deadlines
+            .push((self.file.clone(), deadline_span));
         self.parsed.topology.missions.push(Mission {
             name,
             host,

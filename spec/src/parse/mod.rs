@@ -145,6 +145,8 @@ pub(crate) struct Parsed {
     pub incomplete_models: std::collections::HashSet<usize>,
     /// Ledger index → span of its name.
     pub ledger_spans: Vec<(File, SourceSpan)>,
+    /// Mission index → span of its `deadline=` entry.
+    pub mission_deadlines: Vec<(File, SourceSpan)>,
 }
 
 pub(crate) fn topology(
@@ -166,6 +168,7 @@ pub(crate) fn topology(
         declared: HashMap::new(),
         incomplete_models: Default::default(),
         ledger_spans: Vec::new(),
+        mission_deadlines: Vec::new(),
     };
     let mut names = Names::default();
     for (index, source) in sources.iter().enumerate() {
@@ -180,22 +183,7 @@ pub(crate) fn topology(
         let document = match crate::nesting::parse_v2(&source.text) {
             Ok(document) => document,
             Err(error) => {
-                for d in error.diagnostics {
-                    let message = d
-                        .message
-                        .clone()
-                        .unwrap_or_else(|| "this is not valid KDL 2".to_owned());
-                    let mut diagnostic = Diagnostic::at(
-                        &file,
-                        d.span,
-                        format!("KDL syntax: {message}"),
-                        d.label.clone().unwrap_or_else(|| "here".to_owned()),
-                    );
-                    diagnostic.help = Some(d.help.clone().unwrap_or_else(|| {
-                        "topology files are KDL 2 documents (https://kdl.dev)".to_owned()
-                    }));
-                    problems.push(diagnostic);
-                }
+                problems.extend(syntax_problems(&file, &source.text, error));
                 continue;
             }
         };
@@ -252,6 +240,43 @@ struct FileReader<'a> {
     parsed: &'a mut Parsed,
     names: &'a mut Names,
 }
+
+/// The KDL parser's errors as diagnostics in `file` (whose text is `text`). Where the
+/// error's line holds characters outside ASCII, the help says what names allow: the
+/// parser's own words ("Expected quoted string") do not.
+pub(crate) fn syntax_problems(file: &File, text: &str, error: kdl::KdlError) -> Vec<Diagnostic> {
+    error
+        .diagnostics
+        .into_iter()
+        .map(|d| {
+            let message = d
+                .message
+                .clone()
+                .unwrap_or_else(|| "this is not valid KDL 2".to_owned());
+            let mut diagnostic = Diagnostic::at(
+                file,
+                d.span,
+                format!("KDL syntax: {message}"),
+                d.label.clone().unwrap_or_else(|| "here".to_owned()),
+            );
+            let offset = d.span.offset().min(text.len());
+            let line_start = text[..offset].rfind('\n').map_or(0, |n| n + 1);
+            let line_end = text[offset..].find('\n').map_or(text.len(), |n| offset + n);
+            let line = text.get(line_start..line_end).unwrap_or("");
+            diagnostic.help = Some(if !line.is_ascii() {
+                NAME_CHARACTERS_HELP.to_owned()
+            } else {
+                d.help.clone().unwrap_or_else(|| {
+                    "topology files are KDL 2 documents (https://kdl.dev)".to_owned()
+                })
+            });
+            diagnostic
+        })
+        .collect()
+}
+
+/// What a name may hold, said wherever a name is refused.
+pub(crate) const NAME_CHARACTERS_HELP: &str = "names are ASCII: they start with a letter or digit and use letters, digits, `_`, `-`, `.` and `/` (a name becomes a file, a certificate's participant and a claim); other text, in any script, goes in a quoted string value";
 
 const KINDS: &str = "grid, host, membership, model, route, grant, mission, tag, export, ledger";
 
@@ -399,7 +424,7 @@ impl FileReader<'_> {
                 span,
                 format!("`{name}` is not a valid {kind} name"),
                 "invalid name",
-                "names start with a letter or digit and use letters, digits, `_`, `-`, `.` and `/`",
+                NAME_CHARACTERS_HELP,
             );
             return false;
         }

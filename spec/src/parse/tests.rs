@@ -28,12 +28,11 @@ fn string_base_finds_plain_strings_only() {
 
 #[test]
 fn a_profile_the_build_does_not_provide_is_refused_on_its_span() {
-    let text =
-        "grid version=1\nhost a listen=\"127.0.0.1:7401\" {\n    profiles transport missions\n}\n";
+    let text = "grid version=1\nmembership m\nhost a listen=\"127.0.0.1:7401\" {\n    member m\n    profiles transport authority processes missions\n}\n";
     // The language knows `missions`: without a provided list it loads.
     assert!(crate::load_str("t.kdl", text).is_ok());
     let options = crate::Options {
-        provided_profiles: Some(&[Profile::Transport, Profile::Authority]),
+        provided_profiles: Some(&[Profile::Transport, Profile::Authority, Profile::Processes]),
         ..crate::Options::default()
     };
     let error = crate::load_str_with("t.kdl", text, options).unwrap_err();
@@ -45,21 +44,79 @@ fn a_profile_the_build_does_not_provide_is_refused_on_its_span() {
     );
     assert_eq!(
         d.help.as_deref(),
-        Some("this build provides: transport, authority")
+        Some("this build provides: transport, authority, processes")
     );
     assert_eq!(d.offset(), text.find("missions"));
 }
 
 #[test]
 fn the_archive_wallet_needs_processes_and_says_so_on_its_span() {
-    let text = "grid version=1\nhost hq listen=\"127.0.0.1:7401\" {\n    profiles transport archive-wallet\n}\n";
+    let text = "grid version=1\nmembership m\nhost hq listen=\"127.0.0.1:7401\" {\n    member m\n    profiles transport archive-wallet\n}\n";
     let error = crate::load_str("t.kdl", text).unwrap_err();
     assert_eq!(error.len(), 1);
     let d = &error.items[0];
     assert!(d.message.contains("host `hq`"), "{}", d.message);
     assert!(d.message.contains("`processes`"), "{}", d.message);
     assert_eq!(d.offset(), text.find("archive-wallet"));
-    let with = "grid version=1\nhost hq listen=\"127.0.0.1:7401\" {\n    profiles transport archive-wallet processes\n}\n";
+    let with = "grid version=1\nmembership m\nhost hq listen=\"127.0.0.1:7401\" {\n    member m\n    profiles transport archive-wallet processes\n}\n";
     let topology = crate::load_str("t.kdl", with).unwrap();
     assert!(topology.hosts[0].profiles.contains(&Profile::ArchiveWallet));
+}
+
+#[test]
+fn an_export_is_refused_while_the_build_does_not_provide_exports() {
+    let text = "grid version=1\nmembership a {\n    authority voters=1\n}\nmembership b {\n    authority voters=1\n}\nhost g listen=\"127.0.0.1:7401\" {\n    member a\n    member b\n    profiles transport authority delivery\n}\nroute ra membership=a class=ordered {\n    publisher g\n}\nroute rb membership=b class=ordered {\n    publisher g\n}\nexport x gateway=g from=ra to=rb\n";
+    // The language knows exports: without a provided list it loads.
+    assert!(crate::load_str("t.kdl", text).is_ok());
+    let options = crate::Options {
+        provided_profiles: Some(&[Profile::Transport, Profile::Authority, Profile::Delivery]),
+        ..crate::Options::default()
+    };
+    let error = crate::load_str_with("t.kdl", text, options).unwrap_err();
+    assert_eq!(error.len(), 1, "{:?}", error.items);
+    let d = &error.items[0];
+    assert_eq!(
+        d.message,
+        "export `x` cannot run: this build does not provide the `exports` profile"
+    );
+    assert_eq!(d.offset(), text.find("x gateway"));
+    let provided = crate::Options {
+        provided_profiles: Some(&[
+            Profile::Transport,
+            Profile::Authority,
+            Profile::Delivery,
+            Profile::Exports,
+        ]),
+        ..crate::Options::default()
+    };
+    assert!(crate::load_str_with("t.kdl", text, provided).is_ok());
+}
+
+#[test]
+fn a_mission_past_its_deadline_is_refused_unless_returned() {
+    let head = "grid version=1\nmembership m {\n    authority voters=1\n}\nhost e listen=\"127.0.0.1:7401\" {\n    member m\n    profiles transport authority processes missions\n}\nhost s listen=\"127.0.0.1:7402\" {\n    member m\n    profiles transport authority processes missions\n}\n";
+    let text =
+        format!("{head}mission n host=e units=3 deadline=\"2026-01-01T00:00:00Z\" successor=s\n");
+    let at = |rfc3339: &str| {
+        let t =
+            time::OffsetDateTime::parse(rfc3339, &time::format_description::well_known::Rfc3339)
+                .unwrap();
+        crate::Options {
+            now: Some(t.into()),
+            ..crate::Options::default()
+        }
+    };
+    // Without a clock nothing is compared; before the deadline it loads.
+    assert!(crate::load_str("t.kdl", &text).is_ok());
+    assert!(crate::load_str_with("t.kdl", &text, at("2025-12-31T23:59:59Z")).is_ok());
+    let error = crate::load_str_with("t.kdl", &text, at("2026-01-01T00:00:00Z")).unwrap_err();
+    assert_eq!(error.len(), 1, "{:?}", error.items);
+    let d = &error.items[0];
+    assert_eq!(
+        d.message,
+        "mission `n`: its deadline 2026-01-01T00:00:00Z has passed"
+    );
+    assert_eq!(d.offset(), text.find("deadline="));
+    let returned = text.replace("successor=s", "successor=s returned=#true");
+    assert!(crate::load_str_with("t.kdl", &returned, at("2027-01-01T00:00:00Z")).is_ok());
 }

@@ -13,11 +13,11 @@
 
 use std::ffi::OsString;
 
+use crate::context::Context;
 use crate::error::Failure;
-use crate::parse::{Node, ParseError};
 use crate::process::describe_status;
-use crate::runner::Context;
 use crate::step::Step;
+use crate::step::{Node, ParseError};
 use crate::steps::gridctl::json_of;
 use crate::steps::shorten;
 

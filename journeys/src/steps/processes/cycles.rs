@@ -31,15 +31,15 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::{RunAnswer, ask, is_terminal, run_args};
+use crate::context::Context;
 use crate::error::Failure;
 use crate::limits::{CYCLE_DELAY_MS_MAX, CYCLE_MAILBOX_WAIT_MS, PROCESS_CYCLES_MAX};
 use crate::oracles::answers_unchanged;
 use crate::oracles::runs_once::{self, Runs};
 use crate::oracles::units_conserved::{self, Units};
-use crate::parse::{Node, ParseError};
-use crate::runner::Context;
 use crate::seeded::Seeded;
 use crate::step::Step;
+use crate::step::{Node, ParseError};
 use crate::steps::gridctl::Quiet;
 use crate::steps::shorten;
 

@@ -4,11 +4,11 @@
 
 use serde_json::Value;
 
+use crate::context::Context;
 use crate::error::Failure;
 use crate::oracles::units_conserved::{GRANT_NUMBERS, Units};
-use crate::parse::{Node, ParseError};
-use crate::runner::Context;
 use crate::step::Step;
+use crate::step::{Node, ParseError};
 use crate::steps::gridctl::gridctl_json;
 use crate::steps::shorten;
 

@@ -49,11 +49,11 @@ use serde_json::{Value, json};
 
 use super::gridctl::{Quiet, gridctl_json};
 use super::{Outcome, journal, shorten};
+use crate::context::Context;
 use crate::error::Failure;
 use crate::oracles::answers_unchanged;
-use crate::parse::{Node, ParseError};
 use crate::process::{CommandOutput, RunError, describe_status};
-use crate::runner::Context;
+use crate::step::{Node, ParseError};
 use crate::steps::gridctl::QUIET_COMMAND_TIMEOUT;
 
 pub use cancel::parse_cancel;

@@ -7,12 +7,12 @@ use std::ffi::OsString;
 use super::{
     RunAnswer, first_terminal, inspect_run, pairs, record, result_value, run_args, value_matches,
 };
+use crate::context::Context;
 use crate::error::Failure;
 use crate::oracles::answers_unchanged;
-use crate::parse::{Node, ParseError};
 use crate::process::describe_status;
-use crate::runner::Context;
 use crate::step::Step;
+use crate::step::{Node, ParseError};
 use crate::steps::gridctl::json_of;
 use crate::steps::{Outcome, check_outcome, shorten};
 

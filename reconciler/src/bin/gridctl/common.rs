@@ -31,10 +31,12 @@ pub fn state_dir(value: &str) -> Result<PathBuf, String> {
     }
 }
 
-/// `options` refusing every profile this build of gridd does not provide.
+/// `options` refusing every profile this build of gridd does not provide, and every
+/// mission not yet returned whose deadline has passed by now.
 pub fn with_provided_profiles(options: Options) -> Options {
     Options {
         provided_profiles: Some(&grid_engine::config::PROVIDED_PROFILES),
+        now: Some(std::time::SystemTime::now()),
         ..options
     }
 }
@@ -71,20 +73,26 @@ pub fn find_model<'t>(topology: &'t Topology, name: &str) -> anyhow::Result<&'t 
     })
 }
 
-/// Parses `--set NAME=VALUE` arguments, refusing non-finite values before anything
-/// is captured.
-pub fn parse_sets(sets: &[String]) -> anyhow::Result<Vec<(String, f64)>> {
+/// Parses `NAME=VALUE` arguments (`--set NAME=VALUE` of `model`, the values of
+/// `input`; `what` names them in a refusal), refusing non-finite values before
+/// anything is captured. Quoted input is capped at `QUOTED_CHARS_MAX`.
+pub fn parse_sets(what: &str, sets: &[String]) -> anyhow::Result<Vec<(String, f64)>> {
     sets.iter()
         .map(|set| {
+            let quoted = grid_spec::diagnostic::quoted(set);
             let (name, value) = set
                 .split_once('=')
-                .with_context(|| format!("--set `{set}`: expected NAME=VALUE"))?;
-            let number: f64 = value
-                .trim()
-                .parse()
-                .with_context(|| format!("--set `{set}`: `{value}` is not a number"))?;
+                .with_context(|| format!("{what} `{quoted}`: expected NAME=VALUE"))?;
+            let number: f64 = value.trim().parse().with_context(|| {
+                format!(
+                    "{what} `{quoted}`: `{}` is not a number",
+                    grid_spec::diagnostic::quoted(value)
+                )
+            })?;
             if !number.is_finite() {
-                bail!("--set `{set}`: values are finite numbers; NaN and infinities are refused");
+                bail!(
+                    "{what} `{quoted}`: values are finite numbers; NaN and infinities are refused"
+                );
             }
             Ok((name.trim().to_owned(), number))
         })
@@ -94,7 +102,9 @@ pub fn parse_sets(sets: &[String]) -> anyhow::Result<Vec<(String, f64)>> {
 /// The installed host that serves `model` (not retired), found under STATE/hosts.
 pub fn owner_of(state: &Path, model: &str) -> anyhow::Result<PathBuf> {
     let hosts = grid_reconciler::observe::installed_hosts(state);
+    let shown = grid_spec::diagnostic::quoted(model);
     let mut unreachable = Vec::new();
+    let mut retired_at = Vec::new();
     for name in &hosts {
         let dir = grid_reconciler::observe::host_dir(state, name);
         match grid_reconciler::observe::observe_host(name, &dir).status {
@@ -102,18 +112,27 @@ pub fn owner_of(state: &Path, model: &str) -> anyhow::Result<PathBuf> {
                 if o.models.iter().any(|m| m.name == model && !m.retired) {
                     return Ok(dir);
                 }
+                if o.models.iter().any(|m| m.name == model && m.retired) {
+                    retired_at.push(name.clone());
+                }
             }
             _ => unreachable.push(name.clone()),
         }
     }
+    if !retired_at.is_empty() && unreachable.is_empty() {
+        bail!(
+            "model `{shown}` is retired (host {} holds it retired): it takes no input and serves no value; un-retire it in the files and reconcile to reinstate it",
+            retired_at.join(", ")
+        )
+    }
     if unreachable.is_empty() {
         bail!(
-            "no running host under {} serves model `{model}`",
+            "no running host under {} serves model `{shown}`",
             state.display()
         )
     }
     bail!(
-        "no running host under {} serves model `{model}`; not reachable: {}",
+        "no running host under {} serves model `{shown}`; not reachable: {}",
         state.display(),
         unreachable.join(", ")
     )
@@ -138,8 +157,12 @@ pub fn build_gridd_under_cargo() -> anyhow::Result<()> {
     {
         return Ok(());
     }
+    // The workspace's selection, as `cargo run --bin gridctl` made (no `-p`): the same
+    // features, so gridd reuses gridctl's build instead of compiling the engine again.
+    // Not quiet: the first build takes minutes, and cargo shows its progress.
+    eprintln!("building gridd beside gridctl (cargo build --bin gridd)");
     let mut build = std::process::Command::new(cargo);
-    build.args(["build", "-q", "-p", "grid-engine", "--bin", "gridd"]);
+    build.args(["build", "--bin", "gridd"]);
     if let Some(manifest) = std::env::var_os("CARGO_MANIFEST_DIR") {
         build
             .arg("--manifest-path")

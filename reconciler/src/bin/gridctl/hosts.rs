@@ -79,7 +79,7 @@ pub fn input(
     fence: Option<&str>,
     output: &Output,
 ) -> anyhow::Result<ExitCode> {
-    let sets = parse_sets(values)?;
+    let sets = parse_sets("input", values)?;
     let fence = match fence {
         None => None,
         Some(text) => {
@@ -284,7 +284,56 @@ struct Observed(Reply);
 
 impl Report for Observed {
     fn text(&self) -> String {
-        format!("{:?}\n", self.0)
+        let o = match &self.0 {
+            Reply::Observation(o) => o,
+            Reply::Refused { reason } => return format!("refused: {reason}\n"),
+            // Any other answer, as its JSON form (never Rust's Debug text).
+            other => {
+                return format!(
+                    "{}\n",
+                    serde_json::to_string(other).unwrap_or_else(|e| e.to_string())
+                );
+            }
+        };
+        let names = |items: Vec<String>| {
+            if items.is_empty() {
+                "(none)".to_owned()
+            } else {
+                items.join(" ")
+            }
+        };
+        let mut out = format!("host {}\n", o.host);
+        if let Some(profiles) = &o.profiles {
+            out.push_str(&format!("  profiles        {}\n", names(profiles.clone())));
+        }
+        let models = o
+            .models
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}@{}{}",
+                    m.name,
+                    m.generation,
+                    if m.retired { "(retired)" } else { "" }
+                )
+            })
+            .collect();
+        out.push_str(&format!("  models          {}\n", names(models)));
+        let routes = o.routes.iter().map(|r| r.name.clone()).collect();
+        out.push_str(&format!("  routes          {}\n", names(routes)));
+        let grants = o.grants.iter().map(|g| g.name.clone()).collect();
+        out.push_str(&format!("  grants          {}\n", names(grants)));
+        let tags = o.tags.iter().map(|t| t.name.clone()).collect();
+        out.push_str(&format!("  tags            {}\n", names(tags)));
+        let ledgers = o.ledgers.iter().map(|l| l.name.clone()).collect();
+        out.push_str(&format!("  ledgers         {}\n", names(ledgers)));
+        let missions = o.missions.iter().map(|m| m.name.clone()).collect();
+        out.push_str(&format!("  missions        {}\n", names(missions)));
+        out.push_str(&format!(
+            "  unacknowledged  {} answer(s)\n",
+            o.unacknowledged.len()
+        ));
+        out
     }
 }
 

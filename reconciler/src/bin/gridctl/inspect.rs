@@ -19,6 +19,16 @@ use crate::{process, routes};
 
 #[derive(Subcommand, Debug)]
 pub enum InspectCommand {
+    /// Every host installed under the state directory: its directory (and where it
+    /// links to), whether a gridd runs it and its pid, the profiles host.toml selects
+    /// (and those the running gridd runs, when they differ), its models.
+    #[command(mut_arg("json", |a| a.help(
+        "A JSON list of {\"name\", \"dir\", \"link\", \"running\", \"pid\", \"profiles\", \"running_profiles\", \"models\", \"reason\"}"
+    )))]
+    Hosts {
+        #[command(flatten)]
+        output: Output,
+    },
     /// A membership's authority: voters, leader, term, last applied, profiles, and an
     /// explicit linearizable read barrier (`unknown` when no quorum confirms it).
     Authority {
@@ -164,6 +174,7 @@ pub enum InspectCommand {
 
 pub fn inspect(command: InspectCommand) -> anyhow::Result<ExitCode> {
     match command {
+        InspectCommand::Hosts { output } => crate::local::inspect_hosts(&output),
         InspectCommand::Authority { membership, output } => authority(&membership, &output),
         InspectCommand::Wire { host, output } => wire(&host, &output),
         InspectCommand::Routes { host, output } => routes::inspect_routes(host, &output),
@@ -304,7 +315,9 @@ impl Report for HeldValues {
         self.0
             .iter()
             .map(|(name, value)| match value {
-                ValueText::Number(n) => format!("{name} = {n}\n"),
+                ValueText::Number(n) => {
+                    format!("{name} = {}\n", grid_engine::model::number_text(*n))
+                }
                 ValueText::Error(e) => format!("{name} = {e}\n"),
             })
             .collect()

@@ -23,6 +23,7 @@ mod hosts;
 mod inspect;
 mod journey;
 mod ledger;
+mod local;
 mod mission;
 mod model;
 mod plan;
@@ -70,6 +71,26 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Rewrite topology files in canonical KDL layout (indentation, spacing, one node
+    /// a line), as `terraform fmt` does: no node, value or comment changes. Prints each
+    /// file rewritten. Exit 0, 1 when a file is not KDL (nothing is rewritten), 3 with
+    /// --check when a file is not in canonical layout.
+    Fmt {
+        /// Topology files, or directories whose .kdl files are read.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Rewrite nothing; list the files not in canonical layout (exit 3 if any).
+        #[arg(long)]
+        check: bool,
+    },
+    /// Stop the `gridctl up` of a state directory and every gridd serving one of its
+    /// installations (SIGTERM, SIGKILL after a timeout). Retires, revokes and removes
+    /// nothing: `up` or `gridd --dir` starts them again as they were. Exit 0, or 1 when
+    /// a process could not be stopped.
+    Down {
+        #[command(flatten)]
+        output: Output,
+    },
     /// Evaluate, admit and run one model of a topology.
     #[command(subcommand)]
     Model(model::ModelCommand),
@@ -107,7 +128,7 @@ enum Command {
     /// again), 6 applied, but lines needing attention remain.
     #[command(
         mut_arg("state", |a| a.help(
-            "The operator's state directory (ignored for a saved plan, which names its own)"
+            "The operator's state directory; a saved plan applies to the state it was made against, and a --state (or GRID_STATE) naming another is refused"
         )),
         mut_arg("json", |a| a.help("Print the outcome as JSON"))
     )]
@@ -258,6 +279,8 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check { files, json } => check::check(&files, json),
+        Command::Fmt { files, check } => local::fmt(&files, check),
+        Command::Down { output } => local::down(&output),
         Command::Model(command) => model::model(command),
         Command::Plan {
             files,

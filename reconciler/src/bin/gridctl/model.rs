@@ -76,7 +76,7 @@ pub fn check(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
     };
     let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
     println!(
-        "valid: {}, {}, {}, {}, {}, {}, {}, {}",
+        "valid: {}, {}, {}, {}, {}, {}, {}, {}, {}",
         count(topology.hosts.len(), "host"),
         count(topology.memberships.len(), "membership"),
         count(topology.models.len(), "model"),
@@ -85,6 +85,7 @@ pub fn check(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
         count(topology.missions.len(), "mission"),
         count(topology.tags.len(), "tag"),
         count(topology.exports.len(), "export"),
+        count(topology.ledgers.len(), "ledger"),
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -142,7 +143,7 @@ impl Report for Values {
 
 /// `gridctl model eval`.
 fn eval(target: &Target, set: &[String], json: bool) -> anyhow::Result<ExitCode> {
-    let sets = parse_sets(set)?;
+    let sets = parse_sets("--set", set)?;
     let Some(topology) = load(&target.files, Options::default()) else {
         return Ok(ExitCode::FAILURE);
     };
@@ -239,7 +240,7 @@ fn run(
     batches: Option<&Path>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let mut planned = vec![parse_sets(set)?];
+    let mut planned = vec![parse_sets("--set", set)?];
     if let Some(file) = batches {
         let text = std::fs::read_to_string(file)
             .with_context(|| format!("cannot read --batches {}", file.display()))?;
@@ -249,7 +250,8 @@ fn run(
             .filter(|(_, line)| !line.trim().is_empty())
             .map(|(number, line)| {
                 let sets: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
-                parse_sets(&sets).with_context(|| format!("{} line {}", file.display(), number + 1))
+                parse_sets("batch", &sets)
+                    .with_context(|| format!("{} line {}", file.display(), number + 1))
             })
             .collect::<anyhow::Result<_>>()?;
     }

@@ -58,6 +58,23 @@ pub fn reconcile(files: &[PathBuf], output: &Output) -> anyhow::Result<ExitCode>
         && planfile::is_plan(only)
     {
         let plan = planfile::load(only).map_err(anyhow::Error::msg)?;
+        let named = state_named().then(|| std::path::absolute(&output.state));
+        if let Some(Ok(named)) = named
+            && named != std::path::absolute(&plan.state).unwrap_or_else(|_| plan.state.clone())
+        {
+            let refused = Refused {
+                outcome: "refused",
+                reason: format!(
+                    "the saved plan was made against the state {}, and --state (or GRID_STATE) names {}: a plan applies only to the state it observed; make a new plan with --state {}",
+                    plan.state.display(),
+                    named.display(),
+                    named.display()
+                ),
+                transitions: [],
+            };
+            emit_failure(&refused, output.json);
+            return Ok(ExitCode::from(Status::Refused.exit_code()));
+        }
         if let Err(reason) = apply::check_fresh(&plan) {
             let refused = Refused {
                 outcome: "refused",
@@ -80,6 +97,14 @@ pub fn reconcile(files: &[PathBuf], output: &Output) -> anyhow::Result<ExitCode>
         output.json,
     );
     Ok(ExitCode::from(report.outcome.exit_code()))
+}
+
+/// Whether the operator named a state (`--state` or `GRID_STATE`) rather than taking
+/// the default.
+fn state_named() -> bool {
+    std::env::var_os("GRID_STATE").is_some()
+        || std::env::args_os()
+            .any(|a| a == "--state" || a.to_str().is_some_and(|a| a.starts_with("--state=")))
 }
 
 /// `gridctl up FILES`.

@@ -48,7 +48,8 @@ pub fn publish(
         Ok(v) if f64::is_finite(v) => v,
         _ => {
             let detail = format!(
-                "value `{value}` is not a finite number; refused before capture, nothing was published"
+                "value `{}` is not a finite number; refused before capture, nothing was published",
+                grid_spec::diagnostic::quoted(value)
             );
             emit(&not_done("refused", detail.clone()), json);
             eprintln!("gridctl: {detail}");

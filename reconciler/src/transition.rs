@@ -1,0 +1,361 @@
+//! The plan's vocabulary, on the reconciler's ground floor: what a transition is
+//! ([`Transition`], its [`Op`], the [`Action`] reconcile takes, what it [`Wait`]s for),
+//! how a capability drafts one ([`Draft`], with the keys it comes after), and the
+//! files' [`Index`]. Every capability module (`diff::hosts`, `routes`, `missions`, …)
+//! builds its transitions from these; this module imports no capability, so no
+//! capability imports another through the plan.
+
+use std::path::PathBuf;
+
+use grid_engine::host::config::HostConfig;
+use grid_engine::protocol::Request;
+use grid_spec::Topology;
+use serde::{Deserialize, Serialize};
+
+use crate::changes::Change;
+
+/// `+` create, `~` change, `-` retire, `!` needs attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Create,
+    Change,
+    Retire,
+    Attention,
+}
+
+impl Op {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Op::Create => "+",
+            Op::Change => "~",
+            Op::Retire => "-",
+            Op::Attention => "!",
+        }
+    }
+
+    pub fn from_symbol(symbol: &str) -> Option<Op> {
+        [Op::Create, Op::Change, Op::Retire, Op::Attention]
+            .into_iter()
+            .find(|op| op.symbol() == symbol)
+    }
+}
+
+/// What reconcile does for a transition.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Nothing: the line informs (unreachable or unmanaged owners).
+    None,
+    /// Create or rewrite the host's installation (`DIR/host.toml`, DIR 0700).
+    WriteHostConfig {
+        config: HostConfig,
+        dir: Option<PathBuf>,
+    },
+    /// Create the host's key custody (keys and manifest) in its installation.
+    CreateCustody,
+    /// Rewrite the custody's key files still in hex as PEM PKCS#8 (the same secrets:
+    /// fingerprints and identities unchanged).
+    RewriteKeysAsPem,
+    /// Create a membership's certificate authority in the operator's state.
+    CreateAuthority { membership: String },
+    /// Certify the host's public TLS key as a participant of the membership.
+    Enroll { membership: String },
+    /// Revoke a participant: every certificate issued to it, in a new revocation list.
+    Revoke {
+        membership: String,
+        participant: String,
+    },
+    /// Copy the membership's current revocation list into a member host's installation.
+    DistributeRevocations { membership: String },
+    /// Send an operation to the host.
+    Submit { request: Request },
+    /// Send an operation to the host whose request names values known only after
+    /// earlier transitions of this plan apply (public keys of hosts it creates): the
+    /// template is completed from their owners when it is sent.
+    Resolve { template: crate::resolve::Template },
+    /// Ask the host again for the retained answer of `op` and acknowledge it.
+    Recover { op: String },
+    /// A call to the authority of `membership` through the host's control socket:
+    /// bootstrap, add or remove a voter.
+    Authority {
+        membership: String,
+        call: grid_engine::authority::service::AuthorityCall,
+    },
+    /// A claim command sent as the host (its control socket) to the authority of
+    /// `membership`, with the transition's operation id: the publishing right of a
+    /// route.
+    Claim {
+        membership: String,
+        command: grid_engine::authority::service::ClaimCommand,
+    },
+    /// A mission step sent to its host's control socket with the transition's
+    /// operation id (`Call::Mission`): the reservation (its terms completed from the
+    /// installations when sent) or the return.
+    Mission { step: MissionStep },
+}
+
+impl Action {
+    /// The action is a call to the owner's control socket: the owner must run.
+    pub fn needs_running_owner(&self) -> bool {
+        matches!(
+            self,
+            Action::Submit { .. }
+                | Action::Resolve { .. }
+                | Action::Recover { .. }
+                | Action::Authority { .. }
+                | Action::Claim { .. }
+                | Action::Mission { .. }
+        )
+    }
+}
+
+/// Why a transition cannot be applied now, whatever else this plan applies first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitReason {
+    /// Its owner (or a host it needs) does not run: start it (`gridd --dir …`).
+    HostNotRunning,
+    /// A host it needs holds no certificate of the membership and this plan cannot
+    /// give it one (see that host's `!` line).
+    HostNotEnrolled,
+}
+
+impl WaitReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitReason::HostNotRunning => "host-not-running",
+            WaitReason::HostNotEnrolled => "host-not-enrolled",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<WaitReason> {
+        [WaitReason::HostNotRunning, WaitReason::HostNotEnrolled]
+            .into_iter()
+            .find(|w| w.name() == name)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wait {
+    pub reason: WaitReason,
+    /// The hosts it waits for, sorted.
+    pub hosts: Vec<String>,
+}
+
+impl Wait {
+    pub fn running(hosts: impl IntoIterator<Item = String>) -> Wait {
+        let mut hosts: Vec<String> = hosts.into_iter().collect();
+        hosts.sort();
+        hosts.dedup();
+        Wait {
+            reason: WaitReason::HostNotRunning,
+            hosts,
+        }
+    }
+
+    /// For people: `edge-a must be running`.
+    pub fn describe(&self) -> String {
+        let hosts = self.hosts.join(", ");
+        match self.reason {
+            WaitReason::HostNotRunning => format!("{hosts} must be running"),
+            WaitReason::HostNotEnrolled => format!("{hosts} must be enrolled"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub op: Op,
+    pub kind: String,
+    pub name: String,
+    /// The owner it goes to.
+    pub host: String,
+    pub detail: String,
+    /// Field-level changes of a `~` line (`cell power: "a" → "b"`), when known.
+    pub changes: Vec<Change>,
+    /// The operation id sent to the owner; every transition has one.
+    pub id: String,
+    pub action: Action,
+    /// Ids of the transitions of this plan that must succeed first.
+    pub after: Vec<String>,
+    /// Why it cannot be applied now (`None`: it can, once `after` succeeded).
+    pub waits_for: Option<Wait>,
+}
+
+impl Transition {
+    /// `+ host edge-a`, `+ route plant/temp_f @ site-b`: the title without an owner
+    /// its name already says.
+    pub fn short(&self) -> String {
+        if self.name.contains(&self.host) || self.host.starts_with(MEMBERSHIP_OWNER_PREFIX) {
+            format!("{} {} {}", self.op.symbol(), self.kind, self.name)
+        } else {
+            self.title()
+        }
+    }
+
+    /// `+ model boiler @ edge-a`.
+    pub fn title(&self) -> String {
+        format!(
+            "{} {} {} @ {}",
+            self.op.symbol(),
+            self.kind,
+            self.name,
+            self.host
+        )
+    }
+}
+
+/// The line-level difference of two canonical texts, for `~` details.
+pub fn diff(before: &str, after: &str) -> String {
+    let old: Vec<&str> = before.lines().collect();
+    let new: Vec<&str> = after.lines().collect();
+    let mut out = Vec::new();
+    for line in &old {
+        if !new.contains(line) {
+            out.push(format!("before: {}", line.trim()));
+        }
+    }
+    for line in &new {
+        if !old.contains(line) {
+            out.push(format!("after:  {}", line.trim()));
+        }
+    }
+    if out.is_empty() {
+        "declaration order changed".to_owned()
+    } else {
+        out.join("\n")
+    }
+}
+
+/// Saved plans name a membership authority as the owner `membership:NAME`.
+pub const MEMBERSHIP_OWNER_PREFIX: &str = "membership:";
+
+/// One transition as the diff makes it.
+#[derive(Debug, Clone)]
+pub struct Draft {
+    pub transition: Transition,
+    /// What other transitions name it by (empty for lines nothing comes after).
+    pub key: String,
+    /// Keys of the transitions it comes after.
+    pub after: Vec<String>,
+}
+
+impl Draft {
+    pub fn new(
+        op: Op,
+        kind: &str,
+        name: &str,
+        host: &str,
+        detail: String,
+        action: Action,
+    ) -> Draft {
+        Draft {
+            transition: Transition {
+                op,
+                kind: kind.to_owned(),
+                name: name.to_owned(),
+                host: host.to_owned(),
+                detail,
+                changes: Vec::new(),
+                id: String::new(),
+                action,
+                after: Vec::new(),
+                waits_for: None,
+            },
+            key: String::new(),
+            after: Vec::new(),
+        }
+    }
+
+    pub fn attention(kind: &str, name: &str, host: &str, detail: String) -> Draft {
+        Draft::new(Op::Attention, kind, name, host, detail, Action::None)
+    }
+
+    pub fn key(mut self, key: String) -> Draft {
+        self.key = key;
+        self
+    }
+
+    pub fn after(mut self, keys: impl IntoIterator<Item = String>) -> Draft {
+        self.after.extend(keys);
+        self
+    }
+
+    pub fn waits(mut self, wait: Option<Wait>) -> Draft {
+        self.transition.waits_for = wait;
+        self
+    }
+
+    pub fn id(mut self, id: String) -> Draft {
+        self.transition.id = id;
+        self
+    }
+
+    pub fn changes(mut self, changes: Vec<Change>) -> Draft {
+        self.transition.changes = changes;
+        self
+    }
+}
+
+/// The keys of the transitions that create a host's installation and custody:
+/// whatever needs its files comes after these.
+pub fn installed(host: &str) -> [String; 2] {
+    [format!("host:{host}"), format!("keys:{host}")]
+}
+
+pub fn enrolled(host: &str, membership: &str) -> String {
+    format!("enroll:{host}:{membership}")
+}
+
+/// The files' hosts and models by name, built once per plan: the diff looks them up
+/// for every object, and a linear search would make a plan quadratic.
+pub struct Index<'t> {
+    pub hosts: std::collections::HashMap<&'t str, &'t grid_spec::Host>,
+    /// Each host's models, in file order.
+    pub models: std::collections::HashMap<&'t str, Vec<&'t grid_spec::Model>>,
+}
+
+impl<'t> Index<'t> {
+    pub fn of(topology: &'t Topology) -> Index<'t> {
+        let mut models: std::collections::HashMap<&str, Vec<&grid_spec::Model>> =
+            std::collections::HashMap::new();
+        for m in &topology.models {
+            models.entry(m.host.as_str()).or_default().push(m);
+        }
+        Index {
+            hosts: topology
+                .hosts
+                .iter()
+                .map(|h| (h.name.as_str(), h))
+                .collect(),
+            models,
+        }
+    }
+
+    pub fn host(&self, name: &str) -> Option<&'t grid_spec::Host> {
+        self.hosts.get(name).copied()
+    }
+
+    pub fn models(&self, host: &str) -> &[&'t grid_spec::Model] {
+        self.models.get(host).map_or(&[][..], Vec::as_slice)
+    }
+}
+
+/// What reconcile sends for a mission's transition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "kebab-case")]
+pub enum MissionStep {
+    /// Quiesce and reserve, with the terms the files state; the keys and addresses
+    /// are read from the installations when it is sent.
+    Reserve {
+        name: String,
+        host: String,
+        units: u64,
+        deadline: String,
+        successor: String,
+        issuer: String,
+        membership: String,
+    },
+    Return {
+        name: String,
+    },
+}
