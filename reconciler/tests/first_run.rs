@@ -385,3 +385,10 @@ fn gridd_ends_on_sigterm_when_nobody_reads_its_stderr() {
     assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_repositorys_topologies_are_in_canonical_layout() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let (code, text) = gridctl_code(root, &["fmt", "--check", "examples", "journeys/topologies"]);
+    assert_eq!(code, Some(0), "run `gridctl fmt` on them:\n{text}");
+}
