@@ -163,10 +163,36 @@ pub fn build_gridd_under_cargo() -> anyhow::Result<()> {
     eprintln!("building gridd beside gridctl (cargo build --bin gridd)");
     let mut build = std::process::Command::new(cargo);
     build.args(["build", "--bin", "gridd"]);
-    if let Some(manifest) = std::env::var_os("CARGO_MANIFEST_DIR") {
+    // What `cargo run` set for gridctl describes gridctl's package: passed on to the
+    // nested build it changes crates' fingerprints (ring's build script reruns when
+    // `OUT_DIR` changes), and the next `cargo run` or `cargo test` compiles a dozen
+    // crates again. The nested build gets the caller's environment without them.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_PKG_")
+            || [
+                "CARGO_MANIFEST_DIR",
+                "CARGO_MANIFEST_PATH",
+                "CARGO_CRATE_NAME",
+                "CARGO_BIN_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                // gridctl's build script's: ring's build script reruns when it changes.
+                "OUT_DIR",
+            ]
+            .contains(&name.as_ref())
+        {
+            build.env_remove(name.as_ref());
+        }
+    }
+    // The workspace's manifest (the reconciler's parent directory), never the
+    // reconciler's own: that would select the reconciler alone, which has no `gridd`.
+    if let Some(workspace) = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .and_then(|manifest| manifest.parent().map(Path::to_path_buf))
+    {
         build
             .arg("--manifest-path")
-            .arg(PathBuf::from(manifest).join("Cargo.toml"));
+            .arg(workspace.join("Cargo.toml"));
     }
     if dir.ends_with("release") {
         build.arg("--release");
