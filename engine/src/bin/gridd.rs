@@ -53,10 +53,7 @@ fn init_logs(format: LogFormat) {
         Ok(directives) if !directives.trim().is_empty() => EnvFilter::builder()
             .parse(log_directives(&directives))
             .unwrap_or_else(|e| {
-                let _ = std::io::Write::write_all(
-                    &mut std::io::stderr(),
-                    format!("gridd: RUST_LOG: {e}; logging at `info`\n").as_bytes(),
-                );
+                say(&format_args!("gridd: RUST_LOG: {e}; logging at `info`"));
                 default()
             }),
         _ => default(),
@@ -95,17 +92,18 @@ fn log_directives(rust_log: &str) -> String {
     directives.join(",")
 }
 
+/// One line on stderr; a failed write (a closed pipe) is ignored. Never `eprintln!`
+/// here: it panics when stderr is a closed pipe.
+fn say(line: &dyn std::fmt::Display) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 /// Why gridd cannot go on: one plain line on stderr in the text format (as before
 /// logs existed), one JSON event in the json format.
 fn fail(format: LogFormat, message: &dyn std::fmt::Display) {
     match format {
-        // Never `eprintln!`: it panics when stderr is a closed pipe.
-        LogFormat::Text => {
-            let _ = std::io::Write::write_all(
-                &mut std::io::stderr(),
-                format!("{message}\n").as_bytes(),
-            );
-        }
+        LogFormat::Text => say(message),
         LogFormat::Json => tracing::error!(reason = %message, "gridd stopped"),
     }
 }

@@ -19,13 +19,12 @@ pub use private::{PrivateDirError, ensure_private_dir};
 /// durable, so it stops; a restart recovers from the store.
 pub fn fatal(dir: &std::path::Path, what: &str, error: impl std::fmt::Display) -> ! {
     // Never `eprintln!`: it panics when stderr is a closed pipe, and this must abort.
-    let _ = std::io::Write::write_all(
+    let _ = std::io::Write::write_fmt(
         &mut std::io::stderr(),
-        format!(
+        format_args!(
             "gridd: {}: storage failed while {what}: {error}; stopping\n",
             dir.display()
-        )
-        .as_bytes(),
+        ),
     );
     std::process::abort();
 }
