@@ -56,6 +56,9 @@ pub const TRANSPORT_CONNECTIONS_MAX: usize = 256;
 pub const RAFT_MESSAGE_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// The largest snapshot a voter accepts, in bytes.
 pub const SNAPSHOT_BYTES_MAX: usize = 1024 * 1024 * 1024;
+/// The longest reply a peer's transport client reads, in bytes (a longer one is
+/// `Lost`: the request may have taken effect).
+pub const PEER_REPLY_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 // The authority's state machine.
 
@@ -146,6 +149,10 @@ const _: () = assert!(HEARTBEAT_MS < ELECTION_TIMEOUT_MS_MIN);
 const _: () = assert!(ELECTION_TIMEOUT_MS_MIN < ELECTION_TIMEOUT_MS_MAX);
 // A snapshot is not smaller than the largest Raft message it replaces.
 const _: () = assert!(RAFT_MESSAGE_BYTES_MAX <= SNAPSHOT_BYTES_MAX);
+// Every reply a peer sends fits: control replies, mission bodies, Raft replies.
+const _: () = assert!(CONTROL_LINE_BYTES_MAX as usize <= PEER_REPLY_BYTES_MAX);
+const _: () = assert!(MISSION_BODY_BYTES_MAX <= PEER_REPLY_BYTES_MAX);
+const _: () = assert!(RAFT_MESSAGE_BYTES_MAX <= PEER_REPLY_BYTES_MAX);
 // A caller's wait is asked at least as often as its run may wait.
 const _: () = assert!(WAIT_POLL_MAX.as_millis() < RUN_WAIT_MAX.as_millis());
 // Backoff between pushes is shorter than a push's own timeout.

@@ -517,7 +517,8 @@ pub struct KeysState {
 pub struct WirePeer {
     /// `participant in membership`, or `unauthenticated` for refused handshakes.
     pub peer: String,
-    /// Whose writes: `server-to-client` (this host serving the peer).
+    /// Whose writes: `server-to-client` (this host serving the peer) or
+    /// `client-to-server` (this host calling the peer).
     pub direction: String,
     /// Bytes written, or none when the counter overflowed.
     pub bytes: Option<u64>,

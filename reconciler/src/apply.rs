@@ -3,58 +3,15 @@
 //! `unknown` and reconcile stops there; the next plan shows the owner's retained
 //! answer.
 
-use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
-use grid_engine::host::config::HOST_CONFIG_FILE;
-use grid_engine::host::control::{CallError, Client};
-use grid_engine::protocol::{Call, Outcome, Reply};
+use grid_engine::host::control::Client;
 
-use crate::observe;
+use crate::diff::{authority, hosts, memberships};
 use crate::plan::{Action, Plan, Transition};
+use crate::{missions, observe, operation, routes};
 
-/// How one transition, or a whole reconcile, ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Succeeded,
-    Failed,
-    Unknown,
-    Refused,
-    /// Not attempted: an earlier transition stopped reconcile, or it has no action.
-    Skipped,
-    /// Not applied: it waits for something outside the plan (a host to run), directly
-    /// or through a transition it comes after.
-    Waiting,
-    /// A whole reconcile that applied what it could, but lines needing attention
-    /// remain (their owners or the files must change).
-    Attention,
-}
-
-impl Status {
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Succeeded => "succeeded",
-            Status::Failed => "failed",
-            Status::Unknown => "unknown",
-            Status::Refused => "refused",
-            Status::Skipped => "skipped",
-            Status::Waiting => "waiting",
-            Status::Attention => "attention",
-        }
-    }
-
-    /// The process exit code for an overall outcome (docs/reconcile.md, "Exit codes").
-    pub fn exit_code(self) -> u8 {
-        match self {
-            Status::Succeeded | Status::Skipped => 0,
-            Status::Failed => 1,
-            Status::Unknown => 3,
-            Status::Refused => 4,
-            Status::Waiting => 5,
-            Status::Attention => 6,
-        }
-    }
-}
+pub use crate::transition::{Effect, Status};
 
 #[derive(Debug, Clone)]
 pub struct Applied {
@@ -231,85 +188,68 @@ fn created_by_plan(plan: &Plan, now: &observe::HostObservation) -> bool {
     }
 }
 
-/// Whether a transition of a saved plan already took effect at its owner.
+/// Whether a transition of a saved plan already took effect at its owner: asked of the
+/// capability that owns it.
 fn took_effect(plan: &Plan, t: &Transition) -> bool {
-    use grid_engine::custody::membership;
-    let dir = observe::host_dir(&plan.state, &t.host);
-    let answered = |op: &str| matches!(retained(&dir, op), Some(Reply::Answer(_)));
+    let state = &plan.state;
+    let dir = observe::host_dir(state, &t.host);
     match &t.action {
         Action::None => true,
-        Action::Submit { .. } | Action::Resolve { .. } => answered(&t.id),
-        Action::Recover { op } => answered(op),
-        Action::WriteHostConfig { config, .. } => {
-            grid_engine::host::config::HostConfig::read(&dir)
-                .ok()
-                .as_ref()
-                == Some(config)
-        }
-        Action::CreateCustody => grid_engine::custody::exists(&dir),
-        Action::RewriteKeysAsPem => {
-            grid_engine::custody::legacy_key_files(&dir).is_ok_and(|hex| hex.is_empty())
-        }
-        Action::CreateAuthority { membership: m } => {
-            membership::read_authority(&membership::authority_dir(&plan.state, m)).is_ok()
-        }
+        Action::Submit { .. } | Action::Resolve { .. } => operation::answered(&dir, &t.id),
+        Action::Recover { op } => operation::answered(&dir, op),
+        Action::WriteHostConfig { config, .. } => hosts::written(&dir, config),
+        Action::CreateCustody => hosts::custody_created(&dir),
+        Action::RewriteKeysAsPem => hosts::keys_rewritten(&dir),
+        Action::CreateAuthority { membership } => memberships::authority_created(state, membership),
         Action::Revoke {
-            membership: m,
+            membership,
             participant,
-        } => membership::read_authority(&membership::authority_dir(&plan.state, m))
-            .is_ok_and(|r| r.revoked.contains(participant)),
-        Action::Enroll { membership: m } => {
-            membership::read_enrollment(&dir, m).is_ok_and(|e| e.is_some())
+        } => memberships::revoked(state, membership, participant),
+        Action::Enroll { membership } => memberships::enrolled_in(&dir, membership),
+        Action::DistributeRevocations { membership } => {
+            memberships::revocations_distributed(state, &dir, membership)
         }
-        Action::DistributeRevocations { membership: m } => {
-            membership::revocations_current(&membership::authority_dir(&plan.state, m), &dir, m)
-        }
-        Action::Authority {
-            membership: m,
-            call,
-        } => {
-            use grid_engine::authority::service::AuthorityCall;
-            let Ok(status) = observe::authority_status(&dir, m) else {
-                return false;
-            };
-            match call {
-                AuthorityCall::Initialize => status.initialized,
-                AuthorityCall::AddVoter { participant, .. } => status.voters.contains(participant),
-                AuthorityCall::RemoveVoter { participant, .. } => {
-                    !status.voters.contains(participant)
-                }
-                AuthorityCall::AddLearner { participant, .. } => {
-                    status.learners.contains(participant)
-                }
-                AuthorityCall::RemoveLearner { participant } => {
-                    !status.learners.contains(participant)
-                }
-                _ => false,
-            }
-        }
+        Action::Authority { membership, call } => authority::took_effect(&dir, membership, call),
         Action::Claim {
             membership,
             command,
-        } => {
-            use grid_engine::authority::service::{AuthorityCall, AuthorityReply};
-            let claim = crate::authority::command_claim(command).to_owned();
-            matches!(
-                observe::authority_call(&dir, membership, AuthorityCall::Show { claim }),
-                Ok(AuthorityReply::Shown { claim: Some(c), .. })
-                    if c.owner == t.host
-                        && c.state == grid_engine::authority::claims::ClaimState::Held
-            )
-        }
+        } => routes::claim_held(&dir, membership, &t.host, command),
         // The host answers a re-sent op id from its record: always asked.
         Action::Mission { .. } => false,
     }
 }
 
-fn retained(dir: &Path, op: &str) -> Option<Reply> {
-    Client::connect(dir)
-        .ok()?
-        .call(&Call::Answer { op: op.to_owned() })
-        .ok()
+/// Applies one transition: sent to the capability that owns it.
+fn effect(plan: &Plan, t: &Transition) -> Effect {
+    let state = &plan.state;
+    let dir = observe::host_dir(state, &t.host);
+    match &t.action {
+        Action::None => Effect::new(Status::Skipped, "needs attention; nothing to apply"),
+        Action::WriteHostConfig {
+            config,
+            dir: custom,
+        } => hosts::write(&dir, custom.as_deref(), config),
+        Action::CreateCustody => hosts::create_custody(&dir),
+        Action::RewriteKeysAsPem => hosts::rewrite_keys_as_pem(&dir),
+        Action::Submit { request } => operation::submit(&dir, &t.id, request.clone()),
+        Action::Resolve { template } => operation::resolve_and_submit(state, &dir, &t.id, template),
+        Action::Recover { op } => operation::recover(&dir, op),
+        Action::CreateAuthority { membership } => memberships::create_authority(state, membership),
+        Action::Enroll { membership } => memberships::enroll(state, &dir, membership, &t.host),
+        Action::Revoke {
+            membership,
+            participant,
+        } => memberships::revoke(state, membership, participant),
+        Action::DistributeRevocations { membership } => {
+            memberships::distribute_revocations(state, &dir, membership)
+        }
+        Action::Authority { membership, call } => authority::apply(&dir, membership, call),
+        Action::Claim {
+            membership,
+            command,
+        } => routes::claim(state, membership, &t.host, &t.id, command),
+        Action::Mission { step } => missions::apply(state, &t.host, &t.id, step),
+    }
 }
 
 /// Whether a host answers on its control socket now.
@@ -393,147 +333,11 @@ pub fn apply(plan: &Plan) -> Report {
         if matches!(t.action, Action::None) {
             attention = true;
         }
-        let mut replayed = false;
-        let dir = observe::host_dir(&plan.state, &t.host);
-        let (status, detail) = match &t.action {
-            Action::None => (
-                Status::Skipped,
-                "needs attention; nothing to apply".to_owned(),
-            ),
-            Action::WriteHostConfig {
-                config,
-                dir: custom,
-            } => match write_host(&dir, custom.as_deref(), config) {
-                Ok(detail) => (Status::Succeeded, detail),
-                Err(e) => (Status::Failed, e),
-            },
-            Action::Submit { request } => {
-                let (status, detail, again) = send(
-                    &dir,
-                    Call::Submit {
-                        op: t.id.clone(),
-                        request: request.clone(),
-                    },
-                );
-                replayed = again;
-                (status, detail)
-            }
-            Action::Resolve { template } => match template.resolve(&plan.state) {
-                Ok(request) => {
-                    let (status, detail, again) = send(
-                        &dir,
-                        Call::Submit {
-                            op: t.id.clone(),
-                            request,
-                        },
-                    );
-                    replayed = again;
-                    (status, detail)
-                }
-                // Nothing was sent.
-                Err(e) => (Status::Failed, e),
-            },
-            Action::Recover { op } => {
-                let (status, detail, _) = send(&dir, Call::Answer { op: op.clone() });
-                (status, detail)
-            }
-            Action::CreateAuthority { membership } => {
-                let authority =
-                    grid_engine::custody::membership::authority_dir(&plan.state, membership);
-                match grid_engine::custody::membership::create_authority(&authority, membership) {
-                    Ok(r) => (Status::Succeeded, format!("authority {}", r.fingerprint)),
-                    Err(e) => (Status::Failed, e.to_string()),
-                }
-            }
-            Action::Enroll { membership } => enroll(&plan.state, &dir, membership, &t.host),
-            Action::Revoke {
-                membership,
-                participant,
-            } => {
-                let authority =
-                    grid_engine::custody::membership::authority_dir(&plan.state, membership);
-                match grid_engine::custody::membership::read_authority(&authority) {
-                    Ok(r) if r.revoked.contains(participant) => (
-                        Status::Succeeded,
-                        format!("`{participant}` already revoked"),
-                    ),
-                    _ => match grid_engine::custody::membership::revoke(&authority, participant) {
-                        Ok(r) => (
-                            Status::Succeeded,
-                            format!("revocation list {} issued", r.crl_number),
-                        ),
-                        Err(e) => (Status::Failed, e.to_string()),
-                    },
-                }
-            }
-            Action::DistributeRevocations { membership } => {
-                let authority =
-                    grid_engine::custody::membership::authority_dir(&plan.state, membership);
-                match grid_engine::custody::membership::distribute_revocations(
-                    &authority, &dir, membership,
-                ) {
-                    Ok(()) => (Status::Succeeded, "revocation list loaded".to_owned()),
-                    Err(e) => (Status::Failed, e.to_string()),
-                }
-            }
-            // A saved plan applied again: the authority already shows its effect.
-            Action::Authority { .. } if took_effect(plan, t) => {
-                (Status::Succeeded, "already in effect".to_owned())
-            }
-            Action::Authority { membership, call } => {
-                use grid_engine::authority::service::AuthorityReply;
-                match observe::authority_call(&dir, membership, call.clone()) {
-                    Ok(AuthorityReply::Done { detail }) => (Status::Succeeded, detail),
-                    Ok(AuthorityReply::Refused { reason }) => (Status::Refused, reason),
-                    Ok(AuthorityReply::Unknown { reason }) => (Status::Unknown, reason),
-                    Ok(other) => (Status::Failed, format!("unexpected reply {other:?}")),
-                    Err(e) => (Status::Unknown, e),
-                }
-            }
-            Action::Claim {
-                membership,
-                command,
-            } => {
-                use grid_engine::authority::service::ClaimOutcome;
-                match crate::authority::claim(
-                    &plan.state,
-                    Some(membership),
-                    &t.host,
-                    &t.id,
-                    command.clone(),
-                ) {
-                    Ok(r) => match r.outcome {
-                        ClaimOutcome::Succeeded => (
-                            Status::Succeeded,
-                            format!("held at epoch {}", r.epoch.unwrap_or_default()),
-                        ),
-                        ClaimOutcome::Failed => (Status::Failed, r.detail),
-                        ClaimOutcome::Refused => (Status::Refused, r.detail),
-                        ClaimOutcome::Unknown => (Status::Unknown, r.detail),
-                    },
-                    Err(e) => (Status::Refused, e),
-                }
-            }
-            Action::Mission { step } => mission(plan, t, step),
-            Action::RewriteKeysAsPem => match grid_engine::custody::rewrite_as_pem(&dir) {
-                Ok(files) if files.is_empty() => (
-                    Status::Succeeded,
-                    "every key file is PEM already".to_owned(),
-                ),
-                Ok(files) => (
-                    Status::Succeeded,
-                    format!("rewrote {} as PEM", files.join(", ")),
-                ),
-                Err(e) => (Status::Failed, e.to_string()),
-            },
-            Action::CreateCustody => match grid_engine::custody::create(&dir) {
-                Ok(m) => (
-                    Status::Succeeded,
-                    format!("created key custody (generation {})", m.generation),
-                ),
-                Err(e) => (Status::Failed, e.to_string()),
-            },
-        };
+        let Effect {
+            status,
+            detail,
+            replayed,
+        } = effect(plan, t);
         if matches!(status, Status::Failed | Status::Unknown | Status::Refused) {
             outcome = status;
             reason = Some(match status {
@@ -571,138 +375,5 @@ pub fn apply(plan: &Plan) -> Report {
                 (h, dir)
             })
             .collect(),
-    }
-}
-
-/// Enrolls once: a host already holding a current certificate of this authority for
-/// its current TLS key is answered "already enrolled", never issued a second one.
-fn enroll(state: &Path, dir: &Path, membership: &str, participant: &str) -> (Status, String) {
-    use grid_engine::custody::membership;
-    let authority = membership::authority_dir(state, membership);
-    let record = match membership::read_authority(&authority) {
-        Ok(r) => r,
-        Err(e) => return (Status::Failed, e.to_string()),
-    };
-    let tls = grid_engine::custody::manifest(dir).map(|m| m.tls).ok();
-    if let Ok(Some(held)) = membership::read_enrollment(dir, membership)
-        && held.authority == record.fingerprint
-        && Some(&held.tls) == tls.as_ref()
-    {
-        return (
-            Status::Succeeded,
-            format!("already enrolled (serial {})", held.serial),
-        );
-    }
-    match membership::enroll(&authority, dir, participant) {
-        Ok(e) => (
-            Status::Succeeded,
-            format!(
-                "certificate serial {} valid until {}",
-                e.serial, e.not_after
-            ),
-        ),
-        Err(e) => (Status::Failed, e.to_string()),
-    }
-}
-
-/// Sends one call (a submit, or a recovery of a retained answer) and acknowledges the
-/// answer it receives; `true` when the owner returned its original answer to a
-/// re-sent id.
-pub fn send(dir: &Path, call: Call) -> (Status, String, bool) {
-    let mut client = match Client::connect(dir) {
-        Ok(c) => c,
-        // Nothing was sent: the owner cannot have acted.
-        Err(e) => return (Status::Failed, e.to_string(), false),
-    };
-    let reply = client.call(&call);
-    let replayed = matches!(&reply, Ok(Reply::Answer(a)) if a.replayed);
-    let (status, detail) = match reply {
-        Ok(Reply::Answer(answer)) => {
-            // Losing the acknowledgement only makes the answer show once more.
-            let _ = client.call(&Call::Acknowledge {
-                op: answer.op.clone(),
-            });
-            let status = match answer.outcome {
-                Outcome::Succeeded => Status::Succeeded,
-                Outcome::Failed => Status::Failed,
-            };
-            (status, answer.detail)
-        }
-        Ok(Reply::NoAnswer { op }) => (
-            Status::Failed,
-            format!("the owner never received operation {op}"),
-        ),
-        Ok(Reply::Refused { reason }) => (Status::Refused, reason),
-        Ok(other) => (Status::Failed, format!("unexpected reply {other:?}")),
-        Err(CallError::Lost { detail }) => (Status::Unknown, detail),
-        Err(e @ CallError::Unreachable { .. }) => (Status::Failed, e.to_string()),
-    };
-    (status, detail, replayed)
-}
-
-/// Creates or rewrites a host installation: `DIR` 0700 and `DIR/host.toml` 0600. A
-/// host with `dir=` in the files lives there, reached through `<state>/hosts/NAME`.
-fn write_host(
-    link: &Path,
-    custom: Option<&Path>,
-    config: &grid_engine::host::config::HostConfig,
-) -> Result<String, String> {
-    let dir = custom.unwrap_or(link);
-    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
-    // Created 0700 when absent; an existing one with weaker permissions is refused.
-    grid_engine::store::ensure_private_dir(dir).map_err(|e| e.to_string())?;
-    if let Some(custom) = custom {
-        if let Some(parent) = link.parent() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(parent)
-                .map_err(io)?;
-        }
-        if std::fs::symlink_metadata(link).is_err() {
-            std::os::unix::fs::symlink(custom, link).map_err(io)?;
-        }
-    }
-    let path = dir.join(HOST_CONFIG_FILE);
-    grid_engine::custody::write_private(&path, config.to_toml().as_bytes())
-        .map_err(|e| e.to_string())?;
-    // A new installation gets its keys; an existing custody is left as it is.
-    let created = !grid_engine::custody::exists(dir);
-    let manifest = grid_engine::custody::create(dir).map_err(|e| e.to_string())?;
-    if created {
-        Ok(format!(
-            "wrote {} and key custody (generation {})",
-            path.display(),
-            manifest.generation
-        ))
-    } else {
-        Ok(format!("wrote {}", path.display()))
-    }
-}
-
-/// Sends a mission step to its host once, with the transition's id.
-fn mission(plan: &Plan, t: &Transition, step: &crate::missions::Step) -> (Status, String) {
-    use crate::missions::Step;
-    use grid_engine::missions::api::{MissionCall, MissionReply};
-    let call = match step {
-        Step::Reserve { name, .. } => match crate::missions::terms(&plan.state, step) {
-            Ok(terms) => MissionCall::Reserve {
-                op: t.id.clone(),
-                mission: name.clone(),
-                terms,
-            },
-            Err(e) => return (Status::Refused, format!("{e}; nothing was sent")),
-        },
-        Step::Return { name } => MissionCall::Return {
-            op: t.id.clone(),
-            mission: name.clone(),
-        },
-    };
-    match crate::missions::call(&plan.state, &t.host, call) {
-        Ok(MissionReply::Mission { mission }) => (Status::Succeeded, mission.detail.clone()),
-        Ok(MissionReply::Unknown { reason, .. }) => (Status::Unknown, reason),
-        Ok(MissionReply::Refused { reason }) => (Status::Refused, reason),
-        Ok(other) => (Status::Failed, format!("unexpected reply {other:?}")),
-        Err(e) => (Status::Unknown, e),
     }
 }

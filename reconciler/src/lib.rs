@@ -13,6 +13,7 @@ pub mod ledger;
 pub mod local;
 pub mod missions;
 pub mod observe;
+pub mod operation;
 pub mod plan;
 pub mod planfile;
 pub mod processes;

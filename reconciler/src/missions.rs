@@ -18,7 +18,7 @@ use grid_spec::{Profile, Topology};
 use crate::diff;
 use crate::diff::authority::{bootstrapped, joined};
 use crate::observe::{self, HostStatus, World};
-use crate::transition::{Action, Op, Wait};
+use crate::transition::{Action, Effect, Op, Status, Wait};
 use crate::transition::{Draft, enrolled};
 
 pub use crate::transition::MissionStep as Step;
@@ -382,4 +382,32 @@ pub fn verify(state: &Path, view: &MissionView) -> Vec<(String, String, bool)> {
         out.push(("closure".to_owned(), issuer_from, c.verify(&issuer_keys)));
     }
     out
+}
+
+/// Applies a mission step: sent to its host once, with the transition's id. The host
+/// answers a re-sent id from its record, so whether it took effect is always asked.
+pub fn apply(state: &Path, host: &str, op: &str, step: &Step) -> Effect {
+    let request = match step {
+        Step::Reserve { name, .. } => match terms(state, step) {
+            Ok(terms) => MissionCall::Reserve {
+                op: op.to_owned(),
+                mission: name.clone(),
+                terms,
+            },
+            Err(e) => return Effect::new(Status::Refused, format!("{e}; nothing was sent")),
+        },
+        Step::Return { name } => MissionCall::Return {
+            op: op.to_owned(),
+            mission: name.clone(),
+        },
+    };
+    match call(state, host, request) {
+        Ok(MissionReply::Mission { mission }) => {
+            Effect::new(Status::Succeeded, mission.detail.clone())
+        }
+        Ok(MissionReply::Unknown { reason, .. }) => Effect::new(Status::Unknown, reason),
+        Ok(MissionReply::Refused { reason }) => Effect::new(Status::Refused, reason),
+        Ok(other) => Effect::new(Status::Failed, format!("unexpected reply {other:?}")),
+        Err(e) => Effect::new(Status::Unknown, e),
+    }
 }

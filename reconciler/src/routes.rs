@@ -1,12 +1,12 @@
 //! Routes (SPEC C4): plan their transitions — the publisher's right to publish (the
 //! claim `route:NAME` in the membership's authority), the route at each destination,
-//! then at the publisher — and the operator's calls: `gridctl publish`, `gridctl
-//! inspect routes|inbox|receipts`.
+//! then at the publisher — the apply of that claim (`claim`, `claim_held`), and the
+//! operator's calls: `gridctl publish`, `gridctl inspect routes|inbox|receipts`.
 
 use std::path::Path;
 
 use grid_engine::authority::claims::ClaimState;
-use grid_engine::authority::service::{AuthorityReply, ClaimCommand};
+use grid_engine::authority::service::{AuthorityCall, AuthorityReply, ClaimCommand};
 use grid_engine::delivery::api::{
     DeliveryCall, DeliveryReply, HeldValue, RouteDestination, RouteInstall, publishing_claim,
 };
@@ -18,7 +18,7 @@ use grid_spec::Topology;
 use crate::diff::authority::{self, AuthorityState, joined};
 use crate::observe::{self, HostStatus, World};
 use crate::resolve::Template;
-use crate::transition::{Action, Op};
+use crate::transition::{Action, Effect, Op, Status};
 use crate::transition::{Draft, Index, enrolled, installed};
 
 /// The route as the files describe it at the host `at`, from its definition at the
@@ -539,4 +539,40 @@ pub fn receipts(state: &Path, route: &str, verify: bool) -> Result<Receipts, Str
         receipts,
         outstanding,
     })
+}
+
+// Applying: a route's publishing right, claimed at its membership's authority.
+
+/// Sends a claim command as `host` with operation id `op` (the publishing right of a
+/// route).
+pub fn claim(
+    state: &Path,
+    membership: &str,
+    host: &str,
+    op: &str,
+    command: &ClaimCommand,
+) -> Effect {
+    use grid_engine::authority::service::ClaimOutcome;
+    match crate::authority::claim(state, Some(membership), host, op, command.clone()) {
+        Ok(r) => match r.outcome {
+            ClaimOutcome::Succeeded => Effect::new(
+                Status::Succeeded,
+                format!("held at epoch {}", r.epoch.unwrap_or_default()),
+            ),
+            ClaimOutcome::Failed => Effect::new(Status::Failed, r.detail),
+            ClaimOutcome::Refused => Effect::new(Status::Refused, r.detail),
+            ClaimOutcome::Unknown => Effect::new(Status::Unknown, r.detail),
+        },
+        Err(e) => Effect::new(Status::Refused, e),
+    }
+}
+
+/// Whether `host` (its installation at `dir`) holds the claim `command` names.
+pub fn claim_held(dir: &Path, membership: &str, host: &str, command: &ClaimCommand) -> bool {
+    let claim = crate::authority::command_claim(command).to_owned();
+    matches!(
+        observe::authority_call(dir, membership, AuthorityCall::Show { claim }),
+        Ok(AuthorityReply::Shown { claim: Some(c), .. })
+            if c.owner == host && c.state == ClaimState::Held
+    )
 }

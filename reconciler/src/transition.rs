@@ -1,8 +1,9 @@
 //! The plan's vocabulary, on the reconciler's ground floor: what a transition is
 //! ([`Transition`], its [`Op`], the [`Action`] reconcile takes, what it [`Wait`]s for),
 //! how a capability drafts one ([`Draft`], with the keys it comes after), and the
-//! files' [`Index`]. Every capability module (`diff::hosts`, `routes`, `missions`, …)
-//! builds its transitions from these; this module imports no capability, so no
+//! files' [`Index`], and how applying one ended ([`Status`], [`Effect`]). Every
+//! capability module (`diff::hosts`, `routes`, `missions`, …) builds its transitions
+//! from these and applies its own; this module imports no capability, so no
 //! capability imports another through the plan.
 
 use std::path::PathBuf;
@@ -358,4 +359,75 @@ pub enum MissionStep {
     Return {
         name: String,
     },
+}
+
+/// How one transition, or a whole reconcile, ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Succeeded,
+    Failed,
+    Unknown,
+    Refused,
+    /// Not attempted: an earlier transition stopped reconcile, or it has no action.
+    Skipped,
+    /// Not applied: it waits for something outside the plan (a host to run), directly
+    /// or through a transition it comes after.
+    Waiting,
+    /// A whole reconcile that applied what it could, but lines needing attention
+    /// remain (their owners or the files must change).
+    Attention,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Succeeded => "succeeded",
+            Status::Failed => "failed",
+            Status::Unknown => "unknown",
+            Status::Refused => "refused",
+            Status::Skipped => "skipped",
+            Status::Waiting => "waiting",
+            Status::Attention => "attention",
+        }
+    }
+
+    /// The process exit code for an overall outcome (docs/reconcile.md, "Exit codes").
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Status::Succeeded | Status::Skipped => 0,
+            Status::Failed => 1,
+            Status::Unknown => 3,
+            Status::Refused => 4,
+            Status::Waiting => 5,
+            Status::Attention => 6,
+        }
+    }
+}
+
+/// What applying one transition at its owner came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Effect {
+    pub status: Status,
+    pub detail: String,
+    /// The owner returned the answer it gave this operation id before: nothing was
+    /// applied again.
+    pub replayed: bool,
+}
+
+impl Effect {
+    pub fn new(status: Status, detail: impl Into<String>) -> Effect {
+        Effect {
+            status,
+            detail: detail.into(),
+            replayed: false,
+        }
+    }
+
+    /// A local step: succeeded with its detail, or failed with its reason.
+    pub fn local(result: Result<String, String>) -> Effect {
+        match result {
+            Ok(detail) => Effect::new(Status::Succeeded, detail),
+            Err(reason) => Effect::new(Status::Failed, reason),
+        }
+    }
 }

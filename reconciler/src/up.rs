@@ -247,7 +247,7 @@ pub fn up(
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
-        ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
+        signal_hook::flag::register(signal_hook::consts::SIGINT, stop)
             .map_err(|e| format!("cannot handle Ctrl-C: {e}"))?;
     }
     // Strays: a gridd serving one of these installations that this `up` did not start

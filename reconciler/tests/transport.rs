@@ -3,10 +3,11 @@
 //! client certificate, a certificate of another authority (a participant of no shared
 //! membership), an expired certificate, TLS 1.2, a revoked participant (after
 //! reconcile distributes the revocation list, without a restart) — also for Grid's own
-//! client (`gridctl remote observe`, reqwest), which in turn refuses a server certified
+//! client (`gridctl remote observe`, the engine's transport client), which in turn refuses a server certified
 //! by another authority. A host whose listen
 //! address is taken, or that selects `transport` without any membership certificate,
-//! refuses to start.
+//! refuses to start. Wire observation is checked against relays that count the bytes
+//! they carry, in both directions: what a host writes as server and as client.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -41,6 +42,13 @@ fn topology(revoke: &str) -> String {
 }
 
 impl Work {
+    fn new(name: &str) -> Work {
+        Work {
+            dir: common::work_dir(name),
+            hosts: Vec::new(),
+        }
+    }
+
     fn run_gridctl(&self, args: &[&str]) -> std::process::Output {
         Command::new(env!("CARGO_BIN_EXE_gridctl"))
             .current_dir(&self.dir)
@@ -153,11 +161,7 @@ impl Work {
 
 #[test]
 fn mutual_tls_admits_participants_and_refuses_everyone_else() {
-    let dir = common::work_dir("transport");
-    let mut work = Work {
-        dir,
-        hosts: Vec::new(),
-    };
+    let mut work = Work::new("transport");
     std::fs::write(work.dir.join("t.kdl"), topology("")).unwrap();
     work.gridctl(&["reconcile", "t.kdl"]); // authorities, installations, enrollments
 
@@ -314,52 +318,88 @@ fn mutual_tls_admits_participants_and_refuses_everyone_else() {
     std::fs::remove_dir_all(&work.dir).unwrap();
 }
 
-/// A TCP relay between curl and gridd that counts the bytes gridd writes: an
-/// independent count of what wire observation must report. Serves `connections`
-/// connections, then stops.
-fn counting_relay(target: u16, connections: usize) -> (u16, std::thread::JoinHandle<u64>) {
+/// The bytes a relay carried, counted as they pass: what the connecting side wrote
+/// (`up`) and what the target wrote (`down`).
+#[derive(Default)]
+struct Carried {
+    up: std::sync::atomic::AtomicU64,
+    down: std::sync::atomic::AtomicU64,
+}
+
+impl Carried {
+    fn up(&self) -> u64 {
+        self.up.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn down(&self) -> u64 {
+        self.down.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Copies `from` into `to`, adding what passes to `count`, until `from` ends.
+fn carry(
+    mut from: std::net::TcpStream,
+    mut to: std::net::TcpStream,
+    count: impl Fn(u64) + Send + 'static,
+) -> std::thread::JoinHandle<()> {
     use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let handle = std::thread::spawn(move || {
-        let mut total = 0u64;
-        for _ in 0..connections {
-            let (client, _) = listener.accept().unwrap();
-            let server = std::net::TcpStream::connect(("127.0.0.1", target)).unwrap();
-            let (mut client_read, mut server_write) =
-                (client.try_clone().unwrap(), server.try_clone().unwrap());
-            let upstream = std::thread::spawn(move || {
-                let _ = std::io::copy(&mut client_read, &mut server_write);
-                let _ = server_write.shutdown(std::net::Shutdown::Write);
-            });
-            let (mut server_read, mut client_write) = (server, client);
-            let mut buffer = [0u8; 16 * 1024];
-            loop {
-                match server_read.read(&mut buffer) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        total += n as u64;
-                        if client_write.write_all(&buffer[..n]).is_err() {
-                            break;
-                        }
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 16 * 1024];
+        loop {
+            match from.read(&mut buffer) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    count(n as u64);
+                    if to.write_all(&buffer[..n]).is_err() {
+                        break;
                     }
                 }
             }
-            let _ = client_write.shutdown(std::net::Shutdown::Write);
-            upstream.join().unwrap();
         }
-        total
+        let _ = to.shutdown(std::net::Shutdown::Write);
+    })
+}
+
+/// Relays `connections` connections to 127.0.0.1:`target`, counting both directions
+/// live; the handle ends once every one of them closed.
+fn counting_relay(
+    target: u16,
+    connections: usize,
+) -> (u16, std::sync::Arc<Carried>, std::thread::JoinHandle<()>) {
+    use std::sync::atomic::Ordering;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let carried = std::sync::Arc::new(Carried::default());
+    let counts = carried.clone();
+    let handle = std::thread::spawn(move || {
+        let mut carriers = Vec::new();
+        for _ in 0..connections {
+            let Ok((client, _)) = listener.accept() else {
+                break;
+            };
+            let server = std::net::TcpStream::connect(("127.0.0.1", target)).unwrap();
+            let (up, down) = (counts.clone(), counts.clone());
+            carriers.push(carry(
+                client.try_clone().unwrap(),
+                server.try_clone().unwrap(),
+                move |n| {
+                    up.up.fetch_add(n, Ordering::SeqCst);
+                },
+            ));
+            carriers.push(carry(server, client, move |n| {
+                down.down.fetch_add(n, Ordering::SeqCst);
+            }));
+        }
+        for carrier in carriers {
+            let _ = carrier.join();
+        }
     });
-    (port, handle)
+    (port, carried, handle)
 }
 
 #[test]
 fn wire_observation_matches_an_independent_count() {
-    let dir = common::work_dir("wire");
-    let mut work = Work {
-        dir,
-        hosts: Vec::new(),
-    };
+    let mut work = Work::new("wire");
     std::fs::write(
         work.dir.join("t.kdl"),
         "grid version=1\nmembership ops\n\
@@ -388,13 +428,14 @@ fn wire_observation_matches_an_independent_count() {
     let b_key = work.key_pem("b");
     let b_cert = "grid-state/hosts/b/memberships/ops/participant.pem";
 
-    let (port, relay) = counting_relay(7661, 3);
+    let (port, carried, relay) = counting_relay(7661, 3);
     work.observe("w", port, &["--cert", b_cert, "--key", &b_key])
         .unwrap();
     work.observe("w", port, &["--cert", b_cert, "--key", &b_key])
         .unwrap();
     work.observe("w", port, &[]).unwrap_err(); // refused handshake: its bytes count too
-    let independent = relay.join().unwrap();
+    relay.join().unwrap();
+    let independent = carried.down();
 
     // The host attributes a connection's bytes when it closes; wait boundedly.
     let started = Instant::now();
@@ -420,6 +461,78 @@ fn wire_observation_matches_an_independent_count() {
             .all(|p| p["direction"] == "server-to-client" && p["bytes"].as_u64().unwrap() > 0)
     );
 
+    work.stop_all();
+    std::fs::remove_dir_all(&work.dir).unwrap();
+}
+
+/// A host calling a peer (a remote Process run, through a relay that counts what the
+/// caller writes) counts those bytes as `client-to-server` for that peer, exactly:
+/// handshake, request and everything else its connections wrote.
+#[test]
+fn wire_observation_counts_what_a_host_writes_as_client() {
+    use grid_engine::processes::api::{ProcessReply, RunOutcome, RunRequest};
+    let mut work = Work::new("wire-client");
+    std::fs::write(
+        work.dir.join("t.kdl"),
+        "grid version=1\nmembership ops\n\
+         host caller listen=\"127.0.0.1:7664\" { member ops; profiles transport processes wire-observation; }\n\
+         host site listen=\"127.0.0.1:7665\" { member ops; profiles transport processes; }\n\
+         grant caller-on-site issuer=site caller=caller units=10\n",
+    )
+    .unwrap();
+    // The installations and certificates; the grant waits for the hosts to run.
+    let first = work.run_gridctl(&["reconcile", "t.kdl"]);
+    assert_eq!(first.status.code(), Some(5), "{first:?}");
+    work.start(&work.host_dir("site")).unwrap();
+    work.start(&work.host_dir("caller")).unwrap();
+    work.gridctl(&["reconcile", "t.kdl"]);
+
+    let (port, carried, _relay) = counting_relay(7665, 4);
+    let state = work.dir.join("grid-state");
+    let request = RunRequest {
+        request: "w1".to_owned(),
+        process: "demo.count".to_owned(),
+        arguments: Default::default(),
+    };
+    let mut call =
+        grid_reconciler::processes::run_call(&state, "site", "caller", None, request, None)
+            .unwrap();
+    let grid_engine::processes::api::ProcessCall::Run { receiver, .. } = &mut call else {
+        panic!("a run call: {call:?}");
+    };
+    receiver.address = format!("127.0.0.1:{port}");
+    match grid_reconciler::processes::call(&state, "caller", call).unwrap() {
+        ProcessReply::Ran { run } => assert_eq!(run.outcome, RunOutcome::Succeeded, "{run:?}"),
+        other => panic!("the run: {other:?}"),
+    }
+
+    // The caller counts as it writes; the relay as it forwards: wait boundedly for both
+    // to settle on the same number.
+    let counted = || {
+        let text = work.gridctl(&["inspect", "wire", "--host", "caller", "--json"]);
+        let reply: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let peers = reply["peers"].as_array().unwrap().clone();
+        let bytes = peers
+            .iter()
+            .find(|p| p["peer"] == "site in ops" && p["direction"] == "client-to-server")
+            .and_then(|p| p["bytes"].as_u64());
+        (bytes, peers)
+    };
+    let started = Instant::now();
+    let (observed, relayed, peers) = loop {
+        let (observed, peers) = counted();
+        let relayed = carried.up();
+        if observed == Some(relayed) || started.elapsed() > common::READY_TIMEOUT {
+            break (observed, relayed, peers);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(relayed > 0, "the relay carried the run");
+    assert_eq!(
+        observed,
+        Some(relayed),
+        "the caller's wire observation {peers:?} against the relay's count"
+    );
     work.stop_all();
     std::fs::remove_dir_all(&work.dir).unwrap();
 }

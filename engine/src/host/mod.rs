@@ -813,9 +813,9 @@ impl Host {
                     peers: wire
                         .snapshot()
                         .into_iter()
-                        .map(|(peer, bytes)| crate::protocol::WirePeer {
+                        .map(|(peer, direction, bytes)| crate::protocol::WirePeer {
                             peer,
-                            direction: "server-to-client".to_owned(),
+                            direction: direction.name().to_owned(),
                             bytes,
                         })
                         .collect(),

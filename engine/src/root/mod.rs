@@ -73,6 +73,7 @@ pub fn start(
         }
         let counters = Arc::new(crate::transport::WireCounters::default());
         host.observe_wire(counters.clone());
+        crate::transport::wire::register(dir, counters.clone());
         Some(counters)
     } else {
         None

@@ -17,7 +17,7 @@ use rustls::ServerConfig;
 use super::endpoint::{Endpoint, Inbound, Outbound};
 use super::identity::{certified_in, identity_of, participant_of};
 use super::tls::{credentials_stamp, server_config};
-use super::wire::{Counted, UNAUTHENTICATED_PEER, WireCounters};
+use super::wire::{Counted, Direction, Sink, UNAUTHENTICATED_PEER, WireCounters};
 use crate::limits::TRANSPORT_CONNECTIONS_MAX;
 
 /// What one host's transport serves.
@@ -104,7 +104,7 @@ async fn connection(
         .unwrap_or_default();
     let stream = Counted {
         inner: stream,
-        written: written.clone(),
+        sink: Sink::Tally(written.clone()),
     };
     // A refused handshake (no, foreign, expired or revoked certificate) ends here:
     // nothing reaches the host.
@@ -113,7 +113,11 @@ async fn connection(
         Err(e) => {
             tracing::warn!(peer = address, reason = %e, "connection refused");
             if let Some(wire) = &routes.wire {
-                wire.add(UNAUTHENTICATED_PEER, written.swap(0, Ordering::Relaxed));
+                wire.add(
+                    UNAUTHENTICATED_PEER,
+                    Direction::ServerToClient,
+                    written.swap(0, Ordering::Relaxed),
+                );
             }
             return;
         }
@@ -145,7 +149,11 @@ async fn connection(
         .await;
     // Everything this connection wrote, handshake included, once.
     if let Some(wire) = &routes.wire {
-        wire.add(&peer, written.swap(0, Ordering::Relaxed));
+        wire.add(
+            &peer,
+            Direction::ServerToClient,
+            written.swap(0, Ordering::Relaxed),
+        );
     }
 }
 

@@ -1,11 +1,13 @@
 //! Each membership's authority: its bootstrap and its voters and learners, one
 //! explicit transition each, sent to a running voter (which forwards to the leader).
 
-use grid_engine::authority::service::{AuthorityCall, VoterStatus};
+use std::path::Path;
+
+use grid_engine::authority::service::{AuthorityCall, AuthorityReply, VoterStatus};
 use grid_spec::Topology;
 
-use crate::observe::World;
-use crate::transition::{Action, Op, Wait, WaitReason};
+use crate::observe::{self, World};
+use crate::transition::{Action, Effect, Op, Status, Wait, WaitReason};
 use crate::transition::{Draft, enrolled};
 
 /// What the planner knows of a membership's authority.
@@ -285,4 +287,37 @@ fn add_voter(membership: &str, via: &str, host: &grid_spec::Host) -> Draft {
     )
     .key(format!("voter:{membership}:{}", host.name))
     .after([enrolled(&host.name, membership)])
+}
+
+// Applying: calls to the authority through a host's control socket.
+
+/// Sends `call` to the authority of `membership` through the host at `dir` — unless
+/// the authority already shows its effect (a saved plan applied again).
+pub fn apply(dir: &Path, membership: &str, call: &AuthorityCall) -> Effect {
+    if took_effect(dir, membership, call) {
+        return Effect::new(Status::Succeeded, "already in effect");
+    }
+    match observe::authority_call(dir, membership, call.clone()) {
+        Ok(AuthorityReply::Done { detail }) => Effect::new(Status::Succeeded, detail),
+        Ok(AuthorityReply::Refused { reason }) => Effect::new(Status::Refused, reason),
+        Ok(AuthorityReply::Unknown { reason }) => Effect::new(Status::Unknown, reason),
+        Ok(other) => Effect::new(Status::Failed, format!("unexpected reply {other:?}")),
+        Err(e) => Effect::new(Status::Unknown, e),
+    }
+}
+
+/// Whether the authority of `membership`, asked through the host at `dir`, shows the
+/// effect of `call`.
+pub fn took_effect(dir: &Path, membership: &str, call: &AuthorityCall) -> bool {
+    let Ok(status) = observe::authority_status(dir, membership) else {
+        return false;
+    };
+    match call {
+        AuthorityCall::Initialize => status.initialized,
+        AuthorityCall::AddVoter { participant, .. } => status.voters.contains(participant),
+        AuthorityCall::RemoveVoter { participant, .. } => !status.voters.contains(participant),
+        AuthorityCall::AddLearner { participant, .. } => status.learners.contains(participant),
+        AuthorityCall::RemoveLearner { participant } => !status.learners.contains(participant),
+        _ => false,
+    }
 }

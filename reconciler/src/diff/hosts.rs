@@ -1,11 +1,17 @@
-//! Host installations, their key custody, retained answers and models.
+//! Host installations, their key custody, retained answers and models: their
+//! transitions (pure, drafted from one observation) and the apply of the
+//! installation's own files (`write`, `create_custody`, `rewrite_keys_as_pem`, each
+//! with whether it took effect).
 
-use grid_engine::host::config::HostConfig;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::Path;
+
+use grid_engine::host::config::{HOST_CONFIG_FILE, HostConfig};
 use grid_engine::protocol::{Outcome, Request};
 
 use crate::observe::{HostObservation, HostStatus, Keys};
 use crate::transition::Draft;
-use crate::transition::{Action, Op, diff};
+use crate::transition::{Action, Effect, Op, diff};
 
 pub fn transitions(
     index: &crate::transition::Index<'_>,
@@ -356,4 +362,89 @@ fn restart_for_profiles(wanted: &[String], running: Option<&[String]>) -> Option
             running.join(" ")
         }
     ))
+}
+
+// Applying: the installation's own files, which reconcile writes itself.
+
+/// Creates or rewrites a host installation: `DIR` 0700 and `DIR/host.toml` 0600. A
+/// host with `dir=` in the files lives there, reached through `<state>/hosts/NAME`.
+pub fn write(link: &Path, custom: Option<&Path>, config: &HostConfig) -> Effect {
+    Effect::local(write_installation(link, custom, config))
+}
+
+fn write_installation(
+    link: &Path,
+    custom: Option<&Path>,
+    config: &HostConfig,
+) -> Result<String, String> {
+    let dir = custom.unwrap_or(link);
+    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
+    // Created 0700 when absent; an existing one with weaker permissions is refused.
+    grid_engine::store::ensure_private_dir(dir).map_err(|e| e.to_string())?;
+    if let Some(custom) = custom {
+        if let Some(parent) = link.parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(io)?;
+        }
+        if std::fs::symlink_metadata(link).is_err() {
+            std::os::unix::fs::symlink(custom, link).map_err(io)?;
+        }
+    }
+    let path = dir.join(HOST_CONFIG_FILE);
+    grid_engine::custody::write_private(&path, config.to_toml().as_bytes())
+        .map_err(|e| e.to_string())?;
+    // A new installation gets its keys; an existing custody is left as it is.
+    let created = !grid_engine::custody::exists(dir);
+    let manifest = grid_engine::custody::create(dir).map_err(|e| e.to_string())?;
+    if created {
+        Ok(format!(
+            "wrote {} and key custody (generation {})",
+            path.display(),
+            manifest.generation
+        ))
+    } else {
+        Ok(format!("wrote {}", path.display()))
+    }
+}
+
+/// Whether the installation at `dir` holds `config` already.
+pub fn written(dir: &Path, config: &HostConfig) -> bool {
+    HostConfig::read(dir).ok().as_ref() == Some(config)
+}
+
+/// Creates the host's key custody (keys and manifest).
+pub fn create_custody(dir: &Path) -> Effect {
+    Effect::local(
+        grid_engine::custody::create(dir)
+            .map(|m| format!("created key custody (generation {})", m.generation))
+            .map_err(|e| e.to_string()),
+    )
+}
+
+/// Whether the host's key custody exists.
+pub fn custody_created(dir: &Path) -> bool {
+    grid_engine::custody::exists(dir)
+}
+
+/// Rewrites the custody's key files still in hex as PEM PKCS#8.
+pub fn rewrite_keys_as_pem(dir: &Path) -> Effect {
+    Effect::local(
+        grid_engine::custody::rewrite_as_pem(dir)
+            .map(|files| {
+                if files.is_empty() {
+                    "every key file is PEM already".to_owned()
+                } else {
+                    format!("rewrote {} as PEM", files.join(", "))
+                }
+            })
+            .map_err(|e| e.to_string()),
+    )
+}
+
+/// Whether no key file of the custody is in hex any more.
+pub fn keys_rewritten(dir: &Path) -> bool {
+    grid_engine::custody::legacy_key_files(dir).is_ok_and(|hex| hex.is_empty())
 }

@@ -1,10 +1,15 @@
 //! Membership authorities (in the operator's state), revocations, and each host's
-//! enrollment in the memberships its `member` lines name.
+//! enrollment in the memberships its `member` lines name: their transitions (pure)
+//! and their apply (the authority's files, each host's certificate and revocation
+//! list), each with whether it took effect.
 
+use std::path::Path;
+
+use grid_engine::custody::membership;
 use grid_spec::Topology;
 
 use crate::observe::{HostObservation, Keys, World};
-use crate::transition::{Action, MEMBERSHIP_OWNER_PREFIX, Op};
+use crate::transition::{Action, Effect, MEMBERSHIP_OWNER_PREFIX, Op, Status};
 use crate::transition::{Draft, enrolled, installed};
 
 fn owner(membership: &str) -> String {
@@ -178,4 +183,91 @@ fn revocations(host: &str, membership: &str) -> Draft {
         },
     )
     .key(format!("revocations:{host}:{membership}"))
+}
+
+// Applying: the authority's files in the operator's state, and each host's copy of
+// its certificate and revocation list.
+
+/// Creates the certificate authority of `name` in the operator's state.
+pub fn create_authority(state: &Path, name: &str) -> Effect {
+    Effect::local(
+        membership::create_authority(&membership::authority_dir(state, name), name)
+            .map(|r| format!("authority {}", r.fingerprint))
+            .map_err(|e| e.to_string()),
+    )
+}
+
+/// Whether the authority of `name` exists.
+pub fn authority_created(state: &Path, name: &str) -> bool {
+    membership::read_authority(&membership::authority_dir(state, name)).is_ok()
+}
+
+/// Enrolls once: a host already holding a current certificate of this authority for
+/// its current TLS key is answered "already enrolled", never issued a second one.
+pub fn enroll(state: &Path, dir: &Path, name: &str, participant: &str) -> Effect {
+    let authority = membership::authority_dir(state, name);
+    let record = match membership::read_authority(&authority) {
+        Ok(r) => r,
+        Err(e) => return Effect::new(Status::Failed, e.to_string()),
+    };
+    let tls = grid_engine::custody::manifest(dir).map(|m| m.tls).ok();
+    if let Ok(Some(held)) = membership::read_enrollment(dir, name)
+        && held.authority == record.fingerprint
+        && Some(&held.tls) == tls.as_ref()
+    {
+        return Effect::new(
+            Status::Succeeded,
+            format!("already enrolled (serial {})", held.serial),
+        );
+    }
+    Effect::local(
+        membership::enroll(&authority, dir, participant)
+            .map(|e| {
+                format!(
+                    "certificate serial {} valid until {}",
+                    e.serial, e.not_after
+                )
+            })
+            .map_err(|e| e.to_string()),
+    )
+}
+
+/// Whether the installation at `dir` holds a certificate of `name`.
+pub fn enrolled_in(dir: &Path, name: &str) -> bool {
+    membership::read_enrollment(dir, name).is_ok_and(|e| e.is_some())
+}
+
+/// Revokes `participant` in a new revocation list of `name`; once.
+pub fn revoke(state: &Path, name: &str, participant: &str) -> Effect {
+    if revoked(state, name, participant) {
+        return Effect::new(
+            Status::Succeeded,
+            format!("`{participant}` already revoked"),
+        );
+    }
+    Effect::local(
+        membership::revoke(&membership::authority_dir(state, name), participant)
+            .map(|r| format!("revocation list {} issued", r.crl_number))
+            .map_err(|e| e.to_string()),
+    )
+}
+
+/// Whether `name`'s authority lists `participant` as revoked.
+pub fn revoked(state: &Path, name: &str, participant: &str) -> bool {
+    membership::read_authority(&membership::authority_dir(state, name))
+        .is_ok_and(|r| r.revoked.iter().any(|p| p == participant))
+}
+
+/// Copies `name`'s current revocation list into the installation at `dir`.
+pub fn distribute_revocations(state: &Path, dir: &Path, name: &str) -> Effect {
+    Effect::local(
+        membership::distribute_revocations(&membership::authority_dir(state, name), dir, name)
+            .map(|()| "revocation list loaded".to_owned())
+            .map_err(|e| e.to_string()),
+    )
+}
+
+/// Whether the installation at `dir` holds `name`'s current revocation list.
+pub fn revocations_distributed(state: &Path, dir: &Path, name: &str) -> bool {
+    membership::revocations_current(&membership::authority_dir(state, name), dir, name)
 }

@@ -96,7 +96,11 @@ pub fn input(
         }
     };
     let dir = owner_of(&output.state, &model)?;
-    let (status, detail, replayed) = apply::send(
+    let apply::Effect {
+        status,
+        detail,
+        replayed,
+    } = grid_reconciler::operation::send(
         &dir,
         Call::Submit {
             op: op.clone(),
