@@ -544,12 +544,4 @@ impl<'a> Node<'a> {
 }
 
 /// A value's KDL type, for messages.
-pub fn kind(value: &KdlValue) -> &'static str {
-    match value {
-        KdlValue::String(_) => "a string",
-        KdlValue::Integer(_) => "an integer",
-        KdlValue::Float(_) => "a number",
-        KdlValue::Bool(_) => "a boolean",
-        KdlValue::Null => "#null",
-    }
-}
+pub use grid_spec::diagnostic::kdl_type as kind;

@@ -68,7 +68,9 @@ pub fn hosts(state: &Path) -> Vec<LocalHost> {
                             false => m.name.clone(),
                         })
                         .collect();
-                    let differ = o.profiles.filter(|p| *p != profiles);
+                    let differ = o
+                        .profiles
+                        .filter(|p| crate::diff::hosts::profiles_differ(&profiles, p));
                     (true, models, differ, None)
                 }
                 HostStatus::Missing => (false, Vec::new(), None, Some("not installed".into())),

@@ -311,21 +311,25 @@ pub fn find(state: &Path, name: &str, host: Option<&str>) -> Result<String, Stri
     if let Some(host) = host {
         return Ok(host.to_owned());
     }
-    let hosts = std::fs::read_dir(state.join("hosts"))
-        .map_err(|e| format!("{}: {e}", state.join("hosts").display()))?;
-    let mut found = Vec::new();
-    for entry in hosts.flatten() {
-        let candidate = entry.file_name().to_string_lossy().into_owned();
-        if let Ok(MissionReply::Mission { .. }) = call(
-            state,
-            &candidate,
-            MissionCall::Inspect {
-                mission: name.to_owned(),
-            },
-        ) {
-            found.push(candidate);
-        }
+    if !state.join("hosts").is_dir() {
+        return Err(format!(
+            "{}: no host is installed here",
+            state.join("hosts").display()
+        ));
     }
+    // Every host asked at once (a state may hold many).
+    let mut found: Vec<String> = observe::each_installed(state, |candidate| {
+        let inspect = MissionCall::Inspect {
+            mission: name.to_owned(),
+        };
+        matches!(
+            call(state, candidate, inspect),
+            Ok(MissionReply::Mission { .. })
+        )
+    })
+    .into_iter()
+    .filter_map(|(candidate, holds)| holds.then_some(candidate))
+    .collect();
     match found.len() {
         1 => Ok(found.remove(0)),
         0 => Err(format!(

@@ -204,6 +204,14 @@ pub fn observe(topology: &Topology, state: &Path) -> World {
     }
 }
 
+/// `f` over every host installed under `state`, at most `PLAN_OBSERVERS_MAX` at a
+/// time: `(name, result)` in name order.
+pub fn each_installed<R: Send>(state: &Path, f: impl Fn(&str) -> R + Sync) -> Vec<(String, R)> {
+    let hosts = installed_hosts(state);
+    let results = parallel(&hosts, |name| f(name));
+    hosts.into_iter().zip(results).collect()
+}
+
 /// `f` over `items`, at most `PLAN_OBSERVERS_MAX` at a time, results in order.
 fn parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let chunk = items

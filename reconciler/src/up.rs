@@ -325,10 +325,9 @@ pub fn up(
                 // refused to be adopted above).
                 (HostStatus::Running(running), Some(config))
                     if children.get(&host.name).is_some()
-                        && running
-                            .profiles
-                            .as_ref()
-                            .is_some_and(|p| *p != config.profiles) =>
+                        && running.profiles.as_ref().is_some_and(|p| {
+                            crate::diff::hosts::profiles_differ(&config.profiles, p)
+                        }) =>
                 {
                     children.stop(&host.name);
                     children.start(&host.name, &dir)?;

@@ -249,3 +249,15 @@ impl miette::Diagnostic for Diagnostics {
         ))
     }
 }
+
+/// What a KDL value is, in words for a diagnostic (`must be a string, found an
+/// integer`): the topology's parser and the journeys' use the same.
+pub fn kdl_type(value: &kdl::KdlValue) -> &'static str {
+    match value {
+        kdl::KdlValue::String(_) => "a string",
+        kdl::KdlValue::Integer(_) => "an integer",
+        kdl::KdlValue::Float(_) => "a number",
+        kdl::KdlValue::Bool(_) => "a boolean",
+        kdl::KdlValue::Null => "#null",
+    }
+}

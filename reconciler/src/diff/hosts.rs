@@ -331,6 +331,12 @@ fn keys(desired: &grid_spec::Host, observation: &HostObservation) -> Vec<Draft> 
 /// Profiles are read when gridd starts: when the running gridd's differ from those the
 /// files select, the host must restart before they take effect, and the plan says so
 /// until it has (`None`: a gridd too old to say which it runs).
+/// Whether a gridd running `running` must restart to run `wanted`: the same set in
+/// any order is the same (the plan, `up` and `inspect hosts` all ask this).
+pub fn profiles_differ(wanted: &[String], running: &[String]) -> bool {
+    wanted.iter().any(|p| !running.contains(p)) || running.iter().any(|p| !wanted.contains(p))
+}
+
 fn restart_for_profiles(wanted: &[String], running: Option<&[String]>) -> Option<String> {
     let running = running?;
     let added: Vec<&str> = wanted

@@ -842,3 +842,21 @@ fn profiles_selected_since_gridd_started_ask_for_a_restart() {
         "restart gridd to run profiles sources processes and to stop profiles ledger: it runs transport authority delivery ledger (profiles take effect when gridd starts)"
     );
 }
+
+#[test]
+fn profiles_in_another_order_need_no_restart() {
+    let list = |text: &str| -> Vec<String> { text.split(' ').map(str::to_owned).collect() };
+    use super::hosts::profiles_differ;
+    assert!(!profiles_differ(
+        &list("transport processes"),
+        &list("processes transport")
+    ));
+    assert!(profiles_differ(
+        &list("transport processes missions"),
+        &list("processes transport")
+    ));
+    assert!(profiles_differ(
+        &list("transport"),
+        &list("transport ledger")
+    ));
+}

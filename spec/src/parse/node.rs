@@ -13,16 +13,6 @@ pub(super) struct NodeReader<'n> {
     children_read: bool,
 }
 
-fn type_name(value: &KdlValue) -> &'static str {
-    match value {
-        KdlValue::String(_) => "a string",
-        KdlValue::Integer(_) => "an integer",
-        KdlValue::Float(_) => "a number",
-        KdlValue::Bool(_) => "a boolean",
-        KdlValue::Null => "#null",
-    }
-}
-
 impl<'n> NodeReader<'n> {
     pub(super) fn new(node: &'n KdlNode) -> Self {
         NodeReader {
@@ -84,7 +74,7 @@ impl<'n> NodeReader<'n> {
                         entry.span(),
                         format!(
                             "the {what} of {node} must be a string, found {}",
-                            type_name(other)
+                            crate::diagnostic::kdl_type(other)
                         ),
                         "wrong type",
                         "quote it, for example \"plant-ops\"",
@@ -116,7 +106,10 @@ impl<'n> NodeReader<'n> {
                 KdlValue::String(s) => out.push((s.clone(), entry.span())),
                 other => r.error(
                     entry.span(),
-                    format!("a {what} must be a string, found {}", type_name(other)),
+                    format!(
+                        "a {what} must be a string, found {}",
+                        crate::diagnostic::kdl_type(other)
+                    ),
                     "wrong type",
                     "",
                 ),
@@ -141,7 +134,7 @@ impl<'n> NodeReader<'n> {
                         entry.span(),
                         format!(
                             "property `{key}` of {node} must be a string, found {}",
-                            type_name(other)
+                            crate::diagnostic::kdl_type(other)
                         ),
                         "wrong type",
                         &format!("quote the value: {key}=\"…\""),
@@ -234,7 +227,7 @@ impl<'n> NodeReader<'n> {
                         entry.span(),
                         format!(
                             "property `{key}` of {node} must be an integer, found {}",
-                            type_name(other)
+                            crate::diagnostic::kdl_type(other)
                         ),
                         "wrong type",
                         &format!("write a whole number, for example {key}={example}"),
@@ -265,7 +258,7 @@ impl<'n> NodeReader<'n> {
                     entry.span(),
                     format!(
                         "property `{key}` of {node} must be a number, found {}",
-                        type_name(other)
+                        crate::diagnostic::kdl_type(other)
                     ),
                     "wrong type",
                     "write a finite number, for example 82.5",
@@ -295,7 +288,7 @@ impl<'n> NodeReader<'n> {
                     entry.span(),
                     format!(
                         "property `{key}` of {node} must be a boolean, found {}",
-                        type_name(other)
+                        crate::diagnostic::kdl_type(other)
                     ),
                     "wrong type",
                     &format!("write {key}=#true or {key}=#false"),

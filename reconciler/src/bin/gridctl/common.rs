@@ -101,22 +101,26 @@ pub fn parse_sets(what: &str, sets: &[String]) -> anyhow::Result<Vec<(String, f6
 
 /// The installed host that serves `model` (not retired), found under STATE/hosts.
 pub fn owner_of(state: &Path, model: &str) -> anyhow::Result<PathBuf> {
-    let hosts = grid_reconciler::observe::installed_hosts(state);
+    use grid_reconciler::observe;
     let shown = grid_spec::diagnostic::quoted(model);
     let mut unreachable = Vec::new();
     let mut retired_at = Vec::new();
-    for name in &hosts {
-        let dir = grid_reconciler::observe::host_dir(state, name);
-        match grid_reconciler::observe::observe_host(name, &dir).status {
+    // Every host asked at once (a state may hold many), then read in name order.
+    let observed = observe::each_installed(state, |name| {
+        observe::observe_host(name, &observe::host_dir(state, name)).status
+    });
+    for (name, status) in observed {
+        let dir = observe::host_dir(state, &name);
+        match status {
             grid_reconciler::observe::HostStatus::Running(o) => {
                 if o.models.iter().any(|m| m.name == model && !m.retired) {
                     return Ok(dir);
                 }
                 if o.models.iter().any(|m| m.name == model && m.retired) {
-                    retired_at.push(name.clone());
+                    retired_at.push(name);
                 }
             }
-            _ => unreachable.push(name.clone()),
+            _ => unreachable.push(name),
         }
     }
     if !retired_at.is_empty() && unreachable.is_empty() {
