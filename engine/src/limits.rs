@@ -48,6 +48,15 @@ const _: () = assert!(INGEST_BATCH_MAX <= INGEST_QUEUE_MAX);
 const _: () = assert!(TAG_REPORT_DEBT_MAX <= TAG_REPORT_OBSERVATIONS_MAX);
 const _: () = assert!(TAG_REPORT_ENTRIES_MAX <= TAG_REPORT_OBSERVATIONS_MAX);
 
+// Storage.
+
+/// The free space below which a host refuses new work ("storage full"): what stays
+/// for answers, acknowledgements, flushes and compactions, in bytes.
+pub const STORAGE_RESERVE_BYTES_MIN: u64 = 64 * 1024 * 1024;
+/// The most files `gridctl inspect storage` counts in one store directory; a larger one
+/// is reported `truncated`.
+pub const STORAGE_WALK_FILES_MAX: usize = 100_000;
+
 // The transport.
 
 /// The most TLS connections served at once.

@@ -28,6 +28,9 @@ pub enum Call {
     Values { model: String },
     /// Wire observation counters (profile `wire-observation`). Changes nothing.
     Wire,
+    /// What the installation's stores hold on disk. Changes nothing: no write, flush
+    /// or compaction.
+    Storage,
     /// A call to the authority of `membership` (the only one this host runs when
     /// `None`); profile `authority`. Handled outside the host's lock.
     Authority {
@@ -288,6 +291,8 @@ pub enum Reply {
     Wire {
         peers: Vec<WirePeer>,
     },
+    /// What the installation's stores hold on disk (`Call::Storage`).
+    Storage(Box<crate::store::usage::StorageView>),
     /// What the authority answered.
     Authority(crate::authority::service::AuthorityReply),
     /// What the delivery profile answered.

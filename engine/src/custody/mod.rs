@@ -21,7 +21,6 @@
 //!   retired, so what it signed still verifies, and it cannot sign again;
 //! - secrets are generated from the operating system's random source only.
 
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
@@ -157,21 +156,10 @@ fn mail_fingerprint(secret: &StaticSecret) -> String {
 /// Writes `bytes` to `path` 0600, synced, replacing it atomically (a private file of
 /// an installation: keys, certificates, `host.toml`).
 pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), CustodyError> {
-    let io = |source| CustodyError::Io {
+    crate::store::write_private(path, bytes).map_err(|source| CustodyError::Io {
         path: path.to_owned(),
         source,
-    };
-    let temporary = path.with_extension("new");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temporary)
-        .map_err(io)?;
-    std::io::Write::write_all(&mut file, bytes).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    std::fs::rename(&temporary, path).map_err(io)
+    })
 }
 
 /// Writes a 32-byte secret of `kind` to `path` as a PEM PKCS#8 v1 key file (0600,

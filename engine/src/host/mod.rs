@@ -43,6 +43,7 @@ use crate::protocol::{
 };
 use crate::store::ensure_private_dir;
 use crate::store::keys::Key;
+use crate::store::mark;
 use crate::store::{Failpoints, fatal};
 use config::HostConfig;
 
@@ -76,6 +77,8 @@ pub enum HostError {
         control::socket_path(.path).display()
     )]
     Served { path: PathBuf, pid: Option<u32> },
+    #[error(transparent)]
+    Mark(#[from] crate::store::mark::MarkError),
     #[error("{path}: the host store is damaged: {detail}")]
     Damaged { path: PathBuf, detail: String },
     #[error(
@@ -367,6 +370,8 @@ impl Host {
             path: store.clone(),
             source,
         };
+        // A store the installation once had is never created afresh (store::mark).
+        let mark = mark::before_open(dir, &store)?;
         let database = match Database::builder(&store).worker_threads(1).open() {
             Err(fjall::Error::Locked) => {
                 return Err(HostError::Served {
@@ -387,6 +392,9 @@ impl Host {
         let tags_keyspace = keyspace("tags").map_err(storage)?;
         let source_journal = keyspace("source-journal").map_err(storage)?;
         let tag_effects = keyspace("tag-effects").map_err(storage)?;
+        let held = meta.get(mark::STORE_ID_KEY).map_err(storage)?;
+        let held = held.map(|id| String::from_utf8_lossy(&id).into_owned());
+        let verdict = mark::judge(dir, &store, mark, held)?;
         match meta.get("format").map_err(storage)? {
             Some(found) if found.as_ref() != HOST_STORE_FORMAT.as_bytes() => {
                 return Err(HostError::UnsupportedFormat {
@@ -420,6 +428,15 @@ impl Host {
                     .map_err(storage)?;
                 database.persist(PersistMode::SyncAll).map_err(storage)?;
             }
+        }
+        // Into the store first: a stop before the mark is written adopts it.
+        if let mark::Verdict::Create { id } = &verdict {
+            meta.insert(mark::STORE_ID_KEY, id.as_bytes())
+                .map_err(storage)?;
+            database.persist(PersistMode::SyncAll).map_err(storage)?;
+        }
+        if let mark::Verdict::Create { id } | mark::Verdict::Adopt { id } = &verdict {
+            mark::write(dir, id)?;
         }
         let mut host = Host {
             dir: dir.to_owned(),
@@ -808,6 +825,10 @@ impl Host {
                 reason: "wallet and mission calls are taken on the host's control socket only"
                     .to_owned(),
             }),
+            Call::Storage => Handled::Reply(Reply::Storage(Box::new(crate::store::usage::usage(
+                &self.database,
+                &self.dir,
+            )))),
             Call::Wire => Handled::Reply(match &self.wire {
                 Some(wire) => Reply::Wire {
                     peers: wire

@@ -37,6 +37,12 @@ impl Host {
                 ),
             });
         }
+        // A full disk refuses new work before anything is written; the re-sent ids
+        // above still get their answers.
+        if let Some(reason) = crate::store::usage::full(&self.dir) {
+            tracing::warn!(op, kind, "operation refused: storage full");
+            return Handled::Reply(Reply::Refused { reason });
+        }
         let mut write = self.database.batch();
         let mut after_commit: Option<AfterCommit> = None;
         let mut batch_point = false;

@@ -1,6 +1,7 @@
 //! The ground floor's storage machinery, shared by every capability and importing
 //! none: private directories, group commit of fsyncs, the stop on a storage failure,
-//! named crash points and the byte layout of composite store keys.
+//! named crash points, the byte layout of composite store keys, the store's identity
+//! kept outside it (`mark`), and what the stores hold on disk (`usage`).
 //!
 //! Invariants kept here, stated as absences: nothing in this module knows a capability;
 //! no directory it accepts is readable by group or other; no write is reported durable
@@ -9,11 +10,13 @@
 pub mod commit;
 pub mod failpoints;
 pub mod keys;
+pub mod mark;
 mod private;
+pub mod usage;
 
 pub use commit::Syncer;
 pub use failpoints::{Action, Failpoint, Failpoints};
-pub use private::{PrivateDirError, ensure_private_dir};
+pub use private::{PrivateDirError, ensure_private_dir, write_private};
 
 /// A storage failure in the middle of an operation: the host cannot know what is
 /// durable, so it stops; a restart recovers from the store.

@@ -1,5 +1,5 @@
 //! `gridctl inspect …`: read what an owner holds, without changing it. Authority, wire
-//! counters, tags and a model's values here; routes in `routes`, runs and grants in
+//! counters, storage, tags and a model's values here; routes in `routes`, runs and grants in
 //! `process`.
 
 use std::process::ExitCode;
@@ -8,6 +8,7 @@ use anyhow::bail;
 use clap::Subcommand;
 use grid_engine::host::control::Client;
 use grid_engine::protocol::{Call, Reply, ValueText, WirePeer};
+use grid_engine::store::usage::StorageView;
 use grid_reconciler::observe;
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
@@ -39,6 +40,18 @@ pub enum InspectCommand {
     /// TLS bytes the host's sockets wrote per peer and direction (profile
     /// `wire-observation`); an overflowed counter reads `unavailable`.
     Wire {
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// What a host's stores hold on disk: every keyspace of its store (entries, table
+    /// bytes), the store's journal, each store directory (`store`, `authority/M/…`)
+    /// with its files and bytes, and the disk's free space. Reads only.
+    #[command(mut_arg("json", |a| a.help(
+        "{\"host\", \"keyspaces\": [{\"name\", \"approximate_entries\", \"table_bytes\"}], \"journal_bytes\", \"directories\": [{\"path\", \"files\", \"bytes\", \"truncated\"}], \"disk\": {\"total_bytes\", \"available_bytes\"} or null}"
+    )))]
+    Storage {
         #[arg(long, value_name = "NAME")]
         host: String,
         #[command(flatten)]
@@ -177,6 +190,7 @@ pub fn inspect(command: InspectCommand) -> anyhow::Result<ExitCode> {
         InspectCommand::Hosts { output } => crate::local::inspect_hosts(&output),
         InspectCommand::Authority { membership, output } => authority(&membership, &output),
         InspectCommand::Wire { host, output } => wire(&host, &output),
+        InspectCommand::Storage { host, output } => storage(&host, &output),
         InspectCommand::Routes { host, output } => routes::inspect_routes(host, &output),
         InspectCommand::Inbox {
             route,
@@ -282,6 +296,61 @@ fn wire(host: &str, output: &Output) -> anyhow::Result<ExitCode> {
         other => bail!("the host answered {other:?}"),
     };
     emit(&Wire::of(host, &peers), output.json);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a host's stores hold on disk.
+#[derive(Serialize)]
+struct Storage<'a> {
+    host: &'a str,
+    #[serde(flatten)]
+    view: &'a StorageView,
+}
+
+impl Report for Storage<'_> {
+    fn text(&self) -> String {
+        let mut out = format!("host {}\n", self.host);
+        out.push_str(&format!("  journal: {} bytes\n", self.view.journal_bytes));
+        for k in &self.view.keyspaces {
+            out.push_str(&format!(
+                "  keyspace {}: ~{} entries, {} bytes in tables\n",
+                k.name, k.approximate_entries, k.table_bytes
+            ));
+        }
+        for d in &self.view.directories {
+            out.push_str(&format!(
+                "  {}: {} files, {} bytes{}\n",
+                d.path,
+                d.files,
+                d.bytes,
+                if d.truncated {
+                    " (counted up to STORAGE_WALK_FILES_MAX files)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        match &self.view.disk {
+            Some(disk) => out.push_str(&format!(
+                "  disk: {} of {} bytes available\n",
+                disk.available_bytes, disk.total_bytes
+            )),
+            None => out.push_str("  disk: unknown (the filesystem did not answer)\n"),
+        }
+        out
+    }
+}
+
+/// `gridctl inspect storage --host NAME`.
+fn storage(host: &str, output: &Output) -> anyhow::Result<ExitCode> {
+    let dir = observe::host_dir(&output.state, host);
+    let reply = Client::connect(&dir).and_then(|mut c| c.call(&Call::Storage))?;
+    let view = match reply {
+        Reply::Storage(view) => view,
+        Reply::Refused { reason } => bail!("{reason}"),
+        other => bail!("the host answered {other:?}"),
+    };
+    emit(&Storage { host, view: &view }, output.json);
     Ok(ExitCode::SUCCESS)
 }
 

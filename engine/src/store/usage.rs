@@ -1,0 +1,177 @@
+//! What an installation's stores hold on disk (`gridctl inspect storage`): every
+//! keyspace of the host's store with its entries and bytes, the store's write-ahead
+//! journal, each database directory of the installation, and the filesystem's free
+//! space. Reads only: nothing here writes, flushes or compacts.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::limits::{STORAGE_RESERVE_BYTES_MIN, STORAGE_WALK_FILES_MAX};
+
+/// The installation's stores as `Call::Storage` answers them. Fields are only ever
+/// added.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StorageView {
+    /// Every keyspace of `DIR/store` (the host's own and its rooms'), by name.
+    pub keyspaces: Vec<KeyspaceUsage>,
+    /// The bytes of `DIR/store`'s write-ahead journal (entries not yet in a table).
+    pub journal_bytes: u64,
+    /// Each store directory of the installation (`store`, `authority/M/log`, …) with
+    /// the bytes of its files.
+    pub directories: Vec<DirectoryUsage>,
+    /// The filesystem holding the installation; none when it cannot be read.
+    pub disk: Option<DiskUsage>,
+}
+
+/// One keyspace of the host's store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyspaceUsage {
+    pub name: String,
+    /// Entries, as the store estimates them (exact until overwrites and deletions
+    /// are compacted).
+    pub approximate_entries: u64,
+    /// Bytes of the keyspace's tables on disk (entries still in the journal are not
+    /// in them).
+    pub table_bytes: u64,
+}
+
+/// One store directory of the installation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirectoryUsage {
+    /// Relative to the installation: `store`, `authority/plant-ops/log`, ….
+    pub path: String,
+    pub files: u64,
+    pub bytes: u64,
+    /// More than `STORAGE_WALK_FILES_MAX` files: `files` and `bytes` count only those.
+    pub truncated: bool,
+}
+
+/// The filesystem holding the installation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiskUsage {
+    pub total_bytes: u64,
+    /// Bytes an unprivileged writer may still use.
+    pub available_bytes: u64,
+}
+
+/// The store directories of an installation: `store`, and each database of each
+/// membership's authority (`authority/M/*`).
+fn store_directories(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if dir.join("store").is_dir() {
+        out.push("store".to_owned());
+    }
+    let names = |relative: &str| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.join(relative))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    for membership in names("authority") {
+        for database in names(&format!("authority/{membership}")) {
+            out.push(format!("authority/{membership}/{database}"));
+        }
+    }
+    out
+}
+
+/// Files and bytes under `path`, never following a link, at most
+/// `STORAGE_WALK_FILES_MAX` files.
+fn walk(path: &Path) -> (u64, u64, bool) {
+    let (mut files, mut bytes) = (0u64, 0u64);
+    let mut pending = vec![path.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        for entry in std::fs::read_dir(&next).into_iter().flatten().flatten() {
+            let Ok(metadata) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            if metadata.is_dir() {
+                pending.push(entry.path());
+            } else if metadata.is_file() {
+                if files as usize >= STORAGE_WALK_FILES_MAX {
+                    return (files, bytes, true);
+                }
+                files += 1;
+                bytes = bytes.saturating_add(metadata.len());
+            }
+        }
+    }
+    (files, bytes, false)
+}
+
+fn disk(dir: &Path) -> Option<DiskUsage> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs writes only the struct given; `path` is a valid C string.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
+        return None;
+    }
+    let block = stat.f_frsize;
+    Some(DiskUsage {
+        total_bytes: stat.f_blocks.saturating_mul(block),
+        available_bytes: stat.f_bavail.saturating_mul(block),
+    })
+}
+
+/// Why new work must be refused now: the filesystem holding the installation at `dir`
+/// has less than `STORAGE_RESERVE_BYTES_MIN` left for an unprivileged writer. The
+/// reserve keeps answers, acknowledgements, flushes and compactions writable, so a
+/// full disk refuses new work instead of failing a write halfway and stopping the
+/// host; work is taken again as soon as space returns. A filesystem that does not
+/// answer refuses nothing (the write itself then reports).
+pub fn full(dir: &Path) -> Option<String> {
+    let disk = disk(dir)?;
+    (disk.available_bytes < STORAGE_RESERVE_BYTES_MIN).then(|| {
+        format!(
+            "storage full: {} bytes available on the filesystem of {}, below STORAGE_RESERVE_BYTES_MIN ({STORAGE_RESERVE_BYTES_MIN}); new work is refused until space returns (answers and reads still work; nothing was journaled)",
+            disk.available_bytes,
+            dir.display()
+        )
+    })
+}
+
+/// What the installation at `dir`, whose store `database` is, holds on disk now.
+pub fn usage(database: &fjall::Database, dir: &Path) -> StorageView {
+    let mut keyspaces: Vec<KeyspaceUsage> = database
+        .list_keyspace_names()
+        .iter()
+        .filter_map(|name| {
+            let name: &str = name.as_ref();
+            let name = name.to_owned();
+            let keyspace = database
+                .keyspace(&name, fjall::KeyspaceCreateOptions::default)
+                .ok()?;
+            Some(KeyspaceUsage {
+                approximate_entries: keyspace.approximate_len() as u64,
+                table_bytes: keyspace.disk_space(),
+                name,
+            })
+        })
+        .collect();
+    keyspaces.sort_by(|a, b| a.name.cmp(&b.name));
+    let directories = store_directories(dir)
+        .into_iter()
+        .map(|path| {
+            let (files, bytes, truncated) = walk(&dir.join(&path));
+            DirectoryUsage {
+                path,
+                files,
+                bytes,
+                truncated,
+            }
+        })
+        .collect();
+    StorageView {
+        keyspaces,
+        journal_bytes: database.journal_disk_space().unwrap_or(0),
+        directories,
+        disk: disk(dir),
+    }
+}

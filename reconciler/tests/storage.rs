@@ -1,0 +1,347 @@
+//! `gridctl inspect storage` against a real gridd (docs/storage.md): every keyspace of
+//! the host's store with its entries, the store's journal, each store directory — the
+//! host store and its authority's databases — with exactly the files and bytes an
+//! independent walk of the installation finds, and the disk's free space. Inspecting
+//! changes nothing on disk. And a store that is gone, emptied or another
+//! installation's is refused by name (`DIR/keys/store.mark`), never started afresh:
+//! put back, the host answers its acknowledged ids as before.
+
+use std::path::Path;
+
+mod common;
+
+use common::{KillOnDrop, gridctl, gridctl_code};
+
+const TOPOLOGY: &str = "grid version=1\nmembership ops {\n    authority voters=1\n}\n\
+    host solo listen=\"127.0.0.1:7951\" {\n    member ops\n    profiles transport authority\n}\n\
+    model counter host=solo {\n    input n default=0\n    cell twice \"n * 2\"\n}\n";
+
+/// `(files, bytes)` under `path`, links not followed: the count `inspect storage` must
+/// match.
+fn walk(path: &Path) -> (u64, u64) {
+    let (mut files, mut bytes) = (0, 0);
+    for entry in std::fs::read_dir(path).unwrap().flatten() {
+        let metadata = entry.path().symlink_metadata().unwrap();
+        if metadata.is_dir() {
+            let (f, b) = walk(&entry.path());
+            files += f;
+            bytes += b;
+        } else if metadata.is_file() {
+            files += 1;
+            bytes += metadata.len();
+        }
+    }
+    (files, bytes)
+}
+
+#[test]
+fn inspect_storage_reports_what_the_installation_holds_on_disk() {
+    let dir = common::work_dir("storage");
+    std::fs::write(dir.join("t.kdl"), TOPOLOGY).unwrap();
+    let (code, text) = gridctl_code(&dir, &["reconcile", "t.kdl"]);
+    assert_eq!(code, Some(5), "{text}"); // the model and the authority wait for gridd
+    let host_dir = dir.join("grid-state/hosts/solo");
+    let host = start(&host_dir, &dir.join("solo.log")).unwrap();
+    let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]);
+    assert!(ok, "{text}");
+    const INPUTS: u64 = 20;
+    for i in 0..INPUTS {
+        let (code, answer) = input(&dir, &format!("n={i}"), &format!("s{i}"));
+        assert_eq!(code, Some(0), "{answer}");
+    }
+
+    // The store may flush or compact in the background: compare with a walk only when
+    // the walks before and after the inspection agree (bounded attempts).
+    let mut compared = None;
+    for _ in 0..50 {
+        let before = walk(&host_dir.join("store"));
+        let (ok, text) = gridctl(&dir, &["inspect", "storage", "--host", "solo", "--json"]);
+        assert!(ok, "{text}");
+        let after = walk(&host_dir.join("store"));
+        if before == after {
+            compared = Some((before, text));
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let ((files, bytes), text) = compared.expect("the store settles");
+    let view: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(view["host"], "solo");
+
+    let keyspace = |name: &str| {
+        view["keyspaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["name"] == name)
+            .unwrap_or_else(|| panic!("keyspace `{name}` in {text}"))
+            .clone()
+    };
+    // The model's install and every input are operations with retained answers.
+    let operations = keyspace("operations")["approximate_entries"]
+        .as_u64()
+        .unwrap();
+    assert!(operations > INPUTS, "{operations} operations: {text}");
+    assert!(keyspace("batches")["approximate_entries"].as_u64().unwrap() >= INPUTS);
+    for name in ["meta", "models", "unacknowledged"] {
+        keyspace(name);
+    }
+    assert!(view["journal_bytes"].as_u64().unwrap() > 0, "{text}");
+
+    let directories = view["directories"].as_array().unwrap();
+    assert_eq!(directories[0]["path"], "store", "{text}");
+    assert_eq!(directories[0]["files"].as_u64(), Some(files), "{text}");
+    assert_eq!(directories[0]["bytes"].as_u64(), Some(bytes), "{text}");
+    assert_eq!(directories[0]["truncated"], false);
+    // The authority's databases, each counted as a walk counts it.
+    let authority: Vec<&serde_json::Value> = directories
+        .iter()
+        .filter(|d| d["path"].as_str().unwrap().starts_with("authority/ops/"))
+        .collect();
+    assert!(!authority.is_empty(), "the authority's stores: {text}");
+    for d in authority {
+        let (files, _) = walk(&host_dir.join(d["path"].as_str().unwrap()));
+        assert_eq!(d["files"].as_u64(), Some(files), "{d}");
+    }
+    let disk = &view["disk"];
+    let (total, available) = (
+        disk["total_bytes"].as_u64().unwrap(),
+        disk["available_bytes"].as_u64().unwrap(),
+    );
+    assert!(total > 0 && available <= total, "{disk}");
+
+    let (ok, text) = gridctl(&dir, &["inspect", "storage", "--host", "solo"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("keyspace operations: ~"), "{text}");
+    assert!(text.contains("  store: "), "{text}");
+
+    // A host that does not run: named, nothing else.
+    let (code, text) = gridctl_code(&dir, &["inspect", "storage", "--host", "nobody"]);
+    assert_ne!(code, Some(0), "{text}");
+
+    drop(host);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The values of model `counter`, as `gridctl inspect model --json` shows them.
+fn values(dir: &Path) -> serde_json::Value {
+    let (ok, text) = gridctl(dir, &["inspect", "model", "counter", "--json"]);
+    assert!(ok, "{text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The `--json` answer of `gridctl input counter N=V --op OP`.
+fn input(dir: &Path, value: &str, op: &str) -> (Option<i32>, serde_json::Value) {
+    let (code, text) = gridctl_code(dir, &["input", "counter", value, "--op", op, "--json"]);
+    let answer = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    (code, answer)
+}
+
+/// Starts gridd on `host_dir`: `Ok` once it serves, `Err(stderr)` when it exits.
+fn start(host_dir: &Path, log: &Path) -> Result<KillOnDrop, String> {
+    let child = std::process::Command::new(common::gridd())
+        .arg("--dir")
+        .arg(host_dir)
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    match common::wait_ready(&mut child.0, host_dir) {
+        Ok(()) => Ok(child),
+        Err(status) => {
+            assert!(!status.success(), "{status}");
+            Err(std::fs::read_to_string(log).unwrap())
+        }
+    }
+}
+
+#[test]
+fn a_missing_emptied_or_foreign_store_is_refused_and_the_own_one_answers_as_before() {
+    let dir = common::work_dir("store-mark");
+    std::fs::write(
+        dir.join("t.kdl"),
+        "grid version=1\n\
+         host solo listen=\"127.0.0.1:7952\"\n\
+         host other listen=\"127.0.0.1:7953\"\n\
+         model counter host=solo {\n    input n default=0\n    cell twice \"n * 2\"\n}\n",
+    )
+    .unwrap();
+    let (code, text) = gridctl_code(&dir, &["reconcile", "t.kdl"]);
+    assert_eq!(code, Some(5), "{text}");
+    let (solo, other) = (
+        dir.join("grid-state/hosts/solo"),
+        dir.join("grid-state/hosts/other"),
+    );
+    let log = dir.join("gridd.log");
+    {
+        let _solo = start(&solo, &log).unwrap();
+        let _other = start(&other, &log).unwrap();
+        let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]);
+        assert!(ok, "{text}");
+        for i in 0..3 {
+            let (code, answer) = input(&dir, &format!("n={i}"), &format!("m{i}"));
+            assert_eq!(code, Some(0), "{answer}");
+        }
+    } // both stopped (SIGKILL)
+    let mark = solo.join("keys/store.mark");
+    let mode = std::os::unix::fs::PermissionsExt::mode(&mark.metadata().unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "{}", mark.display());
+
+    // Gone: refused, and nothing is created in its place.
+    let store = solo.join("store");
+    std::fs::rename(&store, solo.join("store.kept")).unwrap();
+    let refused = start(&solo, &log)
+        .err()
+        .expect("a missing store is refused");
+    assert!(
+        refused.contains("the store of this installation is missing")
+            && refused.contains("store.mark"),
+        "{refused}"
+    );
+    assert!(!store.exists(), "no store created afresh");
+    // Emptied: refused the same.
+    grid_engine::store::ensure_private_dir(&store).unwrap();
+    let refused = start(&solo, &log).err().expect("an empty store is refused");
+    assert!(refused.contains("is missing"), "{refused}");
+    std::fs::remove_dir_all(&store).unwrap();
+    // Another installation's store: refused, naming both.
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(other.join("store"))
+        .arg(&store)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let refused = start(&solo, &log)
+        .err()
+        .expect("a foreign store is refused");
+    assert!(refused.contains("this is another store"), "{refused}");
+    std::fs::remove_dir_all(&store).unwrap();
+
+    // Its own store back: it serves, and an acknowledged id answers as it first did.
+    std::fs::rename(solo.join("store.kept"), &store).unwrap();
+    let _solo = start(&solo, &log).unwrap();
+    let (code, answer) = input(&dir, "n=2", "m2");
+    assert_eq!(
+        (code, &answer["replayed"]),
+        (Some(0), &true.into()),
+        "{answer}"
+    );
+    assert_eq!(values(&dir)["twice"], 4.0, "the last input before the stop");
+    let (ok, text) = gridctl(&dir, &["input", "counter", "n=7", "--op", "m3"]);
+    assert!(ok, "{text}");
+    assert_eq!(values(&dir)["twice"], 14.0);
+    drop(_solo);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A tmpfs of `bytes` mounted at `path` for one test, unmounted when it ends.
+struct Mounted(std::path::PathBuf);
+
+impl Mounted {
+    fn tmpfs(path: &Path, bytes: u64) -> Mounted {
+        std::fs::create_dir_all(path).unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes},mode=0700")])
+            .arg("tmpfs")
+            .arg(path)
+            .status()
+            .expect("mount runs");
+        assert!(
+            status.success(),
+            "mounting a tmpfs needs root (CI runs as root)"
+        );
+        Mounted(path.to_owned())
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Bytes an unprivileged writer may still use on the filesystem of `path`.
+fn available(path: &Path) -> u64 {
+    let output = std::process::Command::new("df")
+        .args(["-B1", "--output=avail"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.lines().nth(1).unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn a_full_disk_refuses_new_work_and_keeps_answering_until_space_returns() {
+    use grid_engine::limits::STORAGE_RESERVE_BYTES_MIN;
+    let dir = common::work_dir("storage-full");
+    let disk = dir.join("disk");
+    let mounted = Mounted::tmpfs(&disk, STORAGE_RESERVE_BYTES_MIN + 48 * 1024 * 1024);
+    std::fs::write(
+        dir.join("t.kdl"),
+        format!(
+            "grid version=1\nhost tiny listen=\"127.0.0.1:7954\" dir=\"{}\"\n\
+             model counter host=tiny {{\n    input n default=0\n    cell twice \"n * 2\"\n}}\n",
+            disk.join("tiny").display()
+        ),
+    )
+    .unwrap();
+    let (code, text) = gridctl_code(&dir, &["reconcile", "t.kdl"]);
+    assert_eq!(code, Some(5), "{text}");
+    let host_dir = dir.join("grid-state/hosts/tiny");
+    let tiny = start(&host_dir, &dir.join("tiny.log")).unwrap();
+    let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]);
+    assert!(ok, "{text}");
+    let (ok, text) = gridctl(&dir, &["input", "counter", "n=1", "--op", "f1"]);
+    assert!(ok, "{text}");
+
+    // Fill the disk to half the reserve.
+    let filler = disk.join("filler");
+    {
+        use std::io::Write;
+        let mut file = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![0u8; 1024 * 1024];
+        let mut left = available(&disk).saturating_sub(STORAGE_RESERVE_BYTES_MIN / 2);
+        while left > 0 {
+            let n = left.min(chunk.len() as u64) as usize;
+            file.write_all(&chunk[..n]).unwrap();
+            left -= n as u64;
+        }
+        file.sync_all().unwrap();
+    }
+    assert!(available(&disk) < STORAGE_RESERVE_BYTES_MIN);
+
+    // New work: refused, naming the cause; nothing journaled (exit 4, refused).
+    let (code, answer) = input(&dir, "n=2", "f2");
+    assert_eq!(code, Some(4), "{answer}");
+    assert_eq!(answer["outcome"], "refused", "{answer}");
+    assert!(
+        answer["detail"].as_str().unwrap().contains("storage full"),
+        "{answer}"
+    );
+    // Answers and reads keep working.
+    let (code, answer) = input(&dir, "n=1", "f1");
+    assert_eq!(
+        (code, &answer["replayed"]),
+        (Some(0), &true.into()),
+        "{answer}"
+    );
+    assert_eq!(values(&dir)["twice"], 2.0);
+
+    // Space returns: the same id is taken now, without a restart.
+    std::fs::remove_file(&filler).unwrap();
+    let (code, answer) = input(&dir, "n=2", "f2");
+    assert_eq!(
+        (code, &answer["outcome"]),
+        (Some(0), &"succeeded".into()),
+        "{answer}"
+    );
+    assert_eq!(values(&dir)["twice"], 4.0);
+    drop(tiny);
+    drop(mounted);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
