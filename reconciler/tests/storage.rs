@@ -275,6 +275,21 @@ fn available(path: &Path) -> u64 {
     text.lines().nth(1).unwrap().trim().parse().unwrap()
 }
 
+/// Writes `filler` until the filesystem of `disk` has `left` bytes available.
+fn fill(disk: &Path, filler: &Path, left: u64) {
+    use std::io::Write;
+    let mut file = std::fs::File::create(filler).unwrap();
+    let chunk = vec![0u8; 1024 * 1024];
+    let mut missing = available(disk).saturating_sub(left);
+    while missing > 0 {
+        let n = missing.min(chunk.len() as u64) as usize;
+        file.write_all(&chunk[..n]).unwrap();
+        missing -= n as u64;
+    }
+    file.sync_all().unwrap();
+    assert!(available(disk) <= left + 1024 * 1024, "filled");
+}
+
 #[test]
 fn a_full_disk_refuses_new_work_and_keeps_answering_until_space_returns() {
     use grid_engine::limits::STORAGE_RESERVE_BYTES_MIN;
@@ -284,8 +299,9 @@ fn a_full_disk_refuses_new_work_and_keeps_answering_until_space_returns() {
     std::fs::write(
         dir.join("t.kdl"),
         format!(
-            "grid version=1\nhost tiny listen=\"127.0.0.1:7954\" dir=\"{}\"\n\
-             model counter host=tiny {{\n    input n default=0\n    cell twice \"n * 2\"\n}}\n",
+            "grid version=1\nhost tiny listen=\"127.0.0.1:7954\" dir=\"{}\" {{\n    profiles ledger\n}}\n\
+             model counter host=tiny {{\n    input n default=0\n    cell twice \"n * 2\"\n}}\n\
+             ledger books host=tiny {{\n    account a currency=\"EUR\"\n    account b currency=\"EUR\"\n}}\n",
             disk.join("tiny").display()
         ),
     )
@@ -298,21 +314,35 @@ fn a_full_disk_refuses_new_work_and_keeps_answering_until_space_returns() {
     assert!(ok, "{text}");
     let (ok, text) = gridctl(&dir, &["input", "counter", "n=1", "--op", "f1"]);
     assert!(ok, "{text}");
+    let transfer = |op: &str| {
+        gridctl_code(
+            &dir,
+            &[
+                "ledger",
+                "transfer",
+                "books",
+                "--host",
+                "tiny",
+                "--op",
+                op,
+                "--debit",
+                "a",
+                "--credit",
+                "b",
+                "--amount",
+                "5",
+                "--currency",
+                "EUR",
+                "--json",
+            ],
+        )
+    };
+    let (code, first) = transfer("t1");
+    assert_eq!(code, Some(0), "{first}");
 
     // Fill the disk to half the reserve.
     let filler = disk.join("filler");
-    {
-        use std::io::Write;
-        let mut file = std::fs::File::create(&filler).unwrap();
-        let chunk = vec![0u8; 1024 * 1024];
-        let mut left = available(&disk).saturating_sub(STORAGE_RESERVE_BYTES_MIN / 2);
-        while left > 0 {
-            let n = left.min(chunk.len() as u64) as usize;
-            file.write_all(&chunk[..n]).unwrap();
-            left -= n as u64;
-        }
-        file.sync_all().unwrap();
-    }
+    fill(&disk, &filler, STORAGE_RESERVE_BYTES_MIN / 2);
     assert!(available(&disk) < STORAGE_RESERVE_BYTES_MIN);
 
     // New work: refused, naming the cause; nothing journaled (exit 4, refused).
@@ -331,6 +361,11 @@ fn a_full_disk_refuses_new_work_and_keeps_answering_until_space_returns() {
         "{answer}"
     );
     assert_eq!(values(&dir)["twice"], 2.0);
+    // The ledger the same: a new transfer refused, a re-sent one answered as first.
+    let (code, text) = transfer("t2");
+    assert_ne!(code, Some(0), "{text}");
+    assert!(text.contains("storage full"), "{text}");
+    assert_eq!(transfer("t1"), (Some(0), first.clone()));
 
     // Space returns: the same id is taken now, without a restart.
     std::fs::remove_file(&filler).unwrap();
@@ -341,7 +376,87 @@ fn a_full_disk_refuses_new_work_and_keeps_answering_until_space_returns() {
         "{answer}"
     );
     assert_eq!(values(&dir)["twice"], 4.0);
+    let (code, text) = transfer("t2");
+    assert_eq!(code, Some(0), "{text}");
     drop(tiny);
+    drop(mounted);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_full_disk_refuses_new_runs_at_the_receiver_and_at_the_caller() {
+    use grid_engine::limits::STORAGE_RESERVE_BYTES_MIN;
+    let dir = common::work_dir("storage-full-runs");
+    let disk = dir.join("disk");
+    let mounted = Mounted::tmpfs(&disk, STORAGE_RESERVE_BYTES_MIN + 48 * 1024 * 1024);
+    // `site` (the receiver) and `edge` (a caller) on the small disk, `hq` (a caller) not.
+    std::fs::write(
+        dir.join("t.kdl"),
+        format!(
+            "grid version=1\nmembership ops\n\
+             host site listen=\"127.0.0.1:7955\" dir=\"{}\" {{\n    member ops\n    profiles transport processes\n}}\n\
+             host edge listen=\"127.0.0.1:7956\" dir=\"{}\" {{\n    member ops\n    profiles transport processes\n}}\n\
+             host hq listen=\"127.0.0.1:7957\" {{\n    member ops\n    profiles transport processes\n}}\n\
+             grant hq-on-site issuer=site caller=hq units=10\n\
+             grant edge-on-hq issuer=hq caller=edge units=10\n",
+            disk.join("site").display(),
+            disk.join("edge").display(),
+        ),
+    )
+    .unwrap();
+    let (code, text) = gridctl_code(&dir, &["reconcile", "t.kdl"]);
+    assert_eq!(code, Some(5), "{text}");
+    let hosts = dir.join("grid-state/hosts");
+    let site = start(&hosts.join("site"), &dir.join("site.log")).unwrap();
+    let edge = start(&hosts.join("edge"), &dir.join("edge.log")).unwrap();
+    let hq = start(&hosts.join("hq"), &dir.join("hq.log")).unwrap();
+    let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]);
+    assert!(ok, "{text}");
+    let run = |at: &str, caller: &str, op: &str| {
+        let (code, text) = gridctl_code(
+            &dir,
+            &[
+                "process",
+                "run",
+                at,
+                "demo.count",
+                "--as",
+                caller,
+                "--op",
+                op,
+                "--json",
+            ],
+        );
+        // The reply on stdout; a refusal also says so on stderr, after it.
+        let reply = serde_json::Deserializer::from_str(&text)
+            .into_iter::<serde_json::Value>()
+            .next()
+            .and_then(Result::ok)
+            .unwrap_or_else(|| panic!("a JSON reply: {text}"));
+        (code, reply)
+    };
+    let (code, first) = run("site", "hq", "r1");
+    assert_eq!(code, Some(0), "{first}");
+
+    let filler = disk.join("filler");
+    fill(&disk, &filler, STORAGE_RESERVE_BYTES_MIN / 2);
+    // The receiver's disk is full: it refuses the new run, journaling nothing.
+    let (code, refused) = run("site", "hq", "r2");
+    assert_ne!(code, Some(0), "{refused}");
+    assert!(refused.to_string().contains("storage full"), "{refused}");
+    // The caller's disk is full: it refuses before its wait is journaled.
+    let (code, refused) = run("hq", "edge", "e1");
+    assert_ne!(code, Some(0), "{refused}");
+    assert!(refused.to_string().contains("storage full"), "{refused}");
+    // A run answered before answers the same.
+    assert_eq!(run("site", "hq", "r1"), (Some(0), first));
+
+    std::fs::remove_file(&filler).unwrap();
+    let (code, text) = run("site", "hq", "r3");
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = run("hq", "edge", "e2");
+    assert_eq!(code, Some(0), "{text}");
+    drop((site, edge, hq));
     drop(mounted);
     std::fs::remove_dir_all(&dir).unwrap();
 }

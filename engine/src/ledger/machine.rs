@@ -206,6 +206,16 @@ impl Machine {
         self.entries.get(id).map(|e| answer(id, e))
     }
 
+    /// The answer `op` would get as a re-sent operation — its id held with the same
+    /// body — without applying anything; none for a new id or another body.
+    pub fn replayed(&self, op: &LedgerOp) -> Option<LedgerAnswer> {
+        let id = op.id();
+        self.entries
+            .get(id)
+            .filter(|entry| *entry.body == *body(op))
+            .map(|entry| answer(id, entry))
+    }
+
     fn operation(&mut self, now_ms: u64, op: &LedgerOp) -> LedgerAnswer {
         let id = op.id();
         let body = body(op);

@@ -60,6 +60,9 @@ pub enum LedgerError {
     },
     #[error("the ledger profile has not started")]
     NotStarted,
+    /// A full disk: the batch was refused and nothing journaled (docs/storage.md).
+    #[error("{0}")]
+    StorageFull(String),
 }
 
 /// One ledger: its machine, the last journal sequence applied and the newest batch time.
@@ -329,19 +332,30 @@ impl Ledgers {
         ops: &[LedgerOp],
     ) -> Result<Vec<LedgerAnswer>, LedgerError> {
         check_batch(ops)?;
-        let answers = {
+        let (answers, journaled) = {
             let books = self.books();
             let book = books.get(ledger).ok_or_else(|| self.no_ledger(ledger))?;
             let mut book = book.lock().unwrap_or_else(|p| p.into_inner());
-            let now = clock_ms().max(book.now_ms);
-            let answers = book.machine.apply(now, ops);
-            book.now_ms = now;
-            let record = codec::encode_batch(now, ops);
-            self.append(ledger, &mut book, &record);
-            answers
+            // A full disk: a batch of operations all re-sent gets their answers, with
+            // nothing journaled; any new one refuses the whole batch.
+            if let Some(reason) = crate::store::usage::full(&self.0.dir) {
+                let answered: Option<Vec<LedgerAnswer>> =
+                    ops.iter().map(|op| book.machine.replayed(op)).collect();
+                (answered.ok_or(LedgerError::StorageFull(reason))?, false)
+            } else {
+                let now = clock_ms().max(book.now_ms);
+                let answers = book.machine.apply(now, ops);
+                book.now_ms = now;
+                let record = codec::encode_batch(now, ops);
+                self.append(ledger, &mut book, &record);
+                (answers, true)
+            }
         };
+        // Re-sent answers too: what they answer may not be fsynced yet.
         self.sync("committing a ledger batch").await;
-        crate::metrics::operation_answered("ledger-batch", "succeeded");
+        if journaled {
+            crate::metrics::operation_answered("ledger-batch", "succeeded");
+        }
         Ok(answers)
     }
 

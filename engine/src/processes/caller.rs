@@ -337,6 +337,10 @@ impl Processes {
                     (held, false)
                 }
                 None => {
+                    // A full disk refuses a new run before its wait is journaled.
+                    if let Some(reason) = crate::store::usage::full(&self.dir) {
+                        return ProcessReply::Refused { reason };
+                    }
                     self.ks
                         .waits
                         .insert(

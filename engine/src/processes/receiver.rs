@@ -267,6 +267,11 @@ impl Processes {
             }
             return Ok(Admitted::Done(view));
         }
+        // A full disk refuses a new run before anything is journaled; the caller
+        // learns it refused.
+        if let Some(reason) = crate::store::usage::full(&self.dir) {
+            return Err(reason);
+        }
         let mut view = RunView {
             request: request.request.clone(),
             process: request.process.clone(),
