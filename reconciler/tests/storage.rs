@@ -460,3 +460,96 @@ fn a_full_disk_refuses_new_runs_at_the_receiver_and_at_the_caller() {
     drop(mounted);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_full_disk_refuses_publications_and_pushes_until_space_returns() {
+    use grid_engine::limits::STORAGE_RESERVE_BYTES_MIN;
+    let dir = common::work_dir("storage-full-delivery");
+    let disk = dir.join("disk");
+    let mounted = Mounted::tmpfs(&disk, STORAGE_RESERVE_BYTES_MIN + 48 * 1024 * 1024);
+    // `plant` on the small disk publishes to `line` and receives from it.
+    std::fs::write(
+        dir.join("t.kdl"),
+        format!(
+            "grid version=1\nmembership ops {{\n    authority voters=1\n}}\n\
+             host auth listen=\"127.0.0.1:7958\" {{\n    member ops\n    profiles transport authority\n}}\n\
+             host line listen=\"127.0.0.1:7959\" {{\n    member ops\n    profiles transport authority delivery\n}}\n\
+             host plant listen=\"127.0.0.1:7960\" dir=\"{}\" {{\n    member ops\n    profiles transport authority delivery\n}}\n\
+             route to-plant membership=ops class=ordered {{\n    publisher line\n    destination plant\n}}\n\
+             route to-line membership=ops class=ordered {{\n    publisher plant\n    destination line\n}}\n",
+            disk.join("plant").display(),
+        ),
+    )
+    .unwrap();
+    let (code, text) = gridctl_code(&dir, &["reconcile", "t.kdl"]);
+    assert_eq!(code, Some(5), "{text}");
+    let hosts = dir.join("grid-state/hosts");
+    let running: Vec<KillOnDrop> = ["auth", "line", "plant"]
+        .iter()
+        .map(|h| start(&hosts.join(h), &dir.join(format!("{h}.log"))).unwrap())
+        .collect();
+    // The authority, its learners, the publishing rights, the routes: a few rounds.
+    let mut settled = None;
+    for _ in 0..5 {
+        let (code, text) = gridctl_code(&dir, &["reconcile", "t.kdl"]);
+        if code == Some(0) && gridctl(&dir, &["plan", "t.kdl", "--detailed-exitcode"]).0 {
+            settled = Some(text);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    settled.expect("the topology reconciles");
+    let publish = |route: &str, value: &str, host: &str| {
+        gridctl_code(&dir, &["publish", route, value, "--as", host])
+    };
+    let inbox = |route: &str, host: &str| -> Vec<f64> {
+        let (ok, text) = gridctl(&dir, &["inspect", "inbox", route, "--host", host, "--json"]);
+        assert!(ok, "{text}");
+        let held: serde_json::Value = serde_json::from_str(&text).unwrap();
+        held.as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["value"].as_f64().unwrap())
+            .collect()
+    };
+    let arrives = |route: &str, host: &str, values: &[f64]| {
+        let started = std::time::Instant::now();
+        while inbox(route, host) != values {
+            assert!(
+                started.elapsed() < common::READY_TIMEOUT,
+                "{route} at {host}: {:?}, expected {values:?}",
+                inbox(route, host)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    let (code, text) = publish("to-plant", "1", "line");
+    assert_eq!(code, Some(0), "{text}");
+    arrives("to-plant", "plant", &[1.0]);
+
+    let filler = disk.join("filler");
+    fill(&disk, &filler, STORAGE_RESERVE_BYTES_MIN / 2);
+    // The publisher's disk is full: refused, nothing published.
+    let (code, text) = publish("to-line", "2", "plant");
+    assert_ne!(code, Some(0), "{text}");
+    assert!(text.contains("storage full"), "{text}");
+    // The destination's disk is full: the value is durable at its publisher, and
+    // refused at the destination until space returns (the publisher pushes again).
+    let (code, text) = publish("to-plant", "3", "line");
+    assert_eq!(code, Some(0), "{text}");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(
+        inbox("to-plant", "plant"),
+        vec![1.0],
+        "not taken while full"
+    );
+
+    std::fs::remove_file(&filler).unwrap();
+    arrives("to-plant", "plant", &[1.0, 3.0]);
+    let (code, text) = publish("to-line", "4", "plant");
+    assert_eq!(code, Some(0), "{text}");
+    arrives("to-line", "line", &[4.0]);
+    drop(running);
+    drop(mounted);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

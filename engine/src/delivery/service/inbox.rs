@@ -81,6 +81,13 @@ impl Delivery {
                 };
                 values.push((d, value, stored));
             }
+            // A full disk refuses values it would store, before any is taken (the
+            // publisher pushes them again later); values already held are receipted.
+            if push.deliveries.iter().any(|d| d.position > inbox.held())
+                && let Some(reason) = crate::store::usage::full(&self.dir)
+            {
+                return refused(reason);
+            }
             let mut write = self.database.batch();
             let mut stored_any = false;
             for (d, value, stored) in values {

@@ -105,6 +105,10 @@ impl Delivery {
         crate::delivery::ordered::value_payload(route, value).map_err(|e| e.to_string())?;
         let (install, gate) = self.publishing(route)?;
         let epoch = self.check_right(&install, &gate).await?;
+        // A full disk refuses the value before anything is written (docs/storage.md).
+        if let Some(reason) = crate::store::usage::full(&self.dir) {
+            return Err(reason);
+        }
         let mut write = self.database.batch();
         let position = self.stage(route, value, epoch, &mut write)?;
         write
