@@ -389,7 +389,8 @@ fn a_full_disk_refuses_new_runs_at_the_receiver_and_at_the_caller() {
     let dir = common::work_dir("storage-full-runs");
     let disk = dir.join("disk");
     let mounted = Mounted::tmpfs(&disk, STORAGE_RESERVE_BYTES_MIN + 48 * 1024 * 1024);
-    // `site` (the receiver) and `edge` (a caller) on the small disk, `hq` (a caller) not.
+    // `site` (the receiver), `edge` (a caller) and `box` (a mailbox) on the small disk,
+    // `hq` (a caller) not.
     std::fs::write(
         dir.join("t.kdl"),
         format!(
@@ -397,10 +398,12 @@ fn a_full_disk_refuses_new_runs_at_the_receiver_and_at_the_caller() {
              host site listen=\"127.0.0.1:7955\" dir=\"{}\" {{\n    member ops\n    profiles transport processes\n}}\n\
              host edge listen=\"127.0.0.1:7956\" dir=\"{}\" {{\n    member ops\n    profiles transport processes\n}}\n\
              host hq listen=\"127.0.0.1:7957\" {{\n    member ops\n    profiles transport processes\n}}\n\
-             grant hq-on-site issuer=site caller=hq units=10\n\
+             host box listen=\"127.0.0.1:7961\" dir=\"{}\" {{\n    member ops\n    profiles transport processes\n}}\n\
+             grant hq-on-site issuer=site caller=hq units=10 mailbox=box\n\
              grant edge-on-hq issuer=hq caller=edge units=10\n",
             disk.join("site").display(),
             disk.join("edge").display(),
+            disk.join("box").display(),
         ),
     )
     .unwrap();
@@ -410,23 +413,23 @@ fn a_full_disk_refuses_new_runs_at_the_receiver_and_at_the_caller() {
     let site = start(&hosts.join("site"), &dir.join("site.log")).unwrap();
     let edge = start(&hosts.join("edge"), &dir.join("edge.log")).unwrap();
     let hq = start(&hosts.join("hq"), &dir.join("hq.log")).unwrap();
+    let mailbox = start(&hosts.join("box"), &dir.join("box.log")).unwrap();
     let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]);
     assert!(ok, "{text}");
-    let run = |at: &str, caller: &str, op: &str| {
-        let (code, text) = gridctl_code(
-            &dir,
-            &[
-                "process",
-                "run",
-                at,
-                "demo.count",
-                "--as",
-                caller,
-                "--op",
-                op,
-                "--json",
-            ],
-        );
+    let run_via = |at: &str, caller: &str, op: &str, via: &[&str]| {
+        let mut args = vec![
+            "process",
+            "run",
+            at,
+            "demo.count",
+            "--as",
+            caller,
+            "--op",
+            op,
+            "--json",
+        ];
+        args.extend(via);
+        let (code, text) = gridctl_code(&dir, &args);
         // The reply on stdout; a refusal also says so on stderr, after it.
         let reply = serde_json::Deserializer::from_str(&text)
             .into_iter::<serde_json::Value>()
@@ -435,6 +438,7 @@ fn a_full_disk_refuses_new_runs_at_the_receiver_and_at_the_caller() {
             .unwrap_or_else(|| panic!("a JSON reply: {text}"));
         (code, reply)
     };
+    let run = |at: &str, caller: &str, op: &str| run_via(at, caller, op, &[]);
     let (code, first) = run("site", "hq", "r1");
     assert_eq!(code, Some(0), "{first}");
 
@@ -448,6 +452,15 @@ fn a_full_disk_refuses_new_runs_at_the_receiver_and_at_the_caller() {
     let (code, refused) = run("hq", "edge", "e1");
     assert_ne!(code, Some(0), "{refused}");
     assert!(refused.to_string().contains("storage full"), "{refused}");
+    // The mailbox's disk is full: it refuses the deposit.
+    let (code, refused) = run_via("site", "hq", "x1", &["--via", "mailbox:box"]);
+    assert_ne!(code, Some(0), "{refused}");
+    assert!(
+        refused
+            .to_string()
+            .contains("the mailbox refused the request: storage full"),
+        "{refused}"
+    );
     // A run answered before answers the same.
     assert_eq!(run("site", "hq", "r1"), (Some(0), first));
 
@@ -456,7 +469,9 @@ fn a_full_disk_refuses_new_runs_at_the_receiver_and_at_the_caller() {
     assert_eq!(code, Some(0), "{text}");
     let (code, text) = run("hq", "edge", "e2");
     assert_eq!(code, Some(0), "{text}");
-    drop((site, edge, hq));
+    let (code, text) = run_via("site", "hq", "x2", &["--via", "mailbox:box"]);
+    assert_eq!(code, Some(0), "{text}");
+    drop((site, edge, hq, mailbox));
     drop(mounted);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -71,6 +71,11 @@ impl Processes {
                     already: true,
                 };
             }
+            // A full disk refuses a new deposit before anything is written; one held
+            // before is answered above.
+            if let Some(reason) = crate::store::usage::full(&self.dir) {
+                return refused(reason);
+            }
             let sequence = state.next_sequence;
             state.next_sequence += 1;
             let held = Held {
