@@ -264,6 +264,18 @@ impl Drop for Mounted {
     }
 }
 
+/// A work directory `grid-NAME-PID` with a tmpfs at `disk/` of 48 MiB more than
+/// `STORAGE_RESERVE_BYTES_MIN`: room for the installations, then filled past the reserve.
+fn small_disk(name: &str) -> (std::path::PathBuf, std::path::PathBuf, Mounted) {
+    let dir = common::work_dir(name);
+    let disk = dir.join("disk");
+    let mounted = Mounted::tmpfs(
+        &disk,
+        grid_engine::limits::STORAGE_RESERVE_BYTES_MIN + 48 * 1024 * 1024,
+    );
+    (dir, disk, mounted)
+}
+
 /// Bytes an unprivileged writer may still use on the filesystem of `path`.
 fn available(path: &Path) -> u64 {
     let output = std::process::Command::new("df")
@@ -293,9 +305,7 @@ fn fill(disk: &Path, filler: &Path, left: u64) {
 #[test]
 fn a_full_disk_refuses_new_work_and_keeps_answering_until_space_returns() {
     use grid_engine::limits::STORAGE_RESERVE_BYTES_MIN;
-    let dir = common::work_dir("storage-full");
-    let disk = dir.join("disk");
-    let mounted = Mounted::tmpfs(&disk, STORAGE_RESERVE_BYTES_MIN + 48 * 1024 * 1024);
+    let (dir, disk, mounted) = small_disk("storage-full");
     std::fs::write(
         dir.join("t.kdl"),
         format!(
@@ -386,9 +396,7 @@ fn a_full_disk_refuses_new_work_and_keeps_answering_until_space_returns() {
 #[test]
 fn a_full_disk_refuses_new_runs_at_the_receiver_and_at_the_caller() {
     use grid_engine::limits::STORAGE_RESERVE_BYTES_MIN;
-    let dir = common::work_dir("storage-full-runs");
-    let disk = dir.join("disk");
-    let mounted = Mounted::tmpfs(&disk, STORAGE_RESERVE_BYTES_MIN + 48 * 1024 * 1024);
+    let (dir, disk, mounted) = small_disk("storage-full-runs");
     // `site` (the receiver), `edge` (a caller) and `box` (a mailbox) on the small disk,
     // `hq` (a caller) not.
     std::fs::write(
@@ -479,9 +487,7 @@ fn a_full_disk_refuses_new_runs_at_the_receiver_and_at_the_caller() {
 #[test]
 fn a_full_disk_refuses_publications_and_pushes_until_space_returns() {
     use grid_engine::limits::STORAGE_RESERVE_BYTES_MIN;
-    let dir = common::work_dir("storage-full-delivery");
-    let disk = dir.join("disk");
-    let mounted = Mounted::tmpfs(&disk, STORAGE_RESERVE_BYTES_MIN + 48 * 1024 * 1024);
+    let (dir, disk, mounted) = small_disk("storage-full-delivery");
     // `plant` on the small disk publishes to `line` and receives from it.
     std::fs::write(
         dir.join("t.kdl"),
