@@ -56,6 +56,15 @@ pub const STORAGE_RESERVE_BYTES_MIN: u64 = 64 * 1024 * 1024;
 /// The most files `gridctl inspect storage` counts in one store directory; a larger one
 /// is reported `truncated`.
 pub const STORAGE_WALK_FILES_MAX: usize = 100_000;
+/// The most batches a model's journal holds past its checkpoint before the host takes
+/// a new one (and then purges the batches it covers): what an open replays per model.
+/// Not a user knob (docs/storage.md).
+pub const MODEL_CHECKPOINT_BATCHES_MAX: u64 = 10_000;
+/// How often the host looks for models past `MODEL_CHECKPOINT_BATCHES_MAX`.
+pub const CHECKPOINT_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+/// The most covered entries one checkpoint purges in one write; the rest go with the
+/// next checkpoint (opening skips covered entries either way).
+pub const CHECKPOINT_PURGE_ENTRIES_MAX: usize = 100_000;
 
 // The transport.
 

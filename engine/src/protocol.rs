@@ -125,6 +125,10 @@ pub enum Request {
     /// Settle a surrendered grant whose runs have all closed (profile `processes`):
     /// the issuer signs its final account once.
     SettleGrant { name: String },
+    /// Checkpoint every model of the host now and purge the batches the checkpoints
+    /// cover (`gridctl storage checkpoint`; docs/storage.md). Re-sent, it returns its
+    /// first answer; a new id checkpoints again at the models' current positions.
+    Checkpoint {},
 }
 
 /// A write's fencing stamp: the claim its writer holds and the epoch it holds it at.
@@ -175,6 +179,7 @@ impl Request {
                 format!("retire account {account} of ledger {ledger}")
             }
             Request::SettleGrant { name } => format!("settle grant {name}"),
+            Request::Checkpoint {} => "checkpoint".to_owned(),
         }
     }
 
@@ -194,6 +199,7 @@ impl Request {
             Request::OpenAccount { .. } => "open-account",
             Request::RetireAccount { .. } => "retire-account",
             Request::SettleGrant { .. } => "settle-grant",
+            Request::Checkpoint {} => "checkpoint",
         }
     }
 }

@@ -87,6 +87,12 @@ fn inspect_storage_reports_what_the_installation_holds_on_disk() {
         keyspace(name);
     }
     assert!(view["journal_bytes"].as_u64().unwrap() > 0, "{text}");
+    // Every input was answered after its own fsync, each counted in the store.
+    let acknowledged = view["acknowledged_writes"].as_u64().unwrap();
+    assert!(
+        acknowledged > INPUTS,
+        "{acknowledged} acknowledged writes: {text}"
+    );
 
     let directories = view["directories"].as_array().unwrap();
     assert_eq!(directories[0]["path"], "store", "{text}");
@@ -235,6 +241,448 @@ fn a_missing_emptied_or_foreign_store_is_refused_and_the_own_one_answers_as_befo
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Copies `from` to `to` as `cp -a` does (a store copied while its gridd is stopped).
+fn copy_tree(from: &Path, to: &Path) {
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(
+        copied.success(),
+        "cp -a {} {}",
+        from.display(),
+        to.display()
+    );
+}
+
+/// Every journal file (`*.jnl`) of the store at `store`.
+fn journals(store: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![store.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "jnl") {
+                found.push(path);
+            }
+        }
+    }
+    assert!(!found.is_empty(), "no journal under {}", store.display());
+    found
+}
+
+#[test]
+fn a_store_rolled_back_truncated_or_replaced_is_refused_and_no_id_runs_twice() {
+    let dir = common::work_dir("store-high-water");
+    std::fs::write(
+        dir.join("t.kdl"),
+        "grid version=1\n\
+         host solo listen=\"127.0.0.1:7962\"\n\
+         model counter host=solo {\n    input n default=0\n    cell twice \"n * 2\"\n}\n",
+    )
+    .unwrap();
+    let (code, text) = gridctl_code(&dir, &["reconcile", "t.kdl"]);
+    assert_eq!(code, Some(5), "{text}");
+    let solo = dir.join("grid-state/hosts/solo");
+    let (store, log) = (solo.join("store"), dir.join("gridd.log"));
+    {
+        let _solo = start(&solo, &log).unwrap();
+        let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]);
+        assert!(ok, "{text}");
+        for i in 1..=6 {
+            let (code, answer) = input(&dir, &format!("n={i}"), &format!("b{i}"));
+            assert_eq!(code, Some(0), "{answer}");
+        }
+    } // SIGKILL
+    copy_tree(&store, &dir.join("store.old"));
+    let acknowledged = {
+        let _solo = start(&solo, &log).unwrap();
+        for i in 7..=12 {
+            let (code, answer) = input(&dir, &format!("n={i}"), &format!("b{i}"));
+            assert_eq!(code, Some(0), "{answer}");
+        }
+        assert_eq!(values(&dir)["twice"], 24.0);
+        let (ok, text) = gridctl(&dir, &["inspect", "storage", "--host", "solo", "--json"]);
+        assert!(ok, "{text}");
+        let view: serde_json::Value = serde_json::from_str(&text).unwrap();
+        view["acknowledged_writes"].as_u64().unwrap()
+    }; // SIGKILL
+    let acknowledged = format!("acknowledged {acknowledged} writes in");
+    let mark = solo.join("keys/store.high-water");
+    let mode = std::os::unix::fs::PermissionsExt::mode(&mark.metadata().unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "{}", mark.display());
+    copy_tree(&store, &dir.join("store.full"));
+    let put_back = |copy: &str| {
+        std::fs::remove_dir_all(&store).unwrap();
+        copy_tree(&dir.join(copy), &store);
+    };
+    let refused_as = |what: &str, expected: &[&str]| {
+        let refused = start(&solo, &log)
+            .err()
+            .unwrap_or_else(|| panic!("{what}: gridd started"));
+        assert!(
+            expected.iter().any(|e| refused.contains(e)),
+            "{what}: {refused}"
+        );
+        refused
+    };
+
+    // The journal's tail cut off (what a torn disk or a careless `truncate` leaves).
+    for journal in journals(&store) {
+        let length = journal.metadata().unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&journal)
+            .unwrap()
+            .set_len(length / 2)
+            .unwrap();
+    }
+    refused_as("a truncated journal", &["store rolled back"]);
+    // The journal deleted.
+    put_back("store.full");
+    for journal in journals(&store) {
+        std::fs::remove_file(journal).unwrap();
+    }
+    // (the store's own id goes with it, unless fjall had flushed it to a table)
+    refused_as(
+        "a deleted journal",
+        &[
+            "store rolled back",
+            "the store of this installation is missing",
+        ],
+    );
+    // An older copy of this very store, taken after batch 6.
+    put_back("store.old");
+    let refused = refused_as("an older copy", &["store rolled back"]);
+    assert!(
+        refused.contains(&acknowledged) && refused.contains("store.high-water"),
+        "{refused}"
+    );
+    // The store and its identity both gone: never started afresh.
+    std::fs::remove_dir_all(&store).unwrap();
+    std::fs::remove_file(solo.join("keys/store.mark")).unwrap();
+    refused_as("a store made afresh", &[&acknowledged]);
+    assert!(!store.exists(), "no store created afresh");
+    // The mark itself gone, with a store that counted acknowledged writes.
+    copy_tree(&dir.join("store.full"), &store);
+    copy_tree(&mark, &dir.join("high-water.kept"));
+    std::fs::remove_file(&mark).unwrap();
+    refused_as("a missing mark", &["mark is missing"]);
+    std::fs::rename(dir.join("high-water.kept"), &mark).unwrap();
+
+    // The store it last served: every acknowledged id answers as it first did.
+    {
+        let _solo = start(&solo, &log).unwrap();
+        let (code, answer) = input(&dir, "n=12", "b12");
+        assert_eq!(
+            (code, &answer["replayed"]),
+            (Some(0), &true.into()),
+            "{answer}"
+        );
+        assert_eq!(values(&dir)["twice"], 24.0);
+    }
+    // A crash after an fsync, before the mark over it: the store is ahead of its mark,
+    // which is no loss — gridd starts, and the write is answered once.
+    {
+        let child = std::process::Command::new(common::gridd())
+            .arg("--dir")
+            .arg(&solo)
+            .env("GRID_FAILPOINTS", "high-water-before-write=abort")
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut child = KillOnDrop(child);
+        common::wait_ready(&mut child.0, &solo).expect("serves until its first write");
+        let (code, answer) =
+            gridctl_code(&dir, &["input", "counter", "n=13", "--op", "b13", "--json"]);
+        assert_ne!(code, Some(0), "the crash loses the answer: {answer}");
+        let status = child.0.wait().unwrap();
+        assert!(!status.success(), "{status}");
+    }
+    let _solo = start(&solo, &log).unwrap();
+    let (code, answer) = input(&dir, "n=13", "b13");
+    assert_eq!(
+        (code, &answer["replayed"]),
+        (Some(0), &true.into()),
+        "{answer}"
+    );
+    let (code, answer) = input(&dir, "n=14", "b14");
+    assert_eq!(
+        (code, &answer["replayed"]),
+        (Some(0), &false.into()),
+        "{answer}"
+    );
+    let model = values(&dir);
+    assert_eq!(model["twice"], 28.0, "{model}");
+    drop(_solo);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `gridctl storage checkpoint --host solo --op OP --json`: its exit code and answer.
+fn checkpoint(dir: &Path, op: &str) -> (Option<i32>, serde_json::Value) {
+    let (code, text) = gridctl_code(
+        dir,
+        &[
+            "storage",
+            "checkpoint",
+            "--host",
+            "solo",
+            "--op",
+            op,
+            "--json",
+        ],
+    );
+    let answer = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    (code, answer)
+}
+
+/// The installed checkpoints `inspect storage` lists: `(room, name, position)`.
+fn checkpoints(dir: &Path) -> Vec<(String, String, u64)> {
+    let (ok, text) = gridctl(dir, &["inspect", "storage", "--host", "solo", "--json"]);
+    assert!(ok, "{text}");
+    let view: serde_json::Value = serde_json::from_str(&text).unwrap();
+    view["checkpoints"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no checkpoints in {text}"))
+        .iter()
+        .map(|c| {
+            (
+                c["room"].as_str().unwrap().to_owned(),
+                c["name"].as_str().unwrap().to_owned(),
+                c["position"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_checkpoint_covers_the_batches_it_purges_and_a_crash_at_each_step_recovers_the_same_model() {
+    let dir = common::work_dir("checkpoint");
+    std::fs::write(
+        dir.join("t.kdl"),
+        "grid version=1\n\
+         host solo listen=\"127.0.0.1:7964\"\n\
+         model counter host=solo {\n    input n default=0\n    input m default=5\n    cell total \"n * 2 + m\"\n}\n",
+    )
+    .unwrap();
+    let (code, text) = gridctl_code(&dir, &["reconcile", "t.kdl"]);
+    assert_eq!(code, Some(5), "{text}");
+    let solo = dir.join("grid-state/hosts/solo");
+    let log = dir.join("gridd.log");
+    // Batch b sets n=b when odd, m=b when even: after batch B, total = 2·n + m.
+    let total_after = |batches: u64| {
+        let n = (1..=batches).filter(|b| b % 2 == 1).max().unwrap_or(0);
+        let m = (1..=batches).filter(|b| b % 2 == 0).max().unwrap_or(5);
+        (2 * n + m) as f64
+    };
+    let send = |b: u64| {
+        let set = if b % 2 == 1 {
+            format!("n={b}")
+        } else {
+            format!("m={b}")
+        };
+        input(&dir, &set, &format!("b{b}"))
+    };
+    let mut batches = 0;
+    {
+        let _solo = start(&solo, &log).unwrap();
+        let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]);
+        assert!(ok, "{text}");
+        for _ in 0..20 {
+            batches += 1;
+            let (code, answer) = send(batches);
+            assert_eq!(code, Some(0), "{answer}");
+        }
+        let (code, answer) = checkpoint(&dir, "c1");
+        assert_eq!(code, Some(0), "{answer}");
+        assert_eq!(
+            answer["detail"], "checkpointed model counter at batch 20 (20 batches purged)",
+            "{answer}"
+        );
+        let (code, again) = checkpoint(&dir, "c1");
+        assert_eq!(
+            (code, &again["replayed"]),
+            (Some(0), &true.into()),
+            "{again}"
+        );
+        assert_eq!(again["detail"], answer["detail"]);
+        let (code, none) = checkpoint(&dir, "c2");
+        assert_eq!(code, Some(0), "{none}");
+        assert_eq!(
+            none["detail"],
+            "no model has a batch past its checkpoint or left to purge"
+        );
+        assert_eq!(
+            checkpoints(&dir),
+            [("model".to_owned(), "counter".to_owned(), 20)]
+        );
+    } // SIGKILL
+    // Opened from the checkpoint (its 20 batches are purged): the same model, and
+    // every id answered before the purge answers as first given, applying nothing.
+    {
+        let _solo = start(&solo, &log).unwrap();
+        assert_eq!(values(&dir)["total"], total_after(batches));
+        for b in [1, 20] {
+            let (code, answer) = send(b);
+            assert_eq!(
+                (code, &answer["replayed"]),
+                (Some(0), &true.into()),
+                "{answer}"
+            );
+        }
+        assert_eq!(values(&dir)["total"], total_after(batches));
+    }
+    // A crash at each step of a checkpoint: the restarted host holds the same model,
+    // the checkpoint's id (never answered) checkpoints when re-sent, and a further
+    // batch follows the last one.
+    for (step, point) in [
+        "checkpoint-before-write",
+        "checkpoint-before-install",
+        "checkpoint-before-purge",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let child = std::process::Command::new(common::gridd())
+            .arg("--dir")
+            .arg(&solo)
+            .env("GRID_FAILPOINTS", format!("{point}=abort"))
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut child = KillOnDrop(child);
+        common::wait_ready(&mut child.0, &solo).expect("serves");
+        for _ in 0..3 {
+            batches += 1;
+            let (code, answer) = send(batches);
+            assert_eq!(code, Some(0), "{answer}");
+        }
+        let op = format!("k{step}");
+        let (code, answer) = checkpoint(&dir, &op);
+        assert_ne!(
+            code,
+            Some(0),
+            "{point}: the crash loses the answer: {answer}"
+        );
+        assert!(!child.0.wait().unwrap().success());
+        drop(child);
+
+        let _solo = start(&solo, &log).unwrap();
+        let model = values(&dir);
+        assert_eq!(model["total"], total_after(batches), "{point}: {model}");
+        let (code, answer) = send(batches);
+        assert_eq!(
+            (code, &answer["replayed"]),
+            (Some(0), &true.into()),
+            "{point}: {answer}"
+        );
+        let (code, answer) = checkpoint(&dir, &op);
+        assert_eq!(
+            (code, &answer["replayed"]),
+            (Some(0), &false.into()),
+            "{point}: {answer}"
+        );
+        let detail = answer["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with(&format!("checkpointed model counter at batch {batches} (")),
+            "{point}: {detail}"
+        );
+        assert_eq!(
+            checkpoints(&dir),
+            [("model".to_owned(), "counter".to_owned(), batches)],
+            "{point}"
+        );
+        batches += 1;
+        let (code, answer) = send(batches);
+        assert_eq!(code, Some(0), "{point}: {answer}");
+        assert!(
+            answer["detail"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("batch {batches}")),
+            "{point}: {answer}"
+        );
+        assert_eq!(values(&dir)["total"], total_after(batches), "{point}");
+    }
+    let solo_again = start(&solo, &log).unwrap();
+    assert_eq!(values(&dir)["total"], total_after(batches));
+    drop(solo_again);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_fsync_failure_stops_the_host_and_a_restart_keeps_every_acknowledged_batch() {
+    let dir = common::work_dir("fsync-eio");
+    std::fs::write(
+        dir.join("t.kdl"),
+        "grid version=1\n\
+         host solo listen=\"127.0.0.1:7965\"\n\
+         model counter host=solo {\n    input n default=0\n    cell twice \"n * 2\"\n}\n",
+    )
+    .unwrap();
+    let (code, text) = gridctl_code(&dir, &["reconcile", "t.kdl"]);
+    assert_eq!(code, Some(5), "{text}");
+    let solo = dir.join("grid-state/hosts/solo");
+    let log = dir.join("gridd.log");
+    {
+        let _solo = start(&solo, &log).unwrap();
+        let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]);
+        assert!(ok, "{text}");
+        for i in 1..=3 {
+            let (code, answer) = input(&dir, &format!("n={i}"), &format!("e{i}"));
+            assert_eq!(code, Some(0), "{answer}");
+        }
+    }
+    {
+        let child = std::process::Command::new(common::gridd())
+            .arg("--dir")
+            .arg(&solo)
+            .env("GRID_FAILPOINTS", "store-fsync=eio")
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut child = KillOnDrop(child);
+        common::wait_ready(&mut child.0, &solo).expect("serves until its first fsync");
+        let (code, answer) = input(&dir, "n=4", "e4");
+        assert_eq!(
+            code,
+            Some(3),
+            "no answer is given for a write never synced: {answer}"
+        );
+        // It stops by itself, saying why; it never retries the fsync.
+        let status = child.0.wait().unwrap();
+        assert!(!status.success(), "{status}");
+        let said = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            said.contains("storage failed while") && said.contains("Input/output error"),
+            "{said}"
+        );
+    }
+    let _solo = start(&solo, &log).unwrap();
+    for i in 1..=3 {
+        let (code, answer) = input(&dir, &format!("n={i}"), &format!("e{i}"));
+        assert_eq!(
+            (code, &answer["replayed"]),
+            (Some(0), &true.into()),
+            "{answer}"
+        );
+    }
+    // The unanswered input: held once or not at all, never twice.
+    let (code, answer) = input(&dir, "n=4", "e4");
+    assert_eq!(code, Some(0), "{answer}");
+    assert!(
+        answer["detail"].as_str().unwrap().contains("batch 4"),
+        "{answer}"
+    );
+    assert_eq!(values(&dir)["twice"], 8.0);
+    drop(_solo);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A tmpfs of `bytes` mounted at `path` for one test, unmounted when it ends.
 struct Mounted(std::path::PathBuf);
 
@@ -302,6 +750,18 @@ fn fill(disk: &Path, filler: &Path, left: u64) {
     assert!(available(disk) <= left + 1024 * 1024, "filled");
 }
 
+/// Whether `count()` passes `held` within `window` (polled every 50 ms).
+fn grows_past_for(count: &dyn Fn() -> u64, held: u64, window: std::time::Duration) -> bool {
+    let until = std::time::Instant::now() + window;
+    while std::time::Instant::now() < until {
+        if count() > held {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}
+
 #[test]
 fn a_full_disk_refuses_new_work_and_keeps_answering_until_space_returns() {
     use grid_engine::limits::STORAGE_RESERVE_BYTES_MIN;
@@ -309,8 +769,9 @@ fn a_full_disk_refuses_new_work_and_keeps_answering_until_space_returns() {
     std::fs::write(
         dir.join("t.kdl"),
         format!(
-            "grid version=1\nhost tiny listen=\"127.0.0.1:7954\" dir=\"{}\" {{\n    profiles ledger\n}}\n\
+            "grid version=1\nhost tiny listen=\"127.0.0.1:7954\" dir=\"{}\" {{\n    profiles ledger sources\n}}\n\
              model counter host=tiny {{\n    input n default=0\n    cell twice \"n * 2\"\n}}\n\
+             tag temp host=tiny {{ simulate wave=sine period-s=20 min=0 max=1 seed=1 interval-ms=10; }}\n\
              ledger books host=tiny {{\n    account a currency=\"EUR\"\n    account b currency=\"EUR\"\n}}\n",
             disk.join("tiny").display()
         ),
@@ -349,6 +810,20 @@ fn a_full_disk_refuses_new_work_and_keeps_answering_until_space_returns() {
     };
     let (code, first) = transfer("t1");
     assert_eq!(code, Some(0), "{first}");
+    // The simulated tag's journaled observations (its last index).
+    let observed = || {
+        let (ok, text) = gridctl(
+            &dir,
+            &["inspect", "tag", "temp", "--host", "tiny", "--json"],
+        );
+        assert!(ok, "{text}");
+        let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+        report["count"].as_u64().unwrap()
+    };
+    // Waits (at most 10 s) until the tag journals past `count`; false if it never does.
+    let grows_past =
+        |count: u64| grows_past_for(&observed, count, std::time::Duration::from_secs(10));
+    assert!(grows_past(0), "the tag is sampled");
 
     // Fill the disk to half the reserve.
     let filler = disk.join("filler");
@@ -376,9 +851,17 @@ fn a_full_disk_refuses_new_work_and_keeps_answering_until_space_returns() {
     assert_ne!(code, Some(0), "{text}");
     assert!(text.contains("storage full"), "{text}");
     assert_eq!(transfer("t1"), (Some(0), first.clone()));
+    // The tag journals nothing more (sampled every 10 ms before): no observation is
+    // taken while the disk is full.
+    let held = observed();
+    assert!(
+        !grows_past_for(&observed, held, std::time::Duration::from_millis(500)),
+        "journaled while full"
+    );
 
     // Space returns: the same id is taken now, without a restart.
     std::fs::remove_file(&filler).unwrap();
+    assert!(grows_past(held), "the tag is sampled again");
     let (code, answer) = input(&dir, "n=2", "f2");
     assert_eq!(
         (code, &answer["outcome"]),

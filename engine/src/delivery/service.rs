@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
-use fjall::{Database, Keyspace, OwnedWriteBatch};
+use fjall::{Keyspace, OwnedWriteBatch};
 use tokio::sync::Notify;
 
 use super::api::{DeliveryCall, DeliveryReply, RouteInstall};
@@ -123,7 +123,7 @@ pub type InstallEffect = Box<dyn FnOnce() + Send>;
 pub struct Delivery {
     host: String,
     dir: PathBuf,
-    database: Database,
+    database: crate::store::Durable,
     ks: Keyspaces,
     custody: Custody,
     failpoints: Failpoints,
@@ -165,7 +165,7 @@ impl Publishing {
 impl Delivery {
     /// Opens the delivery keyspaces of the host's database and recovers every route.
     pub fn open(
-        database: &Database,
+        database: &crate::store::Durable,
         dir: &Path,
         host: &str,
         custody: Custody,
@@ -185,8 +185,14 @@ impl Delivery {
             inbox,
             inbox_state,
         };
-        let syncer = Syncer::start(database.clone(), "delivery-fsync")
-            .map_err(|e| format!("cannot start the delivery fsync thread: {e}"))?;
+        let syncer = Syncer::start(
+            {
+                let d = database.clone();
+                move || d.persist()
+            },
+            "delivery-fsync",
+        )
+        .map_err(|e| format!("cannot start the delivery fsync thread: {e}"))?;
         let delivery = Delivery {
             host: host.to_owned(),
             dir: dir.to_owned(),

@@ -9,12 +9,19 @@ use super::tags::Fresh;
 use super::*;
 use grid_adapters::{Event, TagEvent};
 
+/// The debt a reading becomes while the disk is full (one reason, so that a tag
+/// journals it once and counts the repeats).
+pub(super) const STORAGE_FULL_DEBT: &str = "storage full: the filesystem holding the host's store is below STORAGE_RESERVE_BYTES_MIN free; this reading was not journaled";
+
 impl Host {
     /// Journals and projects `events` (one synced write), then settles what the
     /// batches published. A reading of a stopped or replaced adapter (another
     /// generation) is dropped; a debt or refusal that repeats the tag's last entry's
     /// reason is counted, not journaled again. Returns how many entries were journaled.
     pub fn ingest(&mut self, events: Vec<TagEvent>) -> usize {
+        // A full disk journals no reading: each becomes source debt, journaled once
+        // per tag (a repeat is counted) within the reserve; nothing is projected.
+        let full = crate::store::usage::full(&self.dir).is_some();
         let mut write = self.database.batch();
         let mut fresh = Fresh::new();
         let mut times = Vec::new();
@@ -42,10 +49,16 @@ impl Host {
                 Event::Connection(c) => *connection = Some(c),
                 // Its own entry, before the reading decoded from it (the adapter
                 // reports them in that order): what a value came from is on record.
+                Event::Completion(_) if full => {}
                 Event::Completion(completion) => {
                     self.journal_entry(&tag, Entry::Completion(completion), &mut write, &mut fresh);
                 }
-                Event::Reading(reading) => {
+                Event::Reading(mut reading) => {
+                    if full {
+                        reading.quality = grid_adapters::Quality::Debt {
+                            reason: STORAGE_FULL_DEBT.to_owned(),
+                        };
+                    }
                     let entry = Entry::Reading(reading);
                     if entry.good_value().is_none()
                         && runtime.last_reason.is_some()
@@ -66,6 +79,7 @@ impl Host {
         // Quiesced by a mission: journaled, projected only after the return settles.
         let (projected, published) = match self.quiesced {
             Some(_) => (false, Vec::new()),
+            None if full => (false, Vec::new()),
             None => self.project_tags(&fresh, &mut write, crate::limits::INGEST_BATCH_MAX as u64),
         };
         if fresh.is_empty() && !projected {

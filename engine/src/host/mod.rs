@@ -18,11 +18,13 @@
 //! - recovery replays the store; it never re-executes an operation.
 
 pub use crate::config;
+mod checkpoint;
 pub mod control;
 mod feeder;
 mod generations;
 mod ingest;
 mod observations;
+mod open;
 pub mod pid;
 mod rooms;
 mod submit;
@@ -32,18 +34,16 @@ use crate::limits::{OBSERVE_UNACKNOWLEDGED_MAX, OPERATION_ID_LENGTH_MAX};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use fjall::Keyspace;
 use serde::{Deserialize, Serialize};
 
-use crate::journal::{JournalError, decode_batch, encode_batch};
+use crate::journal::{JournalError, encode_batch};
 use crate::model::{Runtime, Value};
 use crate::protocol::{
     Answer, Call, KeysState, ModelState, Observation, Outcome, Reply, Request, RetainedOperation,
     ValueText,
 };
-use crate::store::ensure_private_dir;
 use crate::store::keys::Key;
-use crate::store::mark;
 use crate::store::{Failpoints, fatal};
 use config::HostConfig;
 
@@ -79,6 +79,8 @@ pub enum HostError {
     Served { path: PathBuf, pid: Option<u32> },
     #[error(transparent)]
     Mark(#[from] crate::store::mark::MarkError),
+    #[error(transparent)]
+    HighWater(#[from] crate::store::high_water::HighWaterError),
     #[error("{path}: the host store is damaged: {detail}")]
     Damaged { path: PathBuf, detail: String },
     #[error(
@@ -117,6 +119,8 @@ struct Installed {
     fed: RouteLinks,
     /// `input NAME from="tag:T"`: (input, tag), fed from this host's source journal.
     tag_fed: RouteLinks,
+    /// The batch its installed checkpoint covers (0: none in this generation).
+    checkpointed: u64,
 }
 
 impl Installed {
@@ -137,6 +141,7 @@ impl Installed {
             outputs,
             fed,
             tag_fed: tags_of(model),
+            checkpointed: 0,
         }
     }
 }
@@ -267,13 +272,15 @@ pub struct Host {
     /// Set when the host runs with `wire-observation`.
     wire: Option<std::sync::Arc<crate::transport::WireCounters>>,
     custody: crate::custody::Custody,
-    database: Database,
+    database: crate::store::Durable,
     operations: Keyspace,
     /// Ids of answers no caller acknowledged yet: `observe` reads only these, so it
     /// costs what is pending, not everything ever answered.
     unacknowledged: Keyspace,
     models_keyspace: Keyspace,
     batches: Keyspace,
+    /// Every room's checkpoints in this store (`store::checkpoint`; models: `checkpoint.rs`).
+    checkpoints: crate::store::checkpoint::Checkpoints,
     /// Tag definitions (profile `sources`).
     tags_keyspace: Keyspace,
     /// Journaled observations: tag \0 index(be64) → an entry (`observations::Entry`).
@@ -351,129 +358,6 @@ fn failed(op: &str, detail: impl Into<String>) -> Answer {
 }
 
 impl Host {
-    /// Opens the host in `dir`: private permissions, configuration, profiles, store,
-    /// then every installed model recovered from its journaled batches.
-    pub fn open(dir: &Path, failpoints: Failpoints) -> Result<Host, HostError> {
-        if !dir.is_dir() {
-            return Err(HostError::Config {
-                path: dir.to_owned(),
-                reason: "no host installation here (gridctl reconcile creates it)".to_owned(),
-            });
-        }
-        ensure_private_dir(dir)?;
-        let config = HostConfig::read(dir)?;
-        config.check_profiles(dir)?;
-        // Every host has its keys; missing, replaced or exposed keys refuse (SPEC §1.6).
-        let custody = crate::custody::verify(dir)?;
-        let store = dir.join("store");
-        let storage = |source| HostError::Storage {
-            path: store.clone(),
-            source,
-        };
-        // A store the installation once had is never created afresh (store::mark).
-        let mark = mark::before_open(dir, &store)?;
-        let database = match Database::builder(&store).worker_threads(1).open() {
-            Err(fjall::Error::Locked) => {
-                return Err(HostError::Served {
-                    path: dir.to_owned(),
-                    pid: pid::holder(dir),
-                });
-            }
-            opened => opened.map_err(storage)?,
-        };
-        // This process holds the store's lock: it names itself as the one serving.
-        pid::write(dir)?;
-        let keyspace = |name: &str| database.keyspace(name, KeyspaceCreateOptions::default);
-        let meta = keyspace("meta").map_err(storage)?;
-        let operations = keyspace("operations").map_err(storage)?;
-        let unacknowledged = keyspace("unacknowledged").map_err(storage)?;
-        let models_keyspace = keyspace("models").map_err(storage)?;
-        let batches = keyspace("batches").map_err(storage)?;
-        let tags_keyspace = keyspace("tags").map_err(storage)?;
-        let source_journal = keyspace("source-journal").map_err(storage)?;
-        let tag_effects = keyspace("tag-effects").map_err(storage)?;
-        let held = meta.get(mark::STORE_ID_KEY).map_err(storage)?;
-        let held = held.map(|id| String::from_utf8_lossy(&id).into_owned());
-        let verdict = mark::judge(dir, &store, mark, held)?;
-        match meta.get("format").map_err(storage)? {
-            Some(found) if found.as_ref() != HOST_STORE_FORMAT.as_bytes() => {
-                return Err(HostError::UnsupportedFormat {
-                    path: store,
-                    found: String::from_utf8_lossy(&found).into_owned(),
-                });
-            }
-            Some(_) => {}
-            None => {
-                meta.insert("format", HOST_STORE_FORMAT).map_err(storage)?;
-                database.persist(PersistMode::SyncAll).map_err(storage)?;
-            }
-        }
-        // An installation belongs to one host: a `name` changed in host.toml is refused
-        // as what it is, never read as damage of the models that name their host.
-        match meta.get(HOST_NAME_KEY).map_err(storage)? {
-            Some(held) if held.as_ref() != config.name.as_bytes() => {
-                return Err(HostError::Config {
-                    path: dir.join(crate::config::HOST_CONFIG_FILE),
-                    reason: format!(
-                        "this installation belongs to host `{}`, but host.toml names `{}`: a host is never renamed in place (put `name = \"{}\"` back; a new name is a new installation)",
-                        String::from_utf8_lossy(&held),
-                        grid_spec::diagnostic::quoted(&config.name),
-                        String::from_utf8_lossy(&held),
-                    ),
-                });
-            }
-            Some(_) => {}
-            None => {
-                meta.insert(HOST_NAME_KEY, config.name.as_bytes())
-                    .map_err(storage)?;
-                database.persist(PersistMode::SyncAll).map_err(storage)?;
-            }
-        }
-        // Into the store first: a stop before the mark is written adopts it.
-        if let mark::Verdict::Create { id } = &verdict {
-            meta.insert(mark::STORE_ID_KEY, id.as_bytes())
-                .map_err(storage)?;
-            database.persist(PersistMode::SyncAll).map_err(storage)?;
-        }
-        if let mark::Verdict::Create { id } | mark::Verdict::Adopt { id } = &verdict {
-            mark::write(dir, id)?;
-        }
-        let mut host = Host {
-            dir: dir.to_owned(),
-            config,
-            wire: None,
-            custody,
-            database,
-            operations,
-            unacknowledged,
-            models_keyspace,
-            batches,
-            tags_keyspace,
-            source_journal,
-            tag_effects,
-            tags: BTreeMap::new(),
-            adapters: None,
-            adapter_generation: 0,
-            tag_fed_cache: Default::default(),
-            models: BTreeMap::new(),
-            failpoints,
-            fence: match meta.get(FENCE_KEY).map_err(storage)? {
-                Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| HostError::Config {
-                    path: store.clone(),
-                    reason: format!("the fence record does not decode: {e}"),
-                })?,
-                None => Default::default(),
-            },
-            meta,
-            delivery: None,
-            processes: None,
-            ledgers: None,
-            quiesced: None,
-        };
-        host.recover()?;
-        Ok(host)
-    }
-
     /// `(model, input, source)` for every input of an active model that `links` names
     /// a source of (a route or a tag).
     fn feeds(&self, links: impl Fn(&Installed) -> &RouteLinks) -> Vec<(String, String, String)> {
@@ -492,10 +376,7 @@ impl Host {
     /// Commits `write` and fsyncs the store; a failure stops the process (memory may be
     /// ahead of the disk), naming `what` was being made durable.
     fn commit_durably(&self, write: fjall::OwnedWriteBatch, what: &str) {
-        if let Err(e) = write
-            .commit()
-            .and_then(|()| crate::metrics::fsync(|| self.database.persist(PersistMode::SyncAll)))
-        {
+        if let Err(e) = write.commit().and_then(|()| self.database.persist()) {
             fatal(&self.dir, what, e);
         }
     }
@@ -571,52 +452,6 @@ impl Host {
             records.push((name, record));
         }
         Ok(records)
-    }
-
-    fn recover(&mut self) -> Result<(), HostError> {
-        let storage = |source| HostError::Storage {
-            path: self.dir.join("store"),
-            source,
-        };
-        let records: Vec<(String, ModelRecord)> =
-            self.named_records(&self.models_keyspace, "model")?;
-        for (name, record) in records {
-            let model = self
-                .parse_model(&record.model)
-                .map_err(|e| self.damaged(format!("model `{name}` no longer loads: {e}")))?;
-            let mut runtime =
-                Runtime::new(&model).map_err(|e| self.damaged(format!("model `{name}`: {e}")))?;
-            let mut batches = 0u64;
-            let mut set = BTreeSet::new();
-            let prefix = batch_prefix(&name, record.generation);
-            for guard in self.batches.prefix(&prefix) {
-                let (key, value) = guard.into_inner().map_err(storage)?;
-                let number = key
-                    .get(prefix.len()..)
-                    .and_then(|n| <[u8; 8]>::try_from(n).ok())
-                    .map(u64::from_be_bytes)
-                    .ok_or_else(|| {
-                        self.damaged(format!("model `{name}`: a batch key is malformed"))
-                    })?;
-                if number != batches + 1 {
-                    return Err(self.damaged(format!(
-                        "model `{name}`: batch {number} follows batch {batches}"
-                    )));
-                }
-                let batch = decode_batch(&value).ok_or_else(|| {
-                    self.damaged(format!("model `{name}`: batch {number} does not decode"))
-                })?;
-                let named: Vec<(&str, f64)> = batch.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-                runtime
-                    .apply(&named)
-                    .map_err(|e| self.damaged(format!("model `{name}`: batch {number}: {e}")))?;
-                set.extend(batch.into_iter().map(|(input, _)| input));
-                batches = number;
-            }
-            self.models
-                .insert(name, Installed::new(record, runtime, batches, set, &model));
-        }
-        self.recover_tags()
     }
 
     /// Loads a canonical text of one object (`what`) as if declared beside this host.
@@ -825,10 +660,11 @@ impl Host {
                 reason: "wallet and mission calls are taken on the host's control socket only"
                     .to_owned(),
             }),
-            Call::Storage => Handled::Reply(Reply::Storage(Box::new(crate::store::usage::usage(
-                &self.database,
-                &self.dir,
-            )))),
+            Call::Storage => {
+                let mut view = crate::store::usage::usage(&self.database, &self.dir);
+                view.checkpoints = self.checkpoints.list();
+                Handled::Reply(Reply::Storage(Box::new(view)))
+            }
             Call::Wire => Handled::Reply(match &self.wire {
                 Some(wire) => Reply::Wire {
                     peers: wire

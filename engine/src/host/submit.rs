@@ -318,6 +318,26 @@ impl Host {
                 },
                 _ => failed(&op, self.no_processes()),
             },
+            Request::Checkpoint {} => {
+                let taken = self.checkpoint_models(1, true);
+                if taken.is_empty() {
+                    succeeded(
+                        &op,
+                        "no model has a batch past its checkpoint or left to purge",
+                    )
+                } else {
+                    let each: Vec<String> = taken
+                        .iter()
+                        .map(|t| {
+                            format!(
+                                "model {} at batch {} ({} batches purged)",
+                                t.model, t.position, t.purged
+                            )
+                        })
+                        .collect();
+                    succeeded(&op, format!("checkpointed {}", each.join(", ")))
+                }
+            }
             Request::InstallLedger { .. }
             | Request::OpenAccount { .. }
             | Request::RetireAccount { .. } => match ledgers_held.as_mut() {

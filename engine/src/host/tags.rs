@@ -315,6 +315,22 @@ impl Host {
         if self.tags.is_empty() || self.quiesced.is_some() {
             return idle;
         }
+        // A full disk: nothing is sampled, journaled or projected; sampling resumes
+        // one interval after space returns (the next index follows the last one).
+        if crate::store::usage::full(&self.dir).is_some() {
+            let now = std::time::Instant::now();
+            for tag in self.tags.values_mut() {
+                if let TagReader::Simulated {
+                    simulation,
+                    next_due,
+                } = &mut tag.reader
+                {
+                    let interval = std::time::Duration::from_millis(simulation.interval_ms.into());
+                    *next_due = (*next_due).max(now + interval);
+                }
+            }
+            return idle;
+        }
         let now = std::time::Instant::now();
         let mut write = self.database.batch();
         let mut fresh = Fresh::new();

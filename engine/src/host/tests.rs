@@ -2,6 +2,7 @@
 //! recovery, through the same `handle` calls the control socket makes.
 
 use super::*;
+use crate::store::ensure_private_dir;
 
 /// A fresh host installation (no profiles) in a private temporary directory.
 struct Installation {
@@ -278,6 +279,68 @@ fn a_new_generation_is_one_recompute_batch_replayed_once() {
     let mut host = installation.open();
     assert_eq!(values(&mut host, "m")["y"], 600.0);
     assert_eq!(state(&host, "m").batches, 2);
+}
+
+/// A checkpoint of one generation is never applied to the next: a new generation
+/// replays from its own batch 1 until its own checkpoint, which then purges every
+/// batch of the earlier generation too; an input no batch of the new generation set
+/// keeps its new default through the checkpoint.
+#[test]
+fn a_checkpoint_belongs_to_its_generation_and_purges_the_earlier_ones() {
+    let installation = Installation::new("checkpoint-generations");
+    let mut host = installation.open();
+    install(
+        &mut host,
+        "i1",
+        "m",
+        "input x default=1\ninput z default=7\ncell y \"x * 10 + z\"",
+    );
+    for (i, x) in [4.0, 5.0, 6.0].into_iter().enumerate() {
+        input(&mut host, &format!("b{i}"), "m", &[("x", x)]);
+    }
+    let answer = submit(&mut host, "c1", Request::Checkpoint {});
+    assert_eq!(
+        answer.detail,
+        "checkpointed model m at batch 3 (3 batches purged)"
+    );
+    input(&mut host, "b9", "m", &[("x", 8.0)]); // batch 4: past the checkpoint
+    // Generation 2: x carried (a batch set it), z takes its new default.
+    install(
+        &mut host,
+        "i2",
+        "m",
+        "input x default=1\ninput z default=9\ncell y \"x * 100 + z\"",
+    );
+    input(&mut host, "b3", "m", &[("x", 2.0)]);
+    drop(host);
+    let mut host = installation.open();
+    let m = state(&host, "m");
+    assert_eq!(
+        (m.generation, m.batches),
+        (2, 2),
+        "its recompute and one input"
+    );
+    assert_eq!(values(&mut host, "m")["y"], 209.0);
+    let answer = submit(&mut host, "c2", Request::Checkpoint {});
+    assert_eq!(
+        answer.detail,
+        "checkpointed model m at batch 2 (3 batches purged)"
+    );
+    let prefix = Key::text("m").sep().bytes();
+    assert_eq!(
+        host.batches.prefix(&prefix).count(),
+        0,
+        "no batch of either generation is left"
+    );
+    drop(host);
+    let mut host = installation.open();
+    assert_eq!(values(&mut host, "m")["y"], 209.0);
+    assert_eq!(values(&mut host, "m")["z"], 9.0);
+    input(&mut host, "b4", "m", &[("z", 1.0)]);
+    assert_eq!(state(&host, "m").batches, 3);
+    drop(host);
+    let mut host = installation.open();
+    assert_eq!(values(&mut host, "m")["y"], 201.0);
 }
 
 /// The store names the gridd that serves it: `gridd.pid` (0600) holds this process's

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 
-use fjall::{Database, Keyspace, OwnedWriteBatch};
+use fjall::{Keyspace, OwnedWriteBatch};
 
 use super::api::{
     AccountDefinition, LedgerAnswer, LedgerCall, LedgerDefinition, LedgerOp, LedgerReply,
@@ -185,15 +185,21 @@ impl Ledgers {
     /// Opens the profile's keyspace in the host's database and replays every ledger's
     /// journal.
     pub fn open(
-        database: &Database,
+        database: &crate::store::Durable,
         dir: &Path,
         host: &str,
         failpoints: Failpoints,
     ) -> Result<Ledgers, String> {
         let [journal] =
             open_keyspaces(database, [JOURNAL]).map_err(|e| format!("ledger keyspace: {e}"))?;
-        let syncer = Syncer::start(database.clone(), "ledger-fsync")
-            .map_err(|e| format!("cannot start the ledger fsync thread: {e}"))?;
+        let syncer = Syncer::start(
+            {
+                let d = database.clone();
+                move || d.persist()
+            },
+            "ledger-fsync",
+        )
+        .map_err(|e| format!("cannot start the ledger fsync thread: {e}"))?;
         let mut books: BTreeMap<String, Mutex<Book>> = BTreeMap::new();
         let mut current: Option<(String, Book)> = None;
         for guard in journal.iter() {

@@ -126,6 +126,11 @@ impl Missions {
                         self.host
                     ));
                 }
+                // A full disk issues nothing new; an allocation issued before is
+                // still answered (`Decision::Same` above).
+                if let Some(reason) = crate::store::usage::full(&self.dir) {
+                    return refused(format!("mission `{}`: {reason}", terms.name));
+                }
                 let mut allocation = Allocation {
                     terms: query.terms.clone(),
                     claim,

@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use fjall::{Database, Keyspace, PersistMode};
+use fjall::Keyspace;
 
 use super::api::{
     Allocation, CloseQuery, Closure, ConsumedRun, Consumption, IssueQuery, IssuerReply,
@@ -72,7 +72,7 @@ pub type OwnedClaims = Box<dyn Fn() -> Vec<(String, String)> + Send + Sync>;
 pub struct Missions {
     pub(super) host: String,
     pub(super) dir: PathBuf,
-    pub(super) database: Database,
+    pub(super) database: crate::store::Durable,
     pub(super) records: Keyspace,
     pub(super) issued: Keyspace,
     pub(super) custody: Custody,
@@ -106,7 +106,7 @@ pub fn deadline_ms(deadline: &str) -> Result<i64, String> {
 impl Missions {
     #[allow(clippy::too_many_arguments)]
     pub fn open(
-        database: &Database,
+        database: &crate::store::Durable,
         dir: &Path,
         host: &str,
         custody: Custody,
@@ -250,7 +250,7 @@ impl Missions {
         );
         write
             .commit()
-            .and_then(|()| crate::metrics::fsync(|| self.database.persist(PersistMode::SyncAll)))
+            .and_then(|()| self.database.persist())
             .unwrap_or_else(|e| fatal(&self.dir, doing, e));
     }
 
@@ -549,6 +549,11 @@ impl Missions {
                         "host `{}` holds MISSIONS_MAX ({MISSIONS_MAX}) missions",
                         self.host
                     ));
+                }
+                // A full disk takes no new reservation; one held before is re-sent
+                // above, and returns and recoveries (obligations closing) go on.
+                if let Some(reason) = crate::store::usage::full(&self.dir) {
+                    return refused(format!("mission `{mission}`: {reason}"));
                 }
                 let record = HostRecord {
                     terms,

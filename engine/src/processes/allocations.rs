@@ -8,7 +8,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use fjall::{Keyspace, PersistMode};
+use fjall::Keyspace;
 use serde::{Deserialize, Serialize};
 
 use super::api::{GrantView, RunView};
@@ -205,7 +205,7 @@ impl Processes {
     fn commit_synced(&self, write: fjall::OwnedWriteBatch, doing: &str) {
         write
             .commit()
-            .and_then(|()| crate::metrics::fsync(|| self.database.persist(PersistMode::SyncAll)))
+            .and_then(|()| self.database.persist())
             .unwrap_or_else(|e| fatal(&self.dir, doing, e));
     }
 

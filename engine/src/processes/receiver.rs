@@ -3,7 +3,7 @@
 use crate::limits::RUN_WAIT_MAX;
 use std::sync::{Arc, MutexGuard};
 
-use fjall::{OwnedWriteBatch, PersistMode};
+use fjall::OwnedWriteBatch;
 use tokio::sync::watch;
 
 use super::allocations::{is_allocation, not_a_grant, now_ms};
@@ -592,7 +592,7 @@ impl Processes {
         self.owe_deposit(&record.view, &mut write);
         write
             .commit()
-            .and_then(|()| crate::metrics::fsync(|| self.database.persist(PersistMode::SyncAll)))
+            .and_then(|()| self.database.persist())
             .unwrap_or_else(|e| fatal(&self.dir, doing, e));
         state.counts.unknown -= 1;
         match record.view.outcome {

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
-use fjall::{Database, Keyspace, PersistMode};
+use fjall::Keyspace;
 use tokio::sync::watch;
 
 use super::api::{
@@ -163,7 +163,7 @@ pub struct State {
 pub struct Processes {
     pub(super) host: String,
     pub(super) dir: PathBuf,
-    pub(super) database: Database,
+    pub(super) database: crate::store::Durable,
     pub(super) ks: Keyspaces,
     pub(super) custody: Custody,
     pub(super) failpoints: Mutex<Failpoints>,
@@ -222,7 +222,7 @@ impl Processes {
     /// Opens the profile's keyspaces in the host's database; a run admitted and not
     /// finished before a stop becomes `unknown` here, its unit held.
     pub fn open(
-        database: &Database,
+        database: &crate::store::Durable,
         dir: &Path,
         host: &str,
         custody: Custody,
@@ -268,7 +268,10 @@ impl Processes {
             allocations,
         };
         let syncer = Syncer::start_gathering(
-            database.clone(),
+            {
+                let database = database.clone();
+                move || database.persist()
+            },
             "processes-fsync",
             crate::limits::PROCESSES_FSYNC_GATHER,
         )
@@ -329,7 +332,7 @@ impl Processes {
         if changed {
             write
                 .commit()
-                .and_then(|()| crate::metrics::fsync(|| database.persist(PersistMode::SyncAll)))
+                .and_then(|()| database.persist())
                 .map_err(|e| format!("marking interrupted runs unknown: {e}"))?;
         }
         let mut open_waits = std::collections::BTreeSet::new();

@@ -326,6 +326,22 @@ pub fn start(
             })
             .map_err(|e| refuse(&format!("cannot start the route feeder: {e}")))?;
     }
+    // Models past MODEL_CHECKPOINT_BATCHES_MAX are checkpointed and their covered
+    // batches purged (docs/storage.md), so an open replays a bounded tail.
+    {
+        let host = host.clone();
+        std::thread::Builder::new()
+            .name("checkpointer".to_owned())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(crate::limits::CHECKPOINT_CHECK_INTERVAL);
+                    host.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .checkpoint_due();
+                }
+            })
+            .map_err(|e| refuse(&format!("cannot start the checkpointer: {e}")))?;
+    }
     // Simulated tags: each due observation journaled and fed to its models in one
     // synced write (the host's `sample_tags`), also after a restart.
     if host

@@ -4,8 +4,6 @@
 //! previous one covered more than one writer (writers are arriving concurrently), so
 //! one fsync covers more of them; a lone writer is never kept waiting.
 
-use fjall::{Database, PersistMode};
-
 type Waiter = tokio::sync::oneshot::Sender<Result<(), String>>;
 
 /// The fsync thread of one store.
@@ -14,10 +12,14 @@ pub struct Syncer {
 }
 
 impl Syncer {
-    /// Starts the thread `name`, which fsyncs `database` whenever asked, once for
-    /// every request waiting at that moment.
-    pub fn start(database: Database, name: &str) -> std::io::Result<Syncer> {
-        Syncer::start_gathering(database, name, std::time::Duration::ZERO)
+    /// Starts the thread `name`, which calls `persist` (a store's fsync:
+    /// [`super::Durable::persist`]) whenever asked, once for every request waiting at
+    /// that moment.
+    pub fn start(
+        persist: impl Fn() -> Result<(), fjall::Error> + Send + 'static,
+        name: &str,
+    ) -> std::io::Result<Syncer> {
+        Syncer::start_gathering(persist, name, std::time::Duration::ZERO)
     }
 
     /// As [`Syncer::start`], and when the previous fsync covered more than one
@@ -25,7 +27,7 @@ impl Syncer {
     /// requests arriving meanwhile too (fewer fsyncs under concurrent writers; a write
     /// is still reported durable only after an fsync that began after it).
     pub fn start_gathering(
-        database: Database,
+        persist: impl Fn() -> Result<(), fjall::Error> + Send + 'static,
         name: &str,
         gather: std::time::Duration,
     ) -> std::io::Result<Syncer> {
@@ -41,8 +43,7 @@ impl Syncer {
                     let mut waiting = vec![first];
                     waiting.extend(pending.try_iter());
                     covered = waiting.len();
-                    let result = crate::metrics::fsync(|| database.persist(PersistMode::SyncAll))
-                        .map_err(|e| e.to_string());
+                    let result = persist().map_err(|e| e.to_string());
                     for w in waiting {
                         let _ = w.send(result.clone());
                     }
@@ -66,6 +67,7 @@ impl Syncer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fjall::{Database, PersistMode};
     use std::time::{Duration, Instant};
 
     fn runtime() -> tokio::runtime::Runtime {
@@ -86,8 +88,9 @@ mod tests {
             .unwrap();
         // A pause far longer than an fsync: visible if a lone writer waited for it.
         let gather = Duration::from_secs(1);
+        let persist = move || database.persist(PersistMode::SyncAll);
         let syncer =
-            std::sync::Arc::new(Syncer::start_gathering(database, "gather-test", gather).unwrap());
+            std::sync::Arc::new(Syncer::start_gathering(persist, "gather-test", gather).unwrap());
         runtime().block_on(async {
             for i in 0..3u8 {
                 keyspace.insert([i], [i]).unwrap();

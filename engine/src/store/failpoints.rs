@@ -4,9 +4,10 @@
 //!
 //! `GRID_FAILPOINTS="POINT=ACTION[,POINT=ACTION]"`; points are the [`Failpoint`]s by name,
 //! actions are `abort` (the process aborts: a crash, as SIGKILL), `drop-reply` (the
-//! connection closes without the reply, once) and `slow` (the step takes
+//! connection closes without the reply, once), `slow` (the step takes
 //! [`SLOW_DELAY`] longer: for the authority's snapshot installation, far longer than
-//! openraft's default snapshot-chunk timeout).
+//! openraft's default snapshot-chunk timeout) and `eio` (an fsync fails as a disk's
+//! EIO would: `store-fsync`).
 
 use std::collections::HashMap;
 
@@ -49,11 +50,23 @@ pub enum Failpoint {
     /// A mission's issuer journaled the signed allocation; the reply is not sent
     /// (drop-reply loses it; abort crashes after the journal write).
     MissionIssueReply,
+    /// A write of the host's store is fsynced; its high-water mark is not raised over it
+    /// yet and nothing of it is acknowledged.
+    HighWaterBeforeWrite,
+    /// A room computed a checkpoint of one of its objects; nothing of it is written.
+    CheckpointBeforeWrite,
+    /// The checkpoint is staged and fsynced; it is not installed (opening ignores it).
+    CheckpointBeforeInstall,
+    /// The checkpoint is installed and fsynced; the entries it covers are not purged.
+    CheckpointBeforePurge,
+    /// An fsync of the host's store (armed `eio`: it fails as a disk's EIO would,
+    /// before anything is synced).
+    StoreFsync,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order an operation reaches them.
-    pub const ALL: [Failpoint; 16] = [
+    pub const ALL: [Failpoint; 21] = [
         Failpoint::SubmitBeforeCommit,
         Failpoint::SubmitAfterCommit,
         Failpoint::BatchAfterCommit,
@@ -70,6 +83,11 @@ impl Failpoint {
         Failpoint::TransferBeforeSubmit,
         Failpoint::TransferAfterAnswer,
         Failpoint::MissionIssueReply,
+        Failpoint::HighWaterBeforeWrite,
+        Failpoint::CheckpointBeforeWrite,
+        Failpoint::CheckpointBeforeInstall,
+        Failpoint::CheckpointBeforePurge,
+        Failpoint::StoreFsync,
     ];
 
     /// The name `GRID_FAILPOINTS` and journeys use.
@@ -91,6 +109,11 @@ impl Failpoint {
             Failpoint::TransferBeforeSubmit => "transfer-before-submit",
             Failpoint::TransferAfterAnswer => "transfer-after-answer",
             Failpoint::MissionIssueReply => "mission-issue-reply",
+            Failpoint::HighWaterBeforeWrite => "high-water-before-write",
+            Failpoint::CheckpointBeforeWrite => "checkpoint-before-write",
+            Failpoint::CheckpointBeforeInstall => "checkpoint-before-install",
+            Failpoint::CheckpointBeforePurge => "checkpoint-before-purge",
+            Failpoint::StoreFsync => "store-fsync",
         }
     }
 
@@ -113,6 +136,8 @@ pub enum Action {
     Abort,
     DropReply,
     Slow,
+    /// The step fails with EIO, as a disk refusing it would (fsyncs only).
+    Eio,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -140,9 +165,10 @@ impl Failpoints {
                 "abort" => Action::Abort,
                 "drop-reply" => Action::DropReply,
                 "slow" => Action::Slow,
+                "eio" => Action::Eio,
                 other => {
                     return Err(format!(
-                        "unknown failpoint action `{other}`; actions are: abort, drop-reply, slow"
+                        "unknown failpoint action `{other}`; actions are: abort, drop-reply, slow, eio"
                     ));
                 }
             };
@@ -167,7 +193,7 @@ impl Failpoints {
                 std::thread::sleep(SLOW_DELAY);
                 false
             }
-            None => false,
+            Some(Action::Eio) | None => false,
         }
     }
 

@@ -4,8 +4,8 @@
 //! installation's is refused by name — never started afresh, which would run
 //! acknowledged operation ids again (SPEC principle 2).
 //!
-//! Not detected by the mark: an older copy of this very store (a rollback); that
-//! needs a high-water mark of what was acknowledged (issue 28).
+//! An older copy of this very store (a rollback) has the same id: the high-water mark
+//! (`super::high_water`) refuses it.
 
 use std::path::{Path, PathBuf};
 

@@ -1,20 +1,25 @@
 //! The ground floor's storage machinery, shared by every capability and importing
 //! none: private directories, group commit of fsyncs, the stop on a storage failure,
 //! named crash points, the byte layout of composite store keys, the store's identity
-//! kept outside it (`mark`), and what the stores hold on disk (`usage`).
+//! and high-water mark kept outside it (`mark`, `high_water`, written through
+//! `Durable`), and what the stores hold on disk (`usage`).
 //!
 //! Invariants kept here, stated as absences: nothing in this module knows a capability;
 //! no directory it accepts is readable by group or other; no write is reported durable
 //! before an fsync that began after it covered it.
 
+pub mod checkpoint;
 pub mod commit;
+mod durable;
 pub mod failpoints;
+pub mod high_water;
 pub mod keys;
 pub mod mark;
 mod private;
 pub mod usage;
 
 pub use commit::Syncer;
+pub use durable::Durable;
 pub use failpoints::{Action, Failpoint, Failpoints};
 pub use private::{PrivateDirError, ensure_private_dir, write_private};
 

@@ -22,6 +22,13 @@ pub struct StorageView {
     pub directories: Vec<DirectoryUsage>,
     /// The filesystem holding the installation; none when it cannot be read.
     pub disk: Option<DiskUsage>,
+    /// The store's count of fsynced writes, which its high-water mark
+    /// (`DIR/keys/store.high-water`) covers once they are acknowledged.
+    #[serde(default)]
+    pub acknowledged_writes: u64,
+    /// Every installed checkpoint of the host's rooms (`store::checkpoint`).
+    #[serde(default)]
+    pub checkpoints: Vec<super::checkpoint::CheckpointView>,
 }
 
 /// One keyspace of the host's store.
@@ -138,7 +145,7 @@ pub fn full(dir: &Path) -> Option<String> {
 }
 
 /// What the installation at `dir`, whose store `database` is, holds on disk now.
-pub fn usage(database: &fjall::Database, dir: &Path) -> StorageView {
+pub fn usage(database: &super::Durable, dir: &Path) -> StorageView {
     let mut keyspaces: Vec<KeyspaceUsage> = database
         .list_keyspace_names()
         .iter()
@@ -173,5 +180,7 @@ pub fn usage(database: &fjall::Database, dir: &Path) -> StorageView {
         journal_bytes: database.journal_disk_space().unwrap_or(0),
         directories,
         disk: disk(dir),
+        acknowledged_writes: database.writes(),
+        checkpoints: Vec::new(),
     }
 }

@@ -96,19 +96,26 @@ pub fn input(
         }
     };
     let dir = owner_of(&output.state, &model)?;
+    let request = Request::Input {
+        model,
+        values: sets,
+        fence,
+    };
+    Ok(submit(&dir, op, request, output))
+}
+
+/// Sends one operation to the host at `dir` and prints its answer; the exit code
+/// says its outcome (0 succeeded, 1 failed, 3 unknown, 4 refused).
+pub fn submit(dir: &std::path::Path, op: String, request: Request, output: &Output) -> ExitCode {
     let apply::Effect {
         status,
         detail,
         replayed,
     } = grid_reconciler::operation::send(
-        &dir,
+        dir,
         Call::Submit {
             op: op.clone(),
-            request: Request::Input {
-                model,
-                values: sets,
-                fence,
-            },
+            request,
         },
     );
     let sent = Sent {
@@ -119,7 +126,7 @@ pub fn input(
         status,
     };
     emit(&sent, output.json);
-    Ok(ExitCode::from(status.exit_code()))
+    ExitCode::from(status.exit_code())
 }
 
 /// A host's identity as its installation holds it.

@@ -47,9 +47,11 @@ pub enum InspectCommand {
     },
     /// What a host's stores hold on disk: every keyspace of its store (entries, table
     /// bytes), the store's journal, each store directory (`store`, `authority/M/…`)
-    /// with its files and bytes, and the disk's free space. Reads only.
+    /// with its files and bytes, the disk's free space, the store's count of
+    /// acknowledged writes (its high-water mark) and every installed checkpoint
+    /// (room, name, position). Reads only.
     #[command(mut_arg("json", |a| a.help(
-        "{\"host\", \"keyspaces\": [{\"name\", \"approximate_entries\", \"table_bytes\"}], \"journal_bytes\", \"directories\": [{\"path\", \"files\", \"bytes\", \"truncated\"}], \"disk\": {\"total_bytes\", \"available_bytes\"} or null}"
+        "{\"host\", \"keyspaces\": [{\"name\", \"approximate_entries\", \"table_bytes\"}], \"journal_bytes\", \"directories\": [{\"path\", \"files\", \"bytes\", \"truncated\"}], \"disk\": {\"total_bytes\", \"available_bytes\"} or null, \"acknowledged_writes\", \"checkpoints\": [{\"room\", \"name\", \"position\", \"at_ms\", \"bytes\"}]}"
     )))]
     Storage {
         #[arg(long, value_name = "NAME")]
@@ -311,6 +313,16 @@ impl Report for Storage<'_> {
     fn text(&self) -> String {
         let mut out = format!("host {}\n", self.host);
         out.push_str(&format!("  journal: {} bytes\n", self.view.journal_bytes));
+        out.push_str(&format!(
+            "  acknowledged writes: {} (high-water mark keys/store.high-water)\n",
+            self.view.acknowledged_writes
+        ));
+        for c in &self.view.checkpoints {
+            out.push_str(&format!(
+                "  checkpoint {} {}: position {}, taken at {} ms after the Unix epoch, {} bytes\n",
+                c.room, c.name, c.position, c.at_ms, c.bytes
+            ));
+        }
         for k in &self.view.keyspaces {
             out.push_str(&format!(
                 "  keyspace {}: ~{} entries, {} bytes in tables\n",

@@ -30,6 +30,7 @@ mod plan;
 mod process;
 mod report;
 mod routes;
+mod storage;
 mod wallet;
 
 /// Grid: live calculation models on many hosts, driven by KDL topology files.
@@ -257,6 +258,9 @@ enum Command {
     /// from the files (`+ mission`, `returned=#true`).
     #[command(subcommand)]
     Mission(mission::MissionCli),
+    /// A host's storage: checkpoint its models now (docs/storage.md).
+    #[command(subcommand)]
+    Storage(storage::StorageCli),
 }
 
 fn main() -> ExitCode {
@@ -319,6 +323,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ledger(command) => ledger::ledger(command),
         Command::Wallet(command) => wallet::wallet(command),
         Command::Mission(command) => mission::mission(command),
+        Command::Storage(command) => storage::storage(command),
     }
 }
 

@@ -1,0 +1,42 @@
+//! `gridctl storage`: an operator's triggers of what a host does to its storage on its
+//! own cadence (docs/storage.md), as `etcdctl compact` is: each an operation with an id.
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use grid_engine::protocol::Request;
+use grid_reconciler::observe;
+
+use crate::Output;
+
+#[derive(Subcommand, Debug)]
+pub enum StorageCli {
+    /// Checkpoint every model of a host now and purge the batches the checkpoints
+    /// cover (the host does this by itself every MODEL_CHECKPOINT_BATCHES_MAX
+    /// batches). Re-sending the id returns the first answer. Exit 0 succeeded,
+    /// 1 failed, 3 unknown, 4 refused.
+    Checkpoint {
+        /// The host.
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        /// The operation id.
+        #[arg(long, value_name = "ID")]
+        op: String,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+pub fn storage(command: StorageCli) -> anyhow::Result<ExitCode> {
+    match command {
+        StorageCli::Checkpoint { host, op, output } => {
+            let dir = observe::host_dir(&output.state, &host);
+            Ok(crate::hosts::submit(
+                &dir,
+                op,
+                Request::Checkpoint {},
+                &output,
+            ))
+        }
+    }
+}
