@@ -42,6 +42,7 @@ struct Counted {
     batches_applied: Counter,
     receipts: Counter,
     push_retries: Counter,
+    checkpoint_purged: Counter,
     fsync_seconds: Histogram,
 }
 
@@ -61,6 +62,7 @@ static COUNTED: LazyLock<Counted> = LazyLock::new(|| Counted {
     batches_applied: Counter::default(),
     receipts: Counter::default(),
     push_retries: Counter::default(),
+    checkpoint_purged: Counter::default(),
     fsync_seconds: Histogram::new(exponential_buckets(
         FSYNC_BUCKET_FIRST_SECONDS,
         2.0,
@@ -84,6 +86,11 @@ pub fn operation_answered(kind: &'static str, outcome: &'static str) {
 /// One input batch applied to a model (an operation's, a route's or a tag's).
 pub fn batch_applied() {
     COUNTED.batches_applied.inc();
+}
+
+/// Entries a checkpoint covered, purged durably.
+pub fn checkpoint_purged(entries: u64) {
+    COUNTED.checkpoint_purged.inc_by(entries);
 }
 
 /// One destination's receipt recorded at its publisher.
@@ -144,6 +151,13 @@ impl Held {
         self.registry.register(name, help, family);
     }
 
+    /// One gauge `name` (units last) without labels.
+    pub fn gauge(&mut self, name: &str, help: &str, value: i64) {
+        let gauge = Gauge::<i64>::default();
+        gauge.set(value);
+        self.registry.register(name, help, gauge);
+    }
+
     /// A family of counters `name` (`_total` is added) whose totals the host keeps
     /// durably (they survive a restart).
     pub fn totals(&mut self, name: &str, help: &str, values: Vec<(Labels, u64)>) {
@@ -193,6 +207,11 @@ pub fn render(held: Held) -> String {
         "grid_push_retries",
         "Pushes sent again after a failure or a refusal",
         counted.push_retries.clone(),
+    );
+    registry.register(
+        "grid_checkpoint_purged_entries",
+        "Store entries a checkpoint covered, purged",
+        counted.checkpoint_purged.clone(),
     );
     registry.register(
         "grid_fsync_seconds",

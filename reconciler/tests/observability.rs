@@ -14,7 +14,7 @@ mod common;
 
 const METRICS: &str = "127.0.0.1:17895";
 
-use common::{gridctl, gridctl_code};
+use common::{KillOnDrop, gridctl, gridctl_code};
 
 fn topology(metrics: &str) -> String {
     format!(
@@ -63,18 +63,27 @@ fn json_logs_name_operations_and_metrics_count_them() {
     );
 
     let log = dir.join("solo.log");
-    let mut host = Command::new(common::gridd())
-        .arg("--dir")
-        .arg(&host_dir)
-        .args(["--log-format", "json"])
-        .env("RUST_LOG", "info")
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    common::wait_ready(&mut host, &host_dir).expect("gridd starts");
+    // Killed when the test ends, also on a failed assertion (a gridd left running
+    // would hold the test's output open).
+    let mut host = KillOnDrop(
+        Command::new(common::gridd())
+            .arg("--dir")
+            .arg(&host_dir)
+            .args(["--log-format", "json"])
+            .env("RUST_LOG", "info")
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    common::wait_ready(&mut host.0, &host_dir).expect("gridd starts");
     let (ok, text) = gridctl(&dir, &["reconcile", "t.kdl"]); // installs counter and temp
     assert!(ok, "{text}");
     let (ok, text) = gridctl(&dir, &["input", "counter", "n=3", "--op", "obs-b1"]);
+    assert!(ok, "{text}");
+    let (ok, text) = gridctl(
+        &dir,
+        &["storage", "checkpoint", "--host", "solo", "--op", "obs-c1"],
+    );
     assert!(ok, "{text}");
 
     let (status, body) = scrape(METRICS);
@@ -112,14 +121,49 @@ fn json_logs_name_operations_and_metrics_count_them() {
         "{body}"
     );
     assert!(!body.contains("grid_tag_connection{"), "{body}");
+    // The store's held series: its acknowledged writes, journal and tables, and the
+    // model's checkpoint at its one batch, which it purged.
+    assert!(
+        value(&body, "grid_store_acknowledged_writes").is_some_and(|n| n >= 3.0),
+        "{body}"
+    );
+    assert!(
+        value(&body, "grid_store_journal_bytes").is_some_and(|n| n > 0.0),
+        "{body}"
+    );
+    assert!(
+        value(&body, "grid_store_table_bytes{keyspace=\"operations\"}").is_some(),
+        "{body}"
+    );
+    assert_eq!(
+        value(
+            &body,
+            "grid_checkpoint_position{room=\"model\",name=\"counter\"}"
+        ),
+        Some(1.0),
+        "{body}"
+    );
+    assert!(
+        value(
+            &body,
+            "grid_checkpoint_age_seconds{room=\"model\",name=\"counter\"}"
+        )
+        .is_some_and(|s| (0.0..60.0).contains(&s)),
+        "{body}"
+    );
+    assert_eq!(
+        value(&body, "grid_checkpoint_purged_entries_total"),
+        Some(1.0),
+        "{body}"
+    );
 
     // SIGTERM: logged as a shutdown, and gridd still ends by that signal.
     let killed = Command::new("kill")
-        .args(["-TERM", &host.id().to_string()])
+        .args(["-TERM", &host.0.id().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
-    let status = host.wait().unwrap();
+    let status = host.0.wait().unwrap();
     assert_eq!(status.signal(), Some(15), "{status:?}");
 
     let text = std::fs::read_to_string(&log).unwrap();

@@ -10,7 +10,7 @@ use std::path::Path;
 
 mod common;
 
-use common::{KillOnDrop, gridctl, gridctl_code};
+use common::{KillOnDrop, copy_tree, gridctl, gridctl_code, start_gridd as start};
 
 const TOPOLOGY: &str = "grid version=1\nmembership ops {\n    authority voters=1\n}\n\
     host solo listen=\"127.0.0.1:7951\" {\n    member ops\n    profiles transport authority\n}\n\
@@ -143,24 +143,6 @@ fn input(dir: &Path, value: &str, op: &str) -> (Option<i32>, serde_json::Value) 
     (code, answer)
 }
 
-/// Starts gridd on `host_dir`: `Ok` once it serves, `Err(stderr)` when it exits.
-fn start(host_dir: &Path, log: &Path) -> Result<KillOnDrop, String> {
-    let child = std::process::Command::new(common::gridd())
-        .arg("--dir")
-        .arg(host_dir)
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut child = KillOnDrop(child);
-    match common::wait_ready(&mut child.0, host_dir) {
-        Ok(()) => Ok(child),
-        Err(status) => {
-            assert!(!status.success(), "{status}");
-            Err(std::fs::read_to_string(log).unwrap())
-        }
-    }
-}
-
 #[test]
 fn a_missing_emptied_or_foreign_store_is_refused_and_the_own_one_answers_as_before() {
     let dir = common::work_dir("store-mark");
@@ -239,22 +221,6 @@ fn a_missing_emptied_or_foreign_store_is_refused_and_the_own_one_answers_as_befo
     assert_eq!(values(&dir)["twice"], 14.0);
     drop(_solo);
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// Copies `from` to `to` as `cp -a` does (a store copied while its gridd is stopped).
-fn copy_tree(from: &Path, to: &Path) {
-    let copied = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(
-        copied.success(),
-        "cp -a {} {}",
-        from.display(),
-        to.display()
-    );
 }
 
 /// Every journal file (`*.jnl`) of the store at `store`.

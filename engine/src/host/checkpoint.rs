@@ -141,6 +141,7 @@ impl Host {
         }
         if purged > 0 {
             self.commit_durably(write, "purging batches a checkpoint covers");
+            crate::metrics::checkpoint_purged(purged as u64);
         }
         purged
     }

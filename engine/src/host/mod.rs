@@ -782,6 +782,11 @@ impl Host {
         }
     }
 
+    /// The store's gauges for the metrics (cheap: no directory walk).
+    pub fn store_gauges(&self) -> crate::store::usage::StoreGauges {
+        crate::store::usage::gauges(&self.database, &self.checkpoints)
+    }
+
     /// Every tag this host holds: definition, last index, outstanding debt and the
     /// adapter's connection state (for `observe`, the live view and the metrics).
     pub fn tag_states(&self) -> Vec<crate::protocol::TagState> {

@@ -89,11 +89,61 @@ fn labels<const N: usize>(pairs: [(&'static str, &str); N]) -> Labels {
 /// What this host's rooms hold now.
 fn held(started: &Started) -> Held {
     let mut held = Held::default();
-    let tags = started
-        .host
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .tag_states();
+    // One lock of the host for everything it holds (never held across another call).
+    let (tags, store) = {
+        let host = started.host.lock().unwrap_or_else(|p| p.into_inner());
+        (host.tag_states(), host.store_gauges())
+    };
+    held.gauge(
+        "grid_store_acknowledged_writes",
+        "Fsynced writes of the host's store, counted in the store and in its high-water mark",
+        store.acknowledged_writes as i64,
+    );
+    held.gauge(
+        "grid_store_journal_bytes",
+        "Bytes of the host store's write-ahead journal",
+        store.journal_bytes as i64,
+    );
+    held.gauges(
+        "grid_store_table_bytes",
+        "Bytes of each keyspace's tables in the host's store",
+        store
+            .keyspaces
+            .iter()
+            .map(|k| (labels([("keyspace", &k.name)]), k.table_bytes as i64))
+            .collect(),
+    );
+    if !store.checkpoints.is_empty() {
+        let now_ms = crate::store::checkpoint::now_ms();
+        held.gauges(
+            "grid_checkpoint_position",
+            "The journal position each installed checkpoint covers (a model's batch)",
+            store
+                .checkpoints
+                .iter()
+                .map(|c| {
+                    (
+                        labels([("room", &c.room), ("name", &c.name)]),
+                        c.position as i64,
+                    )
+                })
+                .collect(),
+        );
+        held.gauges(
+            "grid_checkpoint_age_seconds",
+            "Seconds since each installed checkpoint was taken",
+            store
+                .checkpoints
+                .iter()
+                .map(|c| {
+                    (
+                        labels([("room", &c.room), ("name", &c.name)]),
+                        (now_ms.saturating_sub(c.at_ms) / 1_000) as i64,
+                    )
+                })
+                .collect(),
+        );
+    }
     if !tags.is_empty() {
         held.gauges(
             "grid_tag_outstanding_debt",

@@ -144,8 +144,31 @@ pub fn full(dir: &Path) -> Option<String> {
     })
 }
 
-/// What the installation at `dir`, whose store `database` is, holds on disk now.
-pub fn usage(database: &super::Durable, dir: &Path) -> StorageView {
+/// What the metrics show of a store, read from fjall's own accounting (no directory
+/// walk, no statvfs): cheap enough for every scrape.
+#[derive(Debug, Clone, Default)]
+pub struct StoreGauges {
+    pub acknowledged_writes: u64,
+    pub journal_bytes: u64,
+    pub keyspaces: Vec<KeyspaceUsage>,
+    pub checkpoints: Vec<super::checkpoint::CheckpointView>,
+}
+
+/// The store's [`StoreGauges`] (its checkpoints listed from `checkpoints`).
+pub fn gauges(
+    database: &super::Durable,
+    checkpoints: &super::checkpoint::Checkpoints,
+) -> StoreGauges {
+    StoreGauges {
+        acknowledged_writes: database.writes(),
+        journal_bytes: database.journal_disk_space().unwrap_or(0),
+        keyspaces: keyspaces(database),
+        checkpoints: checkpoints.list(),
+    }
+}
+
+/// Every keyspace of `database`, by name, with its entries and table bytes.
+fn keyspaces(database: &fjall::Database) -> Vec<KeyspaceUsage> {
     let mut keyspaces: Vec<KeyspaceUsage> = database
         .list_keyspace_names()
         .iter()
@@ -163,6 +186,12 @@ pub fn usage(database: &super::Durable, dir: &Path) -> StorageView {
         })
         .collect();
     keyspaces.sort_by(|a, b| a.name.cmp(&b.name));
+    keyspaces
+}
+
+/// What the installation at `dir`, whose store `database` is, holds on disk now.
+pub fn usage(database: &super::Durable, dir: &Path) -> StorageView {
+    let keyspaces = keyspaces(database);
     let directories = store_directories(dir)
         .into_iter()
         .map(|path| {

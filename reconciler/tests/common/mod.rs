@@ -70,3 +70,38 @@ pub fn gridctl(dir: &Path, args: &[&str]) -> (bool, String) {
     let (code, text) = gridctl_code(dir, args);
     (code == Some(0), text)
 }
+
+/// Starts gridd on `host_dir`, its stderr in `log`: `Ok` once it serves, `Err(stderr)`
+/// when it exits first (never successfully).
+pub fn start_gridd(host_dir: &Path, log: &Path) -> Result<KillOnDrop, String> {
+    let child = std::process::Command::new(gridd())
+        .arg("--dir")
+        .arg(host_dir)
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    match wait_ready(&mut child.0, host_dir) {
+        Ok(()) => Ok(child),
+        Err(status) => {
+            assert!(!status.success(), "{status}");
+            Err(std::fs::read_to_string(log).unwrap())
+        }
+    }
+}
+
+/// Copies `from` to `to` as `cp -a` does (a store copied while its gridd is stopped).
+pub fn copy_tree(from: &Path, to: &Path) {
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(
+        copied.success(),
+        "cp -a {} {}",
+        from.display(),
+        to.display()
+    );
+}
