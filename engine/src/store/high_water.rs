@@ -102,17 +102,6 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-fn rfc3339_ms(ms: u64) -> String {
-    i128::from(ms)
-        .checked_mul(1_000_000)
-        .and_then(|ns| time::OffsetDateTime::from_unix_timestamp_nanos(ns).ok())
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| format!("{ms} ms after the Unix epoch"))
-}
-
 fn encode(mark: &Mark, sign: &Signer) -> [u8; SLOT] {
     let mut slot = [0u8; SLOT];
     slot[..8].copy_from_slice(MAGIC);
@@ -199,7 +188,7 @@ pub fn judge(
             acknowledged: mark.writes,
             found,
             missing: mark.writes - found,
-            at: rfc3339_ms(mark.at_ms),
+            at: super::rfc3339_ms(mark.at_ms),
         }),
         Some(_) => Ok(found),
     }

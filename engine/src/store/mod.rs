@@ -74,3 +74,15 @@ pub fn open_keyspaces<const N: usize>(
         .try_into()
         .unwrap_or_else(|_| unreachable!("one keyspace per name")))
 }
+
+/// Unix milliseconds as RFC 3339 (UTC), or the number itself when out of range.
+pub fn rfc3339_ms(ms: u64) -> String {
+    i128::from(ms)
+        .checked_mul(1_000_000)
+        .and_then(|ns| time::OffsetDateTime::from_unix_timestamp_nanos(ns).ok())
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| format!("{ms} ms after the Unix epoch"))
+}

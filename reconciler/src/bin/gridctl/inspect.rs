@@ -319,8 +319,12 @@ impl Report for Storage<'_> {
         ));
         for c in &self.view.checkpoints {
             out.push_str(&format!(
-                "  checkpoint {} {}: position {}, taken at {} ms after the Unix epoch, {} bytes\n",
-                c.room, c.name, c.position, c.at_ms, c.bytes
+                "  checkpoint {} {}: position {}, taken {}, {} bytes\n",
+                c.room,
+                c.name,
+                c.position,
+                grid_engine::store::rfc3339_ms(c.at_ms),
+                c.bytes
             ));
         }
         for k in &self.view.keyspaces {
