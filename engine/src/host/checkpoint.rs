@@ -91,7 +91,7 @@ impl Host {
         };
         let checkpoint = Checkpoint {
             position,
-            at_ms: crate::store::checkpoint::now_ms(),
+            at_ms: crate::store::now_ms(),
             state: serde_json::to_vec(&state).expect("a model state encodes"),
         };
         self.failpoints.reach(Failpoint::CheckpointBeforeWrite);

@@ -74,7 +74,7 @@ impl Host {
         };
         // Judged before anything is written into the store.
         let writes = Self::acknowledged(&store, &meta)?;
-        let writes = high_water::judge(dir, &store, &id, writes, high_water)?;
+        let writes = high_water::judge(dir, &store, &id, writes, high_water.clone())?;
         match meta.get("format").map_err(storage)? {
             Some(found) if found.as_ref() != HOST_STORE_FORMAT.as_bytes() => {
                 return Err(HostError::UnsupportedFormat {
@@ -118,7 +118,8 @@ impl Host {
         if let mark::Verdict::Create { id } | mark::Verdict::Adopt { id } = &verdict {
             mark::write(dir, id)?;
         }
-        let mark = high_water::HighWater::open(dir, &id, writes, Self::signer(&custody), &verify)?;
+        let mark =
+            high_water::HighWater::open(dir, &id, writes, high_water, Self::signer(&custody))?;
         let database =
             crate::store::Durable::new(database, meta.clone(), writes, mark, failpoints.clone());
         let mut host = Host {

@@ -114,7 +114,7 @@ fn held(started: &Started) -> Held {
             .collect(),
     );
     if !store.checkpoints.is_empty() {
-        let now_ms = crate::store::checkpoint::now_ms();
+        let now_ms = crate::store::now_ms();
         held.gauges(
             "grid_checkpoint_position",
             "The journal position each installed checkpoint covers (a model's batch)",

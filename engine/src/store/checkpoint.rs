@@ -54,13 +54,6 @@ pub struct CheckpointView {
     pub bytes: u64,
 }
 
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
 pub fn encode(checkpoint: &Checkpoint) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(HEADER + checkpoint.state.len() + 32);
     bytes.extend_from_slice(MAGIC);

@@ -42,6 +42,8 @@ pub struct Mark {
     pub store: String,
     /// When the record was written, Unix milliseconds.
     pub at_ms: u64,
+    /// Which of the file's two slots holds it (the next record goes to the other).
+    pub slot: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -95,13 +97,6 @@ pub fn path(dir: &Path) -> PathBuf {
     dir.join("keys").join(HIGH_WATER_FILE)
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
 fn encode(mark: &Mark, sign: &Signer) -> [u8; SLOT] {
     let mut slot = [0u8; SLOT];
     slot[..8].copy_from_slice(MAGIC);
@@ -117,7 +112,7 @@ fn encode(mark: &Mark, sign: &Signer) -> [u8; SLOT] {
     slot
 }
 
-fn decode(slot: &[u8], verify: Verifier) -> Option<Mark> {
+fn decode(slot: &[u8], at: usize, verify: Verifier) -> Option<Mark> {
     if slot.len() < RECORD || &slot[..8] != MAGIC {
         return None;
     }
@@ -128,6 +123,7 @@ fn decode(slot: &[u8], verify: Verifier) -> Option<Mark> {
         writes: word(8),
         store: hex::encode(&slot[16..32]),
         at_ms: word(32),
+        slot: at,
     })
 }
 
@@ -147,7 +143,8 @@ pub fn read(dir: &Path, verify: Verifier) -> Result<Option<Mark>, HighWaterError
     }
     bytes
         .chunks(SLOT)
-        .filter_map(|slot| decode(slot, verify))
+        .enumerate()
+        .filter_map(|(at, slot)| decode(slot, at, verify))
         .max_by_key(|m| m.writes)
         .map(Some)
         .ok_or(HighWaterError::Damaged {
@@ -220,51 +217,45 @@ pub struct HighWater {
 }
 
 impl HighWater {
-    /// Opens the mark of store `store` at `writes` (what [`judge`] returned), creating
-    /// it (0600, synced, its directory synced) when the installation has none, or one
-    /// of another store that acknowledged nothing.
+    /// Opens the mark of store `store` at `writes` (what [`judge`] returned), given
+    /// its newest record as [`read`] found it; creates it (0600, synced, its directory
+    /// synced) when the installation has none, or one of another store that
+    /// acknowledged nothing.
     pub fn open(
         dir: &Path,
         store: &str,
         writes: u64,
+        existing: Option<Mark>,
         sign: Signer,
-        verify: Verifier,
     ) -> Result<HighWater, HighWaterError> {
         let mark = path(dir);
         let io = |source| HighWaterError::Io {
             mark: mark.clone(),
             source,
         };
-        let record = Mark {
-            writes,
-            store: store.to_owned(),
-            at_ms: now_ms(),
-        };
-        let existing = read(dir, verify)?.filter(|m| m.store == store);
+        let existing = existing.filter(|m| m.store == store);
         if existing.is_none() {
+            let record = Mark {
+                writes,
+                store: store.to_owned(),
+                at_ms: super::now_ms(),
+                slot: 0,
+            };
             let mut both = encode(&record, &sign).to_vec();
             both.extend_from_slice(&[0u8; SLOT]);
             super::write_private(&mark, &both).map_err(io)?;
         }
         let file = std::fs::OpenOptions::new()
-            .read(true)
             .write(true)
             .open(&mark)
             .map_err(io)?;
-        let bytes = std::fs::read(&mark).map_err(io)?;
-        // The next record goes where the newest is not.
-        let newest = bytes
-            .chunks(SLOT)
-            .enumerate()
-            .filter_map(|(at, slot)| decode(slot, verify).map(|m| (m.writes, at)))
-            .max()
-            .map_or(0, |(_, at)| at as u64);
+        let (newest, written) = existing.map_or((0, writes), |m| (m.slot, m.writes.min(writes)));
         Ok(HighWater {
             file,
             path: mark,
             store: store.to_owned(),
-            next: newest ^ 1,
-            written: existing.map_or(writes, |m| m.writes.min(writes)),
+            next: newest as u64 ^ 1,
+            written,
             sign,
         })
     }
@@ -279,7 +270,8 @@ impl HighWater {
             &Mark {
                 writes,
                 store: self.store.clone(),
-                at_ms: now_ms(),
+                at_ms: super::now_ms(),
+                slot: self.next as usize,
             },
             &self.sign,
         );
@@ -326,7 +318,7 @@ mod tests {
     fn the_newest_record_survives_a_torn_write_of_the_other() {
         let dir = installation("torn");
         let (sign, verify) = keys();
-        let mut mark = HighWater::open(&dir, ID, 0, sign.clone(), &verify).unwrap();
+        let mut mark = HighWater::open(&dir, ID, 0, None, sign.clone()).unwrap();
         for writes in [3, 5, 9] {
             mark.advance(writes).unwrap();
         }
@@ -341,7 +333,8 @@ mod tests {
             .unwrap();
         assert_eq!(read(&dir, &verify).unwrap().unwrap().writes, 9);
         // Reopened, it keeps writing past the newest and never over it first.
-        let mut again = HighWater::open(&dir, ID, 9, sign, &verify).unwrap();
+        let newest = read(&dir, &verify).unwrap();
+        let mut again = HighWater::open(&dir, ID, 9, newest, sign).unwrap();
         again.advance(10).unwrap();
         assert_eq!(read(&dir, &verify).unwrap().unwrap().writes, 10);
         let _ = std::fs::remove_dir_all(&dir);
@@ -351,7 +344,7 @@ mod tests {
     fn a_mark_that_does_not_verify_or_has_another_length_is_refused() {
         let dir = installation("damaged");
         let (sign, verify) = keys();
-        HighWater::open(&dir, ID, 0, sign, &verify).unwrap();
+        HighWater::open(&dir, ID, 0, None, sign).unwrap();
         let other = |_: u32, _: &[u8], _: &[u8; 64]| false;
         let refused = read(&dir, &other).unwrap_err();
         assert!(refused.to_string().contains("verifies"), "{refused}");
@@ -368,6 +361,7 @@ mod tests {
             writes,
             store: ID.to_owned(),
             at_ms: 0,
+            slot: 0,
         };
         assert_eq!(judge(dir, store, ID, None, None).unwrap(), 0);
         assert_eq!(judge(dir, store, ID, Some(12), Some(mark(12))).unwrap(), 12);

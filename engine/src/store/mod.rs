@@ -86,3 +86,11 @@ pub fn rfc3339_ms(ms: u64) -> String {
         })
         .unwrap_or_else(|| format!("{ms} ms after the Unix epoch"))
 }
+
+/// Now, Unix milliseconds (0 before the epoch): when a record was written.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
