@@ -73,6 +73,32 @@ pub struct HostConfig {
     /// unset values are the engine's defaults.
     #[serde(default, skip_serializing_if = "CapacityConfig::is_default")]
     pub capacity: CapacityConfig,
+    /// `retain` of the host: how long answers stay in the hot store and the archive
+    /// (docs/storage.md); unset values are the engine's defaults.
+    #[serde(default, skip_serializing_if = "RetainConfig::is_default")]
+    pub retain: RetainConfig,
+}
+
+/// `retain` in `host.toml` (from the topology's `retain` child of the host).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RetainConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot_days: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive_days: Option<u32>,
+}
+
+impl RetainConfig {
+    pub fn is_default(&self) -> bool {
+        *self == RetainConfig::default()
+    }
+
+    /// The hot window in days (`RETAIN_HOT_DAYS_DEFAULT` when unset).
+    pub fn hot_days(&self) -> u32 {
+        self.hot_days
+            .unwrap_or(crate::limits::RETAIN_HOT_DAYS_DEFAULT)
+    }
 }
 
 /// `capacity` in `host.toml` (from the topology's `capacity` child of the host).
@@ -107,6 +133,10 @@ impl HostConfig {
                 ordered_per_host: host.capacity.ordered_per_host,
                 latest_per_destination: host.capacity.latest_per_destination,
                 latest_per_host: host.capacity.latest_per_host,
+            },
+            retain: RetainConfig {
+                hot_days: host.retain.hot_days,
+                archive_days: host.retain.archive_days,
             },
         }
     }
@@ -174,6 +204,7 @@ mod tests {
             profiles: Vec::new(),
             metrics: None,
             capacity: CapacityConfig::default(),
+            retain: RetainConfig::default(),
         };
         let text = config.to_toml();
         assert_eq!(

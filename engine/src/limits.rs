@@ -65,6 +65,18 @@ pub const CHECKPOINT_CHECK_INTERVAL: std::time::Duration = std::time::Duration::
 /// The most covered entries one checkpoint purges in one write; the rest go with the
 /// next checkpoint (opening skips covered entries either way).
 pub const CHECKPOINT_PURGE_ENTRIES_MAX: usize = 100_000;
+/// The most answers one archive segment holds (docs/storage.md, "Archive").
+pub const ARCHIVE_SEGMENT_ENTRIES_MAX: usize = 10_000;
+/// The most uncompressed answer bytes one archive segment holds.
+pub const ARCHIVE_SEGMENT_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// The most segments one archive pass writes while it holds the host; the rest wait
+/// for the next pass.
+pub const ARCHIVE_SEGMENTS_PER_PASS_MAX: usize = 16;
+/// How often the host moves answers past its hot window (`retain hot-days`) to the
+/// archive and releases segments past `archive-days`.
+pub const ARCHIVE_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+/// One day, as the retention windows count it.
+pub const RETAIN_DAY_MS: u64 = 86_400_000;
 
 // The transport.
 

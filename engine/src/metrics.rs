@@ -43,6 +43,7 @@ struct Counted {
     receipts: Counter,
     push_retries: Counter,
     checkpoint_purged: Counter,
+    archived: Counter,
     fsync_seconds: Histogram,
 }
 
@@ -63,6 +64,7 @@ static COUNTED: LazyLock<Counted> = LazyLock::new(|| Counted {
     receipts: Counter::default(),
     push_retries: Counter::default(),
     checkpoint_purged: Counter::default(),
+    archived: Counter::default(),
     fsync_seconds: Histogram::new(exponential_buckets(
         FSYNC_BUCKET_FIRST_SECONDS,
         2.0,
@@ -91,6 +93,11 @@ pub fn batch_applied() {
 /// Entries a checkpoint covered, purged durably.
 pub fn checkpoint_purged(entries: u64) {
     COUNTED.checkpoint_purged.inc_by(entries);
+}
+
+/// Answers moved from the hot store to the archive, durably.
+pub fn archived(answers: u64) {
+    COUNTED.archived.inc_by(answers);
 }
 
 /// One destination's receipt recorded at its publisher.
@@ -212,6 +219,11 @@ pub fn render(held: Held) -> String {
         "grid_checkpoint_purged_entries",
         "Store entries a checkpoint covered, purged",
         counted.checkpoint_purged.clone(),
+    );
+    registry.register(
+        "grid_archived_answers",
+        "Answers moved from the hot store to the archive",
+        counted.archived.clone(),
     );
     registry.register(
         "grid_fsync_seconds",

@@ -129,6 +129,10 @@ pub enum Request {
     /// cover (`gridctl storage checkpoint`; docs/storage.md). Re-sent, it returns its
     /// first answer; a new id checkpoints again at the models' current positions.
     Checkpoint {},
+    /// Move the acknowledged answers older than `older_than_seconds` to the host's
+    /// archive now, whatever `retain hot-days` says (`gridctl storage archive`;
+    /// docs/storage.md). Re-sent, it returns its first answer.
+    Archive { older_than_seconds: u64 },
 }
 
 /// A write's fencing stamp: the claim its writer holds and the epoch it holds it at.
@@ -180,6 +184,9 @@ impl Request {
             }
             Request::SettleGrant { name } => format!("settle grant {name}"),
             Request::Checkpoint {} => "checkpoint".to_owned(),
+            Request::Archive { older_than_seconds } => {
+                format!("archive answers older than {older_than_seconds} s")
+            }
         }
     }
 
@@ -200,6 +207,7 @@ impl Request {
             Request::RetireAccount { .. } => "retire-account",
             Request::SettleGrant { .. } => "settle-grant",
             Request::Checkpoint {} => "checkpoint",
+            Request::Archive { .. } => "archive",
         }
     }
 }
@@ -240,6 +248,10 @@ pub struct Answer {
     /// the answer given then — nothing was applied again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replayed: bool,
+    /// Set on a reply, never retained or signed: the answer came from the host's
+    /// archive (it was older than the hot window), unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub archived: bool,
 }
 
 pub use crate::custody::AnswerSignature;
@@ -285,6 +297,13 @@ pub enum Reply {
     /// `answer` for an id the host never received.
     NoAnswer {
         op: String,
+    },
+    /// The host answered `op` once, but cannot read that answer now (an archive
+    /// segment damaged or missing): the outcome is unknown to the caller, and the
+    /// operation is never executed again.
+    Unknown {
+        op: String,
+        reason: String,
     },
     Acknowledged {
         op: String,
@@ -556,6 +575,7 @@ mod tests {
             signature: None,
             request: Some(request.clone()),
             replayed: false,
+            archived: false,
         };
         answer.signature = Some(custody.sign_answer("h", &answer.signed_bytes("h", &request)));
         assert_eq!(answer.verify(&manifest), Some(1));

@@ -21,6 +21,7 @@ fn installation(name: &str) -> PathBuf {
         profiles: Vec::new(),
         metrics: None,
         capacity: Default::default(),
+        retain: Default::default(),
     };
     grid_engine::custody::write_private(
         &dir.join(grid_engine::config::HOST_CONFIG_FILE),

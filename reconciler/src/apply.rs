@@ -337,6 +337,7 @@ pub fn apply(plan: &Plan) -> Report {
             status,
             detail,
             replayed,
+            ..
         } = effect(plan, t);
         if matches!(status, Status::Failed | Status::Unknown | Status::Refused) {
             outcome = status;

@@ -102,6 +102,19 @@ pub fn host_config(before: &HostConfig, after: &HostConfig) -> Vec<Change> {
             optional(a),
         );
     }
+    let (b, a) = (&before.retain, &after.retain);
+    for (name, b, a) in [
+        ("hot-days", b.hot_days, a.hot_days),
+        ("archive-days", b.archive_days, a.archive_days),
+    ] {
+        let (b, a) = (b.map(u64::from), a.map(u64::from));
+        field(
+            &mut out,
+            &format!("retain {name}"),
+            optional(b),
+            optional(a),
+        );
+    }
     out
 }
 

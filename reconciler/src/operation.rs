@@ -22,6 +22,7 @@ pub fn send(dir: &Path, call: Call) -> Effect {
     };
     let reply = client.call(&call);
     let replayed = matches!(&reply, Ok(Reply::Answer(a)) if a.replayed);
+    let archived = matches!(&reply, Ok(Reply::Answer(a)) if a.archived);
     let (status, detail) = match reply {
         Ok(Reply::Answer(answer)) => {
             // Losing the acknowledgement only makes the answer show once more.
@@ -39,6 +40,8 @@ pub fn send(dir: &Path, call: Call) -> Effect {
             format!("the owner never received operation {op}"),
         ),
         Ok(Reply::Refused { reason }) => (Status::Refused, reason),
+        // The owner answered once and cannot read that answer now: never done again.
+        Ok(Reply::Unknown { reason, .. }) => (Status::Unknown, reason),
         Ok(other) => (Status::Failed, format!("unexpected reply {other:?}")),
         Err(CallError::Lost { detail }) => (Status::Unknown, detail),
         Err(e @ CallError::Unreachable { .. }) => (Status::Failed, e.to_string()),
@@ -47,6 +50,7 @@ pub fn send(dir: &Path, call: Call) -> Effect {
         status,
         detail,
         replayed,
+        archived,
     }
 }
 

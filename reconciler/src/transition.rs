@@ -412,6 +412,8 @@ pub struct Effect {
     /// The owner returned the answer it gave this operation id before: nothing was
     /// applied again.
     pub replayed: bool,
+    /// That earlier answer came from the owner's archive (older than its hot window).
+    pub archived: bool,
 }
 
 impl Effect {
@@ -420,6 +422,7 @@ impl Effect {
             status,
             detail: detail.into(),
             replayed: false,
+            archived: false,
         }
     }
 

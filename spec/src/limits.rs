@@ -261,6 +261,10 @@ pub const NAMES: &[&str] = &[
     "LEDGERS_PER_HOST_MAX",
     "LEDGER_CURRENCY_LENGTH_MIN",
     "LEDGER_CURRENCY_LENGTH_MAX",
+    "RETAIN_DAYS_MIN",
+    "RETAIN_HOT_DAYS_DEFAULT",
+    "RETAIN_HOT_DAYS_MAX",
+    "RETAIN_ARCHIVE_DAYS_MAX",
 ];
 
 // Ledgers (SPEC C6, docs/ledger.md).
@@ -280,3 +284,24 @@ pub const LEDGER_CURRENCY_LENGTH_MIN: usize = 3;
 pub const LEDGER_CURRENCY_LENGTH_MAX: usize = 12;
 
 const _: () = assert!(LEDGER_CURRENCY_LENGTH_MIN <= LEDGER_CURRENCY_LENGTH_MAX);
+
+// Retention (docs/storage.md): how long a host keeps answers in its hot store, and how
+// long its archive answers a re-sent id before refusing it as expired.
+
+/// The shortest `retain hot-days=` or `archive-days=`.
+pub const RETAIN_DAYS_MIN: u32 = 1;
+
+/// `retain hot-days=` when a host declares none: answers older than this move to the
+/// archive.
+pub const RETAIN_HOT_DAYS_DEFAULT: u32 = 7;
+
+/// The longest hot window: the hot store's size is this window times the host's rate.
+pub const RETAIN_HOT_DAYS_MAX: u32 = 366;
+
+/// The longest `archive-days=` (a century): without it the archive keeps answers for
+/// ever.
+pub const RETAIN_ARCHIVE_DAYS_MAX: u32 = 36_525;
+
+const _: () = assert!(RETAIN_DAYS_MIN <= RETAIN_HOT_DAYS_DEFAULT);
+const _: () = assert!(RETAIN_HOT_DAYS_DEFAULT <= RETAIN_HOT_DAYS_MAX);
+const _: () = assert!(RETAIN_HOT_DAYS_MAX <= RETAIN_ARCHIVE_DAYS_MAX);

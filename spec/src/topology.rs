@@ -131,8 +131,19 @@ pub struct Host {
     pub capacity: DeliveryCapacity,
     /// `metrics="IP:PORT"`: where gridd serves Prometheus text; loopback only.
     pub metrics: Option<SocketAddr>,
+    /// `retain hot-days=N [archive-days=M]`: unset values are the engine's defaults.
+    pub retain: Retention,
     pub retired: bool,
     pub origin: Origin,
+}
+
+/// `retain [hot-days=N] [archive-days=M]`: answers older than `hot-days` move to the
+/// host's archive; with `archive-days`, a re-sent id older than it is refused as
+/// expired (without it the archive answers for ever).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    pub hot_days: Option<u32>,
+    pub archive_days: Option<u32>,
 }
 
 /// `capacity [ordered-per-destination=N] [ordered-per-host=N] [latest-per-destination=N]

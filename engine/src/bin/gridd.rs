@@ -185,6 +185,20 @@ fn main() -> ExitCode {
         },
         Err(_) => Failpoints::default(),
     };
+    // Tests and journeys only: the retention windows read a clock shifted this far.
+    let failpoints = match std::env::var("GRID_RETENTION_CLOCK_OFFSET_S") {
+        Ok(text) => match text.trim().parse::<i64>() {
+            Ok(seconds) => failpoints.with_retention_clock_offset(seconds),
+            Err(e) => {
+                fail(
+                    format,
+                    &format!("gridd: GRID_RETENTION_CLOCK_OFFSET_S `{text}`: {e}"),
+                );
+                return ExitCode::FAILURE;
+            }
+        },
+        Err(_) => failpoints,
+    };
     // Benchmarks only (benches j1939_replay): J1939 logs replay as fast as the host
     // journals them instead of at their recorded pace. No topology can ask for this.
     if std::env::var_os("GRID_BENCH_J1939_UNPACED").is_some() {

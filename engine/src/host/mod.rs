@@ -18,6 +18,7 @@
 //! - recovery replays the store; it never re-executes an operation.
 
 pub use crate::config;
+mod archive;
 mod checkpoint;
 pub mod control;
 mod feeder;
@@ -95,6 +96,9 @@ struct OperationRecord {
     request: Request,
     answer: Answer,
     acknowledged: bool,
+    /// When the answer was given, Unix milliseconds (0: before this was recorded).
+    #[serde(default)]
+    answered_ms: u64,
 }
 
 /// What the store keeps per model name.
@@ -308,6 +312,10 @@ pub struct Host {
     ledgers: Option<crate::ledger::service::Ledgers>,
     /// Why the models take no batch from outside now (a mission not settled).
     quiesced: Option<String>,
+    /// Answers past the hot window (`archive.rs`).
+    archive: archive::Archive,
+    /// How far the retention clock is shifted (`GRID_RETENTION_CLOCK_OFFSET_S`).
+    retention_offset_ms: i64,
 }
 
 /// Where the host keeps its fence (in the `meta` keyspace).
@@ -343,6 +351,7 @@ fn succeeded(op: &str, detail: impl Into<String>) -> Answer {
         signature: None,
         request: None,
         replayed: false,
+        archived: false,
     }
 }
 
@@ -354,6 +363,7 @@ fn failed(op: &str, detail: impl Into<String>) -> Answer {
         signature: None,
         request: None,
         replayed: false,
+        archived: false,
     }
 }
 
@@ -613,9 +623,13 @@ impl Host {
     pub fn handle(&mut self, call: Call) -> Handled {
         match call {
             Call::Observe => Handled::Reply(Reply::Observation(self.observe())),
-            Call::Answer { op } => Handled::Reply(match self.retained(&op) {
-                Some(record) => Reply::Answer(record.answer),
-                None => Reply::NoAnswer { op },
+            Call::Answer { op } => Handled::Reply(match self.lookup(&op) {
+                archive::Lookup::Archived(record) => {
+                    let mut answer = record.answer;
+                    answer.archived = true;
+                    Reply::Answer(answer)
+                }
+                lookup => self.not_answered(&op, lookup),
             }),
             Call::Acknowledge { op } => Handled::Reply(self.acknowledge(op)),
             Call::Values { model } => Handled::Reply(match self.models.get(&model) {
@@ -663,6 +677,7 @@ impl Host {
             Call::Storage => {
                 let mut view = crate::store::usage::usage(&self.database, &self.dir);
                 view.checkpoints = self.checkpoints.list();
+                view.archive = Some(self.archive_view());
                 Handled::Reply(Reply::Storage(Box::new(view)))
             }
             Call::Wire => Handled::Reply(match &self.wire {
@@ -699,6 +714,10 @@ impl Host {
     }
 
     fn acknowledge(&mut self, op: String) -> Reply {
+        // An archived answer was acknowledged before it left the hot store.
+        if let archive::Lookup::Archived(_) = self.lookup(&op) {
+            return Reply::Acknowledged { op };
+        }
         let Some(mut record) = self.retained(&op) else {
             return Reply::Refused {
                 reason: format!(
@@ -784,7 +803,9 @@ impl Host {
 
     /// The store's gauges for the metrics (cheap: no directory walk).
     pub fn store_gauges(&self) -> crate::store::usage::StoreGauges {
-        crate::store::usage::gauges(&self.database, &self.checkpoints)
+        let mut gauges = crate::store::usage::gauges(&self.database, &self.checkpoints);
+        gauges.archive = Some(self.archive_view());
+        gauges
     }
 
     /// Every tag this host holds: definition, last index, outstanding debt and the

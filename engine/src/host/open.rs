@@ -118,8 +118,10 @@ impl Host {
         if let mark::Verdict::Create { id } | mark::Verdict::Adopt { id } = &verdict {
             mark::write(dir, id)?;
         }
+        let archive = super::archive::Archive::open(dir, &database, &meta)?;
         let mark =
             high_water::HighWater::open(dir, &id, writes, high_water, Self::signer(&custody))?;
+        let failpoints_offset = failpoints.retention_clock_offset_ms();
         let database =
             crate::store::Durable::new(database, meta.clone(), writes, mark, failpoints.clone());
         let mut host = Host {
@@ -154,6 +156,8 @@ impl Host {
             processes: None,
             ledgers: None,
             quiesced: None,
+            archive,
+            retention_offset_ms: failpoints_offset,
         };
         host.recover()?;
         Ok(host)
@@ -171,7 +175,7 @@ impl Host {
     }
 
     /// Signs a record with this host's current signing key.
-    fn signer(custody: &crate::custody::Custody) -> high_water::Signer {
+    pub(super) fn signer(custody: &crate::custody::Custody) -> high_water::Signer {
         let custody = custody.clone();
         std::sync::Arc::new(move |message: &[u8]| {
             let (generation, signature) = custody.sign(message);

@@ -18,11 +18,23 @@ impl Host {
             });
         }
         let kind = request.kind();
-        if let Some(record) = self.retained(&op) {
+        let (record, archived) = match self.lookup(&op) {
+            archive::Lookup::Hot(record) => (Some(record), false),
+            archive::Lookup::Archived(record) => (Some(record), true),
+            archive::Lookup::Absent => (None, false),
+            lookup => return Handled::Reply(self.not_answered(&op, lookup)),
+        };
+        if let Some(record) = record {
             if record.request == request {
-                tracing::info!(op, kind, "operation re-sent: original answer returned");
+                tracing::info!(
+                    op,
+                    kind,
+                    archived,
+                    "operation re-sent: original answer returned"
+                );
                 let mut answer = record.answer;
                 answer.replayed = true;
+                answer.archived = archived;
                 return Handled::Reply(Reply::Answer(answer));
             }
             tracing::warn!(
@@ -338,6 +350,12 @@ impl Host {
                     succeeded(&op, format!("checkpointed {}", each.join(", ")))
                 }
             }
+            Request::Archive { older_than_seconds } => {
+                match self.archive_older_than(older_than_seconds.saturating_mul(1_000)) {
+                    Err(reason) => failed(&op, reason),
+                    Ok(pass) => succeeded(&op, pass.describe()),
+                }
+            }
             Request::InstallLedger { .. }
             | Request::OpenAccount { .. }
             | Request::RetireAccount { .. } => match ledgers_held.as_mut() {
@@ -434,15 +452,22 @@ impl Host {
             &self.config.name,
             &answer.signed_bytes(&self.config.name, &request),
         ));
+        let answered_ms = crate::store::now_ms();
         let record = OperationRecord {
             request,
             answer: answer.clone(),
             acknowledged: false,
+            answered_ms,
         };
         write.insert(
             &self.operations,
             op.as_str(),
             serde_json::to_vec(&record).expect("records serialize"),
+        );
+        write.insert(
+            &self.archive.by_time,
+            archive::time_key(answered_ms, &op),
+            [],
         );
         write.insert(&self.unacknowledged, op.as_str(), []);
         self.failpoints

@@ -24,6 +24,7 @@ impl Installation {
             profiles,
             metrics: None,
             capacity: Default::default(),
+            retain: Default::default(),
         };
         crate::custody::write_private(
             &dir.join(config::HOST_CONFIG_FILE),

@@ -113,6 +113,18 @@ fn held(started: &Started) -> Held {
             .map(|k| (labels([("keyspace", &k.name)]), k.table_bytes as i64))
             .collect(),
     );
+    if let Some(archive) = &store.archive {
+        held.gauge(
+            "grid_archive_lag_seconds",
+            "How far the oldest answer in the hot store is past the hot window (retain hot-days)",
+            archive.lag_seconds as i64,
+        );
+        held.gauge(
+            "grid_archive_bytes",
+            "Bytes of the archive segments held",
+            archive.bytes as i64,
+        );
+    }
     if !store.checkpoints.is_empty() {
         let now_ms = crate::store::now_ms();
         held.gauges(

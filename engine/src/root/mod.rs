@@ -327,17 +327,24 @@ pub fn start(
             .map_err(|e| refuse(&format!("cannot start the route feeder: {e}")))?;
     }
     // Models past MODEL_CHECKPOINT_BATCHES_MAX are checkpointed and their covered
-    // batches purged (docs/storage.md), so an open replays a bounded tail.
+    // batches purged (docs/storage.md), so an open replays a bounded tail; every
+    // ARCHIVE_CHECK_INTERVAL answers past the hot window move to the archive.
     {
         let host = host.clone();
         std::thread::Builder::new()
             .name("checkpointer".to_owned())
             .spawn(move || {
-                loop {
-                    std::thread::sleep(crate::limits::CHECKPOINT_CHECK_INTERVAL);
-                    host.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .checkpoint_due();
+                let interval = crate::limits::CHECKPOINT_CHECK_INTERVAL;
+                let archive_every =
+                    crate::limits::ARCHIVE_CHECK_INTERVAL.as_secs() / interval.as_secs().max(1);
+                for round in 0u64.. {
+                    std::thread::sleep(interval);
+                    let mut host = host.lock().unwrap_or_else(|p| p.into_inner());
+                    host.checkpoint_due();
+                    // Answers past `retain hot-days` move to the archive.
+                    if round % archive_every.max(1) == 0 {
+                        host.archive_due();
+                    }
                 }
             })
             .map_err(|e| refuse(&format!("cannot start the checkpointer: {e}")))?;

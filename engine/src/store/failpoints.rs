@@ -7,7 +7,8 @@
 //! connection closes without the reply, once), `slow` (the step takes
 //! [`SLOW_DELAY`] longer: for the authority's snapshot installation, far longer than
 //! openraft's default snapshot-chunk timeout) and `eio` (an fsync fails as a disk's
-//! EIO would: `store-fsync`).
+//! EIO would: `store-fsync`). `GRID_RETENTION_CLOCK_OFFSET_S=N`, also read by gridd
+//! only, shifts the clock the retention windows read by N seconds.
 
 use std::collections::HashMap;
 
@@ -62,11 +63,14 @@ pub enum Failpoint {
     /// An fsync of the host's store (armed `eio`: it fails as a disk's EIO would,
     /// before anything is synced).
     StoreFsync,
+    /// An archive segment is written and synced; the index naming its entries is not
+    /// committed and the answers are still in the hot store.
+    ArchiveBeforeIndex,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order an operation reaches them.
-    pub const ALL: [Failpoint; 21] = [
+    pub const ALL: [Failpoint; 22] = [
         Failpoint::SubmitBeforeCommit,
         Failpoint::SubmitAfterCommit,
         Failpoint::BatchAfterCommit,
@@ -88,6 +92,7 @@ impl Failpoint {
         Failpoint::CheckpointBeforeInstall,
         Failpoint::CheckpointBeforePurge,
         Failpoint::StoreFsync,
+        Failpoint::ArchiveBeforeIndex,
     ];
 
     /// The name `GRID_FAILPOINTS` and journeys use.
@@ -114,6 +119,7 @@ impl Failpoint {
             Failpoint::CheckpointBeforeInstall => "checkpoint-before-install",
             Failpoint::CheckpointBeforePurge => "checkpoint-before-purge",
             Failpoint::StoreFsync => "store-fsync",
+            Failpoint::ArchiveBeforeIndex => "archive-before-index",
         }
     }
 
@@ -143,6 +149,8 @@ pub enum Action {
 #[derive(Debug, Default, Clone)]
 pub struct Failpoints {
     armed: HashMap<Failpoint, Action>,
+    /// How far the retention clock is shifted (`GRID_RETENTION_CLOCK_OFFSET_S`).
+    retention_offset_ms: i64,
 }
 
 impl Failpoints {
@@ -174,7 +182,23 @@ impl Failpoints {
             };
             armed.insert(point, action);
         }
-        Ok(Failpoints { armed })
+        Ok(Failpoints {
+            armed,
+            retention_offset_ms: 0,
+        })
+    }
+
+    /// Shifts the clock the host's retention windows read (`retain hot-days`,
+    /// `archive-days`) by `seconds`: gridd's `GRID_RETENTION_CLOCK_OFFSET_S`, for
+    /// tests and journeys that cannot wait days. Nothing else reads this clock.
+    pub fn with_retention_clock_offset(mut self, seconds: i64) -> Failpoints {
+        self.retention_offset_ms = seconds.saturating_mul(1_000);
+        self
+    }
+
+    /// The retention clock's shift, milliseconds.
+    pub fn retention_clock_offset_ms(&self) -> i64 {
+        self.retention_offset_ms
     }
 
     /// Reaching `point`: aborts the process if armed so; returns true if the reply

@@ -2,12 +2,14 @@
 //! none: private directories, group commit of fsyncs, the stop on a storage failure,
 //! named crash points, the byte layout of composite store keys, the store's identity
 //! and high-water mark kept outside it (`mark`, `high_water`, written through
-//! `Durable`), and what the stores hold on disk (`usage`).
+//! `Durable`), what the stores hold on disk (`usage`), and the archive answers move to
+//! past their hot window (`archive`).
 //!
 //! Invariants kept here, stated as absences: nothing in this module knows a capability;
 //! no directory it accepts is readable by group or other; no write is reported durable
 //! before an fsync that began after it covered it.
 
+pub mod archive;
 pub mod checkpoint;
 pub mod commit;
 mod durable;

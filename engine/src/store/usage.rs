@@ -29,6 +29,31 @@ pub struct StorageView {
     /// Every installed checkpoint of the host's rooms (`store::checkpoint`).
     #[serde(default)]
     pub checkpoints: Vec<super::checkpoint::CheckpointView>,
+    /// The answers archive (`DIR/archive`, `store::archive`).
+    #[serde(default)]
+    pub archive: Option<ArchiveView>,
+}
+
+/// The host's answers archive: what it holds and how far archiving is behind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveView {
+    /// `retain hot-days` (its default when the topology gives none).
+    pub hot_days: u32,
+    /// `retain archive-days`; none: archived answers are kept for ever.
+    pub archive_days: Option<u32>,
+    /// Segments held, and released past `archive-days`.
+    pub segments: u64,
+    pub released_segments: u64,
+    /// Answers in the segments held, and their bytes (compressed, with trailers).
+    pub answers: u64,
+    pub bytes: u64,
+    /// The span of the segments held: their oldest and newest answer, Unix ms.
+    pub first_ms: Option<u64>,
+    pub last_ms: Option<u64>,
+    /// The oldest answer still in the hot store, Unix ms.
+    pub oldest_hot_ms: Option<u64>,
+    /// How far that answer is past the hot window, seconds (0: archiving keeps up).
+    pub lag_seconds: u64,
 }
 
 /// One keyspace of the host's store.
@@ -66,8 +91,10 @@ pub struct DiskUsage {
 /// membership's authority (`authority/M/*`).
 fn store_directories(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
-    if dir.join("store").is_dir() {
-        out.push("store".to_owned());
+    for own in ["store", super::archive::ARCHIVE_DIR] {
+        if dir.join(own).is_dir() {
+            out.push(own.to_owned());
+        }
     }
     let names = |relative: &str| -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir.join(relative))
@@ -152,6 +179,7 @@ pub struct StoreGauges {
     pub journal_bytes: u64,
     pub keyspaces: Vec<KeyspaceUsage>,
     pub checkpoints: Vec<super::checkpoint::CheckpointView>,
+    pub archive: Option<ArchiveView>,
 }
 
 /// The store's [`StoreGauges`] (its checkpoints listed from `checkpoints`).
@@ -164,6 +192,7 @@ pub fn gauges(
         journal_bytes: database.journal_disk_space().unwrap_or(0),
         keyspaces: keyspaces(database),
         checkpoints: checkpoints.list(),
+        archive: None,
     }
 }
 
@@ -211,5 +240,6 @@ pub fn usage(database: &super::Durable, dir: &Path) -> StorageView {
         disk: disk(dir),
         acknowledged_writes: database.writes(),
         checkpoints: Vec::new(),
+        archive: None,
     }
 }

@@ -386,6 +386,7 @@ fn host(listen: &str, profiles: &[&str]) -> HostConfig {
         profiles: profiles.iter().map(|p| (*p).to_owned()).collect(),
         metrics: None,
         capacity: CapacityConfig::default(),
+        retain: Default::default(),
     }
 }
 
@@ -439,6 +440,20 @@ fn hosts() {
                 ..base.clone()
             },
             &[r#"name: "a" → "b""#],
+        ),
+        (
+            base.clone(),
+            HostConfig {
+                retain: grid_engine::config::RetainConfig {
+                    hot_days: Some(3),
+                    archive_days: Some(30),
+                },
+                ..base.clone()
+            },
+            &[
+                "retain hot-days: (none) → 3",
+                "retain archive-days: (none) → 30",
+            ],
         ),
         (base.clone(), base.clone(), &[]),
     ];

@@ -74,9 +74,19 @@ pub fn gridctl(dir: &Path, args: &[&str]) -> (bool, String) {
 /// Starts gridd on `host_dir`, its stderr in `log`: `Ok` once it serves, `Err(stderr)`
 /// when it exits first (never successfully).
 pub fn start_gridd(host_dir: &Path, log: &Path) -> Result<KillOnDrop, String> {
+    start_gridd_with(host_dir, log, &[])
+}
+
+/// [`start_gridd`] with environment variables (`GRID_FAILPOINTS`, …).
+pub fn start_gridd_with(
+    host_dir: &Path,
+    log: &Path,
+    env: &[(&str, &str)],
+) -> Result<KillOnDrop, String> {
     let child = std::process::Command::new(gridd())
         .arg("--dir")
         .arg(host_dir)
+        .envs(env.iter().copied())
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
         .unwrap();

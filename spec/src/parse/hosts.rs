@@ -59,6 +59,8 @@ impl FileReader<'_> {
         let mut profiles: Vec<Profile> = Vec::new();
         let mut key_generation = None;
         let mut capacity = crate::topology::DeliveryCapacity::default();
+        let mut retain = crate::topology::Retention::default();
+        let mut retain_seen = false;
         let mut profiles_seen = false;
         for child in n.children(self) {
             let mut c = NodeReader::new(child);
@@ -158,13 +160,25 @@ impl FileReader<'_> {
                         latest_per_host: read("latest-per-host"),
                     };
                 }
+                "retain" => {
+                    if retain_seen {
+                        self.error(
+                            child.name().span(),
+                            "`retain` is given twice",
+                            "second",
+                            "one `retain hot-days=N [archive-days=M]` per host",
+                        );
+                    }
+                    retain_seen = true;
+                    retain = self.retain(&mut c);
+                }
                 other => {
                     c.skip_all();
                     self.error(
                         child.name().span(),
                         format!("unknown child `{other}` of host"),
                         "not a host setting",
-                        "a host holds `member M`, `profiles P…`, `keys generation=N` and `capacity …`",
+                        "a host holds `member M`, `profiles P…`, `keys generation=N`, `capacity …` and `retain …`",
                     )
                 }
             }
@@ -188,9 +202,49 @@ impl FileReader<'_> {
             key_generation,
             capacity,
             metrics,
+            retain,
             retired,
             origin,
         });
+    }
+
+    /// `retain [hot-days=N] [archive-days=M]`: each within its named limits, and the
+    /// archive never shorter than the hot window it follows.
+    fn retain(&mut self, c: &mut NodeReader) -> crate::topology::Retention {
+        use crate::limits::{RETAIN_ARCHIVE_DAYS_MAX, RETAIN_DAYS_MIN, RETAIN_HOT_DAYS_MAX};
+        let min = (RETAIN_DAYS_MIN as i128, "RETAIN_DAYS_MIN");
+        let hot = c.limited_int_prop(
+            self,
+            "hot-days",
+            false,
+            min,
+            (RETAIN_HOT_DAYS_MAX as i128, "RETAIN_HOT_DAYS_MAX"),
+        );
+        let archive = c.limited_int_prop(
+            self,
+            "archive-days",
+            false,
+            min,
+            (RETAIN_ARCHIVE_DAYS_MAX as i128, "RETAIN_ARCHIVE_DAYS_MAX"),
+        );
+        let hot_days = hot.map(|(n, _)| n as u32);
+        if let Some((archive_days, span)) = archive {
+            let hot = hot_days.unwrap_or(crate::limits::RETAIN_HOT_DAYS_DEFAULT);
+            if (archive_days as u32) < hot {
+                self.error(
+                    span,
+                    format!(
+                        "`archive-days` ({archive_days}) is shorter than the hot window ({hot} days)"
+                    ),
+                    "shorter than hot-days",
+                    "answers reach the archive after `hot-days`: give `archive-days` at least as many days, or omit it to keep archived answers for ever",
+                );
+            }
+        }
+        crate::topology::Retention {
+            hot_days,
+            archive_days: archive.map(|(n, _)| n as u32),
+        }
     }
 
     pub(super) fn membership(&mut self, node: &KdlNode) {

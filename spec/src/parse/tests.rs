@@ -120,3 +120,58 @@ fn a_mission_past_its_deadline_is_refused_unless_returned() {
     let returned = text.replace("successor=s", "successor=s returned=#true");
     assert!(crate::load_str_with("t.kdl", &returned, at("2027-01-01T00:00:00Z")).is_ok());
 }
+
+#[test]
+fn retain_reads_its_windows_and_refuses_zero_too_long_or_an_archive_shorter_than_hot() {
+    let host = |retain: &str| {
+        format!("grid version=1\nhost a listen=\"127.0.0.1:7401\" {{\n    {retain}\n}}\n")
+    };
+    let topology = crate::load_str("t.kdl", &host("retain hot-days=3 archive-days=30")).unwrap();
+    assert_eq!(
+        topology.hosts[0].retain,
+        crate::Retention {
+            hot_days: Some(3),
+            archive_days: Some(30)
+        }
+    );
+    let plain = "grid version=1\nhost a listen=\"127.0.0.1:7401\"\n";
+    let topology = crate::load_str("t.kdl", plain).unwrap();
+    assert_eq!(topology.hosts[0].retain, crate::Retention::default());
+    for (retain, message, at) in [
+        (
+            "retain hot-days=0",
+            "property `hot-days` of `retain` is 0, below RETAIN_DAYS_MIN (1)",
+            "hot-days=0",
+        ),
+        (
+            "retain hot-days=400",
+            "property `hot-days` of `retain` is 400, above RETAIN_HOT_DAYS_MAX (366)",
+            "hot-days=400",
+        ),
+        (
+            "retain archive-days=40000",
+            "property `archive-days` of `retain` is 40000, above RETAIN_ARCHIVE_DAYS_MAX (36525)",
+            "archive-days=40000",
+        ),
+        (
+            "retain hot-days=10 archive-days=5",
+            "`archive-days` (5) is shorter than the hot window (10 days)",
+            "archive-days=5",
+        ),
+        (
+            "retain archive-days=3",
+            "`archive-days` (3) is shorter than the hot window (7 days)",
+            "archive-days=3",
+        ),
+    ] {
+        let text = host(retain);
+        let error = crate::load_str("t.kdl", &text).unwrap_err();
+        assert_eq!(error.len(), 1, "{retain}: {error:?}");
+        let d = &error.items[0];
+        assert_eq!(d.message, message, "{retain}");
+        assert_eq!(d.offset(), text.find(at), "{retain}");
+    }
+    let twice = host("retain hot-days=2\n    retain hot-days=3");
+    let error = crate::load_str("t.kdl", &twice).unwrap_err();
+    assert_eq!(error.items[0].message, "`retain` is given twice");
+}

@@ -44,6 +44,8 @@ struct Sent {
     detail: String,
     /// The owner returned the answer it gave this id before; nothing was applied again.
     replayed: bool,
+    /// That answer came from the owner's archive: it is older than the hot window.
+    archived: bool,
     #[serde(skip)]
     status: Status,
 }
@@ -55,10 +57,10 @@ impl Report for Sent {
             self.op,
             self.outcome,
             self.detail,
-            if self.replayed {
-                " — original answer, nothing applied again"
-            } else {
-                ""
+            match (self.replayed, self.archived) {
+                (true, true) => " — original answer, from the archive; nothing applied again",
+                (true, false) => " — original answer, nothing applied again",
+                _ => "",
             }
         );
         if self.status == Status::Unknown {
@@ -111,6 +113,7 @@ pub fn submit(dir: &std::path::Path, op: String, request: Request, output: &Outp
         status,
         detail,
         replayed,
+        archived,
     } = grid_reconciler::operation::send(
         dir,
         Call::Submit {
@@ -123,6 +126,7 @@ pub fn submit(dir: &std::path::Path, op: String, request: Request, output: &Outp
         outcome: status.name(),
         detail,
         replayed,
+        archived,
         status,
     };
     emit(&sent, output.json);

@@ -48,10 +48,11 @@ pub enum InspectCommand {
     /// What a host's stores hold on disk: every keyspace of its store (entries, table
     /// bytes), the store's journal, each store directory (`store`, `authority/M/…`)
     /// with its files and bytes, the disk's free space, the store's count of
-    /// acknowledged writes (its high-water mark) and every installed checkpoint
-    /// (room, name, position). Reads only.
+    /// acknowledged writes (its high-water mark), every installed checkpoint
+    /// (room, name, position) and the answers archive (segments, their span, how far
+    /// archiving is behind the hot window). Reads only.
     #[command(mut_arg("json", |a| a.help(
-        "{\"host\", \"keyspaces\": [{\"name\", \"approximate_entries\", \"table_bytes\"}], \"journal_bytes\", \"directories\": [{\"path\", \"files\", \"bytes\", \"truncated\"}], \"disk\": {\"total_bytes\", \"available_bytes\"} or null, \"acknowledged_writes\", \"checkpoints\": [{\"room\", \"name\", \"position\", \"at_ms\", \"bytes\"}]}"
+        "{\"host\", \"keyspaces\": [{\"name\", \"approximate_entries\", \"table_bytes\"}], \"journal_bytes\", \"directories\": [{\"path\", \"files\", \"bytes\", \"truncated\"}], \"disk\": {\"total_bytes\", \"available_bytes\"} or null, \"acknowledged_writes\", \"checkpoints\": [{\"room\", \"name\", \"position\", \"at_ms\", \"bytes\"}], \"archive\": {\"hot_days\", \"archive_days\", \"segments\", \"released_segments\", \"answers\", \"bytes\", \"first_ms\", \"last_ms\", \"oldest_hot_ms\", \"lag_seconds\"} or null}"
     )))]
     Storage {
         #[arg(long, value_name = "NAME")]
@@ -325,6 +326,23 @@ impl Report for Storage<'_> {
                 c.position,
                 grid_engine::store::rfc3339_ms(c.at_ms),
                 c.bytes
+            ));
+        }
+        if let Some(a) = &self.view.archive {
+            let time = |ms: Option<u64>| ms.map_or("-".to_owned(), grid_engine::store::rfc3339_ms);
+            out.push_str(&format!(
+                "  archive: {} segments, {} answers, {} bytes, spanning {} .. {}; hot window {} days, {}; released {} segments; oldest hot answer {}, {} s past the hot window\n",
+                a.segments,
+                a.answers,
+                a.bytes,
+                time(a.first_ms),
+                time(a.last_ms),
+                a.hot_days,
+                a.archive_days
+                    .map_or("answers kept for ever".to_owned(), |d| format!("expired after {d} days")),
+                a.released_segments,
+                time(a.oldest_hot_ms),
+                a.lag_seconds
             ));
         }
         for k in &self.view.keyspaces {

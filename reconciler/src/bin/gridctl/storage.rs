@@ -25,6 +25,25 @@ pub enum StorageCli {
         #[command(flatten)]
         output: Output,
     },
+    /// Move a host's acknowledged answers older than N seconds to its archive now,
+    /// whatever `retain hot-days` says (the host does this by itself every
+    /// ARCHIVE_CHECK_INTERVAL for answers past `hot-days`). A re-sent id of an
+    /// archived answer still gets that answer, marked `"archived": true`. Re-sending
+    /// this command's id returns its first answer. Exit 0 succeeded, 1 failed, 3
+    /// unknown, 4 refused.
+    Archive {
+        /// The host.
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        /// Answers older than this many seconds move (0: every acknowledged answer).
+        #[arg(long, value_name = "N")]
+        older_than_seconds: u64,
+        /// The operation id.
+        #[arg(long, value_name = "ID")]
+        op: String,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 pub fn storage(command: StorageCli) -> anyhow::Result<ExitCode> {
@@ -35,6 +54,20 @@ pub fn storage(command: StorageCli) -> anyhow::Result<ExitCode> {
                 &dir,
                 op,
                 Request::Checkpoint {},
+                &output,
+            ))
+        }
+        StorageCli::Archive {
+            host,
+            older_than_seconds,
+            op,
+            output,
+        } => {
+            let dir = observe::host_dir(&output.state, &host);
+            Ok(crate::hosts::submit(
+                &dir,
+                op,
+                Request::Archive { older_than_seconds },
                 &output,
             ))
         }
