@@ -65,6 +65,14 @@ pub const CHECKPOINT_CHECK_INTERVAL: std::time::Duration = std::time::Duration::
 /// The most covered entries one checkpoint purges in one write; the rest go with the
 /// next checkpoint (opening skips covered entries either way).
 pub const CHECKPOINT_PURGE_ENTRIES_MAX: usize = 100_000;
+/// The most entries a tag's source journal holds that every model fed by it has
+/// projected (and that are older than its newest good entry) before the host purges
+/// them (docs/storage.md, "Source journal"). Not a user knob.
+pub const TAG_JOURNAL_HOT_ENTRIES_MAX: u64 = 100_000;
+/// The window purged debt and refusals are counted in, per reason (keyspace `tag-debt`).
+pub const TAG_DEBT_WINDOW_MS: u64 = 3_600_000;
+/// The most debt windows `inspect tag` reports (the newest).
+pub const TAG_REPORT_DEBT_WINDOWS_MAX: usize = 64;
 /// The most answers one archive segment holds (docs/storage.md, "Archive").
 pub const ARCHIVE_SEGMENT_ENTRIES_MAX: usize = 10_000;
 /// The most uncompressed answer bytes one archive segment holds.

@@ -455,6 +455,30 @@ pub struct TagReport {
     /// journal.
     #[serde(default)]
     pub retired: bool,
+    /// The lowest index the journal still holds: entries below it were projected by
+    /// every model fed by the tag and purged (docs/storage.md); 1 when none was.
+    #[serde(default = "first_index")]
+    pub held_from: u64,
+    /// Purged debt and refusals, counted per reason and `TAG_DEBT_WINDOW_MS` window
+    /// (the newest `TAG_REPORT_DEBT_WINDOWS_MAX`, oldest first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub debt_windows: Vec<DebtWindowView>,
+}
+
+fn first_index() -> u64 {
+    1
+}
+
+/// Purged debt or refusals of one reason in one window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DebtWindowView {
+    /// The window's start, Unix milliseconds (by the entries' receive time).
+    pub window_ms: u64,
+    pub reason: String,
+    pub quality: String,
+    pub count: u64,
+    pub first: u64,
+    pub last: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

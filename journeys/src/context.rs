@@ -36,6 +36,8 @@ use crate::{Binaries, HOST_EXIT_TIMEOUT, HOST_READY_TIMEOUT, POLL_INTERVAL, STEP
 
 /// The environment variable that arms crash points in `gridd`.
 pub const FAILPOINTS_ENV: &str = "GRID_FAILPOINTS";
+/// How far gridd's retention clock is moved (`advance-clock`).
+pub const CLOCK_ENV: &str = "GRID_RETENTION_CLOCK_OFFSET_S";
 /// The control socket inside a host's directory.
 pub const CONTROL_SOCKET: &str = "control.sock";
 
@@ -64,6 +66,9 @@ pub struct Context<'a> {
     held: Vec<std::net::TcpListener>,
     /// Story lines held back while a polling check repeats (`steps::poll`).
     hushed: Option<Vec<String>>,
+    /// How far each host's retention clock was moved (`advance-clock`): given to its
+    /// gridd as `GRID_RETENTION_CLOCK_OFFSET_S` from its next start on.
+    clocks: std::collections::BTreeMap<String, u64>,
 }
 
 impl<'a> Context<'a> {
@@ -108,6 +113,7 @@ impl<'a> Context<'a> {
             said: Vec::new(),
             held: Vec::new(),
             hushed: None,
+            clocks: Default::default(),
         };
         let _ = writeln!(cx.out, "journey \"{}\" ({})", title, journey_path.display());
         let _ = writeln!(cx.out, "work directory: {}", cx.work.display());
@@ -402,6 +408,13 @@ impl<'a> Context<'a> {
             .is_some_and(|process| process.poll().is_none())
     }
 
+    /// Moves `host`'s retention clock `seconds` further; its next start reads it.
+    pub fn advance_clock(&mut self, host: &str, seconds: u64) -> u64 {
+        let clock = self.clocks.entry(host.to_owned()).or_default();
+        *clock = clock.saturating_add(seconds);
+        *clock
+    }
+
     /// Starts `gridd --dir HOSTDIR` (with `GRID_FAILPOINTS` when given) and waits until
     /// its control socket accepts a connection, within [`HOST_READY_TIMEOUT`]. The host
     /// must not be running already.
@@ -510,6 +523,10 @@ impl<'a> Context<'a> {
             match failpoints {
                 Some(failpoints) => command.env(FAILPOINTS_ENV, failpoints),
                 None => command.env_remove(FAILPOINTS_ENV),
+            };
+            match self.clocks.get(host) {
+                Some(seconds) => command.env(CLOCK_ENV, seconds.to_string()),
+                None => command.env_remove(CLOCK_ENV),
             };
             die_with_parent(&mut command);
             command.spawn()

@@ -222,6 +222,8 @@ impl Inspection {
             "entries": r.entries,
             "repeats": r.repeats,
             "retired": r.retired,
+            "held_from": r.held_from,
+            "debt_windows": r.debt_windows,
         })
     }
 
@@ -237,6 +239,23 @@ impl Inspection {
         }
         if r.retired {
             out.push_str("  retired: nothing reads it any more; its journal is kept\n");
+        }
+        if r.held_from > 1 {
+            out.push_str(&format!(
+                "  journal holds {}..={}: the entries before were projected by every model fed by the tag and purged (counts kept)\n",
+                r.held_from, r.last_index
+            ));
+        }
+        for w in &r.debt_windows {
+            out.push_str(&format!(
+                "  purged {} in the hour from {}: {} × {} (indexes {}..={})\n",
+                w.quality,
+                grid_engine::store::rfc3339_ms(w.window_ms),
+                w.count,
+                w.reason,
+                w.first,
+                w.last
+            ));
         }
         if r.source != "simulate" {
             return self.render_read(out);

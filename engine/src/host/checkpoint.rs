@@ -62,6 +62,7 @@ impl Host {
 
     /// Called by the composition root every `CHECKPOINT_CHECK_INTERVAL`.
     pub fn checkpoint_due(&mut self) {
+        self.purge_tags_due();
         for taken in self.checkpoint_models(MODEL_CHECKPOINT_BATCHES_MAX, false) {
             tracing::info!(
                 model = taken.model,

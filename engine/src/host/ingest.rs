@@ -184,6 +184,19 @@ impl Host {
             consecutive: self.consecutive(name, tag.last),
             repeats: tag.repeats,
             retired: tag.record.retired,
+            held_from: self.held_from(name),
+            debt_windows: self
+                .debt_windows(name, crate::limits::TAG_REPORT_DEBT_WINDOWS_MAX)
+                .into_iter()
+                .map(|(window_ms, w)| crate::protocol::DebtWindowView {
+                    window_ms,
+                    reason: w.reason,
+                    quality: w.quality,
+                    count: w.count,
+                    first: w.first,
+                    last: w.last,
+                })
+                .collect(),
         }))
     }
 
@@ -199,6 +212,13 @@ impl Host {
         if n == 0 || n > tag.last {
             return Err(format!(
                 "tag `{name}` has no observation {n} (journaled: 1..={})",
+                tag.last
+            ));
+        }
+        let held_from = self.held_from(name);
+        if n < held_from {
+            return Err(format!(
+                "observation {n} of tag `{name}` was purged once every model fed by the tag had projected it (the journal holds {held_from}..={}; its counts stay in `inspect tag`)",
                 tag.last
             ));
         }

@@ -27,6 +27,7 @@ mod ingest;
 mod observations;
 mod open;
 pub mod pid;
+mod purge;
 mod rooms;
 mod submit;
 mod tags;
@@ -291,6 +292,8 @@ pub struct Host {
     source_journal: Keyspace,
     /// What each fed observation produced: tag \0 index(be64) \0 model → `Effect`.
     tag_effects: Keyspace,
+    /// Purged debt and refusals, counted per reason and window (`purge.rs`).
+    tag_debt: Keyspace,
     tags: BTreeMap<String, TagRuntime>,
     /// The running adapters (profile `sources`, attached by the composition root).
     adapters: Option<grid_adapters::Adapters>,

@@ -254,11 +254,13 @@ impl Host {
         entries
     }
 
-    /// Whether the journal of `tag` holds exactly the indexes 1..=`last` (read whole:
+    /// Whether the journal of `tag` holds exactly the indexes from its purge position
+    /// (1 when none was purged) to `last` (read whole, a bounded hot journal:
     /// `inspect tag` only).
     pub(super) fn consecutive(&self, tag: &str, last: u64) -> bool {
         let prefix = observation_prefix(tag);
-        let mut expected = 1u64;
+        // Below this, entries were purged by rule (`purge.rs`), not lost.
+        let mut expected = self.held_from(tag);
         for guard in self.source_journal.prefix(&prefix) {
             let key = guard
                 .key()

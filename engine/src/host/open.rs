@@ -65,6 +65,7 @@ impl Host {
         let tags_keyspace = keyspace("tags").map_err(storage)?;
         let source_journal = keyspace("source-journal").map_err(storage)?;
         let tag_effects = keyspace("tag-effects").map_err(storage)?;
+        let tag_debt = keyspace("tag-debt").map_err(storage)?;
         let held = meta.get(mark::STORE_ID_KEY).map_err(storage)?;
         let held = held.map(|id| String::from_utf8_lossy(&id).into_owned());
         let verdict = mark::judge(dir, &store, mark, held.clone())?;
@@ -138,6 +139,7 @@ impl Host {
             tags_keyspace,
             source_journal,
             tag_effects,
+            tag_debt,
             tags: BTreeMap::new(),
             adapters: None,
             adapter_generation: 0,

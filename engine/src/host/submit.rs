@@ -332,11 +332,12 @@ impl Host {
             },
             Request::Checkpoint {} => {
                 let taken = self.checkpoint_models(1, true);
+                let purged = self.purge_tag_journals(1);
+                let mut parts = Vec::new();
                 if taken.is_empty() {
-                    succeeded(
-                        &op,
-                        "no model has a batch past its checkpoint or left to purge",
-                    )
+                    parts.push(
+                        "no model has a batch past its checkpoint or left to purge".to_owned(),
+                    );
                 } else {
                     let each: Vec<String> = taken
                         .iter()
@@ -347,8 +348,15 @@ impl Host {
                             )
                         })
                         .collect();
-                    succeeded(&op, format!("checkpointed {}", each.join(", ")))
+                    parts.push(format!("checkpointed {}", each.join(", ")));
                 }
+                parts.extend(purged.iter().map(|p| {
+                    format!(
+                        "tag {}: {} journal entries purged (held from {})",
+                        p.tag, p.entries, p.held_from
+                    )
+                }));
+                succeeded(&op, parts.join("; "))
             }
             Request::Archive { older_than_seconds } => {
                 match self.archive_older_than(older_than_seconds.saturating_mul(1_000)) {

@@ -14,6 +14,9 @@
 //!   (default `submit-after-commit`): the next operation reaching POINT gets no reply.
 //! - `restart HOST` — starts the host again without failpoints: after `kill`, after an
 //!   armed crash (which it waits for), or (SIGKILL first) while it runs.
+//! - `advance-clock HOST days=N | seconds=N` — time passes for the host's retention
+//!   windows (`retain hot-days`, `archive-days`): its gridd reads a clock moved that much
+//!   further (`GRID_RETENTION_CLOCK_OFFSET_S`) from its next start on.
 
 use super::Step;
 use crate::context::{Context, FAILPOINTS_ENV};
@@ -79,6 +82,37 @@ pub fn parse_lose_reply(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError
         point: check_point(node, point)?,
         action: "drop-reply",
     }))
+}
+
+/// `advance-clock HOST days=N | seconds=N`.
+struct AdvanceClock {
+    host: String,
+    seconds: u64,
+}
+
+pub fn parse_advance_clock(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
+    let host = node.host("a host name")?;
+    let seconds = match (node.count("days")?, node.count("seconds")?) {
+        (Some(days), None) => days.saturating_mul(86_400),
+        (None, Some(seconds)) => seconds,
+        _ => {
+            return Err(node
+                .error("`advance-clock` needs one of days=N or seconds=N")
+                .with_help("write e.g. `advance-clock edge days=3`, then restart the host"));
+        }
+    };
+    Ok(Box::new(AdvanceClock { host, seconds }))
+}
+
+impl Step for AdvanceClock {
+    fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
+        let total = cx.advance_clock(&self.host, self.seconds);
+        cx.say(format_args!(
+            "host {}: its retention clock runs {total} s ahead from its next start",
+            self.host
+        ));
+        Ok(())
+    }
 }
 
 pub fn parse_restart(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {

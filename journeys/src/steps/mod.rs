@@ -59,6 +59,7 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("kill", hosts::parse_kill),
     ("lose-reply", hosts::parse_lose_reply),
     ("restart", hosts::parse_restart),
+    ("advance-clock", hosts::parse_advance_clock),
     ("input", input::parse),
     ("expect-values", values::parse),
     ("expect-refused", refused::parse),

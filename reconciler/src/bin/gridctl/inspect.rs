@@ -128,7 +128,7 @@ pub enum InspectCommand {
     #[command(mut_arg("json", |a| a.help(
         "{\"host\", \"tag\", \"count\", \"last\", \"observations\", \"fed\", \
          \"deterministic\", \"consecutive\", \"source\", \"connection\", \"last_good\", \
-         \"counts\", \"debt\", \"entries\", …}"
+         \"counts\", \"debt\", \"entries\", \"held_from\", \"debt_windows\", …}"
     )))]
     Tag {
         tag: String,
