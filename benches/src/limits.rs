@@ -107,3 +107,7 @@ const _: () = assert!(MISSION_COMPARE_SAMPLES_VALID <= MISSION_COMPARE_ATTEMPTS_
 const _: () = assert!(MISSION_COMPARE_SAMPLES_VALID >= 10);
 /// The longest pause `mission_compare --settle-ms` may ask for after every run.
 pub const MISSION_COMPARE_SETTLE_MS_MAX: u64 = 1_000;
+
+/// The latest restart mark of one `retention` run, minutes (its workload runs twice:
+/// checkpoints on, then off).
+pub const RETENTION_MINUTES_MAX: u64 = 120;

@@ -77,6 +77,14 @@ impl Procs {
         Ok(())
     }
 
+    /// SIGKILLs the process called `name`, reaps it and forgets it: a process started
+    /// again under the name is the only one [`Procs::check_running`] watches.
+    pub fn kill_and_forget(&mut self, name: &str) -> Result<()> {
+        self.kill(name)?;
+        self.children.retain(|(n, _, _)| n != name);
+        Ok(())
+    }
+
     /// The end of the log of the process called `name`.
     pub fn log_tail(&self, name: &str) -> String {
         self.children

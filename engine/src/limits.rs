@@ -68,11 +68,18 @@ pub const CHECKPOINT_PURGE_ENTRIES_MAX: usize = 100_000;
 /// The most entries a tag's source journal holds that every model fed by it has
 /// projected (and that are older than its newest good entry) before the host purges
 /// them (docs/storage.md, "Source journal"). Not a user knob.
-pub const TAG_JOURNAL_HOT_ENTRIES_MAX: u64 = 100_000;
+pub const TAG_JOURNAL_HOT_ENTRIES_MAX: u64 = 10_000;
 /// The window purged debt and refusals are counted in, per reason (keyspace `tag-debt`).
 pub const TAG_DEBT_WINDOW_MS: u64 = 3_600_000;
 /// The most debt windows `inspect tag` reports (the newest).
 pub const TAG_REPORT_DEBT_WINDOWS_MAX: usize = 64;
+/// The most bytes of fjall's journal the host store keeps before it flushes the
+/// memtables pinning the oldest journal file (fjall's minimum; its default is 512 MiB):
+/// what an open must replay, whatever the history.
+pub const STORE_JOURNAL_BYTES_MAX: u64 = 64 * 1024 * 1024;
+/// The most bytes one keyspace's memtable holds before it is flushed to a table
+/// (fjall's default is 64 MiB per keyspace).
+pub const STORE_MEMTABLE_BYTES_MAX: u64 = 8 * 1024 * 1024;
 /// The most answers one archive segment holds (docs/storage.md, "Archive").
 pub const ARCHIVE_SEGMENT_ENTRIES_MAX: usize = 10_000;
 /// The most uncompressed answer bytes one archive segment holds.

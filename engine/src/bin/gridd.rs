@@ -199,6 +199,12 @@ fn main() -> ExitCode {
         },
         Err(_) => failpoints,
     };
+    // Benchmarks only (benches retention): no checkpoint, purge or archive on the
+    // host's own cadence. No topology can ask for this.
+    let failpoints = match std::env::var_os("GRID_BENCH_CHECKPOINTS_OFF") {
+        Some(_) => failpoints.with_checkpoints_off(),
+        None => failpoints,
+    };
     // Benchmarks only (benches j1939_replay): J1939 logs replay as fast as the host
     // journals them instead of at their recorded pace. No topology can ask for this.
     if std::env::var_os("GRID_BENCH_J1939_UNPACED").is_some() {

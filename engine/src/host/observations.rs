@@ -230,28 +230,46 @@ impl Host {
 
     /// The newest entries of `tag` (index, entry), oldest first, at most `limit`.
     pub(super) fn newest_entries(&self, tag: &str, limit: usize) -> Vec<(u64, Entry)> {
+        self.newest_under(&self.source_journal, tag, limit, "the source journal")
+            .into_iter()
+            .map(|(n, value)| {
+                let entry = Entry::decode(&value)
+                    .unwrap_or_else(|| fatal(&self.dir, "an observation does not decode", tag));
+                (n, entry)
+            })
+            .collect()
+    }
+
+    /// The newest `limit` entries of `keyspace` under `tag`'s prefix, oldest first: the
+    /// `u64` that follows the prefix in each key (an index, a window), and the value.
+    pub(super) fn newest_under(
+        &self,
+        keyspace: &Keyspace,
+        tag: &str,
+        limit: usize,
+        what: &str,
+    ) -> Vec<(u64, fjall::Slice)> {
         let prefix = observation_prefix(tag);
-        let mut entries: Vec<(u64, Entry)> = self
-            .source_journal
+        let mut out: Vec<(u64, fjall::Slice)> = keyspace
             .prefix(&prefix)
             .rev()
             .take(limit)
             .map(|guard| {
                 let (key, value) = guard
                     .into_inner()
-                    .unwrap_or_else(|e| fatal(&self.dir, "reading the source journal", e));
+                    .unwrap_or_else(|e| fatal(&self.dir, &format!("reading {what}"), e));
                 let n = key
-                    .get(prefix.len()..)
+                    .get(prefix.len()..prefix.len() + 8)
                     .and_then(|n| <[u8; 8]>::try_from(n).ok())
                     .map(u64::from_be_bytes)
-                    .unwrap_or_else(|| fatal(&self.dir, "a journal key is malformed", tag));
-                let entry = Entry::decode(&value)
-                    .unwrap_or_else(|| fatal(&self.dir, "an observation does not decode", tag));
-                (n, entry)
+                    .unwrap_or_else(|| {
+                        fatal(&self.dir, &format!("a key of {what} is malformed"), tag)
+                    });
+                (n, value)
             })
             .collect();
-        entries.reverse();
-        entries
+        out.reverse();
+        out
     }
 
     /// Whether the journal of `tag` holds exactly the indexes from its purge position

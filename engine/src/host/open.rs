@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use fjall::{Database, Keyspace, PersistMode};
 
 use super::config::HostConfig;
 use super::{
@@ -43,7 +43,16 @@ impl Host {
         let verify = Self::verifier(&custody);
         let high_water = high_water::read(dir, &verify)?;
         high_water::before_open(dir, &store, high_water.as_ref())?;
-        let database = match Database::builder(&store).worker_threads(1).open() {
+        // What an open replays of fjall's own journal is bounded: a keyspace's memtable
+        // is flushed to tables past STORE_MEMTABLE_BYTES_MAX (`store::keyspace_options`),
+        // the journal's oldest files released past STORE_JOURNAL_BYTES_MAX (fjall's
+        // defaults, 64 MiB per keyspace and 512 MiB, let restarts grow to seconds:
+        // BENCHMARKS.md, "Retention").
+        let database = match Database::builder(&store)
+            .worker_threads(1)
+            .max_journaling_size(crate::limits::STORE_JOURNAL_BYTES_MAX)
+            .open()
+        {
             Err(fjall::Error::Locked) => {
                 return Err(HostError::Served {
                     path: dir.to_owned(),
@@ -54,7 +63,7 @@ impl Host {
         };
         // This process holds the store's lock: it names itself as the one serving.
         pid::write(dir)?;
-        let keyspace = |name: &str| database.keyspace(name, KeyspaceCreateOptions::default);
+        let keyspace = |name: &str| database.keyspace(name, crate::store::keyspace_options);
         let meta = keyspace("meta").map_err(storage)?;
         let operations = keyspace("operations").map_err(storage)?;
         let unacknowledged = keyspace("unacknowledged").map_err(storage)?;

@@ -174,27 +174,14 @@ impl Host {
 
     /// The newest `limit` debt windows of `tag`'s purged entries, oldest first.
     pub(super) fn debt_windows(&self, tag: &str, limit: usize) -> Vec<(u64, DebtWindow)> {
-        let prefix = observation_prefix(tag);
-        let mut out: Vec<(u64, DebtWindow)> = self
-            .tag_debt
-            .prefix(&prefix)
-            .rev()
-            .take(limit)
-            .map(|guard| {
-                let (key, value) = guard
-                    .into_inner()
-                    .unwrap_or_else(|e| fatal(&self.dir, "reading tag debt", e));
-                let window = key
-                    .get(prefix.len()..prefix.len() + 8)
-                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                    .map_or(0, u64::from_be_bytes);
+        self.newest_under(&self.tag_debt, tag, limit, "tag debt")
+            .into_iter()
+            .map(|(window, value)| {
                 let debt = serde_json::from_slice(&value)
                     .unwrap_or_else(|e| fatal(&self.dir, "a tag debt window does not decode", e));
                 (window, debt)
             })
-            .collect();
-        out.reverse();
-        out
+            .collect()
     }
 
     /// Called every `CHECKPOINT_CHECK_INTERVAL`: tags with more than

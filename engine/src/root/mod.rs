@@ -329,7 +329,7 @@ pub fn start(
     // Models past MODEL_CHECKPOINT_BATCHES_MAX are checkpointed and their covered
     // batches purged (docs/storage.md), so an open replays a bounded tail; every
     // ARCHIVE_CHECK_INTERVAL answers past the hot window move to the archive.
-    {
+    if !failpoints.checkpoints_off() {
         let host = host.clone();
         std::thread::Builder::new()
             .name("checkpointer".to_owned())

@@ -151,6 +151,8 @@ pub struct Failpoints {
     armed: HashMap<Failpoint, Action>,
     /// How far the retention clock is shifted (`GRID_RETENTION_CLOCK_OFFSET_S`).
     retention_offset_ms: i64,
+    /// Benchmarks only (`GRID_BENCH_CHECKPOINTS_OFF`): no checkpoint, purge or archive.
+    checkpoints_off: bool,
 }
 
 impl Failpoints {
@@ -184,7 +186,7 @@ impl Failpoints {
         }
         Ok(Failpoints {
             armed,
-            retention_offset_ms: 0,
+            ..Failpoints::default()
         })
     }
 
@@ -194,6 +196,18 @@ impl Failpoints {
     pub fn with_retention_clock_offset(mut self, seconds: i64) -> Failpoints {
         self.retention_offset_ms = seconds.saturating_mul(1_000);
         self
+    }
+
+    /// Benchmarks only (gridd's `GRID_BENCH_CHECKPOINTS_OFF`, never a topology): the
+    /// host takes no checkpoint, purges nothing and archives nothing on its own —
+    /// the path before checkpoints, measured beside them.
+    pub fn with_checkpoints_off(mut self) -> Failpoints {
+        self.checkpoints_off = true;
+        self
+    }
+
+    pub fn checkpoints_off(&self) -> bool {
+        self.checkpoints_off
     }
 
     /// The retention clock's shift, milliseconds.

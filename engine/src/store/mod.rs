@@ -62,7 +62,15 @@ pub fn describe(error: &fjall::Error) -> String {
     }
 }
 
-/// Opens (or creates) each named keyspace of `database` with default options, in
+/// How every keyspace of the host store is created: its memtable flushed to tables past
+/// `STORE_MEMTABLE_BYTES_MAX`, so fjall's journal — what an open replays — is released
+/// early (an option fjall records when the keyspace is created).
+pub fn keyspace_options() -> fjall::KeyspaceCreateOptions {
+    fjall::KeyspaceCreateOptions::default()
+        .max_memtable_size(crate::limits::STORE_MEMTABLE_BYTES_MAX)
+}
+
+/// Opens (or creates) each named keyspace of `database` with [`keyspace_options`], in
 /// order: the shape every capability's store takes.
 pub fn open_keyspaces<const N: usize>(
     database: &fjall::Database,
@@ -70,7 +78,7 @@ pub fn open_keyspaces<const N: usize>(
 ) -> Result<[fjall::Keyspace; N], fjall::Error> {
     let mut opened = Vec::with_capacity(N);
     for name in names {
-        opened.push(database.keyspace(name, fjall::KeyspaceCreateOptions::default)?);
+        opened.push(database.keyspace(name, keyspace_options)?);
     }
     Ok(opened
         .try_into()
