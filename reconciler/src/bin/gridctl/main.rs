@@ -258,7 +258,8 @@ enum Command {
     /// from the files (`+ mission`, `returned=#true`).
     #[command(subcommand)]
     Mission(mission::MissionCli),
-    /// A host's storage: checkpoint its models now (docs/storage.md).
+    /// A host's storage: checkpoint and purge now, move old answers to its archive now
+    /// (docs/storage.md).
     #[command(subcommand)]
     Storage(storage::StorageCli),
 }
