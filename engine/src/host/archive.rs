@@ -335,7 +335,7 @@ impl Host {
         let now = self.retention_now();
         let cutoff = now.saturating_sub(age_ms);
         let mut pass = ArchivePass::default();
-        let mut batch: Vec<(Vec<u8>, Entry)> = Vec::new();
+        let mut batch: Vec<Entry> = Vec::new();
         let mut bytes = 0;
         // A snapshot: what each segment's write removes does not disturb it.
         let candidates = self.archive.by_time.range(..time_key(cutoff, ""));
@@ -359,14 +359,11 @@ impl Host {
                 continue;
             }
             bytes += value.len();
-            batch.push((
-                key.to_vec(),
-                Entry {
-                    key: op,
-                    at_ms: u64::from_be_bytes(*at),
-                    value: value.to_vec(),
-                },
-            ));
+            batch.push(Entry {
+                key: op,
+                at_ms: u64::from_be_bytes(*at),
+                value: value.to_vec(),
+            });
             if batch.len() >= ARCHIVE_SEGMENT_ENTRIES_MAX || bytes >= ARCHIVE_SEGMENT_BYTES_MAX {
                 if pass.segments as usize >= ARCHIVE_SEGMENTS_PER_PASS_MAX {
                     pass.more = true;
@@ -398,14 +395,9 @@ impl Host {
 
     /// One segment: written and synced, then its index committed with the removal of
     /// its answers from the hot store, in one synced write.
-    fn write_segment(
-        &mut self,
-        batch: Vec<(Vec<u8>, Entry)>,
-        pass: &mut ArchivePass,
-    ) -> Result<(), String> {
+    fn write_segment(&mut self, entries: Vec<Entry>, pass: &mut ArchivePass) -> Result<(), String> {
         let seq = next_segment(&self.meta)
             .unwrap_or_else(|e| fatal(&self.dir, "reading the archive's next segment", e));
-        let entries: Vec<Entry> = batch.iter().map(|(_, e)| e.clone()).collect();
         let encoded = archive::encode(
             &self.config.name,
             seq,
@@ -432,11 +424,11 @@ impl Host {
             expired: false,
         };
         let mut write = self.database.batch();
-        for ((time, entry), (op, located)) in batch.iter().zip(&encoded.located) {
+        for (entry, (op, located)) in entries.iter().zip(&encoded.located) {
             debug_assert_eq!(&entry.key, op);
             write.insert(&self.archive.index, op.as_str(), located.to_bytes());
             write.remove(&self.operations, op.as_str());
-            write.remove(&self.archive.by_time, time.as_slice());
+            write.remove(&self.archive.by_time, time_key(entry.at_ms, op));
         }
         write.insert(
             &self.archive.segments,

@@ -717,17 +717,18 @@ impl Host {
     }
 
     fn acknowledge(&mut self, op: String) -> Reply {
-        // An archived answer was acknowledged before it left the hot store.
-        if let archive::Lookup::Archived(_) = self.lookup(&op) {
-            return Reply::Acknowledged { op };
-        }
-        let Some(mut record) = self.retained(&op) else {
-            return Reply::Refused {
-                reason: format!(
-                    "host `{}` never received operation `{op}`",
-                    self.config.name
-                ),
-            };
+        let mut record = match self.lookup(&op) {
+            archive::Lookup::Hot(record) => record,
+            // An archived answer was acknowledged before it left the hot store.
+            archive::Lookup::Archived(_) => return Reply::Acknowledged { op },
+            _ => {
+                return Reply::Refused {
+                    reason: format!(
+                        "host `{}` never received operation `{op}`",
+                        self.config.name
+                    ),
+                };
+            }
         };
         if !record.acknowledged {
             record.acknowledged = true;
