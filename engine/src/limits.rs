@@ -69,6 +69,14 @@ pub const CHECKPOINT_PURGE_ENTRIES_MAX: usize = 100_000;
 /// projected (and that are older than its newest good entry) before the host purges
 /// them (docs/storage.md, "Source journal"). Not a user knob.
 pub const TAG_JOURNAL_HOT_ENTRIES_MAX: u64 = 10_000;
+/// The most publications a route's publisher journal holds past its checkpoint before
+/// the host takes a new one (then purges what every recipient receipted): what an open
+/// replays per route (docs/storage.md, "Delivery"). Not a user knob.
+pub const DELIVERY_CHECKPOINT_POSITIONS_MAX: u64 = 10_000;
+/// The most values a destination's inbox holds that every model fed by the route has
+/// taken into a durable batch before the host purges them (docs/storage.md,
+/// "Delivery"). Not a user knob.
+pub const INBOX_HOT_ENTRIES_MAX: u64 = 10_000;
 /// The window purged debt and refusals are counted in, per reason (keyspace `tag-debt`).
 pub const TAG_DEBT_WINDOW_MS: u64 = 3_600_000;
 /// The most debt windows `inspect tag` reports (the newest).

@@ -125,8 +125,9 @@ pub enum Request {
     /// Settle a surrendered grant whose runs have all closed (profile `processes`):
     /// the issuer signs its final account once.
     SettleGrant { name: String },
-    /// Checkpoint every model of the host now and purge the batches the checkpoints
-    /// cover (`gridctl storage checkpoint`; docs/storage.md). Re-sent, it returns its
+    /// Checkpoint every model and published route of the host now and purge what the
+    /// checkpoints cover, tag journals and Ordered inboxes below what their models took
+    /// (`gridctl storage checkpoint`; docs/storage.md). Re-sent, it returns its
     /// first answer; a new id checkpoints again at the models' current positions.
     Checkpoint {},
     /// Move the acknowledged answers older than `older_than_seconds` to the host's

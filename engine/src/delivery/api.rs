@@ -122,6 +122,9 @@ pub enum DeliveryReply {
         /// `HELD_REPLY_MAX` values.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         next: Option<u64>,
+        /// The lowest position the journal still holds; below it, purged.
+        #[serde(default = "first_position")]
+        held_from: u64,
     },
     Receipts {
         route: String,
@@ -156,6 +159,15 @@ pub struct RouteView {
     /// Destination: the highest position held.
     #[serde(default)]
     pub held: u64,
+    /// The lowest position this host's journal of the route still holds (publisher:
+    /// its published sequence; destination: its inbox); below it, purged
+    /// (docs/storage.md, "Delivery"). 1: nothing purged.
+    #[serde(default = "first_position")]
+    pub held_from: u64,
+}
+
+fn first_position() -> u64 {
+    1
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -439,6 +439,13 @@ impl Outbox {
         self.records.len() as u64
     }
 
+    /// The oldest publication still retained (Ordered: not yet receipted by its whole
+    /// cohort; Latest: kept in a destination's window), if any. Every position below it
+    /// is complete or conflated away: the publisher's journal of it is no longer owed.
+    pub fn oldest_retained(&self) -> Option<u64> {
+        self.records.keys().next().copied()
+    }
+
     /// The frozen cohort of `position`, while it is not forgotten (every publication
     /// of a forgotten cohort is complete).
     pub fn cohort(&self, position: u64) -> Option<&BTreeSet<String>> {

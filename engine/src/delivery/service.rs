@@ -9,6 +9,8 @@
 //! delivery-receipts     NAME \0 RECIPIENT        newest applied Receipt (JSON)  (publisher)
 //! delivery-inbox        NAME \0 POSITION(be64)   8 value bytes, or Sealed JSON  (destination)
 //! delivery-inbox-state  NAME                     Inbox (JSON)                   (destination)
+//! delivery-purged       NAME                     lowest position held (be64)    (both; absent: 1)
+//! checkpoints           delivery \0 NAME \0 …     the outbox at a position      (publisher)
 //! ```
 //!
 //! Durability (the rules of `ordered.rs`): a publication, its cohort and epoch are
@@ -18,11 +20,13 @@
 //! signs the receipt that says so. Receipts at the publisher are recorded lazily:
 //! losing one only resends values the recipient answers as duplicates.
 //!
-//! The publisher's outbox is recovered by replaying its published sequence with its
-//! cohorts, then its recorded receipts. The publisher keeps the whole sequence it
-//! published (the record of what it owes and what `inspect inbox` compares with);
-//! values are plaintext in its own store, sealed on the wire and in every recipient's
-//! inbox on encrypted routes.
+//! The publisher's outbox is recovered from its latest checkpoint (`checkpoint.rs`),
+//! then the published sequence after it with its cohorts, then its recorded receipts.
+//! The publisher's journal keeps what a recipient has not receipted and its newest
+//! value; what every recipient receipted is purged once a checkpoint covers it, and an
+//! inbox keeps what the models fed by the route have not taken into a durable batch
+//! (docs/storage.md, "Delivery"). Values are plaintext in the publisher's own store,
+//! sealed on the wire and in every recipient's inbox on encrypted routes.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,7 +54,10 @@ const COHORTS: &str = "delivery-cohorts";
 const RECEIPTS: &str = "delivery-receipts";
 const INBOX: &str = "delivery-inbox";
 const INBOX_STATE: &str = "delivery-inbox-state";
+const PURGED: &str = "delivery-purged";
 
+mod checkpoint;
+pub use checkpoint::Bounded;
 mod inbox;
 mod publish;
 mod push;
@@ -86,6 +93,7 @@ struct Keyspaces {
     receipts: Keyspace,
     inbox: Keyspace,
     inbox_state: Keyspace,
+    purged: Keyspace,
 }
 
 /// The publishing right, checked against the authority: the newest check that began
@@ -104,6 +112,14 @@ struct Publishing {
     pending: std::collections::BTreeSet<u64>,
     wake: Arc<Notify>,
     gate: Arc<Gate>,
+    /// The position of the installed checkpoint (0: none).
+    checkpointed: u64,
+    /// Publications at or below it are complete (or conflated away) and the installed
+    /// checkpoint covers them: purged.
+    floor: u64,
+    /// The floor of the newest checkpoint taken (installed or not yet): a late receipt
+    /// of a conflated value at or below it is no longer checked against the journal.
+    unchecked: u64,
 }
 
 enum Role {
@@ -125,6 +141,8 @@ pub struct Delivery {
     dir: PathBuf,
     database: crate::store::Durable,
     ks: Keyspaces,
+    /// The room `delivery` of the store's checkpoints: one per published route.
+    checkpoints: crate::store::checkpoint::Checkpoints,
     custody: Custody,
     failpoints: Failpoints,
     routes: Mutex<BTreeMap<String, RouteState>>,
@@ -172,11 +190,30 @@ impl Delivery {
         failpoints: Failpoints,
         capacity: crate::config::CapacityConfig,
     ) -> Result<Arc<Delivery>, String> {
-        let [routes, published, cohorts, receipts, inbox, inbox_state] = open_keyspaces(
+        let opened = open_keyspaces(
             database,
-            [ROUTES, PUBLISHED, COHORTS, RECEIPTS, INBOX, INBOX_STATE],
+            [
+                ROUTES,
+                PUBLISHED,
+                COHORTS,
+                RECEIPTS,
+                INBOX,
+                INBOX_STATE,
+                PURGED,
+                crate::store::checkpoint::CHECKPOINTS_KEYSPACE,
+            ],
         )
         .map_err(|e| format!("delivery keyspaces: {e}"))?;
+        let [
+            routes,
+            published,
+            cohorts,
+            receipts,
+            inbox,
+            inbox_state,
+            purged,
+            checkpoints,
+        ] = opened;
         let ks = Keyspaces {
             routes,
             published,
@@ -184,6 +221,7 @@ impl Delivery {
             receipts,
             inbox,
             inbox_state,
+            purged,
         };
         let syncer = Syncer::start(
             {
@@ -198,6 +236,7 @@ impl Delivery {
             dir: dir.to_owned(),
             database: database.clone(),
             ks,
+            checkpoints: crate::store::checkpoint::Checkpoints::new(checkpoints),
             custody,
             failpoints,
             routes: Mutex::new(BTreeMap::new()),
@@ -361,6 +400,9 @@ impl Delivery {
                                     pending: Default::default(),
                                     wake: Arc::new(Notify::new()),
                                     gate: Arc::new(Gate::default()),
+                                    checkpointed: 0,
+                                    floor: 0,
+                                    unchecked: 0,
                                 }))
                             } else {
                                 Role::Destination(Inbox::new(

@@ -6,7 +6,10 @@
 //! them (publications, fed positions and answers are kept elsewhere).
 
 use super::*;
-use crate::limits::{CHECKPOINT_PURGE_ENTRIES_MAX, MODEL_CHECKPOINT_BATCHES_MAX};
+use crate::limits::{
+    CHECKPOINT_PURGE_ENTRIES_MAX, DELIVERY_CHECKPOINT_POSITIONS_MAX, INBOX_HOT_ENTRIES_MAX,
+    MODEL_CHECKPOINT_BATCHES_MAX,
+};
 use crate::store::Failpoint;
 use crate::store::checkpoint::Checkpoint;
 
@@ -63,6 +66,17 @@ impl Host {
     /// Called by the composition root every `CHECKPOINT_CHECK_INTERVAL`.
     pub fn checkpoint_due(&mut self) {
         self.purge_tags_due();
+        for bounded in
+            self.bound_deliveries(DELIVERY_CHECKPOINT_POSITIONS_MAX, INBOX_HOT_ENTRIES_MAX)
+        {
+            tracing::info!(
+                route = bounded.route,
+                checkpoint = bounded.checkpoint,
+                purged = bounded.purged,
+                held_from = bounded.held_from,
+                "route journal bounded"
+            );
+        }
         for taken in self.checkpoint_models(MODEL_CHECKPOINT_BATCHES_MAX, false) {
             tracing::info!(
                 model = taken.model,

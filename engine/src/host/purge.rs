@@ -184,6 +184,33 @@ impl Host {
             .collect()
     }
 
+    /// Bounds the journals of the routes this host takes part in (profile `delivery`):
+    /// checkpoints each route it publishes with at least `publications` past its
+    /// checkpoint, and purges each Ordered inbox up to what every model fed by the route
+    /// took into a durable batch, when at least `values` would go. An inbox no model is
+    /// fed by is never purged (nothing has taken its values).
+    pub(super) fn bound_deliveries(
+        &self,
+        publications: u64,
+        values: u64,
+    ) -> Vec<crate::delivery::service::Bounded> {
+        let Some(delivery) = self.delivery.clone() else {
+            return Vec::new();
+        };
+        let mut done = delivery.checkpoint_publishers(publications);
+        let mut fed: BTreeMap<String, u64> = BTreeMap::new();
+        for (model, _, route) in self.feeds(|m| &m.fed) {
+            let position = self.fed_position(&fed_key(&model, &route));
+            fed.entry(route)
+                .and_modify(|least| *least = (*least).min(position))
+                .or_insert(position);
+        }
+        for (route, least) in fed {
+            done.extend(delivery.purge_inbox(&route, least, values));
+        }
+        done
+    }
+
     /// Called every `CHECKPOINT_CHECK_INTERVAL`: tags with more than
     /// `TAG_JOURNAL_HOT_ENTRIES_MAX` purgeable entries.
     pub(super) fn purge_tags_due(&mut self) {

@@ -333,6 +333,7 @@ impl Host {
             Request::Checkpoint {} => {
                 let taken = self.checkpoint_models(1, true);
                 let purged = self.purge_tag_journals(1);
+                let bounded = self.bound_deliveries(1, 1);
                 let mut parts = Vec::new();
                 if taken.is_empty() {
                     parts.push(
@@ -356,6 +357,7 @@ impl Host {
                         p.tag, p.entries, p.held_from
                     )
                 }));
+                parts.extend(bounded.iter().map(|b| b.describe()));
                 succeeded(&op, parts.join("; "))
             }
             Request::Archive { older_than_seconds } => {

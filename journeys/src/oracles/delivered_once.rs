@@ -1,7 +1,12 @@
 //! **Delivered once, in order**: once every destination's receipt covers the
 //! publisher's last position, the publisher's sequence of the route is gap-free from
-//! position 1 and holds exactly the positions it published; each destination's inbox
-//! equals that sequence exactly (a `latest` route: its newest value). When the journey's
+//! position 1 — or from the position its journal says it holds from, when a checkpoint
+//! purged what every recipient receipted (docs/storage.md, "Delivery") — and holds
+//! exactly the positions it published from there; each destination's inbox is
+//! gap-free from its own purge position through the last published and equals the
+//! publisher's sequence wherever both hold a position (a `latest` route: its newest
+//! value). An acknowledged publish below the publisher's purge position was receipted
+//! by every recipient before it went; it is counted, not looked up. When the journey's
 //! own steps published on the route (distinct values by construction), no value is in
 //! the sequence twice, every acknowledged publish is at its acknowledged position, no
 //! refused publish is in it, and nothing is in it that no step sent (SPEC C4).
@@ -49,24 +54,41 @@ pub struct Route<'a> {
     pub sent: &'a [Published],
     /// Each destination's inbox.
     pub inboxes: &'a [(String, Vec<Held>)],
+    /// The lowest position each host's journal of the route holds (`held_from` of
+    /// `inspect routes`), by host; absent: 1 (nothing purged).
+    pub held_from: &'a BTreeMap<String, u64>,
+    /// The publisher's name (its entry in `held_from`).
+    pub publisher: &'a str,
 }
 
 /// Checks the route; returns the acknowledged publishes it found in place.
 pub fn check(route: &Route<'_>) -> Result<usize, Failure> {
     let name = route.name;
     let sequence = route.sequence;
-    // Gap-free from 1, each position once.
+    let from = |host: &str| route.held_from.get(host).copied().unwrap_or(1).max(1);
+    let start = from(route.publisher);
+    if route.published > 0 && start > route.published {
+        return Err(Failure::new(
+            format!("the publisher of {name} to keep its newest publication"),
+            format!("held from {start}, published through {}", route.published),
+        ));
+    }
+    // Gap-free from where its journal holds, each position once.
     for (i, (position, _)) in sequence.iter().enumerate() {
-        if *position != i as u64 + 1 {
+        if *position != start + i as u64 {
             return Err(Failure::new(
-                format!("the publisher's sequence of {name} to be gap-free from 1"),
+                format!("the publisher's sequence of {name} to be gap-free from {start}"),
                 format!("position {position} at index {i}"),
             ));
         }
     }
-    if sequence.len() as u64 != route.published {
+    let expected_len = (route.published + 1).saturating_sub(start);
+    if sequence.len() as u64 != expected_len {
         return Err(Failure::new(
-            format!("{} publications held by the publisher", route.published),
+            format!(
+                "{expected_len} publications held by the publisher (positions {start} to {})",
+                route.published
+            ),
             format!("{}", sequence.len()),
         ));
     }
@@ -88,6 +110,9 @@ pub fn check(route: &Route<'_>) -> Result<usize, Failure> {
     for entry in sent.iter().filter(|e| e.outcome == "succeeded") {
         acknowledged += 1;
         let position = entry.position.unwrap_or(0);
+        if position > 0 && position < start && position <= route.published {
+            continue; // purged after every recipient receipted it
+        }
         if by_position.get(&position).copied() != entry.value {
             return Err(Failure::new(
                 format!(
@@ -126,12 +151,51 @@ pub fn check(route: &Route<'_>) -> Result<usize, Failure> {
             format!("{value} at position {position}, which no step published"),
         ));
     }
-    let expected: Vec<Held> = if route.class == "latest" {
-        sequence.last().copied().into_iter().collect()
-    } else {
-        sequence.to_vec()
-    };
     for (destination, inbox) in route.inboxes {
+        let expected: Vec<Held> = if route.class == "latest" {
+            sequence.last().copied().into_iter().collect()
+        } else {
+            let own = from(destination);
+            let positions: Vec<u64> = inbox.iter().map(|(p, _)| *p).collect();
+            if !positions.iter().copied().eq(own..=route.published) {
+                return Err(Failure::new(
+                    format!(
+                        "{destination}'s inbox of {name} to hold every position from {own} (its purge position) to {}",
+                        route.published
+                    ),
+                    format!(
+                        "{} values, positions {:?}…",
+                        positions.len(),
+                        &positions[..positions.len().min(8)]
+                    ),
+                ));
+            }
+            let overlap = own.max(start);
+            let inbox: Vec<Held> = inbox
+                .iter()
+                .copied()
+                .filter(|(p, _)| *p >= overlap)
+                .collect();
+            let expected: Vec<Held> = sequence
+                .iter()
+                .copied()
+                .filter(|(p, _)| *p >= overlap)
+                .collect();
+            if inbox != expected {
+                return Err(Failure::new(
+                    format!(
+                        "{destination}'s inbox of {name} to equal the publisher's sequence from position {overlap}"
+                    ),
+                    format!(
+                        "{} values vs {}; first difference: {:?}",
+                        inbox.len(),
+                        expected.len(),
+                        inbox.iter().zip(&expected).find(|(a, b)| a != b)
+                    ),
+                ));
+            }
+            continue;
+        };
         if *inbox != expected {
             let first = inbox
                 .iter()

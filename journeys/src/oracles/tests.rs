@@ -1,6 +1,8 @@
 //! Each oracle against hand-made observations: it passes what holds, fails what does
 //! not, and treats an unknown answer as unknown.
 
+use std::collections::BTreeMap;
+
 use serde_json::json;
 
 use super::answers_unchanged::{self, Answer};
@@ -111,12 +113,26 @@ fn delivered_once_leaves_unknown_publishes_open() {
         sequence: &sequence,
         sent: &sent,
         inboxes: &inboxes,
+        held_from: &BTreeMap::new(),
+        publisher: "a",
     };
     assert_eq!(delivered_once::check(&route).unwrap(), 1);
 
     let short = vec![("b".to_owned(), vec![(1, 1.5)])];
     let failure = delivered_once::check(&Route {
         inboxes: &short,
+        ..route.clone()
+    })
+    .unwrap_err();
+    assert!(
+        failure
+            .expected
+            .starts_with("b's inbox of r to hold every position from 1"),
+        "{failure:?}"
+    );
+    let different = vec![("b".to_owned(), vec![(1, 1.5), (2, 9.5)])];
+    let failure = delivered_once::check(&Route {
+        inboxes: &different,
         ..route.clone()
     })
     .unwrap_err();
@@ -155,9 +171,70 @@ fn delivered_once_leaves_unknown_publishes_open() {
     delivered_once::check(&Route {
         class: "latest",
         inboxes: &latest,
-        ..route
+        ..route.clone()
     })
     .unwrap();
+}
+
+#[test]
+fn delivered_once_reads_past_what_checkpoints_purged_and_nothing_else() {
+    let sent = vec![
+        published(1.5, "succeeded", Some(1)),
+        published(2.5, "succeeded", Some(2)),
+        published(3.5, "succeeded", Some(3)),
+    ];
+    let tail = vec![(2, 2.5), (3, 3.5)];
+    let purged: BTreeMap<String, u64> = [("a".to_owned(), 2), ("b".to_owned(), 3)].into();
+    let inboxes = vec![("b".to_owned(), vec![(3, 3.5)])];
+    let route = Route {
+        name: "r",
+        class: "ordered",
+        published: 3,
+        sequence: &tail,
+        sent: &sent,
+        inboxes: &inboxes,
+        held_from: &purged,
+        publisher: "a",
+    };
+    // Position 1 went after every recipient receipted it: counted, not looked up.
+    assert_eq!(delivered_once::check(&route).unwrap(), 3);
+    // Without the purge positions the same observations are a loss.
+    assert!(
+        delivered_once::check(&Route {
+            held_from: &BTreeMap::new(),
+            ..route.clone()
+        })
+        .is_err()
+    );
+    // The publisher says it holds from 1: its sequence must start there.
+    let from_one: BTreeMap<String, u64> = [("b".to_owned(), 3)].into();
+    assert!(
+        delivered_once::check(&Route {
+            held_from: &from_one,
+            ..route.clone()
+        })
+        .is_err()
+    );
+    // The inbox holds less than its purge position says.
+    let gap = vec![("b".to_owned(), vec![])];
+    assert!(
+        delivered_once::check(&Route {
+            inboxes: &gap,
+            ..route.clone()
+        })
+        .is_err()
+    );
+    // A purge past the newest publication is a loss.
+    let all: BTreeMap<String, u64> = [("a".to_owned(), 4)].into();
+    assert!(
+        delivered_once::check(&Route {
+            sequence: &[],
+            inboxes: &[],
+            held_from: &all,
+            ..route
+        })
+        .is_err()
+    );
 }
 
 #[test]

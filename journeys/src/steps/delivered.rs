@@ -130,6 +130,21 @@ fn settle(
     Ok(view)
 }
 
+/// The lowest position each host's journal of `route` holds (`held_from` of `inspect
+/// routes`), by host.
+fn held_from(cx: &mut Context<'_>, route: &str) -> Result<BTreeMap<String, u64>, Failure> {
+    let all = gridctl_json(cx, &["inspect", "routes", "--json"])?;
+    Ok(all
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|r| r["route"] == route)
+                .filter_map(|r| Some((r["host"].as_str()?.to_owned(), r["held_from"].as_u64()?)))
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
 pub(super) fn held(cx: &mut Context<'_>, route: &str, host: &str) -> Result<Vec<Held>, Failure> {
     let json = gridctl_json(cx, &["inspect", "inbox", route, "--host", host, "--json"])?;
     Ok(json
@@ -152,6 +167,7 @@ impl Step for ExpectDelivered {
         for destination in receipted.keys() {
             inboxes.push((destination.clone(), held(cx, route, destination)?));
         }
+        let held_from = held_from(cx, route)?;
         let acknowledged = delivered_once::check(&delivered_once::Route {
             name: route,
             class: &class,
@@ -159,9 +175,15 @@ impl Step for ExpectDelivered {
             sequence: &sequence,
             sent: &sent,
             inboxes: &inboxes,
+            held_from: &held_from,
+            publisher: &publisher,
         })?;
+        let purged = match held_from.get(&publisher).copied().unwrap_or(1) {
+            1 => String::new(),
+            from => format!(" (held from position {from}; below it, purged once receipted)"),
+        };
         cx.say(format_args!(
-            "route {route}: {} destination inbox(es) equal the publisher's {} values ({class}); {} publishes sent, {acknowledged} acknowledged, none twice, none lost",
+            "route {route}: {} destination inbox(es) equal the publisher's {} values{purged} ({class}); {} publishes sent, {acknowledged} acknowledged, none twice, none lost",
             receipted.len(),
             sequence.len(),
             sent.len()

@@ -1002,3 +1002,53 @@ fn interruptions_and_restarts_resume_after_the_last_receipt() {
         assert!(world.receipts_verified > 100);
     }
 }
+
+/// What a publisher checkpoint relies on (delivery/service/checkpoint.rs): everything
+/// below the oldest retained publication is complete, and an outbox read back from its
+/// encoding continues exactly as the original would.
+#[test]
+fn below_the_oldest_retained_everything_is_complete_and_an_encoded_outbox_continues() {
+    let mut out = outbox(Class::Ordered, Capacity::default());
+    let mut a = inbox("a", Class::Ordered);
+    let mut b = inbox("b", Class::Ordered);
+    assert_eq!(out.oldest_retained(), None);
+    for v in [1.5, 2.5, 3.5] {
+        out.publish_value(v, &["a", "b"]).unwrap();
+    }
+    deliver_all(&mut out, &mut a);
+    assert_eq!(out.oldest_retained(), Some(1), "b owes all three");
+    deliver_all(&mut out, &mut b);
+    assert_eq!(out.oldest_retained(), None);
+    out.publish_value(4.5, &["a", "b"]).unwrap();
+    deliver_all(&mut out, &mut a);
+    assert_eq!(out.oldest_retained(), Some(4));
+    assert!((1..4).all(|p| out.complete(p)) && !out.complete(4));
+
+    let mut read_back: Outbox = serde_json::from_str(&json(&out)).unwrap();
+    assert_eq!(read_back, out);
+    for o in [&mut out, &mut read_back] {
+        o.publish_value(5.5, &["a", "b"]).unwrap();
+    }
+    let mut b2 = b.clone();
+    let original = deliver_all(&mut out, &mut b);
+    let continued = deliver_all(&mut read_back, &mut b2);
+    assert_eq!(original, continued);
+    assert_eq!(read_back, out);
+    // A receipt older than the encoded state changes nothing.
+    let stale = a.receipt().sign(&key("a"), 1);
+    let again = read_back.apply(&stale, &key("a").verifying_key()).unwrap();
+    assert_eq!(again.outcome, ReceiptOutcome::Stale);
+
+    let mut latest = outbox(Class::Latest, Capacity::default());
+    let mut l = inbox("a", Class::Latest);
+    for v in [1.0, 2.0, 3.0] {
+        latest.publish_value(v, &["a"]).unwrap();
+    }
+    assert_eq!(latest.oldest_retained(), Some(1));
+    deliver_all(&mut latest, &mut l);
+    assert_eq!(
+        latest.oldest_retained(),
+        None,
+        "the newest receipted: nothing kept"
+    );
+}

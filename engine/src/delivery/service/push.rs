@@ -225,7 +225,11 @@ impl Delivery {
             .outbox
             .apply(receipt, &key_of)
             .map_err(|e| e.to_string())?;
-        if released.outcome == ReceiptOutcome::Conflated {
+        // At or below the newest checkpoint's floor the journal may be purged: the
+        // newest value is sent again instead (docs/storage.md, "Delivery").
+        if released.outcome == ReceiptOutcome::Conflated
+            && receipt.body.highest_position > p.unchecked
+        {
             // Superseded beyond the window while the receipt was on its way: checked
             // against this publisher's journal of the value instead (signature verified
             // above).

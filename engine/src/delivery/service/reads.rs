@@ -28,6 +28,7 @@ impl Delivery {
                         .collect(),
                     outstanding: p.outbox.outstanding(),
                     held: 0,
+                    held_from: self.held_from(&r.install.name),
                 },
                 Role::Destination(inbox) => RouteView {
                     route: r.install.clone(),
@@ -36,6 +37,7 @@ impl Delivery {
                     receipted: BTreeMap::new(),
                     outstanding: BTreeMap::new(),
                     held: inbox.held(),
+                    held_from: self.held_from(&r.install.name),
                 },
             })
             .collect()
@@ -65,9 +67,10 @@ impl Delivery {
         } else {
             &self.ks.inbox
         };
+        let held_from = self.held_from(route);
         let mut values = Vec::new();
         let mut next = None;
-        for guard in keyspace.range(key(route, from)..=key(route, durable)) {
+        for guard in keyspace.range(key(route, from.max(held_from))..=key(route, durable)) {
             let (k, v) = guard
                 .into_inner()
                 .unwrap_or_else(|e| fatal(&self.dir, "reading held values", e));
@@ -105,6 +108,7 @@ impl Delivery {
             .to_owned(),
             values,
             next,
+            held_from,
         }
     }
 

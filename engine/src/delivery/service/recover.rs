@@ -1,5 +1,6 @@
-//! Opening a route's state from the store: the publisher's outbox replayed from its
-//! published sequence, cohorts and recorded receipts; a destination's inbox from its
+//! Opening a route's state from the store: the publisher's outbox from its installed
+//! checkpoint (if any), then the published sequence after it with its cohorts, then
+//! the recorded receipts newer than the checkpoint's; a destination's inbox from its
 //! record.
 
 use std::collections::BTreeMap;
@@ -7,6 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
+use super::checkpoint::{PublisherState, ROOM};
 use super::{Delivery, Gate, Publishing, Role, RouteState, key, position_of, prefix};
 use crate::delivery::api::RouteInstall;
 use crate::delivery::ordered::{Capacity, Inbox, Outbox};
@@ -63,13 +65,44 @@ impl Delivery {
         let name = &install.name;
         let damaged = |detail: String| format!("route `{name}`: {detail}");
         let configured = self.capacity;
-        let mut outbox = Outbox::new(
-            name,
-            &install.membership,
-            install.class,
-            capacity_for_replay(configured),
-        )
-        .map_err(|e| e.to_string())?;
+        let (mut outbox, checkpointed, floor) = match self.checkpoints.installed(ROOM, name)? {
+            Some(checkpoint) => {
+                let state: PublisherState =
+                    serde_json::from_slice(&checkpoint.state).map_err(|e| {
+                        damaged(format!(
+                            "its checkpoint at position {} does not decode ({e}); the publications it covered may be purged, so it is never read past",
+                            checkpoint.position
+                        ))
+                    })?;
+                let mut outbox = state.outbox;
+                if outbox.published() != checkpoint.position
+                    || outbox.route() != name.as_str()
+                    || outbox.class() != install.class
+                {
+                    return Err(damaged(format!(
+                        "its checkpoint at position {} holds an outbox of `{}` at position {}",
+                        checkpoint.position,
+                        outbox.route(),
+                        outbox.published()
+                    )));
+                }
+                outbox
+                    .set_capacity(capacity_for_replay(configured))
+                    .map_err(|e| e.to_string())?;
+                (outbox, checkpoint.position, state.floor)
+            }
+            None => (
+                Outbox::new(
+                    name,
+                    &install.membership,
+                    install.class,
+                    capacity_for_replay(configured),
+                )
+                .map_err(|e| e.to_string())?,
+                0,
+                0,
+            ),
+        };
         let mut cohorts: Vec<(u64, Vec<String>)> = Vec::new();
         for guard in self.ks.cohorts.prefix(prefix(name)) {
             let (k, v) = guard.into_inner().map_err(|e| e.to_string())?;
@@ -79,7 +112,10 @@ impl Delivery {
                 .map_err(|e| damaged(format!("cohort {first} does not decode: {e}")))?;
             cohorts.push((first, recipients));
         }
-        for guard in self.ks.published.prefix(prefix(name)) {
+        // Publications the checkpoint covers (a stop before their purge left them) are
+        // in its outbox already.
+        let tail = key(name, checkpointed.saturating_add(1))..=key(name, u64::MAX);
+        for guard in self.ks.published.range(tail) {
             let (k, v) = guard.into_inner().map_err(|e| e.to_string())?;
             let position = position_of(&k, name)
                 .ok_or_else(|| damaged("a publication key is malformed".into()))?;
@@ -107,6 +143,12 @@ impl Delivery {
             let receipt: Receipt = serde_json::from_slice(&v)
                 .map_err(|e| damaged(format!("a receipt does not decode: {e}")))?;
             let position = receipt.body.highest_position;
+            if outbox
+                .receipted(&receipt.body.recipient)
+                .is_some_and(|held| position <= held)
+            {
+                continue; // the checkpoint holds it (or a newer one)
+            }
             let payload = self
                 .ks
                 .published
@@ -133,6 +175,9 @@ impl Delivery {
             outbox,
             wake: Arc::new(Notify::new()),
             gate: Arc::new(Gate::default()),
+            checkpointed,
+            floor,
+            unchecked: floor,
         })
     }
 }

@@ -112,6 +112,8 @@ struct RouteLine {
     receipted: BTreeMap<String, u64>,
     outstanding: BTreeMap<String, u64>,
     held: u64,
+    /// The lowest position the host's journal of the route holds (below: purged).
+    held_from: u64,
 }
 
 #[derive(Serialize)]
@@ -143,6 +145,16 @@ impl RouteLine {
             receipted: r.receipted,
             outstanding: r.outstanding,
             held: r.held,
+            held_from: r.held_from,
+        }
+    }
+
+    /// `, purged below N` when the host's journal of the route no longer starts at 1.
+    fn purged(&self) -> String {
+        if self.held_from > 1 {
+            format!(", purged below {}", self.held_from)
+        } else {
+            String::new()
         }
     }
 
@@ -152,16 +164,21 @@ impl RouteLine {
         let sealed = if self.encrypted { " encrypted" } else { "" };
         if self.role != "publisher" {
             return format!(
-                "{h}: receives {} ({class}{sealed}, {}) from {}, holds through {}\n",
-                self.route, self.membership, self.publisher, self.held
+                "{h}: receives {} ({class}{sealed}, {}) from {}, holds through {}{}\n",
+                self.route,
+                self.membership,
+                self.publisher,
+                self.held,
+                self.purged()
             );
         }
         let mut text = format!(
-            "{h}: publishes {} ({class}{sealed}, {}) to {} destination(s), published through {}\n",
+            "{h}: publishes {} ({class}{sealed}, {}) to {} destination(s), published through {}{}\n",
             self.route,
             self.membership,
             self.destinations.len(),
-            self.published
+            self.published,
+            self.purged()
         );
         for d in &self.destinations {
             text += &format!(

@@ -11,11 +11,14 @@ use crate::Output;
 
 #[derive(Subcommand, Debug)]
 pub enum StorageCli {
-    /// Checkpoint every model of a host now and purge the batches the checkpoints
-    /// cover, and purge each tag's journal below what its models projected (the host
-    /// does this by itself every MODEL_CHECKPOINT_BATCHES_MAX batches and
-    /// TAG_JOURNAL_HOT_ENTRIES_MAX entries). Re-sending the id returns the first
-    /// answer. Exit 0 succeeded, 1 failed, 3 unknown, 4 refused.
+    /// Checkpoint every model and every published route of a host now and purge
+    /// what the checkpoints cover (batches; publications every recipient receipted),
+    /// each tag's journal below what its models projected, and each Ordered inbox below
+    /// what its models took (the host does this by itself every
+    /// MODEL_CHECKPOINT_BATCHES_MAX batches, DELIVERY_CHECKPOINT_POSITIONS_MAX
+    /// publications, TAG_JOURNAL_HOT_ENTRIES_MAX and INBOX_HOT_ENTRIES_MAX entries).
+    /// Re-sending the id returns the first answer. Exit 0 succeeded, 1 failed, 3
+    /// unknown, 4 refused.
     Checkpoint {
         /// The host.
         #[arg(long, value_name = "NAME")]
