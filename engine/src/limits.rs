@@ -90,6 +90,12 @@ pub const STORE_JOURNAL_BYTES_MAX: u64 = 64 * 1024 * 1024;
 pub const STORE_MEMTABLE_BYTES_MAX: u64 = 8 * 1024 * 1024;
 /// The most answers one archive segment holds (docs/storage.md, "Archive").
 pub const ARCHIVE_SEGMENT_ENTRIES_MAX: usize = 10_000;
+/// The fewest answers the periodic archive pass writes as a segment, unless the oldest
+/// of them has waited `ARCHIVE_SEGMENT_WAIT_MAX` past the hot window: a quiet host
+/// makes few, fuller segments (what an open checks and a lookup opens).
+pub const ARCHIVE_SEGMENT_ENTRIES_MIN: usize = 1_000;
+/// The longest an answer past the hot window waits in the hot store for company.
+pub const ARCHIVE_SEGMENT_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(3_600);
 /// The most uncompressed answer bytes one archive segment holds.
 pub const ARCHIVE_SEGMENT_BYTES_MAX: usize = 8 * 1024 * 1024;
 /// The most segments one archive pass writes while it holds the host; the rest wait

@@ -1,7 +1,8 @@
 //! Answers past the hot window (docs/storage.md, "Archive"), against a real gridd: an
 //! archived id answers with its original answer marked `archived`, nothing runs
 //! twice, also after a restart and a crash between a segment and its index; the
-//! periodic pass archives by `retain hot-days`; damage answers `unknown` or refuses
+//! periodic pass archives by `retain hot-days` (a handful of answers waits for company
+//! until an hour past it); damage answers `unknown` or refuses
 //! the start naming the segment; past `archive-days` an id is refused as expired and
 //! its segment released. The retention clock is moved with
 //! `GRID_RETENTION_CLOCK_OFFSET_S` instead of waiting days.
@@ -191,10 +192,38 @@ fn archived_answers_are_the_original_ones_nothing_runs_twice_and_expired_ids_are
     assert_eq!(probe(&dir, "p6"), held + 1);
     drop(host);
 
-    // A day and a half later (retain hot-days=1): the periodic pass moves what is hot.
+    // Ten minutes past the hot window (retain hot-days=1), a handful of answers wait
+    // for company (ARCHIVE_SEGMENT_ENTRIES_MIN) until the oldest is an hour past it.
+    let host = start(&solo, &log, DAY_S + 600, "").unwrap();
+    let waited = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("wait for company") {
+            break;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the periodic pass did not run: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let view = storage(&dir);
+    assert_eq!(view["archive"]["segments"], 1, "{view}");
+    assert!(
+        view["archive"]["lag_seconds"].as_u64().unwrap() >= 590,
+        "{view}"
+    );
+    drop(host);
+
+    // A day and a half later: the periodic pass moves what is hot.
     let host = start(&solo, &log, DAY_S * 3 / 2, "").unwrap();
     let view = wait_archive(&dir, |a| a["segments"] == 2);
     assert_eq!(view["archive"]["lag_seconds"], 0, "{view}");
+    let span = |v: &serde_json::Value| (v["first_ms"].as_u64(), v["last_ms"].as_u64());
+    let (Some(first), Some(last)) = span(&view["archive"]) else {
+        panic!("the segments' span: {view}");
+    };
+    assert!(first <= last, "{view}");
     let (code, answer) = input(&dir, 102, "c2");
     assert_eq!(
         (code, &answer["archived"]),
@@ -263,6 +292,8 @@ fn archived_answers_are_the_original_ones_nothing_runs_twice_and_expired_ids_are
         a["segments"] == 0 && a["released_segments"].as_u64().unwrap() >= 2
     });
     assert_eq!(view["archive"]["answers"], 0, "{view}");
+    assert_eq!(view["archive"]["bytes"], 0, "{view}");
+    assert_eq!(span(&view["archive"]), (None, None), "{view}");
     assert!(segments(&solo).is_empty());
     let (code, answer) = input(&dir, 9, "a9");
     assert_eq!(code, Some(4), "still known after release: {answer}");

@@ -10,6 +10,14 @@
 //! its segment is released: an expired id is still known), `archive-segments` (seq
 //! `u64` BE → JSON [`SegmentRecord`]); `meta` `archive-next-segment`.
 //!
+//! The periodic pass waits for company: it writes a segment of fewer than
+//! `ARCHIVE_SEGMENT_ENTRIES_MIN` answers only once the oldest has waited
+//! `ARCHIVE_SEGMENT_WAIT_MAX` past the window, so a quiet host makes at most one
+//! segment an hour, not one a minute. Segments are released in sequence order. What
+//! the archive holds is counted at open (which checks every segment anyway) and kept
+//! up to date by each pass: `inspect storage` and a metrics scrape read no segment
+//! record but the oldest held.
+//!
 //! Invariants, stated as absences: no answer leaves the hot store before the segment
 //! holding it is synced and the index naming it is committed in the same synced write
 //! that removes it; no unacknowledged answer is archived; no id found in the index is
@@ -17,8 +25,8 @@
 
 use super::*;
 use crate::limits::{
-    ARCHIVE_SEGMENT_BYTES_MAX, ARCHIVE_SEGMENT_ENTRIES_MAX, ARCHIVE_SEGMENTS_PER_PASS_MAX,
-    RETAIN_DAY_MS,
+    ARCHIVE_SEGMENT_BYTES_MAX, ARCHIVE_SEGMENT_ENTRIES_MAX, ARCHIVE_SEGMENT_ENTRIES_MIN,
+    ARCHIVE_SEGMENT_WAIT_MAX, ARCHIVE_SEGMENTS_PER_PASS_MAX, RETAIN_DAY_MS,
 };
 use crate::store::archive::{self, ArchiveError, Blobs, Entry, Located};
 
@@ -31,6 +39,41 @@ pub(super) struct Archive {
     pub(super) by_time: Keyspace,
     index: Keyspace,
     segments: Keyspace,
+    totals: Totals,
+}
+
+/// What the archive holds, counted at open and kept by every pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Totals {
+    /// Segments held (not released), with their answers and bytes.
+    segments: u64,
+    answers: u64,
+    bytes: u64,
+    /// Segments released past `archive-days`.
+    released: u64,
+    /// Every segment up to this one is released (0: none): a pass looks after it.
+    released_through: u64,
+    /// The newest answer time of any segment held.
+    last_ms: Option<u64>,
+}
+
+impl Totals {
+    fn hold(&mut self, record: &SegmentRecord) {
+        self.segments += 1;
+        self.answers += u64::from(record.entries);
+        self.bytes += record.bytes;
+        self.last_ms = self.last_ms.max(Some(record.last_ms));
+    }
+
+    fn release(&mut self, record: &SegmentRecord) {
+        self.segments -= 1;
+        self.answers -= u64::from(record.entries);
+        self.bytes -= record.bytes;
+        self.released += 1;
+        if self.segments == 0 {
+            self.last_ms = None;
+        }
+    }
 }
 
 /// What the store keeps per segment.
@@ -126,6 +169,8 @@ impl Archive {
         let blobs = archive::LocalFiles::open(dir).map_err(|e| Self::refused(dir, e))?;
         let next = next_segment(meta).map_err(storage)?;
         let mut listed: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut totals = Totals::default();
+        let mut released_prefix = true;
         for (name, size) in blobs
             .list(archive::SEGMENTS_PREFIX)
             .map_err(|e| Self::refused(dir, e))?
@@ -158,6 +203,15 @@ impl Archive {
                 path: store.clone(),
                 detail: "an archive segment record does not decode".to_owned(),
             })?;
+            if record.expired {
+                totals.released += 1;
+                if released_prefix {
+                    totals.released_through = seq;
+                }
+            } else {
+                released_prefix = false;
+                totals.hold(&record);
+            }
             let name = archive::segment_name(seq);
             match listed.remove(&seq) {
                 // Released, its blob deleted or (a stop in between) about to be.
@@ -200,6 +254,7 @@ impl Archive {
             by_time,
             index,
             segments,
+            totals,
         })
     }
 
@@ -212,16 +267,22 @@ impl Archive {
         }
     }
 
-    /// The segments the store records, oldest first.
-    pub(super) fn segments(&self) -> Result<Vec<(u64, SegmentRecord)>, fjall::Error> {
-        let mut out = Vec::new();
-        for guard in self.segments.iter() {
+    /// The segment records after the released prefix, oldest first, as `each` takes
+    /// them until it says stop.
+    fn after_released(
+        &self,
+        mut each: impl FnMut(u64, SegmentRecord) -> bool,
+    ) -> Result<(), fjall::Error> {
+        let from = self.totals.released_through.saturating_add(1);
+        for guard in self.segments.range(from.to_be_bytes()..) {
             let (key, value) = guard.into_inner()?;
-            if let Some(s) = decode_segment(&key, &value) {
-                out.push(s);
+            if let Some((seq, record)) = decode_segment(&key, &value)
+                && !each(seq, record)
+            {
+                break;
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -331,7 +392,14 @@ impl Host {
     /// ARCHIVE_SEGMENTS_PER_PASS_MAX segments, and releases segments past
     /// `archive-days`. A storage failure stops the host (`fatal`); an archive that
     /// cannot be written refuses the pass and changes nothing.
-    pub fn archive_older_than(&mut self, age_ms: u64) -> Result<ArchivePass, String> {
+    /// `patient` (the periodic pass): a last segment of fewer than
+    /// `ARCHIVE_SEGMENT_ENTRIES_MIN` answers waits until its oldest is
+    /// `ARCHIVE_SEGMENT_WAIT_MAX` past the cutoff.
+    pub fn archive_older_than(
+        &mut self,
+        age_ms: u64,
+        patient: bool,
+    ) -> Result<ArchivePass, String> {
         let now = self.retention_now();
         let cutoff = now.saturating_sub(age_ms);
         let mut pass = ArchivePass::default();
@@ -374,7 +442,21 @@ impl Host {
                 bytes = 0;
             }
         }
-        if !batch.is_empty() {
+        let young = |batch: &[Entry]| {
+            batch.len() < ARCHIVE_SEGMENT_ENTRIES_MIN
+                && batch.first().is_some_and(|oldest| {
+                    oldest
+                        .at_ms
+                        .saturating_add(ARCHIVE_SEGMENT_WAIT_MAX.as_millis() as u64)
+                        >= cutoff
+                })
+        };
+        if patient && young(&batch) {
+            tracing::info!(
+                answers = batch.len(),
+                "archive pass: answers past the hot window wait for company (ARCHIVE_SEGMENT_ENTRIES_MIN, ARCHIVE_SEGMENT_WAIT_MAX)"
+            );
+        } else if !batch.is_empty() {
             if pass.segments as usize >= ARCHIVE_SEGMENTS_PER_PASS_MAX {
                 pass.more = true;
             } else {
@@ -437,28 +519,38 @@ impl Host {
         );
         write.insert(&self.meta, NEXT_SEGMENT_KEY, (seq + 1).to_be_bytes());
         self.commit_durably(write, "indexing an archive segment");
+        self.archive.totals.hold(&record);
         pass.answers += u64::from(record.entries);
         pass.segments += 1;
         crate::metrics::archived(u64::from(record.entries));
         Ok(())
     }
 
-    /// Releases every segment whose newest answer is past `archive-days`: its record
-    /// is marked expired (synced) before its blob is deleted; the index keeps the ids.
+    /// Releases the segments whose newest answer is past `archive-days`, in sequence
+    /// order (a segment waits for every earlier one): its record is marked expired
+    /// (synced) before its blob is deleted; the index keeps the ids.
     fn release_expired(&mut self, now: u64) -> Result<u64, String> {
         let Some(days) = self.config.retain.archive_days else {
             return Ok(0);
         };
         let window = u64::from(days) * RETAIN_DAY_MS;
-        let segments = self
-            .archive
-            .segments()
+        let mut due = Vec::new();
+        let mut through = self.archive.totals.released_through;
+        self.archive
+            .after_released(|seq, record| {
+                if !record.expired && record.last_ms.saturating_add(window) >= now {
+                    return false;
+                }
+                if record.expired {
+                    through = seq; // released before, out of order
+                } else {
+                    due.push((seq, record));
+                }
+                true
+            })
             .unwrap_or_else(|e| fatal(&self.dir, "reading archive segments", e));
         let mut released = 0;
-        for (seq, mut record) in segments {
-            if record.expired || record.last_ms.saturating_add(window) >= now {
-                continue;
-            }
+        for (seq, mut record) in due {
             record.expired = true;
             let mut write = self.database.batch();
             write.insert(
@@ -467,6 +559,8 @@ impl Host {
                 serde_json::to_vec(&record).expect("records serialize"),
             );
             self.commit_durably(write, "releasing an archive segment");
+            self.archive.totals.release(&record);
+            self.archive.totals.released_through = seq;
             let name = archive::segment_name(seq);
             self.archive
                 .blobs
@@ -474,20 +568,23 @@ impl Host {
                 .map_err(|e| format!("the archive refuses to release {name}: {e}"))?;
             released += 1;
         }
+        self.archive.totals.released_through = self.archive.totals.released_through.max(through);
         Ok(released)
     }
 
     /// What the archive holds and how far it is behind (`inspect storage`, metrics).
     pub(super) fn archive_view(&self) -> crate::store::usage::ArchiveView {
-        let segments = self
-            .archive
-            .segments()
+        let totals = &self.archive.totals;
+        let mut first_ms = None;
+        self.archive
+            .after_released(|_, record| {
+                if record.expired {
+                    return true;
+                }
+                first_ms = Some(record.first_ms);
+                false
+            })
             .unwrap_or_else(|e| fatal(&self.dir, "reading archive segments", e));
-        let held: Vec<&SegmentRecord> = segments
-            .iter()
-            .map(|(_, r)| r)
-            .filter(|r| !r.expired)
-            .collect();
         let oldest_hot_ms = self
             .archive
             .by_time
@@ -503,12 +600,12 @@ impl Host {
         crate::store::usage::ArchiveView {
             hot_days,
             archive_days: self.config.retain.archive_days,
-            segments: held.len() as u64,
-            released_segments: (segments.len() - held.len()) as u64,
-            answers: held.iter().map(|r| u64::from(r.entries)).sum(),
-            bytes: held.iter().map(|r| r.bytes).sum(),
-            first_ms: held.iter().map(|r| r.first_ms).min(),
-            last_ms: held.iter().map(|r| r.last_ms).max(),
+            segments: totals.segments,
+            released_segments: totals.released,
+            answers: totals.answers,
+            bytes: totals.bytes,
+            first_ms,
+            last_ms: totals.last_ms,
             oldest_hot_ms,
             lag_seconds: oldest_hot_ms.map_or(0, |oldest| {
                 self.retention_now()
@@ -522,7 +619,7 @@ impl Host {
     /// The periodic pass: answers past `retain hot-days`.
     pub fn archive_due(&mut self) {
         let age = u64::from(self.config.retain.hot_days()) * RETAIN_DAY_MS;
-        if let Err(reason) = self.archive_older_than(age) {
+        if let Err(reason) = self.archive_older_than(age, true) {
             tracing::warn!(reason, "archive pass refused");
         }
     }

@@ -361,7 +361,7 @@ impl Host {
                 succeeded(&op, parts.join("; "))
             }
             Request::Archive { older_than_seconds } => {
-                match self.archive_older_than(older_than_seconds.saturating_mul(1_000)) {
+                match self.archive_older_than(older_than_seconds.saturating_mul(1_000), false) {
                     Err(reason) => failed(&op, reason),
                     Ok(pass) => succeeded(&op, pass.describe()),
                 }
