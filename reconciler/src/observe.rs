@@ -5,7 +5,7 @@
 //! manifests, enrollments, revocation lists, authority status, publishing claims —
 //! and the planner diffs that value without further IO (`crate::diff`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use grid_engine::authority::service::{AuthorityCall, AuthorityReply, VoterStatus};
@@ -84,6 +84,10 @@ pub struct HostObservation {
     /// Key files of its custody still in the older hex form.
     #[serde(default)]
     pub hex_keys: Vec<String>,
+    /// The models its custody says the installation ever held (`DIR/keys/held-models`,
+    /// `grid_engine::store::held`): one its store does not hold is never planned afresh.
+    #[serde(default)]
+    pub held_models: BTreeSet<String>,
 }
 
 /// An installation's key custody as found.
@@ -338,6 +342,10 @@ impl HostObservation {
         hasher.update([0]);
         hasher.update(self.custody.0.as_bytes());
         hasher.update([0]);
+        for model in &self.held_models {
+            hasher.update(model.as_bytes());
+            hasher.update([0]);
+        }
         match &self.status {
             HostStatus::Missing => hasher.update(b"missing"),
             HostStatus::Unreachable { .. } => hasher.update(b"unreachable"),
@@ -442,6 +450,7 @@ impl HostObservation {
             authority: BTreeMap::new(),
             claims: BTreeMap::new(),
             hex_keys: Vec::new(),
+            held_models: BTreeSet::new(),
         }
     }
 }
@@ -453,6 +462,15 @@ pub fn observe_host(name: &str, dir: &Path) -> HostObservation {
         return observation;
     }
     observation.custody = custody_digest(dir);
+    match grid_engine::store::held::read(dir) {
+        Ok(held) => observation.held_models = held,
+        Err(e) => {
+            observation.status = HostStatus::Unreachable {
+                reason: format!("{}: {e}", grid_engine::store::held::path(dir).display()),
+            };
+            return observation;
+        }
+    }
     match HostConfig::read(dir) {
         Ok(config) => observation.config = Some(config),
         Err(e) => {

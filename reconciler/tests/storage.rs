@@ -4,7 +4,9 @@
 //! independent walk of the installation finds, and the disk's free space. Inspecting
 //! changes nothing on disk. And a store that is gone, emptied or another
 //! installation's is refused by name (`DIR/keys/store.mark`), never started afresh:
-//! put back, the host answers its acknowledged ids as before.
+//! put back, the host answers its acknowledged ids as before; made afresh past both
+//! marks, the plan never installs a model the custody says it held
+//! (`DIR/keys/held-models`).
 
 use std::path::Path;
 
@@ -384,6 +386,40 @@ fn a_store_rolled_back_truncated_or_replaced_is_refused_and_no_id_runs_twice() {
     );
     let model = values(&dir);
     assert_eq!(model["twice"], 28.0, "{model}");
+    drop(_solo);
+
+    // The store made afresh with both its marks removed — only an operator's hand does
+    // that: gridd serves an empty store, but the custody still says this installation
+    // held `counter`, and neither plan nor reconcile installs it afresh.
+    let held = std::fs::read_to_string(solo.join("keys/held-models")).unwrap();
+    assert_eq!(held, "counter\n");
+    std::fs::remove_dir_all(&store).unwrap();
+    std::fs::remove_file(solo.join("keys/store.mark")).unwrap();
+    std::fs::remove_file(&mark).unwrap();
+    let _solo = start(&solo, &log).unwrap();
+    let (code, text) = gridctl_code(&dir, &["plan", "t.kdl", "--json"]);
+    assert_eq!(code, Some(0), "{text}");
+    let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let lines = plan["transitions"].as_array().unwrap();
+    let model = lines
+        .iter()
+        .find(|t| t["kind"] == "model" && t["name"] == "counter")
+        .unwrap_or_else(|| panic!("a line for the model: {text}"));
+    assert_eq!(model["op"], "!", "{model}");
+    let detail = model["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("lost: ") && detail.contains("held-models"),
+        "{detail}"
+    );
+    let (code, text) = gridctl_code(&dir, &["reconcile", "t.kdl"]);
+    assert_eq!(
+        code,
+        Some(6),
+        "attention remains, nothing installed: {text}"
+    );
+    let (code, text) = gridctl_code(&dir, &["input", "counter", "n=12", "--op", "b12"]);
+    assert_ne!(code, Some(0), "no acknowledged id runs again: {text}");
+    assert!(text.contains("serves model `counter`"), "{text}");
     drop(_solo);
     std::fs::remove_dir_all(&dir).unwrap();
 }

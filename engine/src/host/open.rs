@@ -171,6 +171,13 @@ impl Host {
             retention_offset_ms: failpoints_offset,
         };
         host.recover()?;
+        // What the store holds is what this installation held (docs/storage.md).
+        crate::store::held::record(dir, host.models.keys().map(String::as_str)).map_err(|e| {
+            HostError::Config {
+                path: crate::store::held::path(dir),
+                reason: format!("cannot record the models this installation holds: {e}"),
+            }
+        })?;
         Ok(host)
     }
 

@@ -114,7 +114,16 @@ impl Host {
                             {
                                 Err(reason) => failed(&op, reason),
                                 Ok((detail, apply)) => {
-                                    after_commit = Some(apply);
+                                    let name = name.clone();
+                                    after_commit = Some(Box::new(move |host: &mut Host| {
+                                        apply(host);
+                                        // Before the answer leaves (store::held).
+                                        if let Err(e) =
+                                            crate::store::held::record(&host.dir, [name.as_str()])
+                                        {
+                                            fatal(&host.dir, "recording a held model", e);
+                                        }
+                                    }));
                                     succeeded(&op, detail)
                                 }
                             },

@@ -14,6 +14,7 @@ pub mod checkpoint;
 pub mod commit;
 mod durable;
 pub mod failpoints;
+pub mod held;
 pub mod high_water;
 pub mod keys;
 pub mod mark;

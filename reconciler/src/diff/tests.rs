@@ -428,6 +428,46 @@ fn models_change_retire_and_unmanaged() {
 }
 
 #[test]
+fn a_model_the_custody_says_was_held_is_never_planned_afresh() {
+    let t = topology(PLANT);
+    let mut world = running_full(&t);
+    if let HostStatus::Running(o) = &mut world.hosts[0].status {
+        o.models.retain(|m| m.name != "boiler");
+    }
+    // A store that never held it: installed.
+    assert!(
+        lines(&t, &world).contains(&"+ model boiler @ edge-a".to_owned()),
+        "{:?}",
+        lines(&t, &world)
+    );
+    // Its custody says it did: the store lost it, and the plan says so instead.
+    world.hosts[0].held_models.insert("boiler".to_owned());
+    let got = lines(&t, &world);
+    assert!(
+        got.contains(&"! model boiler @ edge-a".to_owned()),
+        "{got:?}"
+    );
+    assert!(
+        !got.iter().any(|l| l.starts_with("+ model boiler")),
+        "{got:?}"
+    );
+    let plan = from_world(&t, &[], &world);
+    let lost = plan
+        .transitions
+        .iter()
+        .find(|t| t.kind == "model" && t.name == "boiler")
+        .expect("the model's line");
+    assert!(lost.detail.contains("held-models"), "{}", lost.detail);
+    // A retired model is not asked for.
+    let retired = PLANT.replace(
+        "model boiler host=edge-a {",
+        "model boiler host=edge-a retired=#true {",
+    );
+    let got = lines(&topology(&retired), &world);
+    assert!(!got.iter().any(|l| l.contains("model boiler")), "{got:?}");
+}
+
+#[test]
 fn an_authority_some_voters_of_which_do_not_run_is_not_guessed() {
     let t = topology(PLANT);
     let mut world = running_empty(&t);
