@@ -446,6 +446,74 @@ impl Outbox {
         self.records.keys().next().copied()
     }
 
+    /// This outbox without the payloads it retains, for a checkpoint: they stay in the
+    /// publisher's journal (no retained publication is purged) and
+    /// [`Outbox::reinstate`] puts them back at open. What is left is bounded by the
+    /// destinations and cohorts, not by how far a recipient lags.
+    pub fn without_payloads(&self) -> Outbox {
+        Outbox {
+            route: self.route.clone(),
+            membership: self.membership.clone(),
+            class: self.class,
+            capacity: self.capacity,
+            published: self.published,
+            cohorts: self.cohorts.clone(),
+            records: BTreeMap::new(),
+            destinations: self.destinations.clone(),
+        }
+    }
+
+    /// Puts back the payload of `position` (at or below the last published) if this
+    /// outbox retains it — Ordered: a recipient of its cohort has not receipted it;
+    /// Latest: a destination's window keeps it — and says whether it did.
+    pub fn reinstate(&mut self, position: u64, payload: Vec<u8>) -> bool {
+        let Some(cohort) = span(&self.cohorts, self.published, position) else {
+            return false;
+        };
+        let windows = match self.class {
+            Class::Ordered => {
+                if cohort.recipients.is_empty() || self.complete(position) {
+                    return false;
+                }
+                0
+            }
+            Class::Latest => {
+                let windows = self
+                    .destinations
+                    .values()
+                    .filter(|d| d.window.contains(&position))
+                    .count() as u64;
+                if windows == 0 {
+                    return false;
+                }
+                windows
+            }
+        };
+        self.records.insert(position, Record { payload, windows });
+        true
+    }
+
+    /// The first position in `from..=to` this outbox retains by its state (Ordered:
+    /// owed and not complete; Latest: in a window) whose payload it does not hold —
+    /// after [`Outbox::reinstate`], a publication missing from the journal.
+    pub fn first_missing(&self, from: u64, to: u64) -> Option<u64> {
+        let to = to.min(self.published);
+        match self.class {
+            Class::Ordered => (from.max(1)..=to).find(|&p| {
+                !self.records.contains_key(&p)
+                    && span(&self.cohorts, self.published, p)
+                        .is_some_and(|c| !c.recipients.is_empty())
+                    && !self.complete(p)
+            }),
+            Class::Latest => self
+                .destinations
+                .values()
+                .flat_map(|d| d.window.iter().copied())
+                .filter(|p| (from..=to).contains(p) && !self.records.contains_key(p))
+                .min(),
+        }
+    }
+
     /// The frozen cohort of `position`, while it is not forgotten (every publication
     /// of a forgotten cohort is complete).
     pub fn cohort(&self, position: u64) -> Option<&BTreeSet<String>> {

@@ -1026,6 +1026,16 @@ fn below_the_oldest_retained_everything_is_complete_and_an_encoded_outbox_contin
 
     let mut read_back: Outbox = serde_json::from_str(&json(&out)).unwrap();
     assert_eq!(read_back, out);
+    // A checkpoint keeps no payload; the ones still owed come back from the journal.
+    let mut bare = out.without_payloads();
+    assert_eq!(bare.retained(), 0);
+    assert_eq!(bare.first_missing(1, 4), Some(4), "owed to b, not held");
+    for (p, v) in [(1, 1.5), (2, 2.5), (3, 3.5), (4, 4.5)] {
+        let kept = bare.reinstate(p, f64::to_be_bytes(v).to_vec());
+        assert_eq!(kept, p == 4, "only what is owed comes back: {p}");
+    }
+    assert_eq!(bare.first_missing(1, 4), None);
+    assert_eq!(bare, out);
     for o in [&mut out, &mut read_back] {
         o.publish_value(5.5, &["a", "b"]).unwrap();
     }
@@ -1045,6 +1055,13 @@ fn below_the_oldest_retained_everything_is_complete_and_an_encoded_outbox_contin
         latest.publish_value(v, &["a"]).unwrap();
     }
     assert_eq!(latest.oldest_retained(), Some(1));
+    let mut bare = latest.without_payloads();
+    assert!(bare.first_missing(1, 3).is_some());
+    for p in 1..=3 {
+        bare.reinstate(p, f64::to_be_bytes(p as f64).to_vec());
+    }
+    assert_eq!(bare.first_missing(1, 3), None);
+    assert_eq!(bare, latest, "windows counted back");
     deliver_all(&mut latest, &mut l);
     assert_eq!(
         latest.oldest_retained(),

@@ -2,8 +2,10 @@
 //! `store::checkpoint`.
 //!
 //! **Publisher**: its outbox (what each recipient receipted and its chain digest, the
-//! publications still owed, the frozen cohorts) at position N is the checkpoint; opening
-//! reads it and replays only the publications after N. The publications below the
+//! frozen cohorts, Latest windows — not the payloads still owed, which stay in the
+//! journal) at position N is the checkpoint; opening reads it, puts back the payloads
+//! it retains from the journal after its floor, and replays only the publications
+//! after N. The publications below the
 //! oldest one still retained — complete (every recipient of its cohort receipted it) or
 //! conflated away (Latest) — and below the newest are then purged.
 //!
@@ -33,6 +35,7 @@ pub(super) const ROOM: &str = "delivery";
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct PublisherState {
+    /// Without the payloads it retains: they are in the journal after `floor`.
     pub outbox: Outbox,
     /// Every publication at or below it is complete or conflated away, and older than
     /// the newest: purged once this checkpoint is installed.
@@ -161,7 +164,7 @@ impl Delivery {
             // is sent again instead.
             p.unchecked = p.unchecked.max(floor);
             let state = PublisherState {
-                outbox: p.outbox.clone(),
+                outbox: p.outbox.without_payloads(),
                 floor,
             };
             (

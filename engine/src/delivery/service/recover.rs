@@ -61,6 +61,27 @@ impl Delivery {
         Ok(())
     }
 
+    /// Each publication of route `name` from `from` through `to` in the journal, in
+    /// order: its position and payload (what follows the epoch).
+    fn publications(
+        &self,
+        name: &str,
+        from: u64,
+        to: u64,
+        mut each: impl FnMut(u64, &[u8]) -> Result<(), String>,
+    ) -> Result<(), String> {
+        for guard in self.ks.published.range(key(name, from)..=key(name, to)) {
+            let (k, v) = guard.into_inner().map_err(|e| e.to_string())?;
+            let position = position_of(&k, name)
+                .ok_or_else(|| format!("route `{name}`: a publication key is malformed"))?;
+            let payload = v
+                .get(8..)
+                .ok_or_else(|| format!("route `{name}`: publication {position} is truncated"))?;
+            each(position, payload)?;
+        }
+        Ok(())
+    }
+
     pub(super) fn recover_outbox(&self, install: &RouteInstall) -> Result<Publishing, String> {
         let name = &install.name;
         let damaged = |detail: String| format!("route `{name}`: {detail}");
@@ -89,6 +110,23 @@ impl Delivery {
                 outbox
                     .set_capacity(capacity_for_replay(configured))
                     .map_err(|e| e.to_string())?;
+                // The payloads it retains: in the journal after its floor (never purged).
+                self.publications(
+                    name,
+                    state.floor.saturating_add(1),
+                    checkpoint.position,
+                    |position, payload| {
+                        outbox.reinstate(position, payload.to_vec());
+                        Ok(())
+                    },
+                )?;
+                if let Some(position) =
+                    outbox.first_missing(state.floor.saturating_add(1), checkpoint.position)
+                {
+                    return Err(damaged(format!(
+                        "publication {position} is still owed to a recipient and missing from the journal"
+                    )));
+                }
                 (outbox, checkpoint.position, state.floor)
             }
             None => (
@@ -114,30 +152,29 @@ impl Delivery {
         }
         // Publications the checkpoint covers (a stop before their purge left them) are
         // in its outbox already.
-        let tail = key(name, checkpointed.saturating_add(1))..=key(name, u64::MAX);
-        for guard in self.ks.published.range(tail) {
-            let (k, v) = guard.into_inner().map_err(|e| e.to_string())?;
-            let position = position_of(&k, name)
-                .ok_or_else(|| damaged("a publication key is malformed".into()))?;
-            let payload = v
-                .get(8..)
-                .ok_or_else(|| damaged(format!("publication {position} is truncated")))?;
-            let cohort = cohorts
-                .iter()
-                .rev()
-                .find(|(first, _)| *first <= position)
-                .map(|(_, r)| r.as_slice())
-                .ok_or_else(|| damaged(format!("publication {position} has no cohort")))?;
-            let issued = outbox
-                .publish(payload.to_vec(), cohort)
-                .map_err(|e| damaged(format!("replaying publication {position}: {e}")))?;
-            if issued != position {
-                return Err(damaged(format!(
-                    "publication {position} follows {}: the sequence has a gap",
-                    issued - 1
-                )));
-            }
-        }
+        self.publications(
+            name,
+            checkpointed.saturating_add(1),
+            u64::MAX,
+            |position, payload| {
+                let cohort = cohorts
+                    .iter()
+                    .rev()
+                    .find(|(first, _)| *first <= position)
+                    .map(|(_, r)| r.as_slice())
+                    .ok_or_else(|| damaged(format!("publication {position} has no cohort")))?;
+                let issued = outbox
+                    .publish(payload.to_vec(), cohort)
+                    .map_err(|e| damaged(format!("replaying publication {position}: {e}")))?;
+                if issued != position {
+                    return Err(damaged(format!(
+                        "publication {position} follows {}: the sequence has a gap",
+                        issued - 1
+                    )));
+                }
+                Ok(())
+            },
+        )?;
         for guard in self.ks.receipts.prefix(prefix(name)) {
             let (_, v) = guard.into_inner().map_err(|e| e.to_string())?;
             let receipt: Receipt = serde_json::from_slice(&v)
