@@ -85,8 +85,6 @@ struct Restart {
     minute: u64,
     observations: u64,
     store_bytes: u64,
-    /// fjall's journal files (`store/*.jnl`): what an open replays whole.
-    journal_bytes: u64,
     restart: Duration,
     rss_kib: u64,
 }
@@ -113,14 +111,13 @@ fn run() -> Result<()> {
             "observations",
             "store MB on",
             "store MB off",
-            "journal MB on / off",
             "restart on",
             "restart off",
             "off / on",
             "RSS MiB on",
             "RSS MiB off",
         ],
-        "rrrrrrrrrr",
+        "rrrrrrrrr",
     );
     for (a, b) in on.iter().zip(&off) {
         table.row(vec![
@@ -128,11 +125,6 @@ fn run() -> Result<()> {
             format!("{} / {}", a.observations, b.observations),
             format!("{:.1}", a.store_bytes as f64 / 1e6),
             format!("{:.1}", b.store_bytes as f64 / 1e6),
-            format!(
-                "{:.1} / {:.1}",
-                a.journal_bytes as f64 / 1e6,
-                b.journal_bytes as f64 / 1e6
-            ),
             format!("{:.0} ms", a.restart.as_secs_f64() * 1e3),
             format!("{:.0} ms", b.restart.as_secs_f64() * 1e3),
             format!(
@@ -211,7 +203,6 @@ fn workload(bin_dir: &Path, off: bool, args: &Args) -> Result<Vec<Restart>> {
         let observations = observed(&src)?;
         hosts.procs.kill_and_forget("gridd src")?;
         let store_bytes = walk(&src.join("store"));
-        let journal_bytes = journals(&src.join("store"));
         let mut command = Command::new(bin_dir.join("gridd"));
         command.arg("--dir").arg(&src).current_dir(&work.path);
         let log = work.path.join(format!("logs/gridd-src-{minute}.log"));
@@ -220,9 +211,8 @@ fn workload(bin_dir: &Path, off: bool, args: &Args) -> Result<Vec<Restart>> {
         let restart = answering(&src, spawned)?;
         let rss_kib = rss_kib(pid);
         println!(
-            "[{name}] minute {minute}: {observations} observations, store {:.1} MB (journal {:.1} MB), restart {:.0} ms, RSS {:.1} MiB",
+            "[{name}] minute {minute}: {observations} observations, store {:.1} MB, restart {:.0} ms, RSS {:.1} MiB",
             store_bytes as f64 / 1e6,
-            journal_bytes as f64 / 1e6,
             restart.as_secs_f64() * 1e3,
             rss_kib as f64 / 1024.0
         );
@@ -230,7 +220,6 @@ fn workload(bin_dir: &Path, off: bool, args: &Args) -> Result<Vec<Restart>> {
             minute,
             observations,
             store_bytes,
-            journal_bytes,
             restart,
             rss_kib,
         });
@@ -280,18 +269,6 @@ fn rss_kib(pid: u32) -> u64 {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(0)
-}
-
-/// Bytes of fjall's journal files directly under `store`.
-fn journals(store: &Path) -> u64 {
-    std::fs::read_dir(store)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "jnl"))
-        .filter_map(|e| e.metadata().ok())
-        .map(|m| m.len())
-        .sum()
 }
 
 /// Bytes of the files under `path` (links not followed).
