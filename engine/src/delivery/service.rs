@@ -114,12 +114,11 @@ struct Publishing {
     gate: Arc<Gate>,
     /// The position of the installed checkpoint (0: none).
     checkpointed: u64,
-    /// Publications at or below it are complete (or conflated away) and the installed
-    /// checkpoint covers them: purged.
+    /// The floor of the newest checkpoint taken: publications at or below it are
+    /// complete (or conflated away). A late receipt of a conflated value at or below it
+    /// is no longer checked against the journal; they are purged once that checkpoint
+    /// is installed (in the same pass that took it: a failed install stops the host).
     floor: u64,
-    /// The floor of the newest checkpoint taken (installed or not yet): a late receipt
-    /// of a conflated value at or below it is no longer checked against the journal.
-    unchecked: u64,
 }
 
 enum Role {
@@ -402,7 +401,6 @@ impl Delivery {
                                     gate: Arc::new(Gate::default()),
                                     checkpointed: 0,
                                     floor: 0,
-                                    unchecked: 0,
                                 }))
                             } else {
                                 Role::Destination(Inbox::new(

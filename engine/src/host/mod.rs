@@ -389,9 +389,7 @@ impl Host {
     /// Commits `write` and fsyncs the store; a failure stops the process (memory may be
     /// ahead of the disk), naming `what` was being made durable.
     fn commit_durably(&self, write: fjall::OwnedWriteBatch, what: &str) {
-        if let Err(e) = write.commit().and_then(|()| self.database.persist()) {
-            fatal(&self.dir, what, e);
-        }
+        self.database.commit_or_stop(write, &self.dir, what);
     }
 
     pub fn name(&self) -> &str {

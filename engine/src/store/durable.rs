@@ -78,6 +78,14 @@ impl Durable {
             .map_err(fjall::Error::Io)
     }
 
+    /// Commits `write` and fsyncs it ([`Durable::persist`]); a failure stops the
+    /// process naming `what` (memory may be ahead of the disk; a restart recovers).
+    pub fn commit_or_stop(&self, write: fjall::OwnedWriteBatch, dir: &std::path::Path, what: &str) {
+        if let Err(e) = write.commit().and_then(|()| self.persist()) {
+            super::fatal(dir, what, e);
+        }
+    }
+
     /// The store's count of writes so far (the newest may not be fsynced yet).
     pub fn writes(&self) -> u64 {
         *self.0.writes.lock().unwrap_or_else(|p| p.into_inner())

@@ -235,6 +235,15 @@ impl Failpoints {
         }
     }
 
+    /// Reaching `point` where only `abort` applies (no reply to drop, nothing to
+    /// slow): aborts the process if armed so. For holders without `&mut`.
+    pub fn abort_if_armed(&self, point: Failpoint) {
+        if self.armed(point) == Some(Action::Abort) {
+            eprintln!("gridd: failpoint {point}: aborting");
+            std::process::abort();
+        }
+    }
+
     /// How `point` is armed, for code that must act on it itself (async code sleeps
     /// without blocking its runtime).
     pub fn armed(&self, point: Failpoint) -> Option<Action> {

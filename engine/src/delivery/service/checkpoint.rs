@@ -26,7 +26,7 @@ use crate::delivery::ordered::Outbox;
 use crate::delivery::receipts::Class;
 use crate::limits::CHECKPOINT_PURGE_ENTRIES_MAX;
 use crate::store::checkpoint::Checkpoint;
-use crate::store::{Action, Failpoint, fatal};
+use crate::store::{Failpoint, fatal};
 
 /// The room's name in the checkpoints keyspace.
 pub(super) const ROOM: &str = "delivery";
@@ -82,19 +82,6 @@ impl Delivery {
             .map_or(1, u64::from_be_bytes)
     }
 
-    fn crash_at(&self, point: Failpoint) {
-        if self.failpoints.armed(point) == Some(Action::Abort) {
-            eprintln!("gridd: failpoint {point}: aborting");
-            std::process::abort();
-        }
-    }
-
-    fn commit_durably(&self, write: fjall::OwnedWriteBatch, what: &str) {
-        if let Err(e) = write.commit().and_then(|()| self.database.persist()) {
-            fatal(&self.dir, what, e);
-        }
-    }
-
     /// Checkpoints every route this host publishes with at least `at_least` (≥ 1)
     /// publications past its checkpoint and none on its way to the disk, then purges
     /// what its newest checkpoint covers (also what a stop left unpurged). Each step is
@@ -125,7 +112,8 @@ impl Delivery {
         done
     }
 
-    /// The floor of `route`'s installed checkpoint (0: none).
+    /// The floor of `route`'s newest checkpoint, installed by the time this is asked
+    /// (0: none).
     fn floor(&self, route: &str) -> u64 {
         let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         match routes.get(route) {
@@ -141,7 +129,7 @@ impl Delivery {
     /// publications followed the last one or one is not durable yet (the next pass
     /// tries again).
     fn checkpoint_route(&self, route: &str, at_least: u64) -> Option<u64> {
-        let (state, position, floor) = {
+        let (state, position) = {
             let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
             let Some(RouteState {
                 role: Role::Publisher(p),
@@ -162,7 +150,7 @@ impl Delivery {
             // From now on a late receipt of a conflated value at or below the floor
             // is not checked against the journal (it may be purged): the newest value
             // is sent again instead.
-            p.unchecked = p.unchecked.max(floor);
+            p.floor = p.floor.max(floor);
             let state = PublisherState {
                 outbox: p.outbox.without_payloads(),
                 floor,
@@ -170,7 +158,6 @@ impl Delivery {
             (
                 serde_json::to_vec(&state).expect("an outbox encodes"),
                 position,
-                floor,
             )
         };
         let checkpoint = Checkpoint {
@@ -178,16 +165,20 @@ impl Delivery {
             at_ms: crate::store::now_ms(),
             state,
         };
-        self.crash_at(Failpoint::CheckpointBeforeWrite);
+        self.failpoints
+            .abort_if_armed(Failpoint::CheckpointBeforeWrite);
         let mut write = self.database.batch();
         self.checkpoints.stage(&mut write, ROOM, route, &checkpoint);
-        self.commit_durably(write, "staging a route checkpoint");
-        self.crash_at(Failpoint::CheckpointBeforeInstall);
+        self.database
+            .commit_or_stop(write, &self.dir, "staging a route checkpoint");
+        self.failpoints
+            .abort_if_armed(Failpoint::CheckpointBeforeInstall);
         let mut write = self.database.batch();
         if let Err(reason) = self.checkpoints.install(&mut write, ROOM, route) {
             fatal(&self.dir, "installing a route checkpoint", reason);
         }
-        self.commit_durably(write, "installing a route checkpoint");
+        self.database
+            .commit_or_stop(write, &self.dir, "installing a route checkpoint");
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(RouteState {
             role: Role::Publisher(p),
@@ -195,10 +186,10 @@ impl Delivery {
         }) = routes.get_mut(route)
         {
             p.checkpointed = position;
-            p.floor = p.floor.max(floor);
         }
         drop(routes);
-        self.crash_at(Failpoint::CheckpointBeforePurge);
+        self.failpoints
+            .abort_if_armed(Failpoint::CheckpointBeforePurge);
         Some(position)
     }
 
@@ -250,7 +241,8 @@ impl Delivery {
         }
         let next = until + 1;
         write.insert(&self.ks.purged, route, next.to_be_bytes());
-        self.commit_durably(write, "purging a route's journal");
+        self.database
+            .commit_or_stop(write, &self.dir, "purging a route's journal");
         crate::metrics::checkpoint_purged(purged);
         (purged, next)
     }

@@ -9,7 +9,7 @@ use crate::delivery::api::{Push, PushReply, WirePayload};
 use crate::delivery::ordered::{Accepted, Delivery as Value};
 use crate::delivery::receipts::{Class, Receipt};
 use crate::limits::PUSH_DELIVERIES_MAX;
-use crate::store::{Action, Failpoint, fatal};
+use crate::store::{Failpoint, fatal};
 
 impl Delivery {
     /// A push from `peer` (certified in `membership`): stores what follows what is
@@ -122,9 +122,8 @@ impl Delivery {
         if let Err(e) = self.syncer.sync().await {
             fatal(&self.dir, "syncing delivered values", e);
         }
-        if stored && self.failpoints.armed(Failpoint::InboxAfterCommit) == Some(Action::Abort) {
-            eprintln!("gridd: failpoint inbox-after-commit: aborting");
-            std::process::abort();
+        if stored {
+            self.failpoints.abort_if_armed(Failpoint::InboxAfterCommit);
         }
         if stored {
             *self.stored.0.lock().unwrap_or_else(|p| p.into_inner()) += 1;

@@ -13,7 +13,7 @@ use crate::authority::claims::ClaimState;
 use crate::authority::service::{AuthorityCall, AuthorityReply};
 use crate::delivery::api::RouteInstall;
 use crate::delivery::receipts::Class;
-use crate::store::{Action, Failpoint, fatal};
+use crate::store::{Failpoint, fatal};
 
 impl Delivery {
     /// The publishing right: claim `route:R` held by this host, confirmed by a
@@ -117,10 +117,8 @@ impl Delivery {
         if let Err(e) = self.syncer.sync().await {
             fatal(&self.dir, "syncing a publication", e);
         }
-        if self.failpoints.armed(Failpoint::PublishAfterCommit) == Some(Action::Abort) {
-            eprintln!("gridd: failpoint publish-after-commit: aborting");
-            std::process::abort();
-        }
+        self.failpoints
+            .abort_if_armed(Failpoint::PublishAfterCommit);
         self.settle(route, position);
         Ok(position)
     }

@@ -13,7 +13,7 @@ use crate::delivery::api::{Push, PushReply, RouteInstall, WireDelivery, WirePayl
 use crate::delivery::ordered::{Delivery as Value, ReceiptOutcome};
 use crate::delivery::receipts::Receipt;
 use crate::limits::{PUSH_BACKOFF_MAX, PUSH_DELIVERIES_MAX, PUSH_TIMEOUT};
-use crate::store::{Action, Failpoint, fatal};
+use crate::store::{Failpoint, fatal};
 use crate::transport::{PeerClient, PeerError};
 
 impl Delivery {
@@ -144,11 +144,8 @@ impl Delivery {
                 .await;
             match reply {
                 Ok(PushReply::Receipt { receipt }) => {
-                    if self.failpoints.armed(Failpoint::ReceiptBeforeRecord) == Some(Action::Abort)
-                    {
-                        eprintln!("gridd: failpoint receipt-before-record: aborting");
-                        std::process::abort();
-                    }
+                    self.failpoints
+                        .abort_if_armed(Failpoint::ReceiptBeforeRecord);
                     match self.record_receipt(&route, &destination, &receipt) {
                         Ok(()) => backoff = Duration::from_millis(50),
                         Err(reason) => {
@@ -227,8 +224,7 @@ impl Delivery {
             .map_err(|e| e.to_string())?;
         // At or below the newest checkpoint's floor the journal may be purged: the
         // newest value is sent again instead (docs/storage.md, "Delivery").
-        if released.outcome == ReceiptOutcome::Conflated
-            && receipt.body.highest_position > p.unchecked
+        if released.outcome == ReceiptOutcome::Conflated && receipt.body.highest_position > p.floor
         {
             // Superseded beyond the window while the receipt was on its way: checked
             // against this publisher's journal of the value instead (signature verified

@@ -214,7 +214,6 @@ impl Delivery {
             gate: Arc::new(Gate::default()),
             checkpointed,
             floor,
-            unchecked: floor,
         })
     }
 }
