@@ -25,6 +25,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
+use crate::disks::Disks;
 use crate::error::{Failure, JourneyError, StepFailure};
 use crate::network::{self, Network};
 use crate::peers::{self, Peers};
@@ -52,6 +53,9 @@ pub struct Context<'a> {
     logs: PathBuf,
     topology: Option<PathBuf>,
     hosts: Hosts,
+    /// Small disks mounted at hosts' directories (`small-disk`); unmounted after the
+    /// hosts are killed (declared after `hosts`: dropped after them on a panic).
+    disks: Disks,
     /// The protocol peers (`peer start …`); dropped after the hosts, like the network.
     peers: Peers,
     /// Namespaces, veths and the bridge of namespaced hosts. Declared after `hosts`: when
@@ -105,6 +109,7 @@ impl<'a> Context<'a> {
             logs,
             topology: None,
             hosts: Hosts::default(),
+            disks: Disks::default(),
             peers,
             net: Network::default(),
             out,
@@ -186,11 +191,17 @@ impl<'a> Context<'a> {
     pub(crate) fn finish(mut self) -> &'a mut dyn Write {
         self.hosts.kill_all();
         self.peers.kill_all();
-        for line in self.net.remove() {
+        for line in self
+            .net
+            .remove()
+            .into_iter()
+            .chain(self.disks.unmount_all())
+        {
             let _ = writeln!(self.out, "{line}");
         }
         let _ = self.out.flush();
-        // `Context` has a Drop only through `hosts`, `peers` and `net`, so moving `out` out is fine.
+        // `Context` has a Drop only through `hosts`, `disks`, `peers` and `net`, so moving
+        // `out` out is fine.
         let Context { out, .. } = self;
         out
     }
@@ -396,6 +407,10 @@ impl<'a> Context<'a> {
     }
 
     /// The journey's network namespaces, for `partition` and `heal`.
+    pub(crate) fn disks(&mut self) -> &mut Disks {
+        &mut self.disks
+    }
+
     pub(crate) fn network(&mut self) -> &mut Network {
         &mut self.net
     }
@@ -481,6 +496,25 @@ impl<'a> Context<'a> {
             started.elapsed().as_millis()
         ));
         Ok(())
+    }
+
+    /// Starts the host without failpoints: `None` once it is ready, or `Some(output)`
+    /// when gridd exited by itself with a non-zero status before it was ready — a
+    /// refusal to start, reported. Anything else (never ready, killed by a signal) is
+    /// the failure [`Context::start_host`] reports.
+    pub fn start_host_or_refusal(&mut self, host: &str) -> Result<Option<String>, Failure> {
+        let failure = match self.start_host(host, None) {
+            Ok(()) => return Ok(None),
+            Err(failure) => failure,
+        };
+        if let Some(process) = self.hosts.map.get_mut(host)
+            && let Some(status) = process.poll()
+            && status.code().is_some_and(|code| code != 0)
+        {
+            process.exit_reported = true;
+            return Ok(Some(process.read_log()));
+        }
+        Err(failure)
     }
 
     /// Starts gridd for the host and returns at once (no readiness wait): for steps

@@ -20,11 +20,13 @@
 //! steps check — runs once, units conserved, delivered once in order, receipts verify,
 //! answers unchanged, one owner per epoch, a tag source's state — are [`oracles`], one
 //! file each, shared by every step that checks one. Beside them: `network.rs` (the
-//! namespaces, veths and bridge of partitions), `seeded.rs` (the generator of seeded
+//! namespaces, veths and bridge of partitions), `disks.rs` (the small disks of
+//! `small-disk`, filled and freed), `seeded.rs` (the generator of seeded
 //! cycles), [`limits`] (the harness's bounds), [`junit`] (JUnit XML reports of the
 //! journeys run). The language is documented in `docs/journeys.md`.
 
 mod context;
+mod disks;
 mod error;
 pub mod junit;
 pub mod limits;

@@ -32,6 +32,10 @@ pub const PACKED_HOSTS_MAX: u64 = 9_999;
 pub const PACKED_PROCESSES_MAX: u64 = 64;
 /// The longest `within=S` of `expect-values` and `expect-tag-journal`, in seconds.
 pub const WITHIN_SECONDS_MAX: u64 = 60;
+/// The largest tmpfs one `small-disk` step mounts, in MiB.
+pub const SMALL_DISK_MIB_MAX: u64 = 1_024;
+/// The most trials one `damage` step runs (each starts a gridd).
+pub const DAMAGE_TRIALS_MAX: u64 = 200;
 /// Linux's limit on network interface names (IFNAMSIZ - 1), in bytes.
 pub const INTERFACE_NAME_BYTES_MAX: usize = 15;
 

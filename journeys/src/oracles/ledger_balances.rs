@@ -7,7 +7,9 @@
 //! Unknown: an operation whose every answer so far is `unknown` (a lost reply, a crash
 //! before the reply) has no known effect, so balances cannot be predicted: the oracle
 //! refuses to judge them rather than take it as absent. A refused operation has no
-//! effect. Pending transfers that may expire are not predicted (journeys using this
+//! effect. A refusal without the ledger's `reason` (the host refused before anything was
+//! journaled — `storage full`) is no answer of the ledger's: a later answer to the same
+//! id is its answer. Pending transfers that may expire are not predicted (journeys using this
 //! oracle give pending transfers no timeout).
 //!
 //! On failure: expected "account A: debits_posted N, …, from the answers", observed the
@@ -55,6 +57,9 @@ pub fn expected(records: &[Recorded], ledger: &str) -> Result<BTreeMap<String, B
     for r in records.iter().filter(|r| r.ledger == ledger) {
         if r.outcome == "unknown" {
             unknown.push(&r.op);
+            continue;
+        }
+        if r.outcome == "refused" && r.reason.is_none() {
             continue;
         }
         answers.entry(&r.op).or_insert(r);

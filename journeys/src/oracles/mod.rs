@@ -16,6 +16,7 @@ pub mod delivered_once;
 pub mod ledger_balances;
 pub mod one_owner;
 pub mod receipts_verify;
+pub mod refused_or_same;
 pub mod runs_once;
 pub mod tag_source;
 pub mod units_conserved;

@@ -485,3 +485,136 @@ fn tag_source_takes_absent_fields_as_unknown_not_as_met() {
     )
     .expect("a tag feeding no model is not stale; a good 0 is a value, not null");
 }
+
+#[derive(Debug, Clone, PartialEq)]
+struct Kept {
+    op: &'static str,
+    outcome: &'static str,
+    detail: &'static str,
+    replayed: bool,
+}
+
+impl Answer for Kept {
+    fn definite(&self) -> bool {
+        self.outcome == "succeeded"
+    }
+    fn same(&self, other: &Kept) -> bool {
+        (self.op, self.outcome, self.detail) == (other.op, other.outcome, other.detail)
+    }
+    fn show(&self) -> String {
+        format!("{}: {}", self.outcome, self.detail)
+    }
+}
+
+impl super::refused_or_same::Retained for Kept {
+    fn replayed(&self) -> bool {
+        self.replayed
+    }
+    fn unknown(&self) -> Option<&str> {
+        (self.outcome == "unknown").then_some(self.detail)
+    }
+}
+
+#[test]
+fn refused_or_same_takes_a_named_refusal_or_the_same_answers_and_nothing_else() {
+    use super::refused_or_same::{Found, Verdict, check};
+    let names = ["/srv/solo".to_owned()];
+    fn op(k: &Kept) -> &str {
+        k.op
+    }
+    let first = Kept {
+        op: "d1",
+        outcome: "succeeded",
+        detail: "batch 1",
+        replayed: false,
+    };
+    let again = |outcome, detail, replayed| Kept {
+        outcome,
+        detail,
+        replayed,
+        ..first.clone()
+    };
+    let values = json!({"n": 1.0});
+    let refused = |output: &str| check(op, "0.jnl", &names, Found::Refused::<Kept> { output });
+    assert_eq!(
+        refused("gridd: /srv/solo/store: store rolled back").unwrap(),
+        Verdict::Refused
+    );
+    assert!(refused("gridd: the store failed").is_err(), "names nothing");
+    assert!(
+        refused("thread 'main' panicked at /srv/solo").is_err(),
+        "a panic"
+    );
+    let started = |answer: Kept, now: serde_json::Value| {
+        check(
+            op,
+            "1.seg",
+            &names,
+            Found::Started {
+                answers: vec![(&first, answer)],
+                values: vec![("counter", &values, now)],
+            },
+        )
+    };
+    assert_eq!(
+        started(again("succeeded", "batch 1", true), values.clone()).unwrap(),
+        Verdict::Same { unknown: 0 }
+    );
+    assert!(
+        started(again("succeeded", "batch 1", false), values.clone()).is_err(),
+        "run again"
+    );
+    assert!(
+        started(again("succeeded", "batch 2", true), values.clone()).is_err(),
+        "another answer"
+    );
+    assert_eq!(
+        started(
+            again(
+                "unknown",
+                "archive segment segments/1.seg is damaged",
+                false
+            ),
+            values.clone()
+        )
+        .unwrap(),
+        Verdict::Same { unknown: 1 }
+    );
+    assert!(
+        started(again("unknown", "cannot read", false), values.clone()).is_err(),
+        "an unknown naming nothing damaged"
+    );
+    assert!(
+        started(again("succeeded", "batch 1", true), json!({"n": 2.0})).is_err(),
+        "values changed"
+    );
+}
+
+#[test]
+fn ledger_balances_take_a_later_answer_after_a_refusal_that_journaled_nothing() {
+    use super::ledger_balances::{Recorded, expected};
+    let transfer = |op: &str, outcome: &str, amount: Option<&str>, reason: Option<&str>| Recorded {
+        ledger: "books".into(),
+        op: op.into(),
+        kind: "transfer".into(),
+        debit: Some("a".into()),
+        credit: Some("b".into()),
+        pending: false,
+        pending_id: None,
+        outcome: outcome.into(),
+        amount: amount.map(Into::into),
+        reason: reason.map(Into::into),
+    };
+    let records = [
+        transfer("t1", "succeeded", Some("5"), None),
+        // storage full: refused before the ledger's journal, then taken.
+        transfer("t2", "refused", None, None),
+        transfer("t2", "succeeded", Some("7"), None),
+        // refused by the ledger: its answer for ever.
+        transfer("t3", "refused", None, Some("exceeds credits")),
+        transfer("t3", "succeeded", Some("9"), None),
+    ];
+    let balances = expected(&records, "books").unwrap();
+    assert_eq!(balances["a"], [0, 12, 0, 0]);
+    assert_eq!(balances["b"], [0, 0, 0, 12]);
+}

@@ -16,6 +16,7 @@ mod authority;
 mod claims;
 mod delivered;
 mod delivery;
+mod disk;
 pub(crate) mod gridctl;
 mod hosts;
 mod input;
@@ -28,6 +29,7 @@ mod processes;
 mod reconcile;
 mod refused;
 mod sources;
+mod storage;
 mod stored;
 mod tamper;
 mod tls;
@@ -104,6 +106,15 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("wallet", wallet::parse_wallet),
     ("gridctl", wallet::parse_gridctl),
     ("wallet-edit", wallet::parse_edit),
+    ("small-disk", disk::parse_small_disk),
+    ("fill-disk", disk::parse_fill_disk),
+    ("free-disk", disk::parse_free_disk),
+    ("save", storage::parse_save),
+    ("restore", storage::parse_restore),
+    ("truncate", storage::parse_truncate),
+    ("remove-files", storage::parse_remove_files),
+    ("damage", storage::parse_damage),
+    ("expect-inputs-unchanged", storage::parse_inputs_unchanged),
 ];
 
 /// How an operation ended, as `gridctl` reports it (`"outcome"` in its JSON and its

@@ -5,7 +5,7 @@
 //! - `chmod HOST "PATH" mode="644"` — sets the permission bits (octal).
 //! - `replace-key HOST "FILE"` — overwrites `keys/FILE` with another well-formed key
 //!   (fresh bytes, same format), keeping its permissions.
-//! - `remove HOST "PATH"` — deletes a file.
+//! - `remove HOST "PATH"` — deletes a file, or a directory with all it holds.
 //! - `edit HOST "PATH" from="TEXT" to="TEXT"` — replaces the first occurrence of TEXT,
 //!   which must be present.
 //! - `place HOST "PATH" from="FILE"` — copies FILE (relative to the journey file, e.g. a
@@ -47,7 +47,8 @@ enum Tamper {
     },
 }
 
-fn relative(node: &mut Node<'_>) -> Result<(String, String), ParseError> {
+/// The host and a path inside its directory (never leaving it).
+pub(super) fn relative(node: &mut Node<'_>) -> Result<(String, String), ParseError> {
     let host = node.host("a host name")?;
     let path = node.argument("a path inside the host directory")?;
     if path.starts_with('/') || path.split('/').any(|c| c == "..") {
@@ -106,7 +107,7 @@ pub fn parse_place(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     Ok(Box::new(Tamper::Place { host, path, from }))
 }
 
-fn io_failure(what: String, path: &std::path::Path, e: std::io::Error) -> Failure {
+pub(super) fn io_failure(what: String, path: &std::path::Path, e: std::io::Error) -> Failure {
     Failure::new(what, format!("{}: {e}", path.display()))
 }
 
@@ -161,8 +162,12 @@ impl Step for Tamper {
             }
             Tamper::Remove { host, path } => {
                 let full = cx.host_dir(host).join(path);
-                std::fs::remove_file(&full)
-                    .map_err(|e| io_failure(format!("to remove {path}"), &full, e))?;
+                if full.is_dir() {
+                    std::fs::remove_dir_all(&full)
+                } else {
+                    std::fs::remove_file(&full)
+                }
+                .map_err(|e| io_failure(format!("to remove {path}"), &full, e))?;
                 cx.say(format_args!("{host}: {path} removed"));
             }
             Tamper::Edit {
