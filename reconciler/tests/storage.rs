@@ -461,6 +461,26 @@ fn checkpoints(dir: &Path) -> Vec<(String, String, u64)> {
         .collect()
 }
 
+/// `inspect storage`'s view of model `counter`'s batches: `(oldest_retained, newest,
+/// purgeable)`.
+fn batches_held(dir: &Path) -> (Option<u64>, u64, u64) {
+    let (ok, text) = gridctl(dir, &["inspect", "storage", "--host", "solo", "--json"]);
+    assert!(ok, "{text}");
+    let view: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let journal = view["journals"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no journals in {text}"))
+        .iter()
+        .find(|j| j["store"] == "batches" && j["name"] == "counter")
+        .unwrap_or_else(|| panic!("no batches of counter in {text}"))
+        .clone();
+    (
+        journal["oldest_retained"].as_u64(),
+        journal["newest"].as_u64().unwrap(),
+        journal["purgeable"].as_u64().unwrap(),
+    )
+}
+
 #[test]
 fn a_checkpoint_covers_the_batches_it_purges_and_a_crash_at_each_step_recovers_the_same_model() {
     let dir = common::work_dir("checkpoint");
@@ -499,8 +519,11 @@ fn a_checkpoint_covers_the_batches_it_purges_and_a_crash_at_each_step_recovers_t
             let (code, answer) = send(batches);
             assert_eq!(code, Some(0), "{answer}");
         }
+        // Every batch held, and a checkpoint now would purge them all.
+        assert_eq!(batches_held(&dir), (Some(1), 20, 20));
         let (code, answer) = checkpoint(&dir, "c1");
         assert_eq!(code, Some(0), "{answer}");
+        assert_eq!(batches_held(&dir), (None, 20, 0));
         assert_eq!(
             answer["detail"], "checkpointed model counter at batch 20 (20 batches purged)",
             "{answer}"

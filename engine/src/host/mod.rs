@@ -28,6 +28,7 @@ mod observations;
 mod open;
 pub mod pid;
 mod purge;
+mod retained;
 mod rooms;
 mod submit;
 mod tags;
@@ -679,6 +680,7 @@ impl Host {
                 let mut view = crate::store::usage::usage(&self.database, &self.dir);
                 view.checkpoints = self.checkpoints.list();
                 view.archive = Some(self.archive_view());
+                view.journals = self.journal_views();
                 Handled::Reply(Reply::Storage(Box::new(view)))
             }
             Call::Wire => Handled::Reply(match &self.wire {

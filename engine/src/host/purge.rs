@@ -65,7 +65,21 @@ impl Host {
     /// Below which index `tag`'s entries may go: every model fed by it projected them,
     /// and they are older than its newest good entry (and than any completion a
     /// staleness check walks back over). `None`: no model is fed by it.
-    fn purge_bound(&self, tag: &str, held_from: u64) -> Option<u64> {
+    pub(super) fn purge_bound(&self, tag: &str, held_from: u64) -> Option<u64> {
+        let (fed, last_good, last) = self.purge_limits(tag)?;
+        let mut bound = fed.min(last_good).min(last);
+        while bound >= held_from
+            && bound > 0
+            && matches!(self.entry(tag, bound), Entry::Completion(_))
+        {
+            bound -= 1;
+        }
+        Some(bound)
+    }
+
+    /// What bounds `tag`'s purge: the lowest fed position of the active models fed by
+    /// it, its newest good index and its newest index. `None`: no model is fed by it.
+    pub(super) fn purge_limits(&self, tag: &str) -> Option<(u64, u64, u64)> {
         let runtime = self.tags.get(tag)?;
         let fed = self
             .models
@@ -75,14 +89,7 @@ impl Host {
             .map(|(model, _)| self.fed_position(&tag_fed_key(model, tag)))
             .min()?;
         let last_good = runtime.summary.last_good.map_or(0, |(n, _)| n);
-        let mut bound = fed.min(last_good).min(runtime.last);
-        while bound >= held_from
-            && bound > 0
-            && matches!(self.entry(tag, bound), Entry::Completion(_))
-        {
-            bound -= 1;
-        }
-        Some(bound)
+        Some((fed, last_good, runtime.last))
     }
 
     /// Purges every tag with at least `at_least` (≥ 1) purgeable entries, at most
@@ -198,6 +205,15 @@ impl Host {
             return Vec::new();
         };
         let mut done = delivery.checkpoint_publishers(publications);
+        for (route, least) in self.lowest_fed_routes() {
+            done.extend(delivery.purge_inbox(&route, least, values));
+        }
+        done
+    }
+
+    /// Per route this host receives, the lowest position the active models fed by it
+    /// took into a durable batch (routes no model is fed by are absent).
+    pub(super) fn lowest_fed_routes(&self) -> BTreeMap<String, u64> {
         let mut fed: BTreeMap<String, u64> = BTreeMap::new();
         for (model, _, route) in self.feeds(|m| &m.fed) {
             let position = self.fed_position(&fed_key(&model, &route));
@@ -205,10 +221,7 @@ impl Host {
                 .and_modify(|least| *least = (*least).min(position))
                 .or_insert(position);
         }
-        for (route, least) in fed {
-            done.extend(delivery.purge_inbox(&route, least, values));
-        }
-        done
+        fed
     }
 
     /// Called every `CHECKPOINT_CHECK_INTERVAL`: tags with more than

@@ -32,6 +32,58 @@ pub struct StorageView {
     /// The answers archive (`DIR/archive`, `store::archive`).
     #[serde(default)]
     pub archive: Option<ArchiveView>,
+    /// Every journal an open replays or a purge bounds — a model's batches, a tag's
+    /// source journal, a route's publications and Ordered inbox — sorted by store and
+    /// name: what it holds and what a checkpoint now would purge.
+    #[serde(default)]
+    pub journals: Vec<JournalView>,
+}
+
+/// One journal of one model, tag or route: the positions it holds and how many of them
+/// `gridctl storage checkpoint` would purge now (its rooms' purge rules,
+/// docs/storage.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalView {
+    /// `batches` (a model), `source-journal` (a tag), `delivery-published` (a route
+    /// this host publishes), `delivery-inbox` (an Ordered route it receives).
+    pub store: String,
+    /// The model, tag or route.
+    pub name: String,
+    /// The oldest position held; none: nothing held (every entry purged, or none yet).
+    pub oldest_retained: Option<u64>,
+    /// The newest position (0: none yet).
+    pub newest: u64,
+    /// Of the positions held, how many a checkpoint taken now would purge (the oldest
+    /// ones).
+    pub purgeable: u64,
+    /// Why the positions after those stay, when any do.
+    pub kept: Option<String>,
+}
+
+impl JournalView {
+    /// The view of a journal holding `held_from ..= newest` of which those up to
+    /// `bound` may go (`bound` below `held_from`: none).
+    pub fn held(
+        store: &str,
+        name: &str,
+        (held_from, newest): (u64, u64),
+        bound: u64,
+        kept: Option<String>,
+    ) -> JournalView {
+        let holds = newest >= held_from;
+        JournalView {
+            store: store.to_owned(),
+            name: name.to_owned(),
+            oldest_retained: holds.then_some(held_from),
+            newest,
+            purgeable: if holds && bound >= held_from {
+                bound.min(newest) - held_from + 1
+            } else {
+                0
+            },
+            kept: kept.filter(|_| holds && bound < newest),
+        }
+    }
 }
 
 /// The host's answers archive: what it holds and how far archiving is behind.
@@ -241,5 +293,6 @@ pub fn usage(database: &super::Durable, dir: &Path) -> StorageView {
         acknowledged_writes: database.writes(),
         checkpoints: Vec::new(),
         archive: None,
+        journals: Vec::new(),
     }
 }

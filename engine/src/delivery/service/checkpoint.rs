@@ -193,6 +193,77 @@ impl Delivery {
         Some(position)
     }
 
+    /// What each route's journal here holds and what a checkpoint now would purge:
+    /// a publisher's publications below the oldest one still owed and below the
+    /// newest; an Ordered inbox's values below `fed` (per route, the lowest position
+    /// every model fed by it took; a route absent from it feeds no model) and below
+    /// the newest.
+    pub fn journal_views(
+        &self,
+        fed: &std::collections::BTreeMap<String, u64>,
+    ) -> Vec<crate::store::usage::JournalView> {
+        use crate::store::usage::JournalView;
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut views = Vec::new();
+        for (route, state) in routes.iter() {
+            let held_from = self.held_from(route);
+            match &state.role {
+                Role::Publisher(p) => {
+                    let newest = p.outbox.published();
+                    let (bound, kept) = match p.outbox.oldest_retained() {
+                        Some(owed) => (
+                            (owed - 1).min(newest.saturating_sub(1)),
+                            format!(
+                                "publication {owed} and after: not yet receipted by every recipient of its cohort"
+                            ),
+                        ),
+                        None => (
+                            newest.saturating_sub(1),
+                            "the newest publication (sent again to a recipient that asks)"
+                                .to_owned(),
+                        ),
+                    };
+                    views.push(JournalView::held(
+                        "delivery-published",
+                        route,
+                        (held_from, newest),
+                        bound,
+                        Some(kept),
+                    ));
+                }
+                Role::Destination(inbox) if state.install.class == Class::Ordered => {
+                    let newest = inbox.held();
+                    let (bound, kept) = match fed.get(route) {
+                        Some(&least) => (
+                            least.min(newest.saturating_sub(1)),
+                            if least < newest.saturating_sub(1) {
+                                format!(
+                                    "not yet taken into a durable batch by every model fed by the route (the lowest fed position is {least})"
+                                )
+                            } else {
+                                "the newest value".to_owned()
+                            },
+                        ),
+                        None => (
+                            0,
+                            "no active model is fed by the route: nothing has taken its values"
+                                .to_owned(),
+                        ),
+                    };
+                    views.push(JournalView::held(
+                        "delivery-inbox",
+                        route,
+                        (held_from, newest),
+                        bound,
+                        Some(kept),
+                    ));
+                }
+                Role::Destination(_) => {}
+            }
+        }
+        views
+    }
+
     /// Purges the values of `route`'s Ordered inbox here up to `fed` — the lowest
     /// position every model fed by the route took into a durable batch — keeping the
     /// newest, when at least `at_least` (≥ 1) would go; at most

@@ -49,10 +49,13 @@ pub enum InspectCommand {
     /// bytes), the store's journal, each store directory (`store`, `authority/M/…`)
     /// with its files and bytes, the disk's free space, the store's count of
     /// acknowledged writes (its high-water mark), every installed checkpoint
-    /// (room, name, position) and the answers archive (segments, their span, how far
-    /// archiving is behind the hot window). Reads only.
+    /// (room, name, position), the answers archive (segments, their span, how far
+    /// archiving is behind the hot window) and every journal an open replays or a
+    /// purge bounds — a model's batches, a tag's source journal, a route's
+    /// publications and Ordered inbox — with its oldest and newest position, how many
+    /// a checkpoint now would purge and why the rest stay. Reads only.
     #[command(mut_arg("json", |a| a.help(
-        "{\"host\", \"keyspaces\": [{\"name\", \"approximate_entries\", \"table_bytes\"}], \"journal_bytes\", \"directories\": [{\"path\", \"files\", \"bytes\", \"truncated\"}], \"disk\": {\"total_bytes\", \"available_bytes\"} or null, \"acknowledged_writes\", \"checkpoints\": [{\"room\", \"name\", \"position\", \"at_ms\", \"bytes\"}], \"archive\": {\"hot_days\", \"archive_days\", \"segments\", \"released_segments\", \"answers\", \"bytes\", \"first_ms\", \"last_ms\", \"oldest_hot_ms\", \"lag_seconds\"} or null}"
+        "{\"host\", \"keyspaces\": [{\"name\", \"approximate_entries\", \"table_bytes\"}], \"journal_bytes\", \"directories\": [{\"path\", \"files\", \"bytes\", \"truncated\"}], \"disk\": {\"total_bytes\", \"available_bytes\"} or null, \"acknowledged_writes\", \"checkpoints\": [{\"room\", \"name\", \"position\", \"at_ms\", \"bytes\"}], \"archive\": {\"hot_days\", \"archive_days\", \"segments\", \"released_segments\", \"answers\", \"bytes\", \"first_ms\", \"last_ms\", \"oldest_hot_ms\", \"lag_seconds\"} or null, \"journals\": [{\"store\", \"name\", \"oldest_retained\", \"newest\", \"purgeable\", \"kept\"}]}"
     )))]
     Storage {
         #[arg(long, value_name = "NAME")]
@@ -344,6 +347,24 @@ impl Report for Storage<'_> {
                 time(a.oldest_hot_ms),
                 a.lag_seconds
             ));
+        }
+        for j in &self.view.journals {
+            match j.oldest_retained {
+                Some(oldest) => out.push_str(&format!(
+                    "  {} {}: holds {oldest}..={}, {} purgeable by a checkpoint now{}\n",
+                    j.store,
+                    j.name,
+                    j.newest,
+                    j.purgeable,
+                    j.kept
+                        .as_ref()
+                        .map_or(String::new(), |why| format!("; the rest kept: {why}"))
+                )),
+                None => out.push_str(&format!(
+                    "  {} {}: holds nothing (newest position {})\n",
+                    j.store, j.name, j.newest
+                )),
+            }
         }
         for k in &self.view.keyspaces {
             out.push_str(&format!(
