@@ -923,12 +923,13 @@ impl HostProcess {
     }
 }
 
-/// The points of a `GRID_FAILPOINTS` value whose action is `abort`.
+/// The points of a `GRID_FAILPOINTS` value whose action stops the host: `abort`, and
+/// `eio` (an fsync that fails stops the host, which never retries it).
 fn aborting_points(failpoints: &str) -> Vec<String> {
     failpoints
         .split(',')
         .filter_map(|item| item.trim().split_once('='))
-        .filter(|(_, action)| action.trim() == "abort")
+        .filter(|(_, action)| matches!(action.trim(), "abort" | "eio"))
         .map(|(point, _)| point.trim().to_string())
         .collect()
 }

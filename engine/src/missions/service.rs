@@ -248,10 +248,7 @@ impl Missions {
             name,
             serde_json::to_vec(value).expect("missions serialize"),
         );
-        write
-            .commit()
-            .and_then(|()| self.database.persist())
-            .unwrap_or_else(|e| fatal(&self.dir, doing, e));
+        self.database.commit_or_stop(write, &self.dir, doing);
     }
 
     fn save(&self, record: &HostRecord) {

@@ -15,7 +15,6 @@ use super::api::{GrantView, RunView};
 use super::grants::UNITS_PER_RUN;
 use super::receiver::RunRecord;
 use super::service::{Processes, State};
-use crate::store::fatal;
 
 /// The prefix of an allocation's name (and of a run's `via`).
 pub const ALLOCATION_PREFIX: &str = "mission:";
@@ -203,10 +202,7 @@ impl Processes {
     }
 
     fn commit_synced(&self, write: fjall::OwnedWriteBatch, doing: &str) {
-        write
-            .commit()
-            .and_then(|()| self.database.persist())
-            .unwrap_or_else(|e| fatal(&self.dir, doing, e));
+        self.database.commit_or_stop(write, &self.dir, doing);
     }
 
     /// Runs `request` here, charged to this host's allocation `name` (`--via

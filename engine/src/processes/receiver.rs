@@ -590,10 +590,7 @@ impl Processes {
             serde_json::to_vec(&*record).expect("records serialize"),
         );
         self.owe_deposit(&record.view, &mut write);
-        write
-            .commit()
-            .and_then(|()| self.database.persist())
-            .unwrap_or_else(|e| fatal(&self.dir, doing, e));
+        self.database.commit_or_stop(write, &self.dir, doing);
         state.counts.unknown -= 1;
         match record.view.outcome {
             RunOutcome::Succeeded => state.counts.succeeded += 1,

@@ -12,6 +12,8 @@
 //!   waits for that exit, and a journey whose armed host never aborts fails.
 //! - `lose-reply HOST [at="POINT"]` — restarts the host with `POINT=drop-reply`
 //!   (default `submit-after-commit`): the next operation reaching POINT gets no reply.
+//! - `fail-fsync HOST` — restarts the host with `store-fsync=eio`: its next fsync fails
+//!   (EIO) and it stops by itself, never retrying; the next `restart` waits for that.
 //! - `restart HOST` — starts the host again without failpoints: after `kill`, after an
 //!   armed crash (which it waits for), or (SIGKILL first) while it runs.
 //! - `advance-clock HOST days=N | seconds=N` — time passes for the host's retention
@@ -69,6 +71,16 @@ pub fn parse_kill(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
             action: "abort",
         },
         None => HostStep::Kill { host },
+    }))
+}
+
+/// `fail-fsync HOST`: restarts the host with `store-fsync=eio`.
+pub fn parse_fail_fsync(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
+    let host = node.host("a host name")?;
+    Ok(Box::new(HostStep::Arm {
+        host,
+        point: "store-fsync".to_owned(),
+        action: "eio",
     }))
 }
 
@@ -163,6 +175,7 @@ impl Step for HostStep {
                 cx.start_host(host, Some(&format!("{point}={action}")))?;
                 let what = match *action {
                     "abort" => "aborts itself",
+                    "eio" => "fails the fsync with EIO and stops",
                     _ => "drops the reply (once)",
                 };
                 cx.say(format_args!(

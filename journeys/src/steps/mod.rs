@@ -60,6 +60,7 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("start-packed", hosts::parse_start_packed),
     ("kill", hosts::parse_kill),
     ("lose-reply", hosts::parse_lose_reply),
+    ("fail-fsync", hosts::parse_fail_fsync),
     ("restart", hosts::parse_restart),
     ("advance-clock", hosts::parse_advance_clock),
     ("input", input::parse),
