@@ -1,22 +1,18 @@
 //! Answers past the hot window (docs/storage.md, "Archive"): acknowledged operation
 //! records older than `retain hot-days` (or than `gridctl storage archive
-//! --older-than-seconds N`) move from the `operations` keyspace into signed segments
-//! of the installation's archive (`store::archive`); a re-sent id found there gets its
-//! original answer with `archived: true`. With `retain archive-days`, an id answered
-//! longer ago than that is refused as expired, and whole segments past it are released.
+//! --older-than-seconds N`) move from the `operations` keyspace onto the installation's
+//! shelf (`store::shelf`: signed segments in `DIR/archive`, an index by id in the
+//! store); a re-sent id found there gets its original answer with `archived: true`.
+//! With `retain archive-days`, an id answered longer ago than that is refused as
+//! expired, and whole segments past it are released.
 //!
-//! Keyspaces: `operations-by-time` (answer time `u64` BE, op → empty: what a pass
-//! reads, oldest first), `archive-index` (op → `store::archive::Located`, kept after
-//! its segment is released: an expired id is still known), `archive-segments` (seq
-//! `u64` BE → JSON [`SegmentRecord`]); `meta` `archive-next-segment`.
+//! Keyspace: `operations-by-time` (answer time `u64` BE, op → empty: what a pass reads,
+//! oldest first); the shelf keeps `archive-index` and `archive-segments`.
 //!
 //! The periodic pass waits for company: it writes a segment of fewer than
 //! `ARCHIVE_SEGMENT_ENTRIES_MIN` answers only once the oldest has waited
 //! `ARCHIVE_SEGMENT_WAIT_MAX` past the window, so a quiet host makes at most one
-//! segment an hour, not one a minute. Segments are released in sequence order. What
-//! the archive holds is counted at open (which checks every segment anyway) and kept
-//! up to date by each pass: `inspect storage` and a metrics scrape read no segment
-//! record but the oldest held.
+//! segment an hour, not one a minute.
 //!
 //! Invariants, stated as absences: no answer leaves the hot store before the segment
 //! holding it is synced and the index naming it is committed in the same synced write
@@ -28,66 +24,14 @@ use crate::limits::{
     ARCHIVE_SEGMENT_BYTES_MAX, ARCHIVE_SEGMENT_ENTRIES_MAX, ARCHIVE_SEGMENT_ENTRIES_MIN,
     ARCHIVE_SEGMENT_WAIT_MAX, ARCHIVE_SEGMENTS_PER_PASS_MAX, RETAIN_DAY_MS,
 };
-use crate::store::archive::{self, ArchiveError, Blobs, Entry, Located};
+use crate::store::archive::{self, Entry};
+use crate::store::shelf::{Found, Shelf, ShelfError};
 
-/// The `meta` key of the next segment's sequence number (`u64` BE; absent: 1).
-const NEXT_SEGMENT_KEY: &str = "archive-next-segment";
-
-/// The archive of a host: its blobs and the keyspaces that find answers in them.
+/// The archive of a host: the installation's shelf (segments and their index, on the
+/// ground floor) and the keyspace that finds answers past the hot window.
 pub(super) struct Archive {
-    blobs: Box<dyn Blobs>,
+    shelf: Shelf,
     pub(super) by_time: Keyspace,
-    index: Keyspace,
-    segments: Keyspace,
-    totals: Totals,
-}
-
-/// What the archive holds, counted at open and kept by every pass.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Totals {
-    /// Segments held (not released), with their answers and bytes.
-    segments: u64,
-    answers: u64,
-    bytes: u64,
-    /// Segments released past `archive-days`.
-    released: u64,
-    /// Every segment up to this one is released (0: none): a pass looks after it.
-    released_through: u64,
-    /// The newest answer time of any segment held.
-    last_ms: Option<u64>,
-}
-
-impl Totals {
-    fn hold(&mut self, record: &SegmentRecord) {
-        self.segments += 1;
-        self.answers += u64::from(record.entries);
-        self.bytes += record.bytes;
-        self.last_ms = self.last_ms.max(Some(record.last_ms));
-    }
-
-    fn release(&mut self, record: &SegmentRecord) {
-        self.segments -= 1;
-        self.answers -= u64::from(record.entries);
-        self.bytes -= record.bytes;
-        self.released += 1;
-        if self.segments == 0 {
-            self.last_ms = None;
-        }
-    }
-}
-
-/// What the store keeps per segment.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(super) struct SegmentRecord {
-    pub entries: u32,
-    pub bytes: u64,
-    /// The oldest and newest answer time it holds, Unix milliseconds.
-    pub first_ms: u64,
-    pub last_ms: u64,
-    /// Released: every answer in it is past `archive-days`; the blob is deleted and its
-    /// ids answer `expired`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub expired: bool,
 }
 
 /// Where an operation id's record was found.
@@ -147,155 +91,37 @@ impl ArchivePass {
 }
 
 impl Archive {
-    /// Opens the archive of the installation at `dir` in `database`: every segment the
-    /// store names must be there at its recorded size (refused by name otherwise); a
-    /// segment the store does not name is what a pass wrote before its index was
-    /// committed (failpoint `archive-before-index`), never acknowledged: removed.
+    /// Opens the archive of the installation at `dir` in `database` (the shelf refuses
+    /// an archive that is not the one the store recorded, by name).
     pub(super) fn open(
         dir: &Path,
         database: &fjall::Database,
         meta: &Keyspace,
     ) -> Result<Archive, HostError> {
         let store = dir.join("store");
-        let storage = |source| HostError::Storage {
-            path: store.clone(),
-            source,
-        };
-        let [by_time, index, segments] = crate::store::open_keyspaces(
-            database,
-            ["operations-by-time", "archive-index", "archive-segments"],
-        )
-        .map_err(storage)?;
-        let blobs = archive::LocalFiles::open(dir).map_err(|e| Self::refused(dir, e))?;
-        let next = next_segment(meta).map_err(storage)?;
-        let mut listed: BTreeMap<u64, u64> = BTreeMap::new();
-        let mut totals = Totals::default();
-        let mut released_prefix = true;
-        for (name, size) in blobs
-            .list(archive::SEGMENTS_PREFIX)
-            .map_err(|e| Self::refused(dir, e))?
-        {
-            match archive::segment_seq(&name) {
-                Some(seq) if seq >= next => {
-                    tracing::warn!(
-                        segment = name,
-                        "archive segment written by a pass that never committed its index: removed"
-                    );
-                    blobs.delete(&name).map_err(|e| Self::refused(dir, e))?;
+        let [by_time] =
+            crate::store::open_keyspaces(database, ["operations-by-time"]).map_err(|source| {
+                HostError::Storage {
+                    path: store.clone(),
+                    source,
                 }
-                Some(seq) => {
-                    listed.insert(seq, size);
-                }
-                None => {
-                    return Err(Self::refused(
-                        dir,
-                        ArchiveError::Damaged {
-                            name,
-                            detail: "a file the archive never writes".to_owned(),
-                        },
-                    ));
-                }
-            }
-        }
-        for guard in segments.iter() {
-            let (key, value) = guard.into_inner().map_err(storage)?;
-            let (seq, record) = decode_segment(&key, &value).ok_or_else(|| HostError::Damaged {
-                path: store.clone(),
-                detail: "an archive segment record does not decode".to_owned(),
             })?;
-            if record.expired {
-                totals.released += 1;
-                if released_prefix {
-                    totals.released_through = seq;
-                }
-            } else {
-                released_prefix = false;
-                totals.hold(&record);
-            }
-            let name = archive::segment_name(seq);
-            match listed.remove(&seq) {
-                // Released, its blob deleted or (a stop in between) about to be.
-                Some(_) if record.expired => {
-                    blobs.delete(&name).map_err(|e| Self::refused(dir, e))?;
-                }
-                None if record.expired => {}
-                None => {
-                    return Err(Self::refused(dir, ArchiveError::Missing { name }));
-                }
-                Some(size) if size != record.bytes => {
-                    return Err(Self::refused(
-                        dir,
-                        ArchiveError::Damaged {
-                            detail: format!(
-                                "it holds {size} bytes, the store recorded {}",
-                                record.bytes
-                            ),
-                            name,
-                        },
-                    ));
-                }
-                Some(_) => {}
-            }
-        }
-        if let Some((seq, _)) = listed.into_iter().next() {
-            let name = archive::segment_name(seq);
-            return Err(Self::refused(
-                dir,
-                ArchiveError::Damaged {
-                    name,
-                    detail:
-                        "the store has no record of it (released, or from another installation)"
-                            .to_owned(),
-                },
-            ));
-        }
-        Ok(Archive {
-            blobs: Box::new(blobs),
-            by_time,
-            index,
-            segments,
-            totals,
-        })
+        let shelf = Shelf::open(dir, database, meta).map_err(|e| match e {
+            ShelfError::Storage(source) => HostError::Storage {
+                path: store.clone(),
+                source,
+            },
+            ShelfError::StoreDamaged(detail) => HostError::Damaged {
+                path: store.clone(),
+                detail,
+            },
+            ShelfError::Refused(detail) => HostError::Damaged {
+                path: dir.join(archive::ARCHIVE_DIR),
+                detail,
+            },
+        })?;
+        Ok(Archive { shelf, by_time })
     }
-
-    fn refused(dir: &Path, e: ArchiveError) -> HostError {
-        HostError::Damaged {
-            path: dir.join(archive::ARCHIVE_DIR),
-            detail: format!(
-                "{e}. gridd does not start without the answers it archived, which would run their ids again; put back the archive this installation wrote"
-            ),
-        }
-    }
-
-    /// The segment records after the released prefix, oldest first, as `each` takes
-    /// them until it says stop.
-    fn after_released(
-        &self,
-        mut each: impl FnMut(u64, SegmentRecord) -> bool,
-    ) -> Result<(), fjall::Error> {
-        let from = self.totals.released_through.saturating_add(1);
-        for guard in self.segments.range(from.to_be_bytes()..) {
-            let (key, value) = guard.into_inner()?;
-            if let Some((seq, record)) = decode_segment(&key, &value)
-                && !each(seq, record)
-            {
-                break;
-            }
-        }
-        Ok(())
-    }
-}
-
-fn next_segment(meta: &Keyspace) -> Result<u64, fjall::Error> {
-    Ok(meta
-        .get(NEXT_SEGMENT_KEY)?
-        .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
-        .map_or(1, u64::from_be_bytes))
-}
-
-fn decode_segment(key: &[u8], value: &[u8]) -> Option<(u64, SegmentRecord)> {
-    let seq = u64::from_be_bytes(key.try_into().ok()?);
-    Some((seq, serde_json::from_slice(value).ok()?))
 }
 
 /// The `operations-by-time` key of `op` answered at `at_ms`.
@@ -317,46 +143,28 @@ impl Host {
         if let Some(record) = self.retained(op) {
             return Lookup::Hot(record);
         }
-        let located = self
-            .archive
-            .index
-            .get(op)
-            .unwrap_or_else(|e| fatal(&self.dir, "reading the archive index", e));
-        let Some(located) = located else {
-            return Lookup::Absent;
+        let archive_days = self.config.retain.archive_days;
+        let now = self.retention_now();
+        let expired = |at_ms: u64| {
+            archive_days
+                .is_some_and(|days| at_ms.saturating_add(u64::from(days) * RETAIN_DAY_MS) < now)
         };
-        let Some(at) = Located::from_bytes(&located) else {
-            return Lookup::Unreadable(format!(
-                "the archive index entry of `{}` does not decode",
-                grid_spec::diagnostic::quoted(op)
-            ));
-        };
-        if let Some(days) = self.config.retain.archive_days
-            && at.at_ms.saturating_add(u64::from(days) * RETAIN_DAY_MS) < self.retention_now()
-        {
-            return Lookup::Expired {
-                at_ms: at.at_ms,
-                days,
-            };
-        }
-        let name = archive::segment_name(at.seq);
-        let read = self
-            .archive
-            .blobs
-            .get_range(&name, at.offset, at.len)
-            .and_then(|bytes| {
-                let bytes = bytes.ok_or(ArchiveError::Missing { name: name.clone() })?;
-                archive::entry(&name, &at, &bytes)
-            });
-        match read.map(|e| serde_json::from_slice::<OperationRecord>(&e.value)) {
-            Ok(Ok(record)) => Lookup::Archived(record),
-            Ok(Err(e)) => Lookup::Unreadable(format!(
-                "archive segment {name}: the record does not decode ({e})"
-            )),
-            Err(e) => Lookup::Unreadable(format!(
-                "{e} ({})",
-                self.dir.join(archive::ARCHIVE_DIR).join(&name).display()
-            )),
+        let quoted = grid_spec::diagnostic::quoted(op);
+        match self.archive.shelf.find(op, &quoted, expired) {
+            Found::Absent => Lookup::Absent,
+            Found::Expired { at_ms } => Lookup::Expired {
+                at_ms,
+                days: archive_days.unwrap_or_default(),
+            },
+            Found::Unreadable(reason) => Lookup::Unreadable(reason),
+            Found::Held { value, segment, .. } => {
+                match serde_json::from_slice::<OperationRecord>(&value) {
+                    Ok(record) => Lookup::Archived(record),
+                    Err(e) => Lookup::Unreadable(format!(
+                        "archive segment {segment}: the record does not decode ({e})"
+                    )),
+                }
+            }
         }
     }
 
@@ -478,48 +286,24 @@ impl Host {
     /// One segment: written and synced, then its index committed with the removal of
     /// its answers from the hot store, in one synced write.
     fn write_segment(&mut self, entries: Vec<Entry>, pass: &mut ArchivePass) -> Result<(), String> {
-        let seq = next_segment(&self.meta)
-            .unwrap_or_else(|e| fatal(&self.dir, "reading the archive's next segment", e));
-        let encoded = archive::encode(
+        let signer = Self::signer(&self.custody);
+        let failpoints = &mut self.failpoints;
+        let (operations, by_time) = (&self.operations, &self.archive.by_time);
+        let record = self.archive.shelf.shelve(
+            &self.database,
             &self.config.name,
-            seq,
             &entries,
-            &Self::signer(&self.custody),
-        );
-        let name = archive::segment_name(seq);
-        match self.archive.blobs.put_if_absent(&name, &encoded.bytes) {
-            Ok(true) => {}
-            Ok(false) => {
-                return Err(format!(
-                    "archive segment {name} exists already; the store's next segment is {seq}: the archive is not the one this store wrote"
-                ));
-            }
-            Err(e) => return Err(format!("the archive refuses a segment: {e}")),
-        }
-        self.failpoints
-            .reach(crate::store::Failpoint::ArchiveBeforeIndex);
-        let record = SegmentRecord {
-            entries: entries.len() as u32,
-            bytes: encoded.bytes.len() as u64,
-            first_ms: entries.iter().map(|e| e.at_ms).min().unwrap_or(0),
-            last_ms: entries.iter().map(|e| e.at_ms).max().unwrap_or(0),
-            expired: false,
-        };
-        let mut write = self.database.batch();
-        for (entry, (op, located)) in entries.iter().zip(&encoded.located) {
-            debug_assert_eq!(&entry.key, op);
-            write.insert(&self.archive.index, op.as_str(), located.to_bytes());
-            write.remove(&self.operations, op.as_str());
-            write.remove(&self.archive.by_time, time_key(entry.at_ms, op));
-        }
-        write.insert(
-            &self.archive.segments,
-            seq.to_be_bytes(),
-            serde_json::to_vec(&record).expect("records serialize"),
-        );
-        write.insert(&self.meta, NEXT_SEGMENT_KEY, (seq + 1).to_be_bytes());
-        self.commit_durably(write, "indexing an archive segment");
-        self.archive.totals.hold(&record);
+            &signer,
+            || {
+                failpoints.reach(crate::store::Failpoint::ArchiveBeforeIndex);
+            },
+            |write| {
+                for entry in &entries {
+                    write.remove(operations, entry.key.as_str());
+                    write.remove(by_time, time_key(entry.at_ms, &entry.key));
+                }
+            },
+        )?;
         pass.answers += u64::from(record.entries);
         pass.segments += 1;
         crate::metrics::archived(u64::from(record.entries));
@@ -527,64 +311,20 @@ impl Host {
     }
 
     /// Releases the segments whose newest answer is past `archive-days`, in sequence
-    /// order (a segment waits for every earlier one): its record is marked expired
-    /// (synced) before its blob is deleted; the index keeps the ids.
+    /// order; the index keeps the ids.
     fn release_expired(&mut self, now: u64) -> Result<u64, String> {
         let Some(days) = self.config.retain.archive_days else {
             return Ok(0);
         };
         let window = u64::from(days) * RETAIN_DAY_MS;
-        let mut due = Vec::new();
-        let mut through = self.archive.totals.released_through;
-        self.archive
-            .after_released(|seq, record| {
-                if !record.expired && record.last_ms.saturating_add(window) >= now {
-                    return false;
-                }
-                if record.expired {
-                    through = seq; // released before, out of order
-                } else {
-                    due.push((seq, record));
-                }
-                true
-            })
-            .unwrap_or_else(|e| fatal(&self.dir, "reading archive segments", e));
-        let mut released = 0;
-        for (seq, mut record) in due {
-            record.expired = true;
-            let mut write = self.database.batch();
-            write.insert(
-                &self.archive.segments,
-                seq.to_be_bytes(),
-                serde_json::to_vec(&record).expect("records serialize"),
-            );
-            self.commit_durably(write, "releasing an archive segment");
-            self.archive.totals.release(&record);
-            self.archive.totals.released_through = seq;
-            let name = archive::segment_name(seq);
-            self.archive
-                .blobs
-                .delete(&name)
-                .map_err(|e| format!("the archive refuses to release {name}: {e}"))?;
-            released += 1;
-        }
-        self.archive.totals.released_through = self.archive.totals.released_through.max(through);
-        Ok(released)
+        self.archive.shelf.release(&self.database, |last_ms| {
+            last_ms.saturating_add(window) < now
+        })
     }
 
     /// What the archive holds and how far it is behind (`inspect storage`, metrics).
     pub(super) fn archive_view(&self) -> crate::store::usage::ArchiveView {
-        let totals = &self.archive.totals;
-        let mut first_ms = None;
-        self.archive
-            .after_released(|_, record| {
-                if record.expired {
-                    return true;
-                }
-                first_ms = Some(record.first_ms);
-                false
-            })
-            .unwrap_or_else(|e| fatal(&self.dir, "reading archive segments", e));
+        let holding = self.archive.shelf.holding();
         let oldest_hot_ms = self
             .archive
             .by_time
@@ -600,12 +340,12 @@ impl Host {
         crate::store::usage::ArchiveView {
             hot_days,
             archive_days: self.config.retain.archive_days,
-            segments: totals.segments,
-            released_segments: totals.released,
-            answers: totals.answers,
-            bytes: totals.bytes,
-            first_ms,
-            last_ms: totals.last_ms,
+            segments: holding.segments,
+            released_segments: holding.released_segments,
+            answers: holding.entries,
+            bytes: holding.bytes,
+            first_ms: holding.first_ms,
+            last_ms: holding.last_ms,
             oldest_hot_ms,
             lag_seconds: oldest_hot_ms.map_or(0, |oldest| {
                 self.retention_now()

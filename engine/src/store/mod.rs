@@ -19,6 +19,7 @@ pub mod high_water;
 pub mod keys;
 pub mod mark;
 mod private;
+pub mod shelf;
 pub mod usage;
 
 pub use commit::Syncer;

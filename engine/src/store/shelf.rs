@@ -1,0 +1,416 @@
+//! The shelf: an installation's archive segments (`store::archive`, in `DIR/archive`)
+//! and, in its store, where each archived entry lives — the part of the archive every
+//! room that archives its ids shares (docs/storage.md, "Archive"). A room picks the
+//! entries past its hot window and removes them from its own keyspaces; the shelf
+//! writes and syncs their segment, then commits the index entries, the segment's record
+//! and the room's removals in **one** synced write; it finds an id's entry again,
+//! checked against the digest it recorded; it releases whole segments past an archive
+//! window, in sequence order.
+//!
+//! Keyspaces: `archive-index` (key → [`Located`], kept after its segment is released: an
+//! expired id is still known), `archive-segments` (seq `u64` BE → JSON
+//! [`SegmentRecord`]); `meta` `archive-next-segment`.
+//!
+//! Invariants, stated as absences: no entry leaves a room's hot keyspaces before the
+//! segment holding it is synced and the index naming it is committed in the same synced
+//! write; no segment the store does not record is served (one a crash left before its
+//! index is removed at open, never acknowledged); no id found in the index is answered
+//! "absent" — an entry that cannot be read is [`Found::Unreadable`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use fjall::Keyspace;
+use serde::{Deserialize, Serialize};
+
+use super::archive::{self, ArchiveError, Blobs, Entry, Located};
+use super::high_water::Signer;
+use super::{Durable, fatal};
+
+/// The `meta` key of the next segment's sequence number (`u64` BE; absent: 1).
+const NEXT_SEGMENT_KEY: &str = "archive-next-segment";
+
+/// Why a shelf does not open.
+#[derive(Debug, thiserror::Error)]
+pub enum ShelfError {
+    /// The store failed reading or opening the shelf's keyspaces.
+    #[error(transparent)]
+    Storage(#[from] fjall::Error),
+    /// The archive is not the one the store recorded: refused, with what failed.
+    #[error("{0}")]
+    Refused(String),
+    /// The store's own record of the archive is damaged.
+    #[error("{0}")]
+    StoreDamaged(String),
+}
+
+/// What the shelf holds, counted at open and kept by every write and release.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Totals {
+    /// Segments held (not released), with their entries and bytes.
+    segments: u64,
+    entries: u64,
+    bytes: u64,
+    /// Segments released past an archive window.
+    released: u64,
+    /// Every segment up to this one is released (0: none): a release looks after it.
+    released_through: u64,
+    /// The newest entry time of any segment held.
+    last_ms: Option<u64>,
+}
+
+impl Totals {
+    fn hold(&mut self, record: &SegmentRecord) {
+        self.segments += 1;
+        self.entries += u64::from(record.entries);
+        self.bytes += record.bytes;
+        self.last_ms = self.last_ms.max(Some(record.last_ms));
+    }
+
+    fn release(&mut self, record: &SegmentRecord) {
+        self.segments -= 1;
+        self.entries -= u64::from(record.entries);
+        self.bytes -= record.bytes;
+        self.released += 1;
+        if self.segments == 0 {
+            self.last_ms = None;
+        }
+    }
+}
+
+/// What the store keeps per segment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentRecord {
+    pub entries: u32,
+    pub bytes: u64,
+    /// The oldest and newest entry time it holds, Unix milliseconds.
+    pub first_ms: u64,
+    pub last_ms: u64,
+    /// Released: every entry in it is past the archive window; the blob is deleted and
+    /// its ids answer `expired`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expired: bool,
+}
+
+/// Where a key was found.
+pub enum Found {
+    /// Not in the index: never archived.
+    Absent,
+    /// Its entry, read back and checked, from segment `segment`.
+    Held {
+        at_ms: u64,
+        value: Vec<u8>,
+        segment: String,
+    },
+    /// In the index, at `at_ms`, past the window the caller named.
+    Expired { at_ms: u64 },
+    /// In the index, but its entry cannot be read: never "not found".
+    Unreadable(String),
+}
+
+/// What the shelf holds, for `inspect storage` and metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holding {
+    pub segments: u64,
+    pub released_segments: u64,
+    pub entries: u64,
+    pub bytes: u64,
+    /// The span of the segments held: their oldest and newest entry, Unix ms.
+    pub first_ms: Option<u64>,
+    pub last_ms: Option<u64>,
+}
+
+/// An installation's shelf.
+pub struct Shelf {
+    blobs: Box<dyn Blobs>,
+    index: Keyspace,
+    segments: Keyspace,
+    meta: Keyspace,
+    totals: Totals,
+    /// The installation (`DIR`).
+    dir: PathBuf,
+}
+
+impl Shelf {
+    /// Opens the shelf of the installation at `dir` in `database`: every segment the
+    /// store names must be there at its recorded size (refused by name otherwise); a
+    /// segment the store does not name is what a write left before its index was
+    /// committed (failpoint `archive-before-index`), never acknowledged: removed. The
+    /// same walk counts what the shelf holds.
+    pub fn open(
+        dir: &Path,
+        database: &fjall::Database,
+        meta: &Keyspace,
+    ) -> Result<Shelf, ShelfError> {
+        let [index, segments] =
+            super::open_keyspaces(database, ["archive-index", "archive-segments"])?;
+        let blobs = archive::LocalFiles::open(dir).map_err(refused)?;
+        let next = next_segment(meta)?;
+        let mut listed: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut totals = Totals::default();
+        let mut released_prefix = true;
+        for (name, size) in blobs.list(archive::SEGMENTS_PREFIX).map_err(refused)? {
+            match archive::segment_seq(&name) {
+                Some(seq) if seq >= next => {
+                    tracing::warn!(
+                        segment = name,
+                        "archive segment written by a pass that never committed its index: removed"
+                    );
+                    blobs.delete(&name).map_err(refused)?;
+                }
+                Some(seq) => {
+                    listed.insert(seq, size);
+                }
+                None => {
+                    return Err(refused(ArchiveError::Damaged {
+                        name,
+                        detail: "a file the archive never writes".to_owned(),
+                    }));
+                }
+            }
+        }
+        for guard in segments.iter() {
+            let (key, value) = guard.into_inner()?;
+            let (seq, record) = decode_segment(&key, &value).ok_or_else(|| {
+                ShelfError::StoreDamaged("an archive segment record does not decode".to_owned())
+            })?;
+            if record.expired {
+                totals.released += 1;
+                if released_prefix {
+                    totals.released_through = seq;
+                }
+            } else {
+                released_prefix = false;
+                totals.hold(&record);
+            }
+            let name = archive::segment_name(seq);
+            match listed.remove(&seq) {
+                // Released, its blob deleted or (a stop in between) about to be.
+                Some(_) if record.expired => blobs.delete(&name).map_err(refused)?,
+                None if record.expired => {}
+                None => return Err(refused(ArchiveError::Missing { name })),
+                Some(size) if size != record.bytes => {
+                    return Err(refused(ArchiveError::Damaged {
+                        detail: format!(
+                            "it holds {size} bytes, the store recorded {}",
+                            record.bytes
+                        ),
+                        name,
+                    }));
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some((seq, _)) = listed.into_iter().next() {
+            return Err(refused(ArchiveError::Damaged {
+                name: archive::segment_name(seq),
+                detail: "the store has no record of it (released, or from another installation)"
+                    .to_owned(),
+            }));
+        }
+        Ok(Shelf {
+            blobs: Box::new(blobs),
+            index,
+            segments,
+            meta: meta.clone(),
+            totals,
+            dir: dir.to_owned(),
+        })
+    }
+
+    /// Finds `key`'s entry: read back (one ranged read) and checked against the digest
+    /// its index entry recorded. `expired` says whether an entry at that time is past
+    /// the caller's archive window (then it is not read). `quoted` names the key in a
+    /// message.
+    pub fn find(&self, key: &str, quoted: &str, expired: impl Fn(u64) -> bool) -> Found {
+        let located = self
+            .index
+            .get(key)
+            .unwrap_or_else(|e| fatal(&self.dir, "reading the archive index", e));
+        let Some(located) = located else {
+            return Found::Absent;
+        };
+        let Some(at) = Located::from_bytes(&located) else {
+            return Found::Unreadable(format!(
+                "the archive index entry of `{quoted}` does not decode"
+            ));
+        };
+        if expired(at.at_ms) {
+            return Found::Expired { at_ms: at.at_ms };
+        }
+        let name = archive::segment_name(at.seq);
+        let read = self
+            .blobs
+            .get_range(&name, at.offset, at.len)
+            .and_then(|bytes| {
+                let bytes = bytes.ok_or(ArchiveError::Missing { name: name.clone() })?;
+                archive::entry(&name, &at, &bytes)
+            });
+        match read {
+            Ok(entry) => Found::Held {
+                at_ms: entry.at_ms,
+                value: entry.value,
+                segment: name,
+            },
+            Err(e) => Found::Unreadable(format!(
+                "{e} ({})",
+                self.dir.join(archive::ARCHIVE_DIR).join(&name).display()
+            )),
+        }
+    }
+
+    /// Shelves `entries` in one segment of `host`'s, signed by `sign`: the segment is
+    /// written and synced, `before_index` runs (a failpoint), then the index entries,
+    /// the segment's record and what `also` adds (the room's removals of those entries)
+    /// are committed in one synced write. A storage failure stops the process; an
+    /// archive that refuses the segment changes nothing. Answers the segment's record.
+    pub fn shelve(
+        &mut self,
+        database: &Durable,
+        host: &str,
+        entries: &[Entry],
+        sign: &Signer,
+        before_index: impl FnOnce(),
+        also: impl FnOnce(&mut fjall::OwnedWriteBatch),
+    ) -> Result<SegmentRecord, String> {
+        let seq = next_segment(&self.meta)
+            .unwrap_or_else(|e| fatal(&self.dir, "reading the archive's next segment", e));
+        let encoded = archive::encode(host, seq, entries, sign);
+        let name = archive::segment_name(seq);
+        match self.blobs.put_if_absent(&name, &encoded.bytes) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(format!(
+                    "archive segment {name} exists already; the store's next segment is {seq}: the archive is not the one this store wrote"
+                ));
+            }
+            Err(e) => return Err(format!("the archive refuses a segment: {e}")),
+        }
+        before_index();
+        let record = SegmentRecord {
+            entries: entries.len() as u32,
+            bytes: encoded.bytes.len() as u64,
+            first_ms: entries.iter().map(|e| e.at_ms).min().unwrap_or(0),
+            last_ms: entries.iter().map(|e| e.at_ms).max().unwrap_or(0),
+            expired: false,
+        };
+        let mut write = database.batch();
+        for (entry, (key, located)) in entries.iter().zip(&encoded.located) {
+            debug_assert_eq!(&entry.key, key);
+            write.insert(&self.index, key.as_str(), located.to_bytes());
+        }
+        also(&mut write);
+        write.insert(
+            &self.segments,
+            seq.to_be_bytes(),
+            serde_json::to_vec(&record).expect("records serialize"),
+        );
+        write.insert(&self.meta, NEXT_SEGMENT_KEY, (seq + 1).to_be_bytes());
+        database.commit_or_stop(write, &self.dir, "indexing an archive segment");
+        self.totals.hold(&record);
+        Ok(record)
+    }
+
+    /// Releases the segments whose newest entry is `past` the archive window, in
+    /// sequence order (a segment waits for every earlier one): its record is marked
+    /// expired (synced) before its blob is deleted; the index keeps the ids. Answers how
+    /// many were released.
+    pub fn release(
+        &mut self,
+        database: &Durable,
+        past: impl Fn(u64) -> bool,
+    ) -> Result<u64, String> {
+        let mut due = Vec::new();
+        let mut through = self.totals.released_through;
+        self.after_released(|seq, record| {
+            if !record.expired && !past(record.last_ms) {
+                return false;
+            }
+            if record.expired {
+                through = seq; // released before, out of order
+            } else {
+                due.push((seq, record));
+            }
+            true
+        })
+        .unwrap_or_else(|e| fatal(&self.dir, "reading archive segments", e));
+        let mut released = 0;
+        for (seq, mut record) in due {
+            record.expired = true;
+            let mut write = database.batch();
+            write.insert(
+                &self.segments,
+                seq.to_be_bytes(),
+                serde_json::to_vec(&record).expect("records serialize"),
+            );
+            database.commit_or_stop(write, &self.dir, "releasing an archive segment");
+            self.totals.release(&record);
+            self.totals.released_through = seq;
+            let name = archive::segment_name(seq);
+            self.blobs
+                .delete(&name)
+                .map_err(|e| format!("the archive refuses to release {name}: {e}"))?;
+            released += 1;
+        }
+        self.totals.released_through = self.totals.released_through.max(through);
+        Ok(released)
+    }
+
+    /// What the shelf holds: its running totals and the span of the segments held (one
+    /// segment record read: the oldest held).
+    pub fn holding(&self) -> Holding {
+        let mut first_ms = None;
+        self.after_released(|_, record| {
+            if record.expired {
+                return true;
+            }
+            first_ms = Some(record.first_ms);
+            false
+        })
+        .unwrap_or_else(|e| fatal(&self.dir, "reading archive segments", e));
+        Holding {
+            segments: self.totals.segments,
+            released_segments: self.totals.released,
+            entries: self.totals.entries,
+            bytes: self.totals.bytes,
+            first_ms,
+            last_ms: self.totals.last_ms,
+        }
+    }
+
+    /// The segment records after the released prefix, oldest first, as `each` takes
+    /// them until it says stop.
+    fn after_released(
+        &self,
+        mut each: impl FnMut(u64, SegmentRecord) -> bool,
+    ) -> Result<(), fjall::Error> {
+        let from = self.totals.released_through.saturating_add(1);
+        for guard in self.segments.range(from.to_be_bytes()..) {
+            let (key, value) = guard.into_inner()?;
+            if let Some((seq, record)) = decode_segment(&key, &value)
+                && !each(seq, record)
+            {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn refused(e: ArchiveError) -> ShelfError {
+    ShelfError::Refused(format!(
+        "{e}. gridd does not start without the answers it archived, which would run their ids again; put back the archive this installation wrote"
+    ))
+}
+
+fn next_segment(meta: &Keyspace) -> Result<u64, fjall::Error> {
+    Ok(meta
+        .get(NEXT_SEGMENT_KEY)?
+        .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
+        .map_or(1, u64::from_be_bytes))
+}
+
+fn decode_segment(key: &[u8], value: &[u8]) -> Option<(u64, SegmentRecord)> {
+    let seq = u64::from_be_bytes(key.try_into().ok()?);
+    Some((seq, serde_json::from_slice(value).ok()?))
+}
