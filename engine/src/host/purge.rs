@@ -64,8 +64,9 @@ impl Host {
 
     /// Below which index `tag`'s entries may go: every model fed by it projected them,
     /// and they are older than its newest good entry (and than any completion a
-    /// staleness check walks back over). `None`: no model is fed by it.
-    pub(super) fn purge_bound(&self, tag: &str, held_from: u64) -> Option<u64> {
+    /// staleness check walks back over) — with the lowest fed position and the newest
+    /// good index that bound it. `None`: no model is fed by it.
+    pub(super) fn purge_bound(&self, tag: &str, held_from: u64) -> Option<(u64, u64, u64)> {
         let (fed, last_good, last) = self.purge_limits(tag)?;
         let mut bound = fed.min(last_good).min(last);
         while bound >= held_from
@@ -74,12 +75,12 @@ impl Host {
         {
             bound -= 1;
         }
-        Some(bound)
+        Some((bound, fed, last_good))
     }
 
     /// What bounds `tag`'s purge: the lowest fed position of the active models fed by
     /// it, its newest good index and its newest index. `None`: no model is fed by it.
-    pub(super) fn purge_limits(&self, tag: &str) -> Option<(u64, u64, u64)> {
+    fn purge_limits(&self, tag: &str) -> Option<(u64, u64, u64)> {
         let runtime = self.tags.get(tag)?;
         let fed = self
             .models
@@ -101,7 +102,7 @@ impl Host {
         let mut done = Vec::new();
         for tag in names {
             let held_from = self.held_from(&tag);
-            let Some(bound) = self.purge_bound(&tag, held_from) else {
+            let Some((bound, _, _)) = self.purge_bound(&tag, held_from) else {
                 continue;
             };
             if bound < held_from.saturating_add(at_least.max(1)) {

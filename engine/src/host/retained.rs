@@ -24,17 +24,15 @@ impl Host {
         }
         for (tag, runtime) in &self.tags {
             let held_from = self.held_from(tag);
-            let (bound, kept) = match self.purge_limits(tag) {
+            let (bound, kept) = match self.purge_bound(tag, held_from) {
                 None => (
                     0,
                     "no active model is fed by the tag: nothing has consumed its entries"
                         .to_owned(),
                 ),
                 // The purge removes the entries below its bound.
-                Some((fed, last_good, _)) => (
-                    self.purge_bound(tag, held_from)
-                        .unwrap_or(0)
-                        .saturating_sub(1),
+                Some((bound, fed, last_good)) => (
+                    bound.saturating_sub(1),
                     if fed < last_good {
                         format!(
                             "not yet projected into a durable batch of every model fed by the tag (the lowest fed position is {fed})"

@@ -29,7 +29,7 @@ use super::{Step, gridctl::gridctl_json};
 use crate::context::Context;
 use crate::error::Failure;
 use crate::limits::DAMAGE_TRIALS_MAX;
-use crate::oracles::answers_unchanged::Answer;
+use crate::oracles::answers_unchanged::{self, Answer as _};
 use crate::oracles::refused_or_same::{self, Found, Retained, Verdict};
 use crate::seeded::Seeded;
 use crate::step::{Node, ParseError};
@@ -291,12 +291,17 @@ impl Step for InputsUnchanged {
         let mut archived = 0;
         for original in &originals {
             let (answer, json) = again(&quiet, original, &format!("unchanged-{}", original.op))?;
-            if !answer.replayed || !original.same(&answer) {
+            answers_unchanged::check(
+                &original.op,
+                &mut Some(original.clone()),
+                &answer,
+                "re-sent",
+            )?;
+            if !answer.replayed {
                 return Err(Failure::new(
                     format!(
-                        "op {} to keep its original answer {} (replayed)",
-                        original.op,
-                        original.show()
+                        "op {}'s answer marked replayed (nothing ran again)",
+                        original.op
                     ),
                     answer.show(),
                 ));

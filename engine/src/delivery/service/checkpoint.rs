@@ -142,11 +142,7 @@ impl Delivery {
             if !p.pending.is_empty() || position < p.checkpointed.saturating_add(at_least) {
                 return None;
             }
-            let floor = p
-                .outbox
-                .oldest_retained()
-                .map_or(position, |oldest| oldest - 1)
-                .min(position.saturating_sub(1));
+            let floor = floor_of(&p.outbox);
             // From now on a late receipt of a conflated value at or below the floor
             // is not checked against the journal (it may be purged): the newest value
             // is sent again instead.
@@ -209,25 +205,18 @@ impl Delivery {
             let held_from = self.held_from(route);
             match &state.role {
                 Role::Publisher(p) => {
-                    let newest = p.outbox.published();
-                    let (bound, kept) = match p.outbox.oldest_retained() {
-                        Some(owed) => (
-                            (owed - 1).min(newest.saturating_sub(1)),
-                            format!(
-                                "publication {owed} and after: not yet receipted by every recipient of its cohort"
-                            ),
+                    let kept = match p.outbox.oldest_retained() {
+                        Some(owed) => format!(
+                            "publication {owed} and after: not yet receipted by every recipient of its cohort"
                         ),
-                        None => (
-                            newest.saturating_sub(1),
-                            "the newest publication (sent again to a recipient that asks)"
-                                .to_owned(),
-                        ),
+                        None => "the newest publication (sent again to a recipient that asks)"
+                            .to_owned(),
                     };
                     views.push(JournalView::held(
                         "delivery-published",
                         route,
-                        (held_from, newest),
-                        bound,
+                        (held_from, p.outbox.published()),
+                        floor_of(&p.outbox),
                         Some(kept),
                     ));
                 }
@@ -235,7 +224,7 @@ impl Delivery {
                     let newest = inbox.held();
                     let (bound, kept) = match fed.get(route) {
                         Some(&least) => (
-                            least.min(newest.saturating_sub(1)),
+                            inbox_bound(least, newest),
                             if least < newest.saturating_sub(1) {
                                 format!(
                                     "not yet taken into a durable batch by every model fed by the route (the lowest fed position is {least})"
@@ -279,7 +268,7 @@ impl Delivery {
                 _ => return None,
             }
         };
-        let bound = fed.min(held.saturating_sub(1));
+        let bound = inbox_bound(fed, held);
         if bound < self.held_from(route).saturating_add(at_least.max(1) - 1) {
             return None;
         }
@@ -317,4 +306,20 @@ impl Delivery {
         crate::metrics::checkpoint_purged(purged);
         (purged, next)
     }
+}
+
+/// The newest publication a checkpoint of `outbox` now would purge through: below the
+/// oldest one still owed and below the newest.
+fn floor_of(outbox: &Outbox) -> u64 {
+    let position = outbox.published();
+    outbox
+        .oldest_retained()
+        .map_or(position, |oldest| oldest - 1)
+        .min(position.saturating_sub(1))
+}
+
+/// The newest inbox value a purge may remove: taken by every model fed by the route
+/// (`fed`, the lowest of their fed positions) and below the newest held (`held`).
+fn inbox_bound(fed: u64, held: u64) -> u64 {
+    fed.min(held.saturating_sub(1))
 }
