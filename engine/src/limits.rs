@@ -228,6 +228,13 @@ pub const LEDGER_TIMEOUT_S_MAX: u64 = 10 * 365 * 24 * 3_600;
 pub const LEDGER_EXPIRY_SWEEP_INTERVAL: Duration = Duration::from_millis(200);
 /// The most pending transfers one `inspect ledger` lists.
 pub const LEDGER_INSPECT_PENDING_MAX: usize = 1_000;
+/// The most journal records a ledger holds past its checkpoint before the host takes a
+/// new one (settling every answer since into the id index, then purging the records it
+/// covers): what an open replays per ledger. Not a user knob (docs/storage.md).
+pub const LEDGER_CHECKPOINT_RECORDS_MAX: u64 = 10_000;
+/// The most journal bytes a ledger holds past its checkpoint before the host takes a
+/// new one, whatever the count of records: what one checkpoint settles is bounded by it.
+pub const LEDGER_CHECKPOINT_BYTES_MAX: u64 = 16 * 1024 * 1024;
 
 // A whole batch of transfers whose id and account names average 32 bytes (with the
 // JSON keys, quoting and amount: under 320 bytes a transfer) fits in one control line;

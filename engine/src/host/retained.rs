@@ -1,6 +1,7 @@
 //! What each journal of the host holds and what a checkpoint now would purge
 //! (`gridctl inspect storage`, its `journals`): a model's batches, a tag's source
-//! journal, and through the delivery room each route's publications and Ordered inbox.
+//! journal, through the delivery room each route's publications and Ordered inbox, and
+//! through the ledger room each ledger's journal.
 //! Reads only; the bounds are the ones the purges use (docs/storage.md).
 
 use super::*;
@@ -54,6 +55,9 @@ impl Host {
         }
         if let Some(delivery) = &self.delivery {
             views.extend(delivery.journal_views(&self.lowest_fed_routes()));
+        }
+        if let Some(ledgers) = &self.ledgers {
+            views.extend(ledgers.journal_views());
         }
         views.sort_by(|a, b| (&a.store, &a.name).cmp(&(&b.store, &b.name)));
         views

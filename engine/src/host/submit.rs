@@ -343,6 +343,11 @@ impl Host {
                 let taken = self.checkpoint_models(1, true);
                 let purged = self.purge_tag_journals(1);
                 let bounded = self.bound_deliveries(1, 1);
+                let ledgers_taken = self
+                    .ledgers
+                    .as_ref()
+                    .map(|l| l.checkpoint(1, true))
+                    .unwrap_or_default();
                 let mut parts = Vec::new();
                 if taken.is_empty() {
                     parts.push(
@@ -367,6 +372,7 @@ impl Host {
                     )
                 }));
                 parts.extend(bounded.iter().map(|b| b.describe()));
+                parts.extend(ledgers_taken.iter().map(|t| t.describe()));
                 succeeded(&op, parts.join("; "))
             }
             Request::Archive { older_than_seconds } => {

@@ -1,7 +1,9 @@
 //! One ledger's state machine: accounts and their balances, two-phase transfers,
-//! posted entries and the original answer of every id. Pure: no IO, no clock (the
-//! batch's time `now_ms` is an argument, journaled with the batch), so replaying the
-//! journal gives the same state and the same answers.
+//! posted entries and the original answer of every id — in memory those since the last
+//! checkpoint, the rest settled into the ledger's id index and given back before a
+//! batch names them (`settle`, `missing`, `recall_*`; checkpoint.rs). Pure: no IO, no
+//! clock (the batch's time `now_ms` is an argument, journaled with the batch), so
+//! replaying the journal gives the same state and the same answers.
 //!
 //! | operation | refused when | effect |
 //! |---|---|---|
@@ -19,13 +21,16 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use serde::{Deserialize, Serialize};
+
 use super::api::{
     AccountDefinition, AccountView, LedgerAnswer, LedgerCounts, LedgerOp, LedgerOutcome,
     PendingView,
 };
 use crate::limits::LEDGER_TIMEOUT_S_MAX;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Account {
     pub definition: AccountDefinition,
     pub debits_pending: u128,
@@ -34,7 +39,8 @@ pub struct Account {
     pub credits_posted: u128,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub enum PendingState {
     Pending,
     Posted { by: Box<str>, amount: u128 },
@@ -42,7 +48,8 @@ pub enum PendingState {
     Expired { at_ms: u64 },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Pending {
     pub debit: u32,
     pub credit: u32,
@@ -64,8 +71,10 @@ pub struct Posted {
 }
 
 /// The retained answer of one id and the body it answered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Entry {
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    #[serde(with = "hex_body")]
     body: Box<[u8]>,
     refused: Option<Box<str>>,
     amount: Option<u128>,
@@ -553,6 +562,207 @@ impl Machine {
     }
 }
 
+/// What a checkpoint's record keeps of one ledger: its accounts with their balances,
+/// the pending transfers still held (in the order they were made) and the counters.
+/// Every id's answer and every pending transfer closed go to the id index instead
+/// ([`Machine::settle`]), so the record's size follows the accounts and what is held,
+/// never the history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct State {
+    pub accounts: Vec<Account>,
+    pub held: Vec<(Box<str>, Pending)>,
+    pub made: u64,
+    pub counts: LedgerCounts,
+}
+
+/// What [`Machine::settle`] moves out of memory, for the id index.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// Every id answered since the last settle (or recalled since), with its answer.
+    pub answers: Vec<(Box<str>, Entry)>,
+    /// Every pending transfer closed (posted, voided, expired) held in memory.
+    pub closed: Vec<(Box<str>, Pending)>,
+}
+
+/// What the machine must be given back from the id index before a batch applies:
+/// the answers of ids it does not hold, and the pending transfers named by a post or
+/// a void that it does not hold (closed ones).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Missing {
+    pub answers: Vec<String>,
+    pub closed: Vec<String>,
+}
+
+impl Missing {
+    pub fn is_empty(&self) -> bool {
+        self.answers.is_empty() && self.closed.is_empty()
+    }
+}
+
+impl Machine {
+    /// The ids of `ops` (and the pending transfers they post or void) this machine does
+    /// not hold in memory: what the id index is asked for before `apply`, so that a
+    /// settled id answers as it did and a closed transfer is refused as it was.
+    pub fn missing(&self, ops: &[LedgerOp]) -> Missing {
+        let mut missing = Missing::default();
+        let answer = |id: &str, missing: &mut Missing| {
+            if !self.entries.contains_key(id) && !missing.answers.iter().any(|m| m == id) {
+                missing.answers.push(id.to_owned());
+            }
+        };
+        for op in ops {
+            answer(op.id(), &mut missing);
+            if let LedgerOp::Post { pending_id, .. } | LedgerOp::Void { pending_id, .. } = op
+                && !self.pendings.contains_key(pending_id.as_str())
+            {
+                answer(pending_id, &mut missing);
+                if !missing.closed.contains(pending_id) {
+                    missing.closed.push(pending_id.clone());
+                }
+            }
+        }
+        missing
+    }
+
+    /// Takes back the answer of `id` from the id index.
+    pub fn recall_answer(&mut self, id: &str, entry: Entry) {
+        self.entries.entry(id.into()).or_insert(entry);
+    }
+
+    /// Takes back the closed pending transfer `id` from the id index.
+    pub fn recall_closed(&mut self, id: &str, pending: Pending) {
+        assert!(
+            pending.state != PendingState::Pending,
+            "the id index holds closed transfers only"
+        );
+        self.pendings.entry(id.into()).or_insert(pending);
+    }
+
+    /// The state a checkpoint records.
+    pub fn state(&self) -> State {
+        State {
+            accounts: self.accounts.clone(),
+            held: self
+                .open
+                .iter()
+                .map(|(_, id)| (id.clone(), self.pendings[id].clone()))
+                .collect(),
+            made: self.made,
+            counts: self.counts.clone(),
+        }
+    }
+
+    /// Moves every answer and every closed pending transfer out of memory (into the
+    /// id index, in the checkpoint's install write); the posted entries kept in memory
+    /// since the last settle are dropped (each is in its id's answer and body).
+    pub fn settle(&mut self) -> Settled {
+        let answers = self.entries.drain().collect();
+        let mut closed = Vec::new();
+        self.pendings.retain(|id, pending| {
+            let open = pending.state == PendingState::Pending;
+            if !open {
+                closed.push((id.clone(), pending.clone()));
+            }
+            open
+        });
+        self.posted.clear();
+        Settled { answers, closed }
+    }
+
+    /// The machine a checkpoint's state describes, checked whole: accounts unique and
+    /// within `LEDGER_ACCOUNTS_MAX`, every held transfer pending, on existing accounts,
+    /// made before `made`, and every account's pending balances the sum of what is held
+    /// on it — a state that does not add up is refused, never used.
+    pub fn restore(state: State) -> Result<Machine, String> {
+        let State {
+            accounts,
+            held,
+            made,
+            counts,
+        } = state;
+        if accounts.len() > crate::limits::LEDGER_ACCOUNTS_MAX {
+            return Err(format!(
+                "{} accounts, above LEDGER_ACCOUNTS_MAX",
+                accounts.len()
+            ));
+        }
+        let mut machine = Machine {
+            made,
+            ..Machine::default()
+        };
+        for (i, account) in accounts.iter().enumerate() {
+            let index = u32::try_from(i).expect("bounded by LEDGER_ACCOUNTS_MAX");
+            if machine
+                .index
+                .insert(account.definition.name.clone(), index)
+                .is_some()
+            {
+                return Err(format!(
+                    "account `{}` appears twice",
+                    account.definition.name
+                ));
+            }
+        }
+        let mut sums = vec![(0u128, 0u128); accounts.len()];
+        for (id, pending) in held {
+            let (d, c) = (pending.debit as usize, pending.credit as usize);
+            if pending.state != PendingState::Pending
+                || d >= accounts.len()
+                || c >= accounts.len()
+                || pending.order >= made
+            {
+                return Err(format!("held transfer `{id}` does not fit the state"));
+            }
+            let add = |sum: u128| {
+                sum.checked_add(pending.amount)
+                    .ok_or_else(|| format!("held transfer `{id}` overflows its account"))
+            };
+            sums[d].0 = add(sums[d].0)?;
+            sums[c].1 = add(sums[c].1)?;
+            if !machine.open.insert((pending.order, id.clone())) {
+                return Err(format!("held transfer `{id}` appears twice"));
+            }
+            if let Some(at) = pending.expires_at_ms {
+                machine.due.insert((at, id.clone()));
+            }
+            if machine.pendings.insert(id.clone(), pending).is_some() {
+                return Err(format!("held transfer `{id}` appears twice"));
+            }
+        }
+        for (account, (debits, credits)) in accounts.iter().zip(sums) {
+            if account.debits_pending != debits || account.credits_pending != credits {
+                return Err(format!(
+                    "account `{}`: its pending balances are not the sum of the transfers held on it",
+                    account.definition.name
+                ));
+            }
+        }
+        if counts.pending_open != machine.open.len() as u64 {
+            return Err("its count of held transfers is not what it holds".to_owned());
+        }
+        machine.accounts = accounts;
+        machine.counts = counts;
+        Ok(machine)
+    }
+}
+
+/// An answer's body as hex in the id index.
+mod hex_body {
+    use serde::{Deserialize, Deserializer, Serializer, de};
+
+    pub fn serialize<S: Serializer>(body: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&hex::encode(body))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Box<[u8]>, D::Error> {
+        let text = <&str>::deserialize(d)?;
+        hex::decode(text)
+            .map(Vec::into_boxed_slice)
+            .map_err(de::Error::custom)
+    }
+}
+
 /// Checks an account definition the owner is asked to open.
 pub fn check_definition(definition: &AccountDefinition) -> Result<(), DefinitionError> {
     if !grid_spec::topology::is_currency(&definition.currency) {
@@ -576,7 +786,8 @@ pub fn check_definition(definition: &AccountDefinition) -> Result<(), Definition
     Ok(())
 }
 
-fn answer(id: &str, entry: &Entry) -> LedgerAnswer {
+/// The answer `entry` holds for `id`.
+pub fn answer(id: &str, entry: &Entry) -> LedgerAnswer {
     LedgerAnswer {
         id: id.to_owned(),
         outcome: match entry.refused {

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! ledger-journal   LEDGER \0 SEQ(be64)   one record (codec.rs): a batch, or a definition change
+//! ledger-ids       the id index (checkpoint.rs): answers and closed transfers settled
 //! ```
 //!
 //! A batch is applied to the machine in memory under its ledger's lock, which also
@@ -10,7 +11,8 @@
 //! order is the order of application; the lock is released and the caller waits for an
 //! fsync that began after the write (group commit: one fsync for every batch waiting,
 //! from any number of clients). No answer, lookup or inspection leaves before that
-//! fsync. Open replays every record in order: answers are recomputed, identically.
+//! fsync. Open takes each ledger's installed checkpoint and replays the records after
+//! it in order (checkpoint.rs): answers are recomputed, identically.
 //! Expiry is evaluated at each batch's journaled time, and the sweeper journals an
 //! empty batch when a pending transfer falls due, so an expiry is journaled before
 //! anything observes it. Definition changes (reconcile's `install-ledger`,
@@ -28,12 +30,14 @@ use super::api::{
     AccountDefinition, LedgerAnswer, LedgerCall, LedgerDefinition, LedgerOp, LedgerReply,
     LedgerView,
 };
+use super::checkpoint::{IDS, ROOM, recall, restored};
 use super::codec::{self, Record};
 use super::machine::{Machine, check_definition};
 use crate::limits::{
     LEDGER_ACCOUNTS_MAX, LEDGER_BATCH_TRANSFERS_MAX, LEDGER_EXPIRY_SWEEP_INTERVAL,
     LEDGER_INSPECT_PENDING_MAX, LEDGERS_PER_HOST_MAX, NAME_LENGTH_MAX, REQUEST_ID_LENGTH_MAX,
 };
+use crate::store::checkpoint::{CHECKPOINTS_KEYSPACE, Checkpoints};
 use crate::store::keys::Key;
 use crate::store::{Failpoint, Failpoints, Syncer, fatal, open_keyspaces};
 
@@ -63,29 +67,38 @@ pub enum LedgerError {
     /// A full disk: the batch was refused and nothing journaled (docs/storage.md).
     #[error("{0}")]
     StorageFull(String),
+    /// The id index did not read: nothing was applied (never "not found, so do it").
+    #[error("{0}; nothing was applied")]
+    Unreadable(String),
 }
 
-/// One ledger: its machine, the last journal sequence applied and the newest batch time.
-struct Book {
-    machine: Machine,
-    sequence: u64,
-    now_ms: u64,
+/// One ledger: its machine, the last journal sequence applied, the newest batch time,
+/// the record its installed checkpoint covers (0: none) and the journal bytes since.
+pub(super) struct Book {
+    pub(super) machine: Machine,
+    pub(super) sequence: u64,
+    pub(super) now_ms: u64,
+    pub(super) checkpointed: u64,
+    pub(super) since_bytes: u64,
 }
 
-struct Inner {
+pub(super) struct Inner {
     host: String,
-    dir: PathBuf,
-    journal: Keyspace,
+    pub(super) dir: PathBuf,
+    pub(super) database: crate::store::Durable,
+    pub(super) journal: Keyspace,
+    pub(super) ids: Keyspace,
+    pub(super) checkpoints: Checkpoints,
     syncer: Syncer,
     runtime: Mutex<Option<tokio::runtime::Handle>>,
-    failpoints: Mutex<Failpoints>,
+    pub(super) failpoints: Mutex<Failpoints>,
     books: RwLock<BTreeMap<String, Mutex<Book>>>,
 }
 
 /// The ledgers of one host: cheap to clone, shared by the control socket, the host (for
 /// definition changes and `observe`) and, through the composition root, other rooms.
 #[derive(Clone)]
-pub struct Ledgers(Arc<Inner>);
+pub struct Ledgers(pub(super) Arc<Inner>);
 
 fn journal_key(ledger: &str, sequence: u64) -> Vec<u8> {
     Key::text(ledger).sep().u64(sequence).bytes()
@@ -178,20 +191,24 @@ fn installed(definition: &LedgerDefinition) -> Result<Book, String> {
         machine,
         sequence: 1,
         now_ms: 0,
+        checkpointed: 0,
+        since_bytes: 0,
     })
 }
 
 impl Ledgers {
-    /// Opens the profile's keyspace in the host's database and replays every ledger's
-    /// journal.
+    /// Opens the profile's keyspaces in the host's database; each ledger is its
+    /// installed checkpoint (if any) and the journal records after it, replayed.
     pub fn open(
         database: &crate::store::Durable,
         dir: &Path,
         host: &str,
         failpoints: Failpoints,
     ) -> Result<Ledgers, String> {
-        let [journal] =
-            open_keyspaces(database, [JOURNAL]).map_err(|e| format!("ledger keyspace: {e}"))?;
+        let [journal, ids, checkpoints] =
+            open_keyspaces(database, [JOURNAL, IDS, CHECKPOINTS_KEYSPACE])
+                .map_err(|e| format!("ledger keyspace: {e}"))?;
+        let checkpoints = Checkpoints::new(checkpoints);
         let syncer = Syncer::start(
             {
                 let d = database.clone();
@@ -209,37 +226,63 @@ impl Ledgers {
                 String::from_utf8_lossy(&key[..at]).into_owned(),
                 crate::store::keys::trailing_u64(&key).unwrap_or(0),
             );
-            let record = codec::decode(&bytes)
-                .map_err(|e| format!("ledger `{name}` record {sequence}: {e}"))?;
             if current.as_ref().is_none_or(|(n, _)| *n != name) {
                 if let Some((n, b)) = current.take() {
                     books.insert(n, Mutex::new(b));
                 }
+                if let Some(book) = restored(&checkpoints, &name)? {
+                    current = Some((name.clone(), book));
+                }
+            }
+            if let Some((_, book)) = current.as_ref()
+                && sequence <= book.checkpointed
+            {
+                continue; // covered by the checkpoint; a stop left it before its purge
+            }
+            let record = codec::decode(&bytes)
+                .map_err(|e| format!("ledger `{name}` record {sequence}: {e}"))?;
+            let Some((_, book)) = current.as_mut() else {
                 let Record::Install(definition) = record else {
                     return Err(format!(
-                        "ledger `{name}`: its journal does not start with its installation"
+                        "ledger `{name}`: its journal does not start with its installation (and no checkpoint covers its start)"
                     ));
                 };
                 current = Some((name, installed(&definition)?));
                 continue;
-            }
-            let (_, book) = current.as_mut().expect("just set");
+            };
             if sequence != book.sequence + 1 {
                 return Err(format!(
                     "ledger `{name}`: record {sequence} follows record {}",
                     book.sequence
                 ));
             }
+            if let Record::Batch { ops, .. } = &record {
+                recall(&ids, &name, &mut book.machine, ops)?;
+            }
+            book.since_bytes += bytes.len() as u64;
             replay(book, record).map_err(|e| format!("ledger `{name}` record {sequence}: {e}"))?;
             book.sequence = sequence;
         }
         if let Some((n, b)) = current.take() {
             books.insert(n, Mutex::new(b));
         }
+        // A ledger whose every record a checkpoint covered and purged.
+        for name in checkpoints.names(ROOM)? {
+            if let std::collections::btree_map::Entry::Vacant(vacant) = books.entry(name) {
+                let name = vacant.key();
+                let book = restored(&checkpoints, name)?.ok_or_else(|| {
+                    format!("the checkpoint of ledger `{name}` vanished while opening")
+                })?;
+                vacant.insert(Mutex::new(book));
+            }
+        }
         Ok(Ledgers(Arc::new(Inner {
             host: host.to_owned(),
             dir: dir.to_owned(),
+            database: database.clone(),
             journal,
+            ids,
+            checkpoints,
             syncer,
             runtime: Mutex::new(None),
             failpoints: Mutex::new(failpoints),
@@ -271,7 +314,7 @@ impl Ledgers {
         }
     }
 
-    fn books(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Mutex<Book>>> {
+    pub(super) fn books(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Mutex<Book>>> {
         self.0.books.read().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -303,6 +346,7 @@ impl Ledgers {
     /// order). Durable only after the next [`Ledgers::sync`].
     fn append(&self, ledger: &str, book: &mut Book, record: &[u8]) {
         book.sequence += 1;
+        book.since_bytes += record.len() as u64;
         self.0
             .journal
             .insert(journal_key(ledger, book.sequence), record)
@@ -342,6 +386,7 @@ impl Ledgers {
             let books = self.books();
             let book = books.get(ledger).ok_or_else(|| self.no_ledger(ledger))?;
             let mut book = book.lock().unwrap_or_else(|p| p.into_inner());
+            recall(&self.0.ids, ledger, &mut book.machine, ops).map_err(LedgerError::Unreadable)?;
             // A full disk: a batch of operations all re-sent gets their answers, with
             // nothing journaled; any new one refuses the whole batch.
             if let Some(reason) = crate::store::usage::full(&self.0.dir) {
@@ -384,7 +429,10 @@ impl Ledgers {
             let books = self.books();
             let book = books.get(ledger).ok_or_else(|| self.no_ledger(ledger))?;
             let book = book.lock().unwrap_or_else(|p| p.into_inner());
-            ids.iter().map(|id| book.machine.answer(id)).collect()
+            ids.iter()
+                .map(|id| super::checkpoint::answer(&self.0.ids, ledger, &book.machine, id))
+                .collect::<Result<Vec<_>, String>>()
+                .map_err(LedgerError::Unreadable)?
         };
         // What was read may have been applied and not fsynced yet.
         self.sync("reading ledger answers").await;

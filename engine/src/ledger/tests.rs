@@ -475,3 +475,140 @@ fn amounts_above_u64_round_trip_as_strings() {
         assert!(serde_json::from_str::<LedgerOp>(&text).is_err(), "{bad}");
     }
 }
+
+/// A machine that settles its ids into an index at checkpoints (through JSON, as the
+/// service stores them) and is given them back before each batch.
+struct Checkpointed {
+    machine: Machine,
+    answers: BTreeMap<String, Vec<u8>>,
+    closed: BTreeMap<String, Vec<u8>>,
+}
+
+impl Checkpointed {
+    fn recall(&mut self, ops: &[LedgerOp]) {
+        let missing = self.machine.missing(ops);
+        for id in &missing.answers {
+            if let Some(bytes) = self.answers.get(id) {
+                self.machine
+                    .recall_answer(id, serde_json::from_slice(bytes).unwrap());
+            }
+        }
+        for id in &missing.closed {
+            if let Some(bytes) = self.closed.get(id) {
+                self.machine
+                    .recall_closed(id, serde_json::from_slice(bytes).unwrap());
+            }
+        }
+    }
+
+    /// A checkpoint and an open from it: the state through JSON, the ids settled.
+    fn checkpoint(&mut self) {
+        let state = serde_json::to_vec(&self.machine.state()).unwrap();
+        let settled = self.machine.settle();
+        for (id, entry) in settled.answers {
+            self.answers
+                .insert(id.into(), serde_json::to_vec(&entry).unwrap());
+        }
+        for (id, pending) in settled.closed {
+            self.closed
+                .insert(id.into(), serde_json::to_vec(&pending).unwrap());
+        }
+        self.machine = Machine::restore(serde_json::from_slice(&state).unwrap()).unwrap();
+    }
+
+    fn answer(&self, id: &str) -> Option<LedgerAnswer> {
+        self.machine.answer(id).or_else(|| {
+            self.answers
+                .get(id)
+                .map(|bytes| super::machine::answer(id, &serde_json::from_slice(bytes).unwrap()))
+        })
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Checkpoints at random points (the `Restart` steps): every batch is answered as
+    /// by a machine never checkpointed, balances, counts and held transfers stay the
+    /// same, every id keeps its answer, and memory keeps no settled id.
+    #[test]
+    fn a_checkpointed_machine_answers_as_one_never_checkpointed(
+        steps in prop::collection::vec(step(), 1..60)
+    ) {
+        let mut plain = Machine::default();
+        for account in &definitions() {
+            plain.open(account).unwrap();
+        }
+        let mut kept = Checkpointed {
+            machine: plain.clone(),
+            answers: BTreeMap::new(),
+            closed: BTreeMap::new(),
+        };
+        let mut now_ms = 1_000_000u64;
+        let mut ids: Vec<String> = Vec::new();
+        for step in steps {
+            match step {
+                Step::Batch(gens) => {
+                    let ops: Vec<LedgerOp> = gens.iter().map(op).collect();
+                    kept.recall(&ops);
+                    let answers = kept.machine.apply(now_ms, &ops);
+                    prop_assert_eq!(&answers, &plain.apply(now_ms, &ops));
+                    ids.extend(ops.iter().map(|o| o.id().to_owned()));
+                }
+                Step::Advance(ms) => now_ms += ms,
+                Step::Restart => {
+                    kept.checkpoint();
+                    for id in &ids {
+                        prop_assert!(kept.machine.answer(id).is_none(), "`{}` settled", id);
+                    }
+                }
+                Step::Retire(index) => {
+                    plain.retire(ACCOUNTS[index]).unwrap();
+                    kept.machine.retire(ACCOUNTS[index]).unwrap();
+                }
+            }
+            prop_assert_eq!(kept.machine.accounts(), plain.accounts());
+            prop_assert_eq!(kept.machine.counts(), plain.counts());
+            prop_assert_eq!(
+                kept.machine.pending_views(None, usize::MAX),
+                plain.pending_views(None, usize::MAX)
+            );
+            prop_assert_eq!(kept.machine.next_expiry_ms(), plain.next_expiry_ms());
+            for id in &ids {
+                prop_assert_eq!(kept.answer(id), plain.answer(id), "`{}`", id);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_checkpoint_state_that_does_not_add_up_is_refused() {
+    let mut machine = Machine::default();
+    for account in &definitions() {
+        machine.open(account).unwrap();
+    }
+    machine.apply(1_000, &[transfer("p", 40, true, Some(60))]);
+    let state = machine.state();
+    let json = serde_json::to_value(&state).unwrap();
+    assert_eq!(
+        Machine::restore(serde_json::from_value(json.clone()).unwrap())
+            .unwrap()
+            .state(),
+        state
+    );
+    // A held transfer dropped: the pending balances no longer add up.
+    let mut dropped = json.clone();
+    dropped["held"] = serde_json::json!([]);
+    let why = Machine::restore(serde_json::from_value(dropped).unwrap()).unwrap_err();
+    assert!(why.contains("pending balances"), "{why}");
+    // An account twice.
+    let mut twice = json.clone();
+    let first = twice["accounts"][0].clone();
+    twice["accounts"][1] = first;
+    assert!(Machine::restore(serde_json::from_value(twice).unwrap()).is_err());
+    // A held transfer on an account that does not exist.
+    let mut outside = json;
+    outside["held"][0][1]["debit"] = serde_json::json!(99);
+    let why = Machine::restore(serde_json::from_value(outside).unwrap()).unwrap_err();
+    assert!(why.contains("does not fit"), "{why}");
+}

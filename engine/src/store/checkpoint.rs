@@ -163,6 +163,23 @@ impl Checkpoints {
         Ok(checkpoint)
     }
 
+    /// The names of `room`'s objects with an installed checkpoint, damaged ones too (a
+    /// room whose journal a checkpoint covered whole finds its objects here; opening
+    /// each through [`Checkpoints::installed`] names a damaged one).
+    pub fn names(&self, room: &str) -> Result<Vec<String>, String> {
+        let prefix = Key::text(room).sep().bytes();
+        let mut names = Vec::new();
+        for guard in self.keyspace.prefix(&prefix) {
+            let key = guard
+                .key()
+                .map_err(|e| format!("the checkpoints of room {room} do not read: {e}"))?;
+            if let Some(name) = key[prefix.len()..].strip_suffix(b"\0installed") {
+                names.push(String::from_utf8_lossy(name).into_owned());
+            }
+        }
+        Ok(names)
+    }
+
     /// Every installed checkpoint, by room and name (damaged ones are left out: opening
     /// names them).
     pub fn list(&self) -> Vec<CheckpointView> {

@@ -45,7 +45,8 @@ pub struct StorageView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JournalView {
     /// `batches` (a model), `source-journal` (a tag), `delivery-published` (a route
-    /// this host publishes), `delivery-inbox` (an Ordered route it receives).
+    /// this host publishes), `delivery-inbox` (an Ordered route it receives),
+    /// `ledger-journal` (a ledger).
     pub store: String,
     /// The model, tag or route.
     pub name: String,
