@@ -111,3 +111,6 @@ pub const MISSION_COMPARE_SETTLE_MS_MAX: u64 = 1_000;
 /// The latest restart mark of one `retention` run, minutes (its workload runs twice:
 /// checkpoints on, then off).
 pub const RETENTION_MINUTES_MAX: u64 = 120;
+/// The rate of `retention --workload ledger`: posted transfers a second, each a new id,
+/// in batches of 100 from one connection.
+pub const RETENTION_LEDGER_TRANSFERS_PER_S: u64 = 2_000;

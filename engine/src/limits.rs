@@ -235,6 +235,10 @@ pub const LEDGER_CHECKPOINT_RECORDS_MAX: u64 = 10_000;
 /// The most journal bytes a ledger holds past its checkpoint before the host takes a
 /// new one, whatever the count of records: what one checkpoint settles is bounded by it.
 pub const LEDGER_CHECKPOINT_BYTES_MAX: u64 = 16 * 1024 * 1024;
+/// The most answers (and closed pending transfers) a ledger holds in memory since its
+/// checkpoint before the host takes a new one: what bounds a ledger's memory by its
+/// cadence rather than its history.
+pub const LEDGER_CHECKPOINT_IDS_MAX: usize = 100_000;
 
 // A whole batch of transfers whose id and account names average 32 bytes (with the
 // JSON keys, quoting and amount: under 320 bytes a transfer) fits in one control line;

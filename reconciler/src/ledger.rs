@@ -102,7 +102,25 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
             continue; // its `~ host` line comes first
         }
         let Some(held) = observed.ledgers.iter().find(|l| l.name == ledger.name) else {
-            out.push(install());
+            let observation = world.host(host);
+            match observation.filter(|o| o.held_ledgers.contains(&ledger.name)) {
+                // Its custody says this installation held it: the store lost it.
+                Some(o) => out.push(
+                    Draft::attention(
+                        "ledger",
+                        &ledger.name,
+                        host,
+                        format!(
+                            "lost: {}/keys/{} shows this installation held ledger `{}`, but its store does not (replaced, or made afresh with its marks removed); it is not installed afresh, which would answer its transfer ids as new and move their amounts again — put back the store this installation served (docs/storage.md)",
+                            o.dir.display(),
+                            grid_engine::store::held::HELD_LEDGERS_FILE,
+                            ledger.name
+                        ),
+                    )
+                    .key(key.clone()),
+                ),
+                None => out.push(install()),
+            }
             continue;
         };
         for account in &ledger.accounts {

@@ -88,6 +88,10 @@ pub struct HostObservation {
     /// `grid_engine::store::held`): one its store does not hold is never planned afresh.
     #[serde(default)]
     pub held_models: BTreeSet<String>,
+    /// The ledgers its custody says the installation ever held
+    /// (`DIR/keys/held-ledgers`): one its store does not hold is never planned afresh.
+    #[serde(default)]
+    pub held_ledgers: BTreeSet<String>,
 }
 
 /// An installation's key custody as found.
@@ -346,6 +350,13 @@ impl HostObservation {
             hasher.update(model.as_bytes());
             hasher.update([0]);
         }
+        if !self.held_ledgers.is_empty() {
+            hasher.update(b"held ledgers\0");
+            for ledger in &self.held_ledgers {
+                hasher.update(ledger.as_bytes());
+                hasher.update([0]);
+            }
+        }
         match &self.status {
             HostStatus::Missing => hasher.update(b"missing"),
             HostStatus::Unreachable { .. } => hasher.update(b"unreachable"),
@@ -451,6 +462,7 @@ impl HostObservation {
             claims: BTreeMap::new(),
             hex_keys: Vec::new(),
             held_models: BTreeSet::new(),
+            held_ledgers: BTreeSet::new(),
         }
     }
 }
@@ -467,6 +479,18 @@ pub fn observe_host(name: &str, dir: &Path) -> HostObservation {
         Err(e) => {
             observation.status = HostStatus::Unreachable {
                 reason: format!("{}: {e}", grid_engine::store::held::path(dir).display()),
+            };
+            return observation;
+        }
+    }
+    match grid_engine::store::held::read_ledgers(dir) {
+        Ok(held) => observation.held_ledgers = held,
+        Err(e) => {
+            observation.status = HostStatus::Unreachable {
+                reason: format!(
+                    "{}: {e}",
+                    grid_engine::store::held::ledgers_path(dir).display()
+                ),
             };
             return observation;
         }

@@ -407,6 +407,18 @@ impl Host {
                     match held.stage(change, &mut write) {
                         Ok((detail, staged)) => {
                             ledger_staged = staged;
+                            if let Request::InstallLedger { ledger } = &request {
+                                let name = ledger.name.clone();
+                                after_commit = Some(Box::new(move |host: &mut Host| {
+                                    // Before the answer leaves (store::held).
+                                    if let Err(e) = crate::store::held::record_ledgers(
+                                        &host.dir,
+                                        [name.as_str()],
+                                    ) {
+                                        fatal(&host.dir, "recording a held ledger", e);
+                                    }
+                                }));
+                            }
                             succeeded(&op, detail)
                         }
                         Err(reason) => failed(&op, reason),
@@ -544,6 +556,14 @@ impl Host {
             path: self.dir.join("store"),
             detail,
         })?;
+        // What the store holds is what this installation held (store::held).
+        let names: Vec<String> = ledgers.definitions().into_iter().map(|d| d.name).collect();
+        crate::store::held::record_ledgers(&self.dir, names.iter().map(String::as_str)).map_err(
+            |e| HostError::Config {
+                path: crate::store::held::ledgers_path(&self.dir),
+                reason: format!("cannot record the ledgers this installation holds: {e}"),
+            },
+        )?;
         self.ledgers = Some(ledgers.clone());
         Ok(ledgers)
     }

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! checkpoints  ledger \0 LEDGER \0 installed   json(Checkpointed) at journal record N
-//! ledger-ids   LEDGER \0 answer \0 ID          json(Entry): the id's body and answer
+//! ledger-ids   LEDGER \0 answer \0 ID          the id's body and answer (codec::encode_entry)
 //!              LEDGER \0 closed \0 ID          json(Pending): a pending transfer closed
 //! ```
 //!
@@ -29,10 +29,12 @@ use fjall::Keyspace;
 use serde::{Deserialize, Serialize};
 
 use super::api::{LedgerAnswer, LedgerOp};
+use super::codec;
 use super::machine::{self, Entry, Machine, Pending, State};
 use super::service::{Book, Ledgers};
 use crate::limits::{
-    CHECKPOINT_PURGE_ENTRIES_MAX, LEDGER_CHECKPOINT_BYTES_MAX, LEDGER_CHECKPOINT_RECORDS_MAX,
+    CHECKPOINT_PURGE_ENTRIES_MAX, LEDGER_CHECKPOINT_BYTES_MAX, LEDGER_CHECKPOINT_IDS_MAX,
+    LEDGER_CHECKPOINT_RECORDS_MAX,
 };
 use crate::store::Failpoint;
 use crate::store::checkpoint::{Checkpoint, Checkpoints};
@@ -105,8 +107,7 @@ pub(super) fn recall(
 ) -> Result<(), String> {
     let missing = machine.missing(ops);
     for id in &missing.answers {
-        let what = format!("the answer of `{id}` in ledger `{ledger}`");
-        if let Some(entry) = read::<Entry>(ids, &answer_key(ledger, id), &what)? {
+        if let Some(entry) = read_answer(ids, ledger, id)? {
             machine.recall_answer(id, entry);
         }
     }
@@ -130,8 +131,21 @@ pub(super) fn answer(
     if let Some(answer) = machine.answer(id) {
         return Ok(Some(answer));
     }
-    let what = format!("the answer of `{id}` in ledger `{ledger}`");
-    Ok(read::<Entry>(ids, &answer_key(ledger, id), &what)?.map(|e| machine::answer(id, &e)))
+    Ok(read_answer(ids, ledger, id)?.map(|e| machine::answer(id, &e)))
+}
+
+/// The settled answer of `id` in the index, if any.
+fn read_answer(ids: &Keyspace, ledger: &str, id: &str) -> Result<Option<Entry>, String> {
+    let what = || format!("the answer of `{id}` in ledger `{ledger}`");
+    let Some(bytes) = ids
+        .get(answer_key(ledger, id))
+        .map_err(|e| format!("the ledger id index does not read {}: {e}", what()))?
+    else {
+        return Ok(None);
+    };
+    codec::decode_entry(&bytes)
+        .map(Some)
+        .map_err(|e| format!("the ledger id index holds {} damaged: {e}", what()))
 }
 
 /// The book of `ledger` its installed checkpoint describes, if it has one; a damaged or
@@ -160,7 +174,8 @@ pub(super) fn restored(checkpoints: &Checkpoints, ledger: &str) -> Result<Option
 
 impl Ledgers {
     /// Checkpoints every ledger with at least `at_least` (≥ 1) records past its last
-    /// checkpoint, or past `LEDGER_CHECKPOINT_BYTES_MAX` bytes, then purges what each
+    /// checkpoint, or past `LEDGER_CHECKPOINT_BYTES_MAX` bytes or
+    /// `LEDGER_CHECKPOINT_IDS_MAX` answers held in memory, then purges what each
     /// covers; with `purge_covered`, also purges what an earlier checkpoint covers and
     /// a stop left. A storage failure stops the host.
     pub fn checkpoint(&self, at_least: u64, purge_covered: bool) -> Vec<Taken> {
@@ -174,6 +189,7 @@ impl Ledgers {
             let mut book = book.lock().unwrap_or_else(|p| p.into_inner());
             if book.sequence >= book.checkpointed.saturating_add(at_least.max(1))
                 || book.since_bytes >= LEDGER_CHECKPOINT_BYTES_MAX
+                || book.machine.unsettled() >= LEDGER_CHECKPOINT_IDS_MAX
             {
                 taken.push(self.checkpoint_book(&name, &mut book));
             } else if purge_covered && book.checkpointed > 0 {
@@ -230,8 +246,11 @@ impl Ledgers {
         }
         let settled = book.machine.settle();
         for (id, entry) in &settled.answers {
-            let bytes = serde_json::to_vec(entry).expect("an answer encodes");
-            write.insert(&inner.ids, answer_key(ledger, id), bytes);
+            write.insert(
+                &inner.ids,
+                answer_key(ledger, id),
+                codec::encode_entry(entry),
+            );
         }
         for (id, pending) in &settled.closed {
             let bytes = serde_json::to_vec(pending).expect("a transfer encodes");

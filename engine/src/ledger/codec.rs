@@ -13,6 +13,11 @@
 //!         | 2 pending_id:str amount:(0 | 1 u128le)
 //!         | 3 pending_id:str
 //! ```
+//!
+//! An id's settled answer in the ledger's id index (checkpoint.rs), as compact:
+//! ```text
+//! entry   = body_len:u16le body refused:(0 | 1 str) amount:(0 | 1 u128le)
+//! ```
 
 use super::api::{AccountDefinition, LedgerDefinition, LedgerOp};
 
@@ -218,4 +223,45 @@ pub fn decode(bytes: &[u8]) -> Result<Record, String> {
         return Err("a journal record has trailing bytes".to_owned());
     }
     Ok(record)
+}
+
+/// An id's settled answer, for the id index.
+pub fn encode_entry(entry: &super::machine::Entry) -> Vec<u8> {
+    let (body, refused, amount) = entry.parts();
+    let mut out = Vec::with_capacity(body.len() + 24);
+    let len = u16::try_from(body.len()).expect("an operation's body is bounded far below 64 KiB");
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(body);
+    match refused {
+        None => out.push(0),
+        Some(reason) => {
+            out.push(1);
+            put_str(&mut out, reason);
+        }
+    }
+    match amount {
+        None => out.push(0),
+        Some(a) => {
+            out.push(1);
+            out.extend_from_slice(&a.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// Decodes an id index entry; why not, when it is cut short or has trailing bytes.
+pub fn decode_entry(bytes: &[u8]) -> Result<super::machine::Entry, String> {
+    let mut r = Reader { bytes };
+    let len = u16::from_le_bytes(r.take(2)?.try_into().expect("2 bytes"));
+    let body: Box<[u8]> = r.take(len.into())?.into();
+    let refused = if r.flag()? {
+        Some(r.str()?.into_boxed_str())
+    } else {
+        None
+    };
+    let amount = if r.flag()? { Some(r.u128()?) } else { None };
+    if !r.bytes.is_empty() {
+        return Err("an id index entry has trailing bytes".to_owned());
+    }
+    Ok(super::machine::Entry::new(body, refused, amount))
 }

@@ -70,14 +70,28 @@ pub struct Posted {
     pub amount: u128,
 }
 
-/// The retained answer of one id and the body it answered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The retained answer of one id and the body it answered (in the id index:
+/// `codec::encode_entry`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    #[serde(with = "hex_body")]
     body: Box<[u8]>,
     refused: Option<Box<str>>,
     amount: Option<u128>,
+}
+
+impl Entry {
+    pub fn new(body: Box<[u8]>, refused: Option<Box<str>>, amount: Option<u128>) -> Entry {
+        Entry {
+            body,
+            refused,
+            amount,
+        }
+    }
+
+    /// The body it answered, its refusal, the amount it moved.
+    pub fn parts(&self) -> (&[u8], Option<&str>, Option<u128>) {
+        (&self.body, self.refused.as_deref(), self.amount)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -625,6 +639,12 @@ impl Machine {
         missing
     }
 
+    /// How many answers and closed pending transfers memory holds: what the next
+    /// [`Machine::settle`] moves to the id index.
+    pub fn unsettled(&self) -> usize {
+        self.entries.len() + self.pendings.len() - self.open.len()
+    }
+
     /// Takes back the answer of `id` from the id index.
     pub fn recall_answer(&mut self, id: &str, entry: Entry) {
         self.entries.entry(id.into()).or_insert(entry);
@@ -744,22 +764,6 @@ impl Machine {
         machine.accounts = accounts;
         machine.counts = counts;
         Ok(machine)
-    }
-}
-
-/// An answer's body as hex in the id index.
-mod hex_body {
-    use serde::{Deserialize, Deserializer, Serializer, de};
-
-    pub fn serialize<S: Serializer>(body: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&hex::encode(body))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Box<[u8]>, D::Error> {
-        let text = <&str>::deserialize(d)?;
-        hex::decode(text)
-            .map(Vec::into_boxed_slice)
-            .map_err(de::Error::custom)
     }
 }
 

@@ -476,8 +476,8 @@ fn amounts_above_u64_round_trip_as_strings() {
     }
 }
 
-/// A machine that settles its ids into an index at checkpoints (through JSON, as the
-/// service stores them) and is given them back before each batch.
+/// A machine that settles its ids into an index at checkpoints (encoded as the service
+/// stores them) and is given them back before each batch.
 struct Checkpointed {
     machine: Machine,
     answers: BTreeMap<String, Vec<u8>>,
@@ -490,7 +490,7 @@ impl Checkpointed {
         for id in &missing.answers {
             if let Some(bytes) = self.answers.get(id) {
                 self.machine
-                    .recall_answer(id, serde_json::from_slice(bytes).unwrap());
+                    .recall_answer(id, codec::decode_entry(bytes).unwrap());
             }
         }
         for id in &missing.closed {
@@ -506,8 +506,7 @@ impl Checkpointed {
         let state = serde_json::to_vec(&self.machine.state()).unwrap();
         let settled = self.machine.settle();
         for (id, entry) in settled.answers {
-            self.answers
-                .insert(id.into(), serde_json::to_vec(&entry).unwrap());
+            self.answers.insert(id.into(), codec::encode_entry(&entry));
         }
         for (id, pending) in settled.closed {
             self.closed
@@ -520,7 +519,7 @@ impl Checkpointed {
         self.machine.answer(id).or_else(|| {
             self.answers
                 .get(id)
-                .map(|bytes| super::machine::answer(id, &serde_json::from_slice(bytes).unwrap()))
+                .map(|bytes| super::machine::answer(id, &codec::decode_entry(bytes).unwrap()))
         })
     }
 }
@@ -611,4 +610,30 @@ fn a_checkpoint_state_that_does_not_add_up_is_refused() {
     outside["held"][0][1]["debit"] = serde_json::json!(99);
     let why = Machine::restore(serde_json::from_value(outside).unwrap()).unwrap_err();
     assert!(why.contains("does not fit"), "{why}");
+}
+
+#[test]
+fn an_id_index_entry_decodes_as_encoded_and_a_cut_or_longer_one_is_refused() {
+    use super::machine::Entry;
+    for entry in [
+        Entry::new(
+            super::machine::body(&transfer("t", u128::MAX, false, None)).into(),
+            None,
+            Some(u128::MAX),
+        ),
+        Entry::new(
+            b"\x03\x01\x00p".to_vec().into(),
+            Some("no such".into()),
+            None,
+        ),
+    ] {
+        let bytes = codec::encode_entry(&entry);
+        assert_eq!(codec::decode_entry(&bytes).unwrap(), entry);
+        for cut in 0..bytes.len() {
+            assert!(codec::decode_entry(&bytes[..cut]).is_err(), "{cut} bytes");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(codec::decode_entry(&longer).is_err());
+    }
 }

@@ -1,29 +1,47 @@
 //! What an installation held, kept outside its store: the name of every model it ever
-//! installed, one per line in `DIR/keys/held-models` (0600, synced, replaced
-//! atomically). The host adds a model's name after the store commits its install and
-//! before the answer leaves, and adds every model its store holds at each open (what a
-//! stop between the two, or an installation from before this file, left out).
+//! installed, one per line in `DIR/keys/held-models`, and of every ledger, in
+//! `DIR/keys/held-ledgers` (0600, synced, replaced atomically). The host adds a name
+//! after the store commits its install and before the answer leaves, and adds every
+//! model and ledger its store holds at each open (what a stop between the two, or an
+//! installation from before these files, left out).
 //!
-//! A store that lost a model — replaced, or created afresh with its marks removed — so
-//! cannot make the reconciler plan that model afresh (which would number its batches
-//! from 1 and run its input ids again, SPEC principle 2): the reconciler reads this
-//! file and asks for attention instead. Invariant, stated as an absence: no model's
-//! install is answered before its name is in this file.
+//! A store that lost a model or a ledger — replaced, or created afresh with its marks
+//! removed — so cannot make the reconciler plan it afresh (which would number a model's
+//! batches from 1 and run its input ids again, or answer a ledger's transfer ids as
+//! new, SPEC principle 2): the reconciler reads these files and asks for attention
+//! instead. Invariant, stated as an absence: no model's or ledger's install is answered
+//! before its name is in its file.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// The file in the installation's custody directory.
+/// The file in the installation's custody directory naming its models.
 pub const HELD_MODELS_FILE: &str = "held-models";
+/// The file in the installation's custody directory naming its ledgers.
+pub const HELD_LEDGERS_FILE: &str = "held-ledgers";
 
 /// `DIR/keys/held-models`.
 pub fn path(dir: &Path) -> PathBuf {
     dir.join("keys").join(HELD_MODELS_FILE)
 }
 
+/// `DIR/keys/held-ledgers`.
+pub fn ledgers_path(dir: &Path) -> PathBuf {
+    dir.join("keys").join(HELD_LEDGERS_FILE)
+}
+
 /// The models the installation at `dir` ever held (none when the file is absent).
 pub fn read(dir: &Path) -> std::io::Result<BTreeSet<String>> {
-    match std::fs::read_to_string(path(dir)) {
+    read_at(&path(dir))
+}
+
+/// The ledgers the installation at `dir` ever held (none when the file is absent).
+pub fn read_ledgers(dir: &Path) -> std::io::Result<BTreeSet<String>> {
+    read_at(&ledgers_path(dir))
+}
+
+fn read_at(path: &Path) -> std::io::Result<BTreeSet<String>> {
+    match std::fs::read_to_string(path) {
         Ok(text) => Ok(text
             .lines()
             .map(str::trim)
@@ -35,16 +53,28 @@ pub fn read(dir: &Path) -> std::io::Result<BTreeSet<String>> {
     }
 }
 
-/// Adds `names` to the file (written only when one is new).
+/// Adds the models `names` to their file (written only when one is new).
 pub fn record<'a>(dir: &Path, names: impl IntoIterator<Item = &'a str>) -> std::io::Result<()> {
-    let mut held = read(dir)?;
+    record_at(&path(dir), names)
+}
+
+/// Adds the ledgers `names` to their file (written only when one is new).
+pub fn record_ledgers<'a>(
+    dir: &Path,
+    names: impl IntoIterator<Item = &'a str>,
+) -> std::io::Result<()> {
+    record_at(&ledgers_path(dir), names)
+}
+
+fn record_at<'a>(path: &Path, names: impl IntoIterator<Item = &'a str>) -> std::io::Result<()> {
+    let mut held = read_at(path)?;
     let before = held.len();
     held.extend(names.into_iter().map(str::to_owned));
     if held.len() == before {
         return Ok(());
     }
     let text: String = held.iter().map(|n| format!("{n}\n")).collect();
-    super::write_private(&path(dir), text.as_bytes())
+    super::write_private(path, text.as_bytes())
 }
 
 #[cfg(test)]
@@ -58,6 +88,8 @@ mod tests {
         assert!(read(&dir).unwrap().is_empty());
         record(&dir, ["counter", "boiler"]).unwrap();
         record(&dir, ["counter"]).unwrap();
+        record_ledgers(&dir, ["books"]).unwrap();
+        assert_eq!(read_ledgers(&dir).unwrap().len(), 1);
         let held = read(&dir).unwrap();
         assert_eq!(
             held.into_iter().collect::<Vec<_>>(),

@@ -25,6 +25,9 @@ use crate::error::Failure;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Recorded {
     pub ledger: String,
+    /// The host that keeps the ledger (none in records written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     pub op: String,
     /// `transfer`, `post`, `void`.
     pub kind: String,

@@ -1,8 +1,9 @@
 //! **Refused or the same**: a host whose storage was damaged (a flipped byte, a file cut
 //! short) either refuses to start, naming its directory, or starts holding everything
 //! it acknowledged — every re-sent id answered as first given and marked as such
-//! (`replayed`: nothing ran again), every model's values unchanged (SPEC principle 2,
-//! docs/storage.md "A damaged store"). Never a panic, never a different answer.
+//! (`replayed`: nothing ran again; a lookup runs nothing), every model's values and
+//! every ledger's view unchanged (SPEC principle 2, docs/storage.md "A damaged
+//! store"). Never a panic, never a different answer.
 //!
 //! Unknown: an answer the host cannot read back (an archive entry whose bytes no longer
 //! match their digest) may be `unknown` — never "not found, so do it" — but only naming
@@ -12,7 +13,7 @@
 //!
 //! On failure: expected "a refusal naming …" (observed what gridd printed), "op ID to
 //! keep its original answer …" (observed the answer), or "model M's values unchanged"
-//! (observed both). Used by `damage`.
+//! (or "ledger L's …"; observed both). Used by `damage`.
 
 use super::answers_unchanged::Answer;
 use crate::error::Failure;
@@ -31,7 +32,8 @@ pub enum Found<'a, A> {
     /// gridd exited with this output instead of starting.
     Refused { output: &'a str },
     /// gridd started: each recorded original with the answer its id got again, and
-    /// each model's values before the damage and now.
+    /// each model's values (or ledger's view), named `model M` (`ledger L`), before
+    /// the damage and now.
     Started {
         answers: Vec<(&'a A, A)>,
         values: Vec<(&'a str, &'a serde_json::Value, serde_json::Value)>,
@@ -104,7 +106,7 @@ pub fn check<A: Retained>(
             for (model, before, now) in values {
                 if before != &now {
                     return Err(Failure::new(
-                        format!("model {model}'s values unchanged: {before}"),
+                        format!("{model}'s values unchanged: {before}"),
                         now.to_string(),
                     ));
                 }

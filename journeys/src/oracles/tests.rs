@@ -595,6 +595,7 @@ fn ledger_balances_take_a_later_answer_after_a_refusal_that_journaled_nothing() 
     use super::ledger_balances::{Recorded, expected};
     let transfer = |op: &str, outcome: &str, amount: Option<&str>, reason: Option<&str>| Recorded {
         ledger: "books".into(),
+        host: None,
         op: op.into(),
         kind: "transfer".into(),
         debit: Some("a".into()),

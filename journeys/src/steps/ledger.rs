@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::path::Path;
 
 use kdl::KdlValue;
 use serde_json::Value;
@@ -25,11 +26,12 @@ use serde_json::Value;
 use super::journal;
 use crate::context::Context;
 use crate::error::Failure;
-use crate::oracles::answers_unchanged;
+use crate::oracles::answers_unchanged::{self, Answer};
 use crate::oracles::ledger_balances::{self, Balances, Recorded};
+use crate::oracles::refused_or_same::Retained;
 use crate::step::Step;
 use crate::step::{Node, ParseError};
-use crate::steps::gridctl::gridctl_json;
+use crate::steps::gridctl::{Quiet, gridctl_json};
 use crate::steps::{Outcome, check_outcome};
 
 const ANSWERS: &str = "ledger-answers.jsonl";
@@ -162,6 +164,7 @@ impl Step for LedgerStep {
         let records: Vec<Recorded> = journal::read(&work, ANSWERS)?;
         let record = Recorded {
             ledger: self.ledger.clone(),
+            host: Some(self.host.clone()),
             op: self.op.clone(),
             kind: self.kind.clone(),
             debit: flag(&self.flags, "debit").cloned(),
@@ -389,4 +392,118 @@ impl ExpectLedger {
         }
         Ok(())
     }
+}
+
+/// The first definite answer of every ledger operation recorded at `host`, by ledger
+/// (for `damage`: what the host must still answer after its store is damaged).
+pub(super) fn kept_at(work: &Path, host: &str) -> Result<BTreeMap<String, Vec<Looked>>, Failure> {
+    let records: Vec<Recorded> = journal::read(work, ANSWERS)?;
+    let mut kept: BTreeMap<String, BTreeMap<String, Looked>> = BTreeMap::new();
+    for r in records
+        .into_iter()
+        .filter(|r| r.host.as_deref() == Some(host))
+    {
+        let looked = Looked {
+            op: r.op,
+            outcome: r.outcome,
+            amount: r.amount,
+            reason: r.reason,
+        };
+        // A refusal without the ledger's reason journaled nothing: no answer of its.
+        if looked.definite() && (looked.outcome != "refused" || looked.reason.is_some()) {
+            kept.entry(r.ledger)
+                .or_default()
+                .entry(looked.op.clone())
+                .or_insert(looked);
+        }
+    }
+    Ok(kept
+        .into_iter()
+        .map(|(ledger, ops)| (ledger, ops.into_values().collect()))
+        .collect())
+}
+
+/// A ledger answer as `damage` compares it, from a recorded step or a lookup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Looked {
+    pub op: String,
+    /// `succeeded`, `refused`, `unknown`; `none` when a lookup found no answer.
+    pub outcome: String,
+    pub amount: Option<String>,
+    pub reason: Option<String>,
+}
+
+impl Answer for Looked {
+    fn definite(&self) -> bool {
+        self.outcome != "unknown"
+    }
+
+    fn same(&self, other: &Self) -> bool {
+        self == other
+    }
+
+    fn show(&self) -> String {
+        format!(
+            "{} {}{}{}",
+            self.op,
+            self.outcome,
+            self.amount
+                .as_deref()
+                .map(|a| format!(" amount {a}"))
+                .unwrap_or_default(),
+            self.reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        )
+    }
+}
+
+impl Retained for Looked {
+    /// A lookup applies nothing: what it finds is the retained answer.
+    fn replayed(&self) -> bool {
+        true
+    }
+
+    fn unknown(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// The answers `ledger` at `host` holds now for `kept`'s ids (`gridctl ledger lookup`,
+/// which applies nothing), quietly.
+pub(super) fn looked_up(
+    quiet: &Quiet,
+    host: &str,
+    ledger: &str,
+    kept: &[Looked],
+    tag: &str,
+) -> Result<Vec<Looked>, Failure> {
+    let mut args = vec!["ledger", "lookup", ledger, "--host", host, "--json"];
+    args.extend(kept.iter().map(|k| k.op.as_str()));
+    let json = quiet.json(&args, tag)?;
+    let answers = json["answers"].as_array().cloned().unwrap_or_default();
+    Ok(kept
+        .iter()
+        .map(|k| {
+            let found = answers
+                .iter()
+                .find(|a| a["id"].as_str() == Some(k.op.as_str()))
+                .map(|a| &a["answer"]);
+            match found {
+                Some(answer) if !answer.is_null() => Looked {
+                    op: k.op.clone(),
+                    outcome: answer["outcome"].as_str().unwrap_or("").to_owned(),
+                    amount: answer["amount"].as_str().map(str::to_owned),
+                    reason: answer["reason"].as_str().map(str::to_owned),
+                },
+                _ => Looked {
+                    op: k.op.clone(),
+                    outcome: "none".to_owned(),
+                    amount: None,
+                    reason: None,
+                },
+            }
+        })
+        .collect())
 }

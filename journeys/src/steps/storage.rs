@@ -13,9 +13,14 @@
 //! - `damage HOST "PATH" trials=N seed=S` — N seeded trials on a copy of PATH taken
 //!   now: each puts the copy back, flips one bit or cuts one file at a seeded place,
 //!   and starts the host. It must refuse, naming the installation, or start with every
-//!   recorded input answer unchanged (the `refused_or_same` oracle); it is then killed.
-//!   The host must be running when the step begins (the models' values are read
-//!   first); at the end the copy is put back and the host started again.
+//!   recorded input answer unchanged, and every ledger answer recorded at the host
+//!   (looked up: `gridctl ledger lookup`, which applies nothing) and every ledger's view
+//!   too (the `refused_or_same` oracle); it is then killed. The host must be running
+//!   when the step begins (the models' values and ledgers' views are read first); at
+//!   the end the copy is put back and the host started again. The high-water mark
+//!   (`keys/store.high-water`) is put back with the copy before each trial and at the
+//!   end: a trial that starts may write (a read waiting for an fsync, the
+//!   checkpointer), which the copy put back does not hold.
 //! - `expect-inputs-unchanged` — re-sends every input recorded with a definite answer
 //!   (`$WORK/input-answers.jsonl`): each answer is the original, marked replayed.
 
@@ -32,6 +37,9 @@ use crate::limits::DAMAGE_TRIALS_MAX;
 use crate::oracles::answers_unchanged::{self, Answer as _};
 use crate::oracles::refused_or_same::{self, Found, Retained, Verdict};
 use crate::seeded::Seeded;
+
+/// The host's high-water mark in `DIR/keys` (the engine's `HIGH_WATER_FILE`).
+const HIGH_WATER_FILE: &str = "store.high-water";
 use crate::step::{Node, ParseError};
 
 /// A name for a saved copy: one path component.
@@ -403,9 +411,31 @@ impl Step for Damage {
             ));
         }
         let before = Self::values(cx, &originals)?;
+        // The ledgers this host keeps: their views and every answer recorded.
+        let ledgers = super::ledger::kept_at(cx.work_dir(), &self.host)?;
+        let mut ledgers_before = Vec::new();
+        for ledger in ledgers.keys() {
+            let view = gridctl_json(
+                cx,
+                &["inspect", "ledger", ledger, "--host", &self.host, "--json"],
+            )?;
+            ledgers_before.push((format!("ledger {ledger}"), view));
+        }
         cx.kill_host(&self.host)?;
         let host_dir = cx.host_dir(&self.host);
         let root = host_dir.join(&self.path);
+        // The high-water mark as it stands now: a trial that starts may write (a read
+        // that waits for an fsync, the checkpointer), raising it past the pristine copy,
+        // so it is put back with the copy before each trial and at the end.
+        let mark = host_dir.join("keys").join(HIGH_WATER_FILE);
+        let mark_kept = std::fs::read(&mark).ok();
+        let put_mark_back = || -> Result<(), Failure> {
+            match &mark_kept {
+                Some(bytes) => std::fs::write(&mark, bytes)
+                    .map_err(|e| io_failure("the high-water mark put back".into(), &mark, e)),
+                None => Ok(()),
+            }
+        };
         let pristine =
             cx.work_dir()
                 .join("saved")
@@ -424,6 +454,7 @@ impl Step for Damage {
         for trial in 0..self.trials {
             remove_tree(&root)?;
             copy_tree(&pristine, &root)?;
+            put_mark_back()?;
             let picked = &files[random.below(files.len() as u64) as usize];
             let relative = picked.strip_prefix(&pristine).unwrap_or(picked);
             let file = root.join(relative);
@@ -457,12 +488,16 @@ impl Step for Damage {
                         answers.push((original, again(&quiet, original, &tag)?.0));
                     }
                     let mut values = Vec::new();
-                    for (model, was) in &before {
+                    let labels: Vec<String> = before
+                        .keys()
+                        .map(|model| format!("model {model}"))
+                        .collect();
+                    for ((model, was), label) in before.iter().zip(&labels) {
                         let now = quiet.json(
                             &["inspect", "model", model, "--json"],
                             &format!("damage-{trial}-model-{model}"),
                         )?;
-                        values.push((model.as_str(), was, now));
+                        values.push((label.as_str(), was, now));
                     }
                     let verdict = refused_or_same::check(
                         |a: &InputAnswer| a.op.as_str(),
@@ -470,8 +505,30 @@ impl Step for Damage {
                         &names,
                         Found::Started { answers, values },
                     );
+                    let (mut answers, mut values) = (Vec::new(), Vec::new());
+                    for ((ledger, kept), (label, was)) in ledgers.iter().zip(&ledgers_before) {
+                        let tag = format!("damage-{trial}-ledger-{ledger}");
+                        let now = super::ledger::looked_up(&quiet, &self.host, ledger, kept, &tag)?;
+                        answers.extend(kept.iter().zip(now));
+                        let view = quiet.json(
+                            &["inspect", "ledger", ledger, "--host", &self.host, "--json"],
+                            &tag,
+                        )?;
+                        values.push((label.as_str(), was, view));
+                    }
+                    let in_ledgers = refused_or_same::check(
+                        |a: &super::ledger::Looked| a.op.as_str(),
+                        &damaged,
+                        &names,
+                        Found::Started { answers, values },
+                    );
                     cx.kill_host(&self.host)?;
-                    verdict?
+                    match (verdict?, in_ledgers?) {
+                        (Verdict::Same { unknown: a }, Verdict::Same { unknown: b }) => {
+                            Verdict::Same { unknown: a + b }
+                        }
+                        (verdict, _) => verdict,
+                    }
                 }
             };
             let told = match verdict {
@@ -499,6 +556,7 @@ impl Step for Damage {
         }
         remove_tree(&root)?;
         copy_tree(&pristine, &root)?;
+        put_mark_back()?;
         remove_tree(&pristine)?;
         cx.say(format_args!(
             "{} trials: {same} started with the same answers ({unknown} answers unknown naming the damaged file), {refused} refused; {} put back",

@@ -715,6 +715,26 @@ fn ledgers_install_open_retire_and_never_change_an_account() {
     );
 }
 
+#[test]
+fn a_ledger_the_custody_says_was_held_is_never_planned_afresh() {
+    let t = topology(LEDGER);
+    let mut world = running_empty(&t);
+    check(&t, &world, &["+ ledger books @ site"]);
+    for o in &mut world.hosts {
+        if o.name == "site" {
+            o.held_ledgers.insert("books".to_owned());
+        }
+    }
+    check(&t, &world, &["! ledger books @ site"]);
+    let plan = from_world(&t, &[], &world);
+    let lost = plan
+        .transitions
+        .iter()
+        .find(|t| t.kind == "ledger" && t.name == "books")
+        .expect("the ledger's line");
+    assert!(lost.detail.contains("held-ledgers"), "{}", lost.detail);
+}
+
 /// PLANT with both hosts selecting `missions`, and a mission at edge-a signed by site-b.
 fn mission_plant(extra: &str) -> String {
     PLANT

@@ -1,13 +1,14 @@
 //! Retention (issue 28; BENCHMARKS.md, "Retention"): one host fed at 1,000
-//! observations/s into a routed model, with its checkpoints on and — the same
-//! workload, in the same run — off. At each mark (minutes since the feed began) the
-//! host is SIGKILLed and started again: the time until it answers, its resident
-//! memory once it does, and the bytes of its store.
+//! observations/s into a routed model (`--workload tags`, the default) or at 2,000
+//! ledger transfers/s (`--workload ledger`, ledger.rs), with its checkpoints on and —
+//! the same workload, in the same run — off. At each mark (minutes since the feed
+//! began) the host is SIGKILLed and started again: the time until it answers, its
+//! resident memory once it does, and the bytes of its store.
 //!
 //! ```text
 //! cargo build --release --bin gridd --bin gridctl      # the binaries it starts
 //! cargo run --release -p grid-benches --no-default-features --bin retention \
-//!     [-- --minutes 1,5,10 --keep]
+//!     [-- --minutes 1,5,10 --workload tags|ledger --keep]
 //! ```
 //!
 //! **The workload.** Host `src` (`transport authority delivery sources`) samples ten
@@ -39,6 +40,8 @@ use grid_benches::report::Table;
 use grid_engine::host::control::Client;
 use grid_engine::protocol::{Call, Reply};
 
+mod ledger;
+
 /// The benchmark's switch gridd reads (checkpoints, purges and the archive off).
 const OFF_ENV: &str = "GRID_BENCH_CHECKPOINTS_OFF";
 /// Tags sampled by `src`, each every `INTERVAL_MS`.
@@ -54,9 +57,21 @@ struct Args {
     /// The marks, minutes since the feed began, each a restart (ascending).
     #[arg(long, value_name = "M,M,…", default_value = "1,5,10", value_parser = marks)]
     minutes: Marks,
+    /// What feeds the host: simulated tags into a routed model, or ledger transfers.
+    #[arg(long, value_enum, default_value = "tags")]
+    workload: Workload,
     /// Keep the work directories (stores and logs).
     #[arg(long)]
     keep: bool,
+}
+
+/// One workload run: checkpoints `off` or on, a restart at each mark.
+type Run = fn(&Path, bool, &Args) -> Result<Vec<Restart>>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Workload {
+    Tags,
+    Ledger,
 }
 
 #[derive(Clone, Debug)]
@@ -96,19 +111,31 @@ fn main() {
 fn run() -> Result<()> {
     let args = Args::parse();
     let bin_dir = grid_bin_dir()?;
-    println!(
-        "retention: {TAGS} tags × {} observations/s into a routed model, checkpoints on and off",
-        1_000 / INTERVAL_MS
-    );
+    let (fed, run): (_, Run) = match args.workload {
+        Workload::Tags => {
+            println!(
+                "retention: {TAGS} tags × {} observations/s into a routed model, checkpoints on and off",
+                1_000 / INTERVAL_MS
+            );
+            ("observations", workload)
+        }
+        Workload::Ledger => {
+            println!(
+                "retention: {} ledger transfers/s, each a new id, checkpoints on and off",
+                grid_benches::limits::RETENTION_LEDGER_TRANSFERS_PER_S
+            );
+            ("transfers", ledger::workload)
+        }
+    };
     println!("machine: {}", machine());
     report_gridd(&bin_dir)?;
     let started = Instant::now();
-    let on = workload(&bin_dir, false, &args)?;
-    let off = workload(&bin_dir, true, &args)?;
+    let on = run(&bin_dir, false, &args)?;
+    let off = run(&bin_dir, true, &args)?;
     let mut table = Table::new(
         &[
             "minute",
-            "observations",
+            fed,
             "store MB on",
             "store MB off",
             "restart on",
@@ -174,15 +201,7 @@ fn topology(ports: &[u16]) -> String {
 fn workload(bin_dir: &Path, off: bool, args: &Args) -> Result<Vec<Restart>> {
     let name = if off { "off" } else { "on" };
     let work = WorkDir::new(&format!("grt-{name}"), args.keep)?;
-    // The gridd processes inherit the switch (this process starts no thread before).
-    // SAFETY: single-threaded here; nothing else reads the environment concurrently.
-    unsafe {
-        if off {
-            std::env::set_var(OFF_ENV, "1");
-        } else {
-            std::env::remove_var(OFF_ENV);
-        }
-    }
+    switch(off);
     let ports = free_ports(2)?;
     let mut hosts = GridHosts::start(
         bin_dir,
@@ -225,6 +244,19 @@ fn workload(bin_dir: &Path, off: bool, args: &Args) -> Result<Vec<Restart>> {
         });
     }
     Ok(out)
+}
+
+/// Sets the switch the gridd processes started next inherit: checkpoints `off` or on.
+fn switch(off: bool) {
+    // SAFETY: the bench is single-threaded here (it starts no thread before); nothing
+    // else reads the environment concurrently.
+    unsafe {
+        if off {
+            std::env::set_var(OFF_ENV, "1");
+        } else {
+            std::env::remove_var(OFF_ENV);
+        }
+    }
 }
 
 /// Observations journaled by the ten tags (their last indexes).

@@ -1,4 +1,5 @@
-//! `gridctl ledger transfer|post|void` and `gridctl inspect ledger` (profile `ledger`).
+//! `gridctl ledger transfer|post|void|lookup` and `gridctl inspect ledger` (profile
+//! `ledger`).
 
 use std::process::ExitCode;
 
@@ -77,6 +78,96 @@ pub enum LedgerCli {
         #[command(flatten)]
         output: Output,
     },
+    /// The retained answer of each ID in LEDGER at HOST — from memory or, past a
+    /// checkpoint, from the ledger's id index — without sending any operation: nothing
+    /// is applied, whatever the ids. An id never submitted has no answer (`null`).
+    /// Exit 0 answered, 4 refused (nothing read: an id index that does not read says
+    /// so, never "no answer"), 1 error.
+    #[command(mut_arg("json", |a| a.help(
+        "One JSON object {\"ledger\", \"host\", \"answers\": [{\"id\", \"answer\": {\"outcome\", \"reason\", \"amount\"} | null}]}"
+    )))]
+    Lookup {
+        ledger: String,
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        /// Operation ids (at most LEDGER_BATCH_TRANSFERS_MAX).
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+/// `gridctl ledger lookup`'s answer.
+#[derive(Serialize)]
+struct LookedUp<'a> {
+    ledger: &'a str,
+    host: &'a str,
+    answers: Vec<Retained>,
+}
+
+#[derive(Serialize)]
+struct Retained {
+    id: String,
+    answer: Option<LedgerAnswer>,
+}
+
+impl Report for LookedUp<'_> {
+    fn text(&self) -> String {
+        self.answers
+            .iter()
+            .map(|r| match &r.answer {
+                None => format!(
+                    "{}: no answer (never submitted to ledger {})\n",
+                    r.id, self.ledger
+                ),
+                Some(a) => Answered {
+                    ledger: self.ledger,
+                    host: self.host,
+                    answer: a,
+                }
+                .text(),
+            })
+            .collect()
+    }
+}
+
+fn lookup(
+    ledger: String,
+    host: String,
+    ids: Vec<String>,
+    output: Output,
+) -> anyhow::Result<ExitCode> {
+    let (_, dir) =
+        keeper(&output.state, &ledger, Some(host.as_str())).map_err(anyhow::Error::msg)?;
+    let request = LedgerCall::Lookup {
+        ledger: ledger.clone(),
+        ids: ids.clone(),
+    };
+    match call(&dir, request) {
+        Ok(LedgerReply::Retained { answers, .. }) if answers.len() == ids.len() => {
+            let answers = ids
+                .into_iter()
+                .zip(answers)
+                .map(|(id, answer)| Retained { id, answer })
+                .collect();
+            emit(
+                &LookedUp {
+                    ledger: &ledger,
+                    host: &host,
+                    answers,
+                },
+                output.json,
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(other) => anyhow::bail!("the host answered {other:?}"),
+        Err(Failure::Refused(reason)) => {
+            eprintln!("gridctl: refused: {reason}");
+            Ok(ExitCode::from(4))
+        }
+        Err(Failure::Unknown(reason) | Failure::Unreachable(reason)) => anyhow::bail!("{reason}"),
+    }
 }
 
 /// One operation's answer as `gridctl ledger …` prints it.
@@ -108,6 +199,12 @@ impl Report for Answered<'_> {
 
 pub fn ledger(command: LedgerCli) -> anyhow::Result<ExitCode> {
     let (ledger, host, op, output) = match command {
+        LedgerCli::Lookup {
+            ledger,
+            host,
+            ids,
+            output,
+        } => return lookup(ledger, host, ids, output),
         LedgerCli::Transfer {
             ledger,
             host,
