@@ -280,8 +280,9 @@ pub const MISSION_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a return waits, after stopping new work, for runs already admitted under
 /// the allocation to journal their outcomes before it refuses.
 pub const MISSION_RETURN_QUIET_WAIT: Duration = Duration::from_secs(5);
-/// Missions a host holds at once (reserved and not settled or closed), and missions
-/// an issuer records.
+/// Missions a host holds at once (reserved and not settled, closed or refused), and
+/// missions an issuer holds open (issued, neither settled nor closed). Finished ones
+/// keep their records (one each, for their re-sent ids) and count for nothing.
 pub const MISSIONS_MAX: usize = 1_024;
 /// The longest operation id of a mission step: the ids it derives for its claim
 /// commands (`OP/successor/` and a 16-digit digest) stay within the authority's

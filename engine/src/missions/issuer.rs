@@ -120,9 +120,15 @@ impl Missions {
                     }
                     Ok(_) => {}
                 }
-                if self.issued().len() >= MISSIONS_MAX {
+                // Only missions still open count (issued, neither settled nor closed).
+                let open = self
+                    .issued()
+                    .iter()
+                    .filter(|(_, r)| super::machine::issuer_holds(r))
+                    .count();
+                if open >= MISSIONS_MAX {
                     return refused(format!(
-                        "issuer `{}` records MISSIONS_MAX ({MISSIONS_MAX}) missions",
+                        "issuer `{}` holds MISSIONS_MAX ({MISSIONS_MAX}) missions neither settled nor closed",
                         self.host
                     ));
                 }

@@ -36,6 +36,25 @@ pub enum Decision<T> {
     Refuse(String),
 }
 
+/// Whether a host's mission in `state` still counts against `MISSIONS_MAX`: reserved
+/// and not yet settled, closed or refused. A finished mission's record is kept (its
+/// reservation re-sent gets its answer) but holds nothing.
+pub fn held(state: MissionState) -> bool {
+    match state {
+        MissionState::Reserving
+        | MissionState::Active
+        | MissionState::Exhausted
+        | MissionState::Returning => true,
+        MissionState::Settled | MissionState::ClosedNeverIssued | MissionState::Refused => false,
+    }
+}
+
+/// Whether an issuer's mission still counts against `MISSIONS_MAX`: neither settled
+/// nor closed as never issued.
+pub fn issuer_holds(record: &IssuerRecord) -> bool {
+    record.settlement.is_none() && record.closure.is_none()
+}
+
 /// An issue of the reservation `query` describes.
 pub fn issue(record: &IssuerRecord, query: &IssueQuery) -> Decision<Allocation> {
     let name = &query.terms.name;

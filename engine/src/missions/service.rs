@@ -541,9 +541,12 @@ impl Missions {
                     }
                     Ok(_) => {}
                 }
-                if self.all().len() >= MISSIONS_MAX {
+                // Only missions still held count: a finished one's record is kept, its
+                // reservation answered again, but it holds nothing.
+                let held = self.all().iter().filter(|r| machine::held(r.state)).count();
+                if held >= MISSIONS_MAX {
                     return refused(format!(
-                        "host `{}` holds MISSIONS_MAX ({MISSIONS_MAX}) missions",
+                        "host `{}` holds MISSIONS_MAX ({MISSIONS_MAX}) missions not yet settled or closed",
                         self.host
                     ));
                 }

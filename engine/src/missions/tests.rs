@@ -173,3 +173,48 @@ fn only_the_named_issuer_closes_a_reservation() {
     }
     assert_eq!(machine::close(&record, &query, "site"), Decision::Sign);
 }
+
+/// `MISSIONS_MAX` bounds the missions held at once, never the missions a host or an
+/// issuer ever had: a finished one counts for nothing.
+#[test]
+fn only_missions_not_yet_finished_count_against_the_limit() {
+    use MissionState::*;
+    for state in [Reserving, Active, Exhausted, Returning] {
+        assert!(machine::held(state), "{state:?}");
+    }
+    for state in [Settled, ClosedNeverIssued, Refused] {
+        assert!(!machine::held(state), "{state:?}");
+    }
+    let closure = Closure {
+        mission: "night".into(),
+        host: "edge".into(),
+        issuer: "site".into(),
+        successor: "site".into(),
+        epoch: 1,
+        reservation: "p".into(),
+        generation: 1,
+        signature: "c".into(),
+    };
+    let settlement = Settlement {
+        mission: "night".into(),
+        host: "edge".into(),
+        issuer: "site".into(),
+        epoch: 1,
+        allocated: 3,
+        consumed: 1,
+        released: 0,
+        unused: 2,
+        consumption: "k".into(),
+        generation: 1,
+        signature: "s".into(),
+    };
+    assert!(machine::issuer_holds(&IssuerRecord::default()));
+    assert!(!machine::issuer_holds(&IssuerRecord {
+        closure: Some(closure),
+        ..IssuerRecord::default()
+    }));
+    assert!(!machine::issuer_holds(&IssuerRecord {
+        settlement: Some(settlement),
+        ..IssuerRecord::default()
+    }));
+}

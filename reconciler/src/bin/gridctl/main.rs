@@ -244,7 +244,8 @@ enum Command {
         shell: clap_complete::Shell,
     },
     /// Ledger operations (profile `ledger`): transfers, posts and voids, each once
-    /// under its operation id, answered after the ledger's journal is fsynced.
+    /// under its operation id, answered after the ledger's journal is fsynced; and
+    /// lookups of the answers ids hold, applying nothing.
     #[command(subcommand)]
     Ledger(ledger::LedgerCli),
     /// The wallet of a participant (read-only `show`, observed from its original
