@@ -85,16 +85,6 @@ impl Host {
                 "model checkpointed"
             );
         }
-        if let Some(ledgers) = &self.ledgers {
-            for taken in ledgers.checkpoint_due() {
-                tracing::info!(
-                    ledger = taken.ledger,
-                    record = taken.position,
-                    purged = taken.purged,
-                    "ledger checkpointed"
-                );
-            }
-        }
     }
 
     fn checkpoint_model(&mut self, name: &str) -> Option<Taken> {

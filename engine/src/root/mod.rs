@@ -328,9 +328,11 @@ pub fn start(
     }
     // Models past MODEL_CHECKPOINT_BATCHES_MAX are checkpointed and their covered
     // batches purged (docs/storage.md), so an open replays a bounded tail; every
-    // ARCHIVE_CHECK_INTERVAL answers past the hot window move to the archive.
+    // ARCHIVE_CHECK_INTERVAL answers past the hot window move to the archive; ledgers
+    // past their cadence are checkpointed after, outside the host's lock.
     if !failpoints.checkpoints_off() {
         let host = host.clone();
+        let ledgers = ledgers.clone();
         std::thread::Builder::new()
             .name("checkpointer".to_owned())
             .spawn(move || {
@@ -339,11 +341,23 @@ pub fn start(
                     crate::limits::ARCHIVE_CHECK_INTERVAL.as_secs() / interval.as_secs().max(1);
                 for round in 0u64.. {
                     std::thread::sleep(interval);
-                    let mut host = host.lock().unwrap_or_else(|p| p.into_inner());
-                    host.checkpoint_due();
-                    // Answers past `retain hot-days` move to the archive.
-                    if round % archive_every.max(1) == 0 {
-                        host.archive_due();
+                    {
+                        let mut host = host.lock().unwrap_or_else(|p| p.into_inner());
+                        host.checkpoint_due();
+                        // Answers past `retain hot-days` move to the archive.
+                        if round % archive_every.max(1) == 0 {
+                            host.archive_due();
+                        }
+                    }
+                    // Ledgers outside the host's lock: a ledger's checkpoint holds only
+                    // that ledger's (inputs and other rooms go on meanwhile).
+                    for taken in ledgers.iter().flat_map(|l| l.checkpoint_due()) {
+                        tracing::info!(
+                            ledger = taken.ledger,
+                            record = taken.position,
+                            purged = taken.purged,
+                            "ledger checkpointed"
+                        );
                     }
                 }
             })
