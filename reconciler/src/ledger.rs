@@ -106,16 +106,13 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
             match observation.filter(|o| o.held_ledgers.contains(&ledger.name)) {
                 // Its custody says this installation held it: the store lost it.
                 Some(o) => out.push(
-                    Draft::attention(
+                    Draft::lost(
                         "ledger",
                         &ledger.name,
                         host,
-                        format!(
-                            "lost: {}/keys/{} shows this installation held ledger `{}`, but its store does not (replaced, or made afresh with its marks removed); it is not installed afresh, which would answer its transfer ids as new and move their amounts again — put back the store this installation served (docs/storage.md)",
-                            o.dir.display(),
-                            grid_engine::store::held::HELD_LEDGERS_FILE,
-                            ledger.name
-                        ),
+                        &o.dir,
+                        grid_engine::store::held::HELD_LEDGERS_FILE,
+                        "answer its transfer ids as new and move their amounts again",
                     )
                     .key(key.clone()),
                 ),

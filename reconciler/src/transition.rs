@@ -6,7 +6,7 @@
 //! from these and applies its own; this module imports no capability, so no
 //! capability imports another through the plan.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use grid_engine::host::config::HostConfig;
 use grid_engine::protocol::Request;
@@ -269,6 +269,20 @@ impl Draft {
 
     pub fn attention(kind: &str, name: &str, host: &str, detail: String) -> Draft {
         Draft::new(Op::Attention, kind, name, host, detail, Action::None)
+    }
+
+    /// `! KIND NAME @ HOST`: the installation's custody file `held` (in `dir/keys`)
+    /// names it, its store does not; installing it afresh would do `afresh`.
+    pub fn lost(kind: &str, name: &str, host: &str, dir: &Path, held: &str, afresh: &str) -> Draft {
+        Draft::attention(
+            kind,
+            name,
+            host,
+            format!(
+                "lost: {}/keys/{held} shows this installation held {kind} `{name}`, but its store does not (replaced, or made afresh with its marks removed); it is not installed afresh, which would {afresh} — put back the store this installation served (docs/storage.md)",
+                dir.display()
+            ),
+        )
     }
 
     pub fn key(mut self, key: String) -> Draft {

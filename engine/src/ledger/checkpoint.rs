@@ -82,20 +82,23 @@ fn closed_key(ledger: &str, id: &str) -> Vec<u8> {
     Key::text(ledger).then("closed").then(id).bytes()
 }
 
-fn read<T: serde::de::DeserializeOwned>(
+/// What the index holds at `key` (`what` names it), decoded; an entry that does not
+/// read or decode is an error naming it.
+fn read<T>(
     ids: &Keyspace,
     key: &[u8],
-    what: &str,
+    what: impl Fn() -> String,
+    decode: impl FnOnce(&[u8]) -> Result<T, String>,
 ) -> Result<Option<T>, String> {
     let Some(bytes) = ids
         .get(key)
-        .map_err(|e| format!("the ledger id index does not read {what}: {e}"))?
+        .map_err(|e| format!("the ledger id index does not read {}: {e}", what()))?
     else {
         return Ok(None);
     };
-    serde_json::from_slice(&bytes)
+    decode(&bytes)
         .map(Some)
-        .map_err(|e| format!("the ledger id index holds {what} damaged: {e}"))
+        .map_err(|e| format!("the ledger id index holds {} damaged: {e}", what()))
 }
 
 /// Gives `machine` back what the id index holds for `ops` (see the module's doc).
@@ -112,8 +115,10 @@ pub(super) fn recall(
         }
     }
     for id in &missing.closed {
-        let what = format!("the closed transfer `{id}` of ledger `{ledger}`");
-        if let Some(pending) = read::<Pending>(ids, &closed_key(ledger, id), &what)? {
+        let what = || format!("the closed transfer `{id}` of ledger `{ledger}`");
+        let json =
+            |bytes: &[u8]| serde_json::from_slice::<Pending>(bytes).map_err(|e| e.to_string());
+        if let Some(pending) = read(ids, &closed_key(ledger, id), what, json)? {
             machine.recall_closed(id, pending);
         }
     }
@@ -137,15 +142,7 @@ pub(super) fn answer(
 /// The settled answer of `id` in the index, if any.
 fn read_answer(ids: &Keyspace, ledger: &str, id: &str) -> Result<Option<Entry>, String> {
     let what = || format!("the answer of `{id}` in ledger `{ledger}`");
-    let Some(bytes) = ids
-        .get(answer_key(ledger, id))
-        .map_err(|e| format!("the ledger id index does not read {}: {e}", what()))?
-    else {
-        return Ok(None);
-    };
-    codec::decode_entry(&bytes)
-        .map(Some)
-        .map_err(|e| format!("the ledger id index holds {} damaged: {e}", what()))
+    read(ids, &answer_key(ledger, id), what, codec::decode_entry)
 }
 
 /// The book of `ledger` its installed checkpoint describes, if it has one; a damaged or

@@ -604,8 +604,8 @@ pub struct Settled {
 /// a void that it does not hold (closed ones).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Missing {
-    pub answers: Vec<String>,
-    pub closed: Vec<String>,
+    pub answers: BTreeSet<String>,
+    pub closed: BTreeSet<String>,
 }
 
 impl Missing {
@@ -621,8 +621,8 @@ impl Machine {
     pub fn missing(&self, ops: &[LedgerOp]) -> Missing {
         let mut missing = Missing::default();
         let answer = |id: &str, missing: &mut Missing| {
-            if !self.entries.contains_key(id) && !missing.answers.iter().any(|m| m == id) {
-                missing.answers.push(id.to_owned());
+            if !self.entries.contains_key(id) {
+                missing.answers.insert(id.to_owned());
             }
         };
         for op in ops {
@@ -631,9 +631,7 @@ impl Machine {
                 && !self.pendings.contains_key(pending_id.as_str())
             {
                 answer(pending_id, &mut missing);
-                if !missing.closed.contains(pending_id) {
-                    missing.closed.push(pending_id.clone());
-                }
+                missing.closed.insert(pending_id.clone());
             }
         }
         missing

@@ -177,16 +177,13 @@ pub fn transitions(
             None if model.retired => {}
             // Its custody says this installation held it: the store lost it.
             None if observation.held_models.contains(&model.name) => {
-                out.push(Draft::attention(
+                out.push(Draft::lost(
                     "model",
                     &model.name,
                     name,
-                    format!(
-                        "lost: {}/keys/{} shows this installation held model `{}`, but its store does not (replaced, or made afresh with its marks removed); it is not installed afresh, which would number its batches from 1 and run its input ids again — put back the store this installation served (docs/storage.md)",
-                        observation.dir.display(),
-                        grid_engine::store::held::HELD_MODELS_FILE,
-                        model.name
-                    ),
+                    &observation.dir,
+                    grid_engine::store::held::HELD_MODELS_FILE,
+                    "number its batches from 1 and run its input ids again",
                 ));
             }
             None => out.push(install_model(name, model, Some(canonical))),
