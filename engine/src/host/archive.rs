@@ -20,17 +20,14 @@
 //! ever executed again — an unreadable archive answers `unknown`.
 
 use super::*;
-use crate::limits::{
-    ARCHIVE_SEGMENT_BYTES_MAX, ARCHIVE_SEGMENT_ENTRIES_MAX, ARCHIVE_SEGMENT_ENTRIES_MIN,
-    ARCHIVE_SEGMENT_WAIT_MAX, ARCHIVE_SEGMENTS_PER_PASS_MAX, RETAIN_DAY_MS,
-};
-use crate::store::archive::{self, Entry};
-use crate::store::shelf::{Found, Shelf, ShelfError};
+use crate::limits::{ARCHIVE_SEGMENTS_PER_PASS_MAX, RETAIN_DAY_MS};
+use crate::store::archive;
+use crate::store::shelf::{Found, Shared, Shelf, ShelfError};
 
 /// The archive of a host: the installation's shelf (segments and their index, on the
 /// ground floor) and the keyspace that finds answers past the hot window.
 pub(super) struct Archive {
-    shelf: Shelf,
+    pub(super) shelf: Shared,
     pub(super) by_time: Keyspace,
 }
 
@@ -55,6 +52,11 @@ pub struct ArchivePass {
     pub segments: u64,
     /// Answers old enough but not acknowledged by their caller: kept hot.
     pub unacknowledged: u64,
+    /// A receiver's finished runs archived (in `segments`, with the answers).
+    pub runs: u64,
+    /// Finished runs old enough whose outcome is still owed to a mailbox caller, or
+    /// charged to a mission's allocation: kept hot.
+    pub owed: u64,
     /// Segments released past `archive-days`.
     pub released: u64,
     /// More old answers wait for the next pass (ARCHIVE_SEGMENTS_PER_PASS_MAX).
@@ -66,8 +68,13 @@ impl ArchivePass {
     pub fn describe(&self) -> String {
         let plural =
             |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let runs = if self.runs > 0 {
+            format!(" and {}", plural(self.runs, "run", "runs"))
+        } else {
+            String::new()
+        };
         let mut text = format!(
-            "archived {} in {}",
+            "archived {}{runs} in {}",
             plural(self.answers, "answer", "answers"),
             plural(self.segments, "segment", "segments")
         );
@@ -75,6 +82,12 @@ impl ArchivePass {
             text += &format!(
                 "; {} kept hot until their callers acknowledge them",
                 plural(self.unacknowledged, "answer", "answers")
+            );
+        }
+        if self.owed > 0 {
+            text += &format!(
+                "; {} kept hot (an outcome owed to a mailbox, or a mission's allocation)",
+                plural(self.owed, "run", "runs")
             );
         }
         if self.released > 0 {
@@ -120,16 +133,15 @@ impl Archive {
                 detail,
             },
         })?;
-        Ok(Archive { shelf, by_time })
+        Ok(Archive {
+            shelf: std::sync::Arc::new(std::sync::RwLock::new(shelf)),
+            by_time,
+        })
     }
 }
 
-/// The `operations-by-time` key of `op` answered at `at_ms`.
-pub(super) fn time_key(at_ms: u64, op: &str) -> Vec<u8> {
-    let mut key = at_ms.to_be_bytes().to_vec();
-    key.extend_from_slice(op.as_bytes());
-    key
-}
+/// The `operations-by-time` key of an operation answered at a time.
+pub(super) use crate::store::shelf::time_key;
 
 impl Host {
     /// Now, as the retention windows read it (shifted by
@@ -150,7 +162,13 @@ impl Host {
                 .is_some_and(|days| at_ms.saturating_add(u64::from(days) * RETAIN_DAY_MS) < now)
         };
         let quoted = grid_spec::diagnostic::quoted(op);
-        match self.archive.shelf.find(op, &quoted, expired) {
+        let found = self
+            .archive
+            .shelf
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .find(op, &quoted, expired);
+        match found {
             Found::Absent => Lookup::Absent,
             Found::Expired { at_ms } => Lookup::Expired {
                 at_ms,
@@ -211,103 +229,75 @@ impl Host {
         let now = self.retention_now();
         let cutoff = now.saturating_sub(age_ms);
         let mut pass = ArchivePass::default();
-        let mut batch: Vec<Entry> = Vec::new();
-        let mut bytes = 0;
-        // A snapshot: what each segment's write removes does not disturb it.
-        let candidates = self.archive.by_time.range(..time_key(cutoff, ""));
-        for guard in candidates {
-            let key = guard
-                .key()
-                .unwrap_or_else(|e| fatal(&self.dir, "reading operations by time", e));
-            let Some((at, op)) = key.split_first_chunk::<8>() else {
-                continue;
-            };
-            let op = String::from_utf8_lossy(op).into_owned();
-            let value = self
-                .operations
-                .get(&op)
-                .unwrap_or_else(|e| fatal(&self.dir, "reading an operation", e));
-            let Some(value) = value else { continue };
-            let record: OperationRecord = serde_json::from_slice(&value)
-                .unwrap_or_else(|e| fatal(&self.dir, "decoding an operation", e));
+        let signer = Self::signer(&self.custody);
+        let dir = &self.dir;
+        let operations = &self.operations;
+        let unacknowledged = &mut pass.unacknowledged;
+        let candidates = crate::store::shelf::answered_before(
+            &self.archive.by_time,
+            operations,
+            cutoff,
+            dir,
+            "operations",
+        )
+        .filter(|entry| {
+            let record: OperationRecord = serde_json::from_slice(&entry.value)
+                .unwrap_or_else(|e| fatal(dir, "decoding an operation", e));
             if !record.acknowledged {
-                pass.unacknowledged += 1;
-                continue;
+                *unacknowledged += 1;
             }
-            bytes += value.len();
-            batch.push(Entry {
-                key: op,
-                at_ms: u64::from_be_bytes(*at),
-                value: value.to_vec(),
-            });
-            if batch.len() >= ARCHIVE_SEGMENT_ENTRIES_MAX || bytes >= ARCHIVE_SEGMENT_BYTES_MAX {
-                if pass.segments as usize >= ARCHIVE_SEGMENTS_PER_PASS_MAX {
-                    pass.more = true;
-                    batch.clear();
-                    break;
-                }
-                self.write_segment(std::mem::take(&mut batch), &mut pass)?;
-                bytes = 0;
-            }
-        }
-        let young = |batch: &[Entry]| {
-            batch.len() < ARCHIVE_SEGMENT_ENTRIES_MIN
-                && batch.first().is_some_and(|oldest| {
-                    oldest
-                        .at_ms
-                        .saturating_add(ARCHIVE_SEGMENT_WAIT_MAX.as_millis() as u64)
-                        >= cutoff
-                })
-        };
-        if patient && young(&batch) {
-            tracing::info!(
-                answers = batch.len(),
-                "archive pass: answers past the hot window wait for company (ARCHIVE_SEGMENT_ENTRIES_MIN, ARCHIVE_SEGMENT_WAIT_MAX)"
-            );
-        } else if !batch.is_empty() {
-            if pass.segments as usize >= ARCHIVE_SEGMENTS_PER_PASS_MAX {
-                pass.more = true;
-            } else {
-                self.write_segment(batch, &mut pass)?;
-            }
+            record.acknowledged
+        });
+        let (shelf, database, host) = (&self.archive.shelf, &self.database, &self.config.name);
+        let (failpoints, by_time) = (&mut self.failpoints, &self.archive.by_time);
+        let answers = crate::store::shelf::gather(
+            candidates,
+            cutoff,
+            patient,
+            ARCHIVE_SEGMENTS_PER_PASS_MAX,
+            |entries| {
+                shelf.write().unwrap_or_else(|p| p.into_inner()).shelve(
+                    database,
+                    host,
+                    &entries,
+                    &signer,
+                    || {
+                        failpoints.reach(crate::store::Failpoint::ArchiveBeforeIndex);
+                    },
+                    |write| {
+                        for entry in &entries {
+                            write.remove(operations, entry.key.as_str());
+                            write.remove(by_time, time_key(entry.at_ms, &entry.key));
+                        }
+                    },
+                )?;
+                crate::metrics::archived(entries.len() as u64);
+                Ok(())
+            },
+        )?;
+        pass.answers = answers.entries;
+        pass.segments = answers.segments;
+        pass.more = answers.more;
+        // The rooms' own answers (a receiver's finished runs), in the segments left.
+        if let Some(processes) = &self.processes {
+            let left = ARCHIVE_SEGMENTS_PER_PASS_MAX.saturating_sub(pass.segments as usize);
+            let runs = processes.archive_runs(cutoff, patient, left, &signer)?;
+            pass.runs = runs.gathered.entries;
+            pass.segments += runs.gathered.segments;
+            pass.more |= runs.gathered.more;
+            pass.owed = runs.owed;
         }
         pass.released = self.release_expired(now)?;
         if pass.segments > 0 || pass.released > 0 {
             tracing::info!(
                 answers = pass.answers,
+                runs = pass.runs,
                 segments = pass.segments,
                 released = pass.released,
                 "answers archived"
             );
         }
         Ok(pass)
-    }
-
-    /// One segment: written and synced, then its index committed with the removal of
-    /// its answers from the hot store, in one synced write.
-    fn write_segment(&mut self, entries: Vec<Entry>, pass: &mut ArchivePass) -> Result<(), String> {
-        let signer = Self::signer(&self.custody);
-        let failpoints = &mut self.failpoints;
-        let (operations, by_time) = (&self.operations, &self.archive.by_time);
-        let record = self.archive.shelf.shelve(
-            &self.database,
-            &self.config.name,
-            &entries,
-            &signer,
-            || {
-                failpoints.reach(crate::store::Failpoint::ArchiveBeforeIndex);
-            },
-            |write| {
-                for entry in &entries {
-                    write.remove(operations, entry.key.as_str());
-                    write.remove(by_time, time_key(entry.at_ms, &entry.key));
-                }
-            },
-        )?;
-        pass.answers += u64::from(record.entries);
-        pass.segments += 1;
-        crate::metrics::archived(u64::from(record.entries));
-        Ok(())
     }
 
     /// Releases the segments whose newest answer is past `archive-days`, in sequence
@@ -317,14 +307,23 @@ impl Host {
             return Ok(0);
         };
         let window = u64::from(days) * RETAIN_DAY_MS;
-        self.archive.shelf.release(&self.database, |last_ms| {
-            last_ms.saturating_add(window) < now
-        })
+        self.archive
+            .shelf
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .release(&self.database, |last_ms| {
+                last_ms.saturating_add(window) < now
+            })
     }
 
     /// What the archive holds and how far it is behind (`inspect storage`, metrics).
     pub(super) fn archive_view(&self) -> crate::store::usage::ArchiveView {
-        let holding = self.archive.shelf.holding();
+        let holding = self
+            .archive
+            .shelf
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .holding();
         let oldest_hot_ms = self
             .archive
             .by_time
@@ -335,6 +334,12 @@ impl Host {
                     .unwrap_or_else(|e| fatal(&self.dir, "reading operations by time", e))
             })
             .and_then(|key| key.first_chunk::<8>().map(|at| u64::from_be_bytes(*at)));
+        // A receiver's finished runs are answers too.
+        let oldest_run_ms = self.processes.as_ref().and_then(|p| p.oldest_finished_ms());
+        let oldest_hot_ms = match (oldest_hot_ms, oldest_run_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let hot_days = self.config.retain.hot_days();
         let window = u64::from(hot_days) * RETAIN_DAY_MS;
         crate::store::usage::ArchiveView {

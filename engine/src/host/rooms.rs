@@ -38,6 +38,11 @@ impl Host {
             &self.config.name,
             self.custody.clone(),
             self.failpoints.clone(),
+            crate::processes::archive::RunRetention {
+                shelf: Some(self.archive.shelf.clone()),
+                archive_days: self.config.retain.archive_days,
+                clock_offset_ms: self.retention_offset_ms,
+            },
         )
         .map_err(|detail| HostError::Damaged {
             path: self.dir.join("store"),

@@ -49,6 +49,7 @@ fn run(i: usize, outcome: RunOutcome) -> ConsumedRun {
             grant: Some("mission:night".into()),
             units: Default::default(),
             signature: None,
+            archived: false,
         },
     }
 }

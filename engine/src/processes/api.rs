@@ -80,6 +80,10 @@ pub struct RunView {
     /// made once when it was journaled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<crate::custody::AnswerSignature>,
+    /// Read back from the host's archive (past its hot window): the same outcome, the
+    /// same signature. Not signed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub archived: bool,
 }
 
 impl RunView {

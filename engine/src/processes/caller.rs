@@ -59,6 +59,7 @@ impl WaitRecord {
                 grant: None,
                 units: RunUnits::Untold,
                 signature: None,
+                archived: false,
             },
         }
     }
@@ -88,7 +89,11 @@ impl Processes {
                 return;
             }
             let learned = WaitRecord {
-                run: Some(run.clone()),
+                // The caller's own journal: not read from an archive here.
+                run: Some(RunView {
+                    archived: false,
+                    ..run.clone()
+                }),
                 ..record.clone()
             };
             self.ks

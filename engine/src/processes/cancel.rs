@@ -96,7 +96,16 @@ impl Processes {
         }
         let reply = {
             let mut state = self.lock();
-            if let Some(record) = self.record(&request.request) {
+            let kept = match self.record(&request.request) {
+                Ok(kept) => kept,
+                // Known and unreadable (or expired): never a proof of no dispatch.
+                Err(reason) => {
+                    return ServiceReply::Refused {
+                        reason: format!("{reason}; nothing cancelled"),
+                    };
+                }
+            };
+            if let Some(record) = kept {
                 let view = &record.view;
                 if view.caller != caller
                     || view.process != request.process
@@ -145,19 +154,19 @@ impl Processes {
                 grant: None,
                 units: refused.units,
                 signature: None,
+                archived: false,
             };
             self.sign(&mut view);
-            let record = RunRecord {
+            let mut record = RunRecord {
                 view: view.clone(),
                 resolved: false,
                 no_dispatch: Some(proof.clone()),
+                answered_ms: None,
             };
-            self.ks
-                .runs
-                .insert(
-                    request.request.as_str(),
-                    serde_json::to_vec(&record).expect("records serialize"),
-                )
+            let mut write = self.database.batch();
+            self.journal_run(&mut write, &mut record);
+            write
+                .commit()
                 .unwrap_or_else(|e| fatal(&self.dir, "journaling a cancelled request", e));
             state.counts.failed += 1;
             ServiceReply::Cancelled { run: view, proof }

@@ -12,6 +12,8 @@
 //!   proof of no dispatch (the request barred), or its finalized outcome learned;
 //! - `surrender`: a recipient's surrender of its grant through the issuer, with the
 //!   issuer's signed receipt;
+//! - `archive`: finished runs past the hot window, moved to the installation's
+//!   archive and found there again;
 //! - `allocations`: units a host holds for its own runs (a mission's allocation),
 //!   with their deadline;
 //! - `builtins`: the built-in Process `demo.count`;
@@ -24,6 +26,7 @@
 
 pub mod allocations;
 pub mod api;
+pub mod archive;
 mod builtins;
 mod caller;
 pub mod cancel;

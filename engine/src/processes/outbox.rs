@@ -124,7 +124,7 @@ impl Processes {
             {
                 continue;
             }
-            if let Some(record) = self.record(&request)
+            if let Ok(Some(record)) = self.record(&request)
                 && self.deposit_outcome(&mailbox, &record.view).await
             {
                 self.deposited(&request);
@@ -185,8 +185,8 @@ impl Processes {
                                     Admitted::Running(mut w) => {
                                         let _ = w.wait_for(|d| *d).await;
                                         match me.record(&signed.request.request) {
-                                            Some(r) => r.view,
-                                            None => return,
+                                            Ok(Some(r)) => r.view,
+                                            _ => return,
                                         }
                                     }
                                     Admitted::Dispatch(view, process, done) => {

@@ -27,6 +27,10 @@ pub(super) struct RunRecord {
     /// Barred before dispatch by its caller's cancel: the receiver's signed proof.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) no_dispatch: Option<super::cancel::NoDispatch>,
+    /// When its outcome became terminal, Unix ms (`archive.rs`: past the hot window it
+    /// moves to the archive). None: not finished, or finished before this was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) answered_ms: Option<u64>,
 }
 
 impl RunRecord {
@@ -251,7 +255,7 @@ impl Processes {
     ) -> Result<Admitted, String> {
         check_request(request)?;
         let mut state = self.lock();
-        if let Some(record) = self.record(&request.request) {
+        if let Some(record) = self.record(&request.request)? {
             let view = record.view;
             if view.caller != caller
                 || view.process != request.process
@@ -286,6 +290,7 @@ impl Processes {
             grant: None,
             units: RunUnits::None,
             signature: None,
+            archived: false,
         };
         let process = self
             .registry
@@ -336,16 +341,13 @@ impl Processes {
             self.sign(&mut view);
             state.counts.failed += 1;
         }
-        let record = RunRecord {
+        let mut record = RunRecord {
             view: view.clone(),
             resolved: false,
             no_dispatch: None,
+            answered_ms: None,
         };
-        write.insert(
-            &self.ks.runs,
-            request.request.as_str(),
-            serde_json::to_vec(&record).expect("records serialize"),
-        );
+        self.journal_run(&mut write, &mut record);
         write
             .commit()
             .unwrap_or_else(|e| fatal(&self.dir, "journaling a run", e));
@@ -418,12 +420,12 @@ impl Processes {
             }
         }
         self.sign(&mut view);
-        let record = serde_json::to_vec(&RunRecord {
+        let mut record = RunRecord {
             view: view.clone(),
             resolved: false,
             no_dispatch: None,
-        })
-        .expect("records serialize");
+            answered_ms: None,
+        };
         {
             let mut state = self.lock();
             let grant = state
@@ -437,7 +439,7 @@ impl Processes {
                 grant_name.as_str(),
                 serde_json::to_vec(&*grant).expect("grants serialize"),
             );
-            write.insert(&self.ks.runs, view.request.as_str(), record);
+            self.journal_run(&mut write, &mut record);
             self.owe_deposit(&view, &mut write);
             write
                 .commit()
@@ -472,21 +474,18 @@ impl Processes {
             Admitted::Running(mut watching) => {
                 let _ = tokio::time::timeout(RUN_WAIT_MAX, watching.wait_for(|d| *d)).await;
                 match self.record(&request.request) {
-                    Some(record) => record.view,
-                    None => {
+                    Ok(Some(record)) => record.view,
+                    Ok(None) => {
                         return ServiceReply::Refused {
                             reason: "the run's record vanished".to_owned(),
                         };
                     }
+                    Err(reason) => return ServiceReply::Refused { reason },
                 }
             }
             Admitted::Dispatch(view, process, done) => self.execute(view, process, done).await,
         };
         ServiceReply::Run { run: view }
-    }
-
-    pub(super) fn record(&self, request: &str) -> Option<RunRecord> {
-        self.stored(&self.ks.runs, request, "run")
     }
 
     /// Whether the reply to a run must be lost (failpoint `process-reply`).
@@ -497,13 +496,16 @@ impl Processes {
     /// `status`: what the receiver holds of a request from `caller`. Changes nothing.
     pub fn status(&self, caller: &str, query: &StatusQuery) -> ServiceReply {
         match self.record(&query.request) {
-            Some(record) if record.view.caller == caller => ServiceReply::Run { run: record.view },
-            Some(_) => ServiceReply::Refused {
+            Ok(Some(record)) if record.view.caller == caller => {
+                ServiceReply::Run { run: record.view }
+            }
+            Ok(Some(_)) => ServiceReply::Refused {
                 reason: format!("request `{}` is not `{caller}`'s", query.request),
             },
-            None => ServiceReply::Absent {
+            Ok(None) => ServiceReply::Absent {
                 request: query.request.clone(),
             },
+            Err(reason) => ServiceReply::Refused { reason },
         }
     }
 
@@ -515,8 +517,12 @@ impl Processes {
         }
         let view = {
             let mut state = self.lock();
-            let Some(mut record) = self.record(request) else {
-                return refused(format!("host `{}` holds no run `{request}`", self.host));
+            let mut record = match self.record(request) {
+                Ok(Some(record)) => record,
+                Ok(None) => {
+                    return refused(format!("host `{}` holds no run `{request}`", self.host));
+                }
+                Err(reason) => return refused(reason),
             };
             let mut run = record.run();
             let moved = match run.resolve(outcome) {
@@ -584,11 +590,7 @@ impl Processes {
             grant_name,
             serde_json::to_vec(grant).expect("grants serialize"),
         );
-        write.insert(
-            &self.ks.runs,
-            record.view.request.as_str(),
-            serde_json::to_vec(&*record).expect("records serialize"),
-        );
+        self.journal_run(&mut write, record);
         self.owe_deposit(&record.view, &mut write);
         self.database.commit_or_stop(write, &self.dir, doing);
         state.counts.unknown -= 1;

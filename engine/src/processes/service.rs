@@ -13,7 +13,12 @@
 //! mailbox          TO \0 KIND \0 SEQ(be64)  Held (JSON, sealed)      (mailbox host)
 //! mailbox-index    TO \0 KIND \0 FROM \0 ID  SEQ(be64)               (mailbox host)
 //! process-allocations mission:NAME      AllocationLimits (JSON)    (a mission's host)
+//! process-runs-by-time  at_ms(be64) ID     empty: finished runs by answer time (receiver)
+//! process-archived "runs"                 ArchivedCounts (JSON)      (receiver)
 //! ```
+//!
+//! Finished runs past the hot window move to the installation's archive
+//! (`archive.rs`).
 //!
 //! A run at its receiver: **admit** — the request and the reservation of its unit in
 //! one write, fsynced (group commit) — is the dispatch point; the Process runs; its
@@ -62,6 +67,8 @@ const OUTBOX: &str = "process-outbox";
 const MAILBOX: &str = "mailbox";
 const MAILBOX_INDEX: &str = "mailbox-index";
 const ALLOCATIONS: &str = "process-allocations";
+const RUNS_BY_TIME: &str = "process-runs-by-time";
+const ARCHIVED: &str = "process-archived";
 
 pub(super) const REQUEST_INFO: &[u8] = b"grid/process/request/v1";
 pub(super) const OUTCOME_INFO: &[u8] = b"grid/process/outcome/v1";
@@ -143,6 +150,8 @@ pub(super) struct Keyspaces {
     pub(super) mailbox: Keyspace,
     pub(super) mailbox_index: Keyspace,
     pub(super) allocations: Keyspace,
+    pub(super) runs_by_time: Keyspace,
+    pub(super) archived: Keyspace,
 }
 
 /// Memory of the receiver's grants and runs in flight (serialized writes: whoever
@@ -185,6 +194,8 @@ pub struct Processes {
     pub(super) held: std::sync::atomic::AtomicUsize,
     /// Mailboxes the receiver's fetcher has a long-poll task for.
     pub(super) fetching: Mutex<std::collections::BTreeSet<String>>,
+    /// The host's `retain` and its shelf: where finished runs go past the hot window.
+    pub(super) retention: super::archive::RunRetention,
 }
 
 pub(super) fn check_request(request: &RunRequest) -> Result<(), String> {
@@ -227,6 +238,7 @@ impl Processes {
         host: &str,
         custody: Custody,
         failpoints: Failpoints,
+        retention: super::archive::RunRetention,
     ) -> Result<Arc<Processes>, String> {
         let [
             runs,
@@ -239,6 +251,8 @@ impl Processes {
             mailbox,
             mailbox_index,
             allocations,
+            runs_by_time,
+            archived,
         ] = open_keyspaces(
             database,
             [
@@ -252,6 +266,8 @@ impl Processes {
                 MAILBOX,
                 MAILBOX_INDEX,
                 ALLOCATIONS,
+                RUNS_BY_TIME,
+                ARCHIVED,
             ],
         )
         .map_err(|e| format!("processes keyspaces: {e}"))?;
@@ -266,6 +282,8 @@ impl Processes {
             mailbox,
             mailbox_index,
             allocations,
+            runs_by_time,
+            archived,
         };
         let syncer = Syncer::start_gathering(
             {
@@ -293,7 +311,13 @@ impl Processes {
         }
         // Runs admitted before the stop without an outcome: unknown, never run again.
         let mut write = database.batch();
-        let mut counts = RunCounts::default();
+        // The runs archived are counted as they left; the walk counts the rest.
+        let archived = super::archive::read_counts(&ks.archived)?;
+        let mut counts = RunCounts {
+            succeeded: archived.succeeded,
+            failed: archived.failed,
+            ..RunCounts::default()
+        };
         let mut changed = false;
         for guard in ks.runs.iter() {
             let (key, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
@@ -367,6 +391,7 @@ impl Processes {
             deposits: watch::channel(0).0,
             held: std::sync::atomic::AtomicUsize::new(0),
             fetching: Mutex::new(std::collections::BTreeSet::new()),
+            retention,
             ks,
         });
         processes.serve(
@@ -527,7 +552,8 @@ impl Processes {
             }
             ProcessCall::Inspect { request } => ProcessReply::Inspected {
                 run: match self.record(&request) {
-                    Some(record) => {
+                    Err(reason) => return ProcessReply::Refused { reason },
+                    Ok(Some(record)) => {
                         let mut view = record.view;
                         if view.units == RunUnits::Reserved {
                             view.detail =
@@ -535,7 +561,7 @@ impl Processes {
                         }
                         Some(view)
                     }
-                    None => self.wait_record(&request).map(|w| {
+                    Ok(None) => self.wait_record(&request).map(|w| {
                         w.view(
                             &self.host,
                             "waiting: no outcome learned from the receiver yet",

@@ -120,6 +120,118 @@ pub struct Holding {
     pub last_ms: Option<u64>,
 }
 
+/// The shelf of an installation as its rooms share it: finds read it together, a
+/// segment's write and a release hold it alone.
+pub type Shared = std::sync::Arc<std::sync::RwLock<Shelf>>;
+
+/// The by-time key of `id` answered at `at_ms` (a room's `…-by-time` keyspace: what a
+/// pass reads, oldest first).
+pub fn time_key(at_ms: u64, id: &str) -> Vec<u8> {
+    let mut key = at_ms.to_be_bytes().to_vec();
+    key.extend_from_slice(id.as_bytes());
+    key
+}
+
+/// A room's entries answered before `cutoff`, oldest first: each id its `by_time`
+/// keyspace lists, with its value in `hot` (an id no longer there is skipped). A
+/// snapshot: what a segment's write removes meanwhile does not disturb it. A storage
+/// failure stops the process (`what` names the room's entries).
+pub fn answered_before<'a>(
+    by_time: &'a Keyspace,
+    hot: &'a Keyspace,
+    cutoff: u64,
+    dir: &'a Path,
+    what: &'a str,
+) -> impl Iterator<Item = Entry> + 'a {
+    by_time
+        .range(..time_key(cutoff, ""))
+        .filter_map(move |guard| {
+            let key = guard
+                .key()
+                .unwrap_or_else(|e| fatal(dir, &format!("reading {what} by time"), e));
+            let (at, id) = key.split_first_chunk::<8>()?;
+            let id = String::from_utf8_lossy(id).into_owned();
+            let value = hot
+                .get(&id)
+                .unwrap_or_else(|e| fatal(dir, &format!("reading {what}"), e))?;
+            Some(Entry {
+                key: id,
+                at_ms: u64::from_be_bytes(*at),
+                value: value.to_vec(),
+            })
+        })
+}
+
+/// What one room's pass gathered into segments.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Gathered {
+    pub entries: u64,
+    pub segments: u64,
+    /// More entries wait for the next pass (`segments_max` was reached).
+    pub more: bool,
+}
+
+/// Gathers a room's `candidates` — oldest first, each past its hot window at `cutoff`,
+/// each one the room may let go — into segments of at most
+/// `ARCHIVE_SEGMENT_ENTRIES_MAX` entries and `ARCHIVE_SEGMENT_BYTES_MAX` bytes, at most
+/// `segments_max` of them, each handed to `write` (which shelves it). `patient` (a
+/// periodic pass): a last segment of fewer than `ARCHIVE_SEGMENT_ENTRIES_MIN` entries
+/// waits until its oldest is `ARCHIVE_SEGMENT_WAIT_MAX` past `cutoff`, so a quiet host
+/// makes at most one segment an hour, not one a minute.
+pub fn gather(
+    candidates: impl IntoIterator<Item = Entry>,
+    cutoff: u64,
+    patient: bool,
+    segments_max: usize,
+    mut write: impl FnMut(Vec<Entry>) -> Result<(), String>,
+) -> Result<Gathered, String> {
+    use crate::limits::{
+        ARCHIVE_SEGMENT_BYTES_MAX, ARCHIVE_SEGMENT_ENTRIES_MAX, ARCHIVE_SEGMENT_ENTRIES_MIN,
+        ARCHIVE_SEGMENT_WAIT_MAX,
+    };
+    let mut gathered = Gathered::default();
+    let mut batch: Vec<Entry> = Vec::new();
+    let mut bytes = 0;
+    let mut shelve = |batch: Vec<Entry>, gathered: &mut Gathered| {
+        if gathered.segments as usize >= segments_max {
+            gathered.more = true;
+            return Ok(());
+        }
+        let entries = batch.len() as u64;
+        write(batch)?;
+        gathered.entries += entries;
+        gathered.segments += 1;
+        Ok::<(), String>(())
+    };
+    for entry in candidates {
+        bytes += entry.value.len();
+        batch.push(entry);
+        if batch.len() >= ARCHIVE_SEGMENT_ENTRIES_MAX || bytes >= ARCHIVE_SEGMENT_BYTES_MAX {
+            shelve(std::mem::take(&mut batch), &mut gathered)?;
+            bytes = 0;
+            if gathered.more {
+                return Ok(gathered);
+            }
+        }
+    }
+    let young = batch.len() < ARCHIVE_SEGMENT_ENTRIES_MIN
+        && batch.first().is_some_and(|oldest| {
+            oldest
+                .at_ms
+                .saturating_add(ARCHIVE_SEGMENT_WAIT_MAX.as_millis() as u64)
+                >= cutoff
+        });
+    if patient && young {
+        tracing::info!(
+            entries = batch.len(),
+            "archive pass: entries past the hot window wait for company (ARCHIVE_SEGMENT_ENTRIES_MIN, ARCHIVE_SEGMENT_WAIT_MAX)"
+        );
+    } else if !batch.is_empty() {
+        shelve(batch, &mut gathered)?;
+    }
+    Ok(gathered)
+}
+
 /// An installation's shelf.
 pub struct Shelf {
     blobs: Box<dyn Blobs>,
@@ -509,6 +621,42 @@ mod tests {
         // Its ids stay known: never "absent", whatever the caller's window says.
         assert!(!matches!(shelf.find("c", "c", never), Found::Absent));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_pass_gathers_full_segments_up_to_its_maximum_and_a_patient_one_waits_for_company() {
+        use crate::limits::{ARCHIVE_SEGMENT_ENTRIES_MAX, ARCHIVE_SEGMENT_WAIT_MAX};
+        let wait = ARCHIVE_SEGMENT_WAIT_MAX.as_millis() as u64;
+        let entries = |n: usize, at_ms: u64| (0..n).map(move |i| entry(&format!("e{i}"), at_ms));
+        let pass = |candidates: Vec<Entry>, cutoff: u64, patient: bool, max: usize| {
+            let mut written = Vec::new();
+            let gathered = gather(candidates, cutoff, patient, max, |segment| {
+                written.push(segment.len());
+                Ok(())
+            })
+            .unwrap();
+            (gathered, written)
+        };
+        // A handful, young: the patient pass leaves them; the operator's writes them.
+        let few: Vec<Entry> = entries(3, 10_000).collect();
+        let (gathered, written) = pass(few.clone(), 10_000 + wait, true, 16);
+        assert_eq!((gathered, written.len()), (Gathered::default(), 0));
+        let (gathered, written) = pass(few.clone(), 10_000 + wait, false, 16);
+        assert_eq!(
+            (gathered.entries, gathered.segments, written),
+            (3, 1, vec![3])
+        );
+        // Waited long enough past the cutoff: written by the patient pass too.
+        let (gathered, _) = pass(few, 10_001 + wait, true, 16);
+        assert_eq!(gathered.entries, 3);
+        // Two full segments and a rest, at most two per pass: the rest waits (`more`).
+        let many: Vec<Entry> = entries(2 * ARCHIVE_SEGMENT_ENTRIES_MAX + 1, 1).collect();
+        let (gathered, written) = pass(many, 1, false, 2);
+        assert_eq!(written, vec![ARCHIVE_SEGMENT_ENTRIES_MAX; 2]);
+        assert!(gathered.more && gathered.segments == 2);
+        // A refused segment refuses the pass.
+        let refused = gather(entries(1, 1), 1, false, 16, |_| Err("no".to_owned()));
+        assert_eq!(refused, Err("no".to_owned()));
     }
 
     #[test]

@@ -97,13 +97,14 @@ pub struct ArchiveView {
     /// Segments held, and released past `archive-days`.
     pub segments: u64,
     pub released_segments: u64,
-    /// Answers in the segments held, and their bytes (compressed, with trailers).
+    /// Answers in the segments held (operations' answers and a receiver's finished
+    /// runs), and their bytes (compressed, with trailers).
     pub answers: u64,
     pub bytes: u64,
     /// The span of the segments held: their oldest and newest answer, Unix ms.
     pub first_ms: Option<u64>,
     pub last_ms: Option<u64>,
-    /// The oldest answer still in the hot store, Unix ms.
+    /// The oldest answer (or finished run) still in the hot store, Unix ms.
     pub oldest_hot_ms: Option<u64>,
     /// How far that answer is past the hot window, seconds (0: archiving keeps up).
     pub lag_seconds: u64,

@@ -383,6 +383,7 @@ mod tests {
             grant: None,
             units: Default::default(),
             signature: None,
+            archived: false,
         }
     }
 

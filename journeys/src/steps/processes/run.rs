@@ -138,6 +138,8 @@ struct ExpectProcess {
     outcome: Option<String>,
     units: Option<String>,
     caller: Option<String>,
+    /// Read back from the host's archive (`"archived": true`), or from its hot store.
+    archived: Option<bool>,
 }
 
 pub fn parse_expect_process(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
@@ -160,12 +162,14 @@ pub fn parse_expect_process(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseE
         )));
     }
     let caller = node.string("caller")?;
+    let archived = node.flag("archived")?;
     Ok(Box::new(ExpectProcess {
         op,
         host,
         outcome,
         units,
         caller,
+        archived,
     }))
 }
 
@@ -221,6 +225,27 @@ impl Step for ExpectProcess {
                     ),
                 ));
             }
+        }
+        let archived = run["archived"].as_bool().unwrap_or(false);
+        if let Some(expected) = self.archived {
+            if archived != expected {
+                return Err(Failure::new(
+                    format!(
+                        "run {} at {} read from its {}",
+                        self.op,
+                        self.host,
+                        if expected { "archive" } else { "hot store" }
+                    ),
+                    format!(
+                        "archived {archived}; run {}",
+                        shorten(&run.to_string(), 600)
+                    ),
+                ));
+            }
+            cx.say(format_args!(
+                "read from the {}",
+                if archived { "archive" } else { "hot store" }
+            ));
         }
         Ok(())
     }

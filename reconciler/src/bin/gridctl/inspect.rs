@@ -98,10 +98,12 @@ pub enum InspectCommand {
         #[command(flatten)]
         output: Output,
     },
-    /// A run as HOST holds it: as its receiver (outcome, grant, unit) or as its
-    /// caller (its wait journal).
+    /// A run as HOST holds it: as its receiver (outcome, grant, unit; a finished run
+    /// past the hot window is read from the host's archive, `"archived": true`) or as
+    /// its caller (its wait journal). Exit 4 (refused) when the id is known and its
+    /// outcome cannot be given: past `retain archive-days` (expired), or unreadable.
     #[command(mut_arg("json", |a| a.help(
-        "{\"host\", \"run\": null or {\"request\", \"outcome\", \"result\", \"units\", …}}"
+        "{\"host\", \"run\": null or {\"request\", \"outcome\", \"result\", \"units\", \"archived\" (when true), …}}"
     )))]
     Process {
         /// The request id.

@@ -395,7 +395,15 @@ impl Report for Inspected<'_> {
             "{} ({} at {host}) {} from {} to {} ({})\n",
             run.request, run.role, run.process, run.caller, run.receiver, run.via
         );
-        text += &format!("  outcome {}\n", run.outcome.name());
+        text += &format!(
+            "  outcome {}{}\n",
+            run.outcome.name(),
+            if run.archived {
+                " (read from the host's archive)"
+            } else {
+                ""
+            }
+        );
         if let Some(result) = &run.result {
             text += &format!("  result {result}\n");
         }
@@ -415,8 +423,14 @@ pub fn inspect_process(id: &str, host: &str, output: &Output) -> anyhow::Result<
         request: id.to_owned(),
     };
     let reply = call(&output.state, host, inspect).map_err(anyhow::Error::msg)?;
-    let ProcessReply::Inspected { run } = reply else {
-        bail!("the host answered {reply:?}");
+    let run = match reply {
+        ProcessReply::Inspected { run } => run,
+        // Known and not answerable: archived past `archive-days`, or unreadable.
+        ProcessReply::Refused { reason } => {
+            let id = serde_json::json!({"request": id, "host": host});
+            return Ok(refused(output.json, id, &reason));
+        }
+        other => bail!("the host answered {other:?}"),
     };
     emit(&Inspected { host, run, id }, output.json);
     Ok(ExitCode::SUCCESS)

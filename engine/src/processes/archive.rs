@@ -1,0 +1,233 @@
+//! A receiver's finished runs past the hot window (docs/storage.md, "Archive";
+//! docs/processes.md): a run whose outcome is terminal — refused, succeeded, failed,
+//! cancelled before dispatch, or an unknown run resolved — carries the time it was
+//! answered and is listed by that time; the host's archive pass moves those past
+//! `retain hot-days` onto the installation's shelf, where a re-sent request id still
+//! finds its original, signed outcome (`"archived": true`). A run whose outcome is
+//! still owed to a mailbox caller, or that is charged to a mission's allocation, stays
+//! hot until that obligation closes; a run `unknown` or running is never terminal, so
+//! never listed.
+//!
+//! Keyspaces: `process-runs-by-time` (answer time `u64` BE, request → empty),
+//! `process-archived` (`runs` → [`ArchivedCounts`] JSON: the outcomes archived, counted
+//! into the host's run counts at open). On the shelf a run's key is
+//! [`SHELF_PREFIX`] + its request id (no operation id holds a control character).
+//!
+//! Invariants, stated as absences: no run leaves `process-runs` before the segment
+//! holding it is synced and indexed in the same synced write that removes it; no
+//! request id found on the shelf is admitted again — one whose entry cannot be read is
+//! refused naming why (its caller's wait stays open), never run; no archived run
+//! drops out of the counts.
+
+use fjall::OwnedWriteBatch;
+use serde::{Deserialize, Serialize};
+
+use super::allocations::is_allocation;
+use super::receiver::RunRecord;
+use super::service::Processes;
+use crate::limits::RETAIN_DAY_MS;
+use crate::store::archive::Entry;
+use crate::store::fatal;
+use crate::store::high_water::Signer;
+use crate::store::shelf::{self, Found, Gathered, time_key};
+
+/// A run's key on the installation's shelf: this + its request id.
+pub(super) const SHELF_PREFIX: &str = "process-run\u{0}";
+/// The `process-archived` key of the counts.
+const COUNTS_KEY: &str = "runs";
+
+/// The outcomes of the runs archived (they left `process-runs`, whose walk at open
+/// counts the rest).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct ArchivedCounts {
+    pub(super) succeeded: u64,
+    pub(super) failed: u64,
+}
+
+/// How the receiver's runs are retained: the host's `retain` and its shelf.
+#[derive(Clone, Default)]
+pub struct RunRetention {
+    /// The installation's shelf (none: runs are never archived — a host without one).
+    pub shelf: Option<shelf::Shared>,
+    /// `retain archive-days`: an id archived longer ago is refused as expired.
+    pub archive_days: Option<u32>,
+    /// The retention clock's shift (`Failpoints::with_retention_clock_offset`).
+    pub clock_offset_ms: i64,
+}
+
+/// What a pass over the runs did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RunsPass {
+    pub gathered: Gathered,
+    /// Finished runs past the window kept hot: an outcome owed to a mailbox, or a
+    /// mission's allocation charged.
+    pub owed: u64,
+}
+
+/// Whether a run's outcome is terminal: nothing changes it again.
+fn finished(record: &RunRecord) -> bool {
+    !record.run().is_running() && record.view.units != super::runs::RunUnits::Unknown
+}
+
+pub(super) fn read_counts(keyspace: &fjall::Keyspace) -> Result<ArchivedCounts, String> {
+    match keyspace.get(COUNTS_KEY).map_err(|e| e.to_string())? {
+        None => Ok(ArchivedCounts::default()),
+        Some(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|e| format!("the counts of archived runs do not decode: {e}")),
+    }
+}
+
+impl Processes {
+    /// Journals `record` into `write` (under the state's lock): a finished run also
+    /// gets its answer time and its place among the runs by time.
+    pub(super) fn journal_run(&self, write: &mut OwnedWriteBatch, record: &mut RunRecord) {
+        if finished(record) && record.answered_ms.is_none() {
+            let at = crate::store::now_ms();
+            record.answered_ms = Some(at);
+            write.insert(
+                &self.ks.runs_by_time,
+                time_key(at, &record.view.request),
+                [],
+            );
+        }
+        write.insert(
+            &self.ks.runs,
+            record.view.request.as_str(),
+            serde_json::to_vec(&*record).expect("records serialize"),
+        );
+    }
+
+    /// The record of `request`: hot, else on the shelf (marked `archived`). `Err`: the
+    /// id is known and cannot be answered — past `archive-days`, or its entry does not
+    /// read — never "not found".
+    pub(super) fn record(&self, request: &str) -> Result<Option<RunRecord>, String> {
+        if let Some(record) = self.stored(&self.ks.runs, request, "run") {
+            return Ok(Some(record));
+        }
+        let Some(shelf) = &self.retention.shelf else {
+            return Ok(None);
+        };
+        let quoted = grid_spec::diagnostic::quoted(request);
+        let key = format!("{SHELF_PREFIX}{request}");
+        let now = self.retention_now();
+        let days = self.retention.archive_days;
+        let expired = |at_ms: u64| {
+            days.is_some_and(|days| at_ms.saturating_add(u64::from(days) * RETAIN_DAY_MS) < now)
+        };
+        let found = shelf
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .find(&key, &quoted, expired);
+        match found {
+            Found::Absent => Ok(None),
+            Found::Expired { at_ms } => Err(format!(
+                "expired: run `{quoted}` was answered at {}, past host `{}`'s archive window of {days} days (retain archive-days={days}); its outcome is no longer kept, and it is never run again",
+                crate::store::rfc3339_ms(at_ms),
+                self.host,
+                days = days.unwrap_or_default()
+            )),
+            Found::Unreadable(reason) => Err(format!(
+                "run `{quoted}` was answered and archived, but its outcome cannot be read: {reason}; it is not run again"
+            )),
+            Found::Held { value, segment, .. } => {
+                match serde_json::from_slice::<RunRecord>(&value) {
+                    Ok(mut record) => {
+                        record.view.archived = true;
+                        Ok(Some(record))
+                    }
+                    Err(e) => Err(format!(
+                        "run `{quoted}` was answered and archived, but archive segment {segment} does not decode it ({e}); it is not run again"
+                    )),
+                }
+            }
+        }
+    }
+
+    /// When the oldest finished run still hot was answered (`inspect storage`).
+    pub fn oldest_finished_ms(&self) -> Option<u64> {
+        let guard = self.ks.runs_by_time.first_key_value()?;
+        let key = guard
+            .key()
+            .unwrap_or_else(|e| fatal(&self.dir, "reading runs by time", e));
+        key.first_chunk::<8>().map(|at| u64::from_be_bytes(*at))
+    }
+
+    /// Now, as the retention windows read it.
+    fn retention_now(&self) -> u64 {
+        crate::store::now_ms().saturating_add_signed(self.retention.clock_offset_ms)
+    }
+
+    /// Moves the finished runs answered before `cutoff` to the shelf, in at most
+    /// `segments_max` segments signed by `sign` (the host's archive pass calls it, with
+    /// the same cutoff as its answers). A run whose outcome is owed to a mailbox, or
+    /// that is charged to an allocation, stays hot. A storage failure stops the host;
+    /// an archive that refuses a segment refuses the pass and changes nothing.
+    pub fn archive_runs(
+        &self,
+        cutoff: u64,
+        patient: bool,
+        segments_max: usize,
+        sign: &Signer,
+    ) -> Result<RunsPass, String> {
+        let Some(shelf) = &self.retention.shelf else {
+            return Ok(RunsPass::default());
+        };
+        let mut owed = 0;
+        let dir = &self.dir;
+        let ks = &self.ks;
+        let candidates = shelf::answered_before(&ks.runs_by_time, &ks.runs, cutoff, dir, "runs")
+            .filter_map(|entry| {
+                let record: RunRecord = serde_json::from_slice(&entry.value)
+                    .unwrap_or_else(|e| fatal(dir, "decoding a run", e));
+                let owes = ks
+                    .outbox
+                    .get(&entry.key)
+                    .unwrap_or_else(|e| fatal(dir, "reading the outbox", e))
+                    .is_some();
+                if owes || record.view.grant.as_deref().is_some_and(is_allocation) {
+                    owed += 1;
+                    return None;
+                }
+                Some(Entry {
+                    key: format!("{SHELF_PREFIX}{}", entry.key),
+                    ..entry
+                })
+            });
+        let gathered = shelf::gather(candidates, cutoff, patient, segments_max, |entries| {
+            let mut counts = read_counts(&ks.archived)
+                .unwrap_or_else(|e| fatal(dir, "reading the counts of archived runs", e));
+            for entry in &entries {
+                let record: RunRecord = serde_json::from_slice(&entry.value)
+                    .unwrap_or_else(|e| fatal(dir, "decoding a run", e));
+                match record.view.outcome {
+                    super::api::RunOutcome::Succeeded => counts.succeeded += 1,
+                    _ => counts.failed += 1,
+                }
+            }
+            shelf.write().unwrap_or_else(|p| p.into_inner()).shelve(
+                &self.database,
+                &self.host,
+                &entries,
+                sign,
+                || {
+                    self.failpoint(crate::store::Failpoint::ArchiveBeforeIndex);
+                },
+                |write| {
+                    for entry in &entries {
+                        let request = &entry.key[SHELF_PREFIX.len()..];
+                        write.remove(&ks.runs, request);
+                        write.remove(&ks.runs_by_time, time_key(entry.at_ms, request));
+                    }
+                    write.insert(
+                        &ks.archived,
+                        COUNTS_KEY,
+                        serde_json::to_vec(&counts).expect("counts serialize"),
+                    );
+                },
+            )?;
+            crate::metrics::archived(entries.len() as u64);
+            Ok(())
+        })?;
+        Ok(RunsPass { gathered, owed })
+    }
+}
