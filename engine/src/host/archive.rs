@@ -54,6 +54,8 @@ pub struct ArchivePass {
     pub unacknowledged: u64,
     /// A receiver's finished runs archived (in `segments`, with the answers).
     pub runs: u64,
+    /// A caller's closed waits archived (in `segments`).
+    pub waits: u64,
     /// Finished runs old enough whose outcome is still owed to a mailbox caller, or
     /// charged to a mission's allocation: kept hot.
     pub owed: u64,
@@ -68,11 +70,12 @@ impl ArchivePass {
     pub fn describe(&self) -> String {
         let plural =
             |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-        let runs = if self.runs > 0 {
-            format!(" and {}", plural(self.runs, "run", "runs"))
-        } else {
-            String::new()
-        };
+        let rooms: Vec<String> = [(self.runs, "run", "runs"), (self.waits, "wait", "waits")]
+            .into_iter()
+            .filter(|(n, ..)| *n > 0)
+            .map(|(n, one, many)| format!(" and {}", plural(n, one, many)))
+            .collect();
+        let runs = rooms.concat();
         let mut text = format!(
             "archived {}{runs} in {}",
             plural(self.answers, "answer", "answers"),
@@ -278,14 +281,16 @@ impl Host {
         pass.answers = answers.entries;
         pass.segments = answers.segments;
         pass.more = answers.more;
-        // The rooms' own answers (a receiver's finished runs), in the segments left.
+        // The rooms' own answers (a receiver's finished runs, a caller's closed
+        // waits), in the segments left.
         if let Some(processes) = &self.processes {
             let left = ARCHIVE_SEGMENTS_PER_PASS_MAX.saturating_sub(pass.segments as usize);
-            let runs = processes.archive_runs(cutoff, patient, left, &signer)?;
-            pass.runs = runs.gathered.entries;
-            pass.segments += runs.gathered.segments;
-            pass.more |= runs.gathered.more;
-            pass.owed = runs.owed;
+            let rooms = processes.archive(cutoff, patient, left, &signer)?;
+            pass.runs = rooms.runs.entries;
+            pass.waits = rooms.waits.entries;
+            pass.segments += rooms.runs.segments + rooms.waits.segments;
+            pass.more |= rooms.runs.more || rooms.waits.more;
+            pass.owed = rooms.owed;
         }
         pass.released = self.release_expired(now)?;
         if pass.segments > 0 || pass.released > 0 {

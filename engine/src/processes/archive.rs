@@ -1,17 +1,19 @@
-//! A receiver's finished runs past the hot window (docs/storage.md, "Archive";
-//! docs/processes.md): a run whose outcome is terminal — refused, succeeded, failed,
-//! cancelled before dispatch, or an unknown run resolved — carries the time it was
-//! answered and is listed by that time; the host's archive pass moves those past
-//! `retain hot-days` onto the installation's shelf, where a re-sent request id still
-//! finds its original, signed outcome (`"archived": true`). A run whose outcome is
-//! still owed to a mailbox caller, or that is charged to a mission's allocation, stays
-//! hot until that obligation closes; a run `unknown` or running is never terminal, so
-//! never listed.
+//! Finished runs and closed waits past the hot window (docs/storage.md, "Archive";
+//! docs/processes.md). At the receiver, a run whose outcome is terminal — refused,
+//! succeeded, failed, cancelled before dispatch, or an unknown run resolved — carries
+//! the time it was answered and is listed by that time; at the caller, so does a wait
+//! once it holds the receiver's terminal outcome (learned, or closed by a proof of no
+//! dispatch). The host's archive pass moves those past `retain hot-days` onto the
+//! installation's shelf, where a re-sent request id still finds its original, signed
+//! outcome (`"archived": true`). A run whose outcome is still owed to a mailbox caller,
+//! or that is charged to a mission's allocation, stays hot until that obligation
+//! closes; a run `unknown` or running, and an open wait, are never listed.
 //!
-//! Keyspaces: `process-runs-by-time` (answer time `u64` BE, request → empty),
-//! `process-archived` (`runs` → [`ArchivedCounts`] JSON: the outcomes archived, counted
-//! into the host's run counts at open). On the shelf a run's key is
-//! [`SHELF_PREFIX`] + its request id (no operation id holds a control character).
+//! Keyspaces: `process-runs-by-time` and `process-waits-by-time` (answer time `u64` BE,
+//! request → empty), `process-archived` (`runs` → [`ArchivedCounts`] JSON: the outcomes
+//! archived, counted into the host's run counts at open). On the shelf a run's key is
+//! [`RUN_PREFIX`] + its request id, a wait's [`WAIT_PREFIX`] + its request id (no
+//! operation id holds a control character).
 //!
 //! Invariants, stated as absences: no run leaves `process-runs` before the segment
 //! holding it is synced and indexed in the same synced write that removes it; no
@@ -23,6 +25,7 @@ use fjall::OwnedWriteBatch;
 use serde::{Deserialize, Serialize};
 
 use super::allocations::is_allocation;
+use super::caller::WaitRecord;
 use super::receiver::RunRecord;
 use super::service::Processes;
 use crate::limits::RETAIN_DAY_MS;
@@ -32,7 +35,9 @@ use crate::store::high_water::Signer;
 use crate::store::shelf::{self, Found, Gathered, time_key};
 
 /// A run's key on the installation's shelf: this + its request id.
-pub(super) const SHELF_PREFIX: &str = "process-run\u{0}";
+pub(super) const RUN_PREFIX: &str = "process-run\u{0}";
+/// A caller's wait's key on the installation's shelf: this + its request id.
+pub(super) const WAIT_PREFIX: &str = "process-wait\u{0}";
 /// The `process-archived` key of the counts.
 const COUNTS_KEY: &str = "runs";
 
@@ -55,10 +60,11 @@ pub struct RunRetention {
     pub clock_offset_ms: i64,
 }
 
-/// What a pass over the runs did.
+/// What a pass over the runs and waits did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RunsPass {
-    pub gathered: Gathered,
+    pub runs: Gathered,
+    pub waits: Gathered,
     /// Finished runs past the window kept hot: an outcome owed to a mailbox, or a
     /// mission's allocation charged.
     pub owed: u64,
@@ -77,38 +83,122 @@ pub(super) fn read_counts(keyspace: &fjall::Keyspace) -> Result<ArchivedCounts, 
     }
 }
 
+/// A record the room archives once it is closed: a receiver's run, a caller's wait.
+trait Answered: Serialize {
+    fn id(&self) -> &str;
+    /// Closed: its outcome terminal, nothing changes it again.
+    fn closed(&self) -> bool;
+    fn answered_ms(&mut self) -> &mut Option<u64>;
+}
+
+impl Answered for RunRecord {
+    fn id(&self) -> &str {
+        &self.view.request
+    }
+    fn closed(&self) -> bool {
+        finished(self)
+    }
+    fn answered_ms(&mut self) -> &mut Option<u64> {
+        &mut self.answered_ms
+    }
+}
+
+impl Answered for WaitRecord {
+    fn id(&self) -> &str {
+        &self.request.request
+    }
+    fn closed(&self) -> bool {
+        self.run
+            .as_ref()
+            .is_some_and(|run| run.outcome != super::api::RunOutcome::Unknown)
+    }
+    fn answered_ms(&mut self) -> &mut Option<u64> {
+        &mut self.answered_ms
+    }
+}
+
+/// Journals `record` into `write` at its id in `hot`: once closed, it is stamped with
+/// its answer time (once) and listed by it in `by_time`, in the same write.
+fn journal(
+    write: &mut OwnedWriteBatch,
+    [hot, by_time]: [&fjall::Keyspace; 2],
+    record: &mut impl Answered,
+) {
+    if record.closed() && record.answered_ms().is_none() {
+        let at = crate::store::now_ms();
+        *record.answered_ms() = Some(at);
+        write.insert(by_time, time_key(at, record.id()), []);
+    }
+    write.insert(
+        hot,
+        record.id(),
+        serde_json::to_vec(&*record).expect("records serialize"),
+    );
+}
+
 impl Processes {
     /// Journals `record` into `write` (under the state's lock): a finished run also
     /// gets its answer time and its place among the runs by time.
     pub(super) fn journal_run(&self, write: &mut OwnedWriteBatch, record: &mut RunRecord) {
-        if finished(record) && record.answered_ms.is_none() {
-            let at = crate::store::now_ms();
-            record.answered_ms = Some(at);
-            write.insert(
-                &self.ks.runs_by_time,
-                time_key(at, &record.view.request),
-                [],
-            );
-        }
-        write.insert(
-            &self.ks.runs,
-            record.view.request.as_str(),
-            serde_json::to_vec(&*record).expect("records serialize"),
-        );
+        journal(write, [&self.ks.runs, &self.ks.runs_by_time], record);
     }
 
-    /// The record of `request`: hot, else on the shelf (marked `archived`). `Err`: the
-    /// id is known and cannot be answered — past `archive-days`, or its entry does not
-    /// read — never "not found".
+    /// Journals the caller's `record` into `write` (under the waits' lock): a wait
+    /// closed with a terminal outcome also gets its answer time and its place among the
+    /// waits by time.
+    pub(super) fn journal_wait(&self, write: &mut OwnedWriteBatch, record: &mut WaitRecord) {
+        journal(write, [&self.ks.waits, &self.ks.waits_by_time], record);
+    }
+
+    /// The receiver's record of `request`: hot, else on the shelf (marked `archived`).
+    /// `Err`: the id is known and cannot be answered — past `archive-days`, or its
+    /// entry does not read — never "not found".
     pub(super) fn record(&self, request: &str) -> Result<Option<RunRecord>, String> {
         if let Some(record) = self.stored(&self.ks.runs, request, "run") {
             return Ok(Some(record));
         }
+        let mut record = self.shelved::<RunRecord>(RUN_PREFIX, request, "run")?;
+        if let Some(record) = &mut record {
+            record.view.archived = true;
+        }
+        Ok(record)
+    }
+
+    /// The caller's wait of `request`: hot, else on the shelf (its outcome marked
+    /// `archived`). `Err` as for [`Processes::record`].
+    pub(super) fn wait_record(&self, request: &str) -> Result<Option<WaitRecord>, String> {
+        if let Some(record) = self.hot_wait(request) {
+            return Ok(Some(record));
+        }
+        let mut record = self.shelved::<WaitRecord>(WAIT_PREFIX, request, "wait")?;
+        if let Some(run) = record.as_mut().and_then(|w| w.run.as_mut()) {
+            run.archived = true;
+        }
+        Ok(record)
+    }
+
+    /// The caller's wait of `request` in the hot store (an open wait is always there).
+    pub(super) fn hot_wait(&self, request: &str) -> Option<WaitRecord> {
+        self.stored(&self.ks.waits, request, "wait")
+    }
+
+    /// `what` (`run`, `wait`) `request` on the shelf, under `prefix`.
+    fn shelved<T: serde::de::DeserializeOwned>(
+        &self,
+        prefix: &str,
+        request: &str,
+        what: &str,
+    ) -> Result<Option<T>, String> {
         let Some(shelf) = &self.retention.shelf else {
             return Ok(None);
         };
         let quoted = grid_spec::diagnostic::quoted(request);
-        let key = format!("{SHELF_PREFIX}{request}");
+        let again = if what == "wait" {
+            "sent again"
+        } else {
+            "run again"
+        };
+        let key = format!("{prefix}{request}");
         let now = self.retention_now();
         let days = self.retention.archive_days;
         let expired = |at_ms: u64| {
@@ -121,35 +211,39 @@ impl Processes {
         match found {
             Found::Absent => Ok(None),
             Found::Expired { at_ms } => Err(format!(
-                "expired: run `{quoted}` was answered at {}, past host `{}`'s archive window of {days} days (retain archive-days={days}); its outcome is no longer kept, and it is never run again",
+                "expired: {what} `{quoted}` was answered at {}, past host `{}`'s archive window of {days} days (retain archive-days={days}); its outcome is no longer kept, and it is never {again}",
                 crate::store::rfc3339_ms(at_ms),
                 self.host,
                 days = days.unwrap_or_default()
             )),
             Found::Unreadable(reason) => Err(format!(
-                "run `{quoted}` was answered and archived, but its outcome cannot be read: {reason}; it is not run again"
+                "{what} `{quoted}` was answered and archived, but its outcome cannot be read: {reason}; it is never {again}"
             )),
-            Found::Held { value, segment, .. } => {
-                match serde_json::from_slice::<RunRecord>(&value) {
-                    Ok(mut record) => {
-                        record.view.archived = true;
-                        Ok(Some(record))
-                    }
-                    Err(e) => Err(format!(
-                        "run `{quoted}` was answered and archived, but archive segment {segment} does not decode it ({e}); it is not run again"
-                    )),
-                }
-            }
+            Found::Held { value, segment, .. } => serde_json::from_slice::<T>(&value)
+                .map(Some)
+                .map_err(|e| format!(
+                    "{what} `{quoted}` was answered and archived, but archive segment {segment} does not decode it ({e}); it is never {again}"
+                )),
         }
     }
 
-    /// When the oldest finished run still hot was answered (`inspect storage`).
+    /// When the oldest finished run or closed wait still hot was answered (`inspect
+    /// storage`).
     pub fn oldest_finished_ms(&self) -> Option<u64> {
-        let guard = self.ks.runs_by_time.first_key_value()?;
-        let key = guard
-            .key()
-            .unwrap_or_else(|e| fatal(&self.dir, "reading runs by time", e));
-        key.first_chunk::<8>().map(|at| u64::from_be_bytes(*at))
+        let oldest = |by_time: &fjall::Keyspace| {
+            let guard = by_time.first_key_value()?;
+            let key = guard
+                .key()
+                .unwrap_or_else(|e| fatal(&self.dir, "reading runs by time", e));
+            key.first_chunk::<8>().map(|at| u64::from_be_bytes(*at))
+        };
+        [
+            oldest(&self.ks.runs_by_time),
+            oldest(&self.ks.waits_by_time),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Now, as the retention windows read it.
@@ -157,12 +251,13 @@ impl Processes {
         crate::store::now_ms().saturating_add_signed(self.retention.clock_offset_ms)
     }
 
-    /// Moves the finished runs answered before `cutoff` to the shelf, in at most
-    /// `segments_max` segments signed by `sign` (the host's archive pass calls it, with
-    /// the same cutoff as its answers). A run whose outcome is owed to a mailbox, or
-    /// that is charged to an allocation, stays hot. A storage failure stops the host;
-    /// an archive that refuses a segment refuses the pass and changes nothing.
-    pub fn archive_runs(
+    /// Moves the finished runs and closed waits answered before `cutoff` to the
+    /// shelf, in at most `segments_max` segments signed by `sign` (the host's archive
+    /// pass calls it, with the same cutoff as its answers). A run whose outcome is owed
+    /// to a mailbox, or that is charged to an allocation, stays hot. A storage failure
+    /// stops the host; an archive that refuses a segment refuses the pass and changes
+    /// nothing.
+    pub fn archive(
         &self,
         cutoff: u64,
         patient: bool,
@@ -189,11 +284,11 @@ impl Processes {
                     return None;
                 }
                 Some(Entry {
-                    key: format!("{SHELF_PREFIX}{}", entry.key),
+                    key: format!("{RUN_PREFIX}{}", entry.key),
                     ..entry
                 })
             });
-        let gathered = shelf::gather(candidates, cutoff, patient, segments_max, |entries| {
+        let runs = shelf::gather(candidates, cutoff, patient, segments_max, |entries| {
             let mut counts = read_counts(&ks.archived)
                 .unwrap_or_else(|e| fatal(dir, "reading the counts of archived runs", e));
             for entry in &entries {
@@ -204,30 +299,70 @@ impl Processes {
                     _ => counts.failed += 1,
                 }
             }
-            shelf.write().unwrap_or_else(|p| p.into_inner()).shelve(
-                &self.database,
-                &self.host,
-                &entries,
+            self.shelve(
+                shelf,
                 sign,
-                || {
-                    self.failpoint(crate::store::Failpoint::ArchiveBeforeIndex);
-                },
+                &entries,
+                RUN_PREFIX,
+                [&ks.runs, &ks.runs_by_time],
                 |write| {
-                    for entry in &entries {
-                        let request = &entry.key[SHELF_PREFIX.len()..];
-                        write.remove(&ks.runs, request);
-                        write.remove(&ks.runs_by_time, time_key(entry.at_ms, request));
-                    }
                     write.insert(
                         &ks.archived,
                         COUNTS_KEY,
                         serde_json::to_vec(&counts).expect("counts serialize"),
                     );
                 },
-            )?;
-            crate::metrics::archived(entries.len() as u64);
-            Ok(())
+            )
         })?;
-        Ok(RunsPass { gathered, owed })
+        let left = segments_max.saturating_sub(runs.segments as usize);
+        let candidates = shelf::answered_before(&ks.waits_by_time, &ks.waits, cutoff, dir, "waits")
+            .map(|entry| Entry {
+                key: format!("{WAIT_PREFIX}{}", entry.key),
+                ..entry
+            });
+        let waits = shelf::gather(candidates, cutoff, patient, left, |entries| {
+            self.shelve(
+                shelf,
+                sign,
+                &entries,
+                WAIT_PREFIX,
+                [&ks.waits, &ks.waits_by_time],
+                |_| {},
+            )
+        })?;
+        Ok(RunsPass { runs, waits, owed })
+    }
+
+    /// One segment of `entries` (keys `prefix` + request id): synced, then indexed in
+    /// the write that removes them from their hot keyspace and its by-time one (and
+    /// what `also` adds).
+    fn shelve(
+        &self,
+        shelf: &shelf::Shared,
+        sign: &Signer,
+        entries: &[Entry],
+        prefix: &str,
+        [hot, by_time]: [&fjall::Keyspace; 2],
+        also: impl FnOnce(&mut OwnedWriteBatch),
+    ) -> Result<(), String> {
+        shelf.write().unwrap_or_else(|p| p.into_inner()).shelve(
+            &self.database,
+            &self.host,
+            entries,
+            sign,
+            || {
+                self.failpoint(crate::store::Failpoint::ArchiveBeforeIndex);
+            },
+            |write| {
+                for entry in entries {
+                    let request = &entry.key[prefix.len()..];
+                    write.remove(hot, request);
+                    write.remove(by_time, time_key(entry.at_ms, request));
+                }
+                also(write);
+            },
+        )?;
+        crate::metrics::archived(entries.len() as u64);
+        Ok(())
     }
 }

@@ -30,6 +30,35 @@ pub(super) struct WaitRecord {
     /// cancel`), with `run` its barred record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) no_dispatch: Option<super::cancel::NoDispatch>,
+    /// When it was closed with a terminal outcome, Unix ms (`archive.rs`: past the hot
+    /// window it moves to the archive). None: open, or closed before this was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) answered_ms: Option<u64>,
+}
+
+/// A receiver this host called, as its newest wait names it (`process-called`): the
+/// owners a wallet observation may ask, kept when the waits move to the archive.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(super) struct Called {
+    pub(super) receiver: Peer,
+    pub(super) membership: String,
+}
+
+/// Notes in `write` that `record`'s receiver was called.
+pub(super) fn call_noted(
+    called: &fjall::Keyspace,
+    write: &mut fjall::OwnedWriteBatch,
+    record: &WaitRecord,
+) {
+    let noted = Called {
+        receiver: record.receiver.clone(),
+        membership: record.membership.clone(),
+    };
+    write.insert(
+        called,
+        record.receiver.name.as_str(),
+        serde_json::to_vec(&noted).expect("peers serialize"),
+    );
 }
 
 impl WaitRecord {
@@ -66,10 +95,6 @@ impl WaitRecord {
 }
 
 impl Processes {
-    pub(super) fn wait_record(&self, request: &str) -> Option<WaitRecord> {
-        self.stored(&self.ks.waits, request, "wait")
-    }
-
     /// Journals the receiver's terminal outcome in the wait journal (once): `record`
     /// is the wait as journaled, without an outcome.
     pub(super) async fn learned(&self, record: &WaitRecord, run: &RunView) {
@@ -88,7 +113,7 @@ impl Processes {
             {
                 return;
             }
-            let learned = WaitRecord {
+            let mut learned = WaitRecord {
                 // The caller's own journal: not read from an archive here.
                 run: Some(RunView {
                     archived: false,
@@ -96,12 +121,10 @@ impl Processes {
                 }),
                 ..record.clone()
             };
-            self.ks
-                .waits
-                .insert(
-                    request,
-                    serde_json::to_vec(&learned).expect("waits serialize"),
-                )
+            let mut write = self.database.batch();
+            self.journal_wait(&mut write, &mut learned);
+            write
+                .commit()
                 .unwrap_or_else(|e| fatal(&self.dir, "journaling an outcome learned", e));
         }
         self.sync("syncing a wait").await;
@@ -320,10 +343,16 @@ impl Processes {
             membership,
             run: None,
             no_dispatch: None,
+            answered_ms: None,
         };
         let (record, first) = {
             let _waits = self.waits.lock().unwrap_or_else(|p| p.into_inner());
-            match self.wait_record(&fresh.request.request) {
+            let held = match self.wait_record(&fresh.request.request) {
+                Ok(held) => held,
+                // Known and not answerable (expired, unreadable): never sent again.
+                Err(reason) => return ProcessReply::Refused { reason },
+            };
+            match held {
                 Some(held) => {
                     if held.request != fresh.request
                         || held.receiver.name != fresh.receiver.name
@@ -346,12 +375,12 @@ impl Processes {
                     if let Some(reason) = crate::store::usage::full(&self.dir) {
                         return ProcessReply::Refused { reason };
                     }
-                    self.ks
-                        .waits
-                        .insert(
-                            fresh.request.request.as_str(),
-                            serde_json::to_vec(&fresh).expect("waits serialize"),
-                        )
+                    let mut fresh = fresh;
+                    let mut write = self.database.batch();
+                    self.journal_wait(&mut write, &mut fresh);
+                    call_noted(&self.ks.called, &mut write, &fresh);
+                    write
+                        .commit()
                         .unwrap_or_else(|e| fatal(&self.dir, "journaling a wait", e));
                     self.open_waits
                         .lock()
@@ -428,7 +457,7 @@ impl Processes {
             after = ids.last().cloned().unwrap_or_default();
             let open: Vec<WaitRecord> = ids
                 .iter()
-                .filter_map(|id| self.wait_record(id))
+                .filter_map(|id| self.hot_wait(id))
                 .filter(|r| r.run.is_none())
                 .collect();
             if open.is_empty() {

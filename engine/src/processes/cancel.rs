@@ -181,7 +181,11 @@ impl Processes {
     /// not finalized, and when the receiver cannot be asked.
     pub(super) async fn cancel(&self, request: &str) -> ProcessReply {
         let refused = |reason: String| ProcessReply::Refused { reason };
-        let Some(record) = self.wait_record(request) else {
+        let record = match self.wait_record(request) {
+            Ok(record) => record,
+            Err(reason) => return refused(format!("{reason}; nothing cancelled")),
+        };
+        let Some(record) = record else {
             return refused(format!(
                 "host `{}` holds no wait `{request}`: nothing to cancel (a run this host received is closed by `process resolve` here)",
                 self.host
@@ -299,7 +303,7 @@ impl Processes {
     async fn closed_by_proof(&self, request: &str, run: &RunView, proof: &NoDispatch) {
         {
             let _waits = self.waits.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(mut record) = self.wait_record(request) else {
+            let Some(mut record) = self.hot_wait(request) else {
                 return;
             };
             if record.no_dispatch.is_some() {
@@ -317,12 +321,10 @@ impl Processes {
                 .remove(request);
             record.run = Some(run.clone());
             record.no_dispatch = Some(proof.clone());
-            self.ks
-                .waits
-                .insert(
-                    request,
-                    serde_json::to_vec(&record).expect("waits serialize"),
-                )
+            let mut write = self.database.batch();
+            self.journal_wait(&mut write, &mut record);
+            write
+                .commit()
                 .unwrap_or_else(|e| fatal(&self.dir, "journaling a cancelled wait", e));
         }
         self.sync("syncing a cancelled wait").await;

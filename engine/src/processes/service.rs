@@ -15,10 +15,12 @@
 //! process-allocations mission:NAME      AllocationLimits (JSON)    (a mission's host)
 //! process-runs-by-time  at_ms(be64) ID     empty: finished runs by answer time (receiver)
 //! process-archived "runs"                 ArchivedCounts (JSON)      (receiver)
+//! process-waits-by-time at_ms(be64) ID    empty: closed waits by answer time (caller)
+//! process-called   RECEIVER              Called (JSON): the peer and membership (caller)
 //! ```
 //!
-//! Finished runs past the hot window move to the installation's archive
-//! (`archive.rs`).
+//! Finished runs and closed waits past the hot window move to the installation's
+//! archive (`archive.rs`).
 //!
 //! A run at its receiver: **admit** — the request and the reservation of its unit in
 //! one write, fsynced (group commit) — is the dispatch point; the Process runs; its
@@ -69,6 +71,8 @@ const MAILBOX_INDEX: &str = "mailbox-index";
 const ALLOCATIONS: &str = "process-allocations";
 const RUNS_BY_TIME: &str = "process-runs-by-time";
 const ARCHIVED: &str = "process-archived";
+const WAITS_BY_TIME: &str = "process-waits-by-time";
+const CALLED: &str = "process-called";
 
 pub(super) const REQUEST_INFO: &[u8] = b"grid/process/request/v1";
 pub(super) const OUTCOME_INFO: &[u8] = b"grid/process/outcome/v1";
@@ -152,6 +156,8 @@ pub(super) struct Keyspaces {
     pub(super) allocations: Keyspace,
     pub(super) runs_by_time: Keyspace,
     pub(super) archived: Keyspace,
+    pub(super) waits_by_time: Keyspace,
+    pub(super) called: Keyspace,
 }
 
 /// Memory of the receiver's grants and runs in flight (serialized writes: whoever
@@ -253,6 +259,8 @@ impl Processes {
             allocations,
             runs_by_time,
             archived,
+            waits_by_time,
+            called,
         ] = open_keyspaces(
             database,
             [
@@ -268,6 +276,8 @@ impl Processes {
                 ALLOCATIONS,
                 RUNS_BY_TIME,
                 ARCHIVED,
+                WAITS_BY_TIME,
+                CALLED,
             ],
         )
         .map_err(|e| format!("processes keyspaces: {e}"))?;
@@ -284,6 +294,8 @@ impl Processes {
             allocations,
             runs_by_time,
             archived,
+            waits_by_time,
+            called,
         };
         let syncer = Syncer::start_gathering(
             {
@@ -360,6 +372,10 @@ impl Processes {
                 .map_err(|e| format!("marking interrupted runs unknown: {e}"))?;
         }
         let mut open_waits = std::collections::BTreeSet::new();
+        // The receivers called, kept apart from the waits (which move to the archive):
+        // those journaled before it was kept are added here once.
+        let mut write = database.batch();
+        let mut called = std::collections::BTreeSet::new();
         for guard in ks.waits.iter() {
             let (key, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
             let record: WaitRecord = serde_json::from_slice(&bytes)
@@ -367,7 +383,19 @@ impl Processes {
             if record.run.is_none() {
                 open_waits.insert(String::from_utf8_lossy(&key).into_owned());
             }
+            if called.insert(record.receiver.name.clone())
+                && ks
+                    .called
+                    .get(&record.receiver.name)
+                    .map_err(|e| e.to_string())?
+                    .is_none()
+            {
+                super::caller::call_noted(&ks.called, &mut write, &record);
+            }
         }
+        write
+            .commit()
+            .map_err(|e| format!("noting the receivers called: {e}"))?;
         let processes = Arc::new(Processes {
             host: host.to_owned(),
             dir: dir.to_owned(),
@@ -561,12 +589,15 @@ impl Processes {
                         }
                         Some(view)
                     }
-                    Ok(None) => self.wait_record(&request).map(|w| {
-                        w.view(
-                            &self.host,
-                            "waiting: no outcome learned from the receiver yet",
-                        )
-                    }),
+                    Ok(None) => match self.wait_record(&request) {
+                        Err(reason) => return ProcessReply::Refused { reason },
+                        Ok(wait) => wait.map(|w| {
+                            w.view(
+                                &self.host,
+                                "waiting: no outcome learned from the receiver yet",
+                            )
+                        }),
+                    },
                 },
             },
             ProcessCall::Resolve { request, outcome } => self.resolve(&request, outcome),

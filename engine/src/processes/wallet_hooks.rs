@@ -2,7 +2,7 @@
 //! open waits. Read-only; nothing here changes a journal.
 
 use super::api::{Peer, RunView};
-use super::caller::WaitRecord;
+use super::caller::Called;
 use super::service::Processes;
 
 impl Processes {
@@ -17,7 +17,7 @@ impl Processes {
             .cloned()
             .collect();
         ids.iter()
-            .filter_map(|id| self.wait_record(id))
+            .filter_map(|id| self.hot_wait(id))
             .filter(|w| w.run.is_none())
             .map(|w| {
                 w.view(
@@ -44,21 +44,16 @@ impl Processes {
         &self.host
     }
 
-    /// Every receiver this host has called (from its wait journal), with the
-    /// membership it was called in: the owners a wallet observation may ask.
+    /// Every receiver this host has called (noted with each wait, kept when the waits
+    /// move to the archive), with the membership its newest wait called it in: the
+    /// owners a wallet observation may ask.
     pub fn called_peers(&self) -> Vec<(Peer, String)> {
-        let mut peers: Vec<(Peer, String)> = Vec::new();
-        for guard in self.ks.waits.iter() {
-            let Ok((_, bytes)) = guard.into_inner() else {
-                continue;
-            };
-            let Ok(record) = serde_json::from_slice::<WaitRecord>(&bytes) else {
-                continue;
-            };
-            if !peers.iter().any(|(p, _)| p.name == record.receiver.name) {
-                peers.push((record.receiver, record.membership));
-            }
-        }
-        peers
+        self.ks
+            .called
+            .iter()
+            .filter_map(|guard| guard.into_inner().ok())
+            .filter_map(|(_, bytes)| serde_json::from_slice::<Called>(&bytes).ok())
+            .map(|called| (called.receiver, called.membership))
+            .collect()
     }
 }
