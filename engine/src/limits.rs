@@ -168,6 +168,12 @@ pub const PROCESS_BODY_BYTES_MAX: usize = 1024 * 1024;
 pub const RUN_WAIT_MAX: Duration = Duration::from_secs(600);
 /// Deposits one `fetch` returns at most.
 pub const MAILBOX_FETCH_MAX: usize = 256;
+/// Deposits one `fetch` drops at most of those its `after` says were taken (the next
+/// fetch drops the rest).
+pub const MAILBOX_PURGE_PER_FETCH_MAX: usize = 1_024;
+/// Collected outcomes one `forget` names at most (a caller's pass sends the rest in
+/// the next).
+pub const MAILBOX_FORGET_MAX: usize = 256;
 /// The longest pause between a caller's polls of an open wait.
 pub const WAIT_POLL_MAX: Duration = Duration::from_secs(2);
 /// Open waits one pass of the caller's resumption asks at most.

@@ -301,6 +301,10 @@ pub enum ProcessReply {
         processes: Vec<String>,
         runs: RunCounts,
         demo_count: u64,
+        /// Deposits the mailbox this host keeps for others holds now (requests not
+        /// fetched yet, outcomes not collected yet).
+        #[serde(default)]
+        mailbox_deposits: u64,
     },
     Refused {
         reason: String,
@@ -418,6 +422,21 @@ pub struct Collect {
     pub wait_ms: Option<u64>,
 }
 
+/// `POST /mailbox/M/forget`: the certificate's participant journaled these deposits
+/// of `kind` (durably): the mailbox drops them. At most `MAILBOX_FORGET_MAX`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forget {
+    pub kind: DepositKind,
+    pub deposits: Vec<DepositRef>,
+}
+
+/// One deposit, by its depositor and id.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct DepositRef {
+    pub from: String,
+    pub id: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Held {
     pub sequence: u64,
@@ -429,10 +448,23 @@ pub struct Held {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "kebab-case")]
 pub enum MailboxReply {
-    Deposited { sequence: u64, already: bool },
-    Fetched { deposits: Vec<Held> },
-    Collected { deposit: Option<Held> },
-    Refused { reason: String },
+    Deposited {
+        sequence: u64,
+        already: bool,
+    },
+    Fetched {
+        deposits: Vec<Held>,
+    },
+    Collected {
+        deposit: Option<Held>,
+    },
+    /// How many of the deposits a `forget` named were held (and are dropped now).
+    Forgotten {
+        deposits: u64,
+    },
+    Refused {
+        reason: String,
+    },
 }
 
 /// The plaintext of a sealed mailbox request: the request, signed by its caller.

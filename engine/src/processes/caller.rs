@@ -1,12 +1,16 @@
 //! The caller: its wait journal, asking the receiver (direct or through a mailbox), resuming open waits.
 
-use crate::limits::{MAILBOX_CALL_TIMEOUT, MAILBOX_LONG_POLL_WAIT, WAIT_POLL_MAX, WAITS_PASS_MAX};
+use crate::limits::{
+    MAILBOX_CALL_TIMEOUT, MAILBOX_FORGET_MAX, MAILBOX_LONG_POLL_WAIT, WAIT_POLL_MAX, WAITS_PASS_MAX,
+};
+use crate::store::keys::Key;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::api::{
-    Collect, Deposit, DepositKind, MailboxReply, Peer, ProcessReply, RunOutcome, RunRequest,
-    RunView, ServiceReply, SignedRequest, StatusQuery,
+    Collect, Deposit, DepositKind, DepositRef, Forget, MailboxReply, Peer, ProcessReply,
+    RunOutcome, RunRequest, RunView, ServiceReply, SignedRequest, StatusQuery,
 };
 use super::runs::RunUnits;
 use crate::transport::PeerError;
@@ -123,6 +127,22 @@ impl Processes {
             };
             let mut write = self.database.batch();
             self.journal_wait(&mut write, &mut learned);
+            // Through a mailbox: its deposit of the outcome may go once this is durable.
+            if let Some(mailbox) = &record.via {
+                let key = Key::text(&mailbox.name)
+                    .then(&record.receiver.name)
+                    .then(request)
+                    .bytes();
+                let noted = Called {
+                    receiver: mailbox.clone(),
+                    membership: record.membership.clone(),
+                };
+                write.insert(
+                    &self.ks.forget,
+                    key,
+                    serde_json::to_vec(&noted).expect("peers serialize"),
+                );
+            }
             write
                 .commit()
                 .unwrap_or_else(|e| fatal(&self.dir, "journaling an outcome learned", e));
@@ -409,6 +429,9 @@ impl Processes {
             Ok(run) => {
                 if run.outcome != RunOutcome::Unknown {
                     self.learned(&record, &run).await;
+                    if record.via.is_some() {
+                        self.forget_collected().await;
+                    }
                 }
                 ProcessReply::Ran {
                     run: RunView {
@@ -423,6 +446,62 @@ impl Processes {
                     &format!("{reason}; the outcome is unknown to the caller; the wait stays open: ask again with the same id"),
                 ),
             },
+        }
+    }
+
+    /// Tells the mailboxes which outcomes this caller journaled (`process-forget`, at
+    /// most `MAILBOX_FORGET_MAX` per mailbox and pass): each drops those deposits, and
+    /// the notes of the ones it answered go. A mailbox that cannot be reached is told
+    /// on a later pass; telling it twice drops nothing more.
+    pub(super) async fn forget_collected(&self) {
+        // Per mailbox: where it is, and the notes (key, deposit) due there.
+        type Notes = Vec<(Vec<u8>, DepositRef)>;
+        let mut due: BTreeMap<String, (Called, Notes)> = BTreeMap::new();
+        for guard in self.ks.forget.iter().take(MAILBOX_FORGET_MAX) {
+            let Ok((key, value)) = guard.into_inner() else {
+                continue;
+            };
+            let mut parts = key.split(|b| *b == 0).map(String::from_utf8_lossy);
+            let (Some(mailbox), Some(from), Some(id)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let Ok(at) = serde_json::from_slice::<Called>(&value) else {
+                continue;
+            };
+            let deposit = DepositRef {
+                from: from.into_owned(),
+                id: id.into_owned(),
+            };
+            due.entry(mailbox.into_owned())
+                .or_insert_with(|| (at, Vec::new()))
+                .1
+                .push((key.to_vec(), deposit));
+        }
+        for (name, (at, deposits)) in due {
+            let Ok(client) = self.client(&at.membership, &name, &at.receiver.address) else {
+                continue;
+            };
+            let forget = Forget {
+                kind: DepositKind::Outcome,
+                deposits: deposits.iter().map(|(_, d)| d.clone()).collect(),
+            };
+            let reply: Result<MailboxReply, _> = client
+                .post(
+                    &format!("/mailbox/{}/forget", at.membership),
+                    &forget,
+                    MAILBOX_CALL_TIMEOUT,
+                )
+                .await;
+            if let Ok(MailboxReply::Forgotten { .. }) = reply {
+                let mut write = self.database.batch();
+                for (key, _) in &deposits {
+                    write.remove(&self.ks.forget, key.as_slice());
+                }
+                write
+                    .commit()
+                    .unwrap_or_else(|e| fatal(&self.dir, "clearing forgotten deposits", e));
+            }
         }
     }
 
@@ -455,6 +534,7 @@ impl Processes {
                 ids
             };
             after = ids.last().cloned().unwrap_or_default();
+            self.forget_collected().await;
             let open: Vec<WaitRecord> = ids
                 .iter()
                 .filter_map(|id| self.hot_wait(id))

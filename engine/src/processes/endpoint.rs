@@ -1,5 +1,5 @@
 //! The Processes transport endpoint: `POST /process/M/{run,status,cancel,surrender}` (the direct
-//! service) and `POST /mailbox/M/{deposit,fetch,collect}` (the mailbox this host
+//! service) and `POST /mailbox/M/{deposit,fetch,collect,forget}` (the mailbox this host
 //! keeps), from participants certified in M, acting as their certificate's
 //! participant. A failpoint may lose a run's reply: the connection closes without one.
 
@@ -23,7 +23,7 @@ impl Endpoint for ProcessesEndpoint {
     fn serves(&self, family: &str, what: &str) -> bool {
         match family {
             "process" => matches!(what, "run" | "status" | "cancel" | "surrender"),
-            _ => matches!(what, "deposit" | "fetch" | "collect"),
+            _ => matches!(what, "deposit" | "fetch" | "collect" | "forget"),
         }
     }
 
@@ -70,6 +70,10 @@ impl Endpoint for ProcessesEndpoint {
                 },
                 ("mailbox", "deposit") => match parse(body) {
                     Ok(deposit) => mailbox(processes.deposit(peer, deposit).await),
+                    Err(reason) => mailbox(MailboxReply::Refused { reason }),
+                },
+                ("mailbox", "forget") => match parse(body) {
+                    Ok(forget) => mailbox(processes.forget_deposits(peer, &forget).await),
                     Err(reason) => mailbox(MailboxReply::Refused { reason }),
                 },
                 ("mailbox", "fetch") => match parse(body) {

@@ -1,14 +1,22 @@
-//! The mailbox a host keeps for others: deposit, fetch, collect.
+//! The mailbox a host keeps for others: deposit, fetch, collect, forget.
+//!
+//! A deposit is kept until its addressee says it took it: requests up to a `fetch`'s
+//! `after` (the receiver fetches after what it journaled) are dropped by that fetch,
+//! outcomes by the caller's `forget` once it journaled them. Its index entry stays, so
+//! the same deposit made again (a caller asking again, a receiver answering a request
+//! again) is answered `already` and kept no more: nothing dropped comes back for no
+//! one to take.
 
 use crate::limits::{
-    MAILBOX_FETCH_MAX, MAILBOX_HELD_MAX, MAILBOX_LONG_POLL_WAIT, REQUEST_ID_LENGTH_MAX,
+    MAILBOX_FETCH_MAX, MAILBOX_FORGET_MAX, MAILBOX_HELD_MAX, MAILBOX_LONG_POLL_WAIT,
+    MAILBOX_PURGE_PER_FETCH_MAX, REQUEST_ID_LENGTH_MAX,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::api::{Collect, Deposit, DepositKind, Fetch, Held, MailboxReply};
+use super::api::{Collect, Deposit, DepositKind, Fetch, Forget, Held, MailboxReply};
 
 use super::service::{Processes, be64};
 use crate::store::fatal;
@@ -30,6 +38,10 @@ fn kind_name(kind: DepositKind) -> &'static str {
         DepositKind::Outcome => "outcome",
     }
 }
+
+/// The `mailbox-index` key of the next deposit's sequence number (`u64` BE). No index
+/// key starts with `\0` (a host name is never empty).
+pub(super) const NEXT_SEQUENCE_KEY: &[u8] = b"\0next-sequence";
 
 /// `TO \0 KIND \0`: the deposits of a kind for `to`, followed by their sequence.
 fn mailbox_prefix(to: &str, kind: DepositKind) -> Key {
@@ -78,6 +90,7 @@ impl Processes {
             }
             let sequence = state.next_sequence;
             state.next_sequence += 1;
+            state.deposits_held += 1;
             let held = Held {
                 sequence,
                 from: from.to_owned(),
@@ -94,6 +107,13 @@ impl Processes {
                 serde_json::to_vec(&held).expect("deposits serialize"),
             );
             write.insert(&self.ks.mailbox_index, index, sequence.to_be_bytes());
+            // Kept apart from the deposits, which are dropped: a sequence number is
+            // never given twice (a fetch's `after` drops what is at or below it).
+            write.insert(
+                &self.ks.mailbox_index,
+                NEXT_SEQUENCE_KEY,
+                (sequence + 1).to_be_bytes(),
+            );
             write
                 .commit()
                 .unwrap_or_else(|e| fatal(&self.dir, "storing a deposit", e));
@@ -110,7 +130,11 @@ impl Processes {
 
     /// `fetch` by `to`: its deposits of a kind after a sequence number; held (a long
     /// poll) while there is none, up to its `wait_ms` and `MAILBOX_LONG_POLL_WAIT`.
+    /// Those up to `after` it took: dropped first (at most
+    /// `MAILBOX_PURGE_PER_FETCH_MAX`; lazily durable — a drop a crash lost is made by
+    /// the next fetch).
     pub async fn fetch(&self, to: &str, fetch: &Fetch) -> MailboxReply {
+        self.drop_taken(to, fetch.kind, fetch.after);
         let prefix = mailbox_prefix(to, fetch.kind);
         let start = prefix.clone().u64(fetch.after.saturating_add(1)).bytes();
         let end = prefix.u64(u64::MAX).bytes();
@@ -129,6 +153,91 @@ impl Processes {
             .await
             .unwrap_or_default();
         MailboxReply::Fetched { deposits }
+    }
+
+    /// Drops `to`'s deposits of `kind` up to sequence `after`. Their index entries stay
+    /// (see the module's header).
+    fn drop_taken(&self, to: &str, kind: DepositKind, after: u64) {
+        if after == 0 {
+            return;
+        }
+        let prefix = mailbox_prefix(to, kind);
+        let (start, end) = (prefix.clone().u64(0).bytes(), prefix.u64(after).bytes());
+        let mut state = self.lock();
+        let mut write = self.database.batch();
+        let mut dropped = 0;
+        for guard in self
+            .ks
+            .mailbox
+            .range(start..=end)
+            .take(MAILBOX_PURGE_PER_FETCH_MAX)
+        {
+            let key = guard
+                .key()
+                .unwrap_or_else(|e| fatal(&self.dir, "reading the mailbox", e));
+            write.remove(&self.ks.mailbox, key);
+            dropped += 1;
+        }
+        self.dropped(&mut state, write, dropped, "dropping fetched deposits");
+    }
+
+    /// Commits `write`, which drops `count` deposits, and counts them out.
+    fn dropped(
+        &self,
+        state: &mut super::service::State,
+        write: fjall::OwnedWriteBatch,
+        count: u64,
+        doing: &str,
+    ) {
+        if count > 0 {
+            write
+                .commit()
+                .unwrap_or_else(|e| fatal(&self.dir, doing, e));
+            state.deposits_held = state.deposits_held.saturating_sub(count);
+        }
+    }
+
+    /// `forget` by `to`: drops the deposits it names (it journaled them), durably
+    /// before the answer; answers how many were held. Their index entries stay.
+    pub async fn forget_deposits(&self, to: &str, forget: &Forget) -> MailboxReply {
+        if forget.deposits.len() > MAILBOX_FORGET_MAX {
+            return MailboxReply::Refused {
+                reason: format!(
+                    "a forget names at most MAILBOX_FORGET_MAX ({MAILBOX_FORGET_MAX}) deposits"
+                ),
+            };
+        }
+        let held = {
+            let mut state = self.lock();
+            let mut write = self.database.batch();
+            let mut held = 0;
+            for deposit in &forget.deposits {
+                let index = index_key(to, forget.kind, &deposit.from, &deposit.id);
+                let sequence = self
+                    .ks
+                    .mailbox_index
+                    .get(&index)
+                    .unwrap_or_else(|e| fatal(&self.dir, "reading the mailbox", e))
+                    .and_then(|b| be64(&b));
+                let Some(sequence) = sequence else { continue };
+                let key = mailbox_prefix(to, forget.kind).u64(sequence).bytes();
+                if self
+                    .ks
+                    .mailbox
+                    .contains_key(&key)
+                    .unwrap_or_else(|e| fatal(&self.dir, "reading the mailbox", e))
+                {
+                    write.remove(&self.ks.mailbox, key);
+                    held += 1;
+                }
+            }
+            self.dropped(&mut state, write, held, "dropping collected deposits");
+            held
+        };
+        if held > 0 {
+            self.sync("dropping collected deposits").await;
+        }
+        MailboxReply::Forgotten { deposits: held }
     }
 
     /// `collect` by `to`: one deposit of a kind from `from` with an id; held (a long

@@ -17,6 +17,8 @@
 //! process-archived "runs"                 ArchivedCounts (JSON)      (receiver)
 //! process-waits-by-time at_ms(be64) ID    empty: closed waits by answer time (caller)
 //! process-called   RECEIVER              Called (JSON): the peer and membership (caller)
+//! process-forget   MAILBOX \0 RECEIVER \0 ID  Called (JSON) of the mailbox: an outcome
+//!                                         journaled, its deposit to be dropped (caller)
 //! ```
 //!
 //! Finished runs and closed waits past the hot window move to the installation's
@@ -73,6 +75,7 @@ const RUNS_BY_TIME: &str = "process-runs-by-time";
 const ARCHIVED: &str = "process-archived";
 const WAITS_BY_TIME: &str = "process-waits-by-time";
 const CALLED: &str = "process-called";
+const FORGET: &str = "process-forget";
 
 pub(super) const REQUEST_INFO: &[u8] = b"grid/process/request/v1";
 pub(super) const OUTCOME_INFO: &[u8] = b"grid/process/outcome/v1";
@@ -158,6 +161,7 @@ pub(super) struct Keyspaces {
     pub(super) archived: Keyspace,
     pub(super) waits_by_time: Keyspace,
     pub(super) called: Keyspace,
+    pub(super) forget: Keyspace,
 }
 
 /// Memory of the receiver's grants and runs in flight (serialized writes: whoever
@@ -172,6 +176,8 @@ pub struct State {
     pub(super) counts: RunCounts,
     /// The mailbox's next sequence number.
     pub(super) next_sequence: u64,
+    /// Deposits the mailbox holds (not dropped yet).
+    pub(super) deposits_held: u64,
 }
 
 /// The `processes` profile of one host.
@@ -261,6 +267,7 @@ impl Processes {
             archived,
             waits_by_time,
             called,
+            forget,
         ] = open_keyspaces(
             database,
             [
@@ -278,6 +285,7 @@ impl Processes {
                 ARCHIVED,
                 WAITS_BY_TIME,
                 CALLED,
+                FORGET,
             ],
         )
         .map_err(|e| format!("processes keyspaces: {e}"))?;
@@ -296,6 +304,7 @@ impl Processes {
             archived,
             waits_by_time,
             called,
+            forget,
         };
         let syncer = Syncer::start_gathering(
             {
@@ -314,12 +323,19 @@ impl Processes {
             grants.insert(grant.name.clone(), grant);
         }
         let limits = super::allocations::load(&ks.allocations)?;
-        let mut next_sequence = 1;
+        let mut next_sequence = ks
+            .mailbox_index
+            .get(super::mailbox::NEXT_SEQUENCE_KEY)
+            .map_err(|e| e.to_string())?
+            .and_then(|b| be64(&b))
+            .unwrap_or(1);
+        let mut deposits_held = 0;
         for guard in ks.mailbox.iter() {
             let (_, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
             let held: Held = serde_json::from_slice(&bytes)
                 .map_err(|e| format!("a mailbox deposit does not decode: {e}"))?;
             next_sequence = next_sequence.max(held.sequence + 1);
+            deposits_held += 1;
         }
         // Runs admitted before the stop without an outcome: unknown, never run again.
         let mut write = database.batch();
@@ -409,6 +425,7 @@ impl Processes {
                 running: BTreeMap::new(),
                 counts,
                 next_sequence,
+                deposits_held,
             }),
             waits: Mutex::new(()),
             registry: RwLock::new(BTreeMap::new()),
@@ -607,7 +624,10 @@ impl Processes {
                 grants: self.grants(),
             },
             ProcessCall::Processes => {
-                let counts = self.lock().counts.clone();
+                let (counts, mailbox_deposits) = {
+                    let state = self.lock();
+                    (state.counts.clone(), state.deposits_held)
+                };
                 ProcessReply::Processes {
                     host: self.host.clone(),
                     processes: self
@@ -619,6 +639,7 @@ impl Processes {
                         .collect(),
                     runs: counts,
                     demo_count: DemoCount::read(&self.ks.demo, &self.dir),
+                    mailbox_deposits,
                 }
             }
         }

@@ -156,6 +156,9 @@ struct ExpectProcesses {
     host: String,
     demo_count: Option<u64>,
     runs: Vec<(&'static str, u64)>,
+    /// Deposits its mailbox holds.
+    mailbox_deposits: Option<u64>,
+    within: Option<std::time::Duration>,
 }
 
 pub fn parse_expect_processes(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
@@ -167,15 +170,25 @@ pub fn parse_expect_processes(node: &mut Node<'_>) -> Result<Box<dyn Step>, Pars
             runs.push((key, n));
         }
     }
+    let mailbox_deposits = node.count("mailbox-deposits")?;
+    let within = crate::steps::within(node)?;
     Ok(Box::new(ExpectProcesses {
         host,
         demo_count,
         runs,
+        mailbox_deposits,
+        within,
     }))
 }
 
 impl Step for ExpectProcesses {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
+        crate::steps::repeat_within(cx, self.within, |cx| self.check(cx))
+    }
+}
+
+impl ExpectProcesses {
+    fn check(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
         let json = gridctl_json(
             cx,
             &["inspect", "processes", "--host", &self.host, "--json"],
@@ -199,6 +212,16 @@ impl Step for ExpectProcesses {
                     format!("runs {}", json["runs"]),
                 ));
             }
+        }
+        if let Some(expected) = self.mailbox_deposits {
+            let held = json["mailbox_deposits"].as_u64();
+            if held != Some(expected) {
+                return Err(Failure::new(
+                    format!("{expected} deposit(s) held by {}'s mailbox", self.host),
+                    format!("{}", json["mailbox_deposits"]),
+                ));
+            }
+            cx.say(format_args!("its mailbox holds {expected} deposit(s)"));
         }
         Ok(())
     }

@@ -142,7 +142,9 @@ pub enum InspectCommand {
         #[command(flatten)]
         output: Output,
     },
-    /// The Processes HOST serves, its runs by outcome, and the `demo.count` counter.
+    /// The Processes HOST serves, its runs by outcome, the `demo.count` counter, and
+    /// the deposits the mailbox it keeps for others holds (requests not fetched yet,
+    /// outcomes not collected and journaled yet).
     Processes {
         #[arg(long, value_name = "NAME")]
         host: String,

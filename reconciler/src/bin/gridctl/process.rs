@@ -516,6 +516,8 @@ struct Served<'a> {
     processes: Vec<String>,
     runs: RunCounts,
     demo_count: u64,
+    /// Deposits the mailbox this host keeps for others holds now.
+    mailbox_deposits: u64,
     /// Interfaces the Processes implement, with their versions (`wallet@1.1.0`).
     interfaces: Vec<Interface>,
 }
@@ -530,14 +532,15 @@ impl Report for Served<'_> {
     fn text(&self) -> String {
         let runs = &self.runs;
         let mut text = format!(
-            "{} serves {}\n  runs: {} succeeded, {} failed, {} unknown, {} running\n  demo.count counter: {}\n",
+            "{} serves {}\n  runs: {} succeeded, {} failed, {} unknown, {} running\n  demo.count counter: {}\n  mailbox: {} deposits held\n",
             self.host,
             self.processes.join(", "),
             runs.succeeded,
             runs.failed,
             runs.unknown,
             runs.running,
-            self.demo_count
+            self.demo_count,
+            self.mailbox_deposits
         );
         for i in &self.interfaces {
             text.push_str(&format!(
@@ -557,6 +560,7 @@ pub fn inspect_processes(host: &str, output: &Output) -> anyhow::Result<ExitCode
         processes,
         runs,
         demo_count,
+        mailbox_deposits,
         ..
     } = reply
     else {
@@ -585,6 +589,7 @@ pub fn inspect_processes(host: &str, output: &Output) -> anyhow::Result<ExitCode
         processes,
         runs,
         demo_count,
+        mailbox_deposits,
         interfaces,
     };
     emit(&served, output.json);
