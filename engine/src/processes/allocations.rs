@@ -189,13 +189,18 @@ impl Processes {
         ))
     }
 
-    /// Every run charged to allocation `name`, as the run journal holds it.
+    /// Every run charged to allocation `name`, as the run journal holds it (its
+    /// runs stay hot: the archive pass leaves them).
     pub fn allocation_runs(&self, name: &str) -> Vec<RunView> {
         self.ks
-            .runs
-            .iter()
-            .filter_map(|g| g.into_inner().ok())
-            .filter_map(|(_, v)| serde_json::from_slice::<RunRecord>(&v).ok())
+            .allocation_runs
+            .prefix(super::open::allocation_key(name, ""))
+            .filter_map(|g| g.key().ok())
+            .filter_map(|key| {
+                let request = &key[name.len() + 1..];
+                self.ks.runs.get(request).ok().flatten()
+            })
+            .filter_map(|v| serde_json::from_slice::<RunRecord>(&v).ok())
             .map(|r| r.view)
             .filter(|v| v.grant.as_deref() == Some(name))
             .collect()

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use super::allocations::is_allocation;
 use super::caller::WaitRecord;
 use super::receiver::RunRecord;
-use super::service::Processes;
+use super::service::{Processes, State};
 use crate::limits::RETAIN_DAY_MS;
 use crate::store::archive::Entry;
 use crate::store::fatal;
@@ -38,11 +38,13 @@ use crate::store::shelf::{self, Found, Gathered, time_key};
 pub(super) const RUN_PREFIX: &str = "process-run\u{0}";
 /// A caller's wait's key on the installation's shelf: this + its request id.
 pub(super) const WAIT_PREFIX: &str = "process-wait\u{0}";
-/// The `process-archived` key of the counts.
+/// The `process-archived` key of the counts of the runs archived.
 const COUNTS_KEY: &str = "runs";
+/// The `process-archived` key of the counts of every run finished, hot or archived
+/// (`open.rs`: the room's run counts at open).
+pub(super) const FINISHED_KEY: &str = "finished";
 
-/// The outcomes of the runs archived (they left `process-runs`, whose walk at open
-/// counts the rest).
+/// The outcomes of runs finished: those archived (`runs`), or all (`finished`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct ArchivedCounts {
     pub(super) succeeded: u64,
@@ -84,10 +86,14 @@ pub(super) fn read_counts(keyspace: &fjall::Keyspace) -> Result<ArchivedCounts, 
 }
 
 /// A record the room archives once it is closed: a receiver's run, a caller's wait.
-trait Answered: Serialize {
+pub(super) trait Answered: Serialize {
     fn id(&self) -> &str;
     /// Closed: its outcome terminal, nothing changes it again.
     fn closed(&self) -> bool;
+    /// Open: listed in the room's open index (`open.rs`) — not finished.
+    fn open(&self) -> bool {
+        !self.closed()
+    }
     fn answered_ms(&mut self) -> &mut Option<u64>;
 }
 
@@ -112,42 +118,74 @@ impl Answered for WaitRecord {
             .as_ref()
             .is_some_and(|run| run.outcome != super::api::RunOutcome::Unknown)
     }
+    /// Without an answer from its receiver yet (what the caller asks again).
+    fn open(&self) -> bool {
+        self.run.is_none()
+    }
     fn answered_ms(&mut self) -> &mut Option<u64> {
         &mut self.answered_ms
     }
 }
 
-/// Journals `record` into `write` at its id in `hot`: once closed, it is stamped with
-/// its answer time (once) and listed by it in `by_time`, in the same write.
-fn journal(
+/// Journals `record` into `write` at its id in `hot`, listed in `open` while it is
+/// open; once closed, it is stamped with its answer time (once) and listed by it in
+/// `by_time`, in the same write. Answers whether this write closed it.
+pub(super) fn journal(
     write: &mut OwnedWriteBatch,
-    [hot, by_time]: [&fjall::Keyspace; 2],
+    [hot, by_time, open]: [&fjall::Keyspace; 3],
     record: &mut impl Answered,
-) {
-    if record.closed() && record.answered_ms().is_none() {
+) -> bool {
+    let closing = record.closed() && record.answered_ms().is_none();
+    if closing {
         let at = crate::store::now_ms();
         *record.answered_ms() = Some(at);
         write.insert(by_time, time_key(at, record.id()), []);
+    }
+    if record.open() {
+        write.insert(open, record.id(), []);
+    } else {
+        write.remove(open, record.id());
     }
     write.insert(
         hot,
         record.id(),
         serde_json::to_vec(&*record).expect("records serialize"),
     );
+    closing
 }
 
 impl Processes {
     /// Journals `record` into `write` (under the state's lock): a finished run also
-    /// gets its answer time and its place among the runs by time.
-    pub(super) fn journal_run(&self, write: &mut OwnedWriteBatch, record: &mut RunRecord) {
-        journal(write, [&self.ks.runs, &self.ks.runs_by_time], record);
+    /// gets its answer time and its place among the runs by time, and is counted —
+    /// in `state` and in the counts written with it (the write must commit or the
+    /// host stops).
+    pub(super) fn journal_run(
+        &self,
+        state: &mut State,
+        write: &mut OwnedWriteBatch,
+        record: &mut RunRecord,
+    ) {
+        let ks = &self.ks;
+        super::open::note_allocation(ks, write, record);
+        if journal(write, [&ks.runs, &ks.runs_by_time, &ks.open], record) {
+            match record.view.outcome {
+                super::api::RunOutcome::Succeeded => state.counts.succeeded += 1,
+                _ => state.counts.failed += 1,
+            }
+            super::open::write_finished(ks, write, &state.counts);
+        }
     }
 
     /// Journals the caller's `record` into `write` (under the waits' lock): a wait
     /// closed with a terminal outcome also gets its answer time and its place among the
     /// waits by time.
     pub(super) fn journal_wait(&self, write: &mut OwnedWriteBatch, record: &mut WaitRecord) {
-        journal(write, [&self.ks.waits, &self.ks.waits_by_time], record);
+        let ks = &self.ks;
+        journal(
+            write,
+            [&ks.waits, &ks.waits_by_time, &ks.open_waits],
+            record,
+        );
     }
 
     /// The receiver's record of `request`: hot, else on the shelf (marked `archived`).

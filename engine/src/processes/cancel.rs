@@ -164,11 +164,10 @@ impl Processes {
                 answered_ms: None,
             };
             let mut write = self.database.batch();
-            self.journal_run(&mut write, &mut record);
+            self.journal_run(&mut state, &mut write, &mut record);
             write
                 .commit()
                 .unwrap_or_else(|e| fatal(&self.dir, "journaling a cancelled request", e));
-            state.counts.failed += 1;
             ServiceReply::Cancelled { run: view, proof }
         };
         // Durable before it is answered: the proof is a promise never to dispatch.

@@ -1,8 +1,11 @@
 //! Remote Processes under execution grants (SPEC C5, C6's grants): the `processes`
 //! profile (docs/processes.md).
 //!
-//! - `service`: the [`service::Processes`] of one host — its store, open (a run
-//!   admitted and unfinished before a stop becomes `unknown`), start, control calls;
+//! - `service`: the [`service::Processes`] of one host — its store, open, start,
+//!   control calls;
+//! - `open`: what a restart reads — the runs not finished (a run admitted and
+//!   unfinished before a stop becomes `unknown`), the open waits, the counts — from
+//!   indexes kept with each record;
 //! - `receiver`: grants issued and surrendered, admit / execute / resolve / status
 //!   over the run journal;
 //! - `caller`: the caller's wait journal, asking again, resuming open waits;
@@ -33,6 +36,7 @@ pub mod cancel;
 pub mod endpoint;
 pub mod grants;
 mod mailbox;
+mod open;
 mod outbox;
 mod receiver;
 mod recover;

@@ -339,7 +339,6 @@ impl Processes {
         };
         if admitted.is_none() {
             self.sign(&mut view);
-            state.counts.failed += 1;
         }
         let mut record = RunRecord {
             view: view.clone(),
@@ -347,7 +346,7 @@ impl Processes {
             no_dispatch: None,
             answered_ms: None,
         };
-        self.journal_run(&mut write, &mut record);
+        self.journal_run(&mut state, &mut write, &mut record);
         write
             .commit()
             .unwrap_or_else(|e| fatal(&self.dir, "journaling a run", e));
@@ -439,17 +438,13 @@ impl Processes {
                 grant_name.as_str(),
                 serde_json::to_vec(&*grant).expect("grants serialize"),
             );
-            self.journal_run(&mut write, &mut record);
+            self.journal_run(&mut state, &mut write, &mut record);
             self.owe_deposit(&view, &mut write);
             write
                 .commit()
                 .unwrap_or_else(|e| fatal(&self.dir, "journaling an outcome", e));
             state.running.remove(&view.request);
             state.counts.running -= 1;
-            match view.outcome {
-                RunOutcome::Succeeded => state.counts.succeeded += 1,
-                _ => state.counts.failed += 1,
-            }
         }
         self.sync("syncing an outcome").await;
         let _ = done.send(true);
@@ -590,13 +585,9 @@ impl Processes {
             grant_name,
             serde_json::to_vec(grant).expect("grants serialize"),
         );
-        self.journal_run(&mut write, record);
+        self.journal_run(state, &mut write, record);
         self.owe_deposit(&record.view, &mut write);
         self.database.commit_or_stop(write, &self.dir, doing);
         state.counts.unknown -= 1;
-        match record.view.outcome {
-            RunOutcome::Succeeded => state.counts.succeeded += 1,
-            _ => state.counts.failed += 1,
-        }
     }
 }

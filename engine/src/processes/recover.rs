@@ -16,8 +16,12 @@ impl Processes {
     /// so a crash in the middle only asks again. Answers how many runs it closed.
     pub fn recover(&self) -> Result<usize, String> {
         let mut unknown = Vec::new();
-        for guard in self.ks.runs.iter() {
-            let (_, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
+        // Only the runs not finished can be unknown (`open.rs`).
+        for guard in self.ks.open.iter() {
+            let key = guard.key().map_err(|e| e.to_string())?;
+            let Some(bytes) = self.ks.runs.get(&key).map_err(|e| e.to_string())? else {
+                continue;
+            };
             let record: RunRecord = serde_json::from_slice(&bytes)
                 .map_err(|e| format!("a run record does not decode: {e}"))?;
             if record.view.units == RunUnits::Unknown && !record.resolved {

@@ -14,12 +14,19 @@
 //! mailbox-index    TO \0 KIND \0 FROM \0 ID  SEQ(be64)               (mailbox host)
 //! process-allocations mission:NAME      AllocationLimits (JSON)    (a mission's host)
 //! process-runs-by-time  at_ms(be64) ID     empty: finished runs by answer time (receiver)
-//! process-archived "runs"                 ArchivedCounts (JSON)      (receiver)
+//! process-archived "runs", "finished"     ArchivedCounts (JSON)      (receiver)
 //! process-waits-by-time at_ms(be64) ID    empty: closed waits by answer time (caller)
 //! process-called   RECEIVER              Called (JSON): the peer and membership (caller)
 //! process-forget   MAILBOX \0 RECEIVER \0 ID  Called (JSON) of the mailbox: an outcome
 //!                                         journaled, its deposit to be dropped (caller)
+//! process-open     ID                     empty: a run not finished (receiver)
+//! process-open-waits ID                   empty: a wait without an answer (caller)
+//! process-allocation-runs mission:NAME \0 ID  empty: a run charged to an allocation
 //! ```
+//!
+//! `process-archived` also holds "finished" (the outcomes of every run finished);
+//! with `process-open` and `process-open-waits` it is what a restart reads
+//! (`open.rs`), never a walk of every run and wait.
 //!
 //! Finished runs and closed waits past the hot window move to the installation's
 //! archive (`archive.rs`).
@@ -42,18 +49,13 @@ use std::time::Duration;
 use fjall::Keyspace;
 use tokio::sync::watch;
 
-use super::api::{
-    GrantView, Held, ProcessCall, ProcessReply, RunCounts, RunOutcome, RunRequest, RunView,
-};
-use super::grants;
+use super::api::{GrantView, Held, ProcessCall, ProcessReply, RunCounts, RunRequest, RunView};
 use super::runs::RunUnits;
 use crate::transport::{PeerClient, PeerError};
 
 use crate::custody::Custody;
 
 use super::builtins::DemoCount;
-use super::caller::WaitRecord;
-use super::receiver::RunRecord;
 use crate::store::{Failpoint, Failpoints, Syncer, fatal, open_keyspaces};
 
 /// How long a caller's `run` waits for the outcome when the call does not say.
@@ -76,6 +78,9 @@ const ARCHIVED: &str = "process-archived";
 const WAITS_BY_TIME: &str = "process-waits-by-time";
 const CALLED: &str = "process-called";
 const FORGET: &str = "process-forget";
+const OPEN: &str = "process-open";
+const OPEN_WAITS: &str = "process-open-waits";
+const ALLOCATION_RUNS: &str = "process-allocation-runs";
 
 pub(super) const REQUEST_INFO: &[u8] = b"grid/process/request/v1";
 pub(super) const OUTCOME_INFO: &[u8] = b"grid/process/outcome/v1";
@@ -162,6 +167,9 @@ pub(super) struct Keyspaces {
     pub(super) waits_by_time: Keyspace,
     pub(super) called: Keyspace,
     pub(super) forget: Keyspace,
+    pub(super) open: Keyspace,
+    pub(super) open_waits: Keyspace,
+    pub(super) allocation_runs: Keyspace,
 }
 
 /// Memory of the receiver's grants and runs in flight (serialized writes: whoever
@@ -210,6 +218,75 @@ pub struct Processes {
     pub(super) retention: super::archive::RunRetention,
 }
 
+impl Keyspaces {
+    /// The profile's keyspaces in the host's database.
+    pub(super) fn open(database: &fjall::Database) -> Result<Keyspaces, String> {
+        let [
+            runs,
+            grants,
+            issues,
+            waits,
+            demo,
+            cursor,
+            outbox,
+            mailbox,
+            mailbox_index,
+            allocations,
+            runs_by_time,
+            archived,
+            waits_by_time,
+            called,
+            forget,
+            open,
+            open_waits,
+            allocation_runs,
+        ] = open_keyspaces(
+            database,
+            [
+                RUNS,
+                GRANTS,
+                ISSUES,
+                WAITS,
+                DEMO,
+                CURSOR,
+                OUTBOX,
+                MAILBOX,
+                MAILBOX_INDEX,
+                ALLOCATIONS,
+                RUNS_BY_TIME,
+                ARCHIVED,
+                WAITS_BY_TIME,
+                CALLED,
+                FORGET,
+                OPEN,
+                OPEN_WAITS,
+                ALLOCATION_RUNS,
+            ],
+        )
+        .map_err(|e| format!("processes keyspaces: {e}"))?;
+        Ok(Keyspaces {
+            runs,
+            grants,
+            issues,
+            waits,
+            demo,
+            cursor,
+            outbox,
+            mailbox,
+            mailbox_index,
+            allocations,
+            runs_by_time,
+            archived,
+            waits_by_time,
+            called,
+            forget,
+            open,
+            open_waits,
+            allocation_runs,
+        })
+    }
+}
+
 pub(super) fn check_request(request: &RunRequest) -> Result<(), String> {
     let id = &request.request;
     if id.is_empty() || id.len() > REQUEST_ID_LENGTH_MAX || id.chars().any(char::is_control) {
@@ -252,60 +329,7 @@ impl Processes {
         failpoints: Failpoints,
         retention: super::archive::RunRetention,
     ) -> Result<Arc<Processes>, String> {
-        let [
-            runs,
-            grants,
-            issues,
-            waits,
-            demo,
-            cursor,
-            outbox,
-            mailbox,
-            mailbox_index,
-            allocations,
-            runs_by_time,
-            archived,
-            waits_by_time,
-            called,
-            forget,
-        ] = open_keyspaces(
-            database,
-            [
-                RUNS,
-                GRANTS,
-                ISSUES,
-                WAITS,
-                DEMO,
-                CURSOR,
-                OUTBOX,
-                MAILBOX,
-                MAILBOX_INDEX,
-                ALLOCATIONS,
-                RUNS_BY_TIME,
-                ARCHIVED,
-                WAITS_BY_TIME,
-                CALLED,
-                FORGET,
-            ],
-        )
-        .map_err(|e| format!("processes keyspaces: {e}"))?;
-        let ks = Keyspaces {
-            runs,
-            grants,
-            issues,
-            waits,
-            demo,
-            cursor,
-            outbox,
-            mailbox,
-            mailbox_index,
-            allocations,
-            runs_by_time,
-            archived,
-            waits_by_time,
-            called,
-            forget,
-        };
+        let ks = Keyspaces::open(database)?;
         let syncer = Syncer::start_gathering(
             {
                 let database = database.clone();
@@ -338,80 +362,8 @@ impl Processes {
             deposits_held += 1;
         }
         // Runs admitted before the stop without an outcome: unknown, never run again.
-        let mut write = database.batch();
-        // The runs archived are counted as they left; the walk counts the rest.
-        let archived = super::archive::read_counts(&ks.archived)?;
-        let mut counts = RunCounts {
-            succeeded: archived.succeeded,
-            failed: archived.failed,
-            ..RunCounts::default()
-        };
-        let mut changed = false;
-        for guard in ks.runs.iter() {
-            let (key, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
-            let mut record: RunRecord = serde_json::from_slice(&bytes)
-                .map_err(|e| format!("a run record does not decode: {e}"))?;
-            let mut run = record.run();
-            if let Ok(moved) = run.interrupted() {
-                let grant_name = record.view.grant.clone().unwrap_or_default();
-                let grant = grants.get_mut(&grant_name).ok_or_else(|| {
-                    format!(
-                        "run `{}` holds a unit of grant `{grant_name}`, which this host does not hold",
-                        record.view.request
-                    )
-                })?;
-                grants::apply(grant, moved).map_err(|e| e.to_string())?;
-                record.set(run);
-                record.view.detail = "the receiver stopped after dispatching the run and before journaling its outcome; nothing runs it again; its unit is held until `gridctl process resolve`".to_owned();
-                write.insert(
-                    &ks.runs,
-                    key,
-                    serde_json::to_vec(&record).expect("records serialize"),
-                );
-                write.insert(
-                    &ks.grants,
-                    grant.name.as_str(),
-                    serde_json::to_vec(&*grant).expect("grants serialize"),
-                );
-                changed = true;
-            }
-            match record.view.outcome {
-                RunOutcome::Succeeded => counts.succeeded += 1,
-                RunOutcome::Failed => counts.failed += 1,
-                RunOutcome::Unknown => counts.unknown += 1,
-            }
-        }
-        if changed {
-            write
-                .commit()
-                .and_then(|()| database.persist())
-                .map_err(|e| format!("marking interrupted runs unknown: {e}"))?;
-        }
-        let mut open_waits = std::collections::BTreeSet::new();
-        // The receivers called, kept apart from the waits (which move to the archive):
-        // those journaled before it was kept are added here once.
-        let mut write = database.batch();
-        let mut called = std::collections::BTreeSet::new();
-        for guard in ks.waits.iter() {
-            let (key, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
-            let record: WaitRecord = serde_json::from_slice(&bytes)
-                .map_err(|e| format!("a wait record does not decode: {e}"))?;
-            if record.run.is_none() {
-                open_waits.insert(String::from_utf8_lossy(&key).into_owned());
-            }
-            if called.insert(record.receiver.name.clone())
-                && ks
-                    .called
-                    .get(&record.receiver.name)
-                    .map_err(|e| e.to_string())?
-                    .is_none()
-            {
-                super::caller::call_noted(&ks.called, &mut write, &record);
-            }
-        }
-        write
-            .commit()
-            .map_err(|e| format!("noting the receivers called: {e}"))?;
+        let super::open::Reopened { counts, open_waits } =
+            super::open::reopen(database, &ks, &mut grants)?;
         let processes = Arc::new(Processes {
             host: host.to_owned(),
             dir: dir.to_owned(),
