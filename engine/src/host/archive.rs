@@ -56,6 +56,8 @@ pub struct ArchivePass {
     pub runs: u64,
     /// A caller's closed waits archived (in `segments`).
     pub waits: u64,
+    /// Ledger answers settled by a checkpoint, archived (in `segments`).
+    pub ledger_ids: u64,
     /// Finished runs old enough whose outcome is still owed to a mailbox caller, or
     /// charged to a mission's allocation: kept hot.
     pub owed: u64,
@@ -70,11 +72,15 @@ impl ArchivePass {
     pub fn describe(&self) -> String {
         let plural =
             |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-        let rooms: Vec<String> = [(self.runs, "run", "runs"), (self.waits, "wait", "waits")]
-            .into_iter()
-            .filter(|(n, ..)| *n > 0)
-            .map(|(n, one, many)| format!(" and {}", plural(n, one, many)))
-            .collect();
+        let rooms: Vec<String> = [
+            (self.runs, "run", "runs"),
+            (self.waits, "wait", "waits"),
+            (self.ledger_ids, "ledger answer", "ledger answers"),
+        ]
+        .into_iter()
+        .filter(|(n, ..)| *n > 0)
+        .map(|(n, one, many)| format!(" and {}", plural(n, one, many)))
+        .collect();
         let runs = rooms.concat();
         let mut text = format!(
             "archived {}{runs} in {}",
@@ -259,23 +265,18 @@ impl Host {
             patient,
             ARCHIVE_SEGMENTS_PER_PASS_MAX,
             |entries| {
-                shelf.write().unwrap_or_else(|p| p.into_inner()).shelve(
+                crate::store::shelf::shelve_room(
+                    shelf,
                     database,
                     host,
-                    &entries,
+                    (&entries, ""),
                     &signer,
                     || {
                         failpoints.reach(crate::store::Failpoint::ArchiveBeforeIndex);
                     },
-                    |write| {
-                        for entry in &entries {
-                            write.remove(operations, entry.key.as_str());
-                            write.remove(by_time, time_key(entry.at_ms, &entry.key));
-                        }
-                    },
-                )?;
-                crate::metrics::archived(entries.len() as u64);
-                Ok(())
+                    [operations, by_time],
+                    |_| {},
+                )
             },
         )?;
         pass.answers = answers.entries;
@@ -291,6 +292,13 @@ impl Host {
             pass.segments += rooms.runs.segments + rooms.waits.segments;
             pass.more |= rooms.runs.more || rooms.waits.more;
             pass.owed = rooms.owed;
+        }
+        if let Some(ledgers) = &self.ledgers {
+            let left = ARCHIVE_SEGMENTS_PER_PASS_MAX.saturating_sub(pass.segments as usize);
+            let ids = ledgers.archive(cutoff, patient, left, &signer)?;
+            pass.ledger_ids = ids.entries;
+            pass.segments += ids.segments;
+            pass.more |= ids.more;
         }
         pass.released = self.release_expired(now)?;
         if pass.segments > 0 || pass.released > 0 {

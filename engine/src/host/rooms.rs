@@ -26,6 +26,15 @@ impl Host {
         Ok(delivery)
     }
 
+    /// The host's `retain` and the installation's shelf, as its rooms archive by them.
+    pub(super) fn retention(&self) -> crate::store::shelf::Retention {
+        crate::store::shelf::Retention {
+            shelf: Some(self.archive.shelf.clone()),
+            archive_days: self.config.retain.archive_days,
+            clock_offset_ms: self.retention_offset_ms,
+        }
+    }
+
     /// Opens the `processes` profile in this host's store and attaches it: grant issues
     /// are operations the host commits. The composition root calls this when the host
     /// selects `processes`.
@@ -38,11 +47,7 @@ impl Host {
             &self.config.name,
             self.custody.clone(),
             self.failpoints.clone(),
-            crate::processes::archive::RunRetention {
-                shelf: Some(self.archive.shelf.clone()),
-                archive_days: self.config.retain.archive_days,
-                clock_offset_ms: self.retention_offset_ms,
-            },
+            self.retention(),
         )
         .map_err(|detail| HostError::Damaged {
             path: self.dir.join("store"),

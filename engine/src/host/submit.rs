@@ -551,6 +551,7 @@ impl Host {
             &self.dir,
             &self.config.name,
             self.failpoints.clone(),
+            self.retention(),
         )
         .map_err(|detail| HostError::Damaged {
             path: self.dir.join("store"),

@@ -79,6 +79,10 @@ pub struct LedgerAnswer {
         skip_serializing_if = "Option::is_none"
     )]
     pub amount: Option<u128>,
+    /// Read back from the host's archive (settled past its hot window): the same
+    /// answer. Not in a batch's answers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub archived: bool,
 }
 
 /// An account as the topology declares it.

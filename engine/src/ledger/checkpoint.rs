@@ -5,7 +5,16 @@
 //! checkpoints  ledger \0 LEDGER \0 installed   json(Checkpointed) at journal record N
 //! ledger-ids   LEDGER \0 answer \0 ID          the id's body and answer (codec::encode_entry)
 //!              LEDGER \0 closed \0 ID          json(Pending): a pending transfer closed
+//! ledger-ids-by-time  at_ms(be64) LEDGER \0 answer \0 ID   empty: answers by settle time
 //! ```
+//!
+//! Past the host's hot window (`retain hot-days`, or `gridctl storage archive`) the
+//! host's archive pass moves settled answers to the installation's shelf (key
+//! `ledger\0` + their index key), removing them from the index in the same write; a
+//! lookup or a recall that misses the index asks the shelf, so an archived id answers
+//! as it did (marked `archived`), one past `retain archive-days` is refused as
+//! expired and one that does not read refuses — never applied again. Closed pending
+//! transfers stay in the index.
 //!
 //! A checkpoint of ledger L at its journal record N records L's accounts with their
 //! balances, the pending transfers still held and the counters (`machine::State`).
@@ -37,12 +46,27 @@ use crate::limits::{
     LEDGER_CHECKPOINT_RECORDS_MAX,
 };
 use crate::store::Failpoint;
+use crate::store::archive::Entry as Shelved;
 use crate::store::checkpoint::{Checkpoint, Checkpoints};
+use crate::store::high_water::Signer;
 use crate::store::keys::Key;
+use crate::store::shelf::{self, Gathered, Retention, time_key};
 use crate::store::usage::JournalView;
 
 /// The id index's keyspace.
 pub(super) const IDS: &str = "ledger-ids";
+/// The settled answers by settle time (what the archive pass reads).
+pub(super) const IDS_BY_TIME: &str = "ledger-ids-by-time";
+/// A ledger answer's key on the installation's shelf: this + its index key.
+const SHELF_PREFIX: &str = "ledger\u{0}";
+
+/// Where a host's ledgers find a settled id: the index, else the shelf.
+#[derive(Clone, Copy)]
+pub(super) struct IdIndex<'a> {
+    pub(super) ids: &'a Keyspace,
+    pub(super) retention: &'a Retention,
+    pub(super) host: &'a str,
+}
 /// The room's name in the checkpoints keyspace.
 pub(super) const ROOM: &str = "ledger";
 
@@ -78,6 +102,11 @@ fn answer_key(ledger: &str, id: &str) -> Vec<u8> {
     Key::text(ledger).then("answer").then(id).bytes()
 }
 
+/// [`answer_key`] as text (ledger names and ids are printable): the by-time index's id.
+fn answer_key_text(ledger: &str, id: &str) -> String {
+    format!("{ledger}\u{0}answer\u{0}{id}")
+}
+
 fn closed_key(ledger: &str, id: &str) -> Vec<u8> {
     Key::text(ledger).then("closed").then(id).bytes()
 }
@@ -103,14 +132,15 @@ fn read<T>(
 
 /// Gives `machine` back what the id index holds for `ops` (see the module's doc).
 pub(super) fn recall(
-    ids: &Keyspace,
+    index: IdIndex<'_>,
     ledger: &str,
     machine: &mut Machine,
     ops: &[LedgerOp],
 ) -> Result<(), String> {
+    let ids = index.ids;
     let missing = machine.missing(ops);
     for id in &missing.answers {
-        if let Some(entry) = read_answer(ids, ledger, id)? {
+        if let Some((entry, _)) = read_answer(index, ledger, id)? {
             machine.recall_answer(id, entry);
         }
     }
@@ -125,10 +155,10 @@ pub(super) fn recall(
     Ok(())
 }
 
-/// The retained answer of `id`: from memory, else from the id index (nothing is taken
-/// back into memory: a read grows nothing).
+/// The retained answer of `id`: from memory, else from the id index, else from the
+/// shelf (marked `archived`); nothing is taken back into memory: a read grows nothing.
 pub(super) fn answer(
-    ids: &Keyspace,
+    index: IdIndex<'_>,
     ledger: &str,
     machine: &Machine,
     id: &str,
@@ -136,13 +166,39 @@ pub(super) fn answer(
     if let Some(answer) = machine.answer(id) {
         return Ok(Some(answer));
     }
-    Ok(read_answer(ids, ledger, id)?.map(|e| machine::answer(id, &e)))
+    Ok(
+        read_answer(index, ledger, id)?.map(|(entry, archived)| LedgerAnswer {
+            archived,
+            ..machine::answer(id, &entry)
+        }),
+    )
 }
 
-/// The settled answer of `id` in the index, if any.
-fn read_answer(ids: &Keyspace, ledger: &str, id: &str) -> Result<Option<Entry>, String> {
+/// The settled answer of `id` in the index, else on the shelf (`true`), if any. `Err`:
+/// the id is known and cannot be answered (damaged, or past `archive-days`).
+fn read_answer(
+    index: IdIndex<'_>,
+    ledger: &str,
+    id: &str,
+) -> Result<Option<(Entry, bool)>, String> {
     let what = || format!("the answer of `{id}` in ledger `{ledger}`");
-    read(ids, &answer_key(ledger, id), what, codec::decode_entry)
+    if let Some(entry) = read(
+        index.ids,
+        &answer_key(ledger, id),
+        what,
+        codec::decode_entry,
+    )? {
+        return Ok(Some((entry, false)));
+    }
+    let key = format!("{SHELF_PREFIX}{}", answer_key_text(ledger, id));
+    let what = format!("ledger `{ledger}` operation");
+    let found = index.retention.find(
+        index.host,
+        &key,
+        [&what, id, "applied again"],
+        codec::decode_entry,
+    )?;
+    Ok(found.map(|entry| (entry, true)))
 }
 
 /// The book of `ledger` its installed checkpoint describes, if it has one; a damaged or
@@ -242,11 +298,17 @@ impl Ledgers {
             crate::store::fatal(&inner.dir, "installing a ledger checkpoint", reason);
         }
         let settled = book.machine.settle();
+        let at_ms = crate::store::now_ms();
         for (id, entry) in &settled.answers {
             write.insert(
                 &inner.ids,
                 answer_key(ledger, id),
                 codec::encode_entry(entry),
+            );
+            write.insert(
+                &inner.ids_by_time,
+                time_key(at_ms, &answer_key_text(ledger, id)),
+                [],
             );
         }
         for (id, pending) in &settled.closed {
@@ -298,6 +360,51 @@ impl Ledgers {
             crate::metrics::checkpoint_purged(purged as u64);
         }
         purged
+    }
+
+    /// Checkpoints every ledger with a record past its checkpoint, then moves the
+    /// answers settled before `cutoff` to the shelf, in at most
+    /// `segments_max` segments signed by `sign` (the host's archive pass calls it, with
+    /// the same cutoff as its answers); each leaves the index in the write that indexes
+    /// its segment. A storage failure stops the host; an archive that refuses a segment
+    /// refuses the pass and changes nothing.
+    pub fn archive(
+        &self,
+        cutoff: u64,
+        patient: bool,
+        segments_max: usize,
+        sign: &Signer,
+    ) -> Result<Gathered, String> {
+        let inner = &self.0;
+        let Some(shelf) = &inner.retention.shelf else {
+            return Ok(Gathered::default());
+        };
+        // First every ledger's tail is checkpointed: no journal record left names an
+        // id this pass (or a later release) takes out of the index.
+        self.checkpoint(1, false);
+        let candidates = shelf::answered_before(
+            &inner.ids_by_time,
+            &inner.ids,
+            cutoff,
+            &inner.dir,
+            "ledger ids",
+        )
+        .map(|entry| Shelved {
+            key: format!("{SHELF_PREFIX}{}", entry.key),
+            ..entry
+        });
+        shelf::gather(candidates, cutoff, patient, segments_max, |entries| {
+            shelf::shelve_room(
+                shelf,
+                &inner.database,
+                &inner.host,
+                (&entries, SHELF_PREFIX),
+                sign,
+                || self.reach(Failpoint::ArchiveBeforeIndex),
+                [&inner.ids, &inner.ids_by_time],
+                |_| {},
+            )
+        })
     }
 
     /// Every ledger's journal as `inspect storage` lists it: the records held, and how

@@ -19,7 +19,7 @@
 //! refused (`exists with a different body`) without changing the original, so a
 //! refused operation is retried under a new id.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -107,6 +107,9 @@ pub struct Machine {
     made: u64,
     posted: Vec<Posted>,
     counts: LedgerCounts,
+    /// Answers taken back from the id index (or the archive): already settled, never
+    /// settled again (the index keeps them where they are).
+    recalled: HashSet<Box<str>>,
 }
 
 /// A definition change the machine refuses (reconcile's requests).
@@ -253,6 +256,7 @@ impl Machine {
                     "operation `{id}` exists with a different body; its original answer stands"
                 )),
                 amount: None,
+                archived: false,
             };
         }
         let checked = self.check(now_ms, op);
@@ -645,7 +649,10 @@ impl Machine {
 
     /// Takes back the answer of `id` from the id index.
     pub fn recall_answer(&mut self, id: &str, entry: Entry) {
-        self.entries.entry(id.into()).or_insert(entry);
+        if !self.entries.contains_key(id) {
+            self.entries.insert(id.into(), entry);
+            self.recalled.insert(id.into());
+        }
     }
 
     /// Takes back the closed pending transfer `id` from the id index.
@@ -672,10 +679,16 @@ impl Machine {
     }
 
     /// Moves every answer and every closed pending transfer out of memory (into the
-    /// id index, in the checkpoint's install write); the posted entries kept in memory
+    /// id index, in the checkpoint's install write; an answer recalled from the index is
+    /// dropped from memory, not settled again); the posted entries kept in memory
     /// since the last settle are dropped (each is in its id's answer and body).
     pub fn settle(&mut self) -> Settled {
-        let answers = self.entries.drain().collect();
+        let recalled = std::mem::take(&mut self.recalled);
+        let answers = self
+            .entries
+            .drain()
+            .filter(|(id, _)| !recalled.contains(id))
+            .collect();
         let mut closed = Vec::new();
         self.pendings.retain(|id, pending| {
             let open = pending.state == PendingState::Pending;
@@ -798,6 +811,7 @@ pub fn answer(id: &str, entry: &Entry) -> LedgerAnswer {
         },
         reason: entry.refused.as_deref().map(str::to_owned),
         amount: entry.amount,
+        archived: false,
     }
 }
 

@@ -4,6 +4,7 @@
 //! ```text
 //! ledger-journal   LEDGER \0 SEQ(be64)   one record (codec.rs): a batch, or a definition change
 //! ledger-ids       the id index (checkpoint.rs): answers and closed transfers settled
+//! ledger-ids-by-time  the settled answers by settle time (what the archive pass reads)
 //! ```
 //!
 //! A batch is applied to the machine in memory under its ledger's lock, which also
@@ -30,7 +31,7 @@ use super::api::{
     AccountDefinition, LedgerAnswer, LedgerCall, LedgerDefinition, LedgerOp, LedgerReply,
     LedgerView,
 };
-use super::checkpoint::{IDS, ROOM, recall, restored};
+use super::checkpoint::{IDS, IDS_BY_TIME, IdIndex, ROOM, recall, restored};
 use super::codec::{self, Record};
 use super::machine::{Machine, check_definition};
 use crate::limits::{
@@ -39,6 +40,7 @@ use crate::limits::{
 };
 use crate::store::checkpoint::{CHECKPOINTS_KEYSPACE, Checkpoints};
 use crate::store::keys::Key;
+use crate::store::shelf::Retention;
 use crate::store::{Failpoint, Failpoints, Syncer, fatal, open_keyspaces};
 
 const JOURNAL: &str = "ledger-journal";
@@ -83,11 +85,15 @@ pub(super) struct Book {
 }
 
 pub(super) struct Inner {
-    host: String,
+    pub(super) host: String,
     pub(super) dir: PathBuf,
     pub(super) database: crate::store::Durable,
     pub(super) journal: Keyspace,
     pub(super) ids: Keyspace,
+    pub(super) ids_by_time: Keyspace,
+    /// The host's `retain` and the installation's shelf (settled answers past the
+    /// hot window).
+    pub(super) retention: Retention,
     pub(super) checkpoints: Checkpoints,
     syncer: Syncer,
     runtime: Mutex<Option<tokio::runtime::Handle>>,
@@ -204,10 +210,24 @@ impl Ledgers {
         dir: &Path,
         host: &str,
         failpoints: Failpoints,
+        retention: Retention,
     ) -> Result<Ledgers, String> {
-        let [journal, ids, checkpoints] =
-            open_keyspaces(database, [JOURNAL, IDS, CHECKPOINTS_KEYSPACE])
+        let [journal, ids, ids_by_time, checkpoints] =
+            open_keyspaces(database, [JOURNAL, IDS, IDS_BY_TIME, CHECKPOINTS_KEYSPACE])
                 .map_err(|e| format!("ledger keyspace: {e}"))?;
+        // A record after the checkpoint was applied while its ids were answerable:
+        // replayed, an archived one is read whatever the window says (the archive pass
+        // checkpoints every ledger before it releases a segment, so the tail never
+        // names an id whose segment is gone).
+        let replaying = Retention {
+            archive_days: None,
+            ..retention.clone()
+        };
+        let index = IdIndex {
+            ids: &ids,
+            retention: &replaying,
+            host,
+        };
         let checkpoints = Checkpoints::new(checkpoints);
         let syncer = Syncer::start(
             {
@@ -257,7 +277,7 @@ impl Ledgers {
                 ));
             }
             if let Record::Batch { ops, .. } = &record {
-                recall(&ids, &name, &mut book.machine, ops)?;
+                recall(index, &name, &mut book.machine, ops)?;
             }
             book.since_bytes += bytes.len() as u64;
             replay(book, record).map_err(|e| format!("ledger `{name}` record {sequence}: {e}"))?;
@@ -282,12 +302,23 @@ impl Ledgers {
             database: database.clone(),
             journal,
             ids,
+            ids_by_time,
+            retention,
             checkpoints,
             syncer,
             runtime: Mutex::new(None),
             failpoints: Mutex::new(failpoints),
             books: RwLock::new(books),
         })))
+    }
+
+    /// Where the ledgers find a settled id.
+    fn index(&self) -> IdIndex<'_> {
+        IdIndex {
+            ids: &self.0.ids,
+            retention: &self.0.retention,
+            host: &self.0.host,
+        }
     }
 
     /// Starts the expiry sweeper (a thread) and keeps `runtime` for the blocking calls.
@@ -386,7 +417,8 @@ impl Ledgers {
             let books = self.books();
             let book = books.get(ledger).ok_or_else(|| self.no_ledger(ledger))?;
             let mut book = book.lock().unwrap_or_else(|p| p.into_inner());
-            recall(&self.0.ids, ledger, &mut book.machine, ops).map_err(LedgerError::Unreadable)?;
+            recall(self.index(), ledger, &mut book.machine, ops)
+                .map_err(LedgerError::Unreadable)?;
             // A full disk: a batch of operations all re-sent gets their answers, with
             // nothing journaled; any new one refuses the whole batch.
             if let Some(reason) = crate::store::usage::full(&self.0.dir) {
@@ -430,7 +462,7 @@ impl Ledgers {
             let book = books.get(ledger).ok_or_else(|| self.no_ledger(ledger))?;
             let book = book.lock().unwrap_or_else(|p| p.into_inner());
             ids.iter()
-                .map(|id| super::checkpoint::answer(&self.0.ids, ledger, &book.machine, id))
+                .map(|id| super::checkpoint::answer(self.index(), ledger, &book.machine, id))
                 .collect::<Result<Vec<_>, String>>()
                 .map_err(LedgerError::Unreadable)?
         };

@@ -28,11 +28,10 @@ use super::allocations::is_allocation;
 use super::caller::WaitRecord;
 use super::receiver::RunRecord;
 use super::service::{Processes, State};
-use crate::limits::RETAIN_DAY_MS;
 use crate::store::archive::Entry;
 use crate::store::fatal;
 use crate::store::high_water::Signer;
-use crate::store::shelf::{self, Found, Gathered, time_key};
+use crate::store::shelf::{self, Gathered, time_key};
 
 /// A run's key on the installation's shelf: this + its request id.
 pub(super) const RUN_PREFIX: &str = "process-run\u{0}";
@@ -52,15 +51,7 @@ pub(super) struct ArchivedCounts {
 }
 
 /// How the receiver's runs are retained: the host's `retain` and its shelf.
-#[derive(Clone, Default)]
-pub struct RunRetention {
-    /// The installation's shelf (none: runs are never archived — a host without one).
-    pub shelf: Option<shelf::Shared>,
-    /// `retain archive-days`: an id archived longer ago is refused as expired.
-    pub archive_days: Option<u32>,
-    /// The retention clock's shift (`Failpoints::with_retention_clock_offset`).
-    pub clock_offset_ms: i64,
-}
+pub type RunRetention = shelf::Retention;
 
 /// What a pass over the runs and waits did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -227,42 +218,17 @@ impl Processes {
         request: &str,
         what: &str,
     ) -> Result<Option<T>, String> {
-        let Some(shelf) = &self.retention.shelf else {
-            return Ok(None);
-        };
-        let quoted = grid_spec::diagnostic::quoted(request);
         let again = if what == "wait" {
             "sent again"
         } else {
             "run again"
         };
-        let key = format!("{prefix}{request}");
-        let now = self.retention_now();
-        let days = self.retention.archive_days;
-        let expired = |at_ms: u64| {
-            days.is_some_and(|days| at_ms.saturating_add(u64::from(days) * RETAIN_DAY_MS) < now)
-        };
-        let found = shelf
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .find(&key, &quoted, expired);
-        match found {
-            Found::Absent => Ok(None),
-            Found::Expired { at_ms } => Err(format!(
-                "expired: {what} `{quoted}` was answered at {}, past host `{}`'s archive window of {days} days (retain archive-days={days}); its outcome is no longer kept, and it is never {again}",
-                crate::store::rfc3339_ms(at_ms),
-                self.host,
-                days = days.unwrap_or_default()
-            )),
-            Found::Unreadable(reason) => Err(format!(
-                "{what} `{quoted}` was answered and archived, but its outcome cannot be read: {reason}; it is never {again}"
-            )),
-            Found::Held { value, segment, .. } => serde_json::from_slice::<T>(&value)
-                .map(Some)
-                .map_err(|e| format!(
-                    "{what} `{quoted}` was answered and archived, but archive segment {segment} does not decode it ({e}); it is never {again}"
-                )),
-        }
+        self.retention.find(
+            &self.host,
+            &format!("{prefix}{request}"),
+            [what, request, again],
+            |value| serde_json::from_slice::<T>(value).map_err(|e| e.to_string()),
+        )
     }
 
     /// When the oldest finished run or closed wait still hot was answered (`inspect
@@ -282,11 +248,6 @@ impl Processes {
         .into_iter()
         .flatten()
         .min()
-    }
-
-    /// Now, as the retention windows read it.
-    fn retention_now(&self) -> u64 {
-        crate::store::now_ms().saturating_add_signed(self.retention.clock_offset_ms)
     }
 
     /// Moves the finished runs and closed waits answered before `cutoff` to the
@@ -383,24 +344,17 @@ impl Processes {
         [hot, by_time]: [&fjall::Keyspace; 2],
         also: impl FnOnce(&mut OwnedWriteBatch),
     ) -> Result<(), String> {
-        shelf.write().unwrap_or_else(|p| p.into_inner()).shelve(
+        shelf::shelve_room(
+            shelf,
             &self.database,
             &self.host,
-            entries,
+            (entries, prefix),
             sign,
             || {
                 self.failpoint(crate::store::Failpoint::ArchiveBeforeIndex);
             },
-            |write| {
-                for entry in entries {
-                    let request = &entry.key[prefix.len()..];
-                    write.remove(hot, request);
-                    write.remove(by_time, time_key(entry.at_ms, request));
-                }
-                also(write);
-            },
-        )?;
-        crate::metrics::archived(entries.len() as u64);
-        Ok(())
+            [hot, by_time],
+            also,
+        )
     }
 }

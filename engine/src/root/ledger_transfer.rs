@@ -332,6 +332,7 @@ mod tests {
                 outcome: if ok { LedgerOutcome::Succeeded } else { LedgerOutcome::Refused },
                 reason,
                 amount,
+                archived: false,
             });
             let joined = joined("l", pending, answer.as_ref(), grant.as_deref(), None);
             let succeeded = answered.as_ref().is_some_and(|(ok, _, _)| *ok);

@@ -124,6 +124,69 @@ pub struct Holding {
 /// segment's write and a release hold it alone.
 pub type Shared = std::sync::Arc<std::sync::RwLock<Shelf>>;
 
+/// How a room's answers are retained: the installation's shelf and the host's
+/// `retain` (cheap to clone).
+#[derive(Clone, Default)]
+pub struct Retention {
+    /// The installation's shelf (none: nothing is archived — a host without one).
+    pub shelf: Option<Shared>,
+    /// `retain archive-days`: an id archived longer ago is refused as expired.
+    pub archive_days: Option<u32>,
+    /// The retention clock's shift (`Failpoints::with_retention_clock_offset`).
+    pub clock_offset_ms: i64,
+}
+
+impl Retention {
+    /// Now, as the retention windows read it.
+    pub fn now(&self) -> u64 {
+        super::now_ms().saturating_add_signed(self.clock_offset_ms)
+    }
+
+    /// What host `host`'s shelf holds at `key` for `what` `id` (`again`: what is never
+    /// done to it, e.g. "run again"), decoded by `decode`. `Err`: the id is known and
+    /// cannot be answered — past `archive-days`, or its entry does not read or decode
+    /// — never "not found".
+    pub fn find<T>(
+        &self,
+        host: &str,
+        key: &str,
+        [what, id, again]: [&str; 3],
+        decode: impl FnOnce(&[u8]) -> Result<T, String>,
+    ) -> Result<Option<T>, String> {
+        let Some(shelf) = &self.shelf else {
+            return Ok(None);
+        };
+        let quoted = grid_spec::diagnostic::quoted(id);
+        let now = self.now();
+        let days = self.archive_days;
+        let expired = |at_ms: u64| {
+            days.is_some_and(|days| {
+                at_ms.saturating_add(u64::from(days) * crate::limits::RETAIN_DAY_MS) < now
+            })
+        };
+        let found = shelf
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .find(key, &quoted, expired);
+        match found {
+            Found::Absent => Ok(None),
+            Found::Expired { at_ms } => Err(format!(
+                "expired: {what} `{quoted}` was answered at {}, past host `{host}`'s archive window of {days} days (retain archive-days={days}); its answer is no longer kept, and it is never {again}",
+                super::rfc3339_ms(at_ms),
+                days = days.unwrap_or_default()
+            )),
+            Found::Unreadable(reason) => Err(format!(
+                "{what} `{quoted}` was answered and archived, but its answer cannot be read: {reason}; it is never {again}"
+            )),
+            Found::Held { value, segment, .. } => decode(&value).map(Some).map_err(|e| {
+                format!(
+                    "{what} `{quoted}` was answered and archived, but archive segment {segment} does not decode it ({e}); it is never {again}"
+                )
+            }),
+        }
+    }
+}
+
 /// The by-time key of `id` answered at `at_ms` (a room's `…-by-time` keyspace: what a
 /// pass reads, oldest first).
 pub fn time_key(at_ms: u64, id: &str) -> Vec<u8> {
@@ -230,6 +293,40 @@ pub fn gather(
         shelve(batch, &mut gathered)?;
     }
     Ok(gathered)
+}
+
+/// A room's entries shelved whole: `entries` (keys `prefix` + the room's id) in one
+/// segment of `host`'s, signed by `sign`, synced, `before_index` run (a failpoint),
+/// then indexed in the write that removes each from the room's `hot` keyspace and its
+/// `by_time` one, with what `also` adds; counted in the metrics.
+#[allow(clippy::too_many_arguments)]
+pub fn shelve_room(
+    shelf: &Shared,
+    database: &Durable,
+    host: &str,
+    (entries, prefix): (&[Entry], &str),
+    sign: &Signer,
+    before_index: impl FnOnce(),
+    [hot, by_time]: [&Keyspace; 2],
+    also: impl FnOnce(&mut fjall::OwnedWriteBatch),
+) -> Result<(), String> {
+    shelf.write().unwrap_or_else(|p| p.into_inner()).shelve(
+        database,
+        host,
+        entries,
+        sign,
+        before_index,
+        |write| {
+            for entry in entries {
+                let id = &entry.key[prefix.len()..];
+                write.remove(hot, id);
+                write.remove(by_time, time_key(entry.at_ms, id));
+            }
+            also(write);
+        },
+    )?;
+    crate::metrics::archived(entries.len() as u64);
+    Ok(())
 }
 
 /// An installation's shelf.

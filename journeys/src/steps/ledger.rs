@@ -465,13 +465,18 @@ impl Retained for Looked {
         true
     }
 
+    /// A lookup refused for this id alone (an archived answer that does not read).
     fn unknown(&self) -> Option<&str> {
-        None
+        (self.outcome == "unknown")
+            .then_some(self.reason.as_deref())
+            .flatten()
     }
 }
 
 /// The answers `ledger` at `host` holds now for `kept`'s ids (`gridctl ledger lookup`,
-/// which applies nothing), quietly.
+/// which applies nothing), quietly. A lookup refused (exit 4: an archived answer that
+/// does not read) is asked again id by id; an id refused alone is `unknown` with the
+/// refusal as its reason (what the damage oracle requires to name the damaged file).
 pub(super) fn looked_up(
     quiet: &Quiet,
     host: &str,
@@ -479,12 +484,52 @@ pub(super) fn looked_up(
     kept: &[Looked],
     tag: &str,
 ) -> Result<Vec<Looked>, Failure> {
-    let mut args = vec!["ledger", "lookup", ledger, "--host", host, "--json"];
-    args.extend(kept.iter().map(|k| k.op.as_str()));
-    let json = quiet.json(&args, tag)?;
+    let args = |ids: &[&str]| -> Vec<String> {
+        ["ledger", "lookup", ledger, "--host", host, "--json"]
+            .iter()
+            .chain(ids)
+            .map(|a| (*a).to_owned())
+            .collect()
+    };
+    let ids: Vec<&str> = kept.iter().map(|k| k.op.as_str()).collect();
+    let refused = |ids: &[&str], tag: &str| -> Result<Option<String>, Failure> {
+        let args: Vec<std::ffi::OsString> = args(ids).iter().map(Into::into).collect();
+        let output = quiet
+            .output(&args, tag)
+            .map_err(|e| Failure::new("gridctl ledger lookup to finish", format!("{e:?}")))?;
+        Ok((output.status.code() == Some(4)).then_some(output.stderr))
+    };
+    if refused(&ids, tag)?.is_none() {
+        return Ok(answers(kept, &quiet.json(&strs(&args(&ids)), tag)?));
+    }
+    let mut looked = Vec::new();
+    for (n, k) in kept.iter().enumerate() {
+        let tag = format!("{tag}-{n}");
+        let one = [k.op.as_str()];
+        looked.extend(match refused(&one, &tag)? {
+            Some(reason) => vec![Looked {
+                op: k.op.clone(),
+                outcome: "unknown".to_owned(),
+                amount: None,
+                reason: Some(reason.trim().to_owned()),
+            }],
+            None => answers(
+                std::slice::from_ref(k),
+                &quiet.json(&strs(&args(&one)), &tag)?,
+            ),
+        });
+    }
+    Ok(looked)
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// `kept`'s answers in a lookup's JSON (`none`: no answer).
+fn answers(kept: &[Looked], json: &serde_json::Value) -> Vec<Looked> {
     let answers = json["answers"].as_array().cloned().unwrap_or_default();
-    Ok(kept
-        .iter()
+    kept.iter()
         .map(|k| {
             let found = answers
                 .iter()
@@ -505,5 +550,5 @@ pub(super) fn looked_up(
                 },
             }
         })
-        .collect())
+        .collect()
 }
