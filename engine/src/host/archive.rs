@@ -314,19 +314,31 @@ impl Host {
     }
 
     /// Releases the segments whose newest answer is past `archive-days`, in sequence
-    /// order; the index keeps the ids.
+    /// order; the index keeps the ids. Before a segment is released, every ledger with
+    /// a record past its checkpoint is checkpointed, so no record an open replays names
+    /// an id whose segment is gone (every id in a segment due is expired: no batch
+    /// naming one is journaled meanwhile).
     fn release_expired(&mut self, now: u64) -> Result<u64, String> {
         let Some(days) = self.config.retain.archive_days else {
             return Ok(0);
         };
         let window = u64::from(days) * RETAIN_DAY_MS;
-        self.archive
-            .shelf
+        let past = |last_ms: u64| last_ms.saturating_add(window) < now;
+        let shelf = &self.archive.shelf;
+        if !shelf
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .releasable(past)
+        {
+            return Ok(0);
+        }
+        if let Some(ledgers) = &self.ledgers {
+            ledgers.checkpoint(1, false);
+        }
+        shelf
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .release(&self.database, |last_ms| {
-                last_ms.saturating_add(window) < now
-            })
+            .release(&self.database, past)
     }
 
     /// What the archive holds and how far it is behind (`inspect storage`, metrics).

@@ -5,7 +5,7 @@
 //! checkpoints  ledger \0 LEDGER \0 installed   json(Checkpointed) at journal record N
 //! ledger-ids   LEDGER \0 answer \0 ID          the id's body and answer (codec::encode_entry)
 //!              LEDGER \0 closed \0 ID          json(Pending): a pending transfer closed
-//! ledger-ids-by-time  at_ms(be64) LEDGER \0 answer \0 ID   empty: answers by settle time
+//! ledger-ids-by-time  at_ms(be64) LEDGER \0 answer|closed \0 ID   empty: by settle time
 //! ```
 //!
 //! Past the host's hot window (`retain hot-days`, or `gridctl storage archive`) the
@@ -14,7 +14,8 @@
 //! lookup or a recall that misses the index asks the shelf, so an archived id answers
 //! as it did (marked `archived`), one past `retain archive-days` is refused as
 //! expired and one that does not read refuses — never applied again. Closed pending
-//! transfers stay in the index.
+//! transfers move the same way. A pass that releases a segment first checkpoints every
+//! ledger, so no record an open replays names an id whose segment is gone.
 //!
 //! A checkpoint of ledger L at its journal record N records L's accounts with their
 //! balances, the pending transfers still held and the counters (`machine::State`).
@@ -102,9 +103,10 @@ fn answer_key(ledger: &str, id: &str) -> Vec<u8> {
     Key::text(ledger).then("answer").then(id).bytes()
 }
 
-/// [`answer_key`] as text (ledger names and ids are printable): the by-time index's id.
-fn answer_key_text(ledger: &str, id: &str) -> String {
-    format!("{ledger}\u{0}answer\u{0}{id}")
+/// An index key (`answer`, `closed`) as text (ledger names and ids are printable): the
+/// by-time index's id.
+fn index_key_text(ledger: &str, kind: &str, id: &str) -> String {
+    format!("{ledger}\u{0}{kind}\u{0}{id}")
 }
 
 fn closed_key(ledger: &str, id: &str) -> Vec<u8> {
@@ -148,7 +150,18 @@ pub(super) fn recall(
         let what = || format!("the closed transfer `{id}` of ledger `{ledger}`");
         let json =
             |bytes: &[u8]| serde_json::from_slice::<Pending>(bytes).map_err(|e| e.to_string());
-        if let Some(pending) = read(ids, &closed_key(ledger, id), what, json)? {
+        let mut pending = read(ids, &closed_key(ledger, id), what, json)?;
+        if pending.is_none() {
+            let key = format!("{SHELF_PREFIX}{}", index_key_text(ledger, "closed", id));
+            let what = format!("ledger `{ledger}` closed pending transfer");
+            pending = index.retention.find(
+                index.host,
+                &key,
+                [&what, id, "posted or voided again"],
+                json,
+            )?;
+        }
+        if let Some(pending) = pending {
             machine.recall_closed(id, pending);
         }
     }
@@ -190,7 +203,7 @@ fn read_answer(
     )? {
         return Ok(Some((entry, false)));
     }
-    let key = format!("{SHELF_PREFIX}{}", answer_key_text(ledger, id));
+    let key = format!("{SHELF_PREFIX}{}", index_key_text(ledger, "answer", id));
     let what = format!("ledger `{ledger}` operation");
     let found = index.retention.find(
         index.host,
@@ -307,13 +320,18 @@ impl Ledgers {
             );
             write.insert(
                 &inner.ids_by_time,
-                time_key(at_ms, &answer_key_text(ledger, id)),
+                time_key(at_ms, &index_key_text(ledger, "answer", id)),
                 [],
             );
         }
         for (id, pending) in &settled.closed {
             let bytes = serde_json::to_vec(pending).expect("a transfer encodes");
             write.insert(&inner.ids, closed_key(ledger, id), bytes);
+            write.insert(
+                &inner.ids_by_time,
+                time_key(at_ms, &index_key_text(ledger, "closed", id)),
+                [],
+            );
         }
         inner
             .database
@@ -362,8 +380,8 @@ impl Ledgers {
         purged
     }
 
-    /// Checkpoints every ledger with a record past its checkpoint, then moves the
-    /// answers settled before `cutoff` to the shelf, in at most
+    /// Moves the answers and closed transfers settled before `cutoff` to the shelf
+    /// (an open replaying a record that names one reads it there), in at most
     /// `segments_max` segments signed by `sign` (the host's archive pass calls it, with
     /// the same cutoff as its answers); each leaves the index in the write that indexes
     /// its segment. A storage failure stops the host; an archive that refuses a segment
@@ -379,9 +397,6 @@ impl Ledgers {
         let Some(shelf) = &inner.retention.shelf else {
             return Ok(Gathered::default());
         };
-        // First every ledger's tail is checkpointed: no journal record left names an
-        // id this pass (or a later release) takes out of the index.
-        self.checkpoint(1, false);
         let candidates = shelf::answered_before(
             &inner.ids_by_time,
             &inner.ids,

@@ -110,6 +110,9 @@ pub struct Machine {
     /// Answers taken back from the id index (or the archive): already settled, never
     /// settled again (the index keeps them where they are).
     recalled: HashSet<Box<str>>,
+    /// Closed pending transfers taken back the same way (apart: a recalled answer's id
+    /// may be a transfer still pending here, whose close must be settled).
+    recalled_closed: HashSet<Box<str>>,
 }
 
 /// A definition change the machine refuses (reconcile's requests).
@@ -661,7 +664,10 @@ impl Machine {
             pending.state != PendingState::Pending,
             "the id index holds closed transfers only"
         );
-        self.pendings.entry(id.into()).or_insert(pending);
+        if !self.pendings.contains_key(id) {
+            self.pendings.insert(id.into(), pending);
+            self.recalled_closed.insert(id.into());
+        }
     }
 
     /// The state a checkpoint records.
@@ -689,10 +695,11 @@ impl Machine {
             .drain()
             .filter(|(id, _)| !recalled.contains(id))
             .collect();
+        let recalled_closed = std::mem::take(&mut self.recalled_closed);
         let mut closed = Vec::new();
         self.pendings.retain(|id, pending| {
             let open = pending.state == PendingState::Pending;
-            if !open {
+            if !open && !recalled_closed.contains(id) {
                 closed.push((id.clone(), pending.clone()));
             }
             open

@@ -520,6 +520,17 @@ impl Shelf {
         Ok(record)
     }
 
+    /// Whether [`Shelf::release`] with `past` would release a segment now.
+    pub fn releasable(&self, past: impl Fn(u64) -> bool) -> bool {
+        let mut due = false;
+        self.after_released(|_, record| {
+            due |= !record.expired && past(record.last_ms);
+            false
+        })
+        .unwrap_or_else(|e| fatal(&self.dir, "reading archive segments", e));
+        due
+    }
+
     /// Releases the segments whose newest entry is `past` the archive window, in
     /// sequence order (a segment waits for every earlier one): its record is marked
     /// expired (synced) before its blob is deleted; the index keeps the ids. Answers how

@@ -34,7 +34,7 @@ pub enum StorageCli {
     /// ARCHIVE_CHECK_INTERVAL for answers past `hot-days`): operations' answers, a
     /// receiver's finished runs (not one whose outcome a mailbox caller is still owed,
     /// nor one charged to a mission's allocation), a caller's closed waits and a
-    /// ledger's answers settled by a checkpoint (every ledger is checkpointed first). A
+    /// ledger's answers and closed transfers settled by a checkpoint. A
     /// re-sent id of an archived answer or run still gets that answer, marked
     /// `"archived": true` where it is shown. Re-sending
     /// this command's id returns its first answer. Exit 0 succeeded, 1 failed, 3
