@@ -202,7 +202,6 @@ impl Processes {
             })
             .filter_map(|v| serde_json::from_slice::<RunRecord>(&v).ok())
             .map(|r| r.view)
-            .filter(|v| v.grant.as_deref() == Some(name))
             .collect()
     }
 

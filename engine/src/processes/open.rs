@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::api::{GrantView, RunCounts, RunOutcome};
-use super::archive::{ArchivedCounts, FINISHED_KEY, journal};
+use super::archive::{Answered, ArchivedCounts, FINISHED_KEY, journal};
 use super::caller::WaitRecord;
 use super::grants;
 use super::receiver::RunRecord;
@@ -148,11 +148,14 @@ fn walk_once(
         let mut record: RunRecord = serde_json::from_slice(&bytes)
             .map_err(|e| format!("a run record does not decode: {e}"))?;
         interrupted(&mut record, grants, ks, &mut write)?;
-        journal(
-            &mut write,
-            [&ks.runs, &ks.runs_by_time, &ks.open],
-            &mut record,
-        );
+        // Written again only where an index needs it: open, or closed without a time.
+        if record.open() || record.answered_ms.is_none() {
+            journal(
+                &mut write,
+                [&ks.runs, &ks.runs_by_time, &ks.open],
+                &mut record,
+            );
+        }
         note_allocation(ks, &mut write, &record);
         match record.view.outcome {
             RunOutcome::Succeeded => counts.succeeded += 1,
@@ -178,11 +181,13 @@ fn walk_once(
         {
             super::caller::call_noted(&ks.called, &mut write, &record);
         }
-        journal(
-            &mut write,
-            [&ks.waits, &ks.waits_by_time, &ks.open_waits],
-            &mut record,
-        );
+        if record.open() || record.answered_ms.is_none() {
+            journal(
+                &mut write,
+                [&ks.waits, &ks.waits_by_time, &ks.open_waits],
+                &mut record,
+            );
+        }
     }
     write_finished(ks, &mut write, &counts);
     write

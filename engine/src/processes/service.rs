@@ -56,7 +56,7 @@ use crate::transport::{PeerClient, PeerError};
 use crate::custody::Custody;
 
 use super::builtins::DemoCount;
-use crate::store::{Failpoint, Failpoints, Syncer, fatal, open_keyspaces};
+use crate::store::{Failpoint, Failpoints, Syncer, fatal};
 
 /// How long a caller's `run` waits for the outcome when the call does not say.
 pub const RUN_WAIT_DEFAULT: Duration = Duration::from_secs(30);
@@ -219,70 +219,32 @@ pub struct Processes {
 }
 
 impl Keyspaces {
-    /// The profile's keyspaces in the host's database.
+    /// The profile's keyspaces in the host's database (opened in this order).
     pub(super) fn open(database: &fjall::Database) -> Result<Keyspaces, String> {
-        let [
-            runs,
-            grants,
-            issues,
-            waits,
-            demo,
-            cursor,
-            outbox,
-            mailbox,
-            mailbox_index,
-            allocations,
-            runs_by_time,
-            archived,
-            waits_by_time,
-            called,
-            forget,
-            open,
-            open_waits,
-            allocation_runs,
-        ] = open_keyspaces(
-            database,
-            [
-                RUNS,
-                GRANTS,
-                ISSUES,
-                WAITS,
-                DEMO,
-                CURSOR,
-                OUTBOX,
-                MAILBOX,
-                MAILBOX_INDEX,
-                ALLOCATIONS,
-                RUNS_BY_TIME,
-                ARCHIVED,
-                WAITS_BY_TIME,
-                CALLED,
-                FORGET,
-                OPEN,
-                OPEN_WAITS,
-                ALLOCATION_RUNS,
-            ],
-        )
-        .map_err(|e| format!("processes keyspaces: {e}"))?;
+        let keyspace = |name: &str| {
+            database
+                .keyspace(name, crate::store::keyspace_options)
+                .map_err(|e| format!("processes keyspace `{name}`: {e}"))
+        };
         Ok(Keyspaces {
-            runs,
-            grants,
-            issues,
-            waits,
-            demo,
-            cursor,
-            outbox,
-            mailbox,
-            mailbox_index,
-            allocations,
-            runs_by_time,
-            archived,
-            waits_by_time,
-            called,
-            forget,
-            open,
-            open_waits,
-            allocation_runs,
+            runs: keyspace(RUNS)?,
+            grants: keyspace(GRANTS)?,
+            issues: keyspace(ISSUES)?,
+            waits: keyspace(WAITS)?,
+            demo: keyspace(DEMO)?,
+            cursor: keyspace(CURSOR)?,
+            outbox: keyspace(OUTBOX)?,
+            mailbox: keyspace(MAILBOX)?,
+            mailbox_index: keyspace(MAILBOX_INDEX)?,
+            allocations: keyspace(ALLOCATIONS)?,
+            runs_by_time: keyspace(RUNS_BY_TIME)?,
+            archived: keyspace(ARCHIVED)?,
+            waits_by_time: keyspace(WAITS_BY_TIME)?,
+            called: keyspace(CALLED)?,
+            forget: keyspace(FORGET)?,
+            open: keyspace(OPEN)?,
+            open_waits: keyspace(OPEN_WAITS)?,
+            allocation_runs: keyspace(ALLOCATION_RUNS)?,
         })
     }
 }

@@ -484,46 +484,43 @@ pub(super) fn looked_up(
     kept: &[Looked],
     tag: &str,
 ) -> Result<Vec<Looked>, Failure> {
-    let args = |ids: &[&str]| -> Vec<String> {
-        ["ledger", "lookup", ledger, "--host", host, "--json"]
-            .iter()
-            .chain(ids)
-            .map(|a| (*a).to_owned())
-            .collect()
-    };
-    let ids: Vec<&str> = kept.iter().map(|k| k.op.as_str()).collect();
-    let refused = |ids: &[&str], tag: &str| -> Result<Option<String>, Failure> {
-        let args: Vec<std::ffi::OsString> = args(ids).iter().map(Into::into).collect();
+    // One lookup of `ids`: its JSON, or the refusal it printed (exit 4).
+    type Looking = Result<Result<Value, String>, Failure>;
+    let lookup = |ids: &[&str], tag: &str| -> Looking {
+        let fixed = ["ledger", "lookup", ledger, "--host", host, "--json"];
+        let args: Vec<OsString> = fixed.iter().chain(ids).map(Into::into).collect();
+        let what = "gridctl ledger lookup";
         let output = quiet
             .output(&args, tag)
-            .map_err(|e| Failure::new("gridctl ledger lookup to finish", format!("{e:?}")))?;
-        Ok((output.status.code() == Some(4)).then_some(output.stderr))
+            .map_err(|e| Failure::new(format!("{what} to finish"), format!("{e:?}")))?;
+        if output.status.code() == Some(4) {
+            return Ok(Err(output.stderr.trim().to_owned()));
+        }
+        if !output.status.success() {
+            return Err(Failure::new(
+                format!("{what} to exit 0 or 4"),
+                format!("{:?}; stderr: {}", output.status, output.stderr.trim()),
+            ));
+        }
+        super::gridctl::json_of(&output, what).map(Ok)
     };
-    if refused(&ids, tag)?.is_none() {
-        return Ok(answers(kept, &quiet.json(&strs(&args(&ids)), tag)?));
+    let ids: Vec<&str> = kept.iter().map(|k| k.op.as_str()).collect();
+    if let Ok(json) = lookup(&ids, tag)? {
+        return Ok(answers(kept, &json));
     }
     let mut looked = Vec::new();
     for (n, k) in kept.iter().enumerate() {
-        let tag = format!("{tag}-{n}");
-        let one = [k.op.as_str()];
-        looked.extend(match refused(&one, &tag)? {
-            Some(reason) => vec![Looked {
+        looked.extend(match lookup(&[k.op.as_str()], &format!("{tag}-{n}"))? {
+            Err(reason) => vec![Looked {
                 op: k.op.clone(),
                 outcome: "unknown".to_owned(),
                 amount: None,
-                reason: Some(reason.trim().to_owned()),
+                reason: Some(reason),
             }],
-            None => answers(
-                std::slice::from_ref(k),
-                &quiet.json(&strs(&args(&one)), &tag)?,
-            ),
+            Ok(json) => answers(std::slice::from_ref(k), &json),
         });
     }
     Ok(looked)
-}
-
-fn strs(args: &[String]) -> Vec<&str> {
-    args.iter().map(String::as_str).collect()
 }
 
 /// `kept`'s answers in a lookup's JSON (`none`: no answer).
