@@ -12,9 +12,13 @@
 //!   command is refused and changes nothing;
 //! - answers are retained for the last `ANSWERS_RETAINED_MAX` operations; an older id is
 //!   refused as expired, never executed again.
+//!
+//! The claims themselves are held here; the original answers live behind [`Answers`]
+//! (`answers.rs`: in memory, or in the authority's database — not in memory).
 
+use super::answers::Answers;
 use crate::limits::{ANSWERS_RETAINED_MAX, CLAIM_NAME_LENGTH_MAX};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -106,28 +110,10 @@ pub enum Applied {
     Refused(String),
 }
 
+/// Every claim, held or released (one entry per claim name ever used).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claims {
     claims: BTreeMap<String, Claim>,
-    answers: BTreeMap<String, (Command, Answer)>,
-    /// Operation ids in the order they were answered, for retention.
-    order: VecDeque<String>,
-    /// 64-bit digests of ids whose answers are no longer retained: such an id is
-    /// refused as expired, never executed again (8 bytes per forgotten id; a digest
-    /// collision can only refuse a new id, never execute an old one twice).
-    forgotten: std::collections::BTreeSet<u64>,
-    /// Ids forgotten since the last `take_forgotten` (for write-through storage).
-    #[serde(skip)]
-    evicted: Vec<String>,
-}
-
-/// Everything a `Claims` holds, in a form storage writes key by key and reads back.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClaimsParts {
-    pub claims: Vec<Claim>,
-    /// Retained answers, oldest first.
-    pub answers: Vec<(String, Command, Answer)>,
-    pub forgotten: Vec<u64>,
 }
 
 /// FNV-1a: a digest every voter computes identically. Storage keeps the digests of
@@ -152,91 +138,67 @@ impl Claims {
         self.claims.is_empty()
     }
 
-    /// The retained answer of `op` with the command it answered.
-    pub fn retained(&self, op: &str) -> Option<&(Command, Answer)> {
-        self.answers.get(op)
+    /// Every claim, by name.
+    pub fn all(&self) -> impl Iterator<Item = &Claim> {
+        self.claims.values()
     }
 
-    /// The ids forgotten (past retention) since the last call.
-    pub fn take_forgotten(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.evicted)
-    }
-
-    /// Everything held, for storage.
-    pub fn to_parts(&self) -> ClaimsParts {
-        ClaimsParts {
-            claims: self.claims.values().cloned().collect(),
-            answers: self
-                .order
-                .iter()
-                .filter_map(|op| {
-                    let (command, answer) = self.answers.get(op)?;
-                    Some((op.clone(), command.clone(), answer.clone()))
-                })
-                .collect(),
-            forgotten: self.forgotten.iter().copied().collect(),
+    /// The claims `all` listed.
+    pub fn from_claims(claims: impl IntoIterator<Item = Claim>) -> Claims {
+        Claims {
+            claims: claims.into_iter().map(|c| (c.name.clone(), c)).collect(),
         }
     }
 
-    /// The state `to_parts` described (answers oldest first).
-    pub fn from_parts(parts: ClaimsParts) -> Claims {
-        let mut claims = Claims::default();
-        for claim in parts.claims {
-            claims.claims.insert(claim.name.clone(), claim);
-        }
-        for (op, command, answer) in parts.answers {
-            claims.order.push_back(op.clone());
-            claims.answers.insert(op, (command, answer));
-        }
-        claims.forgotten = parts.forgotten.into_iter().collect();
-        claims
+    /// Applies one operation (a committed log entry), its answer retained in `answers`.
+    /// An answer store that cannot be read is an error — never "not found, so do it".
+    pub fn apply(
+        &mut self,
+        answers: &mut dyn Answers,
+        op: &str,
+        command: Command,
+    ) -> Result<Applied, String> {
+        self.apply_retaining(answers, op, command, ANSWERS_RETAINED_MAX as u64)
     }
 
-    pub fn answer(&self, op: &str) -> Option<&Answer> {
-        self.answers.get(op).map(|(_, a)| a)
-    }
-
-    /// Applies one operation (a committed log entry).
-    pub fn apply(&mut self, op: &str, command: Command) -> Applied {
-        self.apply_retaining(op, command, ANSWERS_RETAINED_MAX)
-    }
-
-    fn apply_retaining(&mut self, op: &str, command: Command, retained: usize) -> Applied {
+    pub(super) fn apply_retaining(
+        &mut self,
+        answers: &mut dyn Answers,
+        op: &str,
+        command: Command,
+        retained: u64,
+    ) -> Result<Applied, String> {
         if op.is_empty() || op.len() > 128 {
-            return Applied::Refused("operation ids are 1 to 128 bytes".to_owned());
+            return Ok(Applied::Refused(
+                "operation ids are 1 to 128 bytes".to_owned(),
+            ));
         }
-        if let Some((original, answer)) = self.answers.get(op) {
-            return if *original == command {
-                Applied::Answer(answer.clone())
+        if let Some((original, answer)) = answers.get(op)? {
+            return Ok(if original == command {
+                Applied::Answer(answer)
             } else {
                 Applied::Refused(format!(
                     "operation `{op}` was already used for another command on claim `{}`; its original answer stands",
                     original.claim()
                 ))
-            };
+            });
         }
-        if self.forgotten.contains(&digest(op)) {
-            return Applied::Refused(format!(
+        if answers.is_forgotten(digest(op))? {
+            return Ok(Applied::Refused(format!(
                 "operation `{op}` is older than the retained answers (ANSWERS_RETAINED_MAX = {ANSWERS_RETAINED_MAX}); it is never executed again"
-            ));
+            )));
         }
         if command.claim().is_empty() || command.claim().len() > CLAIM_NAME_LENGTH_MAX {
-            return Applied::Refused(format!(
+            return Ok(Applied::Refused(format!(
                 "claim names are 1 to CLAIM_NAME_LENGTH_MAX ({CLAIM_NAME_LENGTH_MAX}) bytes"
-            ));
+            )));
         }
         let answer = self.execute(op, &command);
-        self.answers
-            .insert(op.to_owned(), (command, answer.clone()));
-        self.order.push_back(op.to_owned());
-        while self.order.len() > retained {
-            if let Some(old) = self.order.pop_front() {
-                self.answers.remove(&old);
-                self.forgotten.insert(digest(&old));
-                self.evicted.push(old);
-            }
+        answers.retain(op, &command, &answer);
+        while answers.retained() > retained {
+            answers.forget_oldest()?;
         }
-        Applied::Answer(answer)
+        Ok(Applied::Answer(answer))
     }
 
     fn execute(&mut self, op: &str, command: &Command) -> Answer {
@@ -388,9 +350,66 @@ impl Fence {
     }
 }
 
+/// A seeded xorshift sequence (tests).
+#[cfg(test)]
+pub(super) fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}
+
+/// A random command on one of `claims` from caller a, b or c (tests).
+#[cfg(test)]
+pub(super) fn random_command(next: &mut impl FnMut() -> u64, claims: &[&str]) -> Command {
+    let callers = ["a", "b", "c"];
+    let claim = claims[(next() % claims.len() as u64) as usize].to_owned();
+    let caller = callers[(next() % 3) as usize].to_owned();
+    match next() % 4 {
+        0 => Command::Acquire { claim, caller },
+        1 => Command::EnrollSuccessor {
+            claim,
+            caller,
+            successor: callers[(next() % 3) as usize].to_owned(),
+        },
+        2 => Command::Handoff { claim, caller },
+        _ => Command::Release { claim, caller },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::authority::answers::MemoryAnswers;
+
+    /// A voter's claims and answers, in memory.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    struct Voter {
+        claims: Claims,
+        answers: MemoryAnswers,
+    }
+
+    impl Voter {
+        fn apply(&mut self, op: &str, command: Command) -> Applied {
+            self.claims.apply(&mut self.answers, op, command).unwrap()
+        }
+
+        fn apply_retaining(&mut self, op: &str, command: Command, retained: u64) -> Applied {
+            self.claims
+                .apply_retaining(&mut self.answers, op, command, retained)
+                .unwrap()
+        }
+
+        fn claim(&self, name: &str) -> Option<&Claim> {
+            self.claims.claim(name)
+        }
+
+        fn answer(&self, op: &str) -> Option<&Answer> {
+            self.answers.answer(op)
+        }
+    }
 
     fn acquire(claim: &str, caller: &str) -> Command {
         Command::Acquire {
@@ -408,7 +427,7 @@ mod tests {
 
     #[test]
     fn handoff_fences_the_owner_and_answers_are_original() {
-        let mut s = Claims::default();
+        let mut s = Voter::default();
         let a1 = answer(s.apply("o1", acquire("pump", "a")));
         assert_eq!(
             (a1.outcome, a1.owner.as_deref(), a1.epoch),
@@ -464,7 +483,7 @@ mod tests {
 
     #[test]
     fn an_id_past_retention_is_refused_never_executed_again() {
-        let mut s = Claims::default();
+        let mut s = Voter::default();
         answer(s.apply_retaining("o1", acquire("pump", "a"), 2));
         answer(s.apply_retaining(
             "o2",
@@ -506,38 +525,19 @@ mod tests {
     /// applying the same log agree.
     #[test]
     fn random_logs_keep_the_invariants() {
-        let mut seed = 0x5eed_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        let callers = ["a", "b", "c"];
-        let claims = ["x", "y"];
+        let mut next = xorshift(0x5eed);
         let mut log: Vec<(String, Command)> = Vec::new();
         for i in 0..5_000 {
-            let claim = claims[(next() % 2) as usize].to_owned();
-            let caller = callers[(next() % 3) as usize].to_owned();
-            let command = match next() % 4 {
-                0 => Command::Acquire { claim, caller },
-                1 => Command::EnrollSuccessor {
-                    claim,
-                    caller,
-                    successor: callers[(next() % 3) as usize].to_owned(),
-                },
-                2 => Command::Handoff { claim, caller },
-                _ => Command::Release { claim, caller },
-            };
+            let command = random_command(&mut next, &["x", "y"]);
             // One in five entries re-sends an earlier id with its earlier command.
-            if i > 0 && next() % 5 == 0 {
+            if i > 0 && next().is_multiple_of(5) {
                 let earlier = log[(next() % log.len() as u64) as usize].clone();
                 log.push(earlier);
             } else {
                 log.push((format!("op{i}"), command));
             }
         }
-        let mut voter_one = Claims::default();
+        let mut voter_one = Voter::default();
         let mut owners: BTreeMap<(String, u64), String> = BTreeMap::new();
         let mut epochs: BTreeMap<String, u64> = BTreeMap::new();
         let mut first_answers: BTreeMap<String, Answer> = BTreeMap::new();
@@ -557,7 +557,7 @@ mod tests {
                 assert_eq!(owner, &c.owner, "two owners at one epoch");
             }
         }
-        let mut voter_two = Claims::default();
+        let mut voter_two = Voter::default();
         for (op, command) in &log {
             voter_two.apply(op, command.clone());
         }

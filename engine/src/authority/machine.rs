@@ -1,13 +1,14 @@
 //! The authority's state machine (claims and original answers) and its snapshots.
 //!
-//! The state is written through to fjall — keyspaces `sm-claims`, `sm-answers`,
-//! `sm-forgotten`, `sm-meta` of the authority's database, beside the log — in one
-//! batch per `apply` call, with the last applied log id; it is read back at start, and
-//! openraft re-applies the committed entries after it. Those batches are not fsynced on
-//! their own: the log entries they come from are, and every later fsync of the shared
-//! journal (the next append, the vote, a purge) covers them in order. Before a log
-//! prefix is purged, the state covering it is made durable. Reads are served from the
-//! copy in memory.
+//! The state is written through to fjall — keyspaces `sm-claims`, `sm-meta` and the
+//! answers' `sm-answers`, `sm-answer-order`, `sm-forgotten` (`answers.rs`) of the
+//! authority's database, beside the log — in one batch per `apply` call, with the last
+//! applied log id; openraft re-applies the committed entries after it at start. Those
+//! batches are not fsynced on their own: the log entries they come from are, and every
+//! later fsync of the shared journal (the next append, the vote, a purge) covers them in
+//! order. Before a log prefix is purged, the state covering it is made durable. The
+//! claims are also held in memory (reads are served from there); the answers are not —
+//! a start reads the claims and where the answers stand, not the answers.
 //!
 //! A snapshot (for a voter that needs one, and to purge the log) is a file in
 //! `DIR/authority/M/snapshots/`, written to a temporary name, fsynced, renamed and its
@@ -16,6 +17,7 @@
 // openraft's storage traits fix the error type (`StorageError`, ~224 bytes).
 #![allow(clippy::result_large_err)]
 
+use std::collections::BTreeMap;
 use std::io::{Cursor, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -25,7 +27,8 @@ use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use serde::{Deserialize, Serialize};
 
-use super::claims::{Applied, Claim, Claims, ClaimsParts, Command};
+use super::answers::{AnswerKeyspaces, MemoryAnswers, Retained, StoredAnswers};
+use super::claims::{Applied, Claim, Claims};
 use super::types::{
     Decision, Decisions, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership,
     TypeConfig,
@@ -34,19 +37,76 @@ use super::types::{
 /// The snapshot files' extension.
 const SNAPSHOT_EXTENSION: &str = "snapshot";
 
-/// Everything the state machine holds.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// Where a voter's original answers are: in memory (no database), or stored.
+#[derive(Debug, Clone)]
+pub enum AnswersHome {
+    Memory(MemoryAnswers),
+    Stored(Retained),
+}
+
+impl Default for AnswersHome {
+    fn default() -> Self {
+        AnswersHome::Memory(MemoryAnswers::default())
+    }
+}
+
+/// Everything the state machine holds in memory.
+#[derive(Debug, Clone, Default)]
 pub struct MachineState {
     pub last_applied: Option<LogId>,
     pub last_membership: StoredMembership,
     pub claims: Claims,
+    pub answers: AnswersHome,
+}
+
+/// A snapshot's claims and answers, as the file holds them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct SnapshotClaims {
+    claims: BTreeMap<String, Claim>,
+    #[serde(flatten)]
+    answers: MemoryAnswers,
+}
+
+/// A snapshot's state, as the file holds it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct SnapshotState {
+    last_applied: Option<LogId>,
+    last_membership: StoredMembership,
+    claims: SnapshotClaims,
 }
 
 /// A snapshot file: its meta and the state it captured.
 #[derive(Serialize, Deserialize)]
 struct SnapshotFile {
     meta: SnapshotMeta,
-    state: MachineState,
+    state: SnapshotState,
+}
+
+impl SnapshotState {
+    /// What a snapshot of `state` holds, its answers being `answers`.
+    fn of(state: &MachineState, answers: MemoryAnswers) -> SnapshotState {
+        SnapshotState {
+            last_applied: state.last_applied,
+            last_membership: state.last_membership.clone(),
+            claims: SnapshotClaims {
+                claims: state
+                    .claims
+                    .all()
+                    .map(|c| (c.name.clone(), c.clone()))
+                    .collect(),
+                answers,
+            },
+        }
+    }
+
+    fn in_memory(self) -> MachineState {
+        MachineState {
+            last_applied: self.last_applied,
+            last_membership: self.last_membership,
+            claims: Claims::from_claims(self.claims.claims.into_values()),
+            answers: AnswersHome::Memory(self.claims.answers),
+        }
+    }
 }
 
 /// The state machine's keyspaces in the authority's fjall database.
@@ -54,26 +114,19 @@ struct SnapshotFile {
 struct Store {
     database: fjall::Database,
     claims: fjall::Keyspace,
-    answers: fjall::Keyspace,
-    forgotten: fjall::Keyspace,
+    answers: AnswerKeyspaces,
     meta: fjall::Keyspace,
 }
 
-/// A retained answer as stored: `seq` orders retention (log index × 2,048 + position in
-/// the entry; a snapshot's answers take 0, 1, 2, … below every later one).
-#[derive(Serialize, Deserialize)]
-struct StoredAnswer {
-    seq: u64,
-    command: Command,
-    answer: super::claims::Answer,
-}
-
 const LAST_APPLIED: &str = "last-applied";
+const MEMBERSHIP: &str = "membership";
+/// Where the stored answers stand ([`Retained`]); absent in a store written before
+/// `sm-answer-order` existed.
+const RETAINED: &str = "answers-retained";
 
 fn json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     serde_json::from_slice(bytes).map_err(|e| e.to_string())
 }
-const MEMBERSHIP: &str = "membership";
 
 fn store_err(e: impl std::fmt::Display) -> StorageError {
     StorageIOError::write_state_machine(&std::io::Error::other(e.to_string())).into()
@@ -81,21 +134,30 @@ fn store_err(e: impl std::fmt::Display) -> StorageError {
 
 impl Store {
     fn open(database: fjall::Database) -> Result<Store, fjall::Error> {
-        let [claims, answers, forgotten, meta] = crate::store::open_keyspaces(
+        let [claims, answers, forgotten, meta, order] = crate::store::open_keyspaces(
             &database,
-            ["sm-claims", "sm-answers", "sm-forgotten", "sm-meta"],
+            [
+                "sm-claims",
+                "sm-answers",
+                "sm-forgotten",
+                "sm-meta",
+                "sm-answer-order",
+            ],
         )?;
         Ok(Store {
             claims,
-            answers,
-            forgotten,
+            answers: AnswerKeyspaces {
+                answers,
+                order,
+                forgotten,
+            },
             meta,
             database,
         })
     }
 
-    /// The state as stored, or `None` when nothing was ever applied here.
-    #[allow(clippy::type_complexity)]
+    /// The state as stored — the claims and where the answers stand, not the answers —
+    /// or `None` when nothing was ever applied here.
     fn load(&self) -> Result<Option<MachineState>, String> {
         let Some(last) = self.meta.get(LAST_APPLIED).map_err(|e| e.to_string())? else {
             return Ok(None);
@@ -109,93 +171,109 @@ impl Store {
         let mut claims = Vec::new();
         for guard in self.claims.iter() {
             let (_, v) = guard.into_inner().map_err(|e| e.to_string())?;
-            claims.push(json(&v)?);
+            claims.push(json::<Claim>(&v)?);
         }
-        let mut answers: Vec<(u64, String, Command, super::claims::Answer)> = Vec::new();
-        for guard in self.answers.iter() {
-            let (k, v) = guard.into_inner().map_err(|e| e.to_string())?;
-            let stored: StoredAnswer = json(&v)?;
-            let op = String::from_utf8(k.to_vec()).map_err(|e| e.to_string())?;
-            answers.push((stored.seq, op, stored.command, stored.answer));
-        }
-        answers.sort_by_key(|a| a.0);
-        let mut forgotten = Vec::new();
-        for guard in self.forgotten.iter() {
-            let k = guard.key().map_err(|e| e.to_string())?;
-            let bytes: [u8; 8] = k
-                .as_ref()
-                .try_into()
-                .map_err(|_| "a forgotten digest is not 8 bytes")?;
-            forgotten.push(u64::from_be_bytes(bytes));
-        }
+        let retained = match self.meta.get(RETAINED).map_err(|e| e.to_string())? {
+            Some(bytes) => json(&bytes)?,
+            None => {
+                let mut batch = self.database.batch();
+                let retained = self.answers.index_once(&mut batch)?;
+                batch.insert(
+                    &self.meta,
+                    RETAINED,
+                    serde_json::to_vec(&retained).map_err(|e| e.to_string())?,
+                );
+                batch.commit().map_err(|e| e.to_string())?;
+                self.database
+                    .persist(fjall::PersistMode::SyncAll)
+                    .map_err(|e| e.to_string())?;
+                retained
+            }
+        };
         Ok(Some(MachineState {
             last_applied,
             last_membership,
-            claims: Claims::from_parts(ClaimsParts {
-                claims,
-                answers: answers
-                    .into_iter()
-                    .map(|(_, op, c, a)| (op, c, a))
-                    .collect(),
-                forgotten,
-            }),
+            claims: Claims::from_claims(claims),
+            answers: AnswersHome::Stored(retained),
         }))
     }
 
-    /// Replaces everything stored with `state` (installing a snapshot), durably.
-    fn replace(&self, state: &MachineState) -> Result<(), StorageError> {
+    /// Replaces everything stored with `state` (installing a snapshot), durably; where
+    /// the answers then stand.
+    fn replace(&self, state: &SnapshotState) -> Result<Retained, StorageError> {
         let mut batch = self.database.batch();
-        for keyspace in [&self.claims, &self.answers, &self.forgotten, &self.meta] {
+        for keyspace in [
+            &self.claims,
+            &self.answers.answers,
+            &self.answers.order,
+            &self.answers.forgotten,
+            &self.meta,
+        ] {
             for guard in keyspace.iter() {
                 batch.remove(keyspace, guard.key().map_err(store_err)?);
             }
         }
-        let parts = state.claims.to_parts();
-        for claim in &parts.claims {
+        for claim in state.claims.claims.values() {
             batch.insert(
                 &self.claims,
                 claim.name.as_str(),
                 serde_json::to_vec(claim).map_err(store_err)?,
             );
         }
-        for (seq, (op, command, answer)) in parts.answers.into_iter().enumerate() {
-            let stored = StoredAnswer {
-                seq: seq as u64,
-                command,
-                answer,
-            };
-            batch.insert(
-                &self.answers,
-                op.as_str(),
-                serde_json::to_vec(&stored).map_err(store_err)?,
-            );
-        }
-        for digest in parts.forgotten {
-            batch.insert(&self.forgotten, digest.to_be_bytes(), []);
-        }
-        self.put_meta(&mut batch, state)?;
+        let retained = self
+            .answers
+            .write(&mut batch, &state.claims.answers)
+            .map_err(store_err)?;
+        self.put_meta(
+            &mut batch,
+            state.last_applied,
+            &state.last_membership,
+            retained,
+        )?;
         batch.commit().map_err(store_err)?;
         self.database
             .persist(fjall::PersistMode::SyncAll)
-            .map_err(store_err)
+            .map_err(store_err)?;
+        Ok(retained)
     }
 
     fn put_meta(
         &self,
         batch: &mut fjall::OwnedWriteBatch,
-        state: &MachineState,
+        last_applied: Option<LogId>,
+        membership: &StoredMembership,
+        retained: Retained,
     ) -> Result<(), StorageError> {
         batch.insert(
             &self.meta,
             LAST_APPLIED,
-            serde_json::to_vec(&state.last_applied).map_err(store_err)?,
+            serde_json::to_vec(&last_applied).map_err(store_err)?,
         );
         batch.insert(
             &self.meta,
             MEMBERSHIP,
-            serde_json::to_vec(&state.last_membership).map_err(store_err)?,
+            serde_json::to_vec(membership).map_err(store_err)?,
+        );
+        batch.insert(
+            &self.meta,
+            RETAINED,
+            serde_json::to_vec(&retained).map_err(store_err)?,
         );
         Ok(())
+    }
+
+    /// The whole state as a snapshot holds it, read from `view` (a snapshot of the
+    /// database taken with `state`).
+    fn snapshot_state(
+        &self,
+        view: &fjall::Snapshot,
+        state: &MachineState,
+        retained: Retained,
+    ) -> Result<SnapshotState, String> {
+        Ok(SnapshotState::of(
+            state,
+            self.answers.collect(view, retained)?,
+        ))
     }
 }
 
@@ -209,6 +287,8 @@ pub struct Machine {
     pub installed: Arc<std::sync::atomic::AtomicU64>,
     /// The `snapshot-install` failpoint, as armed.
     install_failpoint: Option<crate::store::failpoints::Action>,
+    /// How many answers are retained (`ANSWERS_RETAINED_MAX`; less in tests).
+    answers_max: u64,
 }
 
 fn snapshot_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -264,9 +344,27 @@ impl Machine {
             (None, Some((_, path))) => {
                 let file: SnapshotFile = serde_json::from_slice(&std::fs::read(path)?)
                     .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
-                file.state
+                match &store {
+                    // A database that holds nothing yet takes the snapshot's state.
+                    Some(store) => {
+                        let retained = store
+                            .replace(&file.state)
+                            .map_err(|e| std::io::Error::other(e.to_string()))?;
+                        MachineState {
+                            answers: AnswersHome::Stored(retained),
+                            ..file.state.in_memory()
+                        }
+                    }
+                    None => file.state.in_memory(),
+                }
             }
-            (None, None) => MachineState::default(),
+            (None, None) => MachineState {
+                answers: match store {
+                    Some(_) => AnswersHome::Stored(Retained::default()),
+                    None => AnswersHome::default(),
+                },
+                ..MachineState::default()
+            },
         };
         // Temporary files of an interrupted write are not snapshots.
         for entry in std::fs::read_dir(snapshots)? {
@@ -281,6 +379,7 @@ impl Machine {
             snapshots: snapshots.to_owned(),
             installed: Arc::default(),
             install_failpoint,
+            answers_max: crate::limits::ANSWERS_RETAINED_MAX as u64,
         })
     }
 
@@ -331,21 +430,41 @@ impl Machine {
         Ok(())
     }
 
-    fn encode(meta: &SnapshotMeta, state: &MachineState) -> Result<Vec<u8>, StorageError> {
+    fn encode(meta: &SnapshotMeta, state: SnapshotState) -> Result<Vec<u8>, StorageError> {
         serde_json::to_vec(&SnapshotFile {
             meta: meta.clone(),
-            state: state.clone(),
+            state,
         })
         .map_err(snapshot_err)
+    }
+
+    /// The retained answer of `op` (tests).
+    #[cfg(test)]
+    fn answer(&self, op: &str) -> Option<super::claims::Answer> {
+        let state = self.read();
+        match (&state.answers, &self.store) {
+            (AnswersHome::Memory(m), _) => m.answer(op).cloned(),
+            (AnswersHome::Stored(_), Some(store)) => store
+                .answers
+                .read(&store.database.snapshot(), op)
+                .unwrap()
+                .map(|(_, a)| a),
+            (AnswersHome::Stored(_), None) => None,
+        }
     }
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for Machine {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
-        // A copy taken under the lock; encoding and the synced write happen on a
-        // blocking thread, so applying goes on meanwhile. The stored state is made
-        // durable first: the log this snapshot covers is purged after it.
-        let state = self.read().clone();
+        // A copy taken under the lock (with a view of the database as it stands then);
+        // reading the answers, encoding and the synced write happen on a blocking
+        // thread, so applying goes on meanwhile. The stored state is made durable
+        // first: the log this snapshot covers is purged after it.
+        let (state, view) = {
+            let state = self.read();
+            let view = self.store.as_ref().map(|s| s.database.snapshot());
+            (state.clone(), view)
+        };
         if let Some(store) = self.store.clone() {
             tokio::task::spawn_blocking(move || {
                 store.database.persist(fjall::PersistMode::SyncAll)
@@ -365,7 +484,18 @@ impl RaftSnapshotBuilder<TypeConfig> for Machine {
                     state.last_applied.map_or(0, |l| l.index)
                 ),
             };
-            let bytes = Machine::encode(&meta, &state)?;
+            let whole = match (&state.answers, &machine.store, &view) {
+                (AnswersHome::Stored(retained), Some(store), Some(view)) => store
+                    .snapshot_state(view, &state, *retained)
+                    .map_err(|e| snapshot_err(std::io::Error::other(e)))?,
+                (AnswersHome::Memory(answers), ..) => SnapshotState::of(&state, answers.clone()),
+                _ => {
+                    return Err(snapshot_err(std::io::Error::other(
+                        "stored answers without a database",
+                    )));
+                }
+            };
+            let bytes = Machine::encode(&meta, whole)?;
             machine.persist(&meta, &bytes)?;
             Ok::<_, StorageError>((meta, bytes))
         })
@@ -391,64 +521,70 @@ impl RaftStateMachine<TypeConfig> for Machine {
         I: IntoIterator<Item = Entry> + openraft::OptionalSend,
         I::IntoIter: openraft::OptionalSend,
     {
-        let mut state = self.write();
+        let mut guard = self.write();
+        let MachineState {
+            last_applied,
+            last_membership,
+            claims,
+            answers,
+        } = &mut *guard;
         let mut decisions = Vec::new();
-        let mut batch = self.store.as_ref().map(|s| s.database.batch());
+        let mut session = match (&*answers, &self.store) {
+            (AnswersHome::Stored(retained), Some(store)) => Some(StoredAnswers::new(
+                &store.answers,
+                store.database.batch(),
+                *retained,
+            )),
+            _ => None,
+        };
         for entry in entries {
-            state.last_applied = Some(entry.log_id);
+            *last_applied = Some(entry.log_id);
             decisions.push(match entry.payload {
                 EntryPayload::Blank => Decisions(Vec::new()),
                 EntryPayload::Normal(proposals) => {
                     let mut decided = Vec::with_capacity(proposals.0.len());
                     for (i, p) in proposals.0.into_iter().enumerate() {
-                        let known = state.claims.retained(&p.op).is_some();
                         let name = p.command.claim().to_owned();
-                        let op = p.op.clone();
-                        decided.push(match state.claims.apply(&p.op, p.command) {
+                        let applied = match (&mut session, &mut *answers) {
+                            (Some(stored), _) => {
+                                stored.seq = entry.log_id.index * 2_048 + i as u64;
+                                claims.apply_retaining(stored, &p.op, p.command, self.answers_max)
+                            }
+                            (None, AnswersHome::Memory(memory)) => {
+                                claims.apply_retaining(memory, &p.op, p.command, self.answers_max)
+                            }
+                            (None, AnswersHome::Stored(_)) => {
+                                Err("stored answers without a database".to_owned())
+                            }
+                        }
+                        .map_err(store_err)?;
+                        decided.push(match applied {
                             Applied::Answer(answer) => Decision::Answer(answer),
                             Applied::Refused(reason) => Decision::Refused { reason },
                         });
-                        if let (Some(batch), Some(store)) = (batch.as_mut(), self.store.as_ref()) {
-                            if !known && let Some((command, answer)) = state.claims.retained(&op) {
-                                let stored = StoredAnswer {
-                                    seq: entry.log_id.index * 2_048 + i as u64,
-                                    command: command.clone(),
-                                    answer: answer.clone(),
-                                };
-                                batch.insert(
-                                    &store.answers,
-                                    op.as_str(),
-                                    serde_json::to_vec(&stored).map_err(store_err)?,
-                                );
-                            }
-                            if let Some(claim) = state.claims.claim(&name) {
-                                batch.insert(
-                                    &store.claims,
-                                    name.as_str(),
-                                    serde_json::to_vec::<Claim>(claim).map_err(store_err)?,
-                                );
-                            }
-                            for old in state.claims.take_forgotten() {
-                                batch.remove(&store.answers, old.as_str());
-                                batch.insert(
-                                    &store.forgotten,
-                                    super::claims::digest(&old).to_be_bytes(),
-                                    [],
-                                );
-                            }
+                        if let (Some(stored), Some(store)) = (&mut session, &self.store)
+                            && let Some(claim) = claims.claim(&name)
+                        {
+                            stored.batch().insert(
+                                &store.claims,
+                                name.as_str(),
+                                serde_json::to_vec::<Claim>(claim).map_err(store_err)?,
+                            );
                         }
                     }
                     Decisions(decided)
                 }
                 EntryPayload::Membership(membership) => {
-                    state.last_membership = StoredMembership::new(Some(entry.log_id), membership);
+                    *last_membership = StoredMembership::new(Some(entry.log_id), membership);
                     Decisions(Vec::new())
                 }
             });
         }
-        if let (Some(mut batch), Some(store)) = (batch, self.store.as_ref()) {
-            store.put_meta(&mut batch, &state)?;
+        if let (Some(session), Some(store)) = (session, self.store.as_ref()) {
+            let (mut batch, retained) = session.finish();
+            store.put_meta(&mut batch, *last_applied, last_membership, retained)?;
             batch.commit().map_err(store_err)?;
+            *answers = AnswersHome::Stored(retained);
         }
         Ok(decisions)
     }
@@ -484,10 +620,17 @@ impl RaftStateMachine<TypeConfig> for Machine {
             )));
         }
         self.persist(meta, &bytes)?;
-        if let Some(store) = &self.store {
-            store.replace(&file.state)?;
-        }
-        *self.write() = file.state;
+        let state = match &self.store {
+            Some(store) => {
+                let retained = store.replace(&file.state)?;
+                MachineState {
+                    answers: AnswersHome::Stored(retained),
+                    ..file.state.in_memory()
+                }
+            }
+            None => file.state.in_memory(),
+        };
+        *self.write() = state;
         self.installed
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
@@ -510,102 +653,4 @@ impl RaftStateMachine<TypeConfig> for Machine {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::authority::claims::Command;
-    use crate::authority::types::{Proposal, Proposals};
-
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("grid-machine-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
-    }
-
-    fn entry(index: u64, op: &str, claim: &str) -> Entry {
-        Entry {
-            log_id: openraft::LogId::new(openraft::CommittedLeaderId::new(1, 1), index),
-            payload: EntryPayload::Normal(Proposals(vec![Proposal {
-                op: op.to_owned(),
-                command: Command::Acquire {
-                    claim: claim.to_owned(),
-                    caller: "a".to_owned(),
-                },
-            }])),
-        }
-    }
-
-    #[test]
-    fn a_new_generation_replaces_the_old_one_and_reopening_loads_it() {
-        let dir = scratch("generations");
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let mut machine = Machine::open(&dir, None, None).unwrap();
-            machine.apply(vec![entry(1, "o1", "x")]).await.unwrap();
-            machine.build_snapshot().await.unwrap();
-            assert_eq!(machine.snapshot_files(), vec!["000000000001-1.snapshot"]);
-            machine
-                .apply(vec![entry(2, "o2", "y"), entry(3, "o3", "z")])
-                .await
-                .unwrap();
-            machine.build_snapshot().await.unwrap();
-            // The older generation's file is really gone.
-            assert_eq!(machine.snapshot_files(), vec!["000000000002-3.snapshot"]);
-            assert!(!dir.join("000000000001-1.snapshot").exists());
-        });
-        // A temporary file of an interrupted write is not a snapshot and is removed.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(dir.join("000000000003-9.tmp"))
-            .and_then(|mut f| f.write_all(b"partial"))
-            .unwrap();
-        let reopened = Machine::open(&dir, None, None).unwrap();
-        assert!(!dir.join("000000000003-9.tmp").exists());
-        let state = reopened.state.read().unwrap();
-        assert_eq!(state.last_applied.map(|l| l.index), Some(3));
-        assert_eq!(state.claims.len(), 3);
-        assert_eq!(state.claims.answer("o2").map(|a| a.epoch), Some(1));
-        drop(state);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn the_state_written_through_to_fjall_is_read_back_whole() {
-        let dir = scratch("store");
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        let log = crate::authority::log::LogStore::open(&dir.join("log")).unwrap();
-        let before = runtime.block_on(async {
-            let mut machine =
-                Machine::open(&dir.join("snapshots"), Some(log.database()), None).unwrap();
-            machine
-                .apply(vec![
-                    entry(1, "o1", "x"),
-                    entry(2, "o2", "x"),
-                    entry(3, "o3", "y"),
-                ])
-                .await
-                .unwrap();
-            machine.state.read().unwrap().clone()
-        });
-        log.database().persist(fjall::PersistMode::SyncAll).unwrap();
-        // No snapshot file exists: everything comes from the keyspaces.
-        let reopened = Machine::open(&dir.join("snapshots"), Some(log.database()), None).unwrap();
-        assert!(reopened.snapshot_files().is_empty());
-        let after = reopened.state.read().unwrap().clone();
-        assert_eq!(after.last_applied, before.last_applied);
-        assert_eq!(after.claims.to_parts(), before.claims.to_parts());
-        assert_eq!(
-            after.claims.answer("o2").map(|a| a.outcome),
-            Some(crate::authority::claims::Outcome::Succeeded)
-        );
-        drop(log);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
+mod tests;

@@ -3,6 +3,7 @@
 //!
 //! - `claims`: the pure state machine logic (claims, epochs, original answers) and
 //!   the fencing rule;
+//! - `answers`: where original answers are retained (in memory, or in the database);
 //! - `types`: the openraft type configuration;
 //! - `log`: the log and hard state in fjall, fsynced (group commit);
 //! - `machine`: the state machine and its snapshot files;
@@ -13,6 +14,7 @@
 //!   (forwarding to the leader, Raft messages from other voters), `barrier` (the
 //!   linearizable read) and `members` (bootstrap, voters, learners, snapshots).
 
+pub mod answers;
 pub mod api;
 pub mod claims;
 pub mod endpoint;

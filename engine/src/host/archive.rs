@@ -59,7 +59,7 @@ pub struct ArchivePass {
     /// Ledger answers settled by a checkpoint, archived (in `segments`).
     pub ledger_ids: u64,
     /// Finished runs old enough whose outcome is still owed to a mailbox caller, or
-    /// charged to a mission's allocation: kept hot.
+    /// charged to a mission's allocation not settled: kept hot.
     pub owed: u64,
     /// Segments released past `archive-days`.
     pub released: u64,
@@ -95,7 +95,7 @@ impl ArchivePass {
         }
         if self.owed > 0 {
             text += &format!(
-                "; {} kept hot (an outcome owed to a mailbox, or a mission's allocation)",
+                "; {} kept hot (an outcome owed to a mailbox, or a mission's allocation not settled)",
                 plural(self.owed, "run", "runs")
             );
         }

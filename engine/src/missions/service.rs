@@ -117,7 +117,7 @@ impl Missions {
     ) -> Result<Arc<Missions>, String> {
         let [records, issued] = open_keyspaces(database, [RECORDS, ISSUED])
             .map_err(|e| format!("missions keyspaces: {e}"))?;
-        Ok(Arc::new(Missions {
+        let missions = Arc::new(Missions {
             host: host.to_owned(),
             dir: dir.to_owned(),
             database: database.clone(),
@@ -132,7 +132,17 @@ impl Missions {
             deciding: tokio::sync::Mutex::new(()),
             quiesce: Mutex::new(None),
             owned: Mutex::new(None),
-        }))
+        });
+        // A stop between a settlement's save and its allocation's: settled again here
+        // (changes nothing when it was).
+        for record in missions.all() {
+            if record.state == MissionState::Settled {
+                missions
+                    .processes
+                    .settle_allocation(&claim_of(&record.terms.name));
+            }
+        }
+        Ok(missions)
     }
 
     /// Why this host's models are quiesced now (a mission not settled), if they are.
@@ -265,12 +275,17 @@ impl Missions {
         let Some((account, limits)) = self.processes.allocation(&claim) else {
             return (MissionUnits::default(), None);
         };
-        let released = self
-            .processes
-            .allocation_runs(&claim)
-            .iter()
-            .filter(|r| r.outcome == RunOutcome::Failed)
-            .count() as u64;
+        // Once returned, the signed consumption record counts the runs released (no
+        // run is charged after it); a settled allocation's runs leave the hot store.
+        let released = match &record.consumption {
+            Some(consumption) => consumption.released,
+            None => self
+                .processes
+                .allocation_runs(&claim)
+                .iter()
+                .filter(|r| r.outcome == RunOutcome::Failed)
+                .count() as u64,
+        };
         let units = MissionUnits {
             allocated: account.allocated,
             consumed: account.consumed,
@@ -817,6 +832,7 @@ impl Missions {
             "settled: the reservation is released and the models take batches from outside again"
                 .to_owned();
         self.save(record);
+        self.processes.settle_allocation(&claim_of(&terms.name));
         Ok(())
     }
 

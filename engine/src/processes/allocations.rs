@@ -35,6 +35,11 @@ pub struct AllocationLimits {
     /// Why new work stopped for good (returned, closed), if it did.
     #[serde(default)]
     pub stopped: Option<String>,
+    /// The mission's return was settled by its issuer: the consumption record signed
+    /// and settled holds every run charged here, so they may leave the hot store past
+    /// the window like any finished run.
+    #[serde(default)]
+    pub settled: bool,
 }
 
 pub(super) fn load(
@@ -146,6 +151,7 @@ impl Processes {
             deadline: deadline.to_owned(),
             deadline_ms,
             stopped: None,
+            settled: false,
         };
         let mut write = self.database.batch();
         write.insert(
@@ -180,6 +186,27 @@ impl Processes {
         self.commit_synced(write, "stopping an allocation");
     }
 
+    /// Marks allocation `name` settled (its mission's return settled by the issuer),
+    /// durably: its runs are archived past the window from now on. New work stays
+    /// stopped; settling it again, or an allocation never opened, changes nothing.
+    pub fn settle_allocation(&self, name: &str) {
+        let mut state = self.lock();
+        let Some(limits) = state.limits.get_mut(name) else {
+            return;
+        };
+        if limits.settled {
+            return;
+        }
+        limits.settled = true;
+        limits
+            .stopped
+            .get_or_insert_with(|| "its mission's return is settled".to_owned());
+        let bytes = serde_json::to_vec(&*limits).expect("limits serialize");
+        let mut write = self.database.batch();
+        write.insert(&self.ks.allocations, name, bytes);
+        self.commit_synced(write, "settling an allocation");
+    }
+
     /// The units account and limits of allocation `name`.
     pub fn allocation(&self, name: &str) -> Option<(GrantView, AllocationLimits)> {
         let state = self.lock();
@@ -189,8 +216,8 @@ impl Processes {
         ))
     }
 
-    /// Every run charged to allocation `name`, as the run journal holds it (its
-    /// runs stay hot: the archive pass leaves them).
+    /// Every run charged to allocation `name`, as the run journal holds it (its runs
+    /// stay hot until the allocation is settled; the archive pass leaves them).
     pub fn allocation_runs(&self, name: &str) -> Vec<RunView> {
         self.ks
             .allocation_runs

@@ -6,8 +6,10 @@
 //! dispatch). The host's archive pass moves those past `retain hot-days` onto the
 //! installation's shelf, where a re-sent request id still finds its original, signed
 //! outcome (`"archived": true`). A run whose outcome is still owed to a mailbox caller,
-//! or that is charged to a mission's allocation, stays hot until that obligation
-//! closes; a run `unknown` or running, and an open wait, are never listed.
+//! or that is charged to a mission's allocation not yet settled, stays hot until that
+//! obligation closes (a settled mission's signed consumption record holds every run
+//! charged to it; the run leaves `process-allocation-runs` in the write that shelves
+//! it); a run `unknown` or running, and an open wait, are never listed.
 //!
 //! Keyspaces: `process-runs-by-time` and `process-waits-by-time` (answer time `u64` BE,
 //! request → empty), `process-archived` (`runs` → [`ArchivedCounts`] JSON: the outcomes
@@ -253,7 +255,7 @@ impl Processes {
     /// Moves the finished runs and closed waits answered before `cutoff` to the
     /// shelf, in at most `segments_max` segments signed by `sign` (the host's archive
     /// pass calls it, with the same cutoff as its answers). A run whose outcome is owed
-    /// to a mailbox, or that is charged to an allocation, stays hot. A storage failure
+    /// to a mailbox, or that is charged to an allocation not settled, stays hot. A storage failure
     /// stops the host; an archive that refuses a segment refuses the pass and changes
     /// nothing.
     pub fn archive(
@@ -269,6 +271,21 @@ impl Processes {
         let mut owed = 0;
         let dir = &self.dir;
         let ks = &self.ks;
+        let settled: std::collections::BTreeSet<String> = self
+            .lock()
+            .limits
+            .iter()
+            .filter(|(_, limits)| limits.settled)
+            .map(|(name, _)| name.clone())
+            .collect();
+        // Charged to an allocation whose mission's return is not settled.
+        let held = |record: &RunRecord| {
+            record
+                .view
+                .grant
+                .as_deref()
+                .is_some_and(|g| is_allocation(g) && !settled.contains(g))
+        };
         let candidates = shelf::answered_before(&ks.runs_by_time, &ks.runs, cutoff, dir, "runs")
             .filter_map(|entry| {
                 let record: RunRecord = serde_json::from_slice(&entry.value)
@@ -278,7 +295,7 @@ impl Processes {
                     .get(&entry.key)
                     .unwrap_or_else(|e| fatal(dir, "reading the outbox", e))
                     .is_some();
-                if owes || record.view.grant.as_deref().is_some_and(is_allocation) {
+                if owes || held(&record) {
                     owed += 1;
                     return None;
                 }
@@ -290,12 +307,20 @@ impl Processes {
         let runs = shelf::gather(candidates, cutoff, patient, segments_max, |entries| {
             let mut counts = read_counts(&ks.archived)
                 .unwrap_or_else(|e| fatal(dir, "reading the counts of archived runs", e));
+            let mut charged = Vec::new();
             for entry in &entries {
                 let record: RunRecord = serde_json::from_slice(&entry.value)
                     .unwrap_or_else(|e| fatal(dir, "decoding a run", e));
                 match record.view.outcome {
                     super::api::RunOutcome::Succeeded => counts.succeeded += 1,
                     _ => counts.failed += 1,
+                }
+                if let Some(allocation) = record.view.grant.as_deref().filter(|g| is_allocation(g))
+                {
+                    charged.push(super::open::allocation_key(
+                        allocation,
+                        &record.view.request,
+                    ));
                 }
             }
             self.shelve(
@@ -310,6 +335,9 @@ impl Processes {
                         COUNTS_KEY,
                         serde_json::to_vec(&counts).expect("counts serialize"),
                     );
+                    for key in charged {
+                        write.remove(&ks.allocation_runs, key);
+                    }
                 },
             )
         })?;

@@ -1,0 +1,249 @@
+//! The state machine against its database and snapshot files.
+
+use super::*;
+use crate::authority::claims::{Command, random_command, xorshift};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+use crate::authority::types::{Proposal, Proposals};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("grid-machine-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn entry(index: u64, op: &str, claim: &str) -> Entry {
+    Entry {
+        log_id: openraft::LogId::new(openraft::CommittedLeaderId::new(1, 1), index),
+        payload: EntryPayload::Normal(Proposals(vec![Proposal {
+            op: op.to_owned(),
+            command: Command::Acquire {
+                claim: claim.to_owned(),
+                caller: "a".to_owned(),
+            },
+        }])),
+    }
+}
+
+#[test]
+fn a_new_generation_replaces_the_old_one_and_reopening_loads_it() {
+    let dir = scratch("generations");
+    let runtime = runtime();
+    runtime.block_on(async {
+        let mut machine = Machine::open(&dir, None, None).unwrap();
+        machine.apply(vec![entry(1, "o1", "x")]).await.unwrap();
+        machine.build_snapshot().await.unwrap();
+        assert_eq!(machine.snapshot_files(), vec!["000000000001-1.snapshot"]);
+        machine
+            .apply(vec![entry(2, "o2", "y"), entry(3, "o3", "z")])
+            .await
+            .unwrap();
+        machine.build_snapshot().await.unwrap();
+        // The older generation's file is really gone.
+        assert_eq!(machine.snapshot_files(), vec!["000000000002-3.snapshot"]);
+        assert!(!dir.join("000000000001-1.snapshot").exists());
+    });
+    // A temporary file of an interrupted write is not a snapshot and is removed.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dir.join("000000000003-9.tmp"))
+        .and_then(|mut f| f.write_all(b"partial"))
+        .unwrap();
+    let reopened = Machine::open(&dir, None, None).unwrap();
+    assert!(!dir.join("000000000003-9.tmp").exists());
+    let state = reopened.state.read().unwrap();
+    assert_eq!(state.last_applied.map(|l| l.index), Some(3));
+    assert_eq!(state.claims.len(), 3);
+    drop(state);
+    assert_eq!(reopened.answer("o2").map(|a| a.epoch), Some(1));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_state_written_through_to_fjall_is_read_back_whole() {
+    let dir = scratch("store");
+    let runtime = runtime();
+    let log = crate::authority::log::LogStore::open(&dir.join("log")).unwrap();
+    let before = runtime.block_on(async {
+        let mut machine =
+            Machine::open(&dir.join("snapshots"), Some(log.database()), None).unwrap();
+        machine
+            .apply(vec![
+                entry(1, "o1", "x"),
+                entry(2, "o2", "x"),
+                entry(3, "o3", "y"),
+            ])
+            .await
+            .unwrap();
+        machine.state.read().unwrap().clone()
+    });
+    assert!(
+        matches!(
+            before.answers,
+            AnswersHome::Stored(Retained { len: 3, oldest: 0 })
+        ),
+        "{:?}",
+        before.answers
+    );
+    log.database().persist(fjall::PersistMode::SyncAll).unwrap();
+    // No snapshot file exists: everything comes from the keyspaces.
+    let reopened = Machine::open(&dir.join("snapshots"), Some(log.database()), None).unwrap();
+    assert!(reopened.snapshot_files().is_empty());
+    let after = reopened.state.read().unwrap().clone();
+    assert_eq!(after.last_applied, before.last_applied);
+    assert_eq!(after.claims, before.claims);
+    assert!(matches!(after.answers, AnswersHome::Stored(r) if r.len == 3));
+    assert_eq!(
+        reopened.answer("o2").map(|a| a.outcome),
+        Some(crate::authority::claims::Outcome::Succeeded)
+    );
+    drop(reopened);
+    drop(log);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A store written before `sm-answer-order` existed (no order, no `answers-retained`)
+/// is indexed once at its first open and then decides as any other.
+#[test]
+fn a_store_without_the_answers_order_is_indexed_once() {
+    let dir = scratch("index-once");
+    let runtime = runtime();
+    let log = random_log(60, 0x5eed);
+    let mut memory = Machine::open(&dir.join("memory"), None, None).unwrap();
+    memory.answers_max = 8;
+    let database = crate::authority::log::LogStore::open(&dir.join("log")).unwrap();
+    let mut stored = Machine::open(&dir.join("stored"), Some(database.database()), None).unwrap();
+    stored.answers_max = 8;
+    let expected = decisions(&mut memory, &log[..30], &runtime);
+    assert_eq!(decisions(&mut stored, &log[..30], &runtime), expected);
+    let store = stored.store.clone().unwrap();
+    drop(stored);
+    let mut batch = store.database.batch();
+    batch.remove(&store.meta, RETAINED);
+    for guard in store.answers.order.iter() {
+        batch.remove(&store.answers.order, guard.key().unwrap());
+    }
+    batch.commit().unwrap();
+    assert!(store.answers.order.is_empty().unwrap());
+    let mut stored = Machine::open(&dir.join("stored"), Some(database.database()), None).unwrap();
+    stored.answers_max = 8;
+    assert!(matches!(stored.state.read().unwrap().answers, AnswersHome::Stored(r) if r.len == 8));
+    let expected = decisions(&mut memory, &log[30..], &runtime);
+    assert_eq!(decisions(&mut stored, &log[30..], &runtime), expected);
+    drop((stored, store, database));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A random log of claim commands, re-sent ids among them (some long forgotten),
+/// in entries of one to five proposals.
+fn random_log(entries: u64, seed: u64) -> Vec<Entry> {
+    let mut next = xorshift(seed);
+    let mut sent: Vec<Proposal> = Vec::new();
+    let mut log = Vec::new();
+    for index in 1..=entries {
+        let mut proposals = Vec::new();
+        for _ in 0..1 + next() % 5 {
+            let proposal = if !sent.is_empty() && next().is_multiple_of(4) {
+                sent[(next() % sent.len() as u64) as usize].clone()
+            } else {
+                Proposal {
+                    op: format!("op{}", sent.len()),
+                    command: random_command(&mut next, &["x", "y", "z"]),
+                }
+            };
+            sent.push(proposal.clone());
+            proposals.push(proposal);
+        }
+        log.push(Entry {
+            log_id: openraft::LogId::new(openraft::CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(Proposals(proposals)),
+        });
+    }
+    log
+}
+
+fn decisions(
+    machine: &mut Machine,
+    entries: &[Entry],
+    runtime: &tokio::runtime::Runtime,
+) -> String {
+    let decided = runtime.block_on(machine.apply(entries.to_vec())).unwrap();
+    serde_json::to_string(&decided).unwrap()
+}
+
+/// Answers kept in the database decide as answers kept in memory do — retained,
+/// forgotten (refused as expired), re-sent within one apply — across a reopen and
+/// a snapshot installed on a third voter; their snapshots hold the same state.
+#[test]
+fn stored_answers_decide_as_answers_in_memory() {
+    let dir = scratch("stored-answers");
+    let runtime = runtime();
+    let log = random_log(400, 0x00c0_ffee);
+    let mut memory = Machine::open(&dir.join("memory"), None, None).unwrap();
+    memory.answers_max = 16;
+    let database = crate::authority::log::LogStore::open(&dir.join("log")).unwrap();
+    let open_stored = |database: &crate::authority::log::LogStore| {
+        let mut m = Machine::open(&dir.join("stored"), Some(database.database()), None).unwrap();
+        m.answers_max = 16;
+        m
+    };
+    let mut stored = open_stored(&database);
+    let mut at = 0;
+    let mut step = 1;
+    let mut forgotten_refusals = 0;
+    while at < log.len() {
+        let end = (at + step).min(log.len());
+        let expected = decisions(&mut memory, &log[at..end], &runtime);
+        assert_eq!(
+            decisions(&mut stored, &log[at..end], &runtime),
+            expected,
+            "entries {at}..{end}"
+        );
+        forgotten_refusals += expected.matches("never executed again").count();
+        if at < 200 && end >= 200 {
+            // Reopened from the database alone.
+            drop(stored);
+            database
+                .database()
+                .persist(fjall::PersistMode::SyncAll)
+                .unwrap();
+            stored = open_stored(&database);
+        }
+        at = end;
+        step = step % 7 + 1;
+    }
+    assert!(
+        forgotten_refusals > 10,
+        "the log re-sends forgotten ids ({forgotten_refusals})"
+    );
+    // The snapshots of both hold the same state.
+    let snapshot = |machine: &mut Machine| {
+        let built = runtime.block_on(machine.build_snapshot()).unwrap();
+        let file: SnapshotFile = serde_json::from_slice(built.snapshot.get_ref()).unwrap();
+        serde_json::to_string(&file.state).unwrap()
+    };
+    let from_memory = snapshot(&mut memory);
+    assert_eq!(snapshot(&mut stored), from_memory);
+    // A third voter installs the stored one's snapshot and decides the same after.
+    let other = crate::authority::log::LogStore::open(&dir.join("other-log")).unwrap();
+    let mut third = Machine::open(&dir.join("third"), Some(other.database()), None).unwrap();
+    third.answers_max = 16;
+    let built = runtime.block_on(stored.build_snapshot()).unwrap();
+    runtime
+        .block_on(third.install_snapshot(&built.meta, built.snapshot))
+        .unwrap();
+    let more = random_log(460, 0x00c0_ffee);
+    let tail = &more[400..];
+    let expected = decisions(&mut memory, tail, &runtime);
+    assert_eq!(decisions(&mut third, tail, &runtime), expected);
+    assert_eq!(decisions(&mut stored, tail, &runtime), expected);
+    drop((stored, third, database, other));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
