@@ -127,22 +127,7 @@ impl Processes {
             };
             let mut write = self.database.batch();
             self.journal_wait(&mut write, &mut learned);
-            // Through a mailbox: its deposit of the outcome may go once this is durable.
-            if let Some(mailbox) = &record.via {
-                let key = Key::text(&mailbox.name)
-                    .then(&record.receiver.name)
-                    .then(request)
-                    .bytes();
-                let noted = Called {
-                    receiver: mailbox.clone(),
-                    membership: record.membership.clone(),
-                };
-                write.insert(
-                    &self.ks.forget,
-                    key,
-                    serde_json::to_vec(&noted).expect("peers serialize"),
-                );
-            }
+            self.note_forget(&mut write, record);
             write
                 .commit()
                 .unwrap_or_else(|e| fatal(&self.dir, "journaling an outcome learned", e));
@@ -447,6 +432,28 @@ impl Processes {
                 ),
             },
         }
+    }
+
+    /// Notes in `write` that the mailbox `record` went through (if it did) may drop the
+    /// receiver's outcome deposit for it — deposited or still to come — once `write`
+    /// is durable (`forget_collected` tells it).
+    pub(super) fn note_forget(&self, write: &mut fjall::OwnedWriteBatch, record: &WaitRecord) {
+        let Some(mailbox) = &record.via else {
+            return;
+        };
+        let key = Key::text(&mailbox.name)
+            .then(&record.receiver.name)
+            .then(&record.request.request)
+            .bytes();
+        let noted = Called {
+            receiver: mailbox.clone(),
+            membership: record.membership.clone(),
+        };
+        write.insert(
+            &self.ks.forget,
+            key,
+            serde_json::to_vec(&noted).expect("peers serialize"),
+        );
     }
 
     /// Tells the mailboxes which outcomes this caller journaled (`process-forget`, at

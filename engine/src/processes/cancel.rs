@@ -322,6 +322,9 @@ impl Processes {
             record.no_dispatch = Some(proof.clone());
             let mut write = self.database.batch();
             self.journal_wait(&mut write, &mut record);
+            // Through a mailbox: the barred outcome the receiver deposits there (now
+            // or later) is never collected — the mailbox may drop it.
+            self.note_forget(&mut write, &record);
             write
                 .commit()
                 .unwrap_or_else(|e| fatal(&self.dir, "journaling a cancelled wait", e));

@@ -5,7 +5,8 @@
 //! outcomes by the caller's `forget` once it journaled them. Its index entry stays, so
 //! the same deposit made again (a caller asking again, a receiver answering a request
 //! again) is answered `already` and kept no more: nothing dropped comes back for no
-//! one to take.
+//! one to take. An outcome its caller forgot before it was deposited (the wait closed
+//! by a proof of no dispatch) is never held: its index entry is written by the forget.
 
 use crate::limits::{
     MAILBOX_FETCH_MAX, MAILBOX_FORGET_MAX, MAILBOX_HELD_MAX, MAILBOX_LONG_POLL_WAIT,
@@ -42,6 +43,11 @@ fn kind_name(kind: DepositKind) -> &'static str {
 /// The `mailbox-index` key of the next deposit's sequence number (`u64` BE). No index
 /// key starts with `\0` (a host name is never empty).
 pub(super) const NEXT_SEQUENCE_KEY: &[u8] = b"\0next-sequence";
+
+/// The sequence an index entry holds for a deposit its addressee forgot before it was
+/// made: never a deposit's (they start at 1), so the deposit, made later, is answered
+/// `already` and never held.
+const FORGOTTEN_BEFORE_DEPOSIT: u64 = 0;
 
 /// `TO \0 KIND \0`: the deposits of a kind for `to`, followed by their sequence.
 fn mailbox_prefix(to: &str, kind: DepositKind) -> Key {
@@ -197,8 +203,10 @@ impl Processes {
         }
     }
 
-    /// `forget` by `to`: drops the deposits it names (it journaled them), durably
-    /// before the answer; answers how many were held. Their index entries stay.
+    /// `forget` by `to`: drops the deposits it names (it journaled them, or closed
+    /// their wait otherwise), durably before the answer; answers how many were held.
+    /// Their index entries stay; one not deposited yet gets an entry of its own
+    /// ([`FORGOTTEN_BEFORE_DEPOSIT`]), so it is never held when it comes.
     pub async fn forget_deposits(&self, to: &str, forget: &Forget) -> MailboxReply {
         if forget.deposits.len() > MAILBOX_FORGET_MAX {
             return MailboxReply::Refused {
@@ -211,6 +219,7 @@ impl Processes {
             let mut state = self.lock();
             let mut write = self.database.batch();
             let mut held = 0;
+            let mut barred = false;
             for deposit in &forget.deposits {
                 let index = index_key(to, forget.kind, &deposit.from, &deposit.id);
                 let sequence = self
@@ -219,7 +228,15 @@ impl Processes {
                     .get(&index)
                     .unwrap_or_else(|e| fatal(&self.dir, "reading the mailbox", e))
                     .and_then(|b| be64(&b));
-                let Some(sequence) = sequence else { continue };
+                let Some(sequence) = sequence else {
+                    write.insert(
+                        &self.ks.mailbox_index,
+                        index,
+                        FORGOTTEN_BEFORE_DEPOSIT.to_be_bytes(),
+                    );
+                    barred = true;
+                    continue;
+                };
                 let key = mailbox_prefix(to, forget.kind).u64(sequence).bytes();
                 if self
                     .ks
@@ -231,10 +248,17 @@ impl Processes {
                     held += 1;
                 }
             }
-            self.dropped(&mut state, write, held, "dropping collected deposits");
-            held
+            if held > 0 {
+                self.dropped(&mut state, write, held, "dropping collected deposits");
+            } else if barred {
+                write
+                    .commit()
+                    .unwrap_or_else(|e| fatal(&self.dir, "barring forgotten deposits", e));
+            }
+            (held, barred)
         };
-        if held > 0 {
+        let (held, barred) = held;
+        if held > 0 || barred {
             self.sync("dropping collected deposits").await;
         }
         MailboxReply::Forgotten { deposits: held }
@@ -318,7 +342,9 @@ impl Drop for HeldSlot<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::api::DepositRef;
     use super::*;
+    use crate::custody::seal::Sealed;
     use std::sync::Arc;
     use std::sync::atomic::AtomicU64;
     use std::time::Instant;
@@ -411,5 +437,83 @@ mod tests {
             index_key("site-b", DepositKind::Outcome, "hq", "r1"),
             b"site-b\0outcome\0hq\0r1"
         );
+    }
+
+    /// A forget that names an outcome not deposited yet (its wait closed by a proof of
+    /// no dispatch) bars it: deposited later, it is `already` and never held; another
+    /// outcome is held as before.
+    #[test]
+    fn an_outcome_forgotten_before_it_is_deposited_is_never_held() {
+        let (dir, durable, _) = super::super::open::tests::store("mailbox-bar");
+        crate::custody::create(&dir).unwrap();
+        let custody = crate::custody::verify(&dir).unwrap();
+        let processes = Processes::open(
+            &durable,
+            &dir,
+            "box",
+            custody,
+            crate::store::Failpoints::default(),
+            crate::store::shelf::Retention::default(),
+        )
+        .unwrap();
+        let runtime = runtime();
+        let outcome = |id: &str| Deposit {
+            to: "hq".to_owned(),
+            kind: DepositKind::Outcome,
+            id: id.to_owned(),
+            sealed: Sealed {
+                enc: [1; 32],
+                ciphertext: vec![2; 16],
+            },
+        };
+        let fetch = Fetch {
+            kind: DepositKind::Outcome,
+            after: 0,
+            wait_ms: None,
+        };
+        runtime.block_on(async {
+            let forget = Forget {
+                kind: DepositKind::Outcome,
+                deposits: vec![DepositRef {
+                    from: "site".to_owned(),
+                    id: "c4".to_owned(),
+                }],
+            };
+            assert_eq!(
+                processes.forget_deposits("hq", &forget).await,
+                MailboxReply::Forgotten { deposits: 0 }
+            );
+            assert!(matches!(
+                processes.deposit("site", outcome("c4")).await,
+                MailboxReply::Deposited { already: true, .. }
+            ));
+            assert_eq!(
+                processes.fetch("hq", &fetch).await,
+                MailboxReply::Fetched {
+                    deposits: Vec::new()
+                }
+            );
+            assert_eq!(processes.lock().deposits_held, 0);
+            // Another outcome is held, and forgetting c4 again changes nothing.
+            assert!(matches!(
+                processes.deposit("site", outcome("c5")).await,
+                MailboxReply::Deposited { already: false, .. }
+            ));
+            assert_eq!(
+                processes.forget_deposits("hq", &forget).await,
+                MailboxReply::Forgotten { deposits: 0 }
+            );
+            match processes.fetch("hq", &fetch).await {
+                MailboxReply::Fetched { deposits } => {
+                    assert_eq!(deposits.len(), 1);
+                    assert_eq!(deposits[0].id, "c5");
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(processes.lock().deposits_held, 1);
+        });
+        drop(processes);
+        drop(durable);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

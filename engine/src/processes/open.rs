@@ -235,7 +235,7 @@ pub(super) fn write_finished(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::store::Failpoints;
     use crate::store::high_water::HighWater;
@@ -243,7 +243,7 @@ mod tests {
     use serde_json::json;
 
     /// A fresh store with the room's keyspaces.
-    fn store(name: &str) -> (std::path::PathBuf, Durable, Keyspaces) {
+    pub(in crate::processes) fn store(name: &str) -> (std::path::PathBuf, Durable, Keyspaces) {
         let dir = std::env::temp_dir().join(format!("grid-open-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("keys")).unwrap();
