@@ -20,10 +20,8 @@
 //! A checkpoint of ledger L at its journal record N records L's accounts with their
 //! balances, the pending transfers still held and the counters (`machine::State`).
 //! The answers given since the last checkpoint, and the pending transfers closed since,
-//! move to the id index (`machine::settle`) as sorted tables written and fsynced by
-//! fjall's ingestion just before the write that installs the record (a stop between
-//! them leaves those ids in the index and in the journal's tail, which answer the
-//! same); then the journal records at or below N are purged. The book's
+//! move to the id index in the same write that installs the record
+//! (`machine::settle`); then the journal records at or below N are purged. The book's
 //! lock is held throughout, so no batch applies between the state and the settle: the
 //! index holds exactly the ids answered up to the installed checkpoint.
 //!
@@ -132,26 +130,6 @@ fn read<T>(
     decode(&bytes)
         .map(Some)
         .map_err(|e| format!("the ledger id index holds {} damaged: {e}", what()))
-}
-
-/// Writes `entries` into `keyspace` as a sorted table, fsynced before this returns
-/// (fjall's ingestion: no journal, no memtable); nothing when there are none. Keys are
-/// unique (a settled id is listed once); were one given twice, one of its values is
-/// kept (fjall's ingestion takes each key once, in order).
-fn ingest(
-    keyspace: &fjall::Keyspace,
-    mut entries: Vec<(Vec<u8>, Vec<u8>)>,
-) -> Result<(), fjall::Error> {
-    if entries.is_empty() {
-        return Ok(());
-    }
-    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    entries.dedup_by(|a, b| a.0 == b.0);
-    let mut ingestion = keyspace.start_ingestion()?;
-    for (key, value) in entries {
-        ingestion.write(key, value)?;
-    }
-    ingestion.finish()
 }
 
 /// Gives `machine` back what the id index holds for `ops` (see the module's doc).
@@ -334,27 +312,26 @@ impl Ledgers {
         }
         let settled = book.machine.settle();
         let at_ms = crate::store::now_ms();
-        let mut ids: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let mut by_time: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         for (id, entry) in &settled.answers {
-            ids.push((answer_key(ledger, id), codec::encode_entry(entry)));
-            let key = time_key(at_ms, &index_key_text(ledger, "answer", id));
-            by_time.push((key, Vec::new()));
+            write.insert(
+                &inner.ids,
+                answer_key(ledger, id),
+                codec::encode_entry(entry),
+            );
+            write.insert(
+                &inner.ids_by_time,
+                time_key(at_ms, &index_key_text(ledger, "answer", id)),
+                [],
+            );
         }
         for (id, pending) in &settled.closed {
             let bytes = serde_json::to_vec(pending).expect("a transfer encodes");
-            ids.push((closed_key(ledger, id), bytes));
-            let key = time_key(at_ms, &index_key_text(ledger, "closed", id));
-            by_time.push((key, Vec::new()));
-        }
-        // The settled ids go into the index as sorted tables, written and fsynced
-        // before the write that installs the checkpoint (a stop between the two leaves
-        // them both in the index and in the journal's tail, which answer the same) —
-        // not one memtable insert each, which cost more than the ledger's own work.
-        for (keyspace, entries) in [(&inner.ids, ids), (&inner.ids_by_time, by_time)] {
-            ingest(keyspace, entries).unwrap_or_else(|e| {
-                crate::store::fatal(&inner.dir, "indexing a ledger checkpoint", e)
-            });
+            write.insert(&inner.ids, closed_key(ledger, id), bytes);
+            write.insert(
+                &inner.ids_by_time,
+                time_key(at_ms, &index_key_text(ledger, "closed", id)),
+                [],
+            );
         }
         inner
             .database
