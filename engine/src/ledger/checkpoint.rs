@@ -20,8 +20,13 @@
 //! A checkpoint of ledger L at its journal record N records L's accounts with their
 //! balances, the pending transfers still held and the counters (`machine::State`).
 //! The answers given since the last checkpoint, and the pending transfers closed since,
-//! move to the id index in the same write that installs the record
-//! (`machine::settle`); then the journal records at or below N are purged. The book's
+//! move to the id index (`machine::settle`) as sorted tables written and fsynced by
+//! fjall's ingestion just before the write that installs the record, listed by the
+//! checkpoint's own time (later than any listed before); then the journal records at
+//! or below N are purged. A stop between the ingestion and the install leaves the
+//! checkpoint staged: the open removes the entries listed at its time
+//! ([`unindex_interrupted`]) before replaying the records after the installed one —
+//! else those records would find their own ids settled and apply nothing. The book's
 //! lock is held throughout, so no batch applies between the state and the settle: the
 //! index holds exactly the ids answered up to the installed checkpoint.
 //!
@@ -130,6 +135,73 @@ fn read<T>(
     decode(&bytes)
         .map(Some)
         .map_err(|e| format!("the ledger id index holds {} damaged: {e}", what()))
+}
+
+/// Removes from the id index what an interrupted checkpoint of `ledger` wrote (its
+/// checkpoint staged, not installed: the entries listed at its time), in one synced
+/// write, before the open replays the records after the installed checkpoint; nothing
+/// when none was interrupted. Answers how many ids it removed.
+pub(super) fn unindex_interrupted(
+    database: &crate::store::Durable,
+    checkpoints: &Checkpoints,
+    [ids, by_time]: [&Keyspace; 2],
+    ledger: &str,
+) -> Result<usize, String> {
+    let Some(staged) = checkpoints.staged(ROOM, ledger)? else {
+        return Ok(0);
+    };
+    let own = index_key_text(ledger, "", "");
+    let own = own.trim_end_matches('\u{0}');
+    let mut write = database.batch();
+    let mut removed = 0;
+    let (start, end) = (
+        time_key(staged.at_ms, ""),
+        time_key(staged.at_ms.saturating_add(1), ""),
+    );
+    for guard in by_time.range(start..end) {
+        let key = guard
+            .key()
+            .map_err(|e| format!("the ledger ids by time do not read: {e}"))?;
+        let Some((_, id_key)) = key.split_first_chunk::<8>() else {
+            continue;
+        };
+        // `LEDGER \0 kind \0 ID`: only this ledger's.
+        if id_key
+            .strip_prefix(own.as_bytes())
+            .is_some_and(|rest| rest.first() == Some(&0))
+        {
+            write.remove(ids, id_key.to_vec());
+            write.remove(by_time, key.to_vec());
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        write
+            .commit()
+            .and_then(|()| database.persist())
+            .map_err(|e| format!("removing the index entries of an interrupted checkpoint of ledger `{ledger}`: {e}"))?;
+    }
+    Ok(removed)
+}
+
+/// Writes `entries` into `keyspace` as a sorted table, fsynced before this returns
+/// (fjall's ingestion: no journal, no memtable); nothing when there are none. Keys are
+/// unique (a settled id is listed once); were one given twice, one of its values is
+/// kept (fjall's ingestion takes each key once, in order).
+fn ingest(
+    keyspace: &fjall::Keyspace,
+    mut entries: Vec<(Vec<u8>, Vec<u8>)>,
+) -> Result<(), fjall::Error> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    entries.dedup_by(|a, b| a.0 == b.0);
+    let mut ingestion = keyspace.start_ingestion()?;
+    for (key, value) in entries {
+        ingestion.write(key, value)?;
+    }
+    ingestion.finish()
 }
 
 /// Gives `machine` back what the id index holds for `ops` (see the module's doc).
@@ -292,9 +364,18 @@ impl Ledgers {
             now_ms: book.now_ms,
             machine: book.machine.state(),
         };
+        // The index entries this checkpoint writes are listed at its own time, later
+        // than every entry listed before: an open that finds it staged, not
+        // installed, removes exactly those (`unindex_interrupted`).
+        let newest = inner
+            .ids_by_time
+            .last_key_value()
+            .and_then(|g| g.key().ok())
+            .and_then(|k| k.first_chunk::<8>().map(|at| u64::from_be_bytes(*at)));
+        let at_ms = newest.map_or(0, |at| at + 1).max(crate::store::now_ms());
         let checkpoint = Checkpoint {
             position,
-            at_ms: crate::store::now_ms(),
+            at_ms,
             state: serde_json::to_vec(&state).expect("a ledger state encodes"),
         };
         self.reach(Failpoint::CheckpointBeforeWrite);
@@ -311,28 +392,31 @@ impl Ledgers {
             crate::store::fatal(&inner.dir, "installing a ledger checkpoint", reason);
         }
         let settled = book.machine.settle();
-        let at_ms = crate::store::now_ms();
+        let mut ids: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut by_time: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         for (id, entry) in &settled.answers {
-            write.insert(
-                &inner.ids,
-                answer_key(ledger, id),
-                codec::encode_entry(entry),
-            );
-            write.insert(
-                &inner.ids_by_time,
-                time_key(at_ms, &index_key_text(ledger, "answer", id)),
-                [],
-            );
+            ids.push((answer_key(ledger, id), codec::encode_entry(entry)));
+            let key = time_key(at_ms, &index_key_text(ledger, "answer", id));
+            by_time.push((key, Vec::new()));
         }
         for (id, pending) in &settled.closed {
             let bytes = serde_json::to_vec(pending).expect("a transfer encodes");
-            write.insert(&inner.ids, closed_key(ledger, id), bytes);
-            write.insert(
-                &inner.ids_by_time,
-                time_key(at_ms, &index_key_text(ledger, "closed", id)),
-                [],
-            );
+            ids.push((closed_key(ledger, id), bytes));
+            let key = time_key(at_ms, &index_key_text(ledger, "closed", id));
+            by_time.push((key, Vec::new()));
         }
+        // The settled ids go into the index as sorted tables, written and fsynced
+        // before the write that installs the checkpoint — not one memtable insert
+        // each, which cost more than the ledger's own work (BENCHMARKS.md §10). A stop
+        // before the install leaves them there with the checkpoint staged: the open
+        // removes them (`unindex_interrupted`) before it replays the records they came
+        // from, which would otherwise find their own ids settled and apply nothing.
+        for (keyspace, entries) in [(&inner.ids, ids), (&inner.ids_by_time, by_time)] {
+            ingest(keyspace, entries).unwrap_or_else(|e| {
+                crate::store::fatal(&inner.dir, "indexing a ledger checkpoint", e)
+            });
+        }
+        self.reach(Failpoint::CheckpointAfterIndex);
         inner
             .database
             .commit_or_stop(write, &inner.dir, "installing a ledger checkpoint");

@@ -685,9 +685,10 @@ impl Machine {
     }
 
     /// Moves every answer and every closed pending transfer out of memory (into the
-    /// id index, in the checkpoint's install write; an answer recalled from the index is
-    /// dropped from memory, not settled again); the posted entries kept in memory
-    /// since the last settle are dropped (each is in its id's answer and body).
+    /// id index, just before the checkpoint's install write; an answer recalled from
+    /// the index is dropped from memory, not settled again); the posted entries kept
+    /// in memory since the last settle are dropped (each is in its id's answer and
+    /// body).
     pub fn settle(&mut self) -> Settled {
         let recalled = std::mem::take(&mut self.recalled);
         let answers = self

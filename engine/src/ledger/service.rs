@@ -250,6 +250,14 @@ impl Ledgers {
                 if let Some((n, b)) = current.take() {
                     books.insert(n, Mutex::new(b));
                 }
+                // Before any of its records replays: what a checkpoint a stop
+                // interrupted wrote into the index goes (see `unindex_interrupted`).
+                super::checkpoint::unindex_interrupted(
+                    database,
+                    &checkpoints,
+                    [&ids, &ids_by_time],
+                    &name,
+                )?;
                 if let Some(book) = restored(&checkpoints, &name)? {
                     current = Some((name.clone(), book));
                 }

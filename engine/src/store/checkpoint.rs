@@ -112,13 +112,41 @@ impl Checkpoints {
     /// The installed checkpoint of `name` in `room`, if any; a damaged one is an error
     /// naming it.
     pub fn installed(&self, room: &str, name: &str) -> Result<Option<Checkpoint>, String> {
+        self.read(
+            room,
+            name,
+            ["installed", "checkpoint"],
+            "the entries it covered may be purged, so it is never read past",
+        )
+    }
+
+    /// The staged checkpoint of `name` in `room` — one whose install a stop
+    /// interrupted — if any.
+    pub fn staged(&self, room: &str, name: &str) -> Result<Option<Checkpoint>, String> {
+        self.read(
+            room,
+            name,
+            ["staged", "staged checkpoint"],
+            "it was never installed",
+        )
+    }
+
+    /// The `which` (installed, staged) checkpoint of `name`, called `label` in an
+    /// error; damaged: an error naming it and `consequence`.
+    fn read(
+        &self,
+        room: &str,
+        name: &str,
+        [which, label]: [&str; 2],
+        consequence: &str,
+    ) -> Result<Option<Checkpoint>, String> {
         let held = self
             .keyspace
-            .get(key(room, name, "installed"))
-            .map_err(|e| format!("the checkpoint of {room} `{name}` does not read: {e}"))?;
+            .get(key(room, name, which))
+            .map_err(|e| format!("the {label} of {room} `{name}` does not read: {e}"))?;
         held.map(|bytes| {
             decode(&bytes).map_err(|why| {
-                format!("the checkpoint of {room} `{name}` is damaged ({why}); the entries it covered may be purged, so it is never read past")
+                format!("the {label} of {room} `{name}` is damaged ({why}); {consequence}")
             })
         })
         .transpose()

@@ -58,6 +58,9 @@ pub enum Failpoint {
     CheckpointBeforeWrite,
     /// The checkpoint is staged and fsynced; it is not installed (opening ignores it).
     CheckpointBeforeInstall,
+    /// A ledger checkpoint's settled ids are written into its id index (fsynced); the
+    /// checkpoint is not installed (opening removes them again).
+    CheckpointAfterIndex,
     /// The checkpoint is installed and fsynced; the entries it covers are not purged.
     CheckpointBeforePurge,
     /// An fsync of the host's store (armed `eio`: it fails as a disk's EIO would,
@@ -70,7 +73,7 @@ pub enum Failpoint {
 
 impl Failpoint {
     /// Every failpoint, in the order an operation reaches them.
-    pub const ALL: [Failpoint; 22] = [
+    pub const ALL: [Failpoint; 23] = [
         Failpoint::SubmitBeforeCommit,
         Failpoint::SubmitAfterCommit,
         Failpoint::BatchAfterCommit,
@@ -90,6 +93,7 @@ impl Failpoint {
         Failpoint::HighWaterBeforeWrite,
         Failpoint::CheckpointBeforeWrite,
         Failpoint::CheckpointBeforeInstall,
+        Failpoint::CheckpointAfterIndex,
         Failpoint::CheckpointBeforePurge,
         Failpoint::StoreFsync,
         Failpoint::ArchiveBeforeIndex,
@@ -117,6 +121,7 @@ impl Failpoint {
             Failpoint::HighWaterBeforeWrite => "high-water-before-write",
             Failpoint::CheckpointBeforeWrite => "checkpoint-before-write",
             Failpoint::CheckpointBeforeInstall => "checkpoint-before-install",
+            Failpoint::CheckpointAfterIndex => "checkpoint-after-index",
             Failpoint::CheckpointBeforePurge => "checkpoint-before-purge",
             Failpoint::StoreFsync => "store-fsync",
             Failpoint::ArchiveBeforeIndex => "archive-before-index",
