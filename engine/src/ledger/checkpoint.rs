@@ -150,8 +150,6 @@ pub(super) fn unindex_interrupted(
     let Some(staged) = checkpoints.staged(ROOM, ledger)? else {
         return Ok(0);
     };
-    let own = index_key_text(ledger, "", "");
-    let own = own.trim_end_matches('\u{0}');
     let mut write = database.batch();
     let mut removed = 0;
     let (start, end) = (
@@ -167,7 +165,7 @@ pub(super) fn unindex_interrupted(
         };
         // `LEDGER \0 kind \0 ID`: only this ledger's.
         if id_key
-            .strip_prefix(own.as_bytes())
+            .strip_prefix(ledger.as_bytes())
             .is_some_and(|rest| rest.first() == Some(&0))
         {
             write.remove(ids, id_key.to_vec());

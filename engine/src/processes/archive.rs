@@ -255,9 +255,9 @@ impl Processes {
     /// Moves the finished runs and closed waits answered before `cutoff` to the
     /// shelf, in at most `segments_max` segments signed by `sign` (the host's archive
     /// pass calls it, with the same cutoff as its answers). A run whose outcome is owed
-    /// to a mailbox, or that is charged to an allocation not settled, stays hot. A storage failure
-    /// stops the host; an archive that refuses a segment refuses the pass and changes
-    /// nothing.
+    /// to a mailbox, or that is charged to an allocation not settled, stays hot. A
+    /// storage failure stops the host; an archive that refuses a segment refuses the
+    /// pass and changes nothing.
     pub fn archive(
         &self,
         cutoff: u64,

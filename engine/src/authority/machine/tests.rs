@@ -3,6 +3,18 @@
 use super::*;
 use crate::authority::claims::{Command, random_command, xorshift};
 
+/// A machine in `dir` retaining `answers_max` answers: in memory, or stored in
+/// `database`.
+fn retaining(
+    dir: &Path,
+    database: Option<&crate::authority::log::LogStore>,
+    answers_max: u64,
+) -> Machine {
+    let mut machine = Machine::open(dir, database.map(|d| d.database()), None).unwrap();
+    machine.answers_max = answers_max;
+    machine
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -116,11 +128,9 @@ fn a_store_without_the_answers_order_is_indexed_once() {
     let dir = scratch("index-once");
     let runtime = runtime();
     let log = random_log(60, 0x5eed);
-    let mut memory = Machine::open(&dir.join("memory"), None, None).unwrap();
-    memory.answers_max = 8;
+    let mut memory = retaining(&dir.join("memory"), None, 8);
     let database = crate::authority::log::LogStore::open(&dir.join("log")).unwrap();
-    let mut stored = Machine::open(&dir.join("stored"), Some(database.database()), None).unwrap();
-    stored.answers_max = 8;
+    let mut stored = retaining(&dir.join("stored"), Some(&database), 8);
     let expected = decisions(&mut memory, &log[..30], &runtime);
     assert_eq!(decisions(&mut stored, &log[..30], &runtime), expected);
     let store = stored.store.clone().unwrap();
@@ -132,8 +142,7 @@ fn a_store_without_the_answers_order_is_indexed_once() {
     }
     batch.commit().unwrap();
     assert!(store.answers.order.is_empty().unwrap());
-    let mut stored = Machine::open(&dir.join("stored"), Some(database.database()), None).unwrap();
-    stored.answers_max = 8;
+    let mut stored = retaining(&dir.join("stored"), Some(&database), 8);
     assert!(matches!(stored.state.read().unwrap().answers, AnswersHome::Stored(r) if r.len == 8));
     let expected = decisions(&mut memory, &log[30..], &runtime);
     assert_eq!(decisions(&mut stored, &log[30..], &runtime), expected);
@@ -186,13 +195,10 @@ fn stored_answers_decide_as_answers_in_memory() {
     let dir = scratch("stored-answers");
     let runtime = runtime();
     let log = random_log(400, 0x00c0_ffee);
-    let mut memory = Machine::open(&dir.join("memory"), None, None).unwrap();
-    memory.answers_max = 16;
+    let mut memory = retaining(&dir.join("memory"), None, 16);
     let database = crate::authority::log::LogStore::open(&dir.join("log")).unwrap();
     let open_stored = |database: &crate::authority::log::LogStore| {
-        let mut m = Machine::open(&dir.join("stored"), Some(database.database()), None).unwrap();
-        m.answers_max = 16;
-        m
+        retaining(&dir.join("stored"), Some(database), 16)
     };
     let mut stored = open_stored(&database);
     let mut at = 0;
@@ -233,8 +239,7 @@ fn stored_answers_decide_as_answers_in_memory() {
     assert_eq!(snapshot(&mut stored), from_memory);
     // A third voter installs the stored one's snapshot and decides the same after.
     let other = crate::authority::log::LogStore::open(&dir.join("other-log")).unwrap();
-    let mut third = Machine::open(&dir.join("third"), Some(other.database()), None).unwrap();
-    third.answers_max = 16;
+    let mut third = retaining(&dir.join("third"), Some(&other), 16);
     let built = runtime.block_on(stored.build_snapshot()).unwrap();
     runtime
         .block_on(third.install_snapshot(&built.meta, built.snapshot))
