@@ -110,10 +110,15 @@ pub enum Applied {
     Refused(String),
 }
 
-/// Every claim, held or released (one entry per claim name ever used).
+/// The claims in memory — every claim, held or released, or (where the authority keeps
+/// a database) the held ones and the released ones an apply touched, until it ends —
+/// and how many released claims are kept only elsewhere.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claims {
     claims: BTreeMap<String, Claim>,
+    /// Released claims not in `claims` (kept in the authority's database).
+    #[serde(default)]
+    elsewhere: u64,
 }
 
 /// FNV-1a: a digest every voter computes identically. Storage keeps the digests of
@@ -129,25 +134,55 @@ impl Claims {
         self.claims.get(name)
     }
 
-    /// How many claims exist (held or released).
+    /// How many claims exist (held or released, in memory or elsewhere).
     pub fn len(&self) -> usize {
-        self.claims.len()
+        self.claims.len() + self.elsewhere as usize
     }
 
     pub fn is_empty(&self) -> bool {
-        self.claims.is_empty()
+        self.len() == 0
     }
 
-    /// Every claim, by name.
+    /// How many released claims are kept only elsewhere.
+    pub fn elsewhere(&self) -> u64 {
+        self.elsewhere
+    }
+
+    /// Every claim in memory, by name.
     pub fn all(&self) -> impl Iterator<Item = &Claim> {
         self.claims.values()
     }
 
     /// The claims `all` listed.
     pub fn from_claims(claims: impl IntoIterator<Item = Claim>) -> Claims {
+        Claims::from_parts(claims, 0)
+    }
+
+    /// `claims` in memory, `elsewhere` released claims kept elsewhere.
+    pub fn from_parts(claims: impl IntoIterator<Item = Claim>, elsewhere: u64) -> Claims {
         Claims {
             claims: claims.into_iter().map(|c| (c.name.clone(), c)).collect(),
+            elsewhere,
         }
+    }
+
+    /// Takes back into memory a released claim kept elsewhere (before a command on it
+    /// is applied). A name already in memory is left as it is.
+    pub fn admit(&mut self, claim: Claim) {
+        if self.claims.contains_key(&claim.name) {
+            return;
+        }
+        self.elsewhere = self.elsewhere.saturating_sub(1);
+        self.claims.insert(claim.name.clone(), claim);
+    }
+
+    /// Drops the released claims from memory (they are kept elsewhere); how many.
+    pub fn evict_released(&mut self) -> u64 {
+        let before = self.claims.len();
+        self.claims.retain(|_, c| c.state == ClaimState::Held);
+        let evicted = (before - self.claims.len()) as u64;
+        self.elsewhere += evicted;
+        evicted
     }
 
     /// Applies one operation (a committed log entry), its answer retained in `answers`.

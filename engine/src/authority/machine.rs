@@ -7,8 +7,10 @@
 //! batches are not fsynced on their own: the log entries they come from are, and every
 //! later fsync of the shared journal (the next append, the vote, a purge) covers them in
 //! order. Before a log prefix is purged, the state covering it is made durable. The
-//! claims are also held in memory (reads are served from there); the answers are not —
-//! a start reads the claims and where the answers stand, not the answers.
+//! held claims are also held in memory (reads are served from there); released claims
+//! and the answers are not — a start reads the held claims (`sm-held`) and where the
+//! answers stand, not the rest. A command naming a released claim takes it back into
+//! memory until its apply ends.
 //!
 //! A snapshot (for a voter that needs one, and to purge the log) is a file in
 //! `DIR/authority/M/snapshots/`, written to a temporary name, fsynced, renamed and its
@@ -28,7 +30,7 @@ use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use serde::{Deserialize, Serialize};
 
 use super::answers::{AnswerKeyspaces, MemoryAnswers, Retained, StoredAnswers};
-use super::claims::{Applied, Claim, Claims};
+use super::claims::{Applied, Claim, ClaimState, Claims};
 use super::types::{
     Decision, Decisions, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership,
     TypeConfig,
@@ -107,13 +109,29 @@ impl SnapshotState {
             answers: AnswersHome::Memory(self.claims.answers),
         }
     }
+
+    /// The state in memory once a database holds this snapshot: the held claims, the
+    /// answers where `retained` says.
+    fn in_store(self, retained: Retained) -> MachineState {
+        let mut claims = Claims::from_claims(self.claims.claims.into_values());
+        claims.evict_released();
+        MachineState {
+            last_applied: self.last_applied,
+            last_membership: self.last_membership,
+            claims,
+            answers: AnswersHome::Stored(retained),
+        }
+    }
 }
 
 /// The state machine's keyspaces in the authority's fjall database.
 #[derive(Clone)]
 struct Store {
     database: fjall::Database,
+    /// Every claim, held or released, by name.
     claims: fjall::Keyspace,
+    /// The names of the held claims (the ones a start reads back).
+    held: fjall::Keyspace,
     answers: AnswerKeyspaces,
     meta: fjall::Keyspace,
 }
@@ -123,6 +141,9 @@ const MEMBERSHIP: &str = "membership";
 /// Where the stored answers stand ([`Retained`]); absent in a store written before
 /// `sm-answer-order` existed.
 const RETAINED: &str = "answers-retained";
+/// How many released claims `sm-claims` holds (they are not in memory); absent in a
+/// store written before `sm-held` existed.
+const RELEASED: &str = "claims-released";
 
 fn json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     serde_json::from_slice(bytes).map_err(|e| e.to_string())
@@ -134,7 +155,7 @@ fn store_err(e: impl std::fmt::Display) -> StorageError {
 
 impl Store {
     fn open(database: fjall::Database) -> Result<Store, fjall::Error> {
-        let [claims, answers, forgotten, meta, order] = crate::store::open_keyspaces(
+        let [claims, answers, forgotten, meta, order, held] = crate::store::open_keyspaces(
             &database,
             [
                 "sm-claims",
@@ -142,10 +163,12 @@ impl Store {
                 "sm-forgotten",
                 "sm-meta",
                 "sm-answer-order",
+                "sm-held",
             ],
         )?;
         Ok(Store {
             claims,
+            held,
             answers: AnswerKeyspaces {
                 answers,
                 order,
@@ -168,11 +191,7 @@ impl Store {
                 Some(bytes) => json(&bytes)?,
                 None => StoredMembership::default(),
             };
-        let mut claims = Vec::new();
-        for guard in self.claims.iter() {
-            let (_, v) = guard.into_inner().map_err(|e| e.to_string())?;
-            claims.push(json::<Claim>(&v)?);
-        }
+        let claims = self.held_claims()?;
         let retained = match self.meta.get(RETAINED).map_err(|e| e.to_string())? {
             Some(bytes) => json(&bytes)?,
             None => {
@@ -193,9 +212,74 @@ impl Store {
         Ok(Some(MachineState {
             last_applied,
             last_membership,
-            claims: Claims::from_claims(claims),
+            claims,
             answers: AnswersHome::Stored(retained),
         }))
+    }
+
+    /// The held claims (read through `sm-held`) and how many released ones are kept.
+    /// A store written before `sm-held` existed is indexed once, here.
+    fn held_claims(&self) -> Result<Claims, String> {
+        if let Some(bytes) = self.meta.get(RELEASED).map_err(|e| e.to_string())? {
+            let released: u64 = json(&bytes)?;
+            let mut held = Vec::new();
+            for guard in self.held.iter() {
+                let name = guard.key().map_err(|e| e.to_string())?;
+                let claim = self.read_claim(&name)?.ok_or_else(|| {
+                    format!(
+                        "sm-held names claim `{}`, which sm-claims does not hold",
+                        String::from_utf8_lossy(&name)
+                    )
+                })?;
+                held.push(claim);
+            }
+            return Ok(Claims::from_parts(held, released));
+        }
+        let mut batch = self.database.batch();
+        let mut all = Vec::new();
+        for guard in self.claims.iter() {
+            let (_, v) = guard.into_inner().map_err(|e| e.to_string())?;
+            let claim = json::<Claim>(&v)?;
+            if claim.state == ClaimState::Held {
+                batch.insert(&self.held, claim.name.as_str(), []);
+            }
+            all.push(claim);
+        }
+        let mut claims = Claims::from_claims(all);
+        claims.evict_released();
+        batch.insert(
+            &self.meta,
+            RELEASED,
+            serde_json::to_vec(&claims.elsewhere()).map_err(|e| e.to_string())?,
+        );
+        batch.commit().map_err(|e| e.to_string())?;
+        self.database
+            .persist(fjall::PersistMode::SyncAll)
+            .map_err(|e| e.to_string())?;
+        Ok(claims)
+    }
+
+    /// One claim as stored (held or released).
+    fn read_claim(&self, name: &[u8]) -> Result<Option<Claim>, String> {
+        self.claims
+            .get(name)
+            .map_err(|e| e.to_string())?
+            .map(|v| json::<Claim>(&v))
+            .transpose()
+    }
+
+    /// Writes `claim` and its place in the held index into `batch`.
+    fn put_claim(&self, batch: &mut fjall::OwnedWriteBatch, claim: &Claim) -> Result<(), String> {
+        batch.insert(
+            &self.claims,
+            claim.name.as_str(),
+            serde_json::to_vec(claim).map_err(|e| e.to_string())?,
+        );
+        match claim.state {
+            ClaimState::Held => batch.insert(&self.held, claim.name.as_str(), []),
+            ClaimState::Released => batch.remove(&self.held, claim.name.as_str()),
+        }
+        Ok(())
     }
 
     /// Replaces everything stored with `state` (installing a snapshot), durably; where
@@ -204,6 +288,7 @@ impl Store {
         let mut batch = self.database.batch();
         for keyspace in [
             &self.claims,
+            &self.held,
             &self.answers.answers,
             &self.answers.order,
             &self.answers.forgotten,
@@ -213,12 +298,10 @@ impl Store {
                 batch.remove(keyspace, guard.key().map_err(store_err)?);
             }
         }
+        let mut released = 0;
         for claim in state.claims.claims.values() {
-            batch.insert(
-                &self.claims,
-                claim.name.as_str(),
-                serde_json::to_vec(claim).map_err(store_err)?,
-            );
+            self.put_claim(&mut batch, claim).map_err(store_err)?;
+            released += u64::from(claim.state == ClaimState::Released);
         }
         let retained = self
             .answers
@@ -229,6 +312,7 @@ impl Store {
             state.last_applied,
             &state.last_membership,
             retained,
+            released,
         )?;
         batch.commit().map_err(store_err)?;
         self.database
@@ -243,6 +327,7 @@ impl Store {
         last_applied: Option<LogId>,
         membership: &StoredMembership,
         retained: Retained,
+        released: u64,
     ) -> Result<(), StorageError> {
         batch.insert(
             &self.meta,
@@ -259,6 +344,11 @@ impl Store {
             RETAINED,
             serde_json::to_vec(&retained).map_err(store_err)?,
         );
+        batch.insert(
+            &self.meta,
+            RELEASED,
+            serde_json::to_vec(&released).map_err(store_err)?,
+        );
         Ok(())
     }
 
@@ -270,10 +360,14 @@ impl Store {
         state: &MachineState,
         retained: Retained,
     ) -> Result<SnapshotState, String> {
-        Ok(SnapshotState::of(
-            state,
-            self.answers.collect(view, retained)?,
-        ))
+        let mut whole = SnapshotState::of(state, self.answers.collect(view, retained)?);
+        // Every claim, as the view holds it (the released ones are not in memory).
+        for guard in fjall::Readable::iter(view, &self.claims) {
+            let (_, v) = guard.into_inner().map_err(|e| e.to_string())?;
+            let claim = json::<Claim>(&v)?;
+            whole.claims.claims.insert(claim.name.clone(), claim);
+        }
+        Ok(whole)
     }
 }
 
@@ -350,10 +444,7 @@ impl Machine {
                         let retained = store
                             .replace(&file.state)
                             .map_err(|e| std::io::Error::other(e.to_string()))?;
-                        MachineState {
-                            answers: AnswersHome::Stored(retained),
-                            ..file.state.in_memory()
-                        }
+                        file.state.in_store(retained)
                     }
                     None => file.state.in_memory(),
                 }
@@ -436,6 +527,18 @@ impl Machine {
             state,
         })
         .map_err(snapshot_err)
+    }
+
+    /// The claim `name` as this voter has applied it: from memory, or (a released one)
+    /// from the database — read under the state's lock, so never between an apply's
+    /// eviction and its commit.
+    pub fn claim(&self, name: &str) -> Result<Option<Claim>, String> {
+        let state = self.read();
+        match (state.claims.claim(name), &self.store) {
+            (Some(claim), _) => Ok(Some(claim.clone())),
+            (None, Some(store)) => store.read_claim(name.as_bytes()),
+            (None, None) => Ok(None),
+        }
     }
 
     /// The retained answer of `op` (tests).
@@ -545,6 +648,15 @@ impl RaftStateMachine<TypeConfig> for Machine {
                     let mut decided = Vec::with_capacity(proposals.0.len());
                     for (i, p) in proposals.0.into_iter().enumerate() {
                         let name = p.command.claim().to_owned();
+                        // A released claim is kept in the database only: taken back
+                        // into memory until this apply ends.
+                        if let (Some(_), Some(store)) = (&session, &self.store)
+                            && claims.claim(&name).is_none()
+                            && let Some(claim) =
+                                store.read_claim(name.as_bytes()).map_err(store_err)?
+                        {
+                            claims.admit(claim);
+                        }
                         let applied = match (&mut session, &mut *answers) {
                             (Some(stored), _) => {
                                 stored.seq = entry.log_id.index * 2_048 + i as u64;
@@ -565,11 +677,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
                         if let (Some(stored), Some(store)) = (&mut session, &self.store)
                             && let Some(claim) = claims.claim(&name)
                         {
-                            stored.batch().insert(
-                                &store.claims,
-                                name.as_str(),
-                                serde_json::to_vec::<Claim>(claim).map_err(store_err)?,
-                            );
+                            store.put_claim(stored.batch(), claim).map_err(store_err)?;
                         }
                     }
                     Decisions(decided)
@@ -582,7 +690,14 @@ impl RaftStateMachine<TypeConfig> for Machine {
         }
         if let (Some(session), Some(store)) = (session, self.store.as_ref()) {
             let (mut batch, retained) = session.finish();
-            store.put_meta(&mut batch, *last_applied, last_membership, retained)?;
+            claims.evict_released();
+            store.put_meta(
+                &mut batch,
+                *last_applied,
+                last_membership,
+                retained,
+                claims.elsewhere(),
+            )?;
             batch.commit().map_err(store_err)?;
             *answers = AnswersHome::Stored(retained);
         }
@@ -623,10 +738,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
         let state = match &self.store {
             Some(store) => {
                 let retained = store.replace(&file.state)?;
-                MachineState {
-                    answers: AnswersHome::Stored(retained),
-                    ..file.state.in_memory()
-                }
+                file.state.in_store(retained)
             }
             None => file.state.in_memory(),
         };

@@ -210,9 +210,11 @@ impl Authority {
                 AuthorityReply::Claims { replies }
             }
             AuthorityCall::Show { claim } => match self.barrier().await {
-                Ok(read_index) => AuthorityReply::Shown {
-                    claim: self.read(|s| s.claims.claim(&claim).cloned()),
-                    read_index,
+                Ok(read_index) => match self.machine.claim(&claim) {
+                    Ok(claim) => AuthorityReply::Shown { claim, read_index },
+                    Err(detail) => AuthorityReply::Unknown {
+                        reason: format!("the claim could not be read: {detail}"),
+                    },
                 },
                 Err(detail) => AuthorityReply::Unknown {
                     reason: format!("read barrier failed: {detail}"),

@@ -237,6 +237,20 @@ fn stored_answers_decide_as_answers_in_memory() {
     };
     let from_memory = snapshot(&mut memory);
     assert_eq!(snapshot(&mut stored), from_memory);
+    // The stored voter holds only held claims in memory; it counts the others.
+    {
+        let (memory, stored) = (memory.read(), stored.read());
+        assert_eq!(stored.claims.len(), memory.claims.len());
+        assert!(stored.claims.all().all(|c| c.state == ClaimState::Held));
+        assert_eq!(
+            stored.claims.elsewhere() as usize,
+            memory
+                .claims
+                .all()
+                .filter(|c| c.state == ClaimState::Released)
+                .count()
+        );
+    }
     // A third voter installs the stored one's snapshot and decides the same after.
     let other = crate::authority::log::LogStore::open(&dir.join("other-log")).unwrap();
     let mut third = retaining(&dir.join("third"), Some(&other), 16);
@@ -250,5 +264,116 @@ fn stored_answers_decide_as_answers_in_memory() {
     assert_eq!(decisions(&mut third, tail, &runtime), expected);
     assert_eq!(decisions(&mut stored, tail, &runtime), expected);
     drop((stored, third, database, other));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn command(index: u64, op: &str, command: Command) -> Entry {
+    Entry {
+        log_id: openraft::LogId::new(openraft::CommittedLeaderId::new(1, 1), index),
+        payload: EntryPayload::Normal(Proposals(vec![Proposal {
+            op: op.to_owned(),
+            command,
+        }])),
+    }
+}
+
+fn release(index: u64, op: &str, claim: &str) -> Entry {
+    command(
+        index,
+        op,
+        Command::Release {
+            claim: claim.to_owned(),
+            caller: "a".to_owned(),
+        },
+    )
+}
+
+/// Released claims leave memory where a database keeps them: a show reads them from
+/// there, a new acquire takes the next epoch (within one apply and after a reopen),
+/// snapshots and an installing voter still hold them, and a store written before
+/// `sm-held` is indexed once.
+#[test]
+fn released_claims_are_kept_in_the_database_not_in_memory() {
+    let dir = scratch("released");
+    let runtime = runtime();
+    let database = crate::authority::log::LogStore::open(&dir.join("log")).unwrap();
+    let mut machine = retaining(&dir.join("snapshots"), Some(&database), 16);
+    runtime
+        .block_on(machine.apply(vec![
+            entry(1, "a1", "x"),
+            entry(2, "a2", "y"),
+            release(3, "r1", "x"),
+            // Released and acquired again in one apply: epoch 2.
+            release(4, "r2", "y"),
+            entry(5, "a3", "y"),
+        ]))
+        .unwrap();
+    let in_memory = |machine: &Machine| {
+        let state = machine.read();
+        (
+            state
+                .claims
+                .all()
+                .map(|c| c.name.clone())
+                .collect::<Vec<_>>(),
+            state.claims.len(),
+            state.claims.elsewhere(),
+        )
+    };
+    assert_eq!(in_memory(&machine), (vec!["y".to_owned()], 2, 1));
+    let x = machine.claim("x").unwrap().unwrap();
+    assert_eq!((x.state, x.epoch), (ClaimState::Released, 1));
+    assert_eq!(machine.claim("y").unwrap().map(|c| c.epoch), Some(2));
+    assert_eq!(machine.claim("z").unwrap(), None);
+    // Reopened: the held claim comes back, the released one stays on disk.
+    drop(machine);
+    database
+        .database()
+        .persist(fjall::PersistMode::SyncAll)
+        .unwrap();
+    let mut machine = retaining(&dir.join("snapshots"), Some(&database), 16);
+    assert_eq!(in_memory(&machine), (vec!["y".to_owned()], 2, 1));
+    let decided = runtime
+        .block_on(machine.apply(vec![entry(6, "a4", "x")]))
+        .unwrap();
+    let Decision::Answer(answer) = &decided[0].0[0] else {
+        panic!("{decided:?}");
+    };
+    assert_eq!(
+        answer.epoch, 2,
+        "a released claim's next epoch grows from its last"
+    );
+    assert_eq!(in_memory(&machine).1, 2);
+    runtime
+        .block_on(machine.apply(vec![release(7, "r3", "x")]))
+        .unwrap();
+    // A snapshot holds every claim; a voter installing it keeps the released one on
+    // disk and decides from it.
+    let built = runtime.block_on(machine.build_snapshot()).unwrap();
+    let file: SnapshotFile = serde_json::from_slice(built.snapshot.get_ref()).unwrap();
+    assert_eq!(
+        file.state.claims.claims.keys().collect::<Vec<_>>(),
+        ["x", "y"]
+    );
+    let other = crate::authority::log::LogStore::open(&dir.join("other-log")).unwrap();
+    let mut third = retaining(&dir.join("third"), Some(&other), 16);
+    runtime
+        .block_on(third.install_snapshot(&built.meta, built.snapshot))
+        .unwrap();
+    assert_eq!(in_memory(&third), (vec!["y".to_owned()], 2, 1));
+    assert_eq!(third.claim("x").unwrap().map(|c| c.epoch), Some(2));
+    // A store written before `sm-held` existed: indexed once at its next open.
+    let store = machine.store.clone().unwrap();
+    drop(machine);
+    let mut batch = store.database.batch();
+    batch.remove(&store.meta, RELEASED);
+    for guard in store.held.iter() {
+        batch.remove(&store.held, guard.key().unwrap());
+    }
+    batch.commit().unwrap();
+    let machine = retaining(&dir.join("snapshots"), Some(&database), 16);
+    assert_eq!(in_memory(&machine), (vec!["y".to_owned()], 2, 1));
+    assert_eq!(store.held.iter().count(), 1);
+    drop((machine, third, store, database, other));
     std::fs::remove_dir_all(&dir).unwrap();
 }
