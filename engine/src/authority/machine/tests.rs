@@ -30,16 +30,14 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn entry(index: u64, op: &str, claim: &str) -> Entry {
-    Entry {
-        log_id: openraft::LogId::new(openraft::CommittedLeaderId::new(1, 1), index),
-        payload: EntryPayload::Normal(Proposals(vec![Proposal {
-            op: op.to_owned(),
-            command: Command::Acquire {
-                claim: claim.to_owned(),
-                caller: "a".to_owned(),
-            },
-        }])),
-    }
+    command(
+        index,
+        op,
+        Command::Acquire {
+            claim: claim.to_owned(),
+            caller: "a".to_owned(),
+        },
+    )
 }
 
 #[test]
