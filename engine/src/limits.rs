@@ -104,6 +104,22 @@ pub const ARCHIVE_SEGMENTS_PER_PASS_MAX: usize = 16;
 /// How often the host moves answers past its hot window (`retain hot-days`) to the
 /// archive and releases segments past `archive-days`.
 pub const ARCHIVE_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
+// Remote blob stores (issue 29: `store/s3.rs`).
+
+/// The longest one request to a remote store may take, connection to last byte.
+pub const REMOTE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest answer read from a remote store (a blob, a listing page, an error).
+pub const REMOTE_BLOB_BYTES_MAX: u64 = 64 * 1024 * 1024;
+/// The most names one listing request asks for (S3's own page size).
+pub const REMOTE_LIST_PAGE_MAX: usize = 1_000;
+/// The plaintext bytes sealed as one chunk of a sealed blob (`store/sealed.rs`): a
+/// ranged read opens the chunks it covers, at most this much more than it asked for.
+pub const SEALED_CHUNK_BYTES: usize = 64 * 1024;
+/// How long a presigned request stays valid (it is sent at once).
+pub const REMOTE_PRESIGNED_VALID: Duration = Duration::from_secs(300);
+// A whole segment is read back in one answer.
+const _: () = assert!(ARCHIVE_SEGMENT_BYTES_MAX as u64 * 2 <= REMOTE_BLOB_BYTES_MAX);
 /// One day, as the retention windows count it.
 pub const RETAIN_DAY_MS: u64 = 86_400_000;
 

@@ -44,12 +44,18 @@ pub enum ArchiveError {
     Damaged { name: String, detail: String },
     #[error("archive segment {name} is missing")]
     Missing { name: String },
+    /// A remote store (`s3://…`) that failed or answered what an operation does not
+    /// expect: its address and what was asked.
+    #[error("archive store {store}: {detail}")]
+    Remote { store: String, detail: String },
 }
 
 /// A store of named, immutable byte strings.
 pub trait Blobs: Send + Sync {
-    /// Writes `bytes` under `name` unless the name exists; `false` when it did
-    /// (nothing written). Durable when it returns.
+    /// Writes `bytes` under `name` unless the name exists. `true` when the name now
+    /// holds exactly `bytes` (written by this put, or by an identical earlier one whose
+    /// answer was lost); `false` when it holds other bytes (nothing written). Durable
+    /// when it returns.
     fn put_if_absent(&self, name: &str, bytes: &[u8]) -> Result<bool, ArchiveError>;
     /// The whole blob, `None` when there is none.
     fn get(&self, name: &str) -> Result<Option<Vec<u8>>, ArchiveError>;
@@ -81,6 +87,14 @@ impl LocalFiles {
                 path: d.clone(),
                 source: std::io::Error::other(e.to_string()),
             })?;
+            // A staged file left by a crash was never linked: nothing refers to it.
+            for entry in std::fs::read_dir(&d).map_err(Self::io(&d))? {
+                let path = entry.map_err(Self::io(&d))?.path();
+                let name = path.file_name().unwrap_or_default().to_string_lossy();
+                if name.starts_with('.') && name.ends_with(".staged") {
+                    std::fs::remove_file(&path).map_err(Self::io(&path))?;
+                }
+            }
         }
         Ok(LocalFiles { root })
     }
@@ -102,15 +116,24 @@ impl Blobs for LocalFiles {
         use std::os::unix::fs::OpenOptionsExt;
         let path = self.path(name);
         if path.exists() {
-            return Ok(false);
+            return Ok(self.get(name)?.as_deref() == Some(bytes));
         }
         let parent = path.parent().unwrap_or(&self.root).to_owned();
+        if !parent.is_dir() {
+            super::ensure_private_dir(&parent).map_err(|e| ArchiveError::Io {
+                path: parent.clone(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+        }
+        // Each put stages under a name of its own (puts of one name may race); what a
+        // crash left staged is removed at open.
+        static STAGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let staged = parent.join(format!(
-            ".{}.staged",
-            path.file_name().unwrap_or_default().to_string_lossy()
+            ".{}.{}-{}.staged",
+            path.file_name().unwrap_or_default().to_string_lossy(),
+            std::process::id(),
+            STAGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
-        // A staged file left by a crash was never linked: nothing refers to it.
-        let _ = std::fs::remove_file(&staged);
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -122,7 +145,9 @@ impl Blobs for LocalFiles {
         drop(file);
         let linked = match std::fs::hard_link(&staged, &path) {
             Ok(()) => true,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                self.get(name)?.as_deref() == Some(bytes)
+            }
             Err(e) => return Err(Self::io(&path)(e)),
         };
         std::fs::remove_file(&staged).map_err(Self::io(&staged))?;

