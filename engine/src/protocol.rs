@@ -31,6 +31,10 @@ pub enum Call {
     /// What the installation's stores hold on disk. Changes nothing: no write, flush
     /// or compaction.
     Storage,
+    /// Read back every archived segment and verify it (size, sequence, checksum,
+    /// signature); name any changed, missing or unknown. Changes nothing. Handled
+    /// outside the host's lock.
+    VerifyArchive,
     /// A call to the authority of `membership` (the only one this host runs when
     /// `None`); profile `authority`. Handled outside the host's lock.
     Authority {
@@ -319,6 +323,8 @@ pub enum Reply {
     },
     /// What the installation's stores hold on disk (`Call::Storage`).
     Storage(Box<crate::store::usage::StorageView>),
+    /// What reading back the archive found (`Call::VerifyArchive`).
+    ArchiveVerified(Box<crate::store::shelf::Verification>),
     /// What the authority answered.
     Authority(crate::authority::service::AuthorityReply),
     /// What the delivery profile answered.

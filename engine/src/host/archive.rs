@@ -342,6 +342,22 @@ impl Host {
     }
 
     /// What the archive holds and how far it is behind (`inspect storage`, metrics).
+    /// Verifying the archive, to run without the host's lock: it holds the shelf's
+    /// read lock while it reads every segment (an archive pass waits for it).
+    pub fn verify_archive(
+        &self,
+    ) -> impl FnOnce() -> crate::store::shelf::Verification + Send + use<> {
+        let shelf = self.archive.shelf.clone();
+        let host = self.config.name.clone();
+        let check = Self::verifier(&self.custody);
+        move || {
+            shelf
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .verify(&host, &check)
+        }
+    }
+
     pub(super) fn archive_view(&self) -> crate::store::usage::ArchiveView {
         let holding = self
             .archive

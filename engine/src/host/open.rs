@@ -182,7 +182,7 @@ impl Host {
     }
 
     /// Verifies a record signed by this host's signing keys, current or retired.
-    fn verifier(
+    pub(super) fn verifier(
         custody: &crate::custody::Custody,
     ) -> impl Fn(u32, &[u8], &[u8; 64]) -> bool + use<> {
         let manifest = custody.manifest.clone();

@@ -259,8 +259,8 @@ enum Command {
     /// from the files (`+ mission`, `returned=#true`).
     #[command(subcommand)]
     Mission(mission::MissionCli),
-    /// A host's storage: checkpoint and purge now, move old answers to its archive now
-    /// (docs/storage.md).
+    /// A host's storage: checkpoint and purge now, move old answers to its archive now,
+    /// read its archive back and verify it (docs/storage.md).
     #[command(subcommand)]
     Storage(storage::StorageCli),
 }

@@ -24,8 +24,11 @@ use fjall::Keyspace;
 use serde::{Deserialize, Serialize};
 
 use super::archive::{self, ArchiveError, Blobs, Entry, Located};
+
+mod verify;
 use super::high_water::Signer;
 use super::{Durable, fatal};
+pub use verify::{SegmentProblem, Verification};
 
 /// The `meta` key of the next segment's sequence number (`u64` BE; absent: 1).
 const NEXT_SEGMENT_KEY: &str = "archive-next-segment";
@@ -642,14 +645,14 @@ mod tests {
     use crate::store::high_water::HighWater;
     use ed25519_dalek::{Signer as _, SigningKey};
 
-    fn sign() -> Signer {
+    pub(super) fn sign() -> Signer {
         let key = SigningKey::from_bytes(&[9u8; 32]);
         std::sync::Arc::new(move |m: &[u8]| (1, key.sign(m).to_bytes()))
     }
 
     /// A store and its shelf in a fresh installation, with a keyspace a room keeps its
     /// hot entries in.
-    fn installation(name: &str) -> (PathBuf, Durable, Keyspace, Keyspace) {
+    pub(super) fn installation(name: &str) -> (PathBuf, Durable, Keyspace, Keyspace) {
         let dir = std::env::temp_dir().join(format!("grid-shelf-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("keys")).unwrap();
@@ -660,7 +663,7 @@ mod tests {
         (dir, durable, meta, hot)
     }
 
-    fn entry(key: &str, at_ms: u64) -> Entry {
+    pub(super) fn entry(key: &str, at_ms: u64) -> Entry {
         Entry {
             key: key.to_owned(),
             at_ms,
