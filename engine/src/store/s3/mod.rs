@@ -19,7 +19,9 @@ use std::path::Path;
 use rusty_s3::actions::ListObjectsV2;
 use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
 
-use super::archive::{ArchiveError, Blobs};
+use crate::store::archive::{ArchiveError, Blobs};
+
+pub mod seaweed;
 use crate::limits::{
     REMOTE_BLOB_BYTES_MAX, REMOTE_LIST_PAGE_MAX, REMOTE_PRESIGNED_VALID, REMOTE_REQUEST_TIMEOUT,
 };
