@@ -76,6 +76,9 @@ fn conformance(blobs: &dyn Blobs) {
     assert_eq!(blobs.get("segments/b").unwrap(), None);
     assert!(blobs.put_if_absent("segments/b", b"again").unwrap());
     assert_eq!(blobs.get("segments/b").unwrap().unwrap(), b"again");
+    // A prefix whose every name was deleted lists nothing.
+    blobs.delete("other/b").unwrap();
+    assert!(blobs.list("other/").unwrap().is_empty());
 }
 
 /// Racing puts of one name with different bytes: exactly one wins, and the name holds
@@ -388,11 +391,14 @@ enum Fault {
     Duplicate,
 }
 
-/// An HTTP/1.1 proxy in front of `upstream` injecting `faults`, one per request.
+/// An HTTP/1.1 proxy in front of `upstream` injecting `faults`, one per request; while
+/// `lenient` is set it also turns every 412 into a 200, as a server that ignores
+/// `If-None-Match` (and overwrites) would answer.
 struct Proxy {
     port: u16,
     faults: Arc<Mutex<Vec<Fault>>>,
     served: Arc<AtomicUsize>,
+    lenient: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// One HTTP/1.1 message read whole (headers and a Content-Length body).
@@ -440,11 +446,12 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let faults: Arc<Mutex<Vec<Fault>>> = Arc::default();
         let served = Arc::new(AtomicUsize::new(0));
-        let (f, s) = (faults.clone(), served.clone());
+        let lenient: Arc<std::sync::atomic::AtomicBool> = Arc::default();
+        let (f, s, l) = (faults.clone(), served.clone(), lenient.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { return };
-                let (faults, served) = (f.clone(), s.clone());
+                let (faults, served, lenient) = (f.clone(), s.clone(), l.clone());
                 std::thread::spawn(move || {
                     // One request per connection, both ways: the answer is passed on
                     // as the server framed it, and the connection closed after it.
@@ -476,6 +483,14 @@ impl Proxy {
                             }
                             None => forward(upstream, &request),
                         };
+                        let answer = if lenient.load(Ordering::SeqCst)
+                            && answer.starts_with(b"HTTP/1.1 412")
+                        {
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                                .to_vec()
+                        } else {
+                            answer
+                        };
                         let _ = stream.write_all(&answer);
                     }
                 });
@@ -485,6 +500,7 @@ impl Proxy {
             port,
             faults,
             served,
+            lenient,
         }
     }
 
@@ -546,4 +562,20 @@ fn s3_through_a_faulty_proxy_errs_or_answers_truly() {
     assert!(blobs.delete("segments/b").is_err());
     blobs.delete("segments/b").unwrap();
     assert_eq!(blobs.get("segments/b").unwrap(), None);
+    // A server that ignores If-None-Match is found by the check, and refused.
+    proxy.lenient.store(true, Ordering::SeqCst);
+    let lenient = S3Blobs::new(
+        S3Location::parse(&format!("s3://{BUCKET}/edge-a")).unwrap(),
+        &proxy.endpoint(),
+        "us-east-1",
+        &AccessKeys::new(ACCESS_KEY, SECRET_KEY),
+    )
+    .unwrap();
+    let e = lenient.check().unwrap_err().to_string();
+    assert!(e.contains(store) && e.contains("If-None-Match"), "{e}");
+    // The probe is gone; what the store holds is as before.
+    proxy.lenient.store(false, Ordering::SeqCst);
+    assert_eq!(blobs.list("segments/").unwrap().len(), 1);
+    let probes = blobs.list(".grid-probe/").unwrap();
+    assert!(probes.is_empty(), "{probes:?}");
 }

@@ -223,15 +223,36 @@ impl S3Blobs {
         })
     }
 
-    /// Asks the server whether the bucket exists and these keys may read it.
+    /// Asks the server whether the bucket exists and these keys may read it, and
+    /// whether it refuses a put of an existing key (`If-None-Match: *`; a server that
+    /// ignores the condition would let a put overwrite): it writes a probe object of
+    /// its own under `PREFIX.grid-probe/` twice, with different bytes — the second must
+    /// be refused — then deletes it.
     pub fn check(&self) -> Result<(), ArchiveError> {
         let action = self.bucket.head_bucket(Some(&self.credentials));
         let answered = self.send("HEAD bucket", &action, Method::Head, &[])?;
         match answered.status {
-            200 => Ok(()),
-            404 => Err(self.remote(format!("bucket `{}` does not exist", self.location.bucket))),
-            status => Err(self.unexpected("HEAD bucket", status, &answered.body)),
+            200 => {}
+            404 => {
+                return Err(
+                    self.remote(format!("bucket `{}` does not exist", self.location.bucket))
+                );
+            }
+            status => return Err(self.unexpected("HEAD bucket", status, &answered.body)),
         }
+        let mut nonce = [0u8; 8];
+        getrandom::fill(&mut nonce)
+            .map_err(|e| self.remote(format!("no randomness for a probe name: {e}")))?;
+        let probe = format!(".grid-probe/{:016x}", u64::from_be_bytes(nonce));
+        let first = self.put_if_absent(&probe, b"first")?;
+        let second = self.put_if_absent(&probe, b"second")?;
+        self.delete(&probe)?;
+        if !first || second {
+            return Err(self.remote(
+                "the server does not refuse a put of an existing key (If-None-Match: *): Grid's archive would be overwritable there, so it is not used".to_owned(),
+            ));
+        }
+        Ok(())
     }
 
     fn key(&self, name: &str) -> String {
@@ -408,6 +429,11 @@ impl Blobs for S3Blobs {
             let page = ListObjectsV2::parse_response(text)
                 .map_err(|e| self.remote(format!("{what}: the listing does not parse: {e}")))?;
             for object in page.contents {
+                // A "directory" some servers list once its last object is deleted
+                // (SeaweedFS does): not a blob — no name Grid writes ends in `/`.
+                if object.key.ends_with('/') {
+                    continue;
+                }
                 let name = object
                     .key
                     .strip_prefix(&self.location.prefix)
