@@ -113,14 +113,10 @@ impl SnapshotState {
     /// The state in memory once a database holds this snapshot: the held claims, the
     /// answers where `retained` says.
     fn in_store(self, retained: Retained) -> MachineState {
-        let mut claims = Claims::from_claims(self.claims.claims.into_values());
-        claims.evict_released();
-        MachineState {
-            last_applied: self.last_applied,
-            last_membership: self.last_membership,
-            claims,
-            answers: AnswersHome::Stored(retained),
-        }
+        let mut state = self.in_memory();
+        state.claims.evict_released();
+        state.answers = AnswersHome::Stored(retained);
+        state
     }
 }
 

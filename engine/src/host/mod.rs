@@ -676,9 +676,10 @@ impl Host {
                 reason: "wallet and mission calls are taken on the host's control socket only"
                     .to_owned(),
             }),
-            Call::VerifyArchive => {
-                Handled::Reply(Reply::ArchiveVerified(Box::new(self.verify_archive()())))
-            }
+            Call::VerifyArchive => Handled::Reply(Reply::Refused {
+                reason: "archive verification is taken on the host's control socket only"
+                    .to_owned(),
+            }),
             Call::Storage => {
                 let mut view = crate::store::usage::usage(&self.database, &self.dir);
                 view.checkpoints = self.checkpoints.list();

@@ -230,7 +230,7 @@ impl S3Blobs {
     /// be refused — then deletes it.
     pub fn check(&self) -> Result<(), ArchiveError> {
         let action = self.bucket.head_bucket(Some(&self.credentials));
-        let answered = self.send("HEAD bucket", &action, Method::Head, &[])?;
+        let answered = self.send("HEAD bucket", &action, None, &[])?;
         match answered.status {
             200 => {}
             404 => {
@@ -285,38 +285,30 @@ impl S3Blobs {
         })
     }
 
-    /// Sends one signed request; its status and body (at most `REMOTE_BLOB_BYTES_MAX`).
-    fn send<'a>(
+    /// Sends one signed request (its method is the action's own) with `body` (a put's)
+    /// and `headers`; its status and body (at most `REMOTE_BLOB_BYTES_MAX`).
+    fn send<'a, A: S3Action<'a>>(
         &self,
         what: &str,
-        action: &impl S3Action<'a>,
-        method: Method,
+        action: &A,
+        body: Option<&[u8]>,
         headers: &[(&str, &str)],
     ) -> Result<Answered, ArchiveError> {
         let url = action.sign(REMOTE_PRESIGNED_VALID);
-        let result = match method {
-            Method::Get => headers
-                .iter()
-                .fold(self.agent.get(url.as_str()), |r, (k, v)| r.header(*k, *v))
-                .call(),
-            Method::Head => headers
-                .iter()
-                .fold(self.agent.head(url.as_str()), |r, (k, v)| r.header(*k, *v))
-                .call(),
-            Method::Delete => headers
-                .iter()
-                .fold(self.agent.delete(url.as_str()), |r, (k, v)| {
-                    r.header(*k, *v)
-                })
-                .call(),
-            Method::Put(body) => headers
-                .iter()
-                .fold(self.agent.put(url.as_str()), |r, (k, v)| r.header(*k, *v))
-                .send(body),
+        let request = headers.iter().fold(
+            ureq::http::Request::builder()
+                .method(A::METHOD.to_str())
+                .uri(url.as_str()),
+            |r, (k, v)| r.header(*k, *v),
+        );
+        let built = |e: ureq::http::Error| self.remote(format!("{what}: {e}"));
+        let result = match body {
+            Some(body) => self.agent.run(request.body(body).map_err(built)?),
+            None => self.agent.run(request.body(()).map_err(built)?),
         };
         let mut response = result.map_err(|e| self.remote(format!("{what}: {e}")))?;
         let status = response.status().as_u16();
-        let body = if matches!(method, Method::Head) {
+        let body = if A::METHOD == rusty_s3::Method::Head {
             Vec::new()
         } else {
             response
@@ -330,27 +322,13 @@ impl S3Blobs {
     }
 }
 
-/// The request methods the blobs use (a put with its body).
-#[derive(Clone, Copy)]
-enum Method<'b> {
-    Get,
-    Head,
-    Put(&'b [u8]),
-    Delete,
-}
-
 impl Blobs for S3Blobs {
     fn put_if_absent(&self, name: &str, bytes: &[u8]) -> Result<bool, ArchiveError> {
         let key = self.key(name);
         let mut action = self.bucket.put_object(Some(&self.credentials), &key);
         action.headers_mut().insert("if-none-match", "*");
         let what = format!("PUT {key}");
-        let answered = self.send(
-            &what,
-            &action,
-            Method::Put(bytes),
-            &[("if-none-match", "*")],
-        )?;
+        let answered = self.send(&what, &action, Some(bytes), &[("if-none-match", "*")])?;
         match answered.status {
             200 | 201 | 204 => Ok(true),
             // The key exists: this put's own bytes (an earlier attempt whose answer was
@@ -365,7 +343,7 @@ impl Blobs for S3Blobs {
         let key = self.key(name);
         let action = self.bucket.get_object(Some(&self.credentials), &key);
         let what = format!("GET {key}");
-        let answered = self.send(&what, &action, Method::Get, &[])?;
+        let answered = self.send(&what, &action, None, &[])?;
         match answered.status {
             200 => Ok(Some(answered.body)),
             404 => Ok(None),
@@ -386,7 +364,7 @@ impl Blobs for S3Blobs {
         let action = self.bucket.get_object(Some(&self.credentials), &key);
         let what = format!("GET {key} at {offset}+{len}");
         let range = format!("bytes={offset}-{}", offset + u64::from(len) - 1);
-        let answered = self.send(&what, &action, Method::Get, &[("range", &range)])?;
+        let answered = self.send(&what, &action, None, &[("range", &range)])?;
         match answered.status {
             // 200: a server that ignores ranges sends it whole.
             200 => Ok(Some(
@@ -420,7 +398,7 @@ impl Blobs for S3Blobs {
                 action.with_continuation_token(token.as_str());
             }
             let what = format!("LIST {full}");
-            let answered = self.send(&what, &action, Method::Get, &[])?;
+            let answered = self.send(&what, &action, None, &[])?;
             if answered.status != 200 {
                 return Err(self.unexpected(&what, answered.status, &answered.body));
             }
@@ -471,7 +449,7 @@ impl Blobs for S3Blobs {
         let key = self.key(name);
         let action = self.bucket.delete_object(Some(&self.credentials), &key);
         let what = format!("DELETE {key}");
-        let answered = self.send(&what, &action, Method::Delete, &[])?;
+        let answered = self.send(&what, &action, None, &[])?;
         match answered.status {
             200 | 204 | 404 => Ok(()),
             status => Err(self.unexpected(&what, status, &answered.body)),
