@@ -77,6 +77,62 @@ pub struct HostConfig {
     /// (docs/storage.md); unset values are the engine's defaults.
     #[serde(default, skip_serializing_if = "RetainConfig::is_default")]
     pub retain: RetainConfig,
+    /// `archive` of the host: where its archive segments live (docs/storage.md,
+    /// "Adapters"); absent: `DIR/archive`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<S3ArchiveConfig>,
+}
+
+/// `archive "s3://…"` in `host.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct S3ArchiveConfig {
+    /// `s3://BUCKET/PREFIX`.
+    pub url: String,
+    pub endpoint: String,
+    pub region: String,
+    /// The credentials file (relative paths are the host directory's).
+    pub credentials: String,
+}
+
+impl S3ArchiveConfig {
+    /// The S3 archive this names: its address read again as the topology reads it.
+    pub fn target(&self) -> Result<grid_spec::storage::S3Archive, String> {
+        grid_spec::storage::check_endpoint(&self.endpoint).map_err(|e| {
+            format!(
+                "archive endpoint `{}`: {e}",
+                grid_spec::diagnostic::quoted(&self.endpoint)
+            )
+        })?;
+        grid_spec::storage::check_region(&self.region)?;
+        Ok(grid_spec::storage::S3Archive {
+            location: grid_spec::storage::S3Location::parse(&self.url)?,
+            endpoint: self.endpoint.clone(),
+            region: self.region.clone(),
+            credentials: self.credentials.clone().into(),
+        })
+    }
+
+    /// The topology's `archive` as `host.toml` keeps it (`None`: files).
+    pub fn from_target(target: &grid_spec::storage::ArchiveTarget) -> Option<S3ArchiveConfig> {
+        match target {
+            grid_spec::storage::ArchiveTarget::File => None,
+            grid_spec::storage::ArchiveTarget::S3(s3) => Some(S3ArchiveConfig {
+                url: s3.location.to_string(),
+                endpoint: s3.endpoint.clone(),
+                region: s3.region.clone(),
+                credentials: s3.credentials.display().to_string(),
+            }),
+        }
+    }
+
+    /// `s3://grid-archive/edge-a at http://127.0.0.1:8333 (us-east-1, credentials /etc/grid/s3.credentials)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} at {} ({}, credentials {})",
+            self.url, self.endpoint, self.region, self.credentials
+        )
+    }
 }
 
 /// `retain` in `host.toml` (from the topology's `retain` child of the host).
@@ -138,6 +194,7 @@ impl HostConfig {
                 hot_days: host.retain.hot_days,
                 archive_days: host.retain.archive_days,
             },
+            archive: S3ArchiveConfig::from_target(&host.archive),
         }
     }
 
@@ -205,6 +262,7 @@ mod tests {
             metrics: None,
             capacity: CapacityConfig::default(),
             retain: RetainConfig::default(),
+            archive: None,
         };
         let text = config.to_toml();
         assert_eq!(

@@ -104,6 +104,11 @@ pub const ARCHIVE_SEGMENTS_PER_PASS_MAX: usize = 16;
 /// How often the host moves answers past its hot window (`retain hot-days`) to the
 /// archive and releases segments past `archive-days`.
 pub const ARCHIVE_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+/// The hot store's bound while the archive refuses segments (a remote store that does
+/// not answer): answers may wait this many days past the hot window; past it, new work
+/// is refused (`archive unreachable and the hot store is full`) — never dropped —
+/// until a pass catches up. A full disk refuses sooner (`STORAGE_RESERVE_BYTES_MIN`).
+pub const ARCHIVE_LAG_DAYS_MAX: u32 = 2;
 
 // Remote blob stores (issue 29: `store/s3/`).
 

@@ -22,6 +22,7 @@ fn installation(name: &str) -> PathBuf {
         metrics: None,
         capacity: Default::default(),
         retain: Default::default(),
+        archive: None,
     };
     grid_engine::custody::write_private(
         &dir.join(grid_engine::config::HOST_CONFIG_FILE),

@@ -45,6 +45,9 @@ const LOG_TAIL_LINES: usize = 12;
 /// How long a peer that closed its stdout is given to exit before the story says it
 /// still runs.
 const CLOSED_EXIT_WAIT: Duration = Duration::from_secs(1);
+/// The one identity of a `seaweedfs` peer (written to its credentials file).
+pub const SEAWEED_KEY: &str = "grid-journey";
+pub const SEAWEED_SECRET: &str = "grid-journey-secret";
 /// The Python peers, relative to the workspace root.
 const PEERS_DIR: &str = "adapters/peers";
 
@@ -53,6 +56,9 @@ const PEERS_DIR: &str = "adapters/peers";
 pub enum PeerSpec {
     /// `mosquitto -c CONF` listening on `127.0.0.1:port`, anonymous, no persistence.
     Mosquitto { port: u16 },
+    /// `weed server -s3` with S3 on `127.0.0.1:port` (its other servers on
+    /// `port+1..=port+7`), data in `$WORK/peers/NAME`, and `bucket` made once ready.
+    SeaweedFs { port: u16, bucket: String },
     /// `adapters/peers/modbus_device.py --port N [--units 1,2]`.
     Modbus { port: u16, units: Option<String> },
     /// `adapters/peers/sparkplug_node.py --broker HOST:PORT --group G --node N
@@ -97,6 +103,7 @@ impl PeerSpec {
     pub fn kind(&self) -> &'static str {
         match self {
             PeerSpec::Mosquitto { .. } => "mosquitto",
+            PeerSpec::SeaweedFs { .. } => "seaweedfs",
             PeerSpec::Modbus { .. } => "modbus",
             PeerSpec::SparkplugNode { .. } => "sparkplug-node",
             PeerSpec::BacnetDevice { .. } => "bacnet-device",
@@ -108,6 +115,7 @@ impl PeerSpec {
     pub fn port(&self) -> Option<u16> {
         match self {
             PeerSpec::Mosquitto { port }
+            | PeerSpec::SeaweedFs { port, .. }
             | PeerSpec::Modbus { port, .. }
             | PeerSpec::BacnetDevice { port, .. } => Some(*port),
             PeerSpec::OpcUaServer { port, .. } => Some(*port),
@@ -122,13 +130,16 @@ impl PeerSpec {
 
     /// Whether the peer answers control requests on its stdin (`device …`).
     pub fn speaks_control(&self) -> bool {
-        !matches!(self, PeerSpec::Mosquitto { .. })
+        !matches!(
+            self,
+            PeerSpec::Mosquitto { .. } | PeerSpec::SeaweedFs { .. }
+        )
     }
 
     /// The Python script and its arguments (`None` for a broker).
     pub fn script_arguments(&self) -> Option<(&'static str, Vec<String>)> {
         match self {
-            PeerSpec::Mosquitto { .. } => None,
+            PeerSpec::Mosquitto { .. } | PeerSpec::SeaweedFs { .. } => None,
             PeerSpec::Modbus { port, units } => {
                 let mut args = vec!["--port".to_owned(), port.to_string()];
                 if let Some(units) = units {
@@ -394,8 +405,12 @@ impl Peers {
         );
         let mut said = vec![format!("$ {shown}")];
         let started = Instant::now();
-        let ready = match spec.port() {
-            Some(port) if !python => self.wait_port(name, port, &expected)?,
+        let ready = match (spec, spec.port()) {
+            (PeerSpec::SeaweedFs { port, bucket }, _) => {
+                self.wait_port(name, *port, &expected)?;
+                self.make_bucket(name, *port, bucket, &expected)?
+            }
+            (_, Some(port)) if !python => self.wait_port(name, port, &expected)?,
             _ => self.wait_ready_line(name, &expected, &mut said)?,
         };
         let peer = &self.map[name];
@@ -432,8 +447,11 @@ impl Peers {
             let shown = format!("python3 {PEERS_DIR}/{script} {}", args.join(" "));
             return Ok((command, shown));
         }
+        if let PeerSpec::SeaweedFs { port, .. } = spec {
+            return self.seaweedfs(name, *port, &expected);
+        }
         let PeerSpec::Mosquitto { port } = spec else {
-            unreachable!("every kind without a script is a broker")
+            unreachable!("every kind without a script is a broker or SeaweedFS")
         };
         let Some(mosquitto) = find_mosquitto() else {
             return Err(Failure::new(
@@ -450,6 +468,121 @@ impl Peers {
         command.arg("-c").arg(&config);
         let shown = format!("{} -c {}", mosquitto.display(), config.display());
         Ok((command, shown))
+    }
+
+    /// `weed server -s3` for peer `name`: its identity's keys in
+    /// `$WORK/peers/NAME.credentials` (0600) and `$WORK/peers/NAME.s3.json`, its data in
+    /// `$WORK/peers/NAME/`.
+    fn seaweedfs(
+        &self,
+        name: &str,
+        port: u16,
+        expected: &str,
+    ) -> Result<(Command, String), Failure> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let data = self.configs.join(name);
+        let credentials = self.configs.join(format!("{name}.credentials"));
+        let identities = self.configs.join(format!("{name}.s3.json"));
+        let written = std::fs::create_dir_all(&data).and_then(|()| {
+            std::fs::write(
+                &identities,
+                format!(
+                    r#"{{"identities":[{{"name":"grid","credentials":[{{"accessKey":"{SEAWEED_KEY}","secretKey":"{SEAWEED_SECRET}"}}],"actions":["Admin","Read","List","Write"]}}]}}"#
+                ),
+            )?;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&credentials)?;
+            std::io::Write::write_all(
+                &mut file,
+                format!(
+                    "[default]\naws_access_key_id = {SEAWEED_KEY}\naws_secret_access_key = {SEAWEED_SECRET}\n"
+                )
+                .as_bytes(),
+            )
+        });
+        written.map_err(|e| Failure::new(expected, format!("{}: {e}", data.display())))?;
+        let at = |i: u16| (port + i).to_string();
+        let mut command = Command::new("weed");
+        command
+            .arg("server")
+            .arg(format!("-dir={}", data.display()))
+            .args([
+                "-ip=127.0.0.1",
+                "-ip.bind=127.0.0.1",
+                "-s3",
+                "-master.telemetry=false",
+            ])
+            .args(["-volume.max=0", "-master.volumeSizeLimitMB=64"])
+            .arg(format!("-s3.port={}", at(0)))
+            .arg(format!("-master.port={}", at(1)))
+            .arg(format!("-master.port.grpc={}", at(2)))
+            .arg(format!("-volume.port={}", at(3)))
+            .arg(format!("-volume.port.grpc={}", at(4)))
+            .arg(format!("-filer.port={}", at(5)))
+            .arg(format!("-filer.port.grpc={}", at(6)))
+            .arg(format!("-s3.port.grpc={}", at(7)))
+            .args(["-s3.port.iceberg=0", "-s3.port.lance=0"])
+            .arg(format!("-s3.config={}", identities.display()));
+        let shown = format!(
+            "weed server -s3 -s3.port={port} (ports {port}..{}) -dir={}",
+            port + 7,
+            data.display()
+        );
+        Ok((command, shown))
+    }
+
+    /// Makes `bucket` on the SeaweedFS of peer `name` (S3 on `port`), signed as its
+    /// identity by curl, until it answers 200 (or says it owns it already).
+    fn make_bucket(
+        &mut self,
+        name: &str,
+        port: u16,
+        bucket: &str,
+        expected: &str,
+    ) -> Result<String, Failure> {
+        let url = format!("http://127.0.0.1:{port}/{bucket}");
+        let started = Instant::now();
+        let mut last: String;
+        loop {
+            let out = Command::new("curl")
+                .args([
+                    "-s",
+                    "--max-time",
+                    "10",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                ])
+                .args(["--aws-sigv4", "aws:amz:us-east-1:s3"])
+                .args(["--user", &format!("{SEAWEED_KEY}:{SEAWEED_SECRET}")])
+                .args(["-X", "PUT", &url])
+                .output();
+            match out {
+                Ok(out) => {
+                    last = String::from_utf8_lossy(&out.stdout).into_owned();
+                    if last == "200" || last == "409" {
+                        return Ok(format!("bucket {bucket} answers (HTTP {last})"));
+                    }
+                }
+                Err(e) => {
+                    return Err(Failure::new(
+                        expected,
+                        format!("curl does not run ({e}); the README installs it"),
+                    ));
+                }
+            }
+            let peer = self.map.get_mut(name).expect("just started");
+            if peer.poll().is_some() || started.elapsed() >= PEER_READY_TIMEOUT {
+                let never = format!("PUT {url} never answered 200 (last: HTTP {last})");
+                return Err(not_ready(peer, expected, &never));
+            }
+            std::thread::sleep(POLL_INTERVAL);
+        }
     }
 
     /// Waits until the broker's port accepts a TCP connection.

@@ -171,7 +171,18 @@ fn created_by_plan(plan: &Plan, now: &observe::HostObservation) -> bool {
         Action::WriteHostConfig { config, .. } if t.host == now.name => Some(config),
         _ => None,
     });
-    if now.config.is_some() && now.config.as_ref() != written {
+    // The archive is its own transition: as this plan's wrote it, it is the plan's.
+    let archived = plan.transitions.iter().find_map(|t| match &t.action {
+        Action::WriteArchive { archive } if t.host == now.name => Some(archive),
+        _ => None,
+    });
+    let now_config = now.config.clone().map(|mut c| {
+        if c.archive.is_some() && c.archive.as_ref() == archived {
+            c.archive = None;
+        }
+        c
+    });
+    if now_config.is_some() && now_config.as_ref() != written {
         return false;
     }
     match &now.status {
@@ -198,6 +209,7 @@ fn took_effect(plan: &Plan, t: &Transition) -> bool {
         Action::Submit { .. } | Action::Resolve { .. } => operation::answered(&dir, &t.id),
         Action::Recover { op } => operation::answered(&dir, op),
         Action::WriteHostConfig { config, .. } => hosts::written(&dir, config),
+        Action::WriteArchive { archive } => crate::diff::archive::written(&dir, archive),
         Action::CreateCustody => hosts::custody_created(&dir),
         Action::RewriteKeysAsPem => hosts::keys_rewritten(&dir),
         Action::CreateAuthority { membership } => memberships::authority_created(state, membership),
@@ -229,6 +241,7 @@ fn effect(plan: &Plan, t: &Transition) -> Effect {
             config,
             dir: custom,
         } => hosts::write(&dir, custom.as_deref(), config),
+        Action::WriteArchive { archive } => crate::diff::archive::write(&dir, archive),
         Action::CreateCustody => hosts::create_custody(&dir),
         Action::RewriteKeysAsPem => hosts::rewrite_keys_as_pem(&dir),
         Action::Submit { request } => operation::submit(&dir, &t.id, request.clone()),

@@ -83,6 +83,10 @@ pub fn render(plan: &Plan) -> String {
                 quote(&serde_json::to_string(template).expect("templates serialize"))
             )),
             Action::Recover { op } => children.push(format!("recover {}", quote(op))),
+            Action::WriteArchive { archive } => children.push(format!(
+                "archive-config {}",
+                quote(&serde_json::to_string(archive).expect("archives serialize"))
+            )),
             Action::CreateCustody => children.push("create-custody".to_owned()),
             Action::RewriteKeysAsPem => children.push("rewrite-keys-as-pem".to_owned()),
             Action::CreateAuthority { membership } => {
@@ -241,6 +245,10 @@ pub fn load(path: &Path) -> Result<Plan, String> {
                                 .map_err(|e| format!("a request template does not decode: {e}"))?,
                         },
                         "recover" => Action::Recover { op: argument(c)? },
+                        "archive-config" => Action::WriteArchive {
+                            archive: serde_json::from_str(&argument(c)?)
+                                .map_err(|e| format!("an archive does not decode: {e}"))?,
+                        },
                         "create-custody" => Action::CreateCustody,
                         "rewrite-keys-as-pem" => Action::RewriteKeysAsPem,
                         "create-authority" => Action::CreateAuthority {

@@ -51,6 +51,11 @@ pub enum Action {
         config: HostConfig,
         dir: Option<PathBuf>,
     },
+    /// Point the installation's archive at an S3 bucket (`host.toml`'s `archive`),
+    /// once the server answers.
+    WriteArchive {
+        archive: grid_engine::config::S3ArchiveConfig,
+    },
     /// Create the host's key custody (keys and manifest) in its installation.
     CreateCustody,
     /// Rewrite the custody's key files still in hex as PEM PKCS#8 (the same secrets:

@@ -133,6 +133,8 @@ pub struct Host {
     pub metrics: Option<SocketAddr>,
     /// `retain hot-days=N [archive-days=M]`: unset values are the engine's defaults.
     pub retain: Retention,
+    /// `archive "file"|"s3://…"`: where the host keeps what it archives.
+    pub archive: crate::storage::ArchiveTarget,
     pub retired: bool,
     pub origin: Origin,
 }

@@ -113,12 +113,14 @@ impl ArchivePass {
 }
 
 impl Archive {
-    /// Opens the archive of the installation at `dir` in `database` (the shelf refuses
-    /// an archive that is not the one the store recorded, by name).
+    /// Opens the archive of the installation at `dir` in `database` on the adapter
+    /// `config` names (the shelf refuses an archive that is not the one the store
+    /// recorded, by name).
     pub(super) fn open(
         dir: &Path,
         database: &fjall::Database,
         meta: &Keyspace,
+        config: &HostConfig,
     ) -> Result<Archive, HostError> {
         let store = dir.join("store");
         let [by_time] =
@@ -128,7 +130,11 @@ impl Archive {
                     source,
                 }
             })?;
-        let shelf = Shelf::open(dir, database, meta).map_err(|e| match e {
+        let shelf = match &config.archive {
+            None => Shelf::open(dir, database, meta),
+            Some(s3) => Shelf::open_on(dir, database, meta, remote_adapter(dir, meta, s3)?),
+        };
+        let shelf = shelf.map_err(|e| match e {
             ShelfError::Storage(source) => HostError::Storage {
                 path: store.clone(),
                 source,
@@ -138,7 +144,10 @@ impl Archive {
                 detail,
             },
             ShelfError::Refused(detail) => HostError::Damaged {
-                path: dir.join(archive::ARCHIVE_DIR),
+                path: match &config.archive {
+                    None => dir.join(archive::ARCHIVE_DIR),
+                    Some(s3) => PathBuf::from(&s3.url),
+                },
                 detail,
             },
         })?;
@@ -146,6 +155,103 @@ impl Archive {
             shelf: std::sync::Arc::new(std::sync::RwLock::new(shelf)),
             by_time,
         })
+    }
+}
+
+/// The key archive segments on another server are sealed with (32 random bytes,
+/// private, made with the first remote archive): `DIR/keys/archive-seal.key`.
+pub const ARCHIVE_SEAL_KEY: &str = "keys/archive-seal.key";
+
+/// The adapter of `archive "s3://…"`: the bucket's objects sealed with the
+/// installation's archive key. Refused, by name, when host.toml's address does not
+/// read, the credentials file is missing or weak, the installation's own archive still
+/// holds segments (moving them is not performed), or the sealing key is missing while
+/// the store records segments.
+fn remote_adapter(
+    dir: &Path,
+    meta: &Keyspace,
+    s3: &crate::config::S3ArchiveConfig,
+) -> Result<crate::store::shelf::Adapter, HostError> {
+    use crate::store::s3::{AccessKeys, S3Blobs};
+    let config_path = dir.join(crate::config::HOST_CONFIG_FILE);
+    let refused = |reason: String| HostError::Config {
+        path: config_path.clone(),
+        reason,
+    };
+    let target = s3.target().map_err(&refused)?;
+    let credentials = dir.join(&target.credentials);
+    let keys =
+        AccessKeys::read(&credentials).map_err(|e| refused(format!("archive {}: {e}", s3.url)))?;
+    let local = dir
+        .join(archive::ARCHIVE_DIR)
+        .join(archive::SEGMENTS_PREFIX);
+    let held = std::fs::read_dir(&local)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".seg"))
+                .count()
+        })
+        .unwrap_or(0);
+    if held > 0 {
+        return Err(refused(format!(
+            "host.toml names archive {}, but {} still holds {held} archive segment(s): moving an archive between adapters (copied and verified, then released) is not performed by this version; put back `archive \"file\"`",
+            s3.url,
+            local.display()
+        )));
+    }
+    let recorded = meta
+        .get("archive-next-segment")
+        .map_err(|source| HostError::Storage {
+            path: dir.join("store"),
+            source,
+        })?
+        .is_some();
+    let key = seal_key(dir, recorded)?;
+    let blobs = S3Blobs::new(target.location, &target.endpoint, &target.region, &keys)
+        .map_err(|e| refused(e.to_string()))?;
+    Ok(crate::store::shelf::Adapter {
+        blobs: Box::new(crate::store::sealed::Sealed::new(blobs, &key)),
+        place: s3.url.clone(),
+        remote: true,
+    })
+}
+
+/// The archive's sealing key: read (32 bytes, private), or made when the store records
+/// no segment; missing while it does, refused by name (the segments would not open).
+fn seal_key(dir: &Path, recorded: bool) -> Result<[u8; 32], HostError> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(ARCHIVE_SEAL_KEY);
+    let damaged = |detail: String| HostError::Damaged {
+        path: path.clone(),
+        detail,
+    };
+    match std::fs::symlink_metadata(&path) {
+        Ok(metadata) => {
+            let mode = metadata.permissions().mode() & 0o777;
+            if !metadata.is_file() || mode & 0o077 != 0 {
+                return Err(damaged(format!(
+                    "the archive's sealing key has mode {mode:o}: it must be a regular file of mode 600, as keys are"
+                )));
+            }
+            let bytes = std::fs::read(&path).map_err(|e| damaged(e.to_string()))?;
+            <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| {
+                damaged(format!(
+                    "the archive's sealing key holds {} bytes, not 32",
+                    bytes.len()
+                ))
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !recorded => {
+            let mut key = [0u8; 32];
+            getrandom::fill(&mut key).map_err(|e| damaged(format!("no randomness: {e}")))?;
+            crate::store::write_private(&path, &key).map_err(|e| damaged(e.to_string()))?;
+            Ok(key)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(damaged(
+            "the archive's sealing key is missing, and the store records archive segments sealed with it: put back the key this installation made".to_owned(),
+        )),
+        Err(e) => Err(damaged(e.to_string())),
     }
 }
 
@@ -365,22 +471,7 @@ impl Host {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .holding();
-        let oldest_hot_ms = self
-            .archive
-            .by_time
-            .first_key_value()
-            .map(|guard| {
-                guard
-                    .key()
-                    .unwrap_or_else(|e| fatal(&self.dir, "reading operations by time", e))
-            })
-            .and_then(|key| key.first_chunk::<8>().map(|at| u64::from_be_bytes(*at)));
-        // A receiver's finished runs are answers too.
-        let oldest_run_ms = self.processes.as_ref().and_then(|p| p.oldest_finished_ms());
-        let oldest_hot_ms = match (oldest_hot_ms, oldest_run_ms) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let oldest_hot_ms = self.oldest_hot_ms();
         let hot_days = self.config.retain.hot_days();
         let window = u64::from(hot_days) * RETAIN_DAY_MS;
         crate::store::usage::ArchiveView {
@@ -399,7 +490,53 @@ impl Host {
                     .saturating_sub(oldest)
                     / 1_000
             }),
+            store: holding.place,
+            waiting: holding.waiting,
+            last_upload_ms: holding.last_upload_ms,
+            last_error_ms: holding.last_error.as_ref().map(|(at, _)| *at),
+            last_error: holding.last_error.map(|(_, why)| why),
         }
+    }
+
+    /// The oldest answer (or a receiver's finished run) in the hot store, Unix ms.
+    fn oldest_hot_ms(&self) -> Option<u64> {
+        let oldest_hot_ms = self
+            .archive
+            .by_time
+            .first_key_value()
+            .map(|guard| {
+                guard
+                    .key()
+                    .unwrap_or_else(|e| fatal(&self.dir, "reading operations by time", e))
+            })
+            .and_then(|key| key.first_chunk::<8>().map(|at| u64::from_be_bytes(*at)));
+        // A receiver's finished runs are answers too.
+        let oldest_run_ms = self.processes.as_ref().and_then(|p| p.oldest_finished_ms());
+        match (oldest_hot_ms, oldest_run_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The hot store's bound while the archive refuses segments: when an answer has
+    /// waited `ARCHIVE_LAG_DAYS_MAX` past the hot window and the archive still does not
+    /// take it, why new work is refused (none: it is taken).
+    pub(super) fn archive_full(&self) -> Option<String> {
+        use crate::limits::ARCHIVE_LAG_DAYS_MAX;
+        let shelf = self.archive.shelf.read().unwrap_or_else(|p| p.into_inner());
+        let why = shelf.failing()?;
+        let oldest = self.oldest_hot_ms()?;
+        let hot_days = self.config.retain.hot_days();
+        let bound = u64::from(hot_days + ARCHIVE_LAG_DAYS_MAX) * RETAIN_DAY_MS;
+        if oldest.saturating_add(bound) >= self.retention_now() {
+            return None;
+        }
+        Some(format!(
+            "archive unreachable and the hot store is full: an answer of {} has waited more than ARCHIVE_LAG_DAYS_MAX ({ARCHIVE_LAG_DAYS_MAX}) days past the hot window ({hot_days} days) for archive {}, which refuses it ({}); new work is refused until a pass archives it (`gridctl storage archive`, or the next periodic pass once the store answers); re-sent ids are still answered",
+            crate::store::rfc3339_ms(oldest),
+            shelf.place(),
+            grid_spec::diagnostic::quoted(why)
+        ))
     }
 
     /// The periodic pass: answers past `retain hot-days`.
@@ -408,5 +545,41 @@ impl Host {
         if let Err(reason) = self.archive_older_than(age, true) {
             tracing::warn!(reason, "archive pass refused");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_sealing_key_is_made_once_kept_private_and_never_made_again_over_sealed_segments() {
+        let dir = std::env::temp_dir().join(format!("grid-seal-key-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("keys")).unwrap();
+        let path = dir.join(ARCHIVE_SEAL_KEY);
+        let refused = |recorded: bool| match seal_key(&dir, recorded) {
+            Err(HostError::Damaged { path: at, detail }) => {
+                assert_eq!(at, path);
+                detail
+            }
+            other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
+        };
+        // Missing while the store records sealed segments: refused, never made afresh.
+        assert!(refused(true).contains("is missing"));
+        assert!(!path.exists());
+        // None recorded: made, private, and read back the same.
+        let made = seal_key(&dir, false).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(seal_key(&dir, true).unwrap(), made);
+        // Weak or cut: refused by name.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(refused(true).contains("mode 644"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(&path, &made[..31]).unwrap();
+        assert!(refused(true).contains("31 bytes"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

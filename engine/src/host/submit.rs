@@ -55,6 +55,18 @@ impl Host {
             tracing::warn!(op, kind, "operation refused: storage full");
             return Handled::Reply(Reply::Refused { reason });
         }
+        // So is new work past the hot store's bound while the archive refuses segments
+        // — but not what archives or checkpoints, which is how it catches up.
+        if !matches!(request, Request::Archive { .. } | Request::Checkpoint {})
+            && let Some(reason) = self.archive_full()
+        {
+            tracing::warn!(
+                op,
+                kind,
+                "operation refused: archive unreachable, hot store full"
+            );
+            return Handled::Reply(Reply::Refused { reason });
+        }
         let mut write = self.database.batch();
         let mut after_commit: Option<AfterCommit> = None;
         let mut batch_point = false;

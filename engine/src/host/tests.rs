@@ -25,6 +25,7 @@ impl Installation {
             metrics: None,
             capacity: Default::default(),
             retain: Default::default(),
+            archive: None,
         };
         crate::custody::write_private(
             &dir.join(config::HOST_CONFIG_FILE),

@@ -66,6 +66,11 @@ pub trait Blobs: Send + Sync {
     fn list(&self, prefix: &str) -> Result<Vec<(String, u64)>, ArchiveError>;
     /// Removes `name` (no error when it is gone).
     fn delete(&self, name: &str) -> Result<(), ArchiveError>;
+    /// Whether the store answers and keeps this interface's promises (a remote one:
+    /// reachable, its bucket there, a put of an existing name refused).
+    fn check(&self) -> Result<(), ArchiveError> {
+        Ok(())
+    }
 }
 
 /// Blobs as files under one private directory (`DIR/archive`): a name's `/` is a

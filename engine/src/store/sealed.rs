@@ -260,6 +260,10 @@ impl<B: Blobs> Blobs for Sealed<B> {
     fn delete(&self, name: &str) -> Result<(), ArchiveError> {
         self.inner.delete(name)
     }
+
+    fn check(&self) -> Result<(), ArchiveError> {
+        self.inner.check()
+    }
 }
 
 #[cfg(test)]

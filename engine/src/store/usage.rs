@@ -108,6 +108,21 @@ pub struct ArchiveView {
     pub oldest_hot_ms: Option<u64>,
     /// How far that answer is past the hot window, seconds (0: archiving keeps up).
     pub lag_seconds: u64,
+    /// Where the segments live: `DIR/archive`'s path, or `s3://BUCKET/PREFIX`.
+    #[serde(default)]
+    pub store: String,
+    /// A remote store that has not answered since gridd started: why (nothing is
+    /// archived until it does; the hot store keeps the answers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
+    /// The last segment written since gridd started, Unix ms.
+    #[serde(default)]
+    pub last_upload_ms: Option<u64>,
+    /// The last refused segment since the last one written: when (Unix ms) and why.
+    #[serde(default)]
+    pub last_error_ms: Option<u64>,
+    #[serde(default)]
+    pub last_error: Option<String>,
 }
 
 /// One keyspace of the host's store.

@@ -22,6 +22,7 @@ mod hosts;
 mod input;
 pub(crate) mod journal;
 mod ledger;
+mod objects;
 mod partition;
 mod peers;
 mod plan;
@@ -67,6 +68,7 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("expect-values", values::parse),
     ("expect-refused", refused::parse),
     ("chmod", tamper::parse_chmod),
+    ("s3-object", objects::parse_s3_object),
     ("replace-key", tamper::parse_replace_key),
     ("remove", tamper::parse_remove),
     ("edit", tamper::parse_edit),

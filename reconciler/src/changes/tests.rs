@@ -387,6 +387,7 @@ fn host(listen: &str, profiles: &[&str]) -> HostConfig {
         metrics: None,
         capacity: CapacityConfig::default(),
         retain: Default::default(),
+        archive: None,
     }
 }
 

@@ -48,7 +48,19 @@ pub fn transitions(
         out.push(Draft::attention("host", name, name, detail));
         return out;
     }
-    let config = HostConfig::from_host(desired);
+    let mut config = HostConfig::from_host(desired);
+    // The archive is its own transition (`diff::archive`): the host's writes keep the
+    // one its host.toml holds.
+    let wanted_archive = std::mem::replace(
+        &mut config.archive,
+        observation.config.as_ref().and_then(|c| c.archive.clone()),
+    );
+    let archive = crate::diff::archive::transitions(
+        name,
+        &observation.dir,
+        config.archive.as_ref(),
+        wanted_archive.as_ref(),
+    );
     let write = |op: Op, detail: String| {
         Draft::new(
             op,
@@ -109,6 +121,7 @@ pub fn transitions(
         }
         _ => false,
     };
+    out.extend(archive);
     if fresh {
         // An installation that does not exist yet certainly holds nothing: its models
         // are created once it runs.

@@ -11,6 +11,7 @@
 
 pub use crate::transition::{Draft, Index, enrolled, installed};
 
+pub mod archive;
 pub mod authority;
 pub mod hosts;
 pub mod memberships;

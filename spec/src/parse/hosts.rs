@@ -61,6 +61,8 @@ impl FileReader<'_> {
         let mut capacity = crate::topology::DeliveryCapacity::default();
         let mut retain = crate::topology::Retention::default();
         let mut retain_seen = false;
+        let mut archive = crate::storage::ArchiveTarget::File;
+        let mut archive_seen = false;
         let mut profiles_seen = false;
         for child in n.children(self) {
             let mut c = NodeReader::new(child);
@@ -172,13 +174,25 @@ impl FileReader<'_> {
                     retain_seen = true;
                     retain = self.retain(&mut c);
                 }
+                "archive" => {
+                    if archive_seen {
+                        self.error(
+                            child.name().span(),
+                            "`archive` is given twice",
+                            "second",
+                            "one `archive \"file\"` or `archive \"s3://BUCKET/PREFIX\" endpoint=… credentials=…` per host",
+                        );
+                    }
+                    archive_seen = true;
+                    archive = self.archive(&mut c);
+                }
                 other => {
                     c.skip_all();
                     self.error(
                         child.name().span(),
                         format!("unknown child `{other}` of host"),
                         "not a host setting",
-                        "a host holds `member M`, `profiles P…`, `keys generation=N`, `capacity …` and `retain …`",
+                        "a host holds `member M`, `profiles P…`, `keys generation=N`, `capacity …`, `retain …` and `archive …`",
                     )
                 }
             }
@@ -203,6 +217,7 @@ impl FileReader<'_> {
             capacity,
             metrics,
             retain,
+            archive,
             retired,
             origin,
         });
@@ -244,6 +259,131 @@ impl FileReader<'_> {
         crate::topology::Retention {
             hot_days,
             archive_days: archive.map(|(n, _)| n as u32),
+        }
+    }
+
+    /// `archive "file"` or `archive "s3://BUCKET/PREFIX" endpoint=… [region=…]
+    /// credentials=…`: the address, endpoint, region and credentials path checked
+    /// here; the credentials file itself is read where the host runs.
+    fn archive(&mut self, c: &mut NodeReader) -> crate::storage::ArchiveTarget {
+        use crate::storage::{ArchiveTarget, S3Archive, S3Location};
+        let target = c.string_arg(self, 0, "address");
+        let endpoint = c.string_prop(self, "endpoint", false);
+        let region = c.string_prop(self, "region", false);
+        let credentials = c.string_prop(self, "credentials", false);
+        let Some((url, url_span)) = target else {
+            return ArchiveTarget::File;
+        };
+        if url == "file" {
+            for (key, given) in [
+                ("endpoint", &endpoint),
+                ("region", &region),
+                ("credentials", &credentials),
+            ] {
+                if let Some((_, span)) = given {
+                    self.error(
+                        *span,
+                        format!("`{key}` belongs to an s3:// archive, not to `archive \"file\"`"),
+                        "not for files",
+                        "remove it, or name the bucket: archive \"s3://BUCKET/PREFIX\"",
+                    );
+                }
+            }
+            return ArchiveTarget::File;
+        }
+        if url.starts_with("dynamodb://") {
+            self.error(
+                url_span,
+                format!(
+                    "archive `{}`: the DynamoDB adapter is not built in this version",
+                    crate::diagnostic::quoted(&url)
+                ),
+                "not built",
+                "use archive \"file\" or archive \"s3://BUCKET/PREFIX\"; nothing falls back to another store",
+            );
+            return ArchiveTarget::File;
+        }
+        let location = match S3Location::parse(&url) {
+            Ok(location) => location,
+            Err(reason) => {
+                let help = if url.starts_with("s3://") {
+                    "a bucket name is 3 to 63 lower-case letters, digits, `-` and `.`; a prefix is `/`-separated parts of letters, digits, `-`, `_` and `.`"
+                } else {
+                    "an archive is \"file\" or \"s3://BUCKET/PREFIX\""
+                };
+                self.error(
+                    url_span,
+                    format!("archive {reason}"),
+                    "not an archive",
+                    help,
+                );
+                return ArchiveTarget::File;
+            }
+        };
+        let mut missing = |key: &str, example: &str| {
+            c.missing(
+                self,
+                format!("an s3:// archive needs `{key}`"),
+                format!("add {key}=\"{example}\""),
+            );
+        };
+        if endpoint.is_none() {
+            missing("endpoint", "http://127.0.0.1:8333");
+        }
+        if credentials.is_none() {
+            missing("credentials", "/etc/grid/s3.credentials");
+        }
+        let endpoint =
+            endpoint.and_then(|(text, span)| match crate::storage::check_endpoint(&text) {
+                Ok(()) => Some(text.trim_end_matches('/').to_owned()),
+                Err(reason) => {
+                    self.error(
+                        span,
+                        format!(
+                            "`endpoint` `{}` is not an S3 endpoint: {reason}",
+                            crate::diagnostic::quoted(&text)
+                        ),
+                        "not http(s)://HOST:PORT",
+                        "for example endpoint=\"http://127.0.0.1:8333\"",
+                    );
+                    None
+                }
+            });
+        let region = match region {
+            None => Some(crate::storage::S3_REGION_DEFAULT.to_owned()),
+            Some((text, span)) => match crate::storage::check_region(&text) {
+                Ok(()) => Some(text),
+                Err(reason) => {
+                    self.error(
+                        span,
+                        format!("`region` `{}`: {reason}", crate::diagnostic::quoted(&text)),
+                        "not a region",
+                        "omit it to sign for us-east-1",
+                    );
+                    None
+                }
+            },
+        };
+        let credentials = credentials.and_then(|(text, span)| {
+            if text.is_empty() {
+                self.error(
+                    span,
+                    "`credentials` is empty",
+                    "empty path",
+                    "name a private file in the AWS shared-credentials format ([default] with aws_access_key_id and aws_secret_access_key)",
+                );
+                return None;
+            }
+            Some(PathBuf::from(text))
+        });
+        match (endpoint, region, credentials) {
+            (Some(endpoint), Some(region), Some(credentials)) => ArchiveTarget::S3(S3Archive {
+                location,
+                endpoint,
+                region,
+                credentials,
+            }),
+            _ => ArchiveTarget::File,
         }
     }
 

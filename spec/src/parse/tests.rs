@@ -175,3 +175,100 @@ fn retain_reads_its_windows_and_refuses_zero_too_long_or_an_archive_shorter_than
     let error = crate::load_str("t.kdl", &twice).unwrap_err();
     assert_eq!(error.items[0].message, "`retain` is given twice");
 }
+
+#[test]
+fn archive_reads_files_or_an_s3_bucket_and_refuses_what_it_cannot_use_with_a_span() {
+    use crate::storage::{ArchiveTarget, S3Archive, S3Location};
+    let host = |archive: &str| {
+        format!("grid version=1\nhost a listen=\"127.0.0.1:7401\" {{\n    {archive}\n}}\n")
+    };
+    let s3 = r#"archive "s3://grid-archive/edge-a" endpoint="http://127.0.0.1:8333/" credentials="s3.credentials""#;
+    let topology = crate::load_str("t.kdl", &host(s3)).unwrap();
+    assert_eq!(
+        topology.hosts[0].archive,
+        ArchiveTarget::S3(S3Archive {
+            location: S3Location::parse("s3://grid-archive/edge-a").unwrap(),
+            endpoint: "http://127.0.0.1:8333".to_owned(),
+            region: "us-east-1".to_owned(),
+            credentials: "s3.credentials".into(),
+        })
+    );
+    assert_eq!(topology.hosts[0].archive.url(), "s3://grid-archive/edge-a");
+    let file = crate::load_str("t.kdl", &host("archive \"file\"")).unwrap();
+    assert_eq!(file.hosts[0].archive, ArchiveTarget::File);
+    let plain = "grid version=1\nhost a listen=\"127.0.0.1:7401\"\n";
+    assert_eq!(
+        crate::load_str("t.kdl", plain).unwrap().hosts[0].archive,
+        ArchiveTarget::File
+    );
+    let with = |extra: &str| {
+        format!(
+            r#"archive "s3://grid-archive/a" endpoint="http://127.0.0.1:8333" credentials="c" {extra}"#
+        )
+    };
+    for (archive, message, at) in [
+        (
+            r#"archive "file" endpoint="http://127.0.0.1:8333""#.to_owned(),
+            "`endpoint` belongs to an s3:// archive, not to `archive \"file\"`",
+            "endpoint=",
+        ),
+        (
+            r#"archive "dynamodb://grid-answers""#.to_owned(),
+            "archive `dynamodb://grid-answers`: the DynamoDB adapter is not built in this version",
+            "\"dynamodb",
+        ),
+        (
+            r#"archive "s3://Grid_Archive/a" endpoint="http://h:1" credentials="c""#.to_owned(),
+            "archive `s3://Grid_Archive/a`: a bucket name is 3 to 63 lower-case letters, digits, `-` and `.`, starting and ending with a letter or digit",
+            "\"s3://Grid",
+        ),
+        (
+            r#"archive "ftp://x""#.to_owned(),
+            "archive `ftp://x` is not an s3:// address",
+            "\"ftp",
+        ),
+        (
+            r#"archive "s3://grid-archive/a" credentials="c""#.to_owned(),
+            "an s3:// archive needs `endpoint`",
+            "archive",
+        ),
+        (
+            r#"archive "s3://grid-archive/a" endpoint="ftp://127.0.0.1:1" credentials="c""#
+                .to_owned(),
+            "`endpoint` `ftp://127.0.0.1:1` is not an S3 endpoint: `ftp://` is neither http:// nor https://",
+            "endpoint=",
+        ),
+        (
+            r#"archive "s3://grid-archive/a" endpoint="http://u:p@127.0.0.1:1" credentials="c""#
+                .to_owned(),
+            "`endpoint` `http://u:p@127.0.0.1:1` is not an S3 endpoint: it has user info (`…@`): keys belong in the credentials file",
+            "endpoint=",
+        ),
+        (
+            with("region=\"US East\""),
+            "`region` `US East`: a region is 1 to 32 lower-case letters, digits and `-` (for example us-east-1)",
+            "region=",
+        ),
+        (
+            r#"archive "s3://grid-archive/a" endpoint="http://127.0.0.1:1" credentials="""#
+                .to_owned(),
+            "`credentials` is empty",
+            "credentials=",
+        ),
+        (
+            with("secret=\"x\""),
+            "unknown property `secret` of `archive`",
+            "secret=",
+        ),
+    ] {
+        let text = host(&archive);
+        let error = crate::load_str("t.kdl", &text).unwrap_err();
+        assert_eq!(error.len(), 1, "{archive}: {error:?}");
+        let d = &error.items[0];
+        assert_eq!(d.message, message, "{archive}");
+        assert_eq!(d.offset(), text.find(at), "{archive}");
+    }
+    let twice = host("archive \"file\"\n    archive \"file\"");
+    let error = crate::load_str("t.kdl", &twice).unwrap_err();
+    assert_eq!(error.items[0].message, "`archive` is given twice");
+}

@@ -26,72 +26,7 @@ use crate::limits::{
     REMOTE_BLOB_BYTES_MAX, REMOTE_LIST_PAGE_MAX, REMOTE_PRESIGNED_VALID, REMOTE_REQUEST_TIMEOUT,
 };
 
-/// Where blobs live on S3: a bucket and a key prefix (empty, or ending in `/`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct S3Location {
-    pub bucket: String,
-    pub prefix: String,
-}
-
-impl S3Location {
-    /// Parses `s3://BUCKET[/PREFIX]`. A bucket name is 3 to 63 lower-case letters,
-    /// digits, `-` and `.`, starting and ending with a letter or digit; a prefix is
-    /// `/`-separated parts of letters, digits, `-`, `_` and `.`, none empty, `.` or `..`.
-    pub fn parse(url: &str) -> Result<S3Location, String> {
-        let shown = grid_spec::diagnostic::quoted(url);
-        let rest = url
-            .strip_prefix("s3://")
-            .ok_or_else(|| format!("`{shown}` is not an s3:// address"))?;
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        let edge_ok =
-            |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-        if !(3..=63).contains(&bucket.len())
-            || !bucket
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-            || !edge_ok(bucket.chars().next())
-            || !edge_ok(bucket.chars().last())
-        {
-            return Err(format!(
-                "`{shown}`: a bucket name is 3 to 63 lower-case letters, digits, `-` and `.`, starting and ending with a letter or digit"
-            ));
-        }
-        let prefix = prefix.trim_end_matches('/');
-        if !prefix.is_empty()
-            && prefix.split('/').any(|part| {
-                part.is_empty()
-                    || part == "."
-                    || part == ".."
-                    || !part
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            })
-        {
-            return Err(format!(
-                "`{shown}`: a prefix is `/`-separated parts of letters, digits, `-`, `_` and `.` (none empty, `.` or `..`)"
-            ));
-        }
-        Ok(S3Location {
-            bucket: bucket.to_owned(),
-            prefix: if prefix.is_empty() {
-                String::new()
-            } else {
-                format!("{prefix}/")
-            },
-        })
-    }
-}
-
-impl std::fmt::Display for S3Location {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "s3://{}/{}",
-            self.bucket,
-            self.prefix.trim_end_matches('/')
-        )
-    }
-}
+pub use grid_spec::storage::S3Location;
 
 /// An access key and its secret (the secret never shown).
 #[derive(Clone)]
@@ -454,6 +389,10 @@ impl Blobs for S3Blobs {
             200 | 204 | 404 => Ok(()),
             status => Err(self.unexpected(&what, status, &answered.body)),
         }
+    }
+
+    fn check(&self) -> Result<(), ArchiveError> {
+        S3Blobs::check(self)
     }
 }
 

@@ -121,6 +121,15 @@ pub struct Holding {
     /// The span of the segments held: their oldest and newest entry, Unix ms.
     pub first_ms: Option<u64>,
     pub last_ms: Option<u64>,
+    /// Where the segments live (`DIR/archive`, `s3://BUCKET/PREFIX`).
+    pub place: String,
+    /// Why the walk of a remote archive waits (it did not answer): nothing is
+    /// archived until it does.
+    pub waiting: Option<String>,
+    /// The last segment written, Unix ms (since gridd started).
+    pub last_upload_ms: Option<u64>,
+    /// The last refusal of a segment since the last one written: when, and why.
+    pub last_error: Option<(u64, String)>,
 }
 
 /// The shelf of an installation as its rooms share it: finds read it together, a
@@ -341,26 +350,129 @@ pub struct Shelf {
     totals: Totals,
     /// The installation (`DIR`).
     dir: PathBuf,
+    /// Where the segments live, as messages name it (`DIR/archive`, `s3://…`).
+    place: String,
+    /// The segments are on another server (which may not answer).
+    remote: bool,
+    /// The walk of the archive against the store's records waits for the server to
+    /// answer (why it did not, last time).
+    unwalked: Option<String>,
+    /// The last segment written, and the last refusal of a write (Unix ms, why).
+    last_upload_ms: Option<u64>,
+    last_error: Option<(u64, String)>,
 }
 
+/// Where a shelf keeps its segments: a [`Blobs`], how messages name it, and whether it
+/// is another server's.
+pub struct Adapter {
+    pub blobs: Box<dyn Blobs>,
+    pub place: String,
+    pub remote: bool,
+}
+
+impl Adapter {
+    /// Segments in the installation's own files.
+    pub fn files(blobs: archive::LocalFiles, place: String) -> Adapter {
+        Adapter {
+            blobs: Box::new(blobs),
+            place,
+            remote: false,
+        }
+    }
+}
+
+/// How a refusal begins when a remote archive does not answer (the rest says why).
+const UNREACHABLE: &str = "the archive store does not answer";
+
 impl Shelf {
-    /// Opens the shelf of the installation at `dir` in `database`: every segment the
-    /// store names must be there at its recorded size (refused by name otherwise); a
-    /// segment the store does not name is what a write left before its index was
-    /// committed (failpoint `archive-before-index`), never acknowledged: removed. The
-    /// same walk counts what the shelf holds.
+    /// Opens the shelf of the installation at `dir` in `database`, its segments in the
+    /// installation's own `DIR/archive` (`archive "file"`).
     pub fn open(
         dir: &Path,
         database: &fjall::Database,
         meta: &Keyspace,
     ) -> Result<Shelf, ShelfError> {
+        let blobs = archive::LocalFiles::open(dir).map_err(refused)?;
+        let place = dir.join(archive::ARCHIVE_DIR).display().to_string();
+        Shelf::open_on(dir, database, meta, Adapter::files(blobs, place))
+    }
+
+    /// Opens the shelf of the installation at `dir` in `database` on `adapter`: every
+    /// segment the store names must be there at its recorded size (refused by name
+    /// otherwise); a segment the store does not name is what a write left before its
+    /// index was committed (failpoint `archive-before-index`), never acknowledged:
+    /// removed. The same walk counts what the shelf holds. A remote adapter that does
+    /// not answer defers the walk to the first segment written (until then nothing is
+    /// shelved, and a find whose segment does not answer is unreadable, never absent).
+    pub fn open_on(
+        dir: &Path,
+        database: &fjall::Database,
+        meta: &Keyspace,
+        adapter: Adapter,
+    ) -> Result<Shelf, ShelfError> {
         let [index, segments] =
             super::open_keyspaces(database, ["archive-index", "archive-segments"])?;
-        let blobs = archive::LocalFiles::open(dir).map_err(refused)?;
-        let next = next_segment(meta)?;
-        let mut listed: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut shelf = Shelf {
+            blobs: adapter.blobs,
+            index,
+            segments,
+            meta: meta.clone(),
+            totals: Totals::default(),
+            dir: dir.to_owned(),
+            place: adapter.place,
+            remote: adapter.remote,
+            unwalked: None,
+            last_upload_ms: None,
+            last_error: None,
+        };
+        match shelf.walk() {
+            Ok(()) => {}
+            Err(ShelfError::Refused(detail)) if shelf.remote && detail.starts_with(UNREACHABLE) => {
+                tracing::warn!(archive = shelf.place, %detail, "archive store does not answer: gridd starts, and archives nothing until it does");
+                shelf.count()?;
+                shelf.unwalked = Some(detail.clone());
+                shelf.last_error = Some((super::now_ms(), detail));
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(shelf)
+    }
+
+    /// Counts what the store records (without reading the archive).
+    fn count(&mut self) -> Result<(), ShelfError> {
         let mut totals = Totals::default();
         let mut released_prefix = true;
+        for guard in self.segments.iter() {
+            let (key, value) = guard.into_inner()?;
+            let (seq, record) = decode_segment(&key, &value).ok_or_else(|| {
+                ShelfError::StoreDamaged("an archive segment record does not decode".to_owned())
+            })?;
+            if record.expired {
+                totals.released += 1;
+                if released_prefix {
+                    totals.released_through = seq;
+                }
+            } else {
+                released_prefix = false;
+                totals.hold(&record);
+            }
+        }
+        self.totals = totals;
+        Ok(())
+    }
+
+    /// The walk of [`Shelf::open_on`]: the archive's listing against the store's
+    /// records, orphans removed, totals counted.
+    fn walk(&mut self) -> Result<(), ShelfError> {
+        self.count()?;
+        let blobs = &self.blobs;
+        let refused = |e: ArchiveError| match e {
+            ArchiveError::Remote { .. } => ShelfError::Refused(format!("{UNREACHABLE}: {e}")),
+            e => refused(e),
+        };
+        blobs.check().map_err(refused)?;
+        let next = next_segment(&self.meta)?;
+        let mut listed: BTreeMap<u64, u64> = BTreeMap::new();
         for (name, size) in blobs.list(archive::SEGMENTS_PREFIX).map_err(refused)? {
             match archive::segment_seq(&name) {
                 Some(seq) if seq >= next => {
@@ -381,20 +493,11 @@ impl Shelf {
                 }
             }
         }
-        for guard in segments.iter() {
+        for guard in self.segments.iter() {
             let (key, value) = guard.into_inner()?;
             let (seq, record) = decode_segment(&key, &value).ok_or_else(|| {
                 ShelfError::StoreDamaged("an archive segment record does not decode".to_owned())
             })?;
-            if record.expired {
-                totals.released += 1;
-                if released_prefix {
-                    totals.released_through = seq;
-                }
-            } else {
-                released_prefix = false;
-                totals.hold(&record);
-            }
             let name = archive::segment_name(seq);
             match listed.remove(&seq) {
                 // Released, its blob deleted or (a stop in between) about to be.
@@ -420,14 +523,30 @@ impl Shelf {
                     .to_owned(),
             }));
         }
-        Ok(Shelf {
-            blobs: Box::new(blobs),
-            index,
-            segments,
-            meta: meta.clone(),
-            totals,
-            dir: dir.to_owned(),
-        })
+        Ok(())
+    }
+
+    /// Before a segment is written to an archive whose walk was deferred: the walk,
+    /// now. Until it succeeds nothing is shelved.
+    fn walked(&mut self) -> Result<(), String> {
+        if self.unwalked.is_none() {
+            return Ok(());
+        }
+        match self.walk() {
+            Ok(()) => {
+                tracing::info!(
+                    archive = self.place,
+                    "archive store answers: its segments match the store's records"
+                );
+                self.unwalked = None;
+                Ok(())
+            }
+            Err(e) => {
+                let detail = e.to_string();
+                self.unwalked = Some(detail.clone());
+                Err(detail)
+            }
+        }
     }
 
     /// Finds `key`'s entry: read back (one ranged read) and checked against the digest
@@ -464,10 +583,7 @@ impl Shelf {
                 value: entry.value,
                 segment: name,
             },
-            Err(e) => Found::Unreadable(format!(
-                "{e} ({})",
-                self.dir.join(archive::ARCHIVE_DIR).join(&name).display()
-            )),
+            Err(e) => Found::Unreadable(format!("{e} ({}/{name})", self.place)),
         }
     }
 
@@ -489,15 +605,7 @@ impl Shelf {
             .unwrap_or_else(|e| fatal(&self.dir, "reading the archive's next segment", e));
         let encoded = archive::encode(host, seq, entries, sign);
         let name = archive::segment_name(seq);
-        match self.blobs.put_if_absent(&name, &encoded.bytes) {
-            Ok(true) => {}
-            Ok(false) => {
-                return Err(format!(
-                    "archive segment {name} exists already; the store's next segment is {seq}: the archive is not the one this store wrote"
-                ));
-            }
-            Err(e) => return Err(format!("the archive refuses a segment: {e}")),
-        }
+        self.put_segment(seq, &name, &encoded.bytes)?;
         before_index();
         let record = SegmentRecord {
             entries: entries.len() as u32,
@@ -521,6 +629,39 @@ impl Shelf {
         database.commit_or_stop(write, &self.dir, "indexing an archive segment");
         self.totals.hold(&record);
         Ok(record)
+    }
+
+    /// Why the shelf archives nothing now: its remote store has not answered since
+    /// gridd started, or its last segment was refused (none: it keeps up).
+    pub fn failing(&self) -> Option<&str> {
+        self.unwalked
+            .as_deref()
+            .or(self.last_error.as_ref().map(|(_, why)| why.as_str()))
+    }
+
+    /// Where the segments live, as messages name it.
+    pub fn place(&self) -> &str {
+        &self.place
+    }
+
+    /// Writes segment `seq` (`name`) to the archive — after the walk a remote one
+    /// waited for — and keeps when it last did, or why it last could not.
+    fn put_segment(&mut self, seq: u64, name: &str, bytes: &[u8]) -> Result<(), String> {
+        let put = self.walked().and_then(|()| match self.blobs.put_if_absent(name, bytes) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(format!(
+                "archive segment {name} exists already; the store's next segment is {seq}: the archive is not the one this store wrote"
+            )),
+            Err(e) => Err(format!("the archive refuses a segment: {e}")),
+        });
+        match &put {
+            Ok(()) => {
+                self.last_upload_ms = Some(super::now_ms());
+                self.last_error = None;
+            }
+            Err(e) => self.last_error = Some((super::now_ms(), e.clone())),
+        }
+        put
     }
 
     /// Whether [`Shelf::release`] with `past` would release a segment now.
@@ -598,6 +739,10 @@ impl Shelf {
             bytes: self.totals.bytes,
             first_ms,
             last_ms: self.totals.last_ms,
+            place: self.place.clone(),
+            waiting: self.unwalked.clone(),
+            last_upload_ms: self.last_upload_ms,
+            last_error: self.last_error.clone(),
         }
     }
 
@@ -639,175 +784,4 @@ fn decode_segment(key: &[u8], value: &[u8]) -> Option<(u64, SegmentRecord)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::Failpoints;
-    use crate::store::high_water::HighWater;
-    use ed25519_dalek::{Signer as _, SigningKey};
-
-    pub(super) fn sign() -> Signer {
-        let key = SigningKey::from_bytes(&[9u8; 32]);
-        std::sync::Arc::new(move |m: &[u8]| (1, key.sign(m).to_bytes()))
-    }
-
-    /// A store and its shelf in a fresh installation, with a keyspace a room keeps its
-    /// hot entries in.
-    pub(super) fn installation(name: &str) -> (PathBuf, Durable, Keyspace, Keyspace) {
-        let dir = std::env::temp_dir().join(format!("grid-shelf-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("keys")).unwrap();
-        let database = fjall::Database::builder(dir.join("store")).open().unwrap();
-        let [meta, hot] = super::super::open_keyspaces(&database, ["meta", "hot"]).unwrap();
-        let mark = HighWater::open(&dir, &"0".repeat(32), 0, None, sign()).unwrap();
-        let durable = Durable::new(database, meta.clone(), 0, mark, Failpoints::default());
-        (dir, durable, meta, hot)
-    }
-
-    pub(super) fn entry(key: &str, at_ms: u64) -> Entry {
-        Entry {
-            key: key.to_owned(),
-            at_ms,
-            value: format!("the answer of {key}").into_bytes(),
-        }
-    }
-
-    #[test]
-    fn shelved_entries_leave_the_room_in_the_same_write_are_found_and_released_whole() {
-        let (dir, durable, meta, hot) = installation("whole");
-        let mut shelf = Shelf::open(&dir, &durable, &meta).unwrap();
-        let entries = [entry("a", 10), entry("b", 20), entry("c", 30)];
-        for e in &entries {
-            hot.insert(e.key.as_str(), e.value.as_slice()).unwrap();
-        }
-        let mut indexed = false;
-        let record = shelf
-            .shelve(
-                &durable,
-                "solo",
-                &entries,
-                &sign(),
-                || indexed = true,
-                |write| {
-                    for e in &entries {
-                        write.remove(&hot, e.key.as_str());
-                    }
-                },
-            )
-            .unwrap();
-        assert!(indexed, "the failpoint hook runs between segment and index");
-        assert_eq!(
-            (record.entries, record.first_ms, record.last_ms),
-            (3, 10, 30)
-        );
-        assert!(
-            hot.get("b").unwrap().is_none(),
-            "removed with the index write"
-        );
-        let never = |_: u64| false;
-        match shelf.find("b", "b", never) {
-            Found::Held { at_ms, value, .. } => {
-                assert_eq!((at_ms, value), (20, b"the answer of b".to_vec()));
-            }
-            _ => panic!("b is on the shelf"),
-        }
-        assert!(matches!(shelf.find("z", "z", never), Found::Absent));
-        assert!(matches!(
-            shelf.find("a", "a", |at| at < 15),
-            Found::Expired { at_ms: 10 }
-        ));
-        let held = shelf.holding();
-        assert_eq!(
-            (held.segments, held.entries, held.first_ms),
-            (1, 3, Some(10))
-        );
-        // Reopened: the same totals, counted from the store's records.
-        drop(shelf);
-        let mut shelf = Shelf::open(&dir, &durable, &meta).unwrap();
-        assert_eq!(shelf.holding(), held);
-        // Released only once its newest entry is past the window: then whole.
-        assert_eq!(shelf.release(&durable, |last| last < 30).unwrap(), 0);
-        assert_eq!(shelf.release(&durable, |last| last < 31).unwrap(), 1);
-        let released = shelf.holding();
-        assert_eq!((released.segments, released.released_segments), (0, 1));
-        // Its ids stay known: never "absent", whatever the caller's window says.
-        assert!(!matches!(shelf.find("c", "c", never), Found::Absent));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_pass_gathers_full_segments_up_to_its_maximum_and_a_patient_one_waits_for_company() {
-        use crate::limits::{ARCHIVE_SEGMENT_ENTRIES_MAX, ARCHIVE_SEGMENT_WAIT_MAX};
-        let wait = ARCHIVE_SEGMENT_WAIT_MAX.as_millis() as u64;
-        let entries = |n: usize, at_ms: u64| (0..n).map(move |i| entry(&format!("e{i}"), at_ms));
-        let pass = |candidates: Vec<Entry>, cutoff: u64, patient: bool, max: usize| {
-            let mut written = Vec::new();
-            let gathered = gather(candidates, cutoff, patient, max, |segment| {
-                written.push(segment.len());
-                Ok(())
-            })
-            .unwrap();
-            (gathered, written)
-        };
-        // A handful, young: the patient pass leaves them; the operator's writes them.
-        let few: Vec<Entry> = entries(3, 10_000).collect();
-        let (gathered, written) = pass(few.clone(), 10_000 + wait, true, 16);
-        assert_eq!((gathered, written.len()), (Gathered::default(), 0));
-        let (gathered, written) = pass(few.clone(), 10_000 + wait, false, 16);
-        assert_eq!(
-            (gathered.entries, gathered.segments, written),
-            (3, 1, vec![3])
-        );
-        // Waited long enough past the cutoff: written by the patient pass too.
-        let (gathered, _) = pass(few, 10_001 + wait, true, 16);
-        assert_eq!(gathered.entries, 3);
-        // Two full segments and a rest, at most two per pass: the rest waits (`more`).
-        let many: Vec<Entry> = entries(2 * ARCHIVE_SEGMENT_ENTRIES_MAX + 1, 1).collect();
-        let (gathered, written) = pass(many, 1, false, 2);
-        assert_eq!(written, vec![ARCHIVE_SEGMENT_ENTRIES_MAX; 2]);
-        assert!(gathered.more && gathered.segments == 2);
-        // A refused segment refuses the pass.
-        let refused = gather(entries(1, 1), 1, false, 16, |_| Err("no".to_owned()));
-        assert_eq!(refused, Err("no".to_owned()));
-    }
-
-    #[test]
-    fn a_segment_missing_cut_or_foreign_refuses_the_shelf_by_name() {
-        let (dir, durable, meta, _) = installation("refused");
-        let mut shelf = Shelf::open(&dir, &durable, &meta).unwrap();
-        shelf
-            .shelve(&durable, "solo", &[entry("a", 1)], &sign(), || {}, |_| {})
-            .unwrap();
-        drop(shelf);
-        let segment = dir
-            .join(archive::ARCHIVE_DIR)
-            .join(archive::segment_name(1));
-        let bytes = std::fs::read(&segment).unwrap();
-        let refused = |what: &str| match Shelf::open(&dir, &durable, &meta) {
-            Err(ShelfError::Refused(detail)) => detail,
-            Err(other) => panic!("{what}: {other}"),
-            Ok(_) => panic!("{what}: opened"),
-        };
-        std::fs::write(&segment, &bytes[..bytes.len() - 1]).unwrap();
-        let cut = refused("cut");
-        assert!(
-            cut.contains("is damaged") && cut.contains("00000000000000000001.seg"),
-            "{cut}"
-        );
-        std::fs::remove_file(&segment).unwrap();
-        assert!(refused("missing").contains("is missing"));
-        // Put back (private, as every file of an installation), it opens again.
-        let private = |path: &Path, bytes: &[u8]| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::write(path, bytes).unwrap();
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        };
-        private(&segment, &bytes);
-        Shelf::open(&dir, &durable, &meta).unwrap();
-        let foreign = dir
-            .join(archive::ARCHIVE_DIR)
-            .join("segments/not-a-segment");
-        private(&foreign, b"x");
-        assert!(refused("foreign").contains("never writes"));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-}
+mod tests;

@@ -42,7 +42,7 @@ impl Shelf {
     /// lock, taken by the caller) while it reads.
     pub fn verify(&self, host: &str, check: Verifier) -> Verification {
         let mut out = Verification {
-            store: self.dir.join(archive::ARCHIVE_DIR).display().to_string(),
+            store: self.place.clone(),
             ..Verification::default()
         };
         let mut problems = Vec::new();

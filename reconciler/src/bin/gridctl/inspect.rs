@@ -55,7 +55,7 @@ pub enum InspectCommand {
     /// publications and Ordered inbox — with its oldest and newest position, how many
     /// a checkpoint now would purge and why the rest stay. Reads only.
     #[command(mut_arg("json", |a| a.help(
-        "{\"host\", \"keyspaces\": [{\"name\", \"approximate_entries\", \"table_bytes\"}], \"journal_bytes\", \"directories\": [{\"path\", \"files\", \"bytes\", \"truncated\"}], \"disk\": {\"total_bytes\", \"available_bytes\"} or null, \"acknowledged_writes\", \"checkpoints\": [{\"room\", \"name\", \"position\", \"at_ms\", \"bytes\"}], \"archive\": {\"hot_days\", \"archive_days\", \"segments\", \"released_segments\", \"answers\", \"bytes\", \"first_ms\", \"last_ms\", \"oldest_hot_ms\", \"lag_seconds\"} or null, \"journals\": [{\"store\", \"name\", \"oldest_retained\", \"newest\", \"purgeable\", \"kept\"}]}"
+        "{\"host\", \"keyspaces\": [{\"name\", \"approximate_entries\", \"table_bytes\"}], \"journal_bytes\", \"directories\": [{\"path\", \"files\", \"bytes\", \"truncated\"}], \"disk\": {\"total_bytes\", \"available_bytes\"} or null, \"acknowledged_writes\", \"checkpoints\": [{\"room\", \"name\", \"position\", \"at_ms\", \"bytes\"}], \"archive\": {\"hot_days\", \"archive_days\", \"segments\", \"released_segments\", \"answers\", \"bytes\", \"first_ms\", \"last_ms\", \"oldest_hot_ms\", \"lag_seconds\", \"store\", \"waiting\" (absent when none), \"last_upload_ms\", \"last_error_ms\", \"last_error\"} or null, \"journals\": [{\"store\", \"name\", \"oldest_retained\", \"newest\", \"purgeable\", \"kept\"}]}"
     )))]
     Storage {
         #[arg(long, value_name = "NAME")]
@@ -351,6 +351,20 @@ impl Report for Storage<'_> {
                 time(a.oldest_hot_ms),
                 a.lag_seconds
             ));
+            out.push_str(&format!(
+                "  archive store: {}; last segment written {}\n",
+                a.store,
+                time(a.last_upload_ms)
+            ));
+            if let Some(why) = &a.waiting {
+                out.push_str(&format!("  archive store waiting: {why}\n"));
+            }
+            if let Some(why) = &a.last_error {
+                out.push_str(&format!(
+                    "  archive refused a segment at {}: {why}\n",
+                    time(a.last_error_ms)
+                ));
+            }
         }
         for j in &self.view.journals {
             match j.oldest_retained {

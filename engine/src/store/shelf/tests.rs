@@ -1,0 +1,177 @@
+//! The shelf's own tests: shelved, found, released, gathered, refused.
+use super::*;
+use crate::store::Failpoints;
+use crate::store::high_water::HighWater;
+use ed25519_dalek::{Signer as _, SigningKey};
+
+pub(super) fn sign() -> Signer {
+    let key = SigningKey::from_bytes(&[9u8; 32]);
+    std::sync::Arc::new(move |m: &[u8]| (1, key.sign(m).to_bytes()))
+}
+
+/// A store and its shelf in a fresh installation, with a keyspace a room keeps its
+/// hot entries in.
+pub(super) fn installation(name: &str) -> (PathBuf, Durable, Keyspace, Keyspace) {
+    let dir = std::env::temp_dir().join(format!("grid-shelf-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("keys")).unwrap();
+    let database = fjall::Database::builder(dir.join("store")).open().unwrap();
+    let [meta, hot] = super::super::open_keyspaces(&database, ["meta", "hot"]).unwrap();
+    let mark = HighWater::open(&dir, &"0".repeat(32), 0, None, sign()).unwrap();
+    let durable = Durable::new(database, meta.clone(), 0, mark, Failpoints::default());
+    (dir, durable, meta, hot)
+}
+
+pub(super) fn entry(key: &str, at_ms: u64) -> Entry {
+    Entry {
+        key: key.to_owned(),
+        at_ms,
+        value: format!("the answer of {key}").into_bytes(),
+    }
+}
+
+#[test]
+fn shelved_entries_leave_the_room_in_the_same_write_are_found_and_released_whole() {
+    let (dir, durable, meta, hot) = installation("whole");
+    let mut shelf = Shelf::open(&dir, &durable, &meta).unwrap();
+    let entries = [entry("a", 10), entry("b", 20), entry("c", 30)];
+    for e in &entries {
+        hot.insert(e.key.as_str(), e.value.as_slice()).unwrap();
+    }
+    let mut indexed = false;
+    let record = shelf
+        .shelve(
+            &durable,
+            "solo",
+            &entries,
+            &sign(),
+            || indexed = true,
+            |write| {
+                for e in &entries {
+                    write.remove(&hot, e.key.as_str());
+                }
+            },
+        )
+        .unwrap();
+    assert!(indexed, "the failpoint hook runs between segment and index");
+    assert_eq!(
+        (record.entries, record.first_ms, record.last_ms),
+        (3, 10, 30)
+    );
+    assert!(
+        hot.get("b").unwrap().is_none(),
+        "removed with the index write"
+    );
+    let never = |_: u64| false;
+    match shelf.find("b", "b", never) {
+        Found::Held { at_ms, value, .. } => {
+            assert_eq!((at_ms, value), (20, b"the answer of b".to_vec()));
+        }
+        _ => panic!("b is on the shelf"),
+    }
+    assert!(matches!(shelf.find("z", "z", never), Found::Absent));
+    assert!(matches!(
+        shelf.find("a", "a", |at| at < 15),
+        Found::Expired { at_ms: 10 }
+    ));
+    let held = shelf.holding();
+    assert_eq!(
+        (held.segments, held.entries, held.first_ms),
+        (1, 3, Some(10))
+    );
+    // Reopened: the same totals, counted from the store's records.
+    drop(shelf);
+    let mut shelf = Shelf::open(&dir, &durable, &meta).unwrap();
+    // (When it last wrote a segment is this process's own.)
+    assert!(held.last_upload_ms.is_some());
+    let held = Holding {
+        last_upload_ms: None,
+        ..held
+    };
+    assert_eq!(shelf.holding(), held);
+    // Released only once its newest entry is past the window: then whole.
+    assert_eq!(shelf.release(&durable, |last| last < 30).unwrap(), 0);
+    assert_eq!(shelf.release(&durable, |last| last < 31).unwrap(), 1);
+    let released = shelf.holding();
+    assert_eq!((released.segments, released.released_segments), (0, 1));
+    // Its ids stay known: never "absent", whatever the caller's window says.
+    assert!(!matches!(shelf.find("c", "c", never), Found::Absent));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_pass_gathers_full_segments_up_to_its_maximum_and_a_patient_one_waits_for_company() {
+    use crate::limits::{ARCHIVE_SEGMENT_ENTRIES_MAX, ARCHIVE_SEGMENT_WAIT_MAX};
+    let wait = ARCHIVE_SEGMENT_WAIT_MAX.as_millis() as u64;
+    let entries = |n: usize, at_ms: u64| (0..n).map(move |i| entry(&format!("e{i}"), at_ms));
+    let pass = |candidates: Vec<Entry>, cutoff: u64, patient: bool, max: usize| {
+        let mut written = Vec::new();
+        let gathered = gather(candidates, cutoff, patient, max, |segment| {
+            written.push(segment.len());
+            Ok(())
+        })
+        .unwrap();
+        (gathered, written)
+    };
+    // A handful, young: the patient pass leaves them; the operator's writes them.
+    let few: Vec<Entry> = entries(3, 10_000).collect();
+    let (gathered, written) = pass(few.clone(), 10_000 + wait, true, 16);
+    assert_eq!((gathered, written.len()), (Gathered::default(), 0));
+    let (gathered, written) = pass(few.clone(), 10_000 + wait, false, 16);
+    assert_eq!(
+        (gathered.entries, gathered.segments, written),
+        (3, 1, vec![3])
+    );
+    // Waited long enough past the cutoff: written by the patient pass too.
+    let (gathered, _) = pass(few, 10_001 + wait, true, 16);
+    assert_eq!(gathered.entries, 3);
+    // Two full segments and a rest, at most two per pass: the rest waits (`more`).
+    let many: Vec<Entry> = entries(2 * ARCHIVE_SEGMENT_ENTRIES_MAX + 1, 1).collect();
+    let (gathered, written) = pass(many, 1, false, 2);
+    assert_eq!(written, vec![ARCHIVE_SEGMENT_ENTRIES_MAX; 2]);
+    assert!(gathered.more && gathered.segments == 2);
+    // A refused segment refuses the pass.
+    let refused = gather(entries(1, 1), 1, false, 16, |_| Err("no".to_owned()));
+    assert_eq!(refused, Err("no".to_owned()));
+}
+
+#[test]
+fn a_segment_missing_cut_or_foreign_refuses_the_shelf_by_name() {
+    let (dir, durable, meta, _) = installation("refused");
+    let mut shelf = Shelf::open(&dir, &durable, &meta).unwrap();
+    shelf
+        .shelve(&durable, "solo", &[entry("a", 1)], &sign(), || {}, |_| {})
+        .unwrap();
+    drop(shelf);
+    let segment = dir
+        .join(archive::ARCHIVE_DIR)
+        .join(archive::segment_name(1));
+    let bytes = std::fs::read(&segment).unwrap();
+    let refused = |what: &str| match Shelf::open(&dir, &durable, &meta) {
+        Err(ShelfError::Refused(detail)) => detail,
+        Err(other) => panic!("{what}: {other}"),
+        Ok(_) => panic!("{what}: opened"),
+    };
+    std::fs::write(&segment, &bytes[..bytes.len() - 1]).unwrap();
+    let cut = refused("cut");
+    assert!(
+        cut.contains("is damaged") && cut.contains("00000000000000000001.seg"),
+        "{cut}"
+    );
+    std::fs::remove_file(&segment).unwrap();
+    assert!(refused("missing").contains("is missing"));
+    // Put back (private, as every file of an installation), it opens again.
+    let private = |path: &Path, bytes: &[u8]| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(path, bytes).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    };
+    private(&segment, &bytes);
+    Shelf::open(&dir, &durable, &meta).unwrap();
+    let foreign = dir
+        .join(archive::ARCHIVE_DIR)
+        .join("segments/not-a-segment");
+    private(&foreign, b"x");
+    assert!(refused("foreign").contains("never writes"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,218 @@
+//! A host's `archive` (docs/storage.md, "Adapters"): where its archive segments live,
+//! as its own transition apart from the rest of `host.toml` — `+ archive s3://… @ HOST`
+//! when the installation keeps its archive in its own files and holds no segment
+//! there, `~ archive` when the same bucket and prefix are reached another way
+//! (endpoint, region, credentials). Moving segments between adapters (copied and
+//! verified, then released) is not performed by this version: it is `!`, and never
+//! inferred from a removed line.
+//!
+//! Invariants, stated as absences: no `host.toml` names a remote archive the
+//! reconciler has not reached with its credentials and found keeping the promise
+//! of a put that never overwrites; no installation whose own archive holds a segment
+//! is pointed elsewhere.
+
+use std::path::Path;
+
+use grid_engine::config::{HostConfig, S3ArchiveConfig};
+use grid_engine::store::archive::{ARCHIVE_DIR, SEGMENTS_PREFIX};
+
+use crate::changes::{ABSENT, Change};
+use crate::transition::{Action, Draft, Effect, Op};
+
+/// The key of a host's archive transition.
+pub fn key(host: &str) -> String {
+    format!("archive:{host}")
+}
+
+/// The transitions from the archive the installation's `host.toml` holds (`found`;
+/// none: its own files) to the one the files declare (`wanted`).
+pub fn transitions(
+    host: &str,
+    dir: &Path,
+    found: Option<&S3ArchiveConfig>,
+    wanted: Option<&S3ArchiveConfig>,
+) -> Vec<Draft> {
+    let attention = |detail: String| vec![Draft::attention("archive", host, host, detail)];
+    let not_moved = "moving an archive between adapters (its segments copied and verified, then the old store released) is not performed by this version";
+    match (found, wanted) {
+        (None, None) => Vec::new(),
+        (Some(f), Some(w)) if f == w => Vec::new(),
+        (None, Some(w)) => match local_segments(dir) {
+            0 => vec![
+                Draft::new(
+                    Op::Create,
+                    "archive",
+                    &w.url,
+                    host,
+                    format!("segments sealed to the host at {}", w.describe()),
+                    Action::WriteArchive { archive: w.clone() },
+                )
+                .key(key(host))
+                .after([format!("host:{host}")]),
+            ],
+            n => attention(format!(
+                "the files declare archive {}, but {} holds {n} segment(s): {not_moved}; the host keeps `archive \"file\"`",
+                w.url,
+                dir.join(ARCHIVE_DIR).display()
+            )),
+        },
+        (Some(f), None) => attention(format!(
+            "host.toml keeps archive {}, the files declare `archive \"file\"` (or none): {not_moved}, and it is never inferred from a removed line",
+            f.url
+        )),
+        (Some(f), Some(w)) if f.url != w.url => attention(format!(
+            "host.toml keeps archive {}, the files declare {}: {not_moved}",
+            f.url, w.url
+        )),
+        (Some(f), Some(w)) => {
+            let mut changes = Vec::new();
+            for (field, before, after) in [
+                ("endpoint", &f.endpoint, &w.endpoint),
+                ("region", &f.region, &w.region),
+                ("credentials", &f.credentials, &w.credentials),
+            ] {
+                if before != after {
+                    changes.push(Change {
+                        field: field.to_owned(),
+                        before: before.clone(),
+                        after: after.clone(),
+                    });
+                }
+            }
+            vec![
+                Draft::new(
+                    Op::Change,
+                    "archive",
+                    &w.url,
+                    host,
+                    format!(
+                        "the same objects, reached at {} (takes effect when gridd restarts)",
+                        w.describe()
+                    ),
+                    Action::WriteArchive { archive: w.clone() },
+                )
+                .key(key(host))
+                .after([format!("host:{host}")])
+                .changes(changes),
+            ]
+        }
+    }
+}
+
+/// Segments in the installation's own archive (`DIR/archive/segments`).
+fn local_segments(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join(ARCHIVE_DIR).join(SEGMENTS_PREFIX)).map_or(0, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".seg"))
+            .count()
+    })
+}
+
+/// Points the installation at `dir` to `archive`: refused, changing nothing, when its
+/// own archive holds segments, the credentials file is missing or weak, or the server
+/// does not answer or would let a put overwrite; then `host.toml` rewritten with it.
+pub fn write(dir: &Path, archive: &S3ArchiveConfig) -> Effect {
+    Effect::local(write_archive(dir, archive))
+}
+
+fn write_archive(dir: &Path, archive: &S3ArchiveConfig) -> Result<String, String> {
+    use grid_engine::store::archive::Blobs;
+    use grid_engine::store::s3::{AccessKeys, S3Blobs};
+    let mut config = HostConfig::read(dir).map_err(|e| e.to_string())?;
+    let moving = config
+        .archive
+        .as_ref()
+        .is_some_and(|f| f.url != archive.url);
+    let held = local_segments(dir);
+    if moving || (config.archive.is_none() && held > 0) {
+        return Err(format!(
+            "the installation's archive is not empty or is elsewhere ({} segment(s) in {}, host.toml: {}): moving an archive between adapters is not performed by this version",
+            held,
+            dir.join(ARCHIVE_DIR).display(),
+            config.archive.as_ref().map_or(ABSENT, |a| a.url.as_str())
+        ));
+    }
+    let target = archive.target()?;
+    let keys = AccessKeys::read(&dir.join(&target.credentials))?;
+    let blobs = S3Blobs::new(target.location, &target.endpoint, &target.region, &keys)
+        .map_err(|e| e.to_string())?;
+    Blobs::check(&blobs).map_err(|e| format!("{e}; host.toml is unchanged"))?;
+    config.archive = Some(archive.clone());
+    let path = dir.join(grid_engine::config::HOST_CONFIG_FILE);
+    grid_engine::custody::write_private(&path, config.to_toml().as_bytes())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(format!(
+        "wrote archive {} into {} (the server answered, and refuses a put of an existing key)",
+        archive.url,
+        path.display()
+    ))
+}
+
+/// Whether the installation at `dir` names `archive` already.
+pub fn written(dir: &Path, archive: &S3ArchiveConfig) -> bool {
+    HostConfig::read(dir).is_ok_and(|c| c.archive.as_ref() == Some(archive))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bucket(url: &str, endpoint: &str) -> S3ArchiveConfig {
+        S3ArchiveConfig {
+            url: url.to_owned(),
+            endpoint: endpoint.to_owned(),
+            region: "us-east-1".to_owned(),
+            credentials: "s3.credentials".to_owned(),
+        }
+    }
+
+    #[test]
+    fn an_archive_is_its_own_transition_and_a_move_between_adapters_is_never_applied() {
+        let dir = std::env::temp_dir().join(format!("grid-plan-archive-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let a = bucket("s3://grid-archive/a", "http://127.0.0.1:8333");
+        let ops = |found: Option<&S3ArchiveConfig>, wanted: Option<&S3ArchiveConfig>| {
+            transitions("a", &dir, found, wanted)
+                .into_iter()
+                .map(|d| (d.transition.op, d.transition.action, d.transition.changes))
+                .collect::<Vec<_>>()
+        };
+        assert!(ops(None, None).is_empty());
+        assert!(ops(Some(&a), Some(&a)).is_empty());
+        // Files, none held: `+ archive`, after the host's own transition.
+        let added = transitions("a", &dir, None, Some(&a));
+        assert_eq!(added.len(), 1);
+        assert_eq!(added[0].transition.op, Op::Create);
+        assert_eq!(added[0].transition.name, "s3://grid-archive/a");
+        assert_eq!(added[0].after, vec!["host:a".to_owned()]);
+        // The same bucket reached elsewhere: `~ archive`, the changed field named.
+        let moved = bucket("s3://grid-archive/a", "http://127.0.0.1:9333");
+        let changed = ops(Some(&a), Some(&moved));
+        assert_eq!(changed.len(), 1);
+        assert_eq!(changed[0].0, Op::Change);
+        assert_eq!(changed[0].2.len(), 1);
+        assert_eq!(changed[0].2[0].field, "endpoint");
+        // Another bucket, or none: never applied.
+        let other = bucket("s3://grid-archive/b", "http://127.0.0.1:8333");
+        for (found, wanted) in [(Some(&a), Some(&other)), (Some(&a), None)] {
+            let drafts = ops(found, wanted);
+            assert_eq!(drafts.len(), 1);
+            assert_eq!((drafts[0].0, &drafts[0].1), (Op::Attention, &Action::None));
+        }
+        // Files holding a segment: not pointed elsewhere.
+        let segments = dir.join(ARCHIVE_DIR).join(SEGMENTS_PREFIX);
+        std::fs::create_dir_all(&segments).unwrap();
+        std::fs::write(segments.join("00000000000000000001.seg"), b"x").unwrap();
+        let held = transitions("a", &dir, None, Some(&a));
+        assert_eq!(held[0].transition.op, Op::Attention);
+        assert!(held[0].transition.detail.contains("holds 1 segment"));
+        // And the apply refuses it too, changing nothing.
+        let config = "name = \"a\"\nlisten = \"127.0.0.1:7401\"\n";
+        std::fs::write(dir.join(grid_engine::config::HOST_CONFIG_FILE), config).unwrap();
+        let refused = write_archive(&dir, &a).unwrap_err();
+        assert!(refused.contains("1 segment(s)"), "{refused}");
+        assert!(!written(&dir, &a));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
