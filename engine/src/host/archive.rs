@@ -132,7 +132,12 @@ impl Archive {
             })?;
         let shelf = match &config.archive {
             None => Shelf::open(dir, database, meta),
-            Some(s3) => Shelf::open_on(dir, database, meta, remote_adapter(dir, meta, s3)?),
+            Some(s3) => Shelf::open_on(
+                dir,
+                database,
+                meta,
+                remote_adapter(dir, database, meta, s3)?,
+            ),
         };
         let shelf = shelf.map_err(|e| match e {
             ShelfError::Storage(source) => HostError::Storage {
@@ -162,13 +167,20 @@ impl Archive {
 /// private, made with the first remote archive): `DIR/keys/archive-seal.key`.
 pub const ARCHIVE_SEAL_KEY: &str = "keys/archive-seal.key";
 
+/// The `meta` key naming the remote archive this store's segments went to (`s3://…`):
+/// written, synced, before the first segment is put there; a host.toml naming another
+/// is refused.
+const ARCHIVE_REMOTE_KEY: &str = "archive-remote";
+
 /// The adapter of `archive "s3://…"`: the bucket's objects sealed with the
 /// installation's archive key. Refused, by name, when host.toml's address does not
-/// read, the credentials file is missing or weak, the installation's own archive still
-/// holds segments (moving them is not performed), or the sealing key is missing while
-/// the store records segments.
+/// read, the credentials file is missing or weak, the store's segments went to
+/// another bucket, or the sealing key is missing while segments were sealed with it.
+/// Segments still in the installation's own `DIR/archive` (an archive moving from
+/// files, `~ archive`) are moved first ([`move_to`]).
 fn remote_adapter(
     dir: &Path,
+    database: &fjall::Database,
     meta: &Keyspace,
     s3: &crate::config::S3ArchiveConfig,
 ) -> Result<crate::store::shelf::Adapter, HostError> {
@@ -178,47 +190,119 @@ fn remote_adapter(
         path: config_path.clone(),
         reason,
     };
+    let storage = |source| HostError::Storage {
+        path: dir.join("store"),
+        source,
+    };
     let target = s3.target().map_err(&refused)?;
     let credentials = dir.join(&target.credentials);
     let keys =
         AccessKeys::read(&credentials).map_err(|e| refused(format!("archive {}: {e}", s3.url)))?;
-    let local = dir
-        .join(archive::ARCHIVE_DIR)
-        .join(archive::SEGMENTS_PREFIX);
-    let held = std::fs::read_dir(&local)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter(|e| e.file_name().to_string_lossy().ends_with(".seg"))
-                .count()
-        })
-        .unwrap_or(0);
-    if held > 0 {
-        return Err(refused(format!(
-            "host.toml names archive {}, but {} still holds {held} archive segment(s): moving an archive between adapters (copied and verified, then released) is not performed by this version; put back `archive \"file\"`",
-            s3.url,
-            local.display()
-        )));
+    let went = meta.get(ARCHIVE_REMOTE_KEY).map_err(storage)?;
+    match went.as_deref() {
+        Some(url) if url != s3.url.as_bytes() => {
+            return Err(refused(format!(
+                "host.toml names archive {}, but this store's segments went to {}: moving an archive between buckets is not performed by this version; put back the archive this installation wrote",
+                s3.url,
+                String::from_utf8_lossy(url)
+            )));
+        }
+        Some(_) => {}
+        None => {
+            // The key first (made when none was), then the record that sealed
+            // segments may exist: a key is never made afresh over them.
+            seal_key(dir, false)?;
+            meta.insert(ARCHIVE_REMOTE_KEY, s3.url.as_bytes())
+                .map_err(storage)?;
+            database
+                .persist(fjall::PersistMode::SyncAll)
+                .map_err(storage)?;
+        }
     }
-    let recorded = meta
-        .get("archive-next-segment")
-        .map_err(|source| HostError::Storage {
-            path: dir.join("store"),
-            source,
-        })?
-        .is_some();
-    let key = seal_key(dir, recorded)?;
+    let key = seal_key(dir, true)?;
     let blobs = S3Blobs::new(target.location, &target.endpoint, &target.region, &keys)
         .map_err(|e| refused(e.to_string()))?;
+    let sealed = crate::store::sealed::Sealed::new(blobs, &key);
+    move_to(dir, &sealed, &s3.url)?;
     Ok(crate::store::shelf::Adapter {
-        blobs: Box::new(crate::store::sealed::Sealed::new(blobs, &key)),
+        blobs: Box::new(sealed),
         place: s3.url.clone(),
         remote: true,
     })
 }
 
-/// The archive's sealing key: read (32 bytes, private), or made when the store records
-/// no segment; missing while it does, refused by name (the segments would not open).
+/// Moves the segments still in the installation's own `DIR/archive` to `remote`: each
+/// put (idempotent: a segment moved before a stop answers the same), read back and
+/// compared whole, and only then removed from `DIR/archive`. Anything that fails
+/// refuses the start, naming it, with `DIR/archive` as it was for what did not move.
+fn move_to(dir: &Path, remote: &dyn archive::Blobs, url: &str) -> Result<(), HostError> {
+    use archive::Blobs as _;
+    let local_dir = dir.join(archive::ARCHIVE_DIR);
+    if !local_dir.join(archive::SEGMENTS_PREFIX).is_dir() {
+        return Ok(());
+    }
+    let refused = |detail: String| HostError::Damaged {
+        path: local_dir.clone(),
+        detail,
+    };
+    let local = archive::LocalFiles::open(dir).map_err(|e| refused(e.to_string()))?;
+    let held = local
+        .list(archive::SEGMENTS_PREFIX)
+        .map_err(|e| refused(e.to_string()))?;
+    if held.is_empty() {
+        return Ok(());
+    }
+    let pending = |e: String| {
+        refused(format!(
+            "the archive moves to {url} (host.toml) and {} segment(s) wait here to be copied, but {e}; gridd does not start until they are copied and verified (nothing here is removed before)",
+            held.len()
+        ))
+    };
+    tracing::info!(
+        segments = held.len(),
+        to = url,
+        "moving the archive's segments from the installation's files"
+    );
+    for (name, _) in &held {
+        let bytes = local
+            .get(name)
+            .map_err(|e| refused(e.to_string()))?
+            .ok_or_else(|| refused(format!("{name} vanished while it moved")))?;
+        match remote.put_if_absent(name, &bytes) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(pending(format!(
+                    "the bucket holds another {name} (not this installation's)"
+                )));
+            }
+            Err(e) => {
+                return Err(pending(format!("the archive store does not answer ({e})")));
+            }
+        }
+        match remote.get(name) {
+            Ok(Some(back)) if back == bytes => {}
+            Ok(_) => {
+                return Err(pending(format!(
+                    "{name} read back from the bucket differs from the one written"
+                )));
+            }
+            Err(e) => {
+                return Err(pending(format!("the archive store does not answer ({e})")));
+            }
+        }
+        local.delete(name).map_err(|e| refused(e.to_string()))?;
+        tracing::info!(
+            segment = name,
+            to = url,
+            "archive segment moved, read back and compared"
+        );
+    }
+    Ok(())
+}
+
+/// The archive's sealing key: read (32 bytes, private), or made when `recorded` is false
+/// (no segment was sealed with one yet); missing while it is true, refused by name (the
+/// segments would not open).
 fn seal_key(dir: &Path, recorded: bool) -> Result<[u8; 32], HostError> {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join(ARCHIVE_SEAL_KEY);
@@ -249,7 +333,7 @@ fn seal_key(dir: &Path, recorded: bool) -> Result<[u8; 32], HostError> {
             Ok(key)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(damaged(
-            "the archive's sealing key is missing, and the store records archive segments sealed with it: put back the key this installation made".to_owned(),
+            "the archive's sealing key is missing, and this store's segments were sealed with it: put back the key this installation made".to_owned(),
         )),
         Err(e) => Err(damaged(e.to_string())),
     }

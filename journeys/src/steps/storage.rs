@@ -64,6 +64,10 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), Failure> {
             copy_tree(&entry.path(), &to.join(entry.file_name()))?;
         }
     } else if meta.is_file() {
+        // A single file saved first: `$WORK/saved` may not exist yet.
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| copied(parent, e))?;
+        }
         std::fs::copy(from, to).map_err(|e| copied(to, e))?;
     }
     Ok(())

@@ -1,22 +1,23 @@
 //! A host's `archive` (docs/storage.md, "Adapters"): where its archive segments live,
 //! as its own transition apart from the rest of `host.toml` — `+ archive s3://… @ HOST`
 //! when the installation keeps its archive in its own files and holds no segment
-//! there, `~ archive` when the same bucket and prefix are reached another way
-//! (endpoint, region, credentials). Moving segments between adapters (copied and
-//! verified, then released) is not performed by this version: it is `!`, and never
-//! inferred from a removed line.
+//! there; `~ archive` when it holds some (gridd's next start copies each to the bucket,
+//! reads it back and compares it, and only then removes it from its files), or when
+//! the same bucket and prefix are reached another way (endpoint, region, credentials).
+//! Moving away from a bucket (to files or another bucket) is not performed by this
+//! version: it is `!`, and never inferred from a removed line.
 //!
 //! Invariants, stated as absences: no `host.toml` names a remote archive the
 //! reconciler has not reached with its credentials and found keeping the promise
-//! of a put that never overwrites; no installation whose own archive holds a segment
-//! is pointed elsewhere.
+//! of a put that never overwrites; no installation whose segments are in a bucket is
+//! pointed elsewhere.
 
 use std::path::Path;
 
 use grid_engine::config::{HostConfig, S3ArchiveConfig};
 use grid_engine::store::archive::{ARCHIVE_DIR, SEGMENTS_PREFIX};
 
-use crate::changes::{ABSENT, Change};
+use crate::changes::Change;
 use crate::transition::{Action, Draft, Effect, Op};
 
 /// The key of a host's archive transition.
@@ -33,28 +34,47 @@ pub fn transitions(
     wanted: Option<&S3ArchiveConfig>,
 ) -> Vec<Draft> {
     let attention = |detail: String| vec![Draft::attention("archive", host, host, detail)];
-    let not_moved = "moving an archive between adapters (its segments copied and verified, then the old store released) is not performed by this version";
+    // The one transition that writes `wanted` into host.toml, after the host's own.
+    let write = |op: Op, w: &S3ArchiveConfig, detail: String, changes: Vec<Change>| {
+        vec![
+            Draft::new(
+                op,
+                "archive",
+                &w.url,
+                host,
+                detail,
+                Action::WriteArchive { archive: w.clone() },
+            )
+            .key(key(host))
+            .after([format!("host:{host}")])
+            .changes(changes),
+        ]
+    };
+    let not_moved = "moving an archive away from a bucket (its segments copied and verified, then the bucket released) is not performed by this version";
     match (found, wanted) {
         (None, None) => Vec::new(),
         (Some(f), Some(w)) if f == w => Vec::new(),
         (None, Some(w)) => match local_segments(dir) {
-            0 => vec![
-                Draft::new(
-                    Op::Create,
-                    "archive",
-                    &w.url,
-                    host,
-                    format!("segments sealed to the host at {}", w.describe()),
-                    Action::WriteArchive { archive: w.clone() },
-                )
-                .key(key(host))
-                .after([format!("host:{host}")]),
-            ],
-            n => attention(format!(
-                "the files declare archive {}, but {} holds {n} segment(s): {not_moved}; the host keeps `archive \"file\"`",
-                w.url,
-                dir.join(ARCHIVE_DIR).display()
-            )),
+            0 => write(
+                Op::Create,
+                w,
+                format!("segments sealed to the host at {}", w.describe()),
+                Vec::new(),
+            ),
+            n => write(
+                Op::Change,
+                w,
+                format!(
+                    "move from {}: its {n} segment(s) copied to the bucket (sealed to the host), each read back and compared, then removed from there — when gridd next starts (refused, nothing removed, while the bucket does not answer); then segments sealed to the host at {}",
+                    dir.join(ARCHIVE_DIR).display(),
+                    w.describe()
+                ),
+                vec![Change {
+                    field: "archive".to_owned(),
+                    before: "file".to_owned(),
+                    after: w.url.clone(),
+                }],
+            ),
         },
         (Some(f), None) => attention(format!(
             "host.toml keeps archive {}, the files declare `archive \"file\"` (or none): {not_moved}, and it is never inferred from a removed line",
@@ -65,36 +85,28 @@ pub fn transitions(
             f.url, w.url
         )),
         (Some(f), Some(w)) => {
-            let mut changes = Vec::new();
-            for (field, before, after) in [
+            let changes = [
                 ("endpoint", &f.endpoint, &w.endpoint),
                 ("region", &f.region, &w.region),
                 ("credentials", &f.credentials, &w.credentials),
-            ] {
-                if before != after {
-                    changes.push(Change {
-                        field: field.to_owned(),
-                        before: before.clone(),
-                        after: after.clone(),
-                    });
-                }
-            }
-            vec![
-                Draft::new(
-                    Op::Change,
-                    "archive",
-                    &w.url,
-                    host,
-                    format!(
-                        "the same objects, reached at {} (takes effect when gridd restarts)",
-                        w.describe()
-                    ),
-                    Action::WriteArchive { archive: w.clone() },
-                )
-                .key(key(host))
-                .after([format!("host:{host}")])
-                .changes(changes),
             ]
+            .into_iter()
+            .filter(|(_, before, after)| before != after)
+            .map(|(field, before, after)| Change {
+                field: field.to_owned(),
+                before: before.clone(),
+                after: after.clone(),
+            })
+            .collect();
+            write(
+                Op::Change,
+                w,
+                format!(
+                    "the same objects, reached at {} (takes effect when gridd restarts)",
+                    w.describe()
+                ),
+                changes,
+            )
         }
     }
 }
@@ -120,17 +132,10 @@ fn write_archive(dir: &Path, archive: &S3ArchiveConfig) -> Result<String, String
     use grid_engine::store::archive::Blobs;
     use grid_engine::store::s3::{AccessKeys, S3Blobs};
     let mut config = HostConfig::read(dir).map_err(|e| e.to_string())?;
-    let moving = config
-        .archive
-        .as_ref()
-        .is_some_and(|f| f.url != archive.url);
-    let held = local_segments(dir);
-    if moving || (config.archive.is_none() && held > 0) {
+    if let Some(found) = config.archive.as_ref().filter(|f| f.url != archive.url) {
         return Err(format!(
-            "the installation's archive is not empty or is elsewhere ({} segment(s) in {}, host.toml: {}): moving an archive between adapters is not performed by this version",
-            held,
-            dir.join(ARCHIVE_DIR).display(),
-            config.archive.as_ref().map_or(ABSENT, |a| a.url.as_str())
+            "host.toml keeps archive {}: moving an archive away from a bucket is not performed by this version",
+            found.url
         ));
     }
     let target = archive.target()?;
@@ -142,8 +147,14 @@ fn write_archive(dir: &Path, archive: &S3ArchiveConfig) -> Result<String, String
     let path = dir.join(grid_engine::config::HOST_CONFIG_FILE);
     grid_engine::custody::write_private(&path, config.to_toml().as_bytes())
         .map_err(|e| format!("{}: {e}", path.display()))?;
+    let held = local_segments(dir);
+    let moving = if held > 0 {
+        format!("; gridd's next start moves the {held} segment(s) of its files there")
+    } else {
+        String::new()
+    };
     Ok(format!(
-        "wrote archive {} into {} (the server answered, and refuses a put of an existing key)",
+        "wrote archive {} into {} (the server answered, and refuses a put of an existing key){moving}",
         archive.url,
         path.display()
     ))
@@ -200,19 +211,32 @@ mod tests {
             assert_eq!(drafts.len(), 1);
             assert_eq!((drafts[0].0, &drafts[0].1), (Op::Attention, &Action::None));
         }
-        // Files holding a segment: not pointed elsewhere.
+        // Files holding a segment: `~ archive`, the move gridd's next start makes.
         let segments = dir.join(ARCHIVE_DIR).join(SEGMENTS_PREFIX);
         std::fs::create_dir_all(&segments).unwrap();
         std::fs::write(segments.join("00000000000000000001.seg"), b"x").unwrap();
         let held = transitions("a", &dir, None, Some(&a));
-        assert_eq!(held[0].transition.op, Op::Attention);
-        assert!(held[0].transition.detail.contains("holds 1 segment"));
-        // And the apply refuses it too, changing nothing.
-        let config = "name = \"a\"\nlisten = \"127.0.0.1:7401\"\n";
-        std::fs::write(dir.join(grid_engine::config::HOST_CONFIG_FILE), config).unwrap();
+        assert_eq!(held[0].transition.op, Op::Change);
+        assert!(
+            held[0]
+                .transition
+                .detail
+                .contains("its 1 segment(s) copied")
+        );
+        assert_eq!(held[0].transition.changes[0].after, "s3://grid-archive/a");
+        // A host.toml keeping another bucket: the apply refuses, changing nothing.
+        let config = HostConfig {
+            archive: Some(other.clone()),
+            ..HostConfig::from_toml("name = \"a\"\nlisten = \"127.0.0.1:7401\"\n").unwrap()
+        };
+        let path = dir.join(grid_engine::config::HOST_CONFIG_FILE);
+        std::fs::write(&path, config.to_toml()).unwrap();
         let refused = write_archive(&dir, &a).unwrap_err();
-        assert!(refused.contains("1 segment(s)"), "{refused}");
-        assert!(!written(&dir, &a));
+        assert!(
+            refused.contains("keeps archive s3://grid-archive/b"),
+            "{refused}"
+        );
+        assert!(!written(&dir, &a) && written(&dir, &other));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
