@@ -109,9 +109,15 @@ pub const ARCHIVE_CHECK_INTERVAL: std::time::Duration = std::time::Duration::fro
 /// is refused (`archive unreachable and the hot store is full`) — never dropped —
 /// until a pass catches up. A full disk refuses sooner (`STORAGE_RESERVE_BYTES_MIN`).
 pub const ARCHIVE_LAG_DAYS_MAX: u32 = 2;
+/// How long the periodic pass waits after the archive refused a segment before it tries
+/// again (it holds the host while it writes; `gridctl storage archive` always tries).
+pub const ARCHIVE_RETRY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(300);
 
 // Remote blob stores (issue 29: `store/s3/`).
 
+/// The longest a remote store may take to accept a connection (a store that does not
+/// answer is found out this soon, not after the whole request's time).
+pub const REMOTE_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// The longest one request to a remote store may take, connection to last byte.
 pub const REMOTE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest answer read from a remote store (a blob, a listing page, an error).
@@ -121,6 +127,9 @@ pub const REMOTE_LIST_PAGE_MAX: usize = 1_000;
 /// The plaintext bytes sealed as one chunk of a sealed blob (`store/sealed.rs`): a
 /// ranged read opens the chunks it covers, at most this much more than it asked for.
 pub const SEALED_CHUNK_BYTES: usize = 64 * 1024;
+/// The sealed headers (salt and length) a sealed store keeps in memory, so a ranged
+/// read of a blob read before is one request, not two; past it the cache starts over.
+pub const SEALED_HEADERS_CACHED_MAX: usize = 4_096;
 /// How long a presigned request stays valid (it is sent at once).
 pub const REMOTE_PRESIGNED_VALID: Duration = Duration::from_secs(300);
 // A whole segment is read back in one answer.

@@ -305,6 +305,25 @@ fn sealed_blobs_hide_their_bytes_and_refuse_every_change() {
     });
     refused("swapped", sealed.get("segments/d"));
     refused("swapped, ranged", sealed.get_range("segments/d", 10, 10));
+    // A ranged read keeps the blob's header in memory (the next is one request): a blob
+    // replaced behind the store's back after it is refused all the same, and one
+    // removed is missing, never empty.
+    assert!(sealed.put_if_absent("segments/e", &bytes).unwrap());
+    assert_eq!(
+        sealed.get_range("segments/e", 3, 4).unwrap().unwrap(),
+        &bytes[3..7]
+    );
+    inner.delete("segments/e").unwrap();
+    assert!(inner.put_if_absent("segments/e", &stored).unwrap());
+    refused(
+        "replaced after a ranged read",
+        sealed.get_range("segments/e", 3, 4),
+    );
+    inner.delete("segments/e").unwrap();
+    refused(
+        "removed after a ranged read",
+        sealed.get_range("segments/e", 3, 4),
+    );
     // Another key opens nothing.
     let other = Sealed::new(LocalFiles::open(&dir).unwrap(), &[1; 32]);
     refused("another key", other.get("segments/a"));

@@ -135,6 +135,13 @@ fn json_logs_name_operations_and_metrics_count_them() {
         value(&body, "grid_store_table_bytes{keyspace=\"operations\"}").is_some(),
         "{body}"
     );
+    // The archive (its own files) keeps up: nothing waits past the hot window.
+    assert_eq!(value(&body, "grid_archive_failing"), Some(0.0), "{body}");
+    assert_eq!(
+        value(&body, "grid_archive_lag_seconds"),
+        Some(0.0),
+        "{body}"
+    );
     assert_eq!(
         value(
             &body,

@@ -623,8 +623,23 @@ impl Host {
         ))
     }
 
-    /// The periodic pass: answers past `retain hot-days`.
+    /// The periodic pass: answers past `retain hot-days`. While the archive refuses
+    /// segments it tries again only every `ARCHIVE_RETRY_INTERVAL` (the pass holds
+    /// the host while it writes).
     pub fn archive_due(&mut self) {
+        let failed_at = self
+            .archive
+            .shelf
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .failed_at();
+        let retry = crate::limits::ARCHIVE_RETRY_INTERVAL.as_millis() as u64;
+        if failed_at.is_some_and(|at| crate::store::now_ms() < at.saturating_add(retry)) {
+            tracing::debug!(
+                "archive pass waits: the archive refused a segment less than ARCHIVE_RETRY_INTERVAL ago"
+            );
+            return;
+        }
         let age = u64::from(self.config.retain.hot_days()) * RETAIN_DAY_MS;
         if let Err(reason) = self.archive_older_than(age, true) {
             tracing::warn!(reason, "archive pass refused");

@@ -124,6 +124,11 @@ fn held(started: &Started) -> Held {
             "Bytes of the archive segments held",
             archive.bytes as i64,
         );
+        held.gauge(
+            "grid_archive_failing",
+            "1 while the archive refuses segments (a remote store that does not answer), else 0",
+            i64::from(archive.waiting.is_some() || archive.last_error.is_some()),
+        );
     }
     if !store.checkpoints.is_empty() {
         let now_ms = crate::store::now_ms();

@@ -34,6 +34,10 @@ const AAD_CONTEXT: &[u8] = b"grid-sealed/1\0";
 pub struct Sealed<B> {
     inner: B,
     cipher: XChaCha20Poly1305,
+    /// The headers (salt, plaintext length) of blobs read before: a blob's name is
+    /// never written twice, so they hold until it is deleted (a blob changed behind the
+    /// store's back fails to open under them, as under its own).
+    headers: std::sync::Mutex<std::collections::HashMap<String, ([u8; SALT], u64)>>,
 }
 
 /// How many chunks a plaintext of `len` bytes is cut into (at least one).
@@ -89,12 +93,36 @@ impl<B: Blobs> Sealed<B> {
         Sealed {
             inner,
             cipher: XChaCha20Poly1305::new(&(*key).into()),
+            headers: Default::default(),
         }
     }
 
     /// The store the sealed blobs live in.
     pub fn inner(&self) -> &B {
         &self.inner
+    }
+
+    fn cached(&self, name: &str) -> Option<([u8; SALT], u64)> {
+        self.headers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .copied()
+    }
+
+    fn remember(&self, name: &str, header: ([u8; SALT], u64)) {
+        let mut headers = self.headers.lock().unwrap_or_else(|p| p.into_inner());
+        if headers.len() >= crate::limits::SEALED_HEADERS_CACHED_MAX {
+            headers.clear();
+        }
+        headers.insert(name.to_owned(), header);
+    }
+
+    fn forget(&self, name: &str) {
+        self.headers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
     }
 
     fn seal(&self, name: &str, bytes: &[u8]) -> Result<Vec<u8>, ArchiveError> {
@@ -186,6 +214,7 @@ impl<B: Blobs> Sealed<B> {
 
 impl<B: Blobs> Blobs for Sealed<B> {
     fn put_if_absent(&self, name: &str, bytes: &[u8]) -> Result<bool, ArchiveError> {
+        self.forget(name);
         if self.inner.put_if_absent(name, &self.seal(name, bytes)?)? {
             return Ok(true);
         }
@@ -208,10 +237,18 @@ impl<B: Blobs> Blobs for Sealed<B> {
         offset: u64,
         len: u32,
     ) -> Result<Option<Vec<u8>>, ArchiveError> {
-        let Some(head) = self.inner.get_range(name, 0, HEADER as u32)? else {
-            return Ok(None);
+        let cached = self.cached(name);
+        let (salt, total) = match cached {
+            Some(header) => header,
+            None => {
+                let Some(head) = self.inner.get_range(name, 0, HEADER as u32)? else {
+                    return Ok(None);
+                };
+                let header = Self::header(name, &head, None)?;
+                self.remember(name, header);
+                header
+            }
         };
-        let (salt, total) = Self::header(name, &head, None)?;
         let end = (offset + u64::from(len)).min(total);
         if offset >= end {
             return Ok(Some(Vec::new()));
@@ -258,6 +295,7 @@ impl<B: Blobs> Blobs for Sealed<B> {
     }
 
     fn delete(&self, name: &str) -> Result<(), ArchiveError> {
+        self.forget(name);
         self.inner.delete(name)
     }
 

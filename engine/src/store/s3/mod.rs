@@ -23,7 +23,8 @@ use crate::store::archive::{ArchiveError, Blobs};
 
 pub mod seaweed;
 use crate::limits::{
-    REMOTE_BLOB_BYTES_MAX, REMOTE_LIST_PAGE_MAX, REMOTE_PRESIGNED_VALID, REMOTE_REQUEST_TIMEOUT,
+    REMOTE_BLOB_BYTES_MAX, REMOTE_CONNECT_TIMEOUT, REMOTE_LIST_PAGE_MAX, REMOTE_PRESIGNED_VALID,
+    REMOTE_REQUEST_TIMEOUT,
 };
 
 pub use grid_spec::storage::S3Location;
@@ -148,6 +149,7 @@ impl S3Blobs {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(REMOTE_REQUEST_TIMEOUT))
+            .timeout_connect(Some(REMOTE_CONNECT_TIMEOUT))
             .build()
             .into();
         Ok(S3Blobs {

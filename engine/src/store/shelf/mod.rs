@@ -639,6 +639,12 @@ impl Shelf {
             .or(self.last_error.as_ref().map(|(_, why)| why.as_str()))
     }
 
+    /// When the archive last refused a segment (or, remote, did not answer at start),
+    /// Unix ms, while it has not taken one since.
+    pub fn failed_at(&self) -> Option<u64> {
+        self.last_error.as_ref().map(|(at, _)| *at)
+    }
+
     /// Where the segments live, as messages name it.
     pub fn place(&self) -> &str {
         &self.place
