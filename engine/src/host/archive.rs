@@ -252,11 +252,13 @@ fn move_to(dir: &Path, remote: &dyn archive::Blobs, url: &str) -> Result<(), Hos
     if held.is_empty() {
         return Ok(());
     }
-    let pending = |e: String| {
-        refused(format!(
+    // Not damage: a move that waits (the bucket does not answer, or holds another's).
+    let pending = |e: String| HostError::Config {
+        path: local_dir.clone(),
+        reason: format!(
             "the archive moves to {url} (host.toml) and {} segment(s) wait here to be copied, but {e}; gridd does not start until they are copied and verified (nothing here is removed before)",
             held.len()
-        ))
+        ),
     };
     tracing::info!(
         segments = held.len(),
