@@ -39,6 +39,30 @@ pub struct Gridd {
     pub hosts: Vec<String>,
 }
 
+/// Waits until a restarted host at `host` answers `values` for `model` (every model
+/// recovered, the control socket served), asking every `poll`: the time since
+/// `spawned`; an error past `timeout`.
+pub fn values_answered(
+    host: &Path,
+    model: &str,
+    spawned: Instant,
+    (poll, timeout): (Duration, Duration),
+) -> Result<Duration> {
+    loop {
+        if let Ok(mut client) = Client::connect(host)
+            && let Ok(Reply::Values { .. }) = client.call(&Call::Values {
+                model: model.to_owned(),
+            })
+        {
+            return Ok(spawned.elapsed());
+        }
+        if spawned.elapsed() > timeout {
+            return Err(format!("{} did not answer within {timeout:?}", host.display()).into());
+        }
+        std::thread::sleep(poll);
+    }
+}
+
 /// One `gridd` per host, each named `gridd HOST`.
 pub fn one_gridd_per_host(hosts: &[&str]) -> Vec<Gridd> {
     hosts

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
-use grid_benches::bringup::{GridHosts, one_gridd_per_host};
+use grid_benches::bringup::{GridHosts, one_gridd_per_host, values_answered};
 use grid_benches::procs::{Result, WorkDir, free_ports, grid_bin_dir, machine};
 use grid_benches::report::Table;
 use grid_engine::host::control::Client;
@@ -30,6 +30,8 @@ use grid_engine::store::s3::seaweed::{self, Server};
 
 /// How long a restarted host may take to answer.
 const RESTART_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often a restarting host is asked whether it answers.
+const RESTART_POLL: Duration = Duration::from_millis(2);
 
 #[derive(Parser)]
 #[command(name = "archive_restart")]
@@ -90,28 +92,6 @@ fn fill(host: &Path, name: &str, model: &str, args: &Args) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Waits until the restarted host answers `values` for `model`: the time since
-/// `spawned`.
-fn answering(host: &Path, model: &str, spawned: Instant) -> Result<Duration> {
-    loop {
-        if let Ok(mut client) = Client::connect(host)
-            && let Ok(Reply::Values { .. }) = client.call(&Call::Values {
-                model: model.to_owned(),
-            })
-        {
-            return Ok(spawned.elapsed());
-        }
-        if spawned.elapsed() > RESTART_TIMEOUT {
-            return Err(format!(
-                "{} did not answer within {RESTART_TIMEOUT:?}",
-                host.display()
-            )
-            .into());
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
 }
 
 fn main() -> Result<()> {
@@ -181,7 +161,12 @@ fn main() -> Result<()> {
                 .join(format!("logs/gridd-{name}-restart-{round}.log"));
             let spawned = Instant::now();
             hosts.procs.spawn(&process, command, &log)?;
-            times[i].push(answering(&dir, model, spawned)?);
+            times[i].push(values_answered(
+                &dir,
+                model,
+                spawned,
+                (RESTART_POLL, RESTART_TIMEOUT),
+            )?);
         }
     }
     // Every archived answer is still there: the last input of each host, sent again,

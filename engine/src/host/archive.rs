@@ -163,6 +163,13 @@ impl Archive {
     }
 }
 
+impl Archive {
+    /// The shelf, read (finds, views): shared with other readers.
+    pub(super) fn shelf(&self) -> std::sync::RwLockReadGuard<'_, Shelf> {
+        self.shelf.read().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// The key archive segments on another server are sealed with (32 random bytes,
 /// private, made with the first remote archive): `DIR/keys/archive-seal.key`.
 pub const ARCHIVE_SEAL_KEY: &str = "keys/archive-seal.key";
@@ -199,27 +206,23 @@ fn remote_adapter(
     let keys =
         AccessKeys::read(&credentials).map_err(|e| refused(format!("archive {}: {e}", s3.url)))?;
     let went = meta.get(ARCHIVE_REMOTE_KEY).map_err(storage)?;
-    match went.as_deref() {
-        Some(url) if url != s3.url.as_bytes() => {
-            return Err(refused(format!(
-                "host.toml names archive {}, but this store's segments went to {}: moving an archive between buckets is not performed by this version; put back the archive this installation wrote",
-                s3.url,
-                String::from_utf8_lossy(url)
-            )));
-        }
-        Some(_) => {}
-        None => {
-            // The key first (made when none was), then the record that sealed
-            // segments may exist: a key is never made afresh over them.
-            seal_key(dir, false)?;
-            meta.insert(ARCHIVE_REMOTE_KEY, s3.url.as_bytes())
-                .map_err(storage)?;
-            database
-                .persist(fjall::PersistMode::SyncAll)
-                .map_err(storage)?;
-        }
+    if let Some(url) = went.as_deref().filter(|url| *url != s3.url.as_bytes()) {
+        return Err(refused(format!(
+            "host.toml names archive {}, but this store's segments went to {}: moving an archive between buckets is not performed by this version; put back the archive this installation wrote",
+            s3.url,
+            String::from_utf8_lossy(url)
+        )));
     }
-    let key = seal_key(dir, true)?;
+    // The key first (made when no segment was sealed yet), then the record that
+    // sealed segments may exist: a key is never made afresh over them.
+    let key = seal_key(dir, went.is_some())?;
+    if went.is_none() {
+        meta.insert(ARCHIVE_REMOTE_KEY, s3.url.as_bytes())
+            .map_err(storage)?;
+        database
+            .persist(fjall::PersistMode::SyncAll)
+            .map_err(storage)?;
+    }
     let blobs = S3Blobs::new(target.location, &target.endpoint, &target.region, &keys)
         .map_err(|e| refused(e.to_string()))?;
     let sealed = crate::store::sealed::Sealed::new(blobs, &key);
@@ -363,12 +366,7 @@ impl Host {
                 .is_some_and(|days| at_ms.saturating_add(u64::from(days) * RETAIN_DAY_MS) < now)
         };
         let quoted = grid_spec::diagnostic::quoted(op);
-        let found = self
-            .archive
-            .shelf
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .find(op, &quoted, expired);
+        let found = self.archive.shelf().find(op, &quoted, expired);
         match found {
             Found::Absent => Lookup::Absent,
             Found::Expired { at_ms } => Lookup::Expired {
@@ -551,12 +549,7 @@ impl Host {
     }
 
     pub(super) fn archive_view(&self) -> crate::store::usage::ArchiveView {
-        let holding = self
-            .archive
-            .shelf
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .holding();
+        let holding = self.archive.shelf().holding();
         let oldest_hot_ms = self.oldest_hot_ms();
         let hot_days = self.config.retain.hot_days();
         let window = u64::from(hot_days) * RETAIN_DAY_MS;
@@ -609,7 +602,7 @@ impl Host {
     /// take it, why new work is refused (none: it is taken).
     pub(super) fn archive_full(&self) -> Option<String> {
         use crate::limits::ARCHIVE_LAG_DAYS_MAX;
-        let shelf = self.archive.shelf.read().unwrap_or_else(|p| p.into_inner());
+        let shelf = self.archive.shelf();
         let why = shelf.failing()?;
         let oldest = self.oldest_hot_ms()?;
         let hot_days = self.config.retain.hot_days();
@@ -629,12 +622,7 @@ impl Host {
     /// segments it tries again only every `ARCHIVE_RETRY_INTERVAL` (the pass holds
     /// the host while it writes).
     pub fn archive_due(&mut self) {
-        let failed_at = self
-            .archive
-            .shelf
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .failed_at();
+        let failed_at = self.archive.shelf().failed_at();
         let retry = crate::limits::ARCHIVE_RETRY_INTERVAL.as_millis() as u64;
         if failed_at.is_some_and(|at| crate::store::now_ms() < at.saturating_add(retry)) {
             tracing::debug!(

@@ -34,7 +34,9 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
-use grid_benches::bringup::{GridHosts, exit_on_error, host_node, one_gridd_per_host};
+use grid_benches::bringup::{
+    GridHosts, exit_on_error, host_node, one_gridd_per_host, values_answered,
+};
 use grid_benches::procs::{Result, WorkDir, free_ports, grid_bin_dir, machine, report_gridd};
 use grid_benches::report::Table;
 use grid_engine::host::control::Client;
@@ -49,6 +51,8 @@ const TAGS: usize = 10;
 const INTERVAL_MS: u32 = 10;
 /// How long a restarted host may take to answer.
 const RESTART_TIMEOUT: Duration = Duration::from_secs(600);
+/// How often a restarting host is asked whether it answers.
+const RESTART_POLL: Duration = Duration::from_millis(5);
 
 /// Retention: restart time, memory and disk with checkpoints on and off.
 #[derive(Parser)]
@@ -227,7 +231,7 @@ fn workload(bin_dir: &Path, off: bool, args: &Args) -> Result<Vec<Restart>> {
         let log = work.path.join(format!("logs/gridd-src-{minute}.log"));
         let spawned = Instant::now();
         let pid = hosts.procs.spawn("gridd src", command, &log)?;
-        let restart = answering(&src, spawned)?;
+        let restart = values_answered(&src, "m", spawned, (RESTART_POLL, RESTART_TIMEOUT))?;
         let rss_kib = rss_kib(pid);
         println!(
             "[{name}] minute {minute}: {observations} observations, store {:.1} MB, restart {:.0} ms, RSS {:.1} MiB",
@@ -272,23 +276,6 @@ fn observed(host: &Path) -> Result<u64> {
         }
     }
     Ok(total)
-}
-
-/// Waits until the restarted host answers `values` for `m`: the time since `spawned`.
-fn answering(host: &Path, spawned: Instant) -> Result<Duration> {
-    loop {
-        if let Ok(mut client) = Client::connect(host)
-            && let Ok(Reply::Values { .. }) = client.call(&Call::Values {
-                model: "m".to_owned(),
-            })
-        {
-            return Ok(spawned.elapsed());
-        }
-        if spawned.elapsed() > RESTART_TIMEOUT {
-            return Err(format!("src did not answer within {RESTART_TIMEOUT:?}").into());
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// `VmRSS` of `pid`, KiB (0 when unreadable).

@@ -429,7 +429,7 @@ impl Shelf {
             Ok(()) => {}
             Err(ShelfError::Refused(detail)) if shelf.remote && detail.starts_with(UNREACHABLE) => {
                 tracing::warn!(archive = shelf.place, %detail, "archive store does not answer: gridd starts, and archives nothing until it does");
-                shelf.count()?;
+                shelf.totals = shelf.records(|_, _| Ok(()))?;
                 shelf.unwalked = Some(detail.clone());
                 shelf.last_error = Some((super::now_ms(), detail));
             }
@@ -438,8 +438,12 @@ impl Shelf {
         Ok(shelf)
     }
 
-    /// Counts what the store records (without reading the archive).
-    fn count(&mut self) -> Result<(), ShelfError> {
+    /// Every segment record of the store, oldest first, handed to `each`; answers what
+    /// they count.
+    fn records(
+        &self,
+        mut each: impl FnMut(u64, &SegmentRecord) -> Result<(), ShelfError>,
+    ) -> Result<Totals, ShelfError> {
         let mut totals = Totals::default();
         let mut released_prefix = true;
         for guard in self.segments.iter() {
@@ -456,15 +460,14 @@ impl Shelf {
                 released_prefix = false;
                 totals.hold(&record);
             }
+            each(seq, &record)?;
         }
-        self.totals = totals;
-        Ok(())
+        Ok(totals)
     }
 
     /// The walk of [`Shelf::open_on`]: the archive's listing against the store's
-    /// records, orphans removed, totals counted.
+    /// records (one pass over them, which also counts them), orphans removed.
     fn walk(&mut self) -> Result<(), ShelfError> {
-        self.count()?;
         let blobs = &self.blobs;
         let refused = |e: ArchiveError| match e {
             ArchiveError::Remote { .. } => ShelfError::Refused(format!("{UNREACHABLE}: {e}")),
@@ -493,29 +496,20 @@ impl Shelf {
                 }
             }
         }
-        for guard in self.segments.iter() {
-            let (key, value) = guard.into_inner()?;
-            let (seq, record) = decode_segment(&key, &value).ok_or_else(|| {
-                ShelfError::StoreDamaged("an archive segment record does not decode".to_owned())
-            })?;
+        let totals = self.records(|seq, record| {
             let name = archive::segment_name(seq);
             match listed.remove(&seq) {
                 // Released, its blob deleted or (a stop in between) about to be.
-                Some(_) if record.expired => blobs.delete(&name).map_err(refused)?,
-                None if record.expired => {}
-                None => return Err(refused(ArchiveError::Missing { name })),
-                Some(size) if size != record.bytes => {
-                    return Err(refused(ArchiveError::Damaged {
-                        detail: format!(
-                            "it holds {size} bytes, the store recorded {}",
-                            record.bytes
-                        ),
-                        name,
-                    }));
-                }
-                Some(_) => {}
+                Some(_) if record.expired => blobs.delete(&name).map_err(refused),
+                None if record.expired => Ok(()),
+                None => Err(refused(ArchiveError::Missing { name })),
+                Some(size) if size != record.bytes => Err(refused(ArchiveError::Damaged {
+                    detail: format!("it holds {size} bytes, the store recorded {}", record.bytes),
+                    name,
+                })),
+                Some(_) => Ok(()),
             }
-        }
+        })?;
         if let Some((seq, _)) = listed.into_iter().next() {
             return Err(refused(ArchiveError::Damaged {
                 name: archive::segment_name(seq),
@@ -523,6 +517,7 @@ impl Shelf {
                     .to_owned(),
             }));
         }
+        self.totals = totals;
         Ok(())
     }
 
