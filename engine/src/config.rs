@@ -81,6 +81,10 @@ pub struct HostConfig {
     /// "Adapters"); absent: `DIR/archive`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<S3ArchiveConfig>,
+    /// `snapshots "s3://…"` of each membership whose authority this host takes part
+    /// in (docs/storage.md, "Authority snapshots"); absent: its own files only.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub snapshots: std::collections::BTreeMap<String, S3ArchiveConfig>,
 }
 
 /// `archive "s3://…"` in `host.toml`.
@@ -195,6 +199,8 @@ impl HostConfig {
                 archive_days: host.retain.archive_days,
             },
             archive: S3ArchiveConfig::from_target(&host.archive),
+            // Written apart, per membership (the reconciler's `diff::snapshots`).
+            snapshots: Default::default(),
         }
     }
 
@@ -263,6 +269,7 @@ mod tests {
             capacity: CapacityConfig::default(),
             retain: RetainConfig::default(),
             archive: None,
+            snapshots: Default::default(),
         };
         let text = config.to_toml();
         assert_eq!(

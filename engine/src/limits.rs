@@ -132,6 +132,13 @@ pub const SEALED_CHUNK_BYTES: usize = 64 * 1024;
 pub const SEALED_HEADERS_CACHED_MAX: usize = 4_096;
 /// How long a presigned request stays valid (it is sent at once).
 pub const REMOTE_PRESIGNED_VALID: Duration = Duration::from_secs(300);
+/// The snapshots of each authority voter kept in its `snapshots "s3://…"` store: the
+/// newest, and the one before it (which a voter may still be fetching when a newer
+/// one is put). Older ones are deleted after each put.
+pub const SNAPSHOTS_REMOTE_KEPT: usize = 2;
+/// The longest snapshot object name a voter fetches (a leader's reference naming a
+/// longer one is refused).
+pub const SNAPSHOT_OBJECT_NAME_BYTES_MAX: usize = 512;
 // A whole segment is read back in one answer.
 const _: () = assert!(ARCHIVE_SEGMENT_BYTES_MAX as u64 * 2 <= REMOTE_BLOB_BYTES_MAX);
 /// One day, as the retention windows count it.

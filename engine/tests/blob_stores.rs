@@ -598,3 +598,118 @@ fn s3_through_a_faulty_proxy_errs_or_answers_truly() {
     let probes = blobs.list(".grid-probe/").unwrap();
     assert!(probes.is_empty(), "{probes:?}");
 }
+
+/// An authority's snapshots in a bucket (`authority/remote.rs`): put sealed and content
+/// addressed (again: the same reference), fetched only as the reference says (a wrong
+/// digest, key or name refused by name), no plaintext on the server, each voter's
+/// objects bounded.
+#[test]
+fn authority_snapshots_on_s3_open_only_as_sent_and_stay_bounded() {
+    use grid_engine::authority::remote::RemoteSnapshots;
+    use grid_engine::config::S3ArchiveConfig;
+    use grid_engine::limits::SNAPSHOTS_REMOTE_KEPT;
+    let weed = weed("snapshots");
+    let dir = scratch("snapshot-store");
+    grid_engine::store::write_private(
+        &dir.join("s3.credentials"),
+        format!(
+            "[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let config = S3ArchiveConfig {
+        url: format!("s3://{BUCKET}/ops"),
+        endpoint: weed.endpoint(),
+        region: "us-east-1".to_owned(),
+        credentials: "s3.credentials".to_owned(),
+    };
+    let voter = |name: &str| {
+        let own = dir.join(name);
+        grid_engine::store::ensure_private_dir(&own).unwrap();
+        RemoteSnapshots::open(&dir, &own, name, &config).unwrap()
+    };
+    let (a, b) = (voter("a"), voter("b"));
+    let snapshot = br#"{"claims":{"boiler":{"owner":"edge-a"}}}"#.repeat(3_000);
+    let sent = a.put(1, 10, &snapshot).unwrap();
+    assert!(
+        sent.name.starts_with("snapshots/a/00000000000000000010-1-"),
+        "{}",
+        sent.name
+    );
+    assert_eq!(
+        a.put(1, 10, &snapshot).unwrap(),
+        sent,
+        "the same snapshot, the same object"
+    );
+    assert_eq!(b.fetch(&sent).unwrap(), snapshot);
+    // The server holds no plaintext.
+    let (status, body) = weed.curl(&[&weed.url(&format!("{BUCKET}/ops/{}", sent.name))]);
+    assert_eq!(status, 200);
+    assert!(body.starts_with(b"GRIDSL01"));
+    assert!(!body.windows(6).any(|w| w == b"boiler"));
+    // Only as sent: another digest, another key, another name.
+    let mut digest = sent.clone();
+    digest.digest = "00".repeat(32);
+    let refused = b.fetch(&digest).unwrap_err();
+    assert!(
+        refused.contains("is not the snapshot the leader sent"),
+        "{refused}"
+    );
+    assert!(refused.contains(&sent.name), "{refused}");
+    let mut key = sent.clone();
+    key.key = "11".repeat(32);
+    let refused = b.fetch(&key).unwrap_err();
+    assert!(refused.contains("is damaged"), "{refused}");
+    let mut gone = sent.clone();
+    gone.name = "snapshots/a/00000000000000000099-1-0000000000000000-00000000".to_owned();
+    assert!(b.fetch(&gone).unwrap_err().contains("is missing"));
+    let mut outside = sent.clone();
+    outside.name = "segments/00000000000000000001.seg".to_owned();
+    assert!(
+        b.fetch(&outside)
+            .unwrap_err()
+            .contains("not a snapshot object's name")
+    );
+    assert!(b.status().last_error.is_some());
+    assert_eq!(b.status().fetched, 1);
+    // Changed on the server: a put of the same snapshot finds it does not open.
+    let mut changed = body.clone();
+    changed[100] ^= 0xff;
+    let tampered = dir.join("tampered");
+    std::fs::write(&tampered, &changed).unwrap();
+    let (status, _) = weed.curl(&[
+        "-T",
+        tampered.to_str().unwrap(),
+        &weed.url(&format!("{BUCKET}/ops/{}", sent.name)),
+    ]);
+    assert_eq!(status, 200);
+    let refused = a.put(1, 10, &snapshot).unwrap_err();
+    assert!(
+        refused.contains("is damaged") && refused.contains(&sent.name),
+        "{refused}"
+    );
+    assert_eq!(a.status().last_error.as_deref(), Some(refused.as_str()));
+    // Bounded: each voter keeps its newest few; another voter's are its own.
+    for index in [20, 30, 40] {
+        a.put(1, index, &snapshot[..1_000 + index as usize])
+            .unwrap();
+    }
+    b.put(1, 40, &snapshot).unwrap();
+    let listed = weed.blobs("ops", &weed.endpoint()).unwrap();
+    let names: Vec<String> = listed
+        .list("snapshots/a/")
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(names.len(), SNAPSHOTS_REMOTE_KEPT, "{names:?}");
+    assert!(
+        names[0].contains("00000000000000000030-1-")
+            && names[1].contains("00000000000000000040-1-")
+    );
+    assert_eq!(listed.list("snapshots/b/").unwrap().len(), 1);
+    assert_eq!(a.status().last_error, None);
+    assert_eq!(a.status().uploaded, 5);
+    let _ = std::fs::remove_dir_all(&dir);
+}

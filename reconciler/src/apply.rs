@@ -176,10 +176,21 @@ fn created_by_plan(plan: &Plan, now: &observe::HostObservation) -> bool {
         Action::WriteArchive { archive } if t.host == now.name => Some(archive),
         _ => None,
     });
+    // So are the snapshot stores.
+    let stored: Vec<&crate::diff::snapshots::SnapshotStore> = plan
+        .transitions
+        .iter()
+        .filter_map(|t| match &t.action {
+            Action::WriteSnapshots { store } if t.host == now.name => Some(store),
+            _ => None,
+        })
+        .collect();
     let now_config = now.config.clone().map(|mut c| {
         if c.archive.is_some() && c.archive.as_ref() == archived {
             c.archive = None;
         }
+        c.snapshots
+            .retain(|m, s| !stored.iter().any(|w| &w.membership == m && &w.store == s));
         c
     });
     if now_config.is_some() && now_config.as_ref() != written {
@@ -210,6 +221,7 @@ fn took_effect(plan: &Plan, t: &Transition) -> bool {
         Action::Recover { op } => operation::answered(&dir, op),
         Action::WriteHostConfig { config, .. } => hosts::written(&dir, config),
         Action::WriteArchive { archive } => crate::diff::archive::written(&dir, archive),
+        Action::WriteSnapshots { store } => crate::diff::snapshots::written(&dir, store),
         Action::CreateCustody => hosts::custody_created(&dir),
         Action::RewriteKeysAsPem => hosts::keys_rewritten(&dir),
         Action::CreateAuthority { membership } => memberships::authority_created(state, membership),
@@ -242,6 +254,7 @@ fn effect(plan: &Plan, t: &Transition) -> Effect {
             dir: custom,
         } => hosts::write(&dir, custom.as_deref(), config),
         Action::WriteArchive { archive } => crate::diff::archive::write(&dir, archive),
+        Action::WriteSnapshots { store } => crate::diff::snapshots::write_store(&dir, store),
         Action::CreateCustody => hosts::create_custody(&dir),
         Action::RewriteKeysAsPem => hosts::rewrite_keys_as_pem(&dir),
         Action::Submit { request } => operation::submit(&dir, &t.id, request.clone()),

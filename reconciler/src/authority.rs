@@ -329,15 +329,29 @@ impl Inspection {
         out.push_str(&format!("  fault profile: {FAULT_PROFILE}\n  custody profile: {CUSTODY_PROFILE}\n  storage profile: {STORAGE_PROFILE}\n"));
         for (name, status) in &self.members {
             match status {
-                Ok(s) => out.push_str(&format!(
-                    "  {name}: {} term {} applied {} snapshot {} purged {} files [{}]\n",
-                    s.state,
-                    s.term,
-                    s.last_applied.map_or("-".to_owned(), |i| i.to_string()),
-                    s.snapshot.map_or("-".to_owned(), |i| i.to_string()),
-                    s.purged.map_or("-".to_owned(), |i| i.to_string()),
-                    s.snapshot_files.join(" ")
-                )),
+                Ok(s) => {
+                    out.push_str(&format!(
+                        "  {name}: {} term {} applied {} snapshot {} purged {} files [{}]\n",
+                        s.state,
+                        s.term,
+                        s.last_applied.map_or("-".to_owned(), |i| i.to_string()),
+                        s.snapshot.map_or("-".to_owned(), |i| i.to_string()),
+                        s.purged.map_or("-".to_owned(), |i| i.to_string()),
+                        s.snapshot_files.join(" ")
+                    ));
+                    if let Some(r) = &s.snapshot_store {
+                        out.push_str(&format!(
+                            "    snapshots at {}: put {}, fetched {}, newest {}{}\n",
+                            r.url,
+                            r.uploaded,
+                            r.fetched,
+                            r.last_object.as_deref().unwrap_or("-"),
+                            r.last_error
+                                .as_ref()
+                                .map_or(String::new(), |e| format!(", last error: {e}"))
+                        ));
+                    }
+                }
                 Err(e) => out.push_str(&format!("  {name}: unreachable ({e})\n")),
             }
         }

@@ -344,6 +344,7 @@ fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
                 desired,
                 observation,
             ));
+            out.extend(crate::diff::snapshots::transitions(topology, observation));
         }
     }
     out.extend(crate::diff::authority::transitions(topology, world));

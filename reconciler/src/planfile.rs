@@ -87,6 +87,10 @@ pub fn render(plan: &Plan) -> String {
                 "archive-config {}",
                 quote(&serde_json::to_string(archive).expect("archives serialize"))
             )),
+            Action::WriteSnapshots { store } => children.push(format!(
+                "snapshots-config {}",
+                quote(&serde_json::to_string(store).expect("snapshot stores serialize"))
+            )),
             Action::CreateCustody => children.push("create-custody".to_owned()),
             Action::RewriteKeysAsPem => children.push("rewrite-keys-as-pem".to_owned()),
             Action::CreateAuthority { membership } => {
@@ -248,6 +252,10 @@ pub fn load(path: &Path) -> Result<Plan, String> {
                         "archive-config" => Action::WriteArchive {
                             archive: serde_json::from_str(&argument(c)?)
                                 .map_err(|e| format!("an archive does not decode: {e}"))?,
+                        },
+                        "snapshots-config" => Action::WriteSnapshots {
+                            store: serde_json::from_str(&argument(c)?)
+                                .map_err(|e| format!("a snapshot store does not decode: {e}"))?,
                         },
                         "create-custody" => Action::CreateCustody,
                         "rewrite-keys-as-pem" => Action::RewriteKeysAsPem,

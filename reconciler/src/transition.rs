@@ -42,6 +42,13 @@ impl Op {
 }
 
 /// What reconcile does for a transition.
+/// One membership's snapshot store as `WriteSnapshots` writes it (`diff::snapshots`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SnapshotStore {
+    pub membership: String,
+    pub store: grid_engine::config::S3ArchiveConfig,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Nothing: the line informs (unreachable or unmanaged owners).
@@ -56,6 +63,9 @@ pub enum Action {
     WriteArchive {
         archive: grid_engine::config::S3ArchiveConfig,
     },
+    /// Point an authority voter's snapshot store at an S3 bucket (`host.toml`'s
+    /// `snapshots`), once the server answers.
+    WriteSnapshots { store: SnapshotStore },
     /// Create the host's key custody (keys and manifest) in its installation.
     CreateCustody,
     /// Rewrite the custody's key files still in hex as PEM PKCS#8 (the same secrets:

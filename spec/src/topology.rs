@@ -56,6 +56,9 @@ pub struct Membership {
     pub name: String,
     /// `authority voters=N`, when the membership runs an authority.
     pub authority_voters: Option<u32>,
+    /// `snapshots "file"|"s3://…"` inside `authority`: where its voters keep the Raft
+    /// snapshots a new or lagging voter catches up from (docs/storage.md).
+    pub snapshots: crate::storage::ArchiveTarget,
     /// Participants revoked explicitly (`revoke PARTICIPANT`).
     pub revoked: Vec<String>,
     pub origin: Origin,

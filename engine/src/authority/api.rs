@@ -111,6 +111,9 @@ pub struct VoterStatus {
     /// Snapshots received from a leader and installed since this voter started.
     #[serde(default)]
     pub snapshots_installed: u64,
+    /// `snapshots "s3://…"`: what this voter put there and fetched from there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_store: Option<crate::authority::remote::RemoteStatus>,
     pub claims: usize,
 }
 

@@ -1,4 +1,4 @@
-//! The authority's transport endpoint: `POST /raft/M/{append,vote,snapshot}` (Raft
+//! The authority's transport endpoint: `POST /raft/M/{append,vote,snapshot,snapshot-ref}` (Raft
 //! messages between voters) and `POST /authority/M/forward` (calls forwarded to the
 //! leader), from participants certified in M, to this host's voter of M.
 
@@ -18,7 +18,7 @@ impl Endpoint for AuthorityEndpoint {
 
     fn serves(&self, family: &str, what: &str) -> bool {
         match family {
-            "raft" => matches!(what, "append" | "vote" | "snapshot"),
+            "raft" => matches!(what, "append" | "vote" | "snapshot" | "snapshot-ref"),
             _ => what == "forward",
         }
     }

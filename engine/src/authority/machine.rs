@@ -379,6 +379,8 @@ pub struct Machine {
     install_failpoint: Option<crate::store::failpoints::Action>,
     /// How many answers are retained (`ANSWERS_RETAINED_MAX`; less in tests).
     answers_max: u64,
+    /// `snapshots "s3://…"`: every snapshot built is also put there.
+    remote: Option<Arc<super::remote::RemoteSnapshots>>,
 }
 
 fn snapshot_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -467,7 +469,14 @@ impl Machine {
             installed: Arc::default(),
             install_failpoint,
             answers_max: crate::limits::ANSWERS_RETAINED_MAX as u64,
+            remote: None,
         })
+    }
+
+    /// Puts every snapshot built from now on in `remote` as well.
+    pub fn with_remote(mut self, remote: Arc<super::remote::RemoteSnapshots>) -> Machine {
+        self.remote = Some(remote);
+        self
     }
 
     /// The snapshot files on disk now: `(generation, file name)`.
@@ -596,6 +605,17 @@ impl RaftSnapshotBuilder<TypeConfig> for Machine {
             };
             let bytes = Machine::encode(&meta, whole)?;
             machine.persist(&meta, &bytes)?;
+            // The bucket's copy is not what the log's purge relies on (the file is):
+            // a put that fails is shown by `inspect authority` and made again when a
+            // voter needs this snapshot.
+            if let Some(remote) = &machine.remote {
+                let (term, index) = meta
+                    .last_log_id
+                    .map_or((0, 0), |l| (l.leader_id.term, l.index));
+                if let Err(e) = remote.put(term, index, &bytes) {
+                    tracing::warn!(error = e, "authority snapshot not put in its store");
+                }
+            }
             Ok::<_, StorageError>((meta, bytes))
         })
         .await

@@ -21,6 +21,7 @@ pub mod endpoint;
 pub mod log;
 pub mod machine;
 pub mod network;
+pub mod remote;
 pub mod service;
 pub mod types;
 

@@ -7,6 +7,12 @@
 //! the snapshot's meta in a header and its bytes as the body, under its own timeout
 //! (`SNAPSHOT_SEND_TIMEOUT`), so a far-behind voter is never caught in openraft 0.9's
 //! loop of chunks timing out and restarting.
+//!
+//! With `snapshots "s3://…"` ([`RemoteSnapshots`]) the snapshot does not travel: the
+//! leader puts it in the bucket and sends `POST /raft/M/snapshot-ref` — the meta in the
+//! header and a [`SnapshotRef`](super::remote::SnapshotRef) as the body — and the voter
+//! fetches it from there. A bucket that does not answer fails the send (openraft
+//! tries again later); it never falls back to streaming.
 
 use crate::transport::{PeerClient, PeerError};
 use std::future::Future;
@@ -25,7 +31,9 @@ use openraft::raft::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::remote::RemoteSnapshots;
 use super::types::{NodeId, Snapshot, TypeConfig, Vote, Voter};
+use std::sync::Arc;
 
 /// The longest a whole snapshot may take to reach a voter and be installed.
 pub const SNAPSHOT_SEND_TIMEOUT: Duration = Duration::from_secs(300);
@@ -38,6 +46,8 @@ pub const SNAPSHOT_META_HEADER: &str = "grid-raft-snapshot";
 pub struct Peers {
     pub dir: PathBuf,
     pub membership: String,
+    /// `snapshots "s3://…"` of this voter.
+    pub remote: Option<Arc<RemoteSnapshots>>,
 }
 
 pub struct Connection {
@@ -46,6 +56,7 @@ pub struct Connection {
     dir: PathBuf,
     membership: String,
     client: Option<PeerClient>,
+    remote: Option<Arc<RemoteSnapshots>>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Peers {
@@ -58,6 +69,7 @@ impl RaftNetworkFactory<TypeConfig> for Peers {
             dir: self.dir.clone(),
             membership: self.membership.clone(),
             client: None,
+            remote: self.remote.clone(),
         }
     }
 }
@@ -132,7 +144,30 @@ impl RaftNetwork<TypeConfig> for Connection {
         let header = serde_json::to_string(&(vote, &snapshot.meta))
             .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
         let bytes = snapshot.snapshot.into_inner();
-        let path = format!("/raft/{}/snapshot", self.membership);
+        let mut cancel = std::pin::pin!(cancel);
+        let (path, bytes) = match &self.remote {
+            None => (format!("/raft/{}/snapshot", self.membership), bytes),
+            Some(remote) => {
+                let remote = remote.clone();
+                let (term, index) = snapshot
+                    .meta
+                    .last_log_id
+                    .map_or((0, 0), |l| (l.leader_id.term, l.index));
+                let put = tokio::task::spawn_blocking(move || remote.put(term, index, &bytes));
+                let reference = tokio::select! {
+                    closed = &mut cancel => return Err(StreamingError::Closed(closed)),
+                    put = put => put,
+                };
+                let reference = reference
+                    .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?
+                    .map_err(|e| {
+                        StreamingError::Unreachable(Unreachable::new(&std::io::Error::other(e)))
+                    })?;
+                let body = serde_json::to_vec(&reference)
+                    .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
+                (format!("/raft/{}/snapshot-ref", self.membership), body)
+            }
+        };
         let send = client.post_bytes::<Result<SnapshotResponse<NodeId>, Fatal<NodeId>>>(
             &path,
             (SNAPSHOT_META_HEADER, &header),
@@ -140,7 +175,7 @@ impl RaftNetwork<TypeConfig> for Connection {
             SNAPSHOT_SEND_TIMEOUT,
         );
         let reply = tokio::select! {
-            closed = cancel => return Err(StreamingError::Closed(closed)),
+            closed = &mut cancel => return Err(StreamingError::Closed(closed)),
             reply = send => reply,
         };
         let reply = reply.map_err(|e| match e {

@@ -66,6 +66,9 @@ pub struct Authority {
     clients: std::sync::Mutex<BTreeMap<(String, String), PeerClient>>,
     /// Claim commands waiting for the next batch (see `batch_loop`).
     batcher: tokio::sync::mpsc::UnboundedSender<Pending>,
+    /// `snapshots "s3://…"`: where this voter puts its snapshots and fetches a
+    /// leader's.
+    remote: Option<Arc<super::remote::RemoteSnapshots>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -86,12 +89,15 @@ pub fn authority_dir(host_dir: &Path, membership: &str) -> PathBuf {
 }
 
 impl Authority {
-    /// Opens (or creates, uninitialized) this host's voter of `membership`.
+    /// Opens (or creates, uninitialized) this host's voter of `membership`, keeping its
+    /// snapshots in `remote` as well as its own files when one is given.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         host_dir: &Path,
         membership: &str,
         participant: &str,
         address: &str,
+        remote: Option<&crate::config::S3ArchiveConfig>,
         runtime: tokio::runtime::Handle,
         failpoints: &crate::store::failpoints::Failpoints,
     ) -> Result<Arc<Authority>, AuthorityError> {
@@ -111,6 +117,20 @@ impl Authority {
             failpoints.armed(crate::store::Failpoint::SnapshotInstall),
         )
         .map_err(|e| storage(&snapshots, e.to_string()))?;
+        let remote = remote
+            .map(|config| {
+                super::remote::RemoteSnapshots::open(host_dir, &dir, participant, config)
+                    .map(Arc::new)
+                    .map_err(|reason| AuthorityError::Start {
+                        membership: membership.to_owned(),
+                        reason,
+                    })
+            })
+            .transpose()?;
+        let machine = match &remote {
+            Some(remote) => machine.with_remote(remote.clone()),
+            None => machine,
+        };
         let config = Config {
             cluster_name: membership.to_owned(),
             heartbeat_interval: HEARTBEAT_MS,
@@ -130,6 +150,7 @@ impl Authority {
         let peers = Peers {
             dir: host_dir.to_owned(),
             membership: membership.to_owned(),
+            remote: remote.clone(),
         };
         let id = node_id(participant);
         let raft = runtime
@@ -157,6 +178,7 @@ impl Authority {
             runtime,
             clients: Default::default(),
             batcher,
+            remote,
         });
         authority
             .runtime
@@ -353,6 +375,7 @@ impl Authority {
                 .machine
                 .installed
                 .load(std::sync::atomic::Ordering::SeqCst),
+            snapshot_store: self.remote.as_ref().map(|r| r.status()),
             claims: self.read(|s| s.claims.len()),
         }
     }

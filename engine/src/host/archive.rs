@@ -309,39 +309,15 @@ fn move_to(dir: &Path, remote: &dyn archive::Blobs, url: &str) -> Result<(), Hos
 /// (no segment was sealed with one yet); missing while it is true, refused by name (the
 /// segments would not open).
 fn seal_key(dir: &Path, recorded: bool) -> Result<[u8; 32], HostError> {
-    use std::os::unix::fs::PermissionsExt;
     let path = dir.join(ARCHIVE_SEAL_KEY);
-    let damaged = |detail: String| HostError::Damaged {
-        path: path.clone(),
-        detail,
+    let make = match recorded {
+        false => Ok(()),
+        true => Err(
+            "this store's segments were sealed with it: put back the key this installation made",
+        ),
     };
-    match std::fs::symlink_metadata(&path) {
-        Ok(metadata) => {
-            let mode = metadata.permissions().mode() & 0o777;
-            if !metadata.is_file() || mode & 0o077 != 0 {
-                return Err(damaged(format!(
-                    "the archive's sealing key has mode {mode:o}: it must be a regular file of mode 600, as keys are"
-                )));
-            }
-            let bytes = std::fs::read(&path).map_err(|e| damaged(e.to_string()))?;
-            <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| {
-                damaged(format!(
-                    "the archive's sealing key holds {} bytes, not 32",
-                    bytes.len()
-                ))
-            })
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !recorded => {
-            let mut key = [0u8; 32];
-            getrandom::fill(&mut key).map_err(|e| damaged(format!("no randomness: {e}")))?;
-            crate::store::write_private(&path, &key).map_err(|e| damaged(e.to_string()))?;
-            Ok(key)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(damaged(
-            "the archive's sealing key is missing, and this store's segments were sealed with it: put back the key this installation made".to_owned(),
-        )),
-        Err(e) => Err(damaged(e.to_string())),
-    }
+    crate::store::key_file(&path, "the archive's sealing key", make)
+        .map_err(|detail| HostError::Damaged { path, detail })
 }
 
 /// The `operations-by-time` key of an operation answered at a time.

@@ -95,6 +95,7 @@ pub fn start(
                 &membership,
                 &participant,
                 &host.config().listen,
+                host.config().snapshots.get(&membership),
                 runtime.handle().clone(),
                 failpoints,
             )

@@ -73,6 +73,34 @@ pub trait Blobs: Send + Sync {
     }
 }
 
+/// A borrowed store is a store (a [`Sealed`](super::sealed::Sealed) view over a store
+/// kept elsewhere, under a key of its own).
+impl<B: Blobs + ?Sized> Blobs for &B {
+    fn put_if_absent(&self, name: &str, bytes: &[u8]) -> Result<bool, ArchiveError> {
+        (**self).put_if_absent(name, bytes)
+    }
+    fn get(&self, name: &str) -> Result<Option<Vec<u8>>, ArchiveError> {
+        (**self).get(name)
+    }
+    fn get_range(
+        &self,
+        name: &str,
+        offset: u64,
+        len: u32,
+    ) -> Result<Option<Vec<u8>>, ArchiveError> {
+        (**self).get_range(name, offset, len)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<(String, u64)>, ArchiveError> {
+        (**self).list(prefix)
+    }
+    fn delete(&self, name: &str) -> Result<(), ArchiveError> {
+        (**self).delete(name)
+    }
+    fn check(&self) -> Result<(), ArchiveError> {
+        (**self).check()
+    }
+}
+
 /// Blobs as files under one private directory (`DIR/archive`): a name's `/` is a
 /// subdirectory. A put writes a temporary file, fsyncs it and links it into place —
 /// the link fails when the name exists — then fsyncs the directory.

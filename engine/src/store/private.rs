@@ -109,6 +109,38 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     }
 }
 
+/// A 32-byte secret key in the private file `path`: read (a regular file of mode 600,
+/// exactly 32 bytes), or — when it is missing and `make` is `Ok` — made from the
+/// system's randomness and written privately. Missing while `make` is `Err(why)`:
+/// refused, saying `why` (what was sealed with it would not open under a new one).
+/// `what` names the key in messages ("the archive's sealing key").
+pub fn key_file(path: &Path, what: &str, make: Result<(), &str>) -> Result<[u8; 32], String> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(metadata) => {
+            let mode = metadata.permissions().mode() & 0o777;
+            if !metadata.is_file() || mode & 0o077 != 0 {
+                return Err(format!(
+                    "{what} has mode {mode:o}: it must be a regular file of mode 600, as keys are"
+                ));
+            }
+            let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+            <[u8; 32]>::try_from(bytes.as_slice())
+                .map_err(|_| format!("{what} holds {} bytes, not 32", bytes.len()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match make {
+            Ok(()) => {
+                let mut key = [0u8; 32];
+                getrandom::fill(&mut key).map_err(|e| format!("no randomness: {e}"))?;
+                write_private(path, &key).map_err(|e| e.to_string())?;
+                Ok(key)
+            }
+            Err(why) => Err(format!("{what} is missing, and {why}")),
+        },
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

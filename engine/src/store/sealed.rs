@@ -46,7 +46,7 @@ fn chunks(len: u64) -> u64 {
 }
 
 /// The sealed size of a plaintext of `len` bytes.
-fn sealed_len(len: u64) -> u64 {
+pub fn sealed_len(len: u64) -> u64 {
     HEADER as u64 + len + chunks(len) * TAG as u64
 }
 

@@ -10,6 +10,10 @@
 //!   its snapshot (waited for, bounded: a leader postpones a purge while a replication
 //!   request in flight uses the logs). `agree` waits (bounded) until every voter has applied the same
 //!   index in the same term; `snapshot-files` and `purged` hold at every voter.
+//!   With `snapshots "s3://…"`: `fetched="HOST=N"` (or `"HOST=N+"`: at least N) —
+//!   snapshots HOST fetched from the bucket since it started; `snapshot-error="TEXT"` — waits (bounded) until a voter's
+//!   snapshot store shows a last error holding TEXT (a put or fetch refused, named).
+//!   `holds-seconds=N` (at most 60): every check made again twice a second for N s.
 //! - `authority-snapshot M host="HOST"` — builds a snapshot at HOST now.
 //! - `kill-leader M` — SIGKILLs the host the read barrier confirms as leader.
 //! - `restart-stopped` — starts again every installed host that is not running.
@@ -105,6 +109,30 @@ struct ExpectAuthority {
     not_leader: Option<String>,
     /// `(host, n)`: snapshots host installed from a leader since it started.
     installed: Option<(String, u64)>,
+    /// `(host, n, at least)`: snapshots host fetched from its snapshot store since it
+    /// started (`"HOST=N+"`: at least N — a fetch whose install a newer vote made
+    /// obsolete counts too).
+    fetched: Option<(String, u64, bool)>,
+    /// Text a voter's snapshot store's last error holds (waited for).
+    snapshot_error: Option<String>,
+    /// `holds-seconds=N`: every check is made again, twice a second, for N seconds
+    /// (what must not happen — a voter installing a snapshot — does not, for that long).
+    holds: Option<u64>,
+}
+
+/// `"HOST=N"` of property `key`.
+fn host_count(node: &mut Node<'_>, key: &str) -> Result<Option<(String, u64)>, ParseError> {
+    match node.string(key)? {
+        None => Ok(None),
+        Some(text) => {
+            let parsed = text
+                .split_once('=')
+                .and_then(|(h, n)| Some((h.to_owned(), n.parse::<u64>().ok()?)));
+            Ok(Some(parsed.ok_or_else(|| {
+                node.error(format!("`{key}` is \"HOST=N\""))
+            })?))
+        }
+    }
 }
 
 pub fn parse_expect_authority(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
@@ -117,15 +145,20 @@ pub fn parse_expect_authority(node: &mut Node<'_>) -> Result<Box<dyn Step>, Pars
         snapshot_files: node.count("snapshot-files")?,
         purged: node.flag("purged")?.unwrap_or(false),
         not_leader: node.string("not-leader")?,
-        installed: match node.string("installed")? {
+        installed: host_count(node, "installed")?,
+        fetched: match node.string("fetched")? {
             None => None,
             Some(text) => {
+                let at_least = text.ends_with('+');
                 let parsed = text
+                    .trim_end_matches('+')
                     .split_once('=')
-                    .and_then(|(h, n)| Some((h.to_owned(), n.parse::<u64>().ok()?)));
-                Some(parsed.ok_or_else(|| node.error("`installed` is \"HOST=N\""))?)
+                    .and_then(|(h, n)| Some((h.to_owned(), n.parse::<u64>().ok()?, at_least)));
+                Some(parsed.ok_or_else(|| node.error("`fetched` is \"HOST=N\" or \"HOST=N+\""))?)
             }
         },
+        snapshot_error: node.string("snapshot-error")?,
+        holds: node.count("holds-seconds")?,
     }))
 }
 
@@ -171,7 +204,22 @@ fn members(json: &serde_json::Value) -> Vec<&serde_json::Value> {
 
 impl Step for ExpectAuthority {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
-        let mut json = inspect(cx, &self.membership, false)?;
+        self.check(cx, false)?;
+        if let Some(seconds) = self.holds {
+            let until = Instant::now() + Duration::from_secs(seconds.min(60));
+            while Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(500));
+                self.check(cx, true)?;
+            }
+            cx.say(format_args!("  held for {seconds} s"));
+        }
+        Ok(())
+    }
+}
+
+impl ExpectAuthority {
+    fn check(&self, cx: &mut Context<'_>, quiet: bool) -> Result<(), Failure> {
+        let mut json = inspect(cx, &self.membership, quiet)?;
         // `barrier="ok"` waits (bounded) for an election to end: a leader is elected
         // within a few election timeouts after a voter died.
         if self.barrier.as_deref() == Some("ok") {
@@ -236,6 +284,33 @@ impl Step for ExpectAuthority {
                 .all(|m| m.get("unreachable").is_some() || purged_through_snapshot(m))
                 && Instant::now() < deadline
             {
+                std::thread::sleep(Duration::from_millis(200));
+                json = inspect(cx, &self.membership, true)?;
+            }
+        }
+        if let Some(text) = &self.snapshot_error {
+            let shows = |json: &serde_json::Value| {
+                members(json).iter().find_map(|m| {
+                    let error = m.pointer("/snapshot_store/last_error")?.as_str()?;
+                    error.contains(text.as_str()).then(|| error.to_owned())
+                })
+            };
+            let deadline = Instant::now() + AGREE_TIMEOUT;
+            loop {
+                if let Some(error) = shows(&json) {
+                    cx.say(format_args!("  a snapshot store shows: {error}"));
+                    break;
+                }
+                if Instant::now() > deadline {
+                    let errors: Vec<_> = members(&json)
+                        .iter()
+                        .map(|m| m.pointer("/snapshot_store/last_error").cloned())
+                        .collect();
+                    return Err(Failure::new(
+                        format!("a snapshot store's last error holding {text:?}"),
+                        format!("{errors:?}"),
+                    ));
+                }
                 std::thread::sleep(Duration::from_millis(200));
                 json = inspect(cx, &self.membership, true)?;
             }
@@ -316,6 +391,30 @@ impl Step for ExpectAuthority {
             if count != Some(*n) {
                 return Err(Failure::new(
                     format!("{host} installed exactly {n} snapshot(s) since it started"),
+                    format!("{count:?}"),
+                ));
+            }
+        }
+        if let Some((host, n, at_least)) = &self.fetched {
+            let member = members(&json)
+                .into_iter()
+                .find(|m| m.get("participant").and_then(|p| p.as_str()) == Some(host));
+            let count = member
+                .and_then(|m| m.pointer("/snapshot_store/fetched"))
+                .and_then(|c| c.as_u64());
+            cx.say(format_args!(
+                "  {host} fetched {count:?} snapshot(s) from its snapshot store"
+            ));
+            let fits = match at_least {
+                true => count.is_some_and(|c| c >= *n),
+                false => count == Some(*n),
+            };
+            if !fits {
+                return Err(Failure::new(
+                    format!(
+                        "{host} fetched {} {n} snapshot(s) from the bucket since it started",
+                        if *at_least { "at least" } else { "exactly" }
+                    ),
                     format!("{count:?}"),
                 ));
             }

@@ -69,6 +69,7 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("expect-refused", refused::parse),
     ("chmod", tamper::parse_chmod),
     ("s3-object", objects::parse_s3_object),
+    ("s3-objects", objects::parse_s3_objects),
     ("replace-key", tamper::parse_replace_key),
     ("remove", tamper::parse_remove),
     ("edit", tamper::parse_edit),

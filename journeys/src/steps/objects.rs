@@ -11,6 +11,10 @@
 //! - `s3-object PEER "KEY" expect-sealed=#true [without="TEXT"]` — the object exists,
 //!   begins with the sealed magic `GRIDSL01`, and (with `without=`) does not hold TEXT
 //!   anywhere in its bytes (a host name, an operation id: the server sees no plaintext).
+//! - `newest=#true` with any of them: KEY is a prefix, and the object is the last name
+//!   the server lists under it (an authority snapshot's name holds its digest).
+//! - `s3-objects PEER "PREFIX" count=N [expect-sealed=#true] [without="TEXT"]` — the
+//!   server lists N objects under PREFIX (each sealed, and without TEXT, when asked).
 
 use super::Step;
 use crate::context::Context;
@@ -32,6 +36,8 @@ struct Object {
     peer: String,
     key: String,
     change: Change,
+    /// `key` is a prefix: the object is the last name listed under it.
+    newest: bool,
 }
 
 pub fn parse_s3_object(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
@@ -42,17 +48,13 @@ pub fn parse_s3_object(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError>
         )));
     }
     let key = node.argument("an object key, e.g. \"edge-a/segments/00000000000000000001.seg\"")?;
-    let valid = |k: &str| {
-        !k.is_empty()
-            && !k.starts_with('/')
-            && k.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
-    };
+    let valid = valid_key;
     if !valid(&key) {
         return Err(node.error(format!(
             "object key `{key}` must be letters, digits, `-`, `_`, `.` and `/`, not starting with `/`"
         )));
     }
+    let newest = node.flag("newest")?.unwrap_or(false);
     let flip = node.count("flip-byte")?;
     let copy = node.string("copy-from")?;
     let remove = node.flag("remove")?.unwrap_or(false);
@@ -72,10 +74,154 @@ pub fn parse_s3_object(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError>
             ));
         }
     };
-    Ok(Box::new(Object { peer, key, change }))
+    Ok(Box::new(Object {
+        peer,
+        key,
+        change,
+        newest,
+    }))
+}
+
+/// `s3-objects PEER "PREFIX" count=N [expect-sealed=#true] [without="TEXT"]`.
+struct Objects {
+    peer: String,
+    prefix: String,
+    count: u64,
+    sealed: bool,
+    without: Option<String>,
+}
+
+pub fn parse_s3_objects(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
+    let (peer, kind) = node.peer("a seaweedfs peer")?;
+    if kind != "seaweedfs" {
+        return Err(node.error(format!(
+            "peer `{peer}` is a {kind} peer; `s3-objects` lists a seaweedfs peer's bucket"
+        )));
+    }
+    let prefix = node.argument("a key prefix, e.g. \"ops/snapshots/a/\"")?;
+    if !valid_key(&prefix) {
+        return Err(node.error(format!(
+            "prefix `{prefix}` must be letters, digits, `-`, `_`, `.` and `/`, not starting with `/`"
+        )));
+    }
+    let count = node
+        .count("count")?
+        .ok_or_else(|| node.error("`s3-objects` needs count=N"))?;
+    let sealed = node.flag("expect-sealed")?.unwrap_or(false);
+    let without = node.string("without")?;
+    if without.is_some() && !sealed {
+        return Err(node.error("`without=` goes with expect-sealed=#true"));
+    }
+    Ok(Box::new(Objects {
+        peer,
+        prefix,
+        count,
+        sealed,
+        without,
+    }))
+}
+
+impl Step for Objects {
+    fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
+        let bucket = Object {
+            peer: self.peer.clone(),
+            key: String::new(),
+            change: Change::Remove,
+            newest: false,
+        };
+        let keys = bucket.list(cx, &self.prefix)?;
+        if keys.len() as u64 != self.count {
+            return Err(Failure::new(
+                format!("{} object(s) under {}", self.count, self.prefix),
+                format!("{}: {}", keys.len(), keys.join(" ")),
+            ));
+        }
+        for key in &keys {
+            if self.sealed {
+                Object {
+                    peer: self.peer.clone(),
+                    key: key.clone(),
+                    change: Change::ExpectSealed {
+                        without: self.without.clone(),
+                    },
+                    newest: false,
+                }
+                .run(cx)?;
+            }
+        }
+        cx.say(format_args!(
+            "{} object(s) under {}: {}",
+            keys.len(),
+            self.prefix,
+            keys.join(" ")
+        ));
+        Ok(())
+    }
+}
+
+fn valid_key(k: &str) -> bool {
+    !k.is_empty()
+        && !k.starts_with('/')
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
 }
 
 impl Object {
+    /// The names the server lists under `prefix` (one page: a journey's few objects).
+    fn list(&self, cx: &mut Context<'_>, prefix: &str) -> Result<Vec<String>, Failure> {
+        let bucket = Object {
+            peer: self.peer.clone(),
+            // SigV4 signs the query as the server reads it: `/` encoded.
+            key: format!("?list-type=2&prefix={}", prefix.replace('/', "%2F")),
+            change: Change::Remove,
+            newest: false,
+        };
+        let (status, body) = bucket.curl(cx, &[])?;
+        if status != 200 {
+            return Err(Failure::new(
+                format!(
+                    "a listing of {prefix} from peer {} to answer 200",
+                    self.peer
+                ),
+                format!("HTTP {status}"),
+            ));
+        }
+        let text = String::from_utf8_lossy(&body);
+        let mut keys: Vec<String> = text
+            .split("<Key>")
+            .skip(1)
+            .filter_map(|k| k.split_once("</Key>").map(|(k, _)| k.to_owned()))
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// The object's key: its own, or (`newest`) the last listed under it.
+    fn resolve(&self, cx: &mut Context<'_>) -> Result<Object, Failure> {
+        let key = match self.newest {
+            false => self.key.clone(),
+            true => self.list(cx, &self.key)?.pop().ok_or_else(|| {
+                Failure::new(
+                    format!("an object under {} on peer {}", self.key, self.peer),
+                    "none is listed",
+                )
+            })?,
+        };
+        Ok(Object {
+            peer: self.peer.clone(),
+            key,
+            change: match &self.change {
+                Change::FlipByte(n) => Change::FlipByte(*n),
+                Change::CopyFrom(k) => Change::CopyFrom(k.clone()),
+                Change::Remove => Change::Remove,
+                Change::ExpectSealed { without } => Change::ExpectSealed {
+                    without: without.clone(),
+                },
+            },
+            newest: false,
+        })
+    }
+
     /// `curl` with the peer's keys: the HTTP status and the body.
     fn curl(&self, cx: &mut Context<'_>, args: &[&str]) -> Result<(u16, Vec<u8>), Failure> {
         let Some(PeerSpec::SeaweedFs { port, bucket }) = cx.peers().spec(&self.peer).cloned()
@@ -85,7 +231,10 @@ impl Object {
                 "it is not",
             ));
         };
-        let url = format!("http://127.0.0.1:{port}/{bucket}/{}", self.key);
+        let url = match self.key.starts_with('?') {
+            true => format!("http://127.0.0.1:{port}/{bucket}{}", self.key),
+            false => format!("http://127.0.0.1:{port}/{bucket}/{}", self.key),
+        };
         let out = std::process::Command::new("curl")
             .args(["-s", "--max-time", "20", "-o", "-", "-w", "\n%{http_code}"])
             .args(["--aws-sigv4", "aws:amz:us-east-1:s3"])
@@ -109,6 +258,7 @@ impl Object {
             peer: self.peer.clone(),
             key: key.to_owned(),
             change: Change::Remove,
+            newest: false,
         };
         match object.curl(cx, &[])? {
             (200, body) => Ok(body),
@@ -142,6 +292,9 @@ impl Object {
 
 impl Step for Object {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
+        if self.newest {
+            return self.resolve(cx)?.run(cx);
+        }
         let key = &self.key;
         match &self.change {
             Change::FlipByte(at) => {

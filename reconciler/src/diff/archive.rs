@@ -128,9 +128,28 @@ pub fn write(dir: &Path, archive: &S3ArchiveConfig) -> Effect {
     Effect::local(write_archive(dir, archive))
 }
 
-fn write_archive(dir: &Path, archive: &S3ArchiveConfig) -> Result<String, String> {
+/// Reaches the bucket `store` names with the installation's credentials and runs the
+/// store's check (the bucket there, a put of an existing key refused); then writes
+/// `config` as `host.toml`. Refused, changing nothing, when any of it fails.
+pub(crate) fn reach_and_write(
+    dir: &Path,
+    store: &S3ArchiveConfig,
+    config: &HostConfig,
+) -> Result<std::path::PathBuf, String> {
     use grid_engine::store::archive::Blobs;
     use grid_engine::store::s3::{AccessKeys, S3Blobs};
+    let target = store.target()?;
+    let keys = AccessKeys::read(&dir.join(&target.credentials))?;
+    let blobs = S3Blobs::new(target.location, &target.endpoint, &target.region, &keys)
+        .map_err(|e| e.to_string())?;
+    Blobs::check(&blobs).map_err(|e| format!("{e}; host.toml is unchanged"))?;
+    let path = dir.join(grid_engine::config::HOST_CONFIG_FILE);
+    grid_engine::custody::write_private(&path, config.to_toml().as_bytes())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
+fn write_archive(dir: &Path, archive: &S3ArchiveConfig) -> Result<String, String> {
     let mut config = HostConfig::read(dir).map_err(|e| e.to_string())?;
     if let Some(found) = config.archive.as_ref().filter(|f| f.url != archive.url) {
         return Err(format!(
@@ -138,15 +157,8 @@ fn write_archive(dir: &Path, archive: &S3ArchiveConfig) -> Result<String, String
             found.url
         ));
     }
-    let target = archive.target()?;
-    let keys = AccessKeys::read(&dir.join(&target.credentials))?;
-    let blobs = S3Blobs::new(target.location, &target.endpoint, &target.region, &keys)
-        .map_err(|e| e.to_string())?;
-    Blobs::check(&blobs).map_err(|e| format!("{e}; host.toml is unchanged"))?;
     config.archive = Some(archive.clone());
-    let path = dir.join(grid_engine::config::HOST_CONFIG_FILE);
-    grid_engine::custody::write_private(&path, config.to_toml().as_bytes())
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let path = reach_and_write(dir, archive, &config)?;
     let held = local_segments(dir);
     let moving = if held > 0 {
         format!("; gridd's next start moves the {held} segment(s) of its files there")

@@ -55,6 +55,12 @@ pub fn transitions(
         &mut config.archive,
         observation.config.as_ref().and_then(|c| c.archive.clone()),
     );
+    // So are the authorities' snapshot stores (`diff::snapshots`).
+    config.snapshots = observation
+        .config
+        .as_ref()
+        .map(|c| c.snapshots.clone())
+        .unwrap_or_default();
     let archive = crate::diff::archive::transitions(
         name,
         &observation.dir,

@@ -15,5 +15,6 @@ pub mod archive;
 pub mod authority;
 pub mod hosts;
 pub mod memberships;
+pub mod snapshots;
 #[cfg(test)]
 mod tests;

@@ -206,6 +206,7 @@ fn status(host: &str, initialized: bool, voters: &[&str], learners: &[&str]) -> 
         vote: None,
         snapshot_files: Vec::new(),
         snapshots_installed: 0,
+        snapshot_store: None,
         claims: 0,
     }
 }

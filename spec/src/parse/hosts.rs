@@ -266,6 +266,12 @@ impl FileReader<'_> {
     /// credentials=…`: the address, endpoint, region and credentials path checked
     /// here; the credentials file itself is read where the host runs.
     fn archive(&mut self, c: &mut NodeReader) -> crate::storage::ArchiveTarget {
+        self.blob_store(c, "archive")
+    }
+
+    /// `WHAT "file"` or `WHAT "s3://BUCKET/PREFIX" endpoint=… [region=…] credentials=…`
+    /// where `WHAT` is `archive` (a host's) or `snapshots` (an authority's).
+    fn blob_store(&mut self, c: &mut NodeReader, what: &str) -> crate::storage::ArchiveTarget {
         use crate::storage::{ArchiveTarget, S3Archive, S3Location};
         let target = c.string_arg(self, 0, "address");
         let endpoint = c.string_prop(self, "endpoint", false);
@@ -283,9 +289,9 @@ impl FileReader<'_> {
                 if let Some((_, span)) = given {
                     self.error(
                         *span,
-                        format!("`{key}` belongs to an s3:// archive, not to `archive \"file\"`"),
+                        format!("`{key}` belongs to an s3:// {what}, not to `{what} \"file\"`"),
                         "not for files",
-                        "remove it, or name the bucket: archive \"s3://BUCKET/PREFIX\"",
+                        &format!("remove it, or name the bucket: {what} \"s3://BUCKET/PREFIX\""),
                     );
                 }
             }
@@ -294,12 +300,19 @@ impl FileReader<'_> {
         if url.starts_with("dynamodb://") {
             self.error(
                 url_span,
-                format!(
-                    "archive `{}`: the DynamoDB adapter is not built in this version",
-                    crate::diagnostic::quoted(&url)
-                ),
+                if what == "archive" {
+                    format!(
+                        "archive `{}`: the DynamoDB adapter is not built in this version",
+                        crate::diagnostic::quoted(&url)
+                    )
+                } else {
+                    format!(
+                        "{what} `{}`: snapshots are objects, kept in files or on S3, not in DynamoDB",
+                        crate::diagnostic::quoted(&url)
+                    )
+                },
                 "not built",
-                "use archive \"file\" or archive \"s3://BUCKET/PREFIX\"; nothing falls back to another store",
+                &format!("use {what} \"file\" or {what} \"s3://BUCKET/PREFIX\"; nothing falls back to another store"),
             );
             return ArchiveTarget::File;
         }
@@ -309,21 +322,16 @@ impl FileReader<'_> {
                 let help = if url.starts_with("s3://") {
                     "a bucket name is 3 to 63 lower-case letters, digits, `-` and `.`; a prefix is `/`-separated parts of letters, digits, `-`, `_` and `.`"
                 } else {
-                    "an archive is \"file\" or \"s3://BUCKET/PREFIX\""
+                    "\"file\" or \"s3://BUCKET/PREFIX\""
                 };
-                self.error(
-                    url_span,
-                    format!("archive {reason}"),
-                    "not an archive",
-                    help,
-                );
+                self.error(url_span, format!("{what} {reason}"), "not a store", help);
                 return ArchiveTarget::File;
             }
         };
         let mut missing = |key: &str, example: &str| {
             c.missing(
                 self,
-                format!("an s3:// archive needs `{key}`"),
+                format!("an s3:// {what} needs `{key}`"),
                 format!("add {key}=\"{example}\""),
             );
         };
@@ -391,9 +399,11 @@ impl FileReader<'_> {
         let mut n = NodeReader::new(node);
         let name = self.object_name(&mut n, "membership");
         let mut authority_voters = None;
+        let mut snapshots = crate::storage::ArchiveTarget::File;
         let mut revoked: Vec<String> = Vec::new();
         for child in n.children(self) {
             let mut c = NodeReader::new(child);
+            let authority = child.name().value() == "authority";
             match child.name().value() {
                 "authority" => {
                     if authority_voters.is_some() {
@@ -418,6 +428,35 @@ impl FileReader<'_> {
                                 .insert(m.clone(), (self.file.clone(), span));
                         }
                     }
+                    let mut seen = false;
+                    for grandchild in c.children(self) {
+                        let mut g = NodeReader::new(grandchild);
+                        match grandchild.name().value() {
+                            "snapshots" => {
+                                if seen {
+                                    self.error(
+                                        grandchild.name().span(),
+                                        "`snapshots` is given twice",
+                                        "second",
+                                        "one snapshot store per authority",
+                                    );
+                                }
+                                seen = true;
+                                snapshots = self.blob_store(&mut g, "snapshots");
+                            }
+                            other => {
+                                g.skip_all();
+                                self.error(
+                                    grandchild.name().span(),
+                                    format!("unknown child `{other}` of authority"),
+                                    "not an authority setting",
+                                    "an authority holds `snapshots \"file\"` or `snapshots \"s3://BUCKET/PREFIX\" endpoint=… credentials=…`",
+                                )
+                            }
+                        }
+                        g.no_children(self);
+                        g.finish(self);
+                    }
                 }
                 "revoke" => {
                     if let Some((participant, span)) = c.string_arg(self, 0, "participant") {
@@ -439,11 +478,13 @@ impl FileReader<'_> {
                         child.name().span(),
                         format!("unknown child `{other}` of membership"),
                         "not a membership setting",
-                        "a membership holds `authority voters=N` and `revoke PARTICIPANT`",
+                        "a membership holds `authority voters=N { snapshots … }` and `revoke PARTICIPANT`",
                     )
                 }
             }
-            c.no_children(self);
+            if !authority {
+                c.no_children(self);
+            }
             c.finish(self);
         }
         n.finish(self);
@@ -452,6 +493,7 @@ impl FileReader<'_> {
             self.parsed.topology.memberships.push(Membership {
                 name,
                 authority_voters,
+                snapshots,
                 revoked,
                 origin,
             });

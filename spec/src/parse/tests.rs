@@ -272,3 +272,65 @@ fn archive_reads_files_or_an_s3_bucket_and_refuses_what_it_cannot_use_with_a_spa
     let error = crate::load_str("t.kdl", &twice).unwrap_err();
     assert_eq!(error.items[0].message, "`archive` is given twice");
 }
+
+#[test]
+fn an_authority_keeps_its_snapshots_in_files_or_an_s3_bucket_and_refuses_the_rest_with_a_span() {
+    use crate::storage::ArchiveTarget;
+    const VOTER: &str =
+        "host a listen=\"127.0.0.1:7401\" {\n    member ops\n    profiles transport authority\n}\n";
+    let membership = |inner: &str| {
+        format!(
+            "grid version=1\nmembership ops {{\n    authority voters=1 {{\n        {inner}\n    }}\n}}\n{VOTER}"
+        )
+    };
+    let s3 = r#"snapshots "s3://grid-snapshots/ops" endpoint="http://127.0.0.1:8333" credentials="s3.credentials""#;
+    let topology = crate::load_str("t.kdl", &membership(s3)).unwrap();
+    let ArchiveTarget::S3(store) = &topology.memberships[0].snapshots else {
+        panic!("an S3 store: {:?}", topology.memberships[0].snapshots);
+    };
+    assert_eq!(store.location.to_string(), "s3://grid-snapshots/ops");
+    assert_eq!(store.region, "us-east-1");
+    assert_eq!(topology.memberships[0].authority_voters, Some(1));
+    // Files, or nothing said: files.
+    let file = crate::load_str("t.kdl", &membership("snapshots \"file\"")).unwrap();
+    assert_eq!(file.memberships[0].snapshots, ArchiveTarget::File);
+    let plain = format!("grid version=1\nmembership ops {{\n    authority voters=1\n}}\n{VOTER}");
+    assert_eq!(
+        crate::load_str("t.kdl", &plain).unwrap().memberships[0].snapshots,
+        ArchiveTarget::File
+    );
+    for (inner, message, at) in [
+        (
+            r#"snapshots "dynamodb://grid-answers""#,
+            "snapshots `dynamodb://grid-answers`: snapshots are objects, kept in files or on S3, not in DynamoDB",
+            "\"dynamodb",
+        ),
+        (
+            r#"snapshots "s3://grid-snapshots/ops" credentials="c""#,
+            "an s3:// snapshots needs `endpoint`",
+            "snapshots",
+        ),
+        (
+            r#"snapshots "file" credentials="c""#,
+            "`credentials` belongs to an s3:// snapshots, not to `snapshots \"file\"`",
+            "credentials=",
+        ),
+        (
+            "voters 3",
+            "unknown child `voters` of authority",
+            "voters 3",
+        ),
+        (
+            "snapshots \"file\"\n        snapshots \"file\"",
+            "`snapshots` is given twice",
+            "snapshots \"file\"\n    }",
+        ),
+    ] {
+        let text = membership(inner);
+        let error = crate::load_str("t.kdl", &text).unwrap_err();
+        assert_eq!(error.len(), 1, "{inner}: {error:?}");
+        let d = &error.items[0];
+        assert_eq!(d.message, message, "{inner}");
+        assert_eq!(d.offset(), text.find(at), "{inner}");
+    }
+}

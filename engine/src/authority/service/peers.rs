@@ -109,6 +109,29 @@ impl Authority {
                 };
                 encode(&self.raft.install_full_snapshot(vote, snapshot).await)
             }
+            "snapshot-ref" => {
+                let header = header.ok_or("no snapshot meta header")?;
+                let (vote, meta): (
+                    crate::authority::types::Vote,
+                    crate::authority::types::SnapshotMeta,
+                ) = serde_json::from_str(header).map_err(|e| e.to_string())?;
+                let Some(remote) = self.remote.clone() else {
+                    return Err(format!(
+                        "this voter of `{}` keeps no snapshot store: a snapshot in a bucket cannot reach it (give its host the membership's `snapshots` and restart it)",
+                        self.membership
+                    ));
+                };
+                let reference: crate::authority::remote::SnapshotRef =
+                    serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                let bytes = tokio::task::spawn_blocking(move || remote.fetch(&reference))
+                    .await
+                    .map_err(|e| e.to_string())??;
+                let snapshot = crate::authority::types::Snapshot {
+                    meta,
+                    snapshot: Box::new(Cursor::new(bytes)),
+                };
+                encode(&self.raft.install_full_snapshot(vote, snapshot).await)
+            }
             other => Err(format!("no Raft message `{other}`")),
         }
     }
