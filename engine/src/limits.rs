@@ -139,6 +139,11 @@ pub const SNAPSHOTS_REMOTE_KEPT: usize = 2;
 /// The longest snapshot object name a voter fetches (a leader's reference naming a
 /// longer one is refused).
 pub const SNAPSHOT_OBJECT_NAME_BYTES_MAX: usize = 512;
+/// The longest key of a record (`store/records.rs`): an operation id and its
+/// context; DynamoDB takes 2,048 bytes for a partition key.
+pub const RECORD_KEY_BYTES_MAX: usize = 1_024;
+/// The largest value of a record: an index entry, far below DynamoDB's 400 KB item.
+pub const RECORD_VALUE_BYTES_MAX: usize = 64 * 1024;
 // A whole segment is read back in one answer.
 const _: () = assert!(ARCHIVE_SEGMENT_BYTES_MAX as u64 * 2 <= REMOTE_BLOB_BYTES_MAX);
 /// One day, as the retention windows count it.

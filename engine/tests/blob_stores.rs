@@ -8,18 +8,19 @@
 //! back by an independent client (`curl --aws-sigv4`), and an object changed behind
 //! Grid's back is refused by name.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use grid_engine::store::archive::{self, Blobs, Entry, LocalFiles};
 use grid_engine::store::high_water::Signer;
 use grid_engine::store::s3::seaweed::{ACCESS_KEY, BUCKET, SECRET_KEY, Server};
 use grid_engine::store::s3::{AccessKeys, S3Blobs, S3Location};
 use grid_engine::store::sealed::Sealed;
+
+mod common;
+use common::{Fault, Proxy};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("grid-blobs-{name}-{}", std::process::id()));
@@ -395,141 +396,6 @@ fn s3_on_seaweedfs_conforms_and_an_independent_client_reads_what_it_wrote() {
     .unwrap();
     let e = missing.check().unwrap_err().to_string();
     assert!(e.contains("no-such-bucket"), "{e}");
-}
-
-/// What the proxy does to the next requests, in order; then it forwards faithfully.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fault {
-    /// Answers 500 without forwarding.
-    ServerError,
-    /// Forwards, then closes the connection without answering.
-    DropAfterForwarding,
-    /// Forwards, then answers the status line and headers and half the body.
-    TruncateBody,
-    /// Forwards the request twice and answers the second answer.
-    Duplicate,
-}
-
-/// An HTTP/1.1 proxy in front of `upstream` injecting `faults`, one per request; while
-/// `lenient` is set it also turns every 412 into a 200, as a server that ignores
-/// `If-None-Match` (and overwrites) would answer.
-struct Proxy {
-    port: u16,
-    faults: Arc<Mutex<Vec<Fault>>>,
-    served: Arc<AtomicUsize>,
-    lenient: Arc<std::sync::atomic::AtomicBool>,
-}
-
-/// One HTTP/1.1 message read whole (headers and a Content-Length body).
-fn read_message(stream: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut bytes = Vec::new();
-    let mut buf = [0u8; 16 * 1024];
-    let header_end = loop {
-        if let Some(at) = bytes.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        let n = stream.read(&mut buf).ok()?;
-        if n == 0 {
-            return None;
-        }
-        bytes.extend_from_slice(&buf[..n]);
-    };
-    let head = String::from_utf8_lossy(&bytes[..header_end]).to_ascii_lowercase();
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .map_or(0, |v| v.trim().parse().unwrap_or(0));
-    while bytes.len() < header_end + length {
-        let n = stream.read(&mut buf).ok()?;
-        if n == 0 {
-            return None;
-        }
-        bytes.extend_from_slice(&buf[..n]);
-    }
-    Some(bytes)
-}
-
-/// Sends `request` (asking to close after it) to `upstream` on a new connection; the
-/// answer whole, up to the server's close.
-fn forward(upstream: u16, request: &[u8]) -> Vec<u8> {
-    let mut stream = TcpStream::connect(("127.0.0.1", upstream)).unwrap();
-    stream.write_all(request).unwrap();
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    answer
-}
-
-impl Proxy {
-    fn start(upstream: u16) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let faults: Arc<Mutex<Vec<Fault>>> = Arc::default();
-        let served = Arc::new(AtomicUsize::new(0));
-        let lenient: Arc<std::sync::atomic::AtomicBool> = Arc::default();
-        let (f, s, l) = (faults.clone(), served.clone(), lenient.clone());
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { return };
-                let (faults, served, lenient) = (f.clone(), s.clone(), l.clone());
-                std::thread::spawn(move || {
-                    // One request per connection, both ways: the answer is passed on
-                    // as the server framed it, and the connection closed after it.
-                    if let Some(request) = read_message(&mut stream) {
-                        let request = String::from_utf8_lossy(&request)
-                            .replacen("\r\n\r\n", "\r\nconnection: close\r\n\r\n", 1)
-                            .into_bytes();
-                        let fault = {
-                            let mut faults = faults.lock().unwrap();
-                            (!faults.is_empty()).then(|| faults.remove(0))
-                        };
-                        served.fetch_add(1, Ordering::SeqCst);
-                        let answer = match fault {
-                            Some(Fault::ServerError) => b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_vec(),
-                            Some(Fault::DropAfterForwarding) => {
-                                forward(upstream, &request);
-                                return;
-                            }
-                            Some(Fault::TruncateBody) => {
-                                let whole = forward(upstream, &request);
-                                let head = whole.windows(4).position(|w| w == b"\r\n\r\n").map_or(whole.len(), |p| p + 4);
-                                let cut = head + (whole.len() - head) / 2;
-                                let _ = stream.write_all(&whole[..cut]);
-                                return;
-                            }
-                            Some(Fault::Duplicate) => {
-                                forward(upstream, &request);
-                                forward(upstream, &request)
-                            }
-                            None => forward(upstream, &request),
-                        };
-                        let answer = if lenient.load(Ordering::SeqCst)
-                            && answer.starts_with(b"HTTP/1.1 412")
-                        {
-                            b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-                                .to_vec()
-                        } else {
-                            answer
-                        };
-                        let _ = stream.write_all(&answer);
-                    }
-                });
-            }
-        });
-        Proxy {
-            port,
-            faults,
-            served,
-            lenient,
-        }
-    }
-
-    fn inject(&self, faults: &[Fault]) {
-        self.faults.lock().unwrap().extend_from_slice(faults);
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
 }
 
 /// Through a faulty network: every fault is an error naming the store, or an answer

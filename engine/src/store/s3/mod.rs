@@ -53,6 +53,11 @@ impl AccessKeys {
         }
     }
 
+    /// The secret, for a signer (never shown).
+    pub(crate) fn secret(&self) -> &str {
+        &self.secret
+    }
+
     /// Reads the `[default]` profile of an AWS shared-credentials file
     /// (`aws_access_key_id`, `aws_secret_access_key`). The file must be a regular file
     /// no one but its owner can read or write (0600 or stricter), like the host's keys.
@@ -101,6 +106,18 @@ impl AccessKeys {
     }
 }
 
+/// The blocking HTTP client of every remote store: statuses are answers, not errors;
+/// a connection within `REMOTE_CONNECT_TIMEOUT`, a whole request within
+/// `REMOTE_REQUEST_TIMEOUT`.
+pub(crate) fn remote_agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(REMOTE_REQUEST_TIMEOUT))
+        .timeout_connect(Some(REMOTE_CONNECT_TIMEOUT))
+        .build()
+        .into()
+}
+
 /// Blobs in one bucket under one prefix.
 pub struct S3Blobs {
     location: S3Location,
@@ -146,12 +163,7 @@ impl S3Blobs {
                 grid_spec::diagnostic::quoted(endpoint)
             ))
         })?;
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(REMOTE_REQUEST_TIMEOUT))
-            .timeout_connect(Some(REMOTE_CONNECT_TIMEOUT))
-            .build()
-            .into();
+        let agent = remote_agent();
         Ok(S3Blobs {
             credentials: Credentials::new(keys.key.clone(), keys.secret.clone()),
             location,
