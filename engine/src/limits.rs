@@ -118,7 +118,9 @@ pub const ARCHIVE_RETRY_INTERVAL: std::time::Duration = std::time::Duration::fro
 /// The longest a remote store may take to accept a connection (a store that does not
 /// answer is found out this soon, not after the whole request's time).
 pub const REMOTE_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-/// The longest one request to a remote store may take, connection to last byte.
+/// The longest each phase of one request to a remote store may take — sending it,
+/// receiving the answer's head, receiving its body (after the connection's
+/// `REMOTE_CONNECT_TIMEOUT`): a request that stalls is given up within this.
 pub const REMOTE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest answer read from a remote store (a blob, a listing page, an error).
 pub const REMOTE_BLOB_BYTES_MAX: u64 = 64 * 1024 * 1024;

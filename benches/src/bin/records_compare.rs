@@ -1,0 +1,194 @@
+//! Records in DynamoDB (issue 29; BENCHMARKS.md, "Records in DynamoDB"): the answers
+//! index's lookups and first-write puts through Grid's `DynamoRecords` beside raw
+//! `GetItem` / `PutItem` requests by the same client library (ureq, the same agent
+//! settings, the same SigV4 signer — without Grid's JSON building, condition, answer
+//! parsing and base64), in one run, against a real `dynalite` (npm 4.0.0, in memory) on
+//! loopback that the benchmark starts.
+//!
+//! ```text
+//! cargo run --release -p grid-benches --no-default-features --bin records_compare \
+//!     [-- --records 2000 --lookups 4000]
+//! ```
+//!
+//! Puts: `--records` index entries (an operation id → a 48-byte value, as an archive
+//! index entry) by each path into its own table, alternating in blocks of 100. Lookups:
+//! `--lookups` ids spread over them, alternating in blocks of 100. Reported: operations/s,
+//! p50/p99 per path, and Grid / raw. This is the records layer only: an archived answer's
+//! lookup also reads its segment (`archive_compare`).
+
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+
+use grid_benches::procs::{Result, machine};
+use grid_benches::report::Table;
+use grid_engine::store::dynamodb::{DynamoRecords, dynalite};
+use grid_engine::store::records::{First, Records};
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// Records each path puts.
+    #[arg(long, default_value_t = 2_000)]
+    records: usize,
+    /// Lookups per path.
+    #[arg(long, default_value_t = 4_000)]
+    lookups: usize,
+}
+
+fn id(i: usize) -> String {
+    format!("op-{i:08}-bench")
+}
+
+fn value(i: usize) -> Vec<u8> {
+    let mut v = (i as u64).to_be_bytes().to_vec();
+    v.resize(48, 0xab);
+    v
+}
+
+/// One raw signed request (`operation`, JSON `body`) through `agent`: its status and
+/// body bytes, unparsed.
+fn raw(
+    agent: &ureq::Agent,
+    table: &DynamoRecords,
+    endpoint: &str,
+    operation: &str,
+    body: &str,
+) -> Result<(u16, Vec<u8>)> {
+    let date = grid_engine::store::dynamodb::sigv4::amz_date_now();
+    let headers = table.signed(operation, body.as_bytes(), &date);
+    let request = headers
+        .iter()
+        .filter(|(n, _)| n != "host")
+        .fold(
+            ureq::http::Request::builder()
+                .method("POST")
+                .uri(format!("{endpoint}/")),
+            |r, (n, v)| r.header(n.as_str(), v.as_str()),
+        )
+        .body(body.as_bytes().to_vec())
+        .map_err(|e| e.to_string())?;
+    let mut response = agent.run(request).map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let bytes = response
+        .body_mut()
+        .read_to_vec()
+        .map_err(|e| e.to_string())?;
+    Ok((status, bytes))
+}
+
+struct Path {
+    times: Vec<Duration>,
+    elapsed: Duration,
+}
+
+fn report(what: &str, count: usize, paths: &mut [Path; 2]) {
+    println!("{what}: {count} per path");
+    let mut table = Table::new(
+        &["path", "ops/s", "p50 ms", "p99 ms", "rate / raw"],
+        "lrrrr",
+    );
+    let rate = |p: &Path| count as f64 / p.elapsed.as_secs_f64();
+    let raw_rate = rate(&paths[0]);
+    for (p, name) in ["raw", "Grid"].iter().enumerate() {
+        let path = &mut paths[p];
+        path.times.sort();
+        let q = |q: f64| path.times[((path.times.len() - 1) as f64 * q) as usize];
+        table.row(vec![
+            (*name).to_owned(),
+            format!("{:.0}", rate(path)),
+            format!("{:.2}", q(0.5).as_secs_f64() * 1e3),
+            format!("{:.2}", q(0.99).as_secs_f64() * 1e3),
+            format!("{:.2}×", rate(path) / raw_rate),
+        ]);
+    }
+    table.print();
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let server = dynalite::Server::start()?;
+    let endpoint = server.endpoint();
+    let grid = server.table("grid-bench", &endpoint)?;
+    let raw_table = server.table("raw-bench", &endpoint)?;
+    // The engine's own agent settings (its remote stores' timeouts).
+    let agent = grid_engine::store::s3::remote_agent();
+    println!("{}", machine());
+    let new_path = || Path {
+        times: Vec::new(),
+        elapsed: Duration::ZERO,
+    };
+    let mut puts = [new_path(), new_path()];
+    for block in (0..args.records).step_by(100) {
+        let end = (block + 100).min(args.records);
+        let at = Instant::now();
+        for i in block..end {
+            let t = Instant::now();
+            let body = serde_json::json!({
+                "TableName": "raw-bench",
+                "Item": {"k": {"S": id(i)}, "v": {"B": b64_value(i)}},
+            })
+            .to_string();
+            let (status, _) = raw(&agent, &raw_table, &endpoint, "PutItem", &body)?;
+            if status != 200 {
+                return Err(format!("raw PutItem: HTTP {status}").into());
+            }
+            puts[0].times.push(t.elapsed());
+        }
+        puts[0].elapsed += at.elapsed();
+        let at = Instant::now();
+        for i in block..end {
+            let t = Instant::now();
+            if grid.put_first(&id(i), &value(i))? != First::Ours {
+                return Err(format!("{} was not ours", id(i)).into());
+            }
+            puts[1].times.push(t.elapsed());
+        }
+        puts[1].elapsed += at.elapsed();
+    }
+    report(
+        "first-write puts (Grid: conditional PutItem)",
+        args.records,
+        &mut puts,
+    );
+    let mut gets = [new_path(), new_path()];
+    let pick = |n: usize| (n * 7_919 + 13) % args.records;
+    for block in (0..args.lookups).step_by(100) {
+        let end = (block + 100).min(args.lookups);
+        let at = Instant::now();
+        for n in block..end {
+            let t = Instant::now();
+            let body = format!(
+                r#"{{"TableName":"raw-bench","Key":{{"k":{{"S":"{}"}}}},"ConsistentRead":true}}"#,
+                id(pick(n))
+            );
+            let (status, bytes) = raw(&agent, &raw_table, &endpoint, "GetItem", &body)?;
+            if status != 200 || bytes.len() < 20 {
+                return Err(format!("raw GetItem: HTTP {status}").into());
+            }
+            gets[0].times.push(t.elapsed());
+        }
+        gets[0].elapsed += at.elapsed();
+        let at = Instant::now();
+        for n in block..end {
+            let t = Instant::now();
+            let i = pick(n);
+            if grid.get(&id(i))?.as_deref() != Some(value(i).as_slice()) {
+                return Err(format!("{} read back otherwise", id(i)).into());
+            }
+            gets[1].times.push(t.elapsed());
+        }
+        gets[1].elapsed += at.elapsed();
+    }
+    report(
+        "lookups by id (consistent GetItem)",
+        args.lookups,
+        &mut gets,
+    );
+    Ok(())
+}
+
+/// The raw path's value: the same 48 bytes, as the same binary attribute.
+fn b64_value(i: usize) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(value(i))
+}
