@@ -76,7 +76,9 @@ pub struct RemoteStatus {
     /// Snapshots this voter put in the bucket since it started (a put that found the
     /// same object counts).
     pub uploaded: u64,
-    /// Snapshots this voter fetched from the bucket and installed since it started.
+    /// Snapshots this voter fetched from the bucket, opened and checked since it
+    /// started (each then handed to openraft, which installs it unless a newer vote
+    /// made it obsolete).
     pub fetched: u64,
     /// The newest object this voter put.
     pub last_object: Option<String>,

@@ -160,7 +160,13 @@ fn write_inner(dir: &Path, store: &SnapshotStore) -> Result<String, String> {
     config
         .snapshots
         .insert(store.membership.clone(), store.store.clone());
-    let path = crate::diff::archive::reach_and_write(dir, &store.store, &config)?;
+    let path = crate::diff::archive::reach_and_write(dir, &store.store, &config).map_err(|e| {
+        // The blob store's own words name it an archive store; here it keeps snapshots.
+        match e.strip_prefix("archive store ") {
+            Some(rest) => format!("snapshot store {rest}"),
+            None => e,
+        }
+    })?;
     Ok(format!(
         "wrote the snapshots of `{}` at {} into {} (the server answered, and refuses a put of an existing key)",
         store.membership,

@@ -23,8 +23,8 @@ use crate::store::archive::{ArchiveError, Blobs};
 
 pub mod seaweed;
 use crate::limits::{
-    REMOTE_BLOB_BYTES_MAX, REMOTE_CONNECT_TIMEOUT, REMOTE_LIST_PAGE_MAX, REMOTE_PRESIGNED_VALID,
-    REMOTE_REQUEST_TIMEOUT,
+    REMOTE_ANSWER_TIMEOUT, REMOTE_BLOB_BYTES_MAX, REMOTE_CONNECT_TIMEOUT, REMOTE_LIST_PAGE_MAX,
+    REMOTE_PRESIGNED_VALID, REMOTE_REQUEST_TIMEOUT,
 };
 
 pub use grid_spec::storage::S3Location;
@@ -107,8 +107,9 @@ impl AccessKeys {
 }
 
 /// The blocking HTTP client of every remote store: statuses are answers, not errors;
-/// a connection within `REMOTE_CONNECT_TIMEOUT`, then sending the request, receiving
-/// the answer's head and receiving its body each within `REMOTE_REQUEST_TIMEOUT`.
+/// a connection within `REMOTE_CONNECT_TIMEOUT`, sending the request within
+/// `REMOTE_REQUEST_TIMEOUT`, the answer's head within `REMOTE_ANSWER_TIMEOUT`, its body
+/// within `REMOTE_REQUEST_TIMEOUT`.
 /// Per phase, not `timeout_global`: with ureq 3 a global timeout cost about 60 µs a
 /// request on loopback (a lookup 0.20 → 0.27 ms; `records_compare`, BENCHMARKS.md §15).
 pub fn remote_agent() -> ureq::Agent {
@@ -116,7 +117,7 @@ pub fn remote_agent() -> ureq::Agent {
         .http_status_as_error(false)
         .timeout_connect(Some(REMOTE_CONNECT_TIMEOUT))
         .timeout_send_request(Some(REMOTE_REQUEST_TIMEOUT))
-        .timeout_recv_response(Some(REMOTE_REQUEST_TIMEOUT))
+        .timeout_recv_response(Some(REMOTE_ANSWER_TIMEOUT))
         .timeout_recv_body(Some(REMOTE_REQUEST_TIMEOUT))
         .build()
         .into()
