@@ -261,6 +261,21 @@ pub struct Inspection {
 }
 
 impl Inspection {
+    /// `STORAGE_PROFILE`, and the bucket the voters also keep their snapshots in
+    /// (`snapshots "s3://…"`), as any running voter reports it.
+    fn storage_profile(&self) -> String {
+        let bucket = self.members.iter().find_map(|(_, s)| {
+            s.as_ref()
+                .ok()
+                .and_then(|s| s.snapshot_store.as_ref())
+                .map(|r| r.url.clone())
+        });
+        match bucket {
+            Some(url) => format!("{STORAGE_PROFILE}, also sealed in {url}"),
+            None => STORAGE_PROFILE.to_owned(),
+        }
+    }
+
     /// The freshest view among the voters that answered.
     fn view(&self) -> Option<&VoterStatus> {
         self.members
@@ -286,7 +301,7 @@ impl Inspection {
             "profile": {
                 "fault": FAULT_PROFILE,
                 "custody": CUSTODY_PROFILE,
-                "storage": STORAGE_PROFILE,
+                "storage": self.storage_profile(),
             },
             "members": self.members.iter().map(|(name, s)| match s {
                 Ok(s) => serde_json::to_value(s).expect("statuses serialize"),
@@ -326,7 +341,7 @@ impl Inspection {
                 v.last_applied.map_or("none".to_owned(), |i| i.to_string())
             ));
         }
-        out.push_str(&format!("  fault profile: {FAULT_PROFILE}\n  custody profile: {CUSTODY_PROFILE}\n  storage profile: {STORAGE_PROFILE}\n"));
+        out.push_str(&format!("  fault profile: {FAULT_PROFILE}\n  custody profile: {CUSTODY_PROFILE}\n  storage profile: {}\n", self.storage_profile()));
         for (name, status) in &self.members {
             match status {
                 Ok(s) => {
