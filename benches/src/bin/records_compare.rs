@@ -45,28 +45,15 @@ fn value(i: usize) -> Vec<u8> {
     v
 }
 
-/// One raw signed request (`operation`, JSON `body`) through `agent`: its status and
-/// body bytes, unparsed.
+/// One raw signed request (`operation`, JSON `body`, signed as the store signs) through
+/// `agent`: its status and body bytes, unparsed.
 fn raw(
     agent: &ureq::Agent,
     table: &DynamoRecords,
-    endpoint: &str,
     operation: &str,
     body: &str,
 ) -> Result<(u16, Vec<u8>)> {
-    let date = grid_engine::store::dynamodb::sigv4::amz_date_now();
-    let headers = table.signed(operation, body.as_bytes(), &date);
-    let request = headers
-        .iter()
-        .filter(|(n, _)| n != "host")
-        .fold(
-            ureq::http::Request::builder()
-                .method("POST")
-                .uri(format!("{endpoint}/")),
-            |r, (n, v)| r.header(n.as_str(), v.as_str()),
-        )
-        .body(body.as_bytes().to_vec())
-        .map_err(|e| e.to_string())?;
+    let request = table.request(operation, body.as_bytes().to_vec())?;
     let mut response = agent.run(request).map_err(|e| e.to_string())?;
     let status = response.status().as_u16();
     let bytes = response
@@ -128,7 +115,7 @@ fn main() -> Result<()> {
                 "Item": {"k": {"S": id(i)}, "v": {"B": b64_value(i)}},
             })
             .to_string();
-            let (status, _) = raw(&agent, &raw_table, &endpoint, "PutItem", &body)?;
+            let (status, _) = raw(&agent, &raw_table, "PutItem", &body)?;
             if status != 200 {
                 return Err(format!("raw PutItem: HTTP {status}").into());
             }
@@ -161,7 +148,7 @@ fn main() -> Result<()> {
                 r#"{{"TableName":"raw-bench","Key":{{"k":{{"S":"{}"}}}},"ConsistentRead":true}}"#,
                 id(pick(n))
             );
-            let (status, bytes) = raw(&agent, &raw_table, &endpoint, "GetItem", &body)?;
+            let (status, bytes) = raw(&agent, &raw_table, "GetItem", &body)?;
             if status != 200 || bytes.len() < 20 {
                 return Err(format!("raw GetItem: HTTP {status}").into());
             }

@@ -178,11 +178,15 @@ impl DynamoRecords {
         out
     }
 
-    /// Sends `operation` with `body`: its status and JSON answer.
-    fn send(&self, operation: &str, body: &Value) -> Result<Answered, ArchiveError> {
-        let bytes = serde_json::to_vec(body).map_err(|e| self.remote(e.to_string()))?;
+    /// The request `operation` with the JSON `bytes`, signed now (`host` is the
+    /// client's to send).
+    pub fn request(
+        &self,
+        operation: &str,
+        bytes: Vec<u8>,
+    ) -> Result<ureq::http::Request<Vec<u8>>, ArchiveError> {
         let headers = self.signed(operation, &bytes, &sigv4::amz_date_now());
-        let request = headers
+        headers
             .iter()
             .filter(|(n, _)| n != "host")
             .fold(
@@ -192,7 +196,13 @@ impl DynamoRecords {
                 |r, (n, v)| r.header(n.as_str(), v.as_str()),
             )
             .body(bytes)
-            .map_err(|e| self.remote(format!("{operation}: {e}")))?;
+            .map_err(|e| self.remote(format!("{operation}: {e}")))
+    }
+
+    /// Sends `operation` with `body`: its status and JSON answer.
+    fn send(&self, operation: &str, body: &Value) -> Result<Answered, ArchiveError> {
+        let bytes = serde_json::to_vec(body).map_err(|e| self.remote(e.to_string()))?;
+        let request = self.request(operation, bytes)?;
         let mut response = self
             .agent
             .run(request)
