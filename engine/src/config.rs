@@ -87,7 +87,8 @@ pub struct HostConfig {
     pub snapshots: std::collections::BTreeMap<String, S3ArchiveConfig>,
 }
 
-/// `archive "s3://…"` in `host.toml`.
+/// `archive "s3://…"` or `archive "dynamodb://…"` in `host.toml` (and an authority's
+/// `snapshots "s3://…"`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct S3ArchiveConfig {
@@ -127,7 +128,35 @@ impl S3ArchiveConfig {
                 region: s3.region.clone(),
                 credentials: s3.credentials.display().to_string(),
             }),
+            grid_spec::storage::ArchiveTarget::DynamoDb(d) => Some(S3ArchiveConfig {
+                url: format!("dynamodb://{}", d.table),
+                endpoint: d.endpoint.clone(),
+                region: d.region.clone(),
+                credentials: d.credentials.display().to_string(),
+            }),
         }
+    }
+
+    /// The DynamoDB table of `archive "dynamodb://TABLE"` (none: an S3 store).
+    pub fn table(&self) -> Option<&str> {
+        self.url.strip_prefix("dynamodb://")
+    }
+
+    /// The records this names, reached with the credentials file (relative to `dir`):
+    /// refused when it names no table, its address does not read, or the file is
+    /// missing or weak. Nothing is sent.
+    pub fn records(
+        &self,
+        dir: &std::path::Path,
+    ) -> Result<crate::store::dynamodb::DynamoRecords, String> {
+        let table = self
+            .table()
+            .ok_or_else(|| format!("archive {} is not a dynamodb:// table", self.url))?;
+        grid_spec::storage::check_region(&self.region)?;
+        let keys = crate::store::s3::AccessKeys::read(&dir.join(&self.credentials))
+            .map_err(|e| format!("archive {}: {e}", self.url))?;
+        crate::store::dynamodb::DynamoRecords::new(table, &self.endpoint, &self.region, &keys)
+            .map_err(|e| e.to_string())
     }
 
     /// `s3://grid-archive/edge-a at http://127.0.0.1:8333 (us-east-1, credentials /etc/grid/s3.credentials)`.

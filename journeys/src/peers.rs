@@ -27,9 +27,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::error::Failure;
+
+mod stores;
 use crate::process::quote_output;
 use crate::process::{describe_status, die_with_parent, tail, wait_bounded};
 use crate::{HOST_EXIT_TIMEOUT, POLL_INTERVAL};
+pub use stores::dynamodb;
+use stores::make_table;
 
 /// How long a started peer may take to be ready: a broker's port accepting a
 /// connection, a Python peer's `{"ready": true}` line (the OPC UA server loads the
@@ -59,6 +63,9 @@ pub enum PeerSpec {
     /// `weed server -s3` with S3 on `127.0.0.1:port` (its other servers on
     /// `port+1..=port+7`), data in `$WORK/peers/NAME`, and `bucket` made once ready.
     SeaweedFs { port: u16, bucket: String },
+    /// `dynalite --port N --host 127.0.0.1 --path $WORK/peers/NAME` (npm `dynalite`
+    /// 4.0.0, its LevelDB kept across `peer restart`), and `table` made once ready.
+    Dynalite { port: u16, table: String },
     /// `adapters/peers/modbus_device.py --port N [--units 1,2]`.
     Modbus { port: u16, units: Option<String> },
     /// `adapters/peers/sparkplug_node.py --broker HOST:PORT --group G --node N
@@ -104,6 +111,7 @@ impl PeerSpec {
         match self {
             PeerSpec::Mosquitto { .. } => "mosquitto",
             PeerSpec::SeaweedFs { .. } => "seaweedfs",
+            PeerSpec::Dynalite { .. } => "dynalite",
             PeerSpec::Modbus { .. } => "modbus",
             PeerSpec::SparkplugNode { .. } => "sparkplug-node",
             PeerSpec::BacnetDevice { .. } => "bacnet-device",
@@ -116,6 +124,7 @@ impl PeerSpec {
         match self {
             PeerSpec::Mosquitto { port }
             | PeerSpec::SeaweedFs { port, .. }
+            | PeerSpec::Dynalite { port, .. }
             | PeerSpec::Modbus { port, .. }
             | PeerSpec::BacnetDevice { port, .. } => Some(*port),
             PeerSpec::OpcUaServer { port, .. } => Some(*port),
@@ -132,14 +141,16 @@ impl PeerSpec {
     pub fn speaks_control(&self) -> bool {
         !matches!(
             self,
-            PeerSpec::Mosquitto { .. } | PeerSpec::SeaweedFs { .. }
+            PeerSpec::Mosquitto { .. } | PeerSpec::SeaweedFs { .. } | PeerSpec::Dynalite { .. }
         )
     }
 
     /// The Python script and its arguments (`None` for a broker).
     pub fn script_arguments(&self) -> Option<(&'static str, Vec<String>)> {
         match self {
-            PeerSpec::Mosquitto { .. } | PeerSpec::SeaweedFs { .. } => None,
+            PeerSpec::Mosquitto { .. } | PeerSpec::SeaweedFs { .. } | PeerSpec::Dynalite { .. } => {
+                None
+            }
             PeerSpec::Modbus { port, units } => {
                 let mut args = vec!["--port".to_owned(), port.to_string()];
                 if let Some(units) = units {
@@ -410,6 +421,10 @@ impl Peers {
                 self.wait_port(name, *port, &expected)?;
                 self.make_bucket(name, *port, bucket, &expected)?
             }
+            (PeerSpec::Dynalite { port, table }, _) => {
+                self.wait_port(name, *port, &expected)?;
+                make_table(*port, table).map_err(|e| Failure::new(expected.clone(), e))?
+            }
             (_, Some(port)) if !python => self.wait_port(name, port, &expected)?,
             _ => self.wait_ready_line(name, &expected, &mut said)?,
         };
@@ -450,6 +465,9 @@ impl Peers {
         if let PeerSpec::SeaweedFs { port, .. } = spec {
             return self.seaweedfs(name, *port, &expected);
         }
+        if let PeerSpec::Dynalite { port, .. } = spec {
+            return self.dynalite(name, *port, &expected);
+        }
         let PeerSpec::Mosquitto { port } = spec else {
             unreachable!("every kind without a script is a broker or SeaweedFS")
         };
@@ -468,121 +486,6 @@ impl Peers {
         command.arg("-c").arg(&config);
         let shown = format!("{} -c {}", mosquitto.display(), config.display());
         Ok((command, shown))
-    }
-
-    /// `weed server -s3` for peer `name`: its identity's keys in
-    /// `$WORK/peers/NAME.credentials` (0600) and `$WORK/peers/NAME.s3.json`, its data in
-    /// `$WORK/peers/NAME/`.
-    fn seaweedfs(
-        &self,
-        name: &str,
-        port: u16,
-        expected: &str,
-    ) -> Result<(Command, String), Failure> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let data = self.configs.join(name);
-        let credentials = self.configs.join(format!("{name}.credentials"));
-        let identities = self.configs.join(format!("{name}.s3.json"));
-        let written = std::fs::create_dir_all(&data).and_then(|()| {
-            std::fs::write(
-                &identities,
-                format!(
-                    r#"{{"identities":[{{"name":"grid","credentials":[{{"accessKey":"{SEAWEED_KEY}","secretKey":"{SEAWEED_SECRET}"}}],"actions":["Admin","Read","List","Write"]}}]}}"#
-                ),
-            )?;
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&credentials)?;
-            std::io::Write::write_all(
-                &mut file,
-                format!(
-                    "[default]\naws_access_key_id = {SEAWEED_KEY}\naws_secret_access_key = {SEAWEED_SECRET}\n"
-                )
-                .as_bytes(),
-            )
-        });
-        written.map_err(|e| Failure::new(expected, format!("{}: {e}", data.display())))?;
-        let at = |i: u16| (port + i).to_string();
-        let mut command = Command::new("weed");
-        command
-            .arg("server")
-            .arg(format!("-dir={}", data.display()))
-            .args([
-                "-ip=127.0.0.1",
-                "-ip.bind=127.0.0.1",
-                "-s3",
-                "-master.telemetry=false",
-            ])
-            .args(["-volume.max=0", "-master.volumeSizeLimitMB=64"])
-            .arg(format!("-s3.port={}", at(0)))
-            .arg(format!("-master.port={}", at(1)))
-            .arg(format!("-master.port.grpc={}", at(2)))
-            .arg(format!("-volume.port={}", at(3)))
-            .arg(format!("-volume.port.grpc={}", at(4)))
-            .arg(format!("-filer.port={}", at(5)))
-            .arg(format!("-filer.port.grpc={}", at(6)))
-            .arg(format!("-s3.port.grpc={}", at(7)))
-            .args(["-s3.port.iceberg=0", "-s3.port.lance=0"])
-            .arg(format!("-s3.config={}", identities.display()));
-        let shown = format!(
-            "weed server -s3 -s3.port={port} (ports {port}..{}) -dir={}",
-            port + 7,
-            data.display()
-        );
-        Ok((command, shown))
-    }
-
-    /// Makes `bucket` on the SeaweedFS of peer `name` (S3 on `port`), signed as its
-    /// identity by curl, until it answers 200 (or says it owns it already).
-    fn make_bucket(
-        &mut self,
-        name: &str,
-        port: u16,
-        bucket: &str,
-        expected: &str,
-    ) -> Result<String, Failure> {
-        let url = format!("http://127.0.0.1:{port}/{bucket}");
-        let started = Instant::now();
-        let mut last: String;
-        loop {
-            let out = Command::new("curl")
-                .args([
-                    "-s",
-                    "--max-time",
-                    "10",
-                    "-o",
-                    "/dev/null",
-                    "-w",
-                    "%{http_code}",
-                ])
-                .args(["--aws-sigv4", "aws:amz:us-east-1:s3"])
-                .args(["--user", &format!("{SEAWEED_KEY}:{SEAWEED_SECRET}")])
-                .args(["-X", "PUT", &url])
-                .output();
-            match out {
-                Ok(out) => {
-                    last = String::from_utf8_lossy(&out.stdout).into_owned();
-                    if last == "200" || last == "409" {
-                        return Ok(format!("bucket {bucket} answers (HTTP {last})"));
-                    }
-                }
-                Err(e) => {
-                    return Err(Failure::new(
-                        expected,
-                        format!("curl does not run ({e}); the README installs it"),
-                    ));
-                }
-            }
-            let peer = self.map.get_mut(name).expect("just started");
-            if peer.poll().is_some() || started.elapsed() >= PEER_READY_TIMEOUT {
-                let never = format!("PUT {url} never answered 200 (last: HTTP {last})");
-                return Err(not_ready(peer, expected, &never));
-            }
-            std::thread::sleep(POLL_INTERVAL);
-        }
     }
 
     /// Waits until the broker's port accepts a TCP connection.

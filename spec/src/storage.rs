@@ -17,6 +17,19 @@ pub enum ArchiveTarget {
     File,
     /// `archive "s3://…"`: segments sealed to the host, as objects under a prefix.
     S3(S3Archive),
+    /// `archive "dynamodb://TABLE"`: segments in `DIR/archive`, the index of archived
+    /// answers by id in a DynamoDB table (first answer wins).
+    DynamoDb(DynamoArchive),
+}
+
+/// `archive "dynamodb://TABLE" endpoint="http(s)://HOST:PORT" [region=R]
+/// credentials=PATH`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DynamoArchive {
+    pub table: String,
+    pub endpoint: String,
+    pub region: String,
+    pub credentials: PathBuf,
 }
 
 /// `archive "s3://BUCKET/PREFIX" endpoint="http(s)://HOST:PORT" [region=R]
@@ -38,6 +51,7 @@ impl ArchiveTarget {
         match self {
             ArchiveTarget::File => "file".to_owned(),
             ArchiveTarget::S3(s3) => s3.location.to_string(),
+            ArchiveTarget::DynamoDb(d) => format!("dynamodb://{}", d.table),
         }
     }
 }
@@ -64,6 +78,21 @@ pub fn check_endpoint(text: &str) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// Checks a DynamoDB table name: 3 to 255 letters, digits, `_`, `-` and `.`.
+pub fn check_table(name: &str) -> Result<(), String> {
+    let ok = (3..=255).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+    match ok {
+        true => Ok(()),
+        false => Err(format!(
+            "table `{}`: a DynamoDB table name is 3 to 255 letters, digits, `_`, `-` and `.`",
+            crate::diagnostic::quoted(name)
+        )),
+    }
 }
 
 /// Checks a region name: 1 to 32 lower-case letters, digits and `-`.

@@ -13,8 +13,9 @@
 //! Puts: `--records` index entries (an operation id → a 48-byte value, as an archive
 //! index entry) by each path into its own table, alternating in blocks of 100. Lookups:
 //! `--lookups` ids spread over them, alternating in blocks of 100. Reported: operations/s,
-//! p50/p99 per path, and Grid / raw. This is the records layer only: an archived answer's
-//! lookup also reads its segment (`archive_compare`).
+//! p50/p99 per path, and Grid / raw. Then archived answers found by id through the index
+//! in DynamoDB (`archive "dynamodb://…"`): the record read and its tag checked, the entry
+//! read from its segment in local files and checked, beside the same raw GetItem.
 
 use std::time::{Duration, Instant};
 
@@ -137,41 +138,134 @@ fn main() -> Result<()> {
         args.records,
         &mut puts,
     );
-    let mut gets = [new_path(), new_path()];
     let pick = |n: usize| (n * 7_919 + 13) % args.records;
-    for block in (0..args.lookups).step_by(100) {
-        let end = (block + 100).min(args.lookups);
-        let at = Instant::now();
-        for n in block..end {
-            let t = Instant::now();
-            let body = format!(
-                r#"{{"TableName":"raw-bench","Key":{{"k":{{"S":"{}"}}}},"ConsistentRead":true}}"#,
-                id(pick(n))
-            );
-            let (status, bytes) = raw(&agent, &raw_table, "GetItem", &body)?;
-            if status != 200 || bytes.len() < 20 {
-                return Err(format!("raw GetItem: HTTP {status}").into());
-            }
-            gets[0].times.push(t.elapsed());
-        }
-        gets[0].elapsed += at.elapsed();
-        let at = Instant::now();
-        for n in block..end {
-            let t = Instant::now();
+    let mut gets = alternate(
+        args.lookups,
+        |n| raw_get(&agent, &raw_table, pick(n)),
+        |n| {
             let i = pick(n);
-            if grid.get(&id(i))?.as_deref() != Some(value(i).as_slice()) {
-                return Err(format!("{} read back otherwise", id(i)).into());
+            match grid.get(&id(i))?.as_deref() == Some(value(i).as_slice()) {
+                true => Ok(()),
+                false => Err(format!("{} read back otherwise", id(i)).into()),
             }
-            gets[1].times.push(t.elapsed());
-        }
-        gets[1].elapsed += at.elapsed();
-    }
+        },
+    )?;
     report(
         "lookups by id (consistent GetItem)",
         args.lookups,
         &mut gets,
     );
+    archived_lookups(&args, &server, &agent, &raw_table)
+}
+
+/// An archived answer found again through the index in DynamoDB (`archive
+/// "dynamodb://…"`), as `Shelf::find` does past the ids' digests: the record read
+/// (`RemoteIndex::get`: a consistent GetItem, its HMAC tag checked), then the entry
+/// read from its segment in the host's files and checked against the digest the
+/// record holds — beside the same raw GetItem as above.
+fn archived_lookups(
+    args: &Args,
+    server: &dynalite::Server,
+    agent: &ureq::Agent,
+    raw_table: &DynamoRecords,
+) -> Result<()> {
+    use ed25519_dalek::{Signer as _, SigningKey};
+    use grid_engine::store::archive::{self, Blobs, Entry, LocalFiles};
+    use grid_engine::store::shelf::RemoteIndex;
+    let dir = std::env::temp_dir().join(format!("grid-records-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let files = LocalFiles::open(&dir)?;
+    let key = SigningKey::from_bytes(&[5; 32]);
+    let sign: grid_engine::store::high_water::Signer =
+        std::sync::Arc::new(move |m: &[u8]| (1, key.sign(m).to_bytes()));
+    let entries: Vec<Entry> = (0..args.records)
+        .map(|i| Entry {
+            key: id(i),
+            at_ms: 1_764_900_000_000 + i as u64,
+            value: format!(
+                r#"{{"op":"{}","outcome":"succeeded","batch":{i},"detail":"inputs set: target={}"}}"#,
+                id(i),
+                i % 97
+            )
+            .into_bytes(),
+        })
+        .collect();
+    let encoded = archive::encode("bench", 1, &entries, &sign);
+    let name = archive::segment_name(1);
+    files.put_if_absent(&name, &encoded.bytes)?;
+    let table = server.table("index-bench", &server.endpoint())?;
+    let index = RemoteIndex::new(Box::new(table), "dynamodb://index-bench", "bench", [7; 32]);
+    for (key, at) in &encoded.located {
+        index.put(key, at)?;
+    }
+    let pick = |n: usize| (n * 7_919 + 13) % args.records;
+    let mut gets = alternate(
+        args.lookups,
+        |n| raw_get(agent, raw_table, pick(n)),
+        |n| {
+            let i = pick(n);
+            let located = index
+                .get(&id(i), &id(i))?
+                .ok_or_else(|| format!("{} has no record", id(i)))?;
+            let bytes = files
+                .get_range(&name, located.offset, located.len)?
+                .ok_or("the segment is gone")?;
+            match archive::entry(&name, &located, &bytes)?.value == entries[i].value {
+                true => Ok(()),
+                false => Err(format!("{} read back otherwise", id(i)).into()),
+            }
+        },
+    )?;
+    report(
+        "archived answers found by id (Grid: the record's tag checked, then the entry read from DIR/archive and checked)",
+        args.lookups,
+        &mut gets,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// `count` operations by each path — `raw(n)`, then `grid(n)` — alternating in blocks
+/// of 100, each timed.
+fn alternate(
+    count: usize,
+    mut raw: impl FnMut(usize) -> Result<()>,
+    mut grid: impl FnMut(usize) -> Result<()>,
+) -> Result<[Path; 2]> {
+    let new_path = || Path {
+        times: Vec::new(),
+        elapsed: Duration::ZERO,
+    };
+    let mut paths = [new_path(), new_path()];
+    for block in (0..count).step_by(100) {
+        let end = (block + 100).min(count);
+        for (path, op) in paths
+            .iter_mut()
+            .zip([&mut raw as &mut dyn FnMut(usize) -> Result<()>, &mut grid])
+        {
+            let at = Instant::now();
+            for n in block..end {
+                let t = Instant::now();
+                op(n)?;
+                path.times.push(t.elapsed());
+            }
+            path.elapsed += at.elapsed();
+        }
+    }
+    Ok(paths)
+}
+
+/// A raw consistent GetItem of record `i` in the raw table, its answer unparsed.
+fn raw_get(agent: &ureq::Agent, raw_table: &DynamoRecords, i: usize) -> Result<()> {
+    let body = format!(
+        r#"{{"TableName":"raw-bench","Key":{{"k":{{"S":"{}"}}}},"ConsistentRead":true}}"#,
+        id(i)
+    );
+    match raw(agent, raw_table, "GetItem", &body)? {
+        (200, bytes) if bytes.len() >= 20 => Ok(()),
+        (status, _) => Err(format!("raw GetItem: HTTP {status}").into()),
+    }
 }
 
 /// The raw path's value: the same 48 bytes, as the same binary attribute.

@@ -130,8 +130,15 @@ impl Archive {
                     source,
                 }
             })?;
+        index_went(dir, meta, config)?;
         let shelf = match &config.archive {
             None => Shelf::open(dir, database, meta),
+            Some(table) if table.table().is_some() => Shelf::open_on(
+                dir,
+                database,
+                meta,
+                table_adapter(dir, database, meta, config, table)?,
+            ),
             Some(s3) => Shelf::open_on(
                 dir,
                 database,
@@ -192,20 +199,12 @@ fn remote_adapter(
     s3: &crate::config::S3ArchiveConfig,
 ) -> Result<crate::store::shelf::Adapter, HostError> {
     use crate::store::s3::{AccessKeys, S3Blobs};
-    let config_path = dir.join(crate::config::HOST_CONFIG_FILE);
-    let refused = |reason: String| HostError::Config {
-        path: config_path.clone(),
-        reason,
-    };
-    let storage = |source| HostError::Storage {
-        path: dir.join("store"),
-        source,
-    };
+    let (refused, storage) = (config_refused(dir), storage_failed(dir));
     let target = s3.target().map_err(&refused)?;
     let credentials = dir.join(&target.credentials);
     let keys =
         AccessKeys::read(&credentials).map_err(|e| refused(format!("archive {}: {e}", s3.url)))?;
-    let went = meta.get(ARCHIVE_REMOTE_KEY).map_err(storage)?;
+    let went = meta.get(ARCHIVE_REMOTE_KEY).map_err(&storage)?;
     if let Some(url) = went.as_deref().filter(|url| *url != s3.url.as_bytes()) {
         return Err(refused(format!(
             "host.toml names archive {}, but this store's segments went to {}: moving an archive between buckets is not performed by this version; put back the archive this installation wrote",
@@ -213,16 +212,8 @@ fn remote_adapter(
             String::from_utf8_lossy(url)
         )));
     }
-    // The key first (made when no segment was sealed yet), then the record that
-    // sealed segments may exist: a key is never made afresh over them.
     let key = seal_key(dir, went.is_some())?;
-    if went.is_none() {
-        meta.insert(ARCHIVE_REMOTE_KEY, s3.url.as_bytes())
-            .map_err(storage)?;
-        database
-            .persist(fjall::PersistMode::SyncAll)
-            .map_err(storage)?;
-    }
+    record_remote(database, meta, went.is_some(), ARCHIVE_REMOTE_KEY, &s3.url).map_err(&storage)?;
     let blobs = S3Blobs::new(target.location, &target.endpoint, &target.region, &keys)
         .map_err(|e| refused(e.to_string()))?;
     let sealed = crate::store::sealed::Sealed::new(blobs, &key);
@@ -231,7 +222,94 @@ fn remote_adapter(
         blobs: Box::new(sealed),
         place: s3.url.clone(),
         remote: true,
+        index: None,
     })
+}
+
+/// The key a table's index records are tagged with (32 random bytes, private, made
+/// with the first record): `DIR/keys/archive-index.key`.
+pub const ARCHIVE_INDEX_KEY: &str = "keys/archive-index.key";
+
+/// The `meta` key naming the table this store's index entries went to
+/// (`dynamodb://…`): written, synced, before the first is put there.
+const ARCHIVE_INDEX_REMOTE_KEY: &str = "archive-index-remote";
+
+/// Refuses a `host.toml` that points the archive away from the table its index went
+/// to: those ids would be answered as new.
+fn index_went(dir: &Path, meta: &Keyspace, config: &HostConfig) -> Result<(), HostError> {
+    let went = meta
+        .get(ARCHIVE_INDEX_REMOTE_KEY)
+        .map_err(|source| HostError::Storage {
+            path: dir.join("store"),
+            source,
+        })?;
+    let Some(went) = went else {
+        return Ok(());
+    };
+    let named = config.archive.as_ref().map_or("file", |a| a.url.as_str());
+    if named.as_bytes() == went.as_ref() {
+        return Ok(());
+    }
+    Err(HostError::Config {
+        path: dir.join(crate::config::HOST_CONFIG_FILE),
+        reason: format!(
+            "host.toml names archive {named}, but this store's index of archived answers went to {}: moving it is not performed by this version, and without it archived ids would run again; name that archive again",
+            String::from_utf8_lossy(&went)
+        ),
+    })
+}
+
+/// The adapter of `archive "dynamodb://TABLE"`: segments in the installation's own
+/// `DIR/archive`, the index by id in the table, tagged with the installation's index
+/// key. Refused, by name, when host.toml's address does not read, the credentials file
+/// is missing or weak, the store's segments went to a bucket, or the index key is
+/// missing while records were tagged with it. The table is asked nothing here: one
+/// that does not answer keeps index entries waiting in the store.
+fn table_adapter(
+    dir: &Path,
+    database: &fjall::Database,
+    meta: &Keyspace,
+    config: &HostConfig,
+    table: &crate::config::S3ArchiveConfig,
+) -> Result<crate::store::shelf::Adapter, HostError> {
+    let (refused, storage) = (config_refused(dir), storage_failed(dir));
+    let records = table.records(dir).map_err(&refused)?;
+    if let Some(bucket) = meta.get(ARCHIVE_REMOTE_KEY).map_err(&storage)? {
+        return Err(refused(format!(
+            "host.toml names archive {}, but this store's segments went to {}: an archive indexed in DynamoDB keeps its segments in DIR/archive, and moving them back is not performed by this version",
+            table.url,
+            String::from_utf8_lossy(&bucket)
+        )));
+    }
+    let went = meta.get(ARCHIVE_INDEX_REMOTE_KEY).map_err(&storage)?;
+    let key = installation_key(
+        dir,
+        ARCHIVE_INDEX_KEY,
+        "the archive's index key",
+        went.is_some()
+            .then_some("this store's index records were tagged with it"),
+    )?;
+    record_remote(
+        database,
+        meta,
+        went.is_some(),
+        ARCHIVE_INDEX_REMOTE_KEY,
+        &table.url,
+    )
+    .map_err(&storage)?;
+    let blobs = archive::LocalFiles::open(dir).map_err(|e| HostError::Damaged {
+        path: dir.join(archive::ARCHIVE_DIR),
+        detail: e.to_string(),
+    })?;
+    let place = dir.join(archive::ARCHIVE_DIR).display().to_string();
+    let mut adapter = crate::store::shelf::Adapter::files(blobs, place);
+    adapter.index = Some(crate::store::shelf::RemoteIndex::new(
+        Box::new(records),
+        &table.url,
+        &config.name,
+        key,
+    ));
+    Ok(adapter)
 }
 
 /// Moves the segments still in the installation's own `DIR/archive` to `remote`: each
@@ -309,15 +387,63 @@ fn move_to(dir: &Path, remote: &dyn archive::Blobs, url: &str) -> Result<(), Hos
 /// (no segment was sealed with one yet); missing while it is true, refused by name (the
 /// segments would not open).
 fn seal_key(dir: &Path, recorded: bool) -> Result<[u8; 32], HostError> {
-    let path = dir.join(ARCHIVE_SEAL_KEY);
-    let make = match recorded {
-        false => Ok(()),
-        true => Err(
-            "this store's segments were sealed with it: put back the key this installation made",
-        ),
+    installation_key(
+        dir,
+        ARCHIVE_SEAL_KEY,
+        "the archive's sealing key",
+        recorded.then_some("this store's segments were sealed with it"),
+    )
+}
+
+/// A key of the installation's at `DIR/file` (32 bytes, private): read, or made when
+/// nothing `used` it yet; missing while something did, refused by name.
+fn installation_key(
+    dir: &Path,
+    file: &str,
+    what: &str,
+    used: Option<&str>,
+) -> Result<[u8; 32], HostError> {
+    let path = dir.join(file);
+    let why = used.map(|used| format!("{used}: put back the key this installation made"));
+    let make = match &why {
+        None => Ok(()),
+        Some(why) => Err(why.as_str()),
     };
-    crate::store::key_file(&path, "the archive's sealing key", make)
-        .map_err(|detail| HostError::Damaged { path, detail })
+    crate::store::key_file(&path, what, make).map_err(|detail| HostError::Damaged { path, detail })
+}
+
+/// After its key: the store's record that what it keeps went to `url` (`meta_key`,
+/// synced), unless it was there already — a key is never made afresh over it.
+fn record_remote(
+    database: &fjall::Database,
+    meta: &Keyspace,
+    recorded: bool,
+    meta_key: &str,
+    url: &str,
+) -> Result<(), fjall::Error> {
+    if !recorded {
+        meta.insert(meta_key, url.as_bytes())?;
+        database.persist(fjall::PersistMode::SyncAll)?;
+    }
+    Ok(())
+}
+
+/// A `host.toml` that cannot be used, named.
+fn config_refused(dir: &Path) -> impl Fn(String) -> HostError {
+    let path = dir.join(crate::config::HOST_CONFIG_FILE);
+    move |reason| HostError::Config {
+        path: path.clone(),
+        reason,
+    }
+}
+
+/// A storage failure of the installation's store.
+fn storage_failed(dir: &Path) -> impl Fn(fjall::Error) -> HostError {
+    let path = dir.join("store");
+    move |source| HostError::Storage {
+        path: path.clone(),
+        source,
+    }
 }
 
 /// The `operations-by-time` key of an operation answered at a time.
@@ -401,6 +527,13 @@ impl Host {
         age_ms: u64,
         patient: bool,
     ) -> Result<ArchivePass, String> {
+        // Index entries waiting for their table first (an archive indexed in DynamoDB):
+        // while it does not answer, nothing more leaves the hot store.
+        self.archive
+            .shelf
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .publish(&self.database)?;
         let now = self.retention_now();
         let cutoff = now.saturating_sub(age_ms);
         let mut pass = ArchivePass::default();
@@ -550,6 +683,8 @@ impl Host {
             last_upload_ms: holding.last_upload_ms,
             last_error_ms: holding.last_error.as_ref().map(|(at, _)| *at),
             last_error: holding.last_error.map(|(_, why)| why),
+            index: holding.index,
+            index_waiting: holding.index_waiting,
         }
     }
 
@@ -645,6 +780,44 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         std::fs::write(&path, &made[..31]).unwrap();
         assert!(refused(true).contains("31 bytes"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_archive_whose_index_went_to_a_table_is_never_pointed_elsewhere() {
+        let dir = std::env::temp_dir().join(format!("grid-index-went-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let database = fjall::Database::builder(dir.join("store")).open().unwrap();
+        let [meta] = crate::store::open_keyspaces(&database, ["meta"]).unwrap();
+        let mut config =
+            HostConfig::from_toml("name = \"a\"\nlisten = \"127.0.0.1:7401\"\n").unwrap();
+        let table = crate::config::S3ArchiveConfig {
+            url: "dynamodb://grid-answers".to_owned(),
+            endpoint: "http://127.0.0.1:4567".to_owned(),
+            region: "us-east-1".to_owned(),
+            credentials: "ddb.credentials".to_owned(),
+        };
+        // Nothing went anywhere yet: any archive opens.
+        index_went(&dir, &meta, &config).unwrap();
+        meta.insert(ARCHIVE_INDEX_REMOTE_KEY, table.url.as_bytes())
+            .unwrap();
+        let refused = |config: &HostConfig| match index_went(&dir, &meta, config) {
+            Err(HostError::Config { reason, .. }) => reason,
+            other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
+        };
+        // Files, a bucket, another table: refused, naming where the index went.
+        assert!(refused(&config).contains("names archive file"));
+        for url in ["s3://grid-archive/a", "dynamodb://other-table"] {
+            config.archive = Some(crate::config::S3ArchiveConfig {
+                url: url.to_owned(),
+                ..table.clone()
+            });
+            let why = refused(&config);
+            assert!(why.contains("went to dynamodb://grid-answers"), "{why}");
+        }
+        config.archive = Some(table);
+        index_went(&dir, &meta, &config).unwrap();
+        drop(database);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -362,6 +362,36 @@ pub fn encode(host: &str, seq: u64, entries: &[Entry], sign: &Signer) -> Encoded
     Encoded { bytes, located }
 }
 
+/// Where each entry of segment `seq` lives, read from its whole `bytes` (which
+/// [`verify`] checked): what [`encode`] answered when it wrote them. `None` when an
+/// entry's frame runs past the body.
+pub fn located(seq: u64, bytes: &[u8]) -> Option<Vec<(String, Located)>> {
+    let body = bytes.get(..bytes.len().checked_sub(TRAILER)?)?;
+    let count = u32::from_be_bytes(body.get(16..20)?.try_into().ok()?);
+    let mut out = Vec::with_capacity(count.min(1 << 16) as usize);
+    let mut at = HEADER;
+    for _ in 0..count {
+        let len = u32::from_be_bytes(body.get(at..at + 4)?.try_into().ok()?);
+        let offset = at + 4;
+        let entry = body.get(offset..offset + len as usize)?;
+        let key_len = usize::from(u16::from_be_bytes(entry.get(..2)?.try_into().ok()?));
+        let key = std::str::from_utf8(entry.get(2..2 + key_len)?).ok()?;
+        let at_ms = u64::from_be_bytes(entry.get(2 + key_len..10 + key_len)?.try_into().ok()?);
+        out.push((
+            key.to_owned(),
+            Located {
+                seq,
+                offset: offset as u64,
+                len,
+                at_ms,
+                digest: Sha256::digest(entry).into(),
+            },
+        ));
+        at = offset + len as usize;
+    }
+    Some(out)
+}
+
 fn signed(host: &str, seq: u64, digest: &[u8; 32]) -> Vec<u8> {
     let mut out = SIGNED_CONTEXT.to_vec();
     out.extend_from_slice(host.as_bytes());
@@ -513,6 +543,9 @@ mod tests {
         assert_eq!(whole, encoded.bytes);
         let verified = verify(&name, "solo", 3, &whole, &check).unwrap();
         assert_eq!(verified.entries, 50);
+        // Read from the whole segment, where each entry lives is what encode answered.
+        assert_eq!(located(3, &whole).as_ref(), Some(&encoded.located));
+        assert_eq!(located(3, &whole[..whole.len() - 200]), None);
         for ((key, at), e) in encoded.located.iter().zip(&written) {
             assert_eq!(Located::from_bytes(&at.to_bytes()), Some(*at));
             let bytes = blobs.get_range(&name, at.offset, at.len).unwrap().unwrap();

@@ -123,6 +123,17 @@ pub struct ArchiveView {
     pub last_error_ms: Option<u64>,
     #[serde(default)]
     pub last_error: Option<String>,
+    /// Where the index of archived answers by id lives when it is not the host's own
+    /// store (`dynamodb://TABLE`), and how many of its entries wait in the host's
+    /// store for that table to take them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub index_waiting: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One keyspace of the host's store.

@@ -28,6 +28,7 @@ mod peers;
 mod plan;
 mod processes;
 mod reconcile;
+mod records;
 mod refused;
 mod sources;
 mod storage;
@@ -70,6 +71,8 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("chmod", tamper::parse_chmod),
     ("s3-object", objects::parse_s3_object),
     ("s3-objects", objects::parse_s3_objects),
+    ("ddb-record", records::parse_ddb_record),
+    ("ddb-records", records::parse_ddb_records),
     ("replace-key", tamper::parse_replace_key),
     ("remove", tamper::parse_remove),
     ("edit", tamper::parse_edit),

@@ -26,6 +26,11 @@
 //!   one identity whose keys it writes to `$WORK/peers/NAME.credentials` (AWS
 //!   shared-credentials format, 0600: what a topology's `credentials=` names); ready
 //!   once bucket B answers a signed PUT (made or already there).
+//! - `peer start NAME kind=dynalite port=N table=T` — npm `dynalite` 4.0.0 (installed
+//!   by `npm ci` in adapters/peers/node, or `$DYNALITE`) on 127.0.0.1:N, its LevelDB in
+//!   `$WORK/peers/NAME` (kept across `peer restart`), keys in
+//!   `$WORK/peers/NAME.credentials`; ready once table T (keyed by the string `k`) is
+//!   ACTIVE, made by `curl --aws-sigv4` when missing.
 //! - `peer stop NAME` (SIGTERM, then SIGKILL after `PEER_STOP_TIMEOUT`), `peer kill
 //!   NAME` (SIGKILL), `peer restart NAME` (stopped first if it runs; the same arguments
 //!   and port).
@@ -52,9 +57,10 @@ use crate::peers::{Metric, PEER_ANSWER_TIMEOUT, PeerSpec};
 use crate::step::{Node, ParseError, did_you_mean, kind};
 
 const VERBS: [&str; 4] = ["start", "stop", "kill", "restart"];
-const KINDS: [&str; 6] = [
+const KINDS: [&str; 7] = [
     "mosquitto",
     "seaweedfs",
+    "dynalite",
     "modbus",
     "sparkplug-node",
     "opcua-server",
@@ -128,6 +134,16 @@ fn read_start(node: &mut Node<'_>) -> Result<PeerStep, ParseError> {
                 )));
             }
             PeerSpec::SeaweedFs { port, bucket }
+        }
+        "dynalite" => {
+            let port = port(node, "port")?;
+            let table = node.required("table", "TABLE")?;
+            if grid_spec::storage::check_table(&table).is_err() {
+                return Err(node.error(format!(
+                    "`table` is 3 to 255 letters, digits, `_`, `-` and `.`, not `{table}`"
+                )));
+            }
+            PeerSpec::Dynalite { port, table }
         }
         "modbus" => PeerSpec::Modbus {
             port: port(node, "port")?,

@@ -50,10 +50,20 @@ pub fn transitions(
             .changes(changes),
         ]
     };
-    let not_moved = "moving an archive away from a bucket (its segments copied and verified, then the bucket released) is not performed by this version";
+    let not_moved = "moving an archive away from a bucket or a table (its segments or records copied and verified, then the old store released) is not performed by this version";
     match (found, wanted) {
         (None, None) => Vec::new(),
         (Some(f), Some(w)) if f == w => Vec::new(),
+        (None, Some(w)) if w.table().is_some() => write(
+            Op::Create,
+            w,
+            format!(
+                "the index of archived answers by id in {} (first answer wins, each record tagged by the host); segments stay in {}",
+                w.describe(),
+                dir.join(ARCHIVE_DIR).display()
+            ),
+            Vec::new(),
+        ),
         (None, Some(w)) => match local_segments(dir) {
             0 => write(
                 Op::Create,
@@ -138,11 +148,17 @@ pub(crate) fn reach_and_write(
 ) -> Result<std::path::PathBuf, String> {
     use grid_engine::store::archive::Blobs;
     use grid_engine::store::s3::{AccessKeys, S3Blobs};
-    let target = store.target()?;
-    let keys = AccessKeys::read(&dir.join(&target.credentials))?;
-    let blobs = S3Blobs::new(target.location, &target.endpoint, &target.region, &keys)
-        .map_err(|e| e.to_string())?;
-    Blobs::check(&blobs).map_err(|e| format!("{e}; host.toml is unchanged"))?;
+    if store.table().is_some() {
+        use grid_engine::store::records::Records;
+        let records = store.records(dir)?;
+        Records::check(&records).map_err(|e| format!("{e}; host.toml is unchanged"))?;
+    } else {
+        let target = store.target()?;
+        let keys = AccessKeys::read(&dir.join(&target.credentials))?;
+        let blobs = S3Blobs::new(target.location, &target.endpoint, &target.region, &keys)
+            .map_err(|e| e.to_string())?;
+        Blobs::check(&blobs).map_err(|e| format!("{e}; host.toml is unchanged"))?;
+    }
     let path = dir.join(grid_engine::config::HOST_CONFIG_FILE);
     grid_engine::custody::write_private(&path, config.to_toml().as_bytes())
         .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -153,20 +169,23 @@ fn write_archive(dir: &Path, archive: &S3ArchiveConfig) -> Result<String, String
     let mut config = HostConfig::read(dir).map_err(|e| e.to_string())?;
     if let Some(found) = config.archive.as_ref().filter(|f| f.url != archive.url) {
         return Err(format!(
-            "host.toml keeps archive {}: moving an archive away from a bucket is not performed by this version",
+            "host.toml keeps archive {}: moving an archive away from a bucket or a table is not performed by this version",
             found.url
         ));
     }
     config.archive = Some(archive.clone());
     let path = reach_and_write(dir, archive, &config)?;
-    let held = local_segments(dir);
+    let held = match archive.table() {
+        Some(_) => 0, // the segments stay
+        None => local_segments(dir),
+    };
     let moving = if held > 0 {
         format!("; gridd's next start moves the {held} segment(s) of its files there")
     } else {
         String::new()
     };
     Ok(format!(
-        "wrote archive {} into {} (the server answered, and refuses a put of an existing key){moving}",
+        "wrote archive {} into {} (the server answered, and refuses a second put of a key){moving}",
         archive.url,
         path.display()
     ))
@@ -236,6 +255,15 @@ mod tests {
                 .contains("its 1 segment(s) copied")
         );
         assert_eq!(held[0].transition.changes[0].after, "s3://grid-archive/a");
+        // A table for the index: `+ archive`, the segments staying in the files; and
+        // leaving it (for files or a bucket) is never applied.
+        let table = bucket("dynamodb://grid-answers", "http://127.0.0.1:4567");
+        let indexed = transitions("a", &dir, None, Some(&table));
+        assert_eq!(indexed[0].transition.op, Op::Create);
+        assert!(indexed[0].transition.detail.contains("segments stay in"));
+        for wanted in [None, Some(&a)] {
+            assert_eq!(ops(Some(&table), wanted)[0].0, Op::Attention);
+        }
         // A host.toml keeping another bucket: the apply refuses, changing nothing.
         let config = HostConfig {
             archive: Some(other.clone()),

@@ -297,41 +297,52 @@ impl FileReader<'_> {
             }
             return ArchiveTarget::File;
         }
-        if url.starts_with("dynamodb://") {
+        let table = url.strip_prefix("dynamodb://").map(str::to_owned);
+        if table.is_some() && what != "archive" {
             self.error(
                 url_span,
-                if what == "archive" {
-                    format!(
-                        "archive `{}`: the DynamoDB adapter is not built in this version",
-                        crate::diagnostic::quoted(&url)
-                    )
-                } else {
-                    format!(
-                        "{what} `{}`: snapshots are objects, kept in files or on S3, not in DynamoDB",
-                        crate::diagnostic::quoted(&url)
-                    )
-                },
-                "not built",
+                format!(
+                    "{what} `{}`: snapshots are objects, kept in files or on S3, not in DynamoDB",
+                    crate::diagnostic::quoted(&url)
+                ),
+                "not an object store",
                 &format!("use {what} \"file\" or {what} \"s3://BUCKET/PREFIX\"; nothing falls back to another store"),
             );
             return ArchiveTarget::File;
         }
-        let location = match S3Location::parse(&url) {
-            Ok(location) => location,
-            Err(reason) => {
-                let help = if url.starts_with("s3://") {
-                    "a bucket name is 3 to 63 lower-case letters, digits, `-` and `.`; a prefix is `/`-separated parts of letters, digits, `-`, `_` and `.`"
-                } else {
-                    "\"file\" or \"s3://BUCKET/PREFIX\""
-                };
-                self.error(url_span, format!("{what} {reason}"), "not a store", help);
-                return ArchiveTarget::File;
-            }
+        if let Some(Err(reason)) = table.as_deref().map(crate::storage::check_table) {
+            self.error(
+                url_span,
+                format!("archive {reason}"),
+                "not a table",
+                "for example archive \"dynamodb://grid-answers\"",
+            );
+            return ArchiveTarget::File;
+        }
+        let location = match table {
+            Some(_) => None,
+            None => match S3Location::parse(&url) {
+                Ok(location) => Some(location),
+                Err(reason) => {
+                    let help = if url.starts_with("s3://") {
+                        "a bucket name is 3 to 63 lower-case letters, digits, `-` and `.`; a prefix is `/`-separated parts of letters, digits, `-`, `_` and `.`"
+                    } else {
+                        "\"file\", \"s3://BUCKET/PREFIX\" or (an archive) \"dynamodb://TABLE\""
+                    };
+                    self.error(url_span, format!("{what} {reason}"), "not a store", help);
+                    return ArchiveTarget::File;
+                }
+            },
+        };
+        let scheme = if location.is_some() {
+            "an s3://"
+        } else {
+            "a dynamodb://"
         };
         let mut missing = |key: &str, example: &str| {
             c.missing(
                 self,
-                format!("an s3:// {what} needs `{key}`"),
+                format!("{scheme} {what} needs `{key}`"),
                 format!("add {key}=\"{example}\""),
             );
         };
@@ -384,13 +395,23 @@ impl FileReader<'_> {
             }
             Some(PathBuf::from(text))
         });
-        match (endpoint, region, credentials) {
-            (Some(endpoint), Some(region), Some(credentials)) => ArchiveTarget::S3(S3Archive {
-                location,
-                endpoint,
-                region,
-                credentials,
-            }),
+        match (endpoint, region, credentials, location) {
+            (Some(endpoint), Some(region), Some(credentials), Some(location)) => {
+                ArchiveTarget::S3(S3Archive {
+                    location,
+                    endpoint,
+                    region,
+                    credentials,
+                })
+            }
+            (Some(endpoint), Some(region), Some(credentials), None) => {
+                ArchiveTarget::DynamoDb(crate::storage::DynamoArchive {
+                    table: url["dynamodb://".len()..].to_owned(),
+                    endpoint,
+                    region,
+                    credentials,
+                })
+            }
             _ => ArchiveTarget::File,
         }
     }

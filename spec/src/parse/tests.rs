@@ -177,8 +177,9 @@ fn retain_reads_its_windows_and_refuses_zero_too_long_or_an_archive_shorter_than
 }
 
 #[test]
-fn archive_reads_files_or_an_s3_bucket_and_refuses_what_it_cannot_use_with_a_span() {
-    use crate::storage::{ArchiveTarget, S3Archive, S3Location};
+fn archive_reads_files_an_s3_bucket_or_a_dynamodb_table_and_refuses_what_it_cannot_use_with_a_span()
+{
+    use crate::storage::{ArchiveTarget, DynamoArchive, S3Archive, S3Location};
     let host = |archive: &str| {
         format!("grid version=1\nhost a listen=\"127.0.0.1:7401\" {{\n    {archive}\n}}\n")
     };
@@ -194,6 +195,18 @@ fn archive_reads_files_or_an_s3_bucket_and_refuses_what_it_cannot_use_with_a_spa
         })
     );
     assert_eq!(topology.hosts[0].archive.url(), "s3://grid-archive/edge-a");
+    let ddb = r#"archive "dynamodb://grid-answers" endpoint="http://127.0.0.1:4567" region="eu-west-1" credentials="ddb.credentials""#;
+    let topology = crate::load_str("t.kdl", &host(ddb)).unwrap();
+    assert_eq!(
+        topology.hosts[0].archive,
+        ArchiveTarget::DynamoDb(DynamoArchive {
+            table: "grid-answers".to_owned(),
+            endpoint: "http://127.0.0.1:4567".to_owned(),
+            region: "eu-west-1".to_owned(),
+            credentials: "ddb.credentials".into(),
+        })
+    );
+    assert_eq!(topology.hosts[0].archive.url(), "dynamodb://grid-answers");
     let file = crate::load_str("t.kdl", &host("archive \"file\"")).unwrap();
     assert_eq!(file.hosts[0].archive, ArchiveTarget::File);
     let plain = "grid version=1\nhost a listen=\"127.0.0.1:7401\"\n";
@@ -213,8 +226,13 @@ fn archive_reads_files_or_an_s3_bucket_and_refuses_what_it_cannot_use_with_a_spa
             "endpoint=",
         ),
         (
-            r#"archive "dynamodb://grid-answers""#.to_owned(),
-            "archive `dynamodb://grid-answers`: the DynamoDB adapter is not built in this version",
+            r#"archive "dynamodb://grid-answers" credentials="c""#.to_owned(),
+            "a dynamodb:// archive needs `endpoint`",
+            "archive",
+        ),
+        (
+            r#"archive "dynamodb://g!" endpoint="http://h:1" credentials="c""#.to_owned(),
+            "archive table `g!`: a DynamoDB table name is 3 to 255 letters, digits, `_`, `-` and `.`",
             "\"dynamodb",
         ),
         (

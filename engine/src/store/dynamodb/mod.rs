@@ -29,17 +29,7 @@ const VALUE: &str = "v";
 
 /// Checks a table name as DynamoDB takes it: 3 to 255 letters, digits, `_`, `-`, `.`.
 pub fn check_table(name: &str) -> Result<(), String> {
-    let ok = (3..=255).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
-    match ok {
-        true => Ok(()),
-        false => Err(format!(
-            "table `{}`: a DynamoDB table name is 3 to 255 letters, digits, `_`, `-` and `.`",
-            grid_spec::diagnostic::quoted(name)
-        )),
-    }
+    grid_spec::storage::check_table(name)
 }
 
 /// Records in one table.

@@ -9,7 +9,9 @@
 //!
 //! Keyspaces: `archive-index` (key → [`Located`], kept after its segment is released: an
 //! expired id is still known), `archive-segments` (seq `u64` BE → JSON
-//! [`SegmentRecord`]); `meta` `archive-next-segment`.
+//! [`SegmentRecord`]); `meta` `archive-next-segment`. With the index in a table
+//! ([`RemoteIndex`], `index.rs`): `archive-ids` (a 16-byte digest per key archived)
+//! and `archive-unpublished` (seq BE + key: index entries not yet put in the table).
 //!
 //! Invariants, stated as absences: no entry leaves a room's hot keyspaces before the
 //! segment holding it is synced and the index naming it is committed in the same synced
@@ -25,9 +27,11 @@ use serde::{Deserialize, Serialize};
 
 use super::archive::{self, ArchiveError, Blobs, Entry, Located};
 
+mod index;
 mod verify;
 use super::high_water::Signer;
 use super::{Durable, fatal};
+pub use index::RemoteIndex;
 pub use verify::{SegmentProblem, Verification};
 
 /// The `meta` key of the next segment's sequence number (`u64` BE; absent: 1).
@@ -128,6 +132,10 @@ pub struct Holding {
     pub waiting: Option<String>,
     /// The last segment written, Unix ms (since gridd started).
     pub last_upload_ms: Option<u64>,
+    /// Where the index by id lives when it is not this store (`dynamodb://TABLE`).
+    pub index: Option<String>,
+    /// Index entries committed here and not yet put in that table.
+    pub index_waiting: u64,
     /// The last refusal of a segment since the last one written: when, and why.
     pub last_error: Option<(u64, String)>,
 }
@@ -345,6 +353,13 @@ pub fn shelve_room(
 pub struct Shelf {
     blobs: Box<dyn Blobs>,
     index: Keyspace,
+    /// With the index in a table: the digests of the keys archived there, and the
+    /// entries waiting to be put there.
+    ids: Keyspace,
+    unpublished: Keyspace,
+    remote_index: Option<RemoteIndex>,
+    /// Entries in `unpublished` (counted at open, kept by every write).
+    waiting: u64,
     segments: Keyspace,
     meta: Keyspace,
     totals: Totals,
@@ -368,6 +383,8 @@ pub struct Adapter {
     pub blobs: Box<dyn Blobs>,
     pub place: String,
     pub remote: bool,
+    /// The table the index by id is kept in (none: this store).
+    pub index: Option<RemoteIndex>,
 }
 
 impl Adapter {
@@ -377,6 +394,7 @@ impl Adapter {
             blobs: Box::new(blobs),
             place,
             remote: false,
+            index: None,
         }
     }
 }
@@ -410,11 +428,23 @@ impl Shelf {
         meta: &Keyspace,
         adapter: Adapter,
     ) -> Result<Shelf, ShelfError> {
-        let [index, segments] =
-            super::open_keyspaces(database, ["archive-index", "archive-segments"])?;
+        let [index, segments, ids, unpublished] = super::open_keyspaces(
+            database,
+            [
+                "archive-index",
+                "archive-segments",
+                "archive-ids",
+                "archive-unpublished",
+            ],
+        )?;
+        let waiting = unpublished.len()? as u64;
         let mut shelf = Shelf {
             blobs: adapter.blobs,
             index,
+            ids,
+            unpublished,
+            remote_index: adapter.index,
+            waiting,
             segments,
             meta: meta.clone(),
             totals: Totals::default(),
@@ -545,21 +575,29 @@ impl Shelf {
     }
 
     /// Finds `key`'s entry: read back (one ranged read) and checked against the digest
-    /// its index entry recorded. `expired` says whether an entry at that time is past
-    /// the caller's archive window (then it is not read). `quoted` names the key in a
-    /// message.
+    /// its index entry recorded — in this store, or (an id this host archived there) in
+    /// the table of a [`RemoteIndex`]. `expired` says whether an entry at that time is
+    /// past the caller's archive window (then it is not read). `quoted` names the key
+    /// in a message.
     pub fn find(&self, key: &str, quoted: &str, expired: impl Fn(u64) -> bool) -> Found {
         let located = self
             .index
             .get(key)
             .unwrap_or_else(|e| fatal(&self.dir, "reading the archive index", e));
-        let Some(located) = located else {
-            return Found::Absent;
-        };
-        let Some(at) = Located::from_bytes(&located) else {
-            return Found::Unreadable(format!(
-                "the archive index entry of `{quoted}` does not decode"
-            ));
+        let at = match located {
+            Some(located) => match Located::from_bytes(&located) {
+                Some(at) => at,
+                None => {
+                    return Found::Unreadable(format!(
+                        "the archive index entry of `{quoted}` does not decode"
+                    ));
+                }
+            },
+            None => match self.find_remote(key, quoted) {
+                Ok(Some(at)) => at,
+                Ok(None) => return Found::Absent,
+                Err(why) => return Found::Unreadable(why),
+            },
         };
         if expired(at.at_ms) {
             return Found::Expired { at_ms: at.at_ms };
@@ -573,11 +611,15 @@ impl Shelf {
                 archive::entry(&name, &at, &bytes)
             });
         match read {
-            Ok(entry) => Found::Held {
+            Ok(entry) if entry.key == key => Found::Held {
                 at_ms: entry.at_ms,
                 value: entry.value,
                 segment: name,
             },
+            Ok(_) => Found::Unreadable(format!(
+                "its index entry points to another answer's entry in {}/{name}",
+                self.place
+            )),
             Err(e) => Found::Unreadable(format!("{e} ({}/{name})", self.place)),
         }
     }
@@ -596,6 +638,9 @@ impl Shelf {
         before_index: impl FnOnce(),
         also: impl FnOnce(&mut fjall::OwnedWriteBatch),
     ) -> Result<SegmentRecord, String> {
+        // What waits for the index's table first: while it does not answer, nothing
+        // more leaves the hot store.
+        self.publish(database)?;
         let seq = next_segment(&self.meta)
             .unwrap_or_else(|e| fatal(&self.dir, "reading the archive's next segment", e));
         let encoded = archive::encode(host, seq, entries, sign);
@@ -613,6 +658,10 @@ impl Shelf {
         for (entry, (key, located)) in entries.iter().zip(&encoded.located) {
             debug_assert_eq!(&entry.key, key);
             write.insert(&self.index, key.as_str(), located.to_bytes());
+            if self.remote_index.is_some() {
+                write.insert(&self.ids, index::id_digest(key), []);
+                write.insert(&self.unpublished, index::marker(seq, key), []);
+            }
         }
         also(&mut write);
         write.insert(
@@ -623,6 +672,14 @@ impl Shelf {
         write.insert(&self.meta, NEXT_SEGMENT_KEY, (seq + 1).to_be_bytes());
         database.commit_or_stop(write, &self.dir, "indexing an archive segment");
         self.totals.hold(&record);
+        if self.remote_index.is_some() {
+            self.waiting += entries.len() as u64;
+            // Archived either way: entries the table does not take now wait here, and
+            // the next pass puts them first.
+            if let Err(why) = self.publish(database) {
+                tracing::warn!(archive = self.place, %why, "archive index entries wait for their table");
+            }
+        }
         Ok(record)
     }
 
@@ -744,6 +801,8 @@ impl Shelf {
             waiting: self.unwalked.clone(),
             last_upload_ms: self.last_upload_ms,
             last_error: self.last_error.clone(),
+            index: self.remote_index.as_ref().map(|r| r.place().to_owned()),
+            index_waiting: self.waiting,
         }
     }
 

@@ -175,3 +175,140 @@ fn a_segment_missing_cut_or_foreign_refuses_the_shelf_by_name() {
     assert!(refused("foreign").contains("never writes"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Records that stop answering while `down` is set (over real files).
+struct Switched {
+    records: crate::store::records::BlobRecords<archive::LocalFiles>,
+    down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl crate::store::records::Records for Switched {
+    fn put_first(
+        &self,
+        key: &str,
+        value: &[u8],
+    ) -> Result<crate::store::records::First, ArchiveError> {
+        self.answer()?;
+        self.records.put_first(key, value)
+    }
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, ArchiveError> {
+        self.answer()?;
+        self.records.get(key)
+    }
+}
+
+impl Switched {
+    fn answer(&self) -> Result<(), ArchiveError> {
+        match self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            true => Err(ArchiveError::Remote {
+                store: "dynamodb://t".to_owned(),
+                detail: "down".to_owned(),
+            }),
+            false => Ok(()),
+        }
+    }
+}
+
+#[test]
+fn an_index_in_a_table_waits_in_the_store_until_taken_and_a_changed_or_lost_record_is_never_absent()
+{
+    use crate::store::records::{BlobRecords, Records};
+    let (dir, durable, meta, _) = installation("table");
+    let down = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let table_dir = dir.join("table");
+    std::fs::create_dir_all(&table_dir).unwrap();
+    let records = || BlobRecords::new(archive::LocalFiles::open(&table_dir).unwrap(), "r/");
+    let open = |key: [u8; 32]| {
+        let blobs = archive::LocalFiles::open(&dir).unwrap();
+        let mut adapter = Adapter::files(blobs, "archive".to_owned());
+        let switched = Switched {
+            records: records(),
+            down: down.clone(),
+        };
+        adapter.index = Some(RemoteIndex::new(
+            Box::new(switched),
+            "dynamodb://t",
+            "solo",
+            key,
+        ));
+        Shelf::open_on(&dir, &durable, &meta, adapter).unwrap()
+    };
+    let mut shelf = open([1; 32]);
+    let never = |_: u64| false;
+    shelf
+        .shelve(
+            &durable,
+            "solo",
+            &[entry("a", 1), entry("b", 2)],
+            &sign(),
+            || {},
+            |_| {},
+        )
+        .unwrap();
+    // Taken by the table: the store keeps no index entry, only the ids' digests.
+    assert_eq!(shelf.holding().index_waiting, 0);
+    assert!(shelf.index.get("a").unwrap().is_none());
+    assert!(records().get("solo/a").unwrap().is_some());
+    assert!(matches!(shelf.find("a", "a", never), Found::Held { .. }));
+    assert!(matches!(shelf.find("z", "z", never), Found::Absent));
+    // The table down: the segment is archived, its entries wait here and are found
+    // here; an id only the table knows is unreadable; the next segment is refused.
+    down.store(true, std::sync::atomic::Ordering::SeqCst);
+    shelf
+        .shelve(&durable, "solo", &[entry("c", 3)], &sign(), || {}, |_| {})
+        .unwrap();
+    assert_eq!(shelf.holding().index_waiting, 1);
+    assert!(
+        shelf
+            .failing()
+            .is_some_and(|why| why.contains("does not answer"))
+    );
+    assert!(matches!(shelf.find("c", "c", never), Found::Held { .. }));
+    assert!(matches!(shelf.find("a", "a", never), Found::Unreadable(_)));
+    let refused = shelf.shelve(&durable, "solo", &[entry("d", 4)], &sign(), || {}, |_| {});
+    assert!(refused.is_err_and(|e| e.contains("does not answer")));
+    assert_eq!(shelf.holding().segments, 2);
+    // Reopened (a stop while entries wait), the table back: the next publish puts them.
+    drop(shelf);
+    let mut shelf = open([1; 32]);
+    assert_eq!(shelf.holding().index_waiting, 1);
+    down.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(shelf.publish(&durable), Ok(1));
+    assert_eq!(shelf.holding().index_waiting, 0);
+    assert!(matches!(shelf.find("c", "c", never), Found::Held { .. }));
+    // Another installation's key (or a record changed): refused, never absent or held.
+    let other = open([2; 32]);
+    let Found::Unreadable(why) = other.find("a", "a", never) else {
+        panic!("a record tagged by another key is refused");
+    };
+    assert!(why.contains("not this installation's"), "{why}");
+    // A record moved to another key does not open either; a removed one is named.
+    let b = records().get("solo/b").unwrap().unwrap();
+    std::fs::remove_file(table_dir.join("archive/r").join(hex::encode("solo/a"))).unwrap();
+    let Found::Unreadable(why) = shelf.find("a", "a", never) else {
+        panic!("a removed record is refused");
+    };
+    assert!(why.contains("has no record `solo/a`"), "{why}");
+    assert_eq!(
+        records().put_first("solo/a", &b).unwrap(),
+        crate::store::records::First::Ours
+    );
+    assert!(matches!(shelf.find("a", "a", never), Found::Unreadable(_)));
+    // A key the table holds another value for is never replaced: its put is refused
+    // and the entry stays indexed here.
+    assert_eq!(
+        records().put_first("solo/e", b"theirs").unwrap(),
+        crate::store::records::First::Ours
+    );
+    shelf
+        .shelve(&durable, "solo", &[entry("e", 5)], &sign(), || {}, |_| {})
+        .unwrap();
+    assert!(
+        shelf
+            .failing()
+            .is_some_and(|why| why.contains("another entry"))
+    );
+    assert!(matches!(shelf.find("e", "e", never), Found::Held { .. }));
+    assert_eq!(records().get("solo/e").unwrap(), Some(b"theirs".to_vec()));
+    let _ = std::fs::remove_dir_all(&dir);
+}

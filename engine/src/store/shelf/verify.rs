@@ -29,7 +29,12 @@ pub struct Verification {
     pub bytes: u64,
     /// Segments released past `archive-days` (their blobs deleted; not read).
     pub released: u64,
-    /// Every segment that does not verify, missing, or unknown to the store.
+    /// With the index in a table (`dynamodb://TABLE`): the records of the answers in
+    /// the segments that verified, each read back and found pointing at its entry.
+    #[serde(default)]
+    pub index_records: u64,
+    /// Every segment that does not verify, missing, or unknown to the store (and each
+    /// index record that is missing, changed or not this installation's).
     pub problems: Vec<SegmentProblem>,
 }
 
@@ -93,6 +98,7 @@ impl Shelf {
                         out.verified += 1;
                         out.answers += u64::from(v.entries);
                         out.bytes += record.bytes;
+                        self.verify_records(seq, &bytes, &mut out, &mut problems);
                         None
                     }
                 },
@@ -125,6 +131,53 @@ impl Shelf {
             .map(|(segment, problem)| SegmentProblem { segment, problem })
             .collect();
         out
+    }
+}
+
+impl Shelf {
+    /// With the index in a table: every answer of segment `seq` (its whole `bytes`,
+    /// verified) whose index entry is not in this store read back from the table and
+    /// compared with where the segment holds it; each that is not, named.
+    fn verify_records(
+        &self,
+        seq: u64,
+        bytes: &[u8],
+        out: &mut Verification,
+        problems: &mut Vec<(String, String)>,
+    ) {
+        let Some(remote) = &self.remote_index else {
+            return;
+        };
+        let name = archive::segment_name(seq);
+        let Some(located) = archive::located(seq, bytes) else {
+            problems.push((name, "its entries do not frame".to_owned()));
+            return;
+        };
+        for (key, at) in located {
+            let local = self
+                .index
+                .get(&key)
+                .unwrap_or_else(|e| super::fatal(&self.dir, "reading the archive index", e));
+            if local.is_some() {
+                continue; // waiting to be put there: found here
+            }
+            let quoted = grid_spec::diagnostic::quoted(&key);
+            let problem = match remote.get(&key, &quoted) {
+                Ok(Some(found)) if found == at => {
+                    out.index_records += 1;
+                    continue;
+                }
+                Ok(Some(_)) => {
+                    format!("the record of `{quoted}` points elsewhere than its entry in {name}")
+                }
+                Ok(None) => format!("the record of `{quoted}` (in {name}) is missing"),
+                Err(e) => e,
+            };
+            problems.push((
+                format!("{}/{}", remote.place(), remote.record_key(&quoted)),
+                problem,
+            ));
+        }
     }
 }
 

@@ -55,7 +55,7 @@ pub enum InspectCommand {
     /// publications and Ordered inbox — with its oldest and newest position, how many
     /// a checkpoint now would purge and why the rest stay. Reads only.
     #[command(mut_arg("json", |a| a.help(
-        "{\"host\", \"keyspaces\": [{\"name\", \"approximate_entries\", \"table_bytes\"}], \"journal_bytes\", \"directories\": [{\"path\", \"files\", \"bytes\", \"truncated\"}], \"disk\": {\"total_bytes\", \"available_bytes\"} or null, \"acknowledged_writes\", \"checkpoints\": [{\"room\", \"name\", \"position\", \"at_ms\", \"bytes\"}], \"archive\": {\"hot_days\", \"archive_days\", \"segments\", \"released_segments\", \"answers\", \"bytes\", \"first_ms\", \"last_ms\", \"oldest_hot_ms\", \"lag_seconds\", \"store\", \"waiting\" (absent when none), \"last_upload_ms\", \"last_error_ms\", \"last_error\"} or null, \"journals\": [{\"store\", \"name\", \"oldest_retained\", \"newest\", \"purgeable\", \"kept\"}]}"
+        "{\"host\", \"keyspaces\": [{\"name\", \"approximate_entries\", \"table_bytes\"}], \"journal_bytes\", \"directories\": [{\"path\", \"files\", \"bytes\", \"truncated\"}], \"disk\": {\"total_bytes\", \"available_bytes\"} or null, \"acknowledged_writes\", \"checkpoints\": [{\"room\", \"name\", \"position\", \"at_ms\", \"bytes\"}], \"archive\": {\"hot_days\", \"archive_days\", \"segments\", \"released_segments\", \"answers\", \"bytes\", \"first_ms\", \"last_ms\", \"oldest_hot_ms\", \"lag_seconds\", \"store\", \"waiting\" (absent when none), \"last_upload_ms\", \"last_error_ms\", \"last_error\", \"index\" and \"index_waiting\" (absent unless the index is in DynamoDB)} or null, \"journals\": [{\"store\", \"name\", \"oldest_retained\", \"newest\", \"purgeable\", \"kept\"}]}"
     )))]
     Storage {
         #[arg(long, value_name = "NAME")]
@@ -358,6 +358,12 @@ impl Report for Storage<'_> {
             ));
             if let Some(why) = &a.waiting {
                 out.push_str(&format!("  archive store waiting: {why}\n"));
+            }
+            if let Some(index) = &a.index {
+                out.push_str(&format!(
+                    "  archive index: {index}; {} entries wait in this store for it\n",
+                    a.index_waiting
+                ));
             }
             if let Some(why) = &a.last_error {
                 out.push_str(&format!(

@@ -126,6 +126,12 @@ fn text(host: &str, found: &Verification) -> String {
         "archive of {host} ({}): {} of {} segments verified ({} answers, {} bytes), {} released\n",
         found.store, found.verified, found.segments, found.answers, found.bytes, found.released
     );
+    if found.index_records > 0 {
+        out.push_str(&format!(
+            "  {} index records read back from the table and found pointing at their answers\n",
+            found.index_records
+        ));
+    }
     for problem in &found.problems {
         out.push_str(&format!("  {}: {}\n", problem.segment, problem.problem));
     }
