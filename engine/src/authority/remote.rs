@@ -94,6 +94,8 @@ pub struct RemoteSnapshots {
     /// files were wiped (a new key) never meets an object sealed under its old one.
     key_id: String,
     participant: String,
+    /// `s3://BUCKET/PREFIX`, as messages name it.
+    url: String,
     status: Mutex<RemoteStatus>,
 }
 
@@ -135,6 +137,7 @@ impl RemoteSnapshots {
             key_id: hex::encode(Sha256::digest(key))[..8].to_owned(),
             key,
             participant: participant.to_owned(),
+            url: config.url.clone(),
             status: Mutex::new(RemoteStatus {
                 url: config.url.clone(),
                 ..RemoteStatus::default()
@@ -188,12 +191,14 @@ impl RemoteSnapshots {
     }
 
     fn location(&self, name: &str) -> String {
-        format!("snapshot object {name} in {}", self.status().url)
+        format!("snapshot object {name} in {}", self.url)
     }
 
     /// Puts the snapshot `bytes` whose last entry is `(term, index)` in the bucket,
     /// deletes this voter's older objects beyond the newest `SNAPSHOTS_REMOTE_KEPT`,
-    /// and answers the reference a voter fetches it by. Blocking.
+    /// and answers the reference a voter fetches it by. Blocking. A put of an object
+    /// already there (the leader sending a snapshot it built) reads it back and
+    /// compares it: the leader never names an object that changed behind its back.
     pub fn put(&self, term: u64, index: u64, bytes: &[u8]) -> Result<SnapshotRef, String> {
         let outcome = self.put_inner(term, index, bytes);
         let name = outcome.as_ref().map_or("", |r| r.name.as_str()).to_owned();

@@ -143,21 +143,28 @@ pub fn write(dir: &Path, archive: &S3ArchiveConfig) -> Effect {
 /// `config` as `host.toml`. Refused, changing nothing, when any of it fails.
 pub(crate) fn reach_and_write(
     dir: &Path,
-    store: &S3ArchiveConfig,
+    (store, what): (&S3ArchiveConfig, &str),
     config: &HostConfig,
 ) -> Result<std::path::PathBuf, String> {
+    // A store that does not answer, named as what it keeps (`archive`, `snapshot`).
+    let unchanged = |e: grid_engine::store::archive::ArchiveError| match e {
+        grid_engine::store::archive::ArchiveError::Remote { store, detail } => {
+            format!("{what} store {store}: {detail}; host.toml is unchanged")
+        }
+        e => format!("{e}; host.toml is unchanged"),
+    };
     use grid_engine::store::archive::Blobs;
     use grid_engine::store::s3::{AccessKeys, S3Blobs};
     if store.table().is_some() {
         use grid_engine::store::records::Records;
         let records = store.records(dir)?;
-        Records::check(&records).map_err(|e| format!("{e}; host.toml is unchanged"))?;
+        Records::check(&records).map_err(unchanged)?;
     } else {
         let target = store.target()?;
         let keys = AccessKeys::read(&dir.join(&target.credentials))?;
         let blobs = S3Blobs::new(target.location, &target.endpoint, &target.region, &keys)
             .map_err(|e| e.to_string())?;
-        Blobs::check(&blobs).map_err(|e| format!("{e}; host.toml is unchanged"))?;
+        Blobs::check(&blobs).map_err(unchanged)?;
     }
     let path = dir.join(grid_engine::config::HOST_CONFIG_FILE);
     grid_engine::custody::write_private(&path, config.to_toml().as_bytes())
@@ -174,7 +181,7 @@ fn write_archive(dir: &Path, archive: &S3ArchiveConfig) -> Result<String, String
         ));
     }
     config.archive = Some(archive.clone());
-    let path = reach_and_write(dir, archive, &config)?;
+    let path = reach_and_write(dir, (archive, "archive"), &config)?;
     let held = match archive.table() {
         Some(_) => 0, // the segments stay
         None => local_segments(dir),
@@ -197,10 +204,11 @@ pub fn written(dir: &Path, archive: &S3ArchiveConfig) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn bucket(url: &str, endpoint: &str) -> S3ArchiveConfig {
+    /// A remote store `url` at `endpoint` (shared with `diff::snapshots`' tests).
+    pub(crate) fn bucket(url: &str, endpoint: &str) -> S3ArchiveConfig {
         S3ArchiveConfig {
             url: url.to_owned(),
             endpoint: endpoint.to_owned(),
@@ -277,6 +285,23 @@ mod tests {
             "{refused}"
         );
         assert!(!written(&dir, &a) && written(&dir, &other));
+        // A store that does not answer is named as what it keeps; host.toml unchanged.
+        let credentials = dir.join("s3.credentials");
+        grid_engine::custody::write_private(
+            &credentials,
+            b"[default]\naws_access_key_id = k\naws_secret_access_key = s\n",
+        )
+        .unwrap();
+        let silent = bucket("s3://grid-archive/a", "http://127.0.0.1:1");
+        for what in ["snapshot", "archive"] {
+            let refused = reach_and_write(&dir, (&silent, what), &config).unwrap_err();
+            assert!(
+                refused.starts_with(&format!("{what} store s3://grid-archive/a"))
+                    && refused.ends_with("host.toml is unchanged"),
+                "{refused}"
+            );
+        }
+        assert!(written(&dir, &other));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

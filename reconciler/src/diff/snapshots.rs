@@ -160,13 +160,7 @@ fn write_inner(dir: &Path, store: &SnapshotStore) -> Result<String, String> {
     config
         .snapshots
         .insert(store.membership.clone(), store.store.clone());
-    let path = crate::diff::archive::reach_and_write(dir, &store.store, &config).map_err(|e| {
-        // The blob store's own words name it an archive store; here it keeps snapshots.
-        match e.strip_prefix("archive store ") {
-            Some(rest) => format!("snapshot store {rest}"),
-            None => e,
-        }
-    })?;
+    let path = crate::diff::archive::reach_and_write(dir, (&store.store, "snapshot"), &config)?;
     Ok(format!(
         "wrote the snapshots of `{}` at {} into {} (the server answered, and refuses a put of an existing key)",
         store.membership,
@@ -183,15 +177,7 @@ pub fn written(dir: &Path, store: &SnapshotStore) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn bucket(url: &str, endpoint: &str) -> S3ArchiveConfig {
-        S3ArchiveConfig {
-            url: url.to_owned(),
-            endpoint: endpoint.to_owned(),
-            region: "us-east-1".to_owned(),
-            credentials: "s3.credentials".to_owned(),
-        }
-    }
+    use crate::diff::archive::tests::bucket;
 
     #[test]
     fn a_store_is_its_own_transition_and_never_removed_by_a_plan() {
