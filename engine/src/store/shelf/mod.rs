@@ -360,6 +360,9 @@ pub struct Shelf {
     remote_index: Option<RemoteIndex>,
     /// Entries in `unpublished` (counted at open, kept by every write).
     waiting: u64,
+    /// Entries waited at open for the index's table, and none was put since: why
+    /// nothing may be archived (cleared once the table takes them).
+    index_waits: Option<String>,
     segments: Keyspace,
     meta: Keyspace,
     totals: Totals,
@@ -443,6 +446,16 @@ impl Shelf {
             index,
             ids,
             unpublished,
+            index_waits: adapter
+                .index
+                .as_ref()
+                .filter(|_| waiting > 0)
+                .map(|index| {
+                    format!(
+                        "{waiting} archive index entries wait for {} (none put there since gridd started)",
+                        index.place()
+                    )
+                }),
             remote_index: adapter.index,
             waiting,
             segments,
@@ -689,6 +702,7 @@ impl Shelf {
         self.unwalked
             .as_deref()
             .or(self.last_error.as_ref().map(|(_, why)| why.as_str()))
+            .or(self.index_waits.as_deref())
     }
 
     /// When the archive last refused a segment (or, remote, did not answer at start),
@@ -697,9 +711,13 @@ impl Shelf {
         self.last_error.as_ref().map(|(at, _)| *at)
     }
 
-    /// Where the segments live, as messages name it.
-    pub fn place(&self) -> &str {
-        &self.place
+    /// Where the segments live, and the index's table when it has one, as messages
+    /// name them.
+    pub fn place(&self) -> String {
+        match &self.remote_index {
+            Some(index) => format!("{} (indexed in {})", self.place, index.place()),
+            None => self.place.clone(),
+        }
     }
 
     /// Writes segment `seq` (`name`) to the archive — after the walk a remote one
@@ -798,7 +816,7 @@ impl Shelf {
             first_ms,
             last_ms: self.totals.last_ms,
             place: self.place.clone(),
-            waiting: self.unwalked.clone(),
+            waiting: self.unwalked.clone().or(self.index_waits.clone()),
             last_upload_ms: self.last_upload_ms,
             last_error: self.last_error.clone(),
             index: self.remote_index.as_ref().map(|r| r.place().to_owned()),

@@ -272,8 +272,16 @@ fn an_index_in_a_table_waits_in_the_store_until_taken_and_a_changed_or_lost_reco
     drop(shelf);
     let mut shelf = open([1; 32]);
     assert_eq!(shelf.holding().index_waiting, 1);
+    // Until the table takes them, the shelf says archiving fails (the hot store's
+    // bound applies from the start).
+    assert!(
+        shelf
+            .failing()
+            .is_some_and(|why| why.contains("1 archive index entries wait"))
+    );
     down.store(false, std::sync::atomic::Ordering::SeqCst);
     assert_eq!(shelf.publish(&durable), Ok(1));
+    assert_eq!(shelf.failing(), None);
     assert_eq!(shelf.holding().index_waiting, 0);
     assert!(matches!(shelf.find("c", "c", never), Found::Held { .. }));
     // Another installation's key (or a record changed): refused, never absent or held.
