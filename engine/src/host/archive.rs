@@ -130,14 +130,14 @@ impl Archive {
                     source,
                 }
             })?;
-        index_went(dir, meta, config)?;
+        let indexed = index_went(dir, meta, config)?;
         let shelf = match &config.archive {
             None => Shelf::open(dir, database, meta),
             Some(table) if table.table().is_some() => Shelf::open_on(
                 dir,
                 database,
                 meta,
-                table_adapter(dir, database, meta, config, table)?,
+                table_adapter(dir, database, meta, (config, table), indexed)?,
             ),
             Some(s3) => Shelf::open_on(
                 dir,
@@ -235,42 +235,38 @@ pub const ARCHIVE_INDEX_KEY: &str = "keys/archive-index.key";
 const ARCHIVE_INDEX_REMOTE_KEY: &str = "archive-index-remote";
 
 /// Refuses a `host.toml` that points the archive away from the table its index went
-/// to: those ids would be answered as new.
-fn index_went(dir: &Path, meta: &Keyspace, config: &HostConfig) -> Result<(), HostError> {
-    let went = meta
+/// to: those ids would be answered as new. Answers whether the store records one (then
+/// the one host.toml names).
+fn index_went(dir: &Path, meta: &Keyspace, config: &HostConfig) -> Result<bool, HostError> {
+    let Some(went) = meta
         .get(ARCHIVE_INDEX_REMOTE_KEY)
-        .map_err(|source| HostError::Storage {
-            path: dir.join("store"),
-            source,
-        })?;
-    let Some(went) = went else {
-        return Ok(());
+        .map_err(storage_failed(dir))?
+    else {
+        return Ok(false);
     };
     let named = config.archive.as_ref().map_or("file", |a| a.url.as_str());
     if named.as_bytes() == went.as_ref() {
-        return Ok(());
+        return Ok(true);
     }
-    Err(HostError::Config {
-        path: dir.join(crate::config::HOST_CONFIG_FILE),
-        reason: format!(
-            "host.toml names archive {named}, but this store's index of archived answers went to {}: moving it is not performed by this version, and without it archived ids would run again; name that archive again",
-            String::from_utf8_lossy(&went)
-        ),
-    })
+    Err(config_refused(dir)(format!(
+        "host.toml names archive {named}, but this store's index of archived answers went to {}: moving it is not performed by this version, and without it archived ids would run again; name that archive again",
+        String::from_utf8_lossy(&went)
+    )))
 }
 
 /// The adapter of `archive "dynamodb://TABLE"`: segments in the installation's own
 /// `DIR/archive`, the index by id in the table, tagged with the installation's index
 /// key. Refused, by name, when host.toml's address does not read, the credentials file
 /// is missing or weak, the store's segments went to a bucket, or the index key is
-/// missing while records were tagged with it. The table is asked nothing here: one
-/// that does not answer keeps index entries waiting in the store.
+/// missing while records were tagged with it (`indexed`: the store records this
+/// table). The table is asked nothing here: one that does not answer keeps index
+/// entries waiting in the store.
 fn table_adapter(
     dir: &Path,
     database: &fjall::Database,
     meta: &Keyspace,
-    config: &HostConfig,
-    table: &crate::config::S3ArchiveConfig,
+    (config, table): (&HostConfig, &crate::config::S3ArchiveConfig),
+    indexed: bool,
 ) -> Result<crate::store::shelf::Adapter, HostError> {
     let (refused, storage) = (config_refused(dir), storage_failed(dir));
     let records = table.records(dir).map_err(&refused)?;
@@ -281,18 +277,16 @@ fn table_adapter(
             String::from_utf8_lossy(&bucket)
         )));
     }
-    let went = meta.get(ARCHIVE_INDEX_REMOTE_KEY).map_err(&storage)?;
     let key = installation_key(
         dir,
         ARCHIVE_INDEX_KEY,
         "the archive's index key",
-        went.is_some()
-            .then_some("this store's index records were tagged with it"),
+        indexed.then_some("this store's index records were tagged with it"),
     )?;
     record_remote(
         database,
         meta,
-        went.is_some(),
+        indexed,
         ARCHIVE_INDEX_REMOTE_KEY,
         &table.url,
     )
@@ -725,7 +719,7 @@ impl Host {
             "archive unreachable and the hot store is full: an answer of {} has waited more than ARCHIVE_LAG_DAYS_MAX ({ARCHIVE_LAG_DAYS_MAX}) days past the hot window ({hot_days} days) for archive {}, which refuses it ({}); new work is refused until a pass archives it (`gridctl storage archive`, or the next periodic pass once the store answers); re-sent ids are still answered",
             crate::store::rfc3339_ms(oldest),
             shelf.place(),
-            grid_spec::diagnostic::quoted(why)
+            grid_spec::diagnostic::quoted(&why)
         ))
     }
 
@@ -798,7 +792,7 @@ mod tests {
             credentials: "ddb.credentials".to_owned(),
         };
         // Nothing went anywhere yet: any archive opens.
-        index_went(&dir, &meta, &config).unwrap();
+        assert!(!index_went(&dir, &meta, &config).unwrap());
         meta.insert(ARCHIVE_INDEX_REMOTE_KEY, table.url.as_bytes())
             .unwrap();
         let refused = |config: &HostConfig| match index_went(&dir, &meta, config) {
@@ -816,7 +810,7 @@ mod tests {
             assert!(why.contains("went to dynamodb://grid-answers"), "{why}");
         }
         config.archive = Some(table);
-        index_went(&dir, &meta, &config).unwrap();
+        assert!(index_went(&dir, &meta, &config).unwrap());
         drop(database);
         let _ = std::fs::remove_dir_all(&dir);
     }

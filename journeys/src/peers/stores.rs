@@ -24,19 +24,15 @@ impl Peers {
         port: u16,
         expected: &str,
     ) -> Result<(Command, String), Failure> {
-        let data = self.configs.join(name);
-        let credentials = self.configs.join(format!("{name}.credentials"));
         let identities = self.configs.join(format!("{name}.s3.json"));
-        let written = std::fs::create_dir_all(&data).and_then(|()| {
+        let data = self.store_files(name, expected, || {
             std::fs::write(
                 &identities,
                 format!(
                     r#"{{"identities":[{{"name":"grid","credentials":[{{"accessKey":"{SEAWEED_KEY}","secretKey":"{SEAWEED_SECRET}"}}],"actions":["Admin","Read","List","Write"]}}]}}"#
                 ),
-            )?;
-            write_credentials(&credentials)
-        });
-        written.map_err(|e| Failure::new(expected, format!("{}: {e}", data.display())))?;
+            )
+        })?;
         let at = |i: u16| (port + i).to_string();
         let mut command = Command::new("weed");
         command
@@ -67,6 +63,23 @@ impl Peers {
         Ok((command, shown))
     }
 
+    /// The files of store peer `name`: its data directory `$WORK/peers/NAME/` (made),
+    /// its keys in `$WORK/peers/NAME.credentials`, and what `also` writes.
+    fn store_files(
+        &self,
+        name: &str,
+        expected: &str,
+        also: impl FnOnce() -> std::io::Result<()>,
+    ) -> Result<PathBuf, Failure> {
+        let data = self.configs.join(name);
+        let credentials = self.configs.join(format!("{name}.credentials"));
+        std::fs::create_dir_all(&data)
+            .and_then(|()| write_credentials(&credentials))
+            .and_then(|()| also())
+            .map_err(|e| Failure::new(expected, format!("{}: {e}", data.display())))?;
+        Ok(data)
+    }
+
     /// `dynalite` for peer `name`: its data in `$WORK/peers/NAME/` (LevelDB), keys in
     /// `$WORK/peers/NAME.credentials` (0600; dynalite checks that a request is signed,
     /// not by whom).
@@ -76,10 +89,7 @@ impl Peers {
         port: u16,
         expected: &str,
     ) -> Result<(Command, String), Failure> {
-        let data = self.configs.join(name);
-        let credentials = self.configs.join(format!("{name}.credentials"));
-        let written = std::fs::create_dir_all(&data).and_then(|()| write_credentials(&credentials));
-        written.map_err(|e| Failure::new(expected, format!("{}: {e}", data.display())))?;
+        let data = self.store_files(name, expected, || Ok(()))?;
         let installed = self
             .root
             .join(PEERS_DIR)

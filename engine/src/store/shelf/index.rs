@@ -212,9 +212,6 @@ impl Shelf {
             database.commit_or_stop(write, &self.dir, "dropping index entries put in the table");
             self.waiting -= put.len() as u64;
         }
-        if self.waiting == 0 {
-            self.index_waits = None;
-        }
         match failed {
             Some(why) => {
                 self.last_error = Some((crate::store::now_ms(), why.clone()));

@@ -360,9 +360,6 @@ pub struct Shelf {
     remote_index: Option<RemoteIndex>,
     /// Entries in `unpublished` (counted at open, kept by every write).
     waiting: u64,
-    /// Entries waited at open for the index's table, and none was put since: why
-    /// nothing may be archived (cleared once the table takes them).
-    index_waits: Option<String>,
     segments: Keyspace,
     meta: Keyspace,
     totals: Totals,
@@ -446,16 +443,6 @@ impl Shelf {
             index,
             ids,
             unpublished,
-            index_waits: adapter
-                .index
-                .as_ref()
-                .filter(|_| waiting > 0)
-                .map(|index| {
-                    format!(
-                        "{waiting} archive index entries wait for {} (none put there since gridd started)",
-                        index.place()
-                    )
-                }),
             remote_index: adapter.index,
             waiting,
             segments,
@@ -698,11 +685,22 @@ impl Shelf {
 
     /// Why the shelf archives nothing now: its remote store has not answered since
     /// gridd started, or its last segment was refused (none: it keeps up).
-    pub fn failing(&self) -> Option<&str> {
+    pub fn failing(&self) -> Option<String> {
         self.unwalked
-            .as_deref()
-            .or(self.last_error.as_ref().map(|(_, why)| why.as_str()))
-            .or(self.index_waits.as_deref())
+            .clone()
+            .or(self.last_error.as_ref().map(|(_, why)| why.clone()))
+            .or_else(|| self.index_waits())
+    }
+
+    /// Why archiving waits while index entries wait for their table (none wait: it
+    /// does not) — at a start that found some, until the table takes them.
+    fn index_waits(&self) -> Option<String> {
+        let index = self.remote_index.as_ref().filter(|_| self.waiting > 0)?;
+        Some(format!(
+            "{} archive index entries wait for {}",
+            self.waiting,
+            index.place()
+        ))
     }
 
     /// When the archive last refused a segment (or, remote, did not answer at start),
@@ -816,7 +814,7 @@ impl Shelf {
             first_ms,
             last_ms: self.totals.last_ms,
             place: self.place.clone(),
-            waiting: self.unwalked.clone().or(self.index_waits.clone()),
+            waiting: self.unwalked.clone().or_else(|| self.index_waits()),
             last_upload_ms: self.last_upload_ms,
             last_error: self.last_error.clone(),
             index: self.remote_index.as_ref().map(|r| r.place().to_owned()),
