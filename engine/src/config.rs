@@ -98,6 +98,10 @@ pub struct S3ArchiveConfig {
     pub region: String,
     /// The credentials file (relative paths are the host directory's).
     pub credentials: String,
+    /// A table's segment store (`[archive.segments]`, an `s3://` bucket; none: the
+    /// installation's own `DIR/archive`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<Box<S3ArchiveConfig>>,
 }
 
 impl S3ArchiveConfig {
@@ -122,18 +126,36 @@ impl S3ArchiveConfig {
     pub fn from_target(target: &grid_spec::storage::ArchiveTarget) -> Option<S3ArchiveConfig> {
         match target {
             grid_spec::storage::ArchiveTarget::File => None,
-            grid_spec::storage::ArchiveTarget::S3(s3) => Some(S3ArchiveConfig {
-                url: s3.location.to_string(),
-                endpoint: s3.endpoint.clone(),
-                region: s3.region.clone(),
-                credentials: s3.credentials.display().to_string(),
-            }),
+            grid_spec::storage::ArchiveTarget::S3(s3) => Some(S3ArchiveConfig::bucket(s3)),
             grid_spec::storage::ArchiveTarget::DynamoDb(d) => Some(S3ArchiveConfig {
                 url: format!("dynamodb://{}", d.table),
                 endpoint: d.endpoint.clone(),
                 region: d.region.clone(),
                 credentials: d.credentials.display().to_string(),
+                segments: d
+                    .segments
+                    .as_ref()
+                    .map(|s3| Box::new(S3ArchiveConfig::bucket(s3))),
             }),
+        }
+    }
+
+    fn bucket(s3: &grid_spec::storage::S3Archive) -> S3ArchiveConfig {
+        S3ArchiveConfig {
+            url: s3.location.to_string(),
+            endpoint: s3.endpoint.clone(),
+            region: s3.region.clone(),
+            credentials: s3.credentials.display().to_string(),
+            segments: None,
+        }
+    }
+
+    /// Where the segments of this archive live: the bucket of an `s3://` archive, a
+    /// table's `segments` (none: the installation's own `DIR/archive`).
+    pub fn segment_store(&self) -> Option<&S3ArchiveConfig> {
+        match self.table() {
+            None => Some(self),
+            Some(_) => self.segments.as_deref(),
         }
     }
 
@@ -159,10 +181,15 @@ impl S3ArchiveConfig {
             .map_err(|e| e.to_string())
     }
 
-    /// `s3://grid-archive/edge-a at http://127.0.0.1:8333 (us-east-1, credentials /etc/grid/s3.credentials)`.
+    /// `s3://grid-archive/edge-a at http://127.0.0.1:8333 (us-east-1, credentials /etc/grid/s3.credentials)`
+    /// (a table's segment store after it: `; segments in s3://… at …`).
     pub fn describe(&self) -> String {
+        let segments = self
+            .segments
+            .as_ref()
+            .map_or(String::new(), |s| format!("; segments in {}", s.describe()));
         format!(
-            "{} at {} ({}, credentials {})",
+            "{} at {} ({}, credentials {}){segments}",
             self.url, self.endpoint, self.region, self.credentials
         )
     }

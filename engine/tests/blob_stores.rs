@@ -489,6 +489,7 @@ fn authority_snapshots_on_s3_open_only_as_sent_and_stay_bounded() {
         endpoint: weed.endpoint(),
         region: "us-east-1".to_owned(),
         credentials: "s3.credentials".to_owned(),
+        segments: None,
     };
     let voter = |name: &str| {
         let own = dir.join(name);

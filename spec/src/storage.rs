@@ -17,19 +17,22 @@ pub enum ArchiveTarget {
     File,
     /// `archive "s3://…"`: segments sealed to the host, as objects under a prefix.
     S3(S3Archive),
-    /// `archive "dynamodb://TABLE"`: segments in `DIR/archive`, the index of archived
-    /// answers by id in a DynamoDB table (first answer wins).
+    /// `archive "dynamodb://TABLE"`: the index of archived answers by id in a DynamoDB
+    /// table (first answer wins); segments in `DIR/archive`, or in a bucket its
+    /// `segments "s3://…"` child names.
     DynamoDb(DynamoArchive),
 }
 
 /// `archive "dynamodb://TABLE" endpoint="http(s)://HOST:PORT" [region=R]
-/// credentials=PATH`.
+/// credentials=PATH [{ segments "s3://BUCKET/PREFIX" endpoint=… credentials=… }]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DynamoArchive {
     pub table: String,
     pub endpoint: String,
     pub region: String,
     pub credentials: PathBuf,
+    /// Where the segments live (none: `DIR/archive`).
+    pub segments: Option<S3Archive>,
 }
 
 /// `archive "s3://BUCKET/PREFIX" endpoint="http(s)://HOST:PORT" [region=R]
@@ -46,7 +49,7 @@ pub struct S3Archive {
 }
 
 impl ArchiveTarget {
-    /// `file`, or the `s3://` address.
+    /// `file`, or the `s3://` or `dynamodb://` address (a table's segments apart).
     pub fn url(&self) -> String {
         match self {
             ArchiveTarget::File => "file".to_owned(),

@@ -187,17 +187,33 @@ pub const ARCHIVE_SEAL_KEY: &str = "keys/archive-seal.key";
 const ARCHIVE_REMOTE_KEY: &str = "archive-remote";
 
 /// The adapter of `archive "s3://…"`: the bucket's objects sealed with the
-/// installation's archive key. Refused, by name, when host.toml's address does not
-/// read, the credentials file is missing or weak, the store's segments went to
-/// another bucket, or the sealing key is missing while segments were sealed with it.
-/// Segments still in the installation's own `DIR/archive` (an archive moving from
-/// files, `~ archive`) are moved first ([`move_to`]).
+/// installation's archive key ([`bucket_blobs`]).
 fn remote_adapter(
     dir: &Path,
     database: &fjall::Database,
     meta: &Keyspace,
     s3: &crate::config::S3ArchiveConfig,
 ) -> Result<crate::store::shelf::Adapter, HostError> {
+    Ok(crate::store::shelf::Adapter {
+        blobs: bucket_blobs(dir, database, meta, s3)?,
+        place: s3.url.clone(),
+        remote: true,
+        index: None,
+    })
+}
+
+/// The segments of a bucket (`archive "s3://…"`, or a table's `segments "s3://…"`),
+/// sealed with the installation's archive key. Refused, by name, when host.toml's
+/// address does not read, the credentials file is missing or weak, the store's
+/// segments went to another bucket, or the sealing key is missing while segments were
+/// sealed with it. Segments still in the installation's own `DIR/archive` (an archive
+/// moving from files, `~ archive`) are moved first ([`move_to`]).
+fn bucket_blobs(
+    dir: &Path,
+    database: &fjall::Database,
+    meta: &Keyspace,
+    s3: &crate::config::S3ArchiveConfig,
+) -> Result<Box<dyn archive::Blobs>, HostError> {
     use crate::store::s3::{AccessKeys, S3Blobs};
     let (refused, storage) = (config_refused(dir), storage_failed(dir));
     let target = s3.target().map_err(&refused)?;
@@ -207,7 +223,7 @@ fn remote_adapter(
     let went = meta.get(ARCHIVE_REMOTE_KEY).map_err(&storage)?;
     if let Some(url) = went.as_deref().filter(|url| *url != s3.url.as_bytes()) {
         return Err(refused(format!(
-            "host.toml names archive {}, but this store's segments went to {}: moving an archive between buckets is not performed by this version; put back the archive this installation wrote",
+            "host.toml names archive segments in {}, but this store's segments went to {}: moving an archive between buckets is not performed by this version; put back the archive this installation wrote",
             s3.url,
             String::from_utf8_lossy(url)
         )));
@@ -218,12 +234,7 @@ fn remote_adapter(
         .map_err(|e| refused(e.to_string()))?;
     let sealed = crate::store::sealed::Sealed::new(blobs, &key);
     move_to(dir, &sealed, &s3.url)?;
-    Ok(crate::store::shelf::Adapter {
-        blobs: Box::new(sealed),
-        place: s3.url.clone(),
-        remote: true,
-        index: None,
-    })
+    Ok(Box::new(sealed))
 }
 
 /// The key a table's index records are tagged with (32 random bytes, private, made
@@ -254,11 +265,12 @@ fn index_went(dir: &Path, meta: &Keyspace, config: &HostConfig) -> Result<bool, 
     )))
 }
 
-/// The adapter of `archive "dynamodb://TABLE"`: segments in the installation's own
-/// `DIR/archive`, the index by id in the table, tagged with the installation's index
-/// key. Refused, by name, when host.toml's address does not read, the credentials file
-/// is missing or weak, the store's segments went to a bucket, or the index key is
-/// missing while records were tagged with it (`indexed`: the store records this
+/// The adapter of `archive "dynamodb://TABLE"`: the index by id in the table, tagged
+/// with the installation's index key; segments in the installation's own
+/// `DIR/archive`, or in the bucket its `segments` names ([`bucket_blobs`]). Refused,
+/// by name, when host.toml's address does not read, the credentials file is missing or
+/// weak, the store's segments went to a bucket host.toml does not name, or the index
+/// key is missing while records were tagged with it (`indexed`: the store records this
 /// table). The table is asked nothing here: one that does not answer keeps index
 /// entries waiting in the store.
 fn table_adapter(
@@ -270,13 +282,35 @@ fn table_adapter(
 ) -> Result<crate::store::shelf::Adapter, HostError> {
     let (refused, storage) = (config_refused(dir), storage_failed(dir));
     let records = table.records(dir).map_err(&refused)?;
-    if let Some(bucket) = meta.get(ARCHIVE_REMOTE_KEY).map_err(&storage)? {
-        return Err(refused(format!(
-            "host.toml names archive {}, but this store's segments went to {}: an archive indexed in DynamoDB keeps its segments in DIR/archive, and moving them back is not performed by this version",
-            table.url,
-            String::from_utf8_lossy(&bucket)
-        )));
-    }
+    let mut adapter = match table.segments.as_deref() {
+        Some(bucket) if bucket.table().is_some() || bucket.segments.is_some() => {
+            return Err(refused(format!(
+                "host.toml names archive {} with segments in {}: segments are objects, kept in files or in an s3:// bucket",
+                table.url, bucket.url
+            )));
+        }
+        Some(bucket) => crate::store::shelf::Adapter {
+            blobs: bucket_blobs(dir, database, meta, bucket)?,
+            place: bucket.url.clone(),
+            remote: true,
+            index: None,
+        },
+        None => {
+            if let Some(bucket) = meta.get(ARCHIVE_REMOTE_KEY).map_err(&storage)? {
+                return Err(refused(format!(
+                    "host.toml names archive {} with segments in DIR/archive, but this store's segments went to {}: name that bucket as the archive's `segments`; moving them back is not performed by this version",
+                    table.url,
+                    String::from_utf8_lossy(&bucket)
+                )));
+            }
+            let blobs = archive::LocalFiles::open(dir).map_err(|e| HostError::Damaged {
+                path: dir.join(archive::ARCHIVE_DIR),
+                detail: e.to_string(),
+            })?;
+            let place = dir.join(archive::ARCHIVE_DIR).display().to_string();
+            crate::store::shelf::Adapter::files(blobs, place)
+        }
+    };
     let key = installation_key(
         dir,
         ARCHIVE_INDEX_KEY,
@@ -291,12 +325,6 @@ fn table_adapter(
         &table.url,
     )
     .map_err(&storage)?;
-    let blobs = archive::LocalFiles::open(dir).map_err(|e| HostError::Damaged {
-        path: dir.join(archive::ARCHIVE_DIR),
-        detail: e.to_string(),
-    })?;
-    let place = dir.join(archive::ARCHIVE_DIR).display().to_string();
-    let mut adapter = crate::store::shelf::Adapter::files(blobs, place);
     adapter.index = Some(crate::store::shelf::RemoteIndex::new(
         Box::new(records),
         &table.url,
@@ -790,6 +818,7 @@ mod tests {
             endpoint: "http://127.0.0.1:4567".to_owned(),
             region: "us-east-1".to_owned(),
             credentials: "ddb.credentials".to_owned(),
+            segments: None,
         };
         // Nothing went anywhere yet: any archive opens.
         assert!(!index_went(&dir, &meta, &config).unwrap());

@@ -26,99 +26,171 @@ pub fn key(host: &str) -> String {
 }
 
 /// The transitions from the archive the installation's `host.toml` holds (`found`;
-/// none: its own files) to the one the files declare (`wanted`).
+/// none: its own files) to the one the files declare (`wanted`). An archive keeps two
+/// things, each judged on its own: its segments (the installation's files or a bucket)
+/// and its index by id (the installation's store or a table). Either may be added; one
+/// kept is reached again only at the same address; one left is `!`.
 pub fn transitions(
     host: &str,
     dir: &Path,
     found: Option<&S3ArchiveConfig>,
     wanted: Option<&S3ArchiveConfig>,
 ) -> Vec<Draft> {
-    let attention = |detail: String| vec![Draft::attention("archive", host, host, detail)];
-    // The one transition that writes `wanted` into host.toml, after the host's own.
-    let write = |op: Op, w: &S3ArchiveConfig, detail: String, changes: Vec<Change>| {
-        vec![
-            Draft::new(
-                op,
-                "archive",
-                &w.url,
-                host,
-                detail,
-                Action::WriteArchive { archive: w.clone() },
-            )
-            .key(key(host))
-            .after([format!("host:{host}")])
-            .changes(changes),
-        ]
-    };
-    let not_moved = "moving an archive away from a bucket or a table (its segments or records copied and verified, then the old store released) is not performed by this version";
-    match (found, wanted) {
-        (None, None) => Vec::new(),
-        (Some(f), Some(w)) if f == w => Vec::new(),
-        (None, Some(w)) if w.table().is_some() => write(
-            Op::Create,
-            w,
-            format!(
-                "the index of archived answers by id in {} (first answer wins, each record tagged by the host); segments stay in {}",
-                w.describe(),
-                dir.join(ARCHIVE_DIR).display()
-            ),
-            Vec::new(),
-        ),
-        (None, Some(w)) => match local_segments(dir) {
-            0 => write(
-                Op::Create,
-                w,
-                format!("segments sealed to the host at {}", w.describe()),
-                Vec::new(),
-            ),
-            n => write(
-                Op::Change,
-                w,
-                format!(
-                    "move from {}: its {n} segment(s) copied to the bucket (sealed to the host), each read back and compared, then removed from there — when gridd next starts (refused, nothing removed, while the bucket does not answer); then segments sealed to the host at {}",
-                    dir.join(ARCHIVE_DIR).display(),
-                    w.describe()
-                ),
-                vec![Change {
-                    field: "archive".to_owned(),
-                    before: "file".to_owned(),
-                    after: w.url.clone(),
-                }],
-            ),
-        },
-        (Some(f), None) => attention(format!(
-            "host.toml keeps archive {}, the files declare `archive \"file\"` (or none): {not_moved}, and it is never inferred from a removed line",
-            f.url
-        )),
-        (Some(f), Some(w)) if f.url != w.url => attention(format!(
-            "host.toml keeps archive {}, the files declare {}: {not_moved}",
-            f.url, w.url
-        )),
-        (Some(f), Some(w)) => {
-            let changes = [
-                ("endpoint", &f.endpoint, &w.endpoint),
-                ("region", &f.region, &w.region),
-                ("credentials", &f.credentials, &w.credentials),
-            ]
-            .into_iter()
-            .filter(|(_, before, after)| before != after)
-            .map(|(field, before, after)| Change {
-                field: field.to_owned(),
-                before: before.clone(),
-                after: after.clone(),
-            })
-            .collect();
-            write(
-                Op::Change,
-                w,
-                format!(
-                    "the same objects, reached at {} (takes effect when gridd restarts)",
-                    w.describe()
-                ),
-                changes,
-            )
-        }
+    if found == wanted {
+        return Vec::new();
     }
+    let attention = |detail: String| vec![Draft::attention("archive", host, host, detail)];
+    let files = dir.join(ARCHIVE_DIR).display().to_string();
+    let (found_index, wanted_index) = (index(found), index(wanted));
+    let (found_segments, wanted_segments) = (segments(found), segments(wanted));
+    if let Some(left) = leaves(dir, found, wanted) {
+        return attention(format!(
+            "{left}: {NOT_MOVED}, and it is never inferred from a removed line"
+        ));
+    }
+    let Some(w) = wanted else {
+        return Vec::new(); // unreachable: found kept nothing the files left
+    };
+    let mut parts = Vec::new();
+    let mut changes = Vec::new();
+    match (found_index, wanted_index) {
+        (None, Some(table)) => {
+            parts.push(format!(
+                "the index of archived answers by id in {} at {} (first answer wins, each record tagged by the host)",
+                table.url, table.endpoint
+            ));
+            if found.is_some() {
+                changes.push(change("index", "the installation's store", &table.url));
+            }
+        }
+        (Some(f), Some(table)) => changes.extend(reached("", f, table)),
+        _ => {}
+    }
+    match (found_segments, wanted_segments) {
+        (None, Some(bucket)) => {
+            let held = local_segments(dir);
+            if held > 0 {
+                parts.push(format!(
+                    "move from {files}: its {held} segment(s) copied to the bucket (sealed to the host), each read back and compared, then removed from there — when gridd next starts (refused, nothing removed, while the bucket does not answer)"
+                ));
+            }
+            if held > 0 || found.is_some() {
+                let field = if w.table().is_some() {
+                    "segments"
+                } else {
+                    "archive"
+                };
+                changes.push(change(field, "file", &bucket.url));
+            }
+            parts.push(format!(
+                "segments sealed to the host at {}",
+                bucket.describe()
+            ));
+        }
+        (Some(f), Some(bucket)) => {
+            let field = if w.table().is_some() { "segments." } else { "" };
+            changes.extend(reached(field, f, bucket));
+            if !parts.is_empty() {
+                parts.push(format!("segments stay in {}", bucket.url));
+            }
+        }
+        _ => parts.push(format!("segments stay in {files}")),
+    }
+    let op = if changes.is_empty() {
+        Op::Create
+    } else {
+        Op::Change
+    };
+    let detail = match (op, parts.is_empty()) {
+        (Op::Change, true) => format!(
+            "the same objects, reached at {} (takes effect when gridd restarts)",
+            w.describe()
+        ),
+        _ => parts.join("; then "),
+    };
+    vec![
+        Draft::new(
+            op,
+            "archive",
+            &w.url,
+            host,
+            detail,
+            Action::WriteArchive { archive: w.clone() },
+        )
+        .key(key(host))
+        .after([format!("host:{host}")])
+        .changes(changes),
+    ]
+}
+
+const NOT_MOVED: &str = "moving an archive away from a bucket or a table (its segments or records copied and verified, then the old store released) is not performed by this version";
+
+/// The table of an archive's index (none: the installation's own store).
+fn index(archive: Option<&S3ArchiveConfig>) -> Option<&S3ArchiveConfig> {
+    archive.filter(|a| a.table().is_some())
+}
+
+/// The bucket of an archive's segments (none: the installation's own files).
+fn segments(archive: Option<&S3ArchiveConfig>) -> Option<&S3ArchiveConfig> {
+    archive.and_then(S3ArchiveConfig::segment_store)
+}
+
+/// What `wanted` leaves of the stores `found` keeps — the table of its index or the
+/// bucket of its segments, named — when it leaves one (none: each kept store is still
+/// named at the same address).
+fn leaves(
+    dir: &Path,
+    found: Option<&S3ArchiveConfig>,
+    wanted: Option<&S3ArchiveConfig>,
+) -> Option<String> {
+    let url = |store: Option<&S3ArchiveConfig>, none: String| store.map_or(none, |s| s.url.clone());
+    if let Some(f) = moved(index(found), index(wanted)) {
+        return Some(format!(
+            "host.toml keeps the archive's index in {}, the files declare it in {}",
+            f.url,
+            url(index(wanted), "the installation's store".to_owned())
+        ));
+    }
+    moved(segments(found), segments(wanted)).map(|f| {
+        format!(
+            "host.toml keeps archive segments in {}, the files declare them in {}",
+            f.url,
+            url(
+                segments(wanted),
+                dir.join(ARCHIVE_DIR).display().to_string()
+            )
+        )
+    })
+}
+
+/// The store `found` names that `wanted` does not name at the same address.
+fn moved<'a>(
+    found: Option<&'a S3ArchiveConfig>,
+    wanted: Option<&S3ArchiveConfig>,
+) -> Option<&'a S3ArchiveConfig> {
+    found.filter(|f| wanted.is_none_or(|w| w.url != f.url))
+}
+
+fn change(field: &str, before: &str, after: &str) -> Change {
+    Change {
+        field: field.to_owned(),
+        before: before.to_owned(),
+        after: after.to_owned(),
+    }
+}
+
+/// What changed in how a kept store is reached (its address is the same):
+/// `endpoint`, `region`, `credentials`, each after `prefix`.
+fn reached(prefix: &str, f: &S3ArchiveConfig, w: &S3ArchiveConfig) -> Vec<Change> {
+    [
+        ("endpoint", &f.endpoint, &w.endpoint),
+        ("region", &f.region, &w.region),
+        ("credentials", &f.credentials, &w.credentials),
+    ]
+    .into_iter()
+    .filter(|(_, before, after)| before != after)
+    .map(|(field, before, after)| change(&format!("{prefix}{field}"), before, after))
+    .collect()
 }
 
 /// Segments in the installation's own archive (`DIR/archive/segments`).
@@ -138,9 +210,9 @@ pub fn write(dir: &Path, archive: &S3ArchiveConfig) -> Effect {
     Effect::local(write_archive(dir, archive))
 }
 
-/// Reaches the bucket `store` names with the installation's credentials and runs the
-/// store's check (the bucket there, a put of an existing key refused); then writes
-/// `config` as `host.toml`. Refused, changing nothing, when any of it fails.
+/// Reaches the table and the bucket `store` names with the installation's credentials
+/// and runs each store's check (the table or bucket there, a second put of a key
+/// refused); then writes `config` as `host.toml`. Refused, changing nothing, when any of it fails.
 pub(crate) fn reach_and_write(
     dir: &Path,
     (store, what): (&S3ArchiveConfig, &str),
@@ -159,8 +231,9 @@ pub(crate) fn reach_and_write(
         use grid_engine::store::records::Records;
         let records = store.records(dir)?;
         Records::check(&records).map_err(unchanged)?;
-    } else {
-        let target = store.target()?;
+    }
+    if let Some(bucket) = store.segment_store() {
+        let target = bucket.target()?;
         let keys = AccessKeys::read(&dir.join(&target.credentials))?;
         let blobs = S3Blobs::new(target.location, &target.endpoint, &target.region, &keys)
             .map_err(|e| e.to_string())?;
@@ -174,25 +247,31 @@ pub(crate) fn reach_and_write(
 
 fn write_archive(dir: &Path, archive: &S3ArchiveConfig) -> Result<String, String> {
     let mut config = HostConfig::read(dir).map_err(|e| e.to_string())?;
-    if let Some(found) = config.archive.as_ref().filter(|f| f.url != archive.url) {
-        return Err(format!(
-            "host.toml keeps archive {}: moving an archive away from a bucket or a table is not performed by this version",
-            found.url
-        ));
+    if let Some(left) = leaves(dir, config.archive.as_ref(), Some(archive)) {
+        return Err(format!("{left}: {NOT_MOVED}"));
     }
     config.archive = Some(archive.clone());
     let path = reach_and_write(dir, (archive, "archive"), &config)?;
-    let held = match archive.table() {
-        Some(_) => 0, // the segments stay
-        None => local_segments(dir),
+    let held = match archive.segment_store() {
+        None => 0, // the segments stay
+        Some(_) => local_segments(dir),
     };
     let moving = if held > 0 {
         format!("; gridd's next start moves the {held} segment(s) of its files there")
     } else {
         String::new()
     };
+    let segments = archive
+        .segments
+        .as_ref()
+        .map_or(String::new(), |s| format!(" with segments in {}", s.url));
+    let servers = if segments.is_empty() {
+        "the server answered, and refuses a second put of a key"
+    } else {
+        "both servers answered, and each refuses a second put of a key"
+    };
     Ok(format!(
-        "wrote archive {} into {} (the server answered, and refuses a second put of a key){moving}",
+        "wrote archive {}{segments} into {} ({servers}){moving}",
         archive.url,
         path.display()
     ))
@@ -214,6 +293,7 @@ pub(crate) mod tests {
             endpoint: endpoint.to_owned(),
             region: "us-east-1".to_owned(),
             credentials: "s3.credentials".to_owned(),
+            segments: None,
         }
     }
 
@@ -272,6 +352,60 @@ pub(crate) mod tests {
         for wanted in [None, Some(&a)] {
             assert_eq!(ops(Some(&table), wanted)[0].0, Op::Attention);
         }
+        // The index in a table, the segments in a bucket: each store judged on its own.
+        let both = S3ArchiveConfig {
+            segments: Some(Box::new(a.clone())),
+            ..table.clone()
+        };
+        let new_both = transitions("a", &dir, None, Some(&both));
+        assert_eq!(new_both[0].transition.op, Op::Change, "1 segment held");
+        let detail = &new_both[0].transition.detail;
+        assert!(detail.contains("index of archived answers by id in dynamodb://grid-answers"));
+        assert!(
+            detail.contains("its 1 segment(s) copied")
+                && detail.contains("sealed to the host at s3://grid-archive/a"),
+            "{detail}"
+        );
+        let fields = |found: &S3ArchiveConfig, wanted: &S3ArchiveConfig| {
+            let drafts = ops(Some(found), Some(wanted));
+            assert_eq!(drafts.len(), 1);
+            assert_eq!(drafts[0].0, Op::Change);
+            drafts[0]
+                .2
+                .iter()
+                .map(|c| (c.field.clone(), c.before.clone(), c.after.clone()))
+                .collect::<Vec<_>>()
+        };
+        // Files to a bucket under a kept table; a bucket gaining a table for its index.
+        assert_eq!(
+            fields(&table, &both),
+            [(
+                "segments".to_owned(),
+                "file".to_owned(),
+                "s3://grid-archive/a".to_owned()
+            )]
+        );
+        assert_eq!(fields(&a, &both)[0].0, "index");
+        // The same bucket reached elsewhere under the table.
+        let both_moved = S3ArchiveConfig {
+            segments: Some(Box::new(moved.clone())),
+            ..table.clone()
+        };
+        assert_eq!(fields(&both, &both_moved)[0].0, "segments.endpoint");
+        // Leaving the bucket (for files or another) or the table: never applied.
+        let both_other = S3ArchiveConfig {
+            segments: Some(Box::new(other.clone())),
+            ..table.clone()
+        };
+        for wanted in [Some(&table), Some(&both_other), Some(&a), None] {
+            assert_eq!(ops(Some(&both), wanted)[0].0, Op::Attention);
+        }
+        assert!(
+            transitions("a", &dir, Some(&both), Some(&table))[0]
+                .transition
+                .detail
+                .contains("keeps archive segments in s3://grid-archive/a")
+        );
         // A host.toml keeping another bucket: the apply refuses, changing nothing.
         let config = HostConfig {
             archive: Some(other.clone()),
@@ -281,7 +415,12 @@ pub(crate) mod tests {
         std::fs::write(&path, config.to_toml()).unwrap();
         let refused = write_archive(&dir, &a).unwrap_err();
         assert!(
-            refused.contains("keeps archive s3://grid-archive/b"),
+            refused.contains("keeps archive segments in s3://grid-archive/b"),
+            "{refused}"
+        );
+        let refused = write_archive(&dir, &both).unwrap_err();
+        assert!(
+            refused.contains("keeps archive segments in s3://grid-archive/b"),
             "{refused}"
         );
         assert!(!written(&dir, &a) && written(&dir, &other));

@@ -196,7 +196,9 @@ impl FileReader<'_> {
                     )
                 }
             }
-            c.no_children(self);
+            if child.name().value() != "archive" {
+                c.no_children(self);
+            }
             c.finish(self);
         }
         n.finish(self);
@@ -262,11 +264,61 @@ impl FileReader<'_> {
         }
     }
 
-    /// `archive "file"` or `archive "s3://BUCKET/PREFIX" endpoint=… [region=…]
-    /// credentials=…`: the address, endpoint, region and credentials path checked
-    /// here; the credentials file itself is read where the host runs.
+    /// `archive "file"`, `archive "s3://BUCKET/PREFIX" endpoint=… [region=…]
+    /// credentials=…` or `archive "dynamodb://TABLE" endpoint=… [region=…] credentials=…
+    /// [{ segments "s3://BUCKET/PREFIX" endpoint=… credentials=… }]`: the addresses,
+    /// endpoints, regions and credentials paths checked here; the credentials files
+    /// themselves are read where the host runs.
     fn archive(&mut self, c: &mut NodeReader) -> crate::storage::ArchiveTarget {
-        self.blob_store(c, "archive")
+        use crate::storage::ArchiveTarget;
+        let mut target = self.blob_store(c, "archive");
+        let mut segments = None;
+        for child in c.children(self) {
+            let mut g = NodeReader::new(child);
+            match child.name().value() {
+                "segments" => {
+                    if segments.is_some() {
+                        self.error(
+                            child.name().span(),
+                            "`segments` is given twice",
+                            "second",
+                            "one segment store per archive",
+                        );
+                    }
+                    segments = Some((self.blob_store(&mut g, "segments"), child.name().span()));
+                }
+                other => {
+                    g.skip_all();
+                    self.error(
+                        child.name().span(),
+                        format!("unknown child `{other}` of archive"),
+                        "not an archive setting",
+                        "an archive indexed in DynamoDB holds `segments \"file\"` or `segments \"s3://BUCKET/PREFIX\" endpoint=… credentials=…`",
+                    )
+                }
+            }
+            g.no_children(self);
+            g.finish(self);
+        }
+        match (&mut target, segments) {
+            (_, None) => {}
+            (ArchiveTarget::DynamoDb(d), Some((store, _))) => {
+                d.segments = match store {
+                    ArchiveTarget::S3(s3) => Some(s3),
+                    _ => None,
+                }
+            }
+            (other, Some((_, span))) => self.error(
+                span,
+                format!(
+                    "`segments` belongs to an archive indexed in DynamoDB, not to `archive \"{}\"`",
+                    other.url()
+                ),
+                "not for this archive",
+                "an s3:// archive keeps its segments in its bucket, `archive \"file\"` in DIR/archive",
+            ),
+        }
+        target
     }
 
     /// `WHAT "file"` or `WHAT "s3://BUCKET/PREFIX" endpoint=… [region=…] credentials=…`
@@ -277,6 +329,10 @@ impl FileReader<'_> {
         let endpoint = c.string_prop(self, "endpoint", false);
         let region = c.string_prop(self, "region", false);
         let credentials = c.string_prop(self, "credentials", false);
+        let noun = match what {
+            "segments" => "segment store",
+            other => other,
+        };
         let Some((url, url_span)) = target else {
             return ArchiveTarget::File;
         };
@@ -289,7 +345,7 @@ impl FileReader<'_> {
                 if let Some((_, span)) = given {
                     self.error(
                         *span,
-                        format!("`{key}` belongs to an s3:// {what}, not to `{what} \"file\"`"),
+                        format!("`{key}` belongs to an s3:// {noun}, not to `{what} \"file\"`"),
                         "not for files",
                         &format!("remove it, or name the bucket: {what} \"s3://BUCKET/PREFIX\""),
                     );
@@ -302,7 +358,7 @@ impl FileReader<'_> {
             self.error(
                 url_span,
                 format!(
-                    "{what} `{}`: snapshots are objects, kept in files or on S3, not in DynamoDB",
+                    "{what} `{}`: {what} are objects, kept in files or on S3, not in DynamoDB",
                     crate::diagnostic::quoted(&url)
                 ),
                 "not an object store",
@@ -342,7 +398,7 @@ impl FileReader<'_> {
         let mut missing = |key: &str, example: &str| {
             c.missing(
                 self,
-                format!("{scheme} {what} needs `{key}`"),
+                format!("{scheme} {noun} needs `{key}`"),
                 format!("add {key}=\"{example}\""),
             );
         };
@@ -410,6 +466,7 @@ impl FileReader<'_> {
                     endpoint,
                     region,
                     credentials,
+                    segments: None,
                 })
             }
             _ => ArchiveTarget::File,

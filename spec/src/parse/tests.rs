@@ -204,9 +204,32 @@ fn archive_reads_files_an_s3_bucket_or_a_dynamodb_table_and_refuses_what_it_cann
             endpoint: "http://127.0.0.1:4567".to_owned(),
             region: "eu-west-1".to_owned(),
             credentials: "ddb.credentials".into(),
+            segments: None,
         })
     );
     assert_eq!(topology.hosts[0].archive.url(), "dynamodb://grid-answers");
+    // The index in a table, the segments in a bucket.
+    let both = format!(
+        "{ddb} {{\n        segments \"s3://grid-archive/edge-a\" endpoint=\"http://127.0.0.1:8333\" credentials=\"s3.credentials\"\n    }}"
+    );
+    let topology = crate::load_str("t.kdl", &host(&both)).unwrap();
+    let ArchiveTarget::DynamoDb(d) = &topology.hosts[0].archive else {
+        panic!("{:?}", topology.hosts[0].archive)
+    };
+    assert_eq!(
+        d.segments,
+        Some(S3Archive {
+            location: S3Location::parse("s3://grid-archive/edge-a").unwrap(),
+            endpoint: "http://127.0.0.1:8333".to_owned(),
+            region: "us-east-1".to_owned(),
+            credentials: "s3.credentials".into(),
+        })
+    );
+    let files = format!("{ddb} {{\n        segments \"file\"\n    }}");
+    let topology = crate::load_str("t.kdl", &host(&files)).unwrap();
+    assert!(
+        matches!(&topology.hosts[0].archive, ArchiveTarget::DynamoDb(d) if d.segments.is_none())
+    );
     let file = crate::load_str("t.kdl", &host("archive \"file\"")).unwrap();
     assert_eq!(file.hosts[0].archive, ArchiveTarget::File);
     let plain = "grid version=1\nhost a listen=\"127.0.0.1:7401\"\n";
@@ -277,6 +300,26 @@ fn archive_reads_files_an_s3_bucket_or_a_dynamodb_table_and_refuses_what_it_cann
             with("secret=\"x\""),
             "unknown property `secret` of `archive`",
             "secret=",
+        ),
+        (
+            with("{ segments \"file\"; }"),
+            "`segments` belongs to an archive indexed in DynamoDB, not to `archive \"s3://grid-archive/a\"`",
+            "segments",
+        ),
+        (
+            r#"archive "dynamodb://grid-answers" endpoint="http://h:1" credentials="c" { segments "dynamodb://other"; }"#.to_owned(),
+            "segments `dynamodb://other`: segments are objects, kept in files or on S3, not in DynamoDB",
+            "\"dynamodb://other",
+        ),
+        (
+            r#"archive "dynamodb://grid-answers" endpoint="http://h:1" credentials="c" { segments "s3://grid-archive/a" credentials="c"; }"#.to_owned(),
+            "an s3:// segment store needs `endpoint`",
+            "segments",
+        ),
+        (
+            r#"archive "dynamodb://grid-answers" endpoint="http://h:1" credentials="c" { index "x"; }"#.to_owned(),
+            "unknown child `index` of archive",
+            "index",
         ),
     ] {
         let text = host(&archive);
