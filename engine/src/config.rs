@@ -81,6 +81,17 @@ pub struct HostConfig {
     /// "Adapters"); absent: `DIR/archive`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<S3ArchiveConfig>,
+    /// The bucket the archive's segments move out of (`~ archive` away from a bucket,
+    /// written by reconcile): gridd's start copies each segment from it to where
+    /// `archive` keeps them, reads it back, and only then deletes it there. Kept after
+    /// the move (the store records where the segments went; this is only read while
+    /// the store still names this bucket).
+    #[serde(
+        default,
+        rename = "archive-leaving",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub archive_leaving: Option<S3ArchiveConfig>,
     /// `snapshots "s3://…"` of each membership whose authority this host takes part
     /// in (docs/storage.md, "Authority snapshots"); absent: its own files only.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -255,6 +266,8 @@ impl HostConfig {
                 archive_days: host.retain.archive_days,
             },
             archive: S3ArchiveConfig::from_target(&host.archive),
+            // Written by the archive's own transition (the reconciler's `diff::archive`).
+            archive_leaving: None,
             // Written apart, per membership (the reconciler's `diff::snapshots`).
             snapshots: Default::default(),
         }
@@ -325,6 +338,7 @@ mod tests {
             capacity: CapacityConfig::default(),
             retain: RetainConfig::default(),
             archive: None,
+            archive_leaving: None,
             snapshots: Default::default(),
         };
         let text = config.to_toml();

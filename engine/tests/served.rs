@@ -23,6 +23,7 @@ fn installation(name: &str) -> PathBuf {
         capacity: Default::default(),
         retain: Default::default(),
         archive: None,
+        archive_leaving: None,
         snapshots: Default::default(),
     };
     grid_engine::custody::write_private(

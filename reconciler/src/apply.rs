@@ -173,7 +173,7 @@ fn created_by_plan(plan: &Plan, now: &observe::HostObservation) -> bool {
     });
     // The archive is its own transition: as this plan's wrote it, it is the plan's.
     let archived = plan.transitions.iter().find_map(|t| match &t.action {
-        Action::WriteArchive { archive } if t.host == now.name => Some(archive),
+        Action::WriteArchive { archive, .. } if t.host == now.name => Some(archive.as_ref()),
         _ => None,
     });
     // So are the snapshot stores.
@@ -186,7 +186,7 @@ fn created_by_plan(plan: &Plan, now: &observe::HostObservation) -> bool {
         })
         .collect();
     let now_config = now.config.clone().map(|mut c| {
-        if c.archive.is_some() && c.archive.as_ref() == archived {
+        if c.archive.is_some() && archived == Some(c.archive.as_ref()) {
             c.archive = None;
         }
         c.snapshots
@@ -220,7 +220,9 @@ fn took_effect(plan: &Plan, t: &Transition) -> bool {
         Action::Submit { .. } | Action::Resolve { .. } => operation::answered(&dir, &t.id),
         Action::Recover { op } => operation::answered(&dir, op),
         Action::WriteHostConfig { config, .. } => hosts::written(&dir, config),
-        Action::WriteArchive { archive } => crate::diff::archive::written(&dir, archive),
+        Action::WriteArchive { archive, leaving } => {
+            crate::diff::archive::written(&dir, archive.as_ref(), leaving.as_ref())
+        }
         Action::WriteSnapshots { store } => crate::diff::snapshots::written(&dir, store),
         Action::CreateCustody => hosts::custody_created(&dir),
         Action::RewriteKeysAsPem => hosts::keys_rewritten(&dir),
@@ -253,7 +255,9 @@ fn effect(plan: &Plan, t: &Transition) -> Effect {
             config,
             dir: custom,
         } => hosts::write(&dir, custom.as_deref(), config),
-        Action::WriteArchive { archive } => crate::diff::archive::write(&dir, archive),
+        Action::WriteArchive { archive, leaving } => {
+            crate::diff::archive::write(&dir, archive.as_ref(), leaving.as_ref())
+        }
         Action::WriteSnapshots { store } => crate::diff::snapshots::write_store(&dir, store),
         Action::CreateCustody => hosts::create_custody(&dir),
         Action::RewriteKeysAsPem => hosts::rewrite_keys_as_pem(&dir),

@@ -83,10 +83,19 @@ pub fn render(plan: &Plan) -> String {
                 quote(&serde_json::to_string(template).expect("templates serialize"))
             )),
             Action::Recover { op } => children.push(format!("recover {}", quote(op))),
-            Action::WriteArchive { archive } => children.push(format!(
-                "archive-config {}",
-                quote(&serde_json::to_string(archive).expect("archives serialize"))
-            )),
+            Action::WriteArchive { archive, leaving } => {
+                let mut line = format!(
+                    "archive-config {}",
+                    quote(&serde_json::to_string(archive).expect("archives serialize"))
+                );
+                if let Some(leaving) = leaving {
+                    line += &format!(
+                        " leaving={}",
+                        quote(&serde_json::to_string(leaving).expect("archives serialize"))
+                    );
+                }
+                children.push(line)
+            }
             Action::WriteSnapshots { store } => children.push(format!(
                 "snapshots-config {}",
                 quote(&serde_json::to_string(store).expect("snapshot stores serialize"))
@@ -252,6 +261,11 @@ pub fn load(path: &Path) -> Result<Plan, String> {
                         "archive-config" => Action::WriteArchive {
                             archive: serde_json::from_str(&argument(c)?)
                                 .map_err(|e| format!("an archive does not decode: {e}"))?,
+                            leaving: string(c, "leaving")
+                                .ok()
+                                .map(|text| serde_json::from_str(&text))
+                                .transpose()
+                                .map_err(|e| format!("an archive left does not decode: {e}"))?,
                         },
                         "snapshots-config" => Action::WriteSnapshots {
                             store: serde_json::from_str(&argument(c)?)

@@ -58,10 +58,12 @@ pub enum Action {
         config: HostConfig,
         dir: Option<PathBuf>,
     },
-    /// Point the installation's archive at an S3 bucket (`host.toml`'s `archive`),
-    /// once the server answers.
+    /// Point the installation's archive at a bucket or a table, or (none) its own
+    /// files (`host.toml`'s `archive`), once the servers answer; `leaving`: the bucket
+    /// its segments move out of (`archive-leaving`).
     WriteArchive {
-        archive: grid_engine::config::S3ArchiveConfig,
+        archive: Option<grid_engine::config::S3ArchiveConfig>,
+        leaving: Option<grid_engine::config::S3ArchiveConfig>,
     },
     /// Point an authority voter's snapshot store at an S3 bucket (`host.toml`'s
     /// `snapshots`), once the server answers.

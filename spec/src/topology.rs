@@ -136,8 +136,12 @@ pub struct Host {
     pub metrics: Option<SocketAddr>,
     /// `retain hot-days=N [archive-days=M]`: unset values are the engine's defaults.
     pub retain: Retention,
-    /// `archive "file"|"s3://…"`: where the host keeps what it archives.
+    /// `archive "file"|"s3://…"|"dynamodb://…"`: where the host keeps what it archives.
     pub archive: crate::storage::ArchiveTarget,
+    /// The files name the host's own files for its archive's segments in so many words
+    /// (`archive "file"`, or a table's `segments "file"`), not by leaving a line out: a
+    /// move of the segments out of a bucket is made only when they say so.
+    pub archive_files_named: bool,
     pub retired: bool,
     pub origin: Origin,
 }

@@ -121,6 +121,7 @@ impl Archive {
         database: &fjall::Database,
         meta: &Keyspace,
         config: &HostConfig,
+        failpoints: &crate::store::Failpoints,
     ) -> Result<Archive, HostError> {
         let store = dir.join("store");
         let [by_time] =
@@ -130,6 +131,7 @@ impl Archive {
                     source,
                 }
             })?;
+        leave_bucket(dir, database, meta, config, failpoints)?;
         let indexed = index_went(dir, meta, config)?;
         let shelf = match &config.archive {
             None => Shelf::open(dir, database, meta),
@@ -137,13 +139,13 @@ impl Archive {
                 dir,
                 database,
                 meta,
-                table_adapter(dir, database, meta, (config, table), indexed)?,
+                table_adapter(dir, database, meta, (config, table), (indexed, failpoints))?,
             ),
             Some(s3) => Shelf::open_on(
                 dir,
                 database,
                 meta,
-                remote_adapter(dir, database, meta, s3)?,
+                remote_adapter(dir, database, meta, s3, failpoints)?,
             ),
         };
         let shelf = shelf.map_err(|e| match e {
@@ -193,9 +195,10 @@ fn remote_adapter(
     database: &fjall::Database,
     meta: &Keyspace,
     s3: &crate::config::S3ArchiveConfig,
+    failpoints: &crate::store::Failpoints,
 ) -> Result<crate::store::shelf::Adapter, HostError> {
     Ok(crate::store::shelf::Adapter {
-        blobs: bucket_blobs(dir, database, meta, s3)?,
+        blobs: bucket_blobs(dir, database, meta, s3, failpoints)?,
         place: s3.url.clone(),
         remote: true,
         index: None,
@@ -207,19 +210,15 @@ fn remote_adapter(
 /// address does not read, the credentials file is missing or weak, the store's
 /// segments went to another bucket, or the sealing key is missing while segments were
 /// sealed with it. Segments still in the installation's own `DIR/archive` (an archive
-/// moving from files, `~ archive`) are moved first ([`move_to`]).
+/// moving from files, `~ archive`) are moved first ([`move_segments`]).
 fn bucket_blobs(
     dir: &Path,
     database: &fjall::Database,
     meta: &Keyspace,
     s3: &crate::config::S3ArchiveConfig,
+    failpoints: &crate::store::Failpoints,
 ) -> Result<Box<dyn archive::Blobs>, HostError> {
-    use crate::store::s3::{AccessKeys, S3Blobs};
     let (refused, storage) = (config_refused(dir), storage_failed(dir));
-    let target = s3.target().map_err(&refused)?;
-    let credentials = dir.join(&target.credentials);
-    let keys =
-        AccessKeys::read(&credentials).map_err(|e| refused(format!("archive {}: {e}", s3.url)))?;
     let went = meta.get(ARCHIVE_REMOTE_KEY).map_err(&storage)?;
     if let Some(url) = went.as_deref().filter(|url| *url != s3.url.as_bytes()) {
         return Err(refused(format!(
@@ -229,12 +228,118 @@ fn bucket_blobs(
         )));
     }
     let key = seal_key(dir, went.is_some())?;
+    let sealed = sealed_bucket(dir, s3, &key)?;
     record_remote(database, meta, went.is_some(), ARCHIVE_REMOTE_KEY, &s3.url).map_err(&storage)?;
+    let local = dir.join(archive::ARCHIVE_DIR);
+    if local.join(archive::SEGMENTS_PREFIX).is_dir() {
+        let files = archive::LocalFiles::open(dir).map_err(|e| HostError::Damaged {
+            path: local.clone(),
+            detail: e.to_string(),
+        })?;
+        let from = Store {
+            blobs: &files,
+            place: local.display().to_string(),
+        };
+        let to = Store {
+            blobs: &sealed,
+            place: s3.url.clone(),
+        };
+        move_segments(from, to, failpoints)?;
+    }
+    Ok(Box::new(sealed))
+}
+
+/// The objects of the bucket `s3` names, sealed with the archive's key `key`: refused,
+/// by name, when host.toml's address does not read or the credentials file is missing
+/// or weak. Nothing is sent.
+fn sealed_bucket(
+    dir: &Path,
+    s3: &crate::config::S3ArchiveConfig,
+    key: &[u8; 32],
+) -> Result<crate::store::sealed::Sealed<crate::store::s3::S3Blobs>, HostError> {
+    use crate::store::s3::{AccessKeys, S3Blobs};
+    let refused = config_refused(dir);
+    let target = s3.target().map_err(&refused)?;
+    let keys = AccessKeys::read(&dir.join(&target.credentials))
+        .map_err(|e| refused(format!("archive {}: {e}", s3.url)))?;
     let blobs = S3Blobs::new(target.location, &target.endpoint, &target.region, &keys)
         .map_err(|e| refused(e.to_string()))?;
-    let sealed = crate::store::sealed::Sealed::new(blobs, &key);
-    move_to(dir, &sealed, &s3.url)?;
-    Ok(Box::new(sealed))
+    Ok(crate::store::sealed::Sealed::new(blobs, key))
+}
+
+/// Moves the segments out of the bucket the store records its segments went to, when
+/// host.toml keeps them elsewhere and names that bucket as `archive-leaving` (the
+/// `~ archive` reconcile wrote): each moved ([`move_segments`]) to the installation's
+/// own `DIR/archive` or the other bucket (sealed with the same key); then the store
+/// records where they are (synced). A stop anywhere resumes with what is left in the
+/// bucket. Otherwise nothing: the adapters refuse a host.toml pointing elsewhere.
+fn leave_bucket(
+    dir: &Path,
+    database: &fjall::Database,
+    meta: &Keyspace,
+    config: &HostConfig,
+    failpoints: &crate::store::Failpoints,
+) -> Result<(), HostError> {
+    let storage = storage_failed(dir);
+    let Some(went) = meta.get(ARCHIVE_REMOTE_KEY).map_err(&storage)? else {
+        return Ok(());
+    };
+    let to = config
+        .archive
+        .as_ref()
+        .and_then(crate::config::S3ArchiveConfig::segment_store);
+    let Some(from) = config.archive_leaving.as_ref().filter(|leaving| {
+        leaving.url.as_bytes() == went.as_ref() && to.is_none_or(|to| to.url != leaving.url)
+    }) else {
+        return Ok(());
+    };
+    let key = seal_key(dir, true)?;
+    let source = sealed_bucket(dir, from, &key)?;
+    let from_store = Store {
+        blobs: &source,
+        place: from.url.clone(),
+    };
+    match to {
+        Some(to) => {
+            let bucket = sealed_bucket(dir, to, &key)?;
+            let place = to.url.clone();
+            move_segments(
+                from_store,
+                Store {
+                    blobs: &bucket,
+                    place,
+                },
+                failpoints,
+            )?;
+            meta.insert(ARCHIVE_REMOTE_KEY, to.url.as_bytes())
+        }
+        None => {
+            let local = dir.join(archive::ARCHIVE_DIR);
+            let files = archive::LocalFiles::open(dir).map_err(|e| HostError::Damaged {
+                path: local.clone(),
+                detail: e.to_string(),
+            })?;
+            let place = local.display().to_string();
+            move_segments(
+                from_store,
+                Store {
+                    blobs: &files,
+                    place,
+                },
+                failpoints,
+            )?;
+            meta.remove(ARCHIVE_REMOTE_KEY)
+        }
+    }
+    .map_err(&storage)?;
+    database
+        .persist(fjall::PersistMode::SyncAll)
+        .map_err(&storage)?;
+    tracing::info!(
+        from = from.url,
+        "the archive's segments left the bucket: it is released"
+    );
+    Ok(())
 }
 
 /// The key a table's index records are tagged with (32 random bytes, private, made
@@ -278,7 +383,7 @@ fn table_adapter(
     database: &fjall::Database,
     meta: &Keyspace,
     (config, table): (&HostConfig, &crate::config::S3ArchiveConfig),
-    indexed: bool,
+    (indexed, failpoints): (bool, &crate::store::Failpoints),
 ) -> Result<crate::store::shelf::Adapter, HostError> {
     let (refused, storage) = (config_refused(dir), storage_failed(dir));
     let records = table.records(dir).map_err(&refused)?;
@@ -290,7 +395,7 @@ fn table_adapter(
             )));
         }
         Some(bucket) => crate::store::shelf::Adapter {
-            blobs: bucket_blobs(dir, database, meta, bucket)?,
+            blobs: bucket_blobs(dir, database, meta, bucket, failpoints)?,
             place: bucket.url.clone(),
             remote: true,
             index: None,
@@ -298,7 +403,7 @@ fn table_adapter(
         None => {
             if let Some(bucket) = meta.get(ARCHIVE_REMOTE_KEY).map_err(&storage)? {
                 return Err(refused(format!(
-                    "host.toml names archive {} with segments in DIR/archive, but this store's segments went to {}: name that bucket as the archive's `segments`; moving them back is not performed by this version",
+                    "host.toml names archive {} with segments in DIR/archive, but this store's segments went to {}: name that bucket as the archive's `segments`, or move them back as a transition (`segments \"file\"`: `gridctl plan` shows it as `~ archive`)",
                     table.url,
                     String::from_utf8_lossy(&bucket)
                 )));
@@ -334,71 +439,96 @@ fn table_adapter(
     Ok(adapter)
 }
 
-/// Moves the segments still in the installation's own `DIR/archive` to `remote`: each
-/// put (idempotent: a segment moved before a stop answers the same), read back and
-/// compared whole, and only then removed from `DIR/archive`. Anything that fails
-/// refuses the start, naming it, with `DIR/archive` as it was for what did not move.
-fn move_to(dir: &Path, remote: &dyn archive::Blobs, url: &str) -> Result<(), HostError> {
-    use archive::Blobs as _;
-    let local_dir = dir.join(archive::ARCHIVE_DIR);
-    if !local_dir.join(archive::SEGMENTS_PREFIX).is_dir() {
-        return Ok(());
-    }
-    let refused = |detail: String| HostError::Damaged {
-        path: local_dir.clone(),
+/// One end of a move of archive segments: its blobs, and how it is named.
+struct Store<'a> {
+    blobs: &'a dyn archive::Blobs,
+    place: String,
+}
+
+/// Moves every segment `from` holds to `to`: each put (idempotent: a segment moved
+/// before a stop answers the same), read back and compared whole, and only then removed
+/// from `from` (failpoint `archive-move-before-release` between). A store that does not
+/// answer, or a destination holding another segment of that name, refuses the start as
+/// a move that waits; a segment that does not read at `from` refuses it as damage,
+/// named. Nothing is removed from `from` that was not moved.
+fn move_segments(
+    from: Store,
+    to: Store,
+    failpoints: &crate::store::Failpoints,
+) -> Result<(), HostError> {
+    use archive::ArchiveError;
+    let damaged = |detail: String| HostError::Damaged {
+        path: PathBuf::from(&from.place),
         detail,
     };
-    let local = archive::LocalFiles::open(dir).map_err(|e| refused(e.to_string()))?;
-    let held = local
-        .list(archive::SEGMENTS_PREFIX)
-        .map_err(|e| refused(e.to_string()))?;
+    let held = match from.blobs.list(archive::SEGMENTS_PREFIX) {
+        Ok(held) => held,
+        Err(e @ ArchiveError::Remote { .. }) => {
+            return Err(HostError::Config {
+                path: PathBuf::from(&from.place),
+                reason: format!(
+                    "the archive's segments move from {} to {} (host.toml), but the archive store does not answer ({e}); gridd does not start until they are moved",
+                    from.place, to.place
+                ),
+            });
+        }
+        Err(e) => return Err(damaged(e.to_string())),
+    };
     if held.is_empty() {
         return Ok(());
     }
-    // Not damage: a move that waits (the bucket does not answer, or holds another's).
+    // Not damage: a move that waits (a store does not answer, or holds another's).
     let pending = |e: String| HostError::Config {
-        path: local_dir.clone(),
+        path: PathBuf::from(&from.place),
         reason: format!(
-            "the archive moves to {url} (host.toml) and {} segment(s) wait here to be copied, but {e}; gridd does not start until they are copied and verified (nothing here is removed before)",
-            held.len()
+            "the archive moves to {} (host.toml) and {} segment(s) wait in {} to be copied, but {e}; gridd does not start until they are copied and verified (nothing there is removed before)",
+            to.place,
+            held.len(),
+            from.place
         ),
+    };
+    let failed = |e: ArchiveError| match e {
+        ArchiveError::Remote { .. } => pending(format!("the archive store does not answer ({e})")),
+        e => damaged(e.to_string()),
     };
     tracing::info!(
         segments = held.len(),
-        to = url,
-        "moving the archive's segments from the installation's files"
+        from = from.place,
+        to = to.place,
+        "moving the archive's segments"
     );
     for (name, _) in &held {
-        let bytes = local
+        let bytes = from
+            .blobs
             .get(name)
-            .map_err(|e| refused(e.to_string()))?
-            .ok_or_else(|| refused(format!("{name} vanished while it moved")))?;
-        match remote.put_if_absent(name, &bytes) {
+            .map_err(failed)?
+            .ok_or_else(|| damaged(format!("{name} vanished while it moved")))?;
+        match to.blobs.put_if_absent(name, &bytes) {
             Ok(true) => {}
             Ok(false) => {
                 return Err(pending(format!(
-                    "the bucket holds another {name} (not this installation's)"
+                    "{} holds another {name} (not this installation's)",
+                    to.place
                 )));
             }
-            Err(e) => {
-                return Err(pending(format!("the archive store does not answer ({e})")));
-            }
+            Err(e) => return Err(failed(e)),
         }
-        match remote.get(name) {
+        match to.blobs.get(name) {
             Ok(Some(back)) if back == bytes => {}
             Ok(_) => {
                 return Err(pending(format!(
-                    "{name} read back from the bucket differs from the one written"
+                    "{name} read back from {} differs from the one written",
+                    to.place
                 )));
             }
-            Err(e) => {
-                return Err(pending(format!("the archive store does not answer ({e})")));
-            }
+            Err(e) => return Err(failed(e)),
         }
-        local.delete(name).map_err(|e| refused(e.to_string()))?;
+        failpoints.abort_if_armed(crate::store::Failpoint::ArchiveMoveBeforeRelease);
+        from.blobs.delete(name).map_err(failed)?;
         tracing::info!(
             segment = name,
-            to = url,
+            from = from.place,
+            to = to.place,
             "archive segment moved, read back and compared"
         );
     }

@@ -128,7 +128,7 @@ impl Host {
         if let mark::Verdict::Create { id } | mark::Verdict::Adopt { id } = &verdict {
             mark::write(dir, id)?;
         }
-        let archive = super::archive::Archive::open(dir, &database, &meta, &config)?;
+        let archive = super::archive::Archive::open(dir, &database, &meta, &config, &failpoints)?;
         let mark =
             high_water::HighWater::open(dir, &id, writes, high_water, Self::signer(&custody))?;
         let failpoints_offset = failpoints.retention_clock_offset_ms();

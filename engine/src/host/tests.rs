@@ -26,6 +26,7 @@ impl Installation {
             capacity: Default::default(),
             retain: Default::default(),
             archive: None,
+            archive_leaving: None,
             snapshots: Default::default(),
         };
         crate::custody::write_private(

@@ -69,11 +69,15 @@ pub enum Failpoint {
     /// An archive segment is written and synced; the index naming its entries is not
     /// committed and the answers are still in the hot store.
     ArchiveBeforeIndex,
+    /// A segment moving between archive stores at gridd's start (`~ archive`) is
+    /// copied and read back whole at its destination; it is not removed from its
+    /// source yet.
+    ArchiveMoveBeforeRelease,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order an operation reaches them.
-    pub const ALL: [Failpoint; 23] = [
+    pub const ALL: [Failpoint; 24] = [
         Failpoint::SubmitBeforeCommit,
         Failpoint::SubmitAfterCommit,
         Failpoint::BatchAfterCommit,
@@ -97,6 +101,7 @@ impl Failpoint {
         Failpoint::CheckpointBeforePurge,
         Failpoint::StoreFsync,
         Failpoint::ArchiveBeforeIndex,
+        Failpoint::ArchiveMoveBeforeRelease,
     ];
 
     /// The name `GRID_FAILPOINTS` and journeys use.
@@ -125,6 +130,7 @@ impl Failpoint {
             Failpoint::CheckpointBeforePurge => "checkpoint-before-purge",
             Failpoint::StoreFsync => "store-fsync",
             Failpoint::ArchiveBeforeIndex => "archive-before-index",
+            Failpoint::ArchiveMoveBeforeRelease => "archive-move-before-release",
         }
     }
 

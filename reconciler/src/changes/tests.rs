@@ -388,6 +388,7 @@ fn host(listen: &str, profiles: &[&str]) -> HostConfig {
         capacity: CapacityConfig::default(),
         retain: Default::default(),
         archive: None,
+        archive_leaving: None,
         snapshots: Default::default(),
     }
 }

@@ -4,13 +4,15 @@
 //! there; `~ archive` when it holds some (gridd's next start copies each to the bucket,
 //! reads it back and compares it, and only then removes it from its files), or when
 //! the same bucket and prefix are reached another way (endpoint, region, credentials).
-//! Moving away from a bucket (to files or another bucket) is not performed by this
-//! version: it is `!`, and never inferred from a removed line.
+//! Moving away from a bucket (to another, or to the host's files named as
+//! `archive "file"`) is `~ archive` too: host.toml names the new place and the bucket
+//! left (`archive-leaving`), and gridd's next start moves each segment out of it.
+//! Moving away from a table is `!`; nothing is ever inferred from a removed line.
 //!
 //! Invariants, stated as absences: no `host.toml` names a remote archive the
 //! reconciler has not reached with its credentials and found keeping the promise
 //! of a put that never overwrites; no installation whose segments are in a bucket is
-//! pointed elsewhere.
+//! pointed elsewhere without that bucket named as the one they leave, reached first.
 
 use std::path::Path;
 
@@ -26,15 +28,17 @@ pub fn key(host: &str) -> String {
 }
 
 /// The transitions from the archive the installation's `host.toml` holds (`found`;
-/// none: its own files) to the one the files declare (`wanted`). An archive keeps two
+/// none: its own files) to the one the files declare (`wanted`; `files_named`: they
+/// name the host's own files for its segments in so many words). An archive keeps two
 /// things, each judged on its own: its segments (the installation's files or a bucket)
-/// and its index by id (the installation's store or a table). Either may be added; one
-/// kept is reached again only at the same address; one left is `!`.
+/// and its index by id (the installation's store or a table). Either may be added, and
+/// segments may leave a bucket for the host's files (named so) or another bucket; a
+/// kept store is reached again only at the same address; a table left is `!`.
 pub fn transitions(
     host: &str,
     dir: &Path,
     found: Option<&S3ArchiveConfig>,
-    wanted: Option<&S3ArchiveConfig>,
+    (wanted, files_named): (Option<&S3ArchiveConfig>, bool),
 ) -> Vec<Draft> {
     if found == wanted {
         return Vec::new();
@@ -43,13 +47,25 @@ pub fn transitions(
     let files = dir.join(ARCHIVE_DIR).display().to_string();
     let (found_index, wanted_index) = (index(found), index(wanted));
     let (found_segments, wanted_segments) = (segments(found), segments(wanted));
-    if let Some(left) = leaves(dir, found, wanted) {
+    if let Some(f) = moved(found_index, wanted_index) {
         return attention(format!(
-            "{left}: {NOT_MOVED}, and it is never inferred from a removed line"
+            "host.toml keeps the archive's index in {}, the files declare it in {}: {NOT_MOVED}, and it is never inferred from a removed line",
+            f.url,
+            wanted_index.map_or("the installation's store", |w| w.url.as_str())
         ));
     }
-    let Some(w) = wanted else {
-        return Vec::new(); // unreachable: found kept nothing the files left
+    let leaving = moved(found_segments, wanted_segments);
+    if let Some(f) = leaving.filter(|_| wanted_segments.is_none() && !files_named) {
+        return attention(format!(
+            "host.toml keeps archive segments in {}, and the files name no store for them: a move back to {files} is made only when the files say so (`archive \"file\"`, or under a table `segments \"file\"`), never inferred from a removed line",
+            f.url
+        ));
+    }
+    // The field a change of the segments' store is shown as.
+    let field = if found_index.is_some() || wanted_index.is_some() {
+        "segments"
+    } else {
+        "archive"
     };
     let mut parts = Vec::new();
     let mut changes = Vec::new();
@@ -67,6 +83,26 @@ pub fn transitions(
         _ => {}
     }
     match (found_segments, wanted_segments) {
+        (Some(f), to) if leaving.is_some() => {
+            let (place, sealed) = match to {
+                Some(bucket) => (
+                    bucket.url.as_str(),
+                    " (sealed to the host, with the same key)",
+                ),
+                None => (files.as_str(), ""),
+            };
+            parts.push(format!(
+                "move from {}: its segments copied to {place}{sealed}, each read back and compared, then deleted from the bucket — when gridd next starts (refused, nothing deleted, while a store does not answer); then the bucket is released",
+                f.url
+            ));
+            changes.push(change(field, &f.url, to.map_or("file", |b| b.url.as_str())));
+            if let Some(bucket) = to {
+                parts.push(format!(
+                    "segments sealed to the host at {}",
+                    bucket.describe()
+                ));
+            }
+        }
         (None, Some(bucket)) => {
             let held = local_segments(dir);
             if held > 0 {
@@ -75,11 +111,6 @@ pub fn transitions(
                 ));
             }
             if held > 0 || found.is_some() {
-                let field = if w.table().is_some() {
-                    "segments"
-                } else {
-                    "archive"
-                };
                 changes.push(change(field, "file", &bucket.url));
             }
             parts.push(format!(
@@ -88,21 +119,25 @@ pub fn transitions(
             ));
         }
         (Some(f), Some(bucket)) => {
-            let field = if w.table().is_some() { "segments." } else { "" };
-            changes.extend(reached(field, f, bucket));
+            let prefix = if field == "segments" { "segments." } else { "" };
+            changes.extend(reached(prefix, f, bucket));
             if !parts.is_empty() {
                 parts.push(format!("segments stay in {}", bucket.url));
             }
         }
-        _ => parts.push(format!("segments stay in {files}")),
+        _ => {
+            if !parts.is_empty() {
+                parts.push(format!("segments stay in {files}"));
+            }
+        }
     }
     let op = if changes.is_empty() {
         Op::Create
     } else {
         Op::Change
     };
-    let detail = match (op, parts.is_empty()) {
-        (Op::Change, true) => format!(
+    let detail = match (parts.is_empty(), wanted) {
+        (true, Some(w)) => format!(
             "the same objects, reached at {} (takes effect when gridd restarts)",
             w.describe()
         ),
@@ -112,10 +147,13 @@ pub fn transitions(
         Draft::new(
             op,
             "archive",
-            &w.url,
+            wanted.map_or("file", |w| w.url.as_str()),
             host,
             detail,
-            Action::WriteArchive { archive: w.clone() },
+            Action::WriteArchive {
+                archive: wanted.cloned(),
+                leaving: leaving.cloned(),
+            },
         )
         .key(key(host))
         .after([format!("host:{host}")])
@@ -123,7 +161,7 @@ pub fn transitions(
     ]
 }
 
-const NOT_MOVED: &str = "moving an archive away from a bucket or a table (its segments or records copied and verified, then the old store released) is not performed by this version";
+const NOT_MOVED: &str = "moving an archive's index away from a table (its records copied and verified, then the table released) is not performed by this version";
 
 /// The table of an archive's index (none: the installation's own store).
 fn index(archive: Option<&S3ArchiveConfig>) -> Option<&S3ArchiveConfig> {
@@ -133,34 +171,6 @@ fn index(archive: Option<&S3ArchiveConfig>) -> Option<&S3ArchiveConfig> {
 /// The bucket of an archive's segments (none: the installation's own files).
 fn segments(archive: Option<&S3ArchiveConfig>) -> Option<&S3ArchiveConfig> {
     archive.and_then(S3ArchiveConfig::segment_store)
-}
-
-/// What `wanted` leaves of the stores `found` keeps — the table of its index or the
-/// bucket of its segments, named — when it leaves one (none: each kept store is still
-/// named at the same address).
-fn leaves(
-    dir: &Path,
-    found: Option<&S3ArchiveConfig>,
-    wanted: Option<&S3ArchiveConfig>,
-) -> Option<String> {
-    let url = |store: Option<&S3ArchiveConfig>, none: String| store.map_or(none, |s| s.url.clone());
-    if let Some(f) = moved(index(found), index(wanted)) {
-        return Some(format!(
-            "host.toml keeps the archive's index in {}, the files declare it in {}",
-            f.url,
-            url(index(wanted), "the installation's store".to_owned())
-        ));
-    }
-    moved(segments(found), segments(wanted)).map(|f| {
-        format!(
-            "host.toml keeps archive segments in {}, the files declare them in {}",
-            f.url,
-            url(
-                segments(wanted),
-                dir.join(ARCHIVE_DIR).display().to_string()
-            )
-        )
-    })
 }
 
 /// The store `found` names that `wanted` does not name at the same address.
@@ -203,11 +213,16 @@ fn local_segments(dir: &Path) -> usize {
     })
 }
 
-/// Points the installation at `dir` to `archive`: refused, changing nothing, when its
-/// own archive holds segments, the credentials file is missing or weak, or the server
-/// does not answer or would let a put overwrite; then `host.toml` rewritten with it.
-pub fn write(dir: &Path, archive: &S3ArchiveConfig) -> Effect {
-    Effect::local(write_archive(dir, archive))
+/// Points the installation at `dir` to `archive` (none: its own files), moving its
+/// segments out of `leaving`: refused, changing nothing, when host.toml no longer keeps
+/// what the plan saw, a credentials file is missing or weak, or a server does not
+/// answer or would let a put overwrite; then `host.toml` rewritten with it.
+pub fn write(
+    dir: &Path,
+    archive: Option<&S3ArchiveConfig>,
+    leaving: Option<&S3ArchiveConfig>,
+) -> Effect {
+    Effect::local(write_archive(dir, archive, leaving))
 }
 
 /// Reaches the table and the bucket `store` names with the installation's credentials
@@ -218,6 +233,21 @@ pub(crate) fn reach_and_write(
     (store, what): (&S3ArchiveConfig, &str),
     config: &HostConfig,
 ) -> Result<std::path::PathBuf, String> {
+    reach(dir, (store, what))?;
+    write_config(dir, config)
+}
+
+/// `config` written as the installation's `host.toml` (private).
+fn write_config(dir: &Path, config: &HostConfig) -> Result<std::path::PathBuf, String> {
+    let path = dir.join(grid_engine::config::HOST_CONFIG_FILE);
+    grid_engine::custody::write_private(&path, config.to_toml().as_bytes())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// Reaches the table and the bucket `store` names with the installation's credentials
+/// and runs each store's check; nothing written.
+fn reach(dir: &Path, (store, what): (&S3ArchiveConfig, &str)) -> Result<(), String> {
     // A store that does not answer, named as what it keeps (`archive`, `snapshot`).
     let unchanged = |e: grid_engine::store::archive::ArchiveError| match e {
         grid_engine::store::archive::ArchiveError::Remote { store, detail } => {
@@ -239,47 +269,86 @@ pub(crate) fn reach_and_write(
             .map_err(|e| e.to_string())?;
         Blobs::check(&blobs).map_err(unchanged)?;
     }
-    let path = dir.join(grid_engine::config::HOST_CONFIG_FILE);
-    grid_engine::custody::write_private(&path, config.to_toml().as_bytes())
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(path)
+    Ok(())
 }
 
-fn write_archive(dir: &Path, archive: &S3ArchiveConfig) -> Result<String, String> {
+fn write_archive(
+    dir: &Path,
+    archive: Option<&S3ArchiveConfig>,
+    leaving: Option<&S3ArchiveConfig>,
+) -> Result<String, String> {
     let mut config = HostConfig::read(dir).map_err(|e| e.to_string())?;
-    if let Some(left) = leaves(dir, config.archive.as_ref(), Some(archive)) {
-        return Err(format!("{left}: {NOT_MOVED}"));
+    let found = config.archive.clone();
+    if let Some(f) = moved(index(found.as_ref()), index(archive)) {
+        return Err(format!(
+            "host.toml keeps the archive's index in {}: {NOT_MOVED}",
+            f.url
+        ));
     }
-    config.archive = Some(archive.clone());
-    let path = reach_and_write(dir, (archive, "archive"), &config)?;
-    let held = match archive.segment_store() {
-        None => 0, // the segments stay
-        Some(_) => local_segments(dir),
+    // The bucket the segments leave is the one host.toml keeps, as the plan saw it.
+    let moving = moved(segments(found.as_ref()), segments(archive)).cloned();
+    if moving.as_ref().map(|m| &m.url) != leaving.map(|l| &l.url) {
+        return Err(match &moving {
+            Some(m) => format!(
+                "host.toml keeps archive segments in {}, which this plan does not move: make a new plan (nothing was applied)",
+                m.url
+            ),
+            None => "host.toml no longer keeps the archive's segments where this plan moves them from: make a new plan (nothing was applied)".to_owned(),
+        });
+    }
+    if let Some(m) = &moving {
+        reach(dir, (m, "archive"))?;
+        config.archive_leaving = Some(m.clone());
+    }
+    config.archive = archive.cloned();
+    let path = match archive {
+        Some(archive) => reach_and_write(dir, (archive, "archive"), &config)?,
+        None => write_config(dir, &config)?,
     };
-    let moving = if held > 0 {
-        format!("; gridd's next start moves the {held} segment(s) of its files there")
-    } else {
-        String::new()
+    let named = match archive {
+        Some(a) => {
+            let segments = a
+                .segments
+                .as_ref()
+                .map_or(String::new(), |s| format!(" with segments in {}", s.url));
+            format!("archive {}{segments}", a.url)
+        }
+        None => "archive \"file\"".to_owned(),
     };
-    let segments = archive
-        .segments
-        .as_ref()
-        .map_or(String::new(), |s| format!(" with segments in {}", s.url));
-    let servers = if segments.is_empty() {
-        "the server answered, and refuses a second put of a key"
-    } else {
-        "both servers answered, and each refuses a second put of a key"
+    let reached = usize::from(moving.is_some())
+        + archive.map_or(0, |a| 1 + usize::from(a.segments.is_some()));
+    let servers = match reached {
+        1 => "the server answered, and refuses a second put of a key",
+        _ => "each server answered, and refuses a second put of a key",
+    };
+    let held = match (&moving, archive.and_then(S3ArchiveConfig::segment_store)) {
+        (Some(m), _) => format!(
+            "; gridd's next start moves the segments of {} there, then releases it",
+            m.url
+        ),
+        (None, None) => String::new(), // the segments stay
+        (None, Some(_)) => match local_segments(dir) {
+            0 => String::new(),
+            held => format!("; gridd's next start moves the {held} segment(s) of its files there"),
+        },
     };
     Ok(format!(
-        "wrote archive {}{segments} into {} ({servers}){moving}",
-        archive.url,
+        "wrote {named} into {} ({servers}){held}",
         path.display()
     ))
 }
 
-/// Whether the installation at `dir` names `archive` already.
-pub fn written(dir: &Path, archive: &S3ArchiveConfig) -> bool {
-    HostConfig::read(dir).is_ok_and(|c| c.archive.as_ref() == Some(archive))
+/// Whether the installation at `dir` names `archive` already (and, moving, `leaving`
+/// as the bucket its segments leave).
+pub fn written(
+    dir: &Path,
+    archive: Option<&S3ArchiveConfig>,
+    leaving: Option<&S3ArchiveConfig>,
+) -> bool {
+    HostConfig::read(dir).is_ok_and(|c| {
+        c.archive.as_ref() == archive
+            && leaving.is_none_or(|l| c.archive_leaving.as_ref().map(|x| &x.url) == Some(&l.url))
+    })
 }
 
 #[cfg(test)]
@@ -298,12 +367,12 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn an_archive_is_its_own_transition_and_a_move_between_adapters_is_never_applied() {
+    fn an_archive_is_its_own_transition_and_only_a_table_left_or_a_removed_line_is_never_applied() {
         let dir = std::env::temp_dir().join(format!("grid-plan-archive-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let a = bucket("s3://grid-archive/a", "http://127.0.0.1:8333");
         let ops = |found: Option<&S3ArchiveConfig>, wanted: Option<&S3ArchiveConfig>| {
-            transitions("a", &dir, found, wanted)
+            transitions("a", &dir, found, (wanted, false))
                 .into_iter()
                 .map(|d| (d.transition.op, d.transition.action, d.transition.changes))
                 .collect::<Vec<_>>()
@@ -311,7 +380,7 @@ pub(crate) mod tests {
         assert!(ops(None, None).is_empty());
         assert!(ops(Some(&a), Some(&a)).is_empty());
         // Files, none held: `+ archive`, after the host's own transition.
-        let added = transitions("a", &dir, None, Some(&a));
+        let added = transitions("a", &dir, None, (Some(&a), false));
         assert_eq!(added.len(), 1);
         assert_eq!(added[0].transition.op, Op::Create);
         assert_eq!(added[0].transition.name, "s3://grid-archive/a");
@@ -323,18 +392,40 @@ pub(crate) mod tests {
         assert_eq!(changed[0].0, Op::Change);
         assert_eq!(changed[0].2.len(), 1);
         assert_eq!(changed[0].2[0].field, "endpoint");
-        // Another bucket, or none: never applied.
+        // No store named for the segments (a removed line): never applied; the host's
+        // files named in so many words, or another bucket: a move out of the bucket.
         let other = bucket("s3://grid-archive/b", "http://127.0.0.1:8333");
-        for (found, wanted) in [(Some(&a), Some(&other)), (Some(&a), None)] {
-            let drafts = ops(found, wanted);
+        let drafts = ops(Some(&a), None);
+        assert_eq!(drafts.len(), 1);
+        assert_eq!((drafts[0].0, &drafts[0].1), (Op::Attention, &Action::None));
+        for (wanted, after) in [(Some(&other), "s3://grid-archive/b"), (None, "file")] {
+            let drafts = transitions("a", &dir, Some(&a), (wanted, true));
             assert_eq!(drafts.len(), 1);
-            assert_eq!((drafts[0].0, &drafts[0].1), (Op::Attention, &Action::None));
+            let t = &drafts[0].transition;
+            assert_eq!(t.op, Op::Change);
+            assert_eq!(
+                t.action,
+                Action::WriteArchive {
+                    archive: wanted.cloned(),
+                    leaving: Some(a.clone())
+                }
+            );
+            assert_eq!(
+                (t.changes[0].before.as_str(), t.changes[0].after.as_str()),
+                ("s3://grid-archive/a", after)
+            );
+            assert!(
+                t.detail.contains("move from s3://grid-archive/a")
+                    && t.detail.contains("deleted from the bucket"),
+                "{}",
+                t.detail
+            );
         }
         // Files holding a segment: `~ archive`, the move gridd's next start makes.
         let segments = dir.join(ARCHIVE_DIR).join(SEGMENTS_PREFIX);
         std::fs::create_dir_all(&segments).unwrap();
         std::fs::write(segments.join("00000000000000000001.seg"), b"x").unwrap();
-        let held = transitions("a", &dir, None, Some(&a));
+        let held = transitions("a", &dir, None, (Some(&a), false));
         assert_eq!(held[0].transition.op, Op::Change);
         assert!(
             held[0]
@@ -346,18 +437,20 @@ pub(crate) mod tests {
         // A table for the index: `+ archive`, the segments staying in the files; and
         // leaving it (for files or a bucket) is never applied.
         let table = bucket("dynamodb://grid-answers", "http://127.0.0.1:4567");
-        let indexed = transitions("a", &dir, None, Some(&table));
+        let indexed = transitions("a", &dir, None, (Some(&table), false));
         assert_eq!(indexed[0].transition.op, Op::Create);
         assert!(indexed[0].transition.detail.contains("segments stay in"));
         for wanted in [None, Some(&a)] {
             assert_eq!(ops(Some(&table), wanted)[0].0, Op::Attention);
+            let named = transitions("a", &dir, Some(&table), (wanted, true));
+            assert_eq!(named[0].transition.op, Op::Attention);
         }
         // The index in a table, the segments in a bucket: each store judged on its own.
         let both = S3ArchiveConfig {
             segments: Some(Box::new(a.clone())),
             ..table.clone()
         };
-        let new_both = transitions("a", &dir, None, Some(&both));
+        let new_both = transitions("a", &dir, None, (Some(&both), false));
         assert_eq!(new_both[0].transition.op, Op::Change, "1 segment held");
         let detail = &new_both[0].transition.detail;
         assert!(detail.contains("index of archived answers by id in dynamodb://grid-answers"));
@@ -392,16 +485,28 @@ pub(crate) mod tests {
             ..table.clone()
         };
         assert_eq!(fields(&both, &both_moved)[0].0, "segments.endpoint");
-        // Leaving the bucket (for files or another) or the table: never applied.
+        // Leaving the table: never applied; leaving the bucket for another, or for the
+        // host's files named so (`segments "file"`): a move; by a removed line: never.
         let both_other = S3ArchiveConfig {
             segments: Some(Box::new(other.clone())),
             ..table.clone()
         };
-        for wanted in [Some(&table), Some(&both_other), Some(&a), None] {
+        for wanted in [Some(&table), Some(&a), None] {
             assert_eq!(ops(Some(&both), wanted)[0].0, Op::Attention);
         }
+        assert_eq!(
+            fields(&both, &both_other),
+            [(
+                "segments".to_owned(),
+                "s3://grid-archive/a".to_owned(),
+                "s3://grid-archive/b".to_owned()
+            )]
+        );
+        let to_files = transitions("a", &dir, Some(&both), (Some(&table), true));
+        assert_eq!(to_files[0].transition.op, Op::Change);
+        assert_eq!(to_files[0].transition.changes[0].after, "file");
         assert!(
-            transitions("a", &dir, Some(&both), Some(&table))[0]
+            transitions("a", &dir, Some(&both), (Some(&table), false))[0]
                 .transition
                 .detail
                 .contains("keeps archive segments in s3://grid-archive/a")
@@ -413,17 +518,26 @@ pub(crate) mod tests {
         };
         let path = dir.join(grid_engine::config::HOST_CONFIG_FILE);
         std::fs::write(&path, config.to_toml()).unwrap();
-        let refused = write_archive(&dir, &a).unwrap_err();
+        let refused = write_archive(&dir, Some(&a), None).unwrap_err();
         assert!(
             refused.contains("keeps archive segments in s3://grid-archive/b"),
             "{refused}"
         );
-        let refused = write_archive(&dir, &both).unwrap_err();
+        let refused = write_archive(&dir, Some(&both), None).unwrap_err();
         assert!(
             refused.contains("keeps archive segments in s3://grid-archive/b"),
             "{refused}"
         );
-        assert!(!written(&dir, &a) && written(&dir, &other));
+        // A plan moving out of a bucket host.toml no longer keeps: refused as stale.
+        let refused = write_archive(&dir, None, Some(&a)).unwrap_err();
+        assert!(refused.contains("make a new plan"), "{refused}");
+        // Moving out of it with the bucket silent: refused, host.toml unchanged.
+        let refused = write_archive(&dir, None, Some(&other)).unwrap_err();
+        assert!(
+            refused.contains("does not answer") || refused.contains("credentials"),
+            "{refused}"
+        );
+        assert!(!written(&dir, Some(&a), None) && written(&dir, Some(&other), None));
         // A store that does not answer is named as what it keeps; host.toml unchanged.
         let credentials = dir.join("s3.credentials");
         grid_engine::custody::write_private(
@@ -440,7 +554,7 @@ pub(crate) mod tests {
                 "{refused}"
             );
         }
-        assert!(written(&dir, &other));
+        assert!(written(&dir, Some(&other), None));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -55,6 +55,10 @@ pub fn transitions(
         &mut config.archive,
         observation.config.as_ref().and_then(|c| c.archive.clone()),
     );
+    config.archive_leaving = observation
+        .config
+        .as_ref()
+        .and_then(|c| c.archive_leaving.clone());
     // So are the authorities' snapshot stores (`diff::snapshots`).
     config.snapshots = observation
         .config
@@ -65,7 +69,7 @@ pub fn transitions(
         name,
         &observation.dir,
         config.archive.as_ref(),
-        wanted_archive.as_ref(),
+        (wanted_archive.as_ref(), desired.archive_files_named),
     );
     let write = |op: Op, detail: String| {
         Draft::new(

@@ -62,6 +62,7 @@ impl FileReader<'_> {
         let mut retain = crate::topology::Retention::default();
         let mut retain_seen = false;
         let mut archive = crate::storage::ArchiveTarget::File;
+        let mut archive_files_named = false;
         let mut archive_seen = false;
         let mut profiles_seen = false;
         for child in n.children(self) {
@@ -184,7 +185,7 @@ impl FileReader<'_> {
                         );
                     }
                     archive_seen = true;
-                    archive = self.archive(&mut c);
+                    archive = self.archive(&mut c, &mut archive_files_named);
                 }
                 other => {
                     c.skip_all();
@@ -220,6 +221,7 @@ impl FileReader<'_> {
             metrics,
             retain,
             archive,
+            archive_files_named,
             retired,
             origin,
         });
@@ -269,9 +271,16 @@ impl FileReader<'_> {
     /// [{ segments "s3://BUCKET/PREFIX" endpoint=… credentials=… }]`: the addresses,
     /// endpoints, regions and credentials paths checked here; the credentials files
     /// themselves are read where the host runs.
-    fn archive(&mut self, c: &mut NodeReader) -> crate::storage::ArchiveTarget {
+    /// `files_named`: whether the segments are named to be in the host's own files in
+    /// so many words.
+    fn archive(
+        &mut self,
+        c: &mut NodeReader,
+        files_named: &mut bool,
+    ) -> crate::storage::ArchiveTarget {
         use crate::storage::ArchiveTarget;
         let mut target = self.blob_store(c, "archive");
+        *files_named = target == ArchiveTarget::File;
         let mut segments = None;
         for child in c.children(self) {
             let mut g = NodeReader::new(child);
@@ -303,6 +312,7 @@ impl FileReader<'_> {
         match (&mut target, segments) {
             (_, None) => {}
             (ArchiveTarget::DynamoDb(d), Some((store, _))) => {
+                *files_named = store == ArchiveTarget::File;
                 d.segments = match store {
                     ArchiveTarget::S3(s3) => Some(s3),
                     _ => None,

@@ -230,13 +230,24 @@ fn archive_reads_files_an_s3_bucket_or_a_dynamodb_table_and_refuses_what_it_cann
     assert!(
         matches!(&topology.hosts[0].archive, ArchiveTarget::DynamoDb(d) if d.segments.is_none())
     );
+    // The host's own files named in so many words (a move out of a bucket is made only
+    // then), or left to the default by a line left out.
+    assert!(topology.hosts[0].archive_files_named);
+    for (text, named) in [
+        (ddb.to_owned(), false),
+        (both.clone(), false),
+        (s3.to_owned(), false),
+    ] {
+        let topology = crate::load_str("t.kdl", &host(&text)).unwrap();
+        assert_eq!(topology.hosts[0].archive_files_named, named, "{text}");
+    }
     let file = crate::load_str("t.kdl", &host("archive \"file\"")).unwrap();
     assert_eq!(file.hosts[0].archive, ArchiveTarget::File);
+    assert!(file.hosts[0].archive_files_named);
     let plain = "grid version=1\nhost a listen=\"127.0.0.1:7401\"\n";
-    assert_eq!(
-        crate::load_str("t.kdl", plain).unwrap().hosts[0].archive,
-        ArchiveTarget::File
-    );
+    let plain = crate::load_str("t.kdl", plain).unwrap();
+    assert_eq!(plain.hosts[0].archive, ArchiveTarget::File);
+    assert!(!plain.hosts[0].archive_files_named);
     let with = |extra: &str| {
         format!(
             r#"archive "s3://grid-archive/a" endpoint="http://127.0.0.1:8333" credentials="c" {extra}"#
