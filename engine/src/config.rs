@@ -91,7 +91,7 @@ pub struct HostConfig {
         rename = "archive-leaving",
         skip_serializing_if = "Option::is_none"
     )]
-    pub archive_leaving: Option<S3ArchiveConfig>,
+    pub archive_leaving: Option<Box<S3ArchiveConfig>>,
     /// `snapshots "s3://…"` of each membership whose authority this host takes part
     /// in (docs/storage.md, "Authority snapshots"); absent: its own files only.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -109,6 +109,10 @@ pub struct S3ArchiveConfig {
     pub region: String,
     /// The credentials file (relative paths are the host directory's).
     pub credentials: String,
+    /// A PEM file of the certificate authorities an `https://` endpoint is checked
+    /// against instead of Mozilla's roots (relative paths are the host directory's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<String>,
     /// A table's segment store (`[archive.segments]`, an `s3://` bucket; none: the
     /// installation's own `DIR/archive`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -130,6 +134,7 @@ impl S3ArchiveConfig {
             endpoint: self.endpoint.clone(),
             region: self.region.clone(),
             credentials: self.credentials.clone().into(),
+            ca: self.ca.clone().map(Into::into),
         })
     }
 
@@ -143,6 +148,7 @@ impl S3ArchiveConfig {
                 endpoint: d.endpoint.clone(),
                 region: d.region.clone(),
                 credentials: d.credentials.display().to_string(),
+                ca: d.ca.as_ref().map(|c| c.display().to_string()),
                 segments: d
                     .segments
                     .as_ref()
@@ -157,8 +163,49 @@ impl S3ArchiveConfig {
             endpoint: s3.endpoint.clone(),
             region: s3.region.clone(),
             credentials: s3.credentials.display().to_string(),
+            ca: s3.ca.as_ref().map(|c| c.display().to_string()),
             segments: None,
         }
+    }
+
+    /// The bucket this names, reached with the credentials file and, with `ca`, trusting
+    /// only the authorities it names (relative paths are `dir`'s): refused, by name,
+    /// when its address does not read or a file is missing, weak or not what it should
+    /// hold. Nothing is sent. `what` names it in a refusal (`archive`, `snapshots`).
+    pub fn blobs(&self, dir: &Path, what: &str) -> Result<crate::store::s3::S3Blobs, String> {
+        let target = self.target()?;
+        let keys = crate::store::s3::AccessKeys::read(&dir.join(&target.credentials))
+            .map_err(|e| format!("{what} {}: {e}", self.url))?;
+        let blobs = crate::store::s3::S3Blobs::new(
+            target.location,
+            &target.endpoint,
+            &target.region,
+            &keys,
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(match self.roots(dir, what)? {
+            Some(roots) => blobs.trusting(&roots),
+            None => blobs,
+        })
+    }
+
+    /// The certificates of `ca` (none: Mozilla's roots are trusted).
+    fn roots(
+        &self,
+        dir: &Path,
+        what: &str,
+    ) -> Result<Option<Vec<ureq::tls::Certificate<'static>>>, String> {
+        let Some(ca) = &self.ca else {
+            return Ok(None);
+        };
+        let path = dir.join(ca);
+        crate::store::s3::read_roots(&path).map(Some).map_err(|e| {
+            format!(
+                "{what} {}: ca {}: {e}",
+                self.url,
+                grid_spec::diagnostic::quoted(&path.display().to_string())
+            )
+        })
     }
 
     /// Where the segments of this archive live: the bucket of an `s3://` archive, a
@@ -188,8 +235,13 @@ impl S3ArchiveConfig {
         grid_spec::storage::check_region(&self.region)?;
         let keys = crate::store::s3::AccessKeys::read(&dir.join(&self.credentials))
             .map_err(|e| format!("archive {}: {e}", self.url))?;
-        crate::store::dynamodb::DynamoRecords::new(table, &self.endpoint, &self.region, &keys)
-            .map_err(|e| e.to_string())
+        let records =
+            crate::store::dynamodb::DynamoRecords::new(table, &self.endpoint, &self.region, &keys)
+                .map_err(|e| e.to_string())?;
+        Ok(match self.roots(dir, "archive")? {
+            Some(roots) => records.trusting(&roots),
+            None => records,
+        })
     }
 
     /// `s3://grid-archive/edge-a at http://127.0.0.1:8333 (us-east-1, credentials /etc/grid/s3.credentials)`
@@ -199,8 +251,12 @@ impl S3ArchiveConfig {
             .segments
             .as_ref()
             .map_or(String::new(), |s| format!("; segments in {}", s.describe()));
+        let ca = self
+            .ca
+            .as_ref()
+            .map_or(String::new(), |ca| format!(", ca {ca}"));
         format!(
-            "{} at {} ({}, credentials {}){segments}",
+            "{} at {} ({}, credentials {}{ca}){segments}",
             self.url, self.endpoint, self.region, self.credentials
         )
     }

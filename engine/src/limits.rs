@@ -125,6 +125,9 @@ pub const REMOTE_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest a remote store may take, once a request is sent, to begin its answer
 /// (a server that accepted the request and stalls is given up this soon).
 pub const REMOTE_ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest `ca=` file read (a PEM file of the certificate authorities a remote
+/// store's https:// endpoint is checked against).
+pub const REMOTE_CA_FILE_BYTES_MAX: u64 = 1024 * 1024;
 /// The largest answer read from a remote store (a blob, a listing page, an error).
 pub const REMOTE_BLOB_BYTES_MAX: u64 = 64 * 1024 * 1024;
 /// The most names one listing request asks for (S3's own page size).

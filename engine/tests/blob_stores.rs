@@ -489,6 +489,7 @@ fn authority_snapshots_on_s3_open_only_as_sent_and_stay_bounded() {
         endpoint: weed.endpoint(),
         region: "us-east-1".to_owned(),
         credentials: "s3.credentials".to_owned(),
+        ca: None,
         segments: None,
     };
     let voter = |name: &str| {
@@ -578,5 +579,88 @@ fn authority_snapshots_on_s3_open_only_as_sent_and_stay_bounded() {
     assert_eq!(listed.list("snapshots/b/").unwrap().len(), 1);
     assert_eq!(a.status().last_error, None);
     assert_eq!(a.status().uploaded, 5);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_https_endpoint_is_trusted_through_the_authorities_its_ca_names_and_no_other() {
+    use grid_engine::config::S3ArchiveConfig;
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let dir = scratch("https");
+    // Two authorities: the plant's, which signs the server's certificate, and another.
+    let authority = |name: &str| {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let pem = params.self_signed(&key).unwrap().pem();
+        (Issuer::new(params, key), pem)
+    };
+    let (plant, plant_pem) = authority("plant CA");
+    let (_, other_pem) = authority("another CA");
+    let server_key = KeyPair::generate().unwrap();
+    let server = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&server_key, &plant)
+        .unwrap();
+    for (file, text) in [
+        ("server.pem", server.pem()),
+        ("server.key", server_key.serialize_pem()),
+        ("plant-ca.pem", plant_pem),
+        ("other-ca.pem", other_pem),
+        ("no-certificate.pem", "nothing here\n".to_owned()),
+        ("with-key.pem", server_key.serialize_pem()),
+    ] {
+        std::fs::write(dir.join(file), text).unwrap();
+    }
+    grid_engine::custody::write_private(
+        &dir.join("s3.credentials"),
+        format!(
+            "[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let weed = Server::start_with(
+        dir.join("weed"),
+        Some((&dir.join("server.pem"), &dir.join("server.key"))),
+    )
+    .unwrap();
+    let config = |ca: Option<&str>| S3ArchiveConfig {
+        url: format!("s3://{BUCKET}/private"),
+        endpoint: weed.https_endpoint().unwrap(),
+        region: "us-east-1".to_owned(),
+        credentials: "s3.credentials".to_owned(),
+        ca: ca.map(str::to_owned),
+        segments: None,
+    };
+    // Mozilla's roots, or another authority: the server's certificate is refused.
+    for ca in [None, Some("other-ca.pem")] {
+        let blobs = config(ca).blobs(&dir, "archive").unwrap();
+        let refused = blobs.check().unwrap_err().to_string();
+        assert!(
+            refused.to_lowercase().contains("certificate")
+                && refused.contains(&format!("s3://{BUCKET}/private")),
+            "{ca:?}: {refused}"
+        );
+    }
+    // The plant's authority: the store conforms, over TLS.
+    let blobs = config(Some("plant-ca.pem")).blobs(&dir, "archive").unwrap();
+    blobs.check().unwrap();
+    conformance(&blobs);
+    // A ca= file missing, holding no certificate or holding a key: refused by name
+    // before anything is sent.
+    for (ca, reason) in [
+        ("missing.pem", "No such file"),
+        ("no-certificate.pem", "holds no PEM certificate"),
+        ("with-key.pem", "holds a private key"),
+    ] {
+        let refused = config(Some(ca)).blobs(&dir, "archive").err().unwrap();
+        assert!(
+            refused.contains(ca) && refused.contains(reason),
+            "{ca}: {refused}"
+        );
+    }
+    drop(weed);
     let _ = std::fs::remove_dir_all(&dir);
 }

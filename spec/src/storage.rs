@@ -31,6 +31,9 @@ pub struct DynamoArchive {
     pub endpoint: String,
     pub region: String,
     pub credentials: PathBuf,
+    /// `ca=PATH`: a PEM file of the certificate authorities an `https://` endpoint's
+    /// certificate is checked against, instead of Mozilla's roots.
+    pub ca: Option<PathBuf>,
     /// Where the segments live (none: `DIR/archive`).
     pub segments: Option<S3Archive>,
 }
@@ -46,6 +49,9 @@ pub struct S3Archive {
     /// An AWS shared-credentials file (relative paths are the host directory's),
     /// private (0600): never a secret in the topology.
     pub credentials: PathBuf,
+    /// `ca=PATH`: a PEM file of the certificate authorities an `https://` endpoint's
+    /// certificate is checked against, instead of Mozilla's roots.
+    pub ca: Option<PathBuf>,
 }
 
 impl ArchiveTarget {

@@ -35,7 +35,7 @@ use sha2::{Digest, Sha256};
 use crate::config::S3ArchiveConfig;
 use crate::limits::{REMOTE_BLOB_BYTES_MAX, SNAPSHOT_OBJECT_NAME_BYTES_MAX, SNAPSHOTS_REMOTE_KEPT};
 use crate::store::archive::Blobs;
-use crate::store::s3::{AccessKeys, S3Blobs};
+use crate::store::s3::S3Blobs;
 use crate::store::sealed::Sealed;
 
 /// The voter's snapshot sealing key, in the authority's directory.
@@ -124,11 +124,7 @@ impl RemoteSnapshots {
         participant: &str,
         config: &S3ArchiveConfig,
     ) -> Result<RemoteSnapshots, String> {
-        let target = config.target()?;
-        let keys = AccessKeys::read(&host_dir.join(&target.credentials))
-            .map_err(|e| format!("snapshots {}: {e}", config.url))?;
-        let blobs = S3Blobs::new(target.location, &target.endpoint, &target.region, &keys)
-            .map_err(|e| e.to_string())?;
+        let blobs = config.blobs(host_dir, "snapshots")?;
         let path = authority_dir.join(SNAPSHOT_SEAL_KEY);
         let key = crate::store::key_file(&path, "the authority's snapshot sealing key", Ok(()))
             .map_err(|e| format!("{}: {e}", path.display()))?;

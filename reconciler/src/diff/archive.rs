@@ -256,17 +256,13 @@ fn reach(dir: &Path, (store, what): (&S3ArchiveConfig, &str)) -> Result<(), Stri
         e => format!("{e}; host.toml is unchanged"),
     };
     use grid_engine::store::archive::Blobs;
-    use grid_engine::store::s3::{AccessKeys, S3Blobs};
     if store.table().is_some() {
         use grid_engine::store::records::Records;
         let records = store.records(dir)?;
         Records::check(&records).map_err(unchanged)?;
     }
     if let Some(bucket) = store.segment_store() {
-        let target = bucket.target()?;
-        let keys = AccessKeys::read(&dir.join(&target.credentials))?;
-        let blobs = S3Blobs::new(target.location, &target.endpoint, &target.region, &keys)
-            .map_err(|e| e.to_string())?;
+        let blobs = bucket.blobs(dir, what)?;
         Blobs::check(&blobs).map_err(unchanged)?;
     }
     Ok(())
@@ -298,7 +294,7 @@ fn write_archive(
     }
     if let Some(m) = &moving {
         reach(dir, (m, "archive"))?;
-        config.archive_leaving = Some(m.clone());
+        config.archive_leaving = Some(Box::new(m.clone()));
     }
     config.archive = archive.cloned();
     let path = match archive {
@@ -362,6 +358,7 @@ pub(crate) mod tests {
             endpoint: endpoint.to_owned(),
             region: "us-east-1".to_owned(),
             credentials: "s3.credentials".to_owned(),
+            ca: None,
             segments: None,
         }
     }

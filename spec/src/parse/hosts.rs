@@ -339,6 +339,7 @@ impl FileReader<'_> {
         let endpoint = c.string_prop(self, "endpoint", false);
         let region = c.string_prop(self, "region", false);
         let credentials = c.string_prop(self, "credentials", false);
+        let ca = c.string_prop(self, "ca", false);
         let noun = match what {
             "segments" => "segment store",
             other => other,
@@ -351,6 +352,7 @@ impl FileReader<'_> {
                 ("endpoint", &endpoint),
                 ("region", &region),
                 ("credentials", &credentials),
+                ("ca", &ca),
             ] {
                 if let Some((_, span)) = given {
                     self.error(
@@ -418,6 +420,33 @@ impl FileReader<'_> {
         if credentials.is_none() {
             missing("credentials", "/etc/grid/s3.credentials");
         }
+        let https = endpoint
+            .as_ref()
+            .is_some_and(|(text, _)| text.starts_with("https://"));
+        let ca = ca.and_then(|(text, span)| {
+            let wrong = if text.is_empty() {
+                Some(("`ca` is empty", "empty path"))
+            } else if endpoint.is_some() && !https {
+                Some((
+                    "`ca` belongs to an https:// endpoint: an http:// one is not encrypted, and no certificate is checked",
+                    "not https",
+                ))
+            } else {
+                None
+            };
+            match wrong {
+                Some((message, label)) => {
+                    self.error(
+                        span,
+                        message,
+                        label,
+                        "name a PEM file of the certificate authorities the server's certificate is checked against (instead of Mozilla's roots), with an https:// endpoint",
+                    );
+                    None
+                }
+                None => Some(PathBuf::from(text)),
+            }
+        });
         let endpoint =
             endpoint.and_then(|(text, span)| match crate::storage::check_endpoint(&text) {
                 Ok(()) => Some(text.trim_end_matches('/').to_owned()),
@@ -468,6 +497,7 @@ impl FileReader<'_> {
                     endpoint,
                     region,
                     credentials,
+                    ca,
                 })
             }
             (Some(endpoint), Some(region), Some(credentials), None) => {
@@ -476,6 +506,7 @@ impl FileReader<'_> {
                     endpoint,
                     region,
                     credentials,
+                    ca,
                     segments: None,
                 })
             }

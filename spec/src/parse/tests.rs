@@ -192,9 +192,16 @@ fn archive_reads_files_an_s3_bucket_or_a_dynamodb_table_and_refuses_what_it_cann
             endpoint: "http://127.0.0.1:8333".to_owned(),
             region: "us-east-1".to_owned(),
             credentials: "s3.credentials".into(),
+            ca: None,
         })
     );
     assert_eq!(topology.hosts[0].archive.url(), "s3://grid-archive/edge-a");
+    let private = r#"archive "s3://grid-archive/edge-a" endpoint="https://s3.plant.example:8443" credentials="s3.credentials" ca="/etc/grid/plant-ca.pem""#;
+    let topology = crate::load_str("t.kdl", &host(private)).unwrap();
+    let ArchiveTarget::S3(private) = &topology.hosts[0].archive else {
+        panic!("{:?}", topology.hosts[0].archive)
+    };
+    assert_eq!(private.ca, Some("/etc/grid/plant-ca.pem".into()));
     let ddb = r#"archive "dynamodb://grid-answers" endpoint="http://127.0.0.1:4567" region="eu-west-1" credentials="ddb.credentials""#;
     let topology = crate::load_str("t.kdl", &host(ddb)).unwrap();
     assert_eq!(
@@ -204,6 +211,7 @@ fn archive_reads_files_an_s3_bucket_or_a_dynamodb_table_and_refuses_what_it_cann
             endpoint: "http://127.0.0.1:4567".to_owned(),
             region: "eu-west-1".to_owned(),
             credentials: "ddb.credentials".into(),
+            ca: None,
             segments: None,
         })
     );
@@ -223,6 +231,7 @@ fn archive_reads_files_an_s3_bucket_or_a_dynamodb_table_and_refuses_what_it_cann
             endpoint: "http://127.0.0.1:8333".to_owned(),
             region: "us-east-1".to_owned(),
             credentials: "s3.credentials".into(),
+            ca: None,
         })
     );
     let files = format!("{ddb} {{\n        segments \"file\"\n    }}");
@@ -311,6 +320,16 @@ fn archive_reads_files_an_s3_bucket_or_a_dynamodb_table_and_refuses_what_it_cann
             with("secret=\"x\""),
             "unknown property `secret` of `archive`",
             "secret=",
+        ),
+        (
+            with("ca=\"ca.pem\""),
+            "`ca` belongs to an https:// endpoint: an http:// one is not encrypted, and no certificate is checked",
+            "ca=",
+        ),
+        (
+            r#"archive "file" ca="ca.pem""#.to_owned(),
+            "`ca` belongs to an s3:// archive, not to `archive \"file\"`",
+            "ca=",
         ),
         (
             with("{ segments \"file\"; }"),

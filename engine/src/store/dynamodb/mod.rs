@@ -71,6 +71,13 @@ impl Answered {
 }
 
 impl DynamoRecords {
+    /// These records, their server's `https://` certificate checked against `roots`
+    /// only (a store's `ca=`).
+    pub fn trusting(mut self, roots: &[ureq::tls::Certificate<'static>]) -> DynamoRecords {
+        self.agent = super::s3::remote_agent_trusting(roots);
+        self
+    }
+
     /// The table `table` on the server at `endpoint` (`http://HOST:PORT` or `https://…`),
     /// signed for `region`. Nothing is sent: [`DynamoRecords::check`] asks the server.
     pub fn new(

@@ -20,11 +20,12 @@ use rusty_s3::actions::ListObjectsV2;
 use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
 
 use crate::store::archive::{ArchiveError, Blobs};
+use ureq::tls::Certificate;
 
 pub mod seaweed;
 use crate::limits::{
-    REMOTE_ANSWER_TIMEOUT, REMOTE_BLOB_BYTES_MAX, REMOTE_CONNECT_TIMEOUT, REMOTE_LIST_PAGE_MAX,
-    REMOTE_PRESIGNED_VALID, REMOTE_REQUEST_TIMEOUT,
+    REMOTE_ANSWER_TIMEOUT, REMOTE_BLOB_BYTES_MAX, REMOTE_CA_FILE_BYTES_MAX, REMOTE_CONNECT_TIMEOUT,
+    REMOTE_LIST_PAGE_MAX, REMOTE_PRESIGNED_VALID, REMOTE_REQUEST_TIMEOUT,
 };
 
 pub use grid_spec::storage::S3Location;
@@ -113,14 +114,62 @@ impl AccessKeys {
 /// Per phase, not `timeout_global`: with ureq 3 a global timeout cost about 60 µs a
 /// request on loopback (a lookup 0.20 → 0.27 ms; `records_compare`, BENCHMARKS.md §15).
 pub fn remote_agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
+    agent(None)
+}
+
+/// [`remote_agent`], an `https://` endpoint's certificate checked against `roots` only
+/// (a store's `ca=`), not Mozilla's.
+pub fn remote_agent_trusting(roots: &[Certificate<'static>]) -> ureq::Agent {
+    agent(Some(roots))
+}
+
+fn agent(roots: Option<&[Certificate<'static>]>) -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_connect(Some(REMOTE_CONNECT_TIMEOUT))
         .timeout_send_request(Some(REMOTE_REQUEST_TIMEOUT))
         .timeout_recv_response(Some(REMOTE_ANSWER_TIMEOUT))
-        .timeout_recv_body(Some(REMOTE_REQUEST_TIMEOUT))
-        .build()
-        .into()
+        .timeout_recv_body(Some(REMOTE_REQUEST_TIMEOUT));
+    let config = match roots {
+        None => config,
+        Some(roots) => config.tls_config(
+            ureq::tls::TlsConfig::builder()
+                .root_certs(ureq::tls::RootCerts::new_with_certs(roots))
+                .build(),
+        ),
+    };
+    config.build().into()
+}
+
+/// The certificates of the PEM file at `path` (a store's `ca=`): the authorities an
+/// `https://` endpoint is checked against. Refused — the reason as the end of a
+/// sentence — when it does not read, is larger than `REMOTE_CA_FILE_BYTES_MAX`, holds
+/// a block that does not parse or a private key, or no certificate.
+pub fn read_roots(path: &Path) -> Result<Vec<Certificate<'static>>, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    file.take(REMOTE_CA_FILE_BYTES_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > REMOTE_CA_FILE_BYTES_MAX {
+        return Err(format!(
+            "it is larger than REMOTE_CA_FILE_BYTES_MAX ({REMOTE_CA_FILE_BYTES_MAX} bytes)"
+        ));
+    }
+    let mut roots = Vec::new();
+    for item in ureq::tls::parse_pem(&bytes) {
+        match item.map_err(|e| format!("it does not parse as PEM ({e})"))? {
+            ureq::tls::PemItem::Certificate(cert) => roots.push(cert),
+            _ => {
+                return Err("it holds a private key: a ca= file holds certificates only".to_owned());
+            }
+        }
+    }
+    match roots.is_empty() {
+        true => Err("it holds no PEM certificate".to_owned()),
+        false => Ok(roots),
+    }
 }
 
 /// Blobs in one bucket under one prefix.
@@ -138,6 +187,13 @@ struct Answered {
 }
 
 impl S3Blobs {
+    /// These blobs, their server's `https://` certificate checked against `roots`
+    /// only (a store's `ca=`).
+    pub fn trusting(mut self, roots: &[Certificate<'static>]) -> S3Blobs {
+        self.agent = remote_agent_trusting(roots);
+        self
+    }
+
     /// Blobs at `location` on the server at `endpoint` (`http://` or `https://`),
     /// signed for `region`. Nothing is sent: [`S3Blobs::check`] asks the server.
     pub fn new(

@@ -17,9 +17,13 @@ pub const REGION: &str = "us-east-1";
 /// How long `weed` may take to serve S3 and create the bucket.
 const READY: Duration = Duration::from_secs(90);
 
-/// `count` consecutive free loopback ports.
+/// `count` consecutive free loopback ports. Each call of a process starts its search
+/// elsewhere: servers started at once (tests run in parallel) do not both find the
+/// same ports free before either binds them.
 fn free_ports(count: u16) -> Result<u16, String> {
-    let seed = std::process::id() as u16;
+    static CALLS: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let seed = (std::process::id() as u16).wrapping_add(call.wrapping_mul(4_801));
     for attempt in 0..500u16 {
         let base = 20_000 + (seed.wrapping_mul(31).wrapping_add(attempt.wrapping_mul(97))) % 30_000;
         let held: Vec<_> = (base..base + count)
@@ -38,22 +42,39 @@ pub struct Server {
     pub dir: PathBuf,
     /// Its S3 port on 127.0.0.1.
     pub s3: u16,
+    /// Its S3 port over TLS on 127.0.0.1, when started with a certificate.
+    pub s3_https: Option<u16>,
 }
 
 impl Server {
     /// Starts one in `dir` (made afresh) and creates the bucket [`BUCKET`].
     pub fn start(dir: PathBuf) -> Result<Server, String> {
+        Server::start_with(dir, None)
+    }
+
+    /// [`Server::start`], also serving S3 over TLS with the PEM certificate chain and
+    /// key `tls` names (`(certificate, key)`), at [`Server::https_endpoint`].
+    pub fn start_with(
+        dir: PathBuf,
+        tls: Option<(&std::path::Path, &std::path::Path)>,
+    ) -> Result<Server, String> {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("data")).map_err(|e| format!("{}: {e}", dir.display()))?;
         let config = format!(
             r#"{{"identities":[{{"name":"grid","credentials":[{{"accessKey":"{ACCESS_KEY}","secretKey":"{SECRET_KEY}"}}],"actions":["Admin","Read","List","Write"]}}]}}"#
         );
         std::fs::write(dir.join("s3.json"), config).map_err(|e| e.to_string())?;
-        let base = free_ports(8)?;
+        let base = free_ports(9)?;
         let port = |i: u16| (base + i).to_string();
         let log = std::fs::File::create(dir.join("weed.log")).map_err(|e| e.to_string())?;
-        let child = Command::new("weed")
-            .arg("server")
+        let mut weed = Command::new("weed");
+        weed.arg("server");
+        if let Some((cert, key)) = tls {
+            weed.arg(format!("-s3.port.https={}", port(8)))
+                .arg(format!("-s3.cert.file={}", cert.display()))
+                .arg(format!("-s3.key.file={}", key.display()));
+        }
+        let child = weed
             .arg(format!("-dir={}", dir.join("data").display()))
             .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3", "-master.telemetry=false"])
             .args(["-volume.max=0", "-master.volumeSizeLimitMB=64"])
@@ -77,6 +98,7 @@ impl Server {
             child,
             dir,
             s3: base + 6,
+            s3_https: tls.map(|_| base + 8),
         };
         let started = Instant::now();
         loop {
@@ -96,6 +118,12 @@ impl Server {
 
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.s3)
+    }
+
+    /// `https://127.0.0.1:PORT`, when started with a certificate.
+    pub fn https_endpoint(&self) -> Option<String> {
+        self.s3_https
+            .map(|port| format!("https://127.0.0.1:{port}"))
     }
 
     pub fn url(&self, path: &str) -> String {
