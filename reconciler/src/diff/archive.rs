@@ -317,19 +317,24 @@ fn write_archive(
         1 => "the server answered, and refuses a second put of a key",
         _ => "each server answered, and refuses a second put of a key",
     };
+    let files = dir.join(ARCHIVE_DIR).display().to_string();
     let held = match (&moving, archive.and_then(S3ArchiveConfig::segment_store)) {
-        (Some(m), _) => format!(
-            "; gridd's next start moves the segments of {} there, then releases it",
-            m.url
+        (Some(m), to) => format!(
+            "; gridd's next start moves the segments of {} to {}, then releases it",
+            m.url,
+            to.map_or(files.as_str(), |b| b.url.as_str())
         ),
         (None, None) => String::new(), // the segments stay
-        (None, Some(_)) => match local_segments(dir) {
+        (None, Some(to)) => match local_segments(dir) {
             0 => String::new(),
-            held => format!("; gridd's next start moves the {held} segment(s) of its files there"),
+            held => format!(
+                "; gridd's next start moves the {held} segment(s) of {files} to {}",
+                to.url
+            ),
         },
     };
     Ok(format!(
-        "wrote {named} into {} ({servers}){held}",
+        "wrote {named} into {} ({servers}){held}; a running gridd takes it at its next start",
         path.display()
     ))
 }
