@@ -13,6 +13,11 @@ use std::time::Duration;
 /// a process run, a publish).
 pub const QUIET_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The shortest text `expect-sealed=#true without=` takes: a shorter one turns up in a
+/// kilobyte of ciphertext by chance often enough to fail a run now and then (two bytes:
+/// about one run in sixty).
+pub const SEALED_WITHOUT_BYTES_MIN: usize = 6;
+
 /// The most cycles one `process-cycles` step runs.
 pub const PROCESS_CYCLES_MAX: u64 = 1_000;
 /// The longest `delay_ms` a `process-cycles` cycle gives `demo.count`.

@@ -59,7 +59,7 @@ pub fn parse_s3_object(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError>
     let copy = node.string("copy-from")?;
     let remove = node.flag("remove")?.unwrap_or(false);
     let sealed = node.flag("expect-sealed")?.unwrap_or(false);
-    let without = node.string("without")?;
+    let without = without_text(node)?;
     if without.is_some() && !sealed {
         return Err(node.error("`without=` goes with expect-sealed=#true"));
     }
@@ -80,6 +80,19 @@ pub fn parse_s3_object(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError>
         change,
         newest,
     }))
+}
+
+/// `without="TEXT"`: refused when shorter than `SEALED_WITHOUT_BYTES_MIN` (a check that
+/// ciphertext could fail by chance).
+fn without_text(node: &mut Node) -> Result<Option<String>, ParseError> {
+    let without = node.string("without")?;
+    match &without {
+        Some(text) if text.len() < crate::limits::SEALED_WITHOUT_BYTES_MIN => Err(node.error(format!(
+            "`without=\"{text}\"` is shorter than SEALED_WITHOUT_BYTES_MIN ({} bytes): ciphertext holds so short a text by chance now and then; name a longer one every plaintext would hold (an operation id, `acknowledged`)",
+            crate::limits::SEALED_WITHOUT_BYTES_MIN
+        ))),
+        _ => Ok(without),
+    }
 }
 
 /// `s3-objects PEER "PREFIX" count=N [expect-sealed=#true] [without="TEXT"]`.
@@ -108,7 +121,7 @@ pub fn parse_s3_objects(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError
         .count("count")?
         .ok_or_else(|| node.error("`s3-objects` needs count=N"))?;
     let sealed = node.flag("expect-sealed")?.unwrap_or(false);
-    let without = node.string("without")?;
+    let without = without_text(node)?;
     if without.is_some() && !sealed {
         return Err(node.error("`without=` goes with expect-sealed=#true"));
     }

@@ -446,3 +446,23 @@ fn expect_tag_reads_its_conditions() {
         );
     }
 }
+
+#[test]
+fn a_sealed_object_is_checked_without_a_text_ciphertext_cannot_hold_by_chance() {
+    let source = |without: &str| {
+        format!(
+            "peer start s3 kind=seaweedfs port=18999 bucket=\"grid-archive\"\ns3-object s3 \"h/segments/1.seg\" expect-sealed=#true without=\"{without}\"\n"
+        )
+    };
+    let short = read_last(&source("v1"), super::objects::parse_s3_object)
+        .err()
+        .expect("a parse error");
+    assert!(
+        short
+            .message
+            .starts_with("`without=\"v1\"` is shorter than SEALED_WITHOUT_BYTES_MIN"),
+        "{}",
+        short.message
+    );
+    assert!(read_last(&source("acknowledged"), super::objects::parse_s3_object).is_ok());
+}
