@@ -60,13 +60,10 @@ fn bucket_blobs(
     record_remote(database, meta, went.is_some(), ARCHIVE_REMOTE_KEY, &s3.url).map_err(&storage)?;
     let local = dir.join(archive::ARCHIVE_DIR);
     if local.join(archive::SEGMENTS_PREFIX).is_dir() {
-        let files = archive::LocalFiles::open(dir).map_err(|e| HostError::Damaged {
-            path: local.clone(),
-            detail: e.to_string(),
-        })?;
+        let (files, place) = local_files(dir)?;
         let from = Store {
             blobs: &files,
-            place: local.display().to_string(),
+            place,
         };
         let to = Store {
             blobs: &sealed,
@@ -117,41 +114,25 @@ pub(super) fn leave_bucket(
     };
     let key = seal_key(dir, true)?;
     let source = sealed_bucket(dir, from, &key)?;
+    let (target, place): (Box<dyn archive::Blobs>, String) = match to {
+        Some(to) => (Box::new(sealed_bucket(dir, to, &key)?), to.url.clone()),
+        None => {
+            let (files, place) = local_files(dir)?;
+            (Box::new(files), place)
+        }
+    };
     let from_store = Store {
         blobs: &source,
         place: from.url.clone(),
     };
+    let to_store = Store {
+        blobs: &*target,
+        place,
+    };
+    move_segments(from_store, to_store, failpoints)?;
     match to {
-        Some(to) => {
-            let bucket = sealed_bucket(dir, to, &key)?;
-            let place = to.url.clone();
-            move_segments(
-                from_store,
-                Store {
-                    blobs: &bucket,
-                    place,
-                },
-                failpoints,
-            )?;
-            meta.insert(ARCHIVE_REMOTE_KEY, to.url.as_bytes())
-        }
-        None => {
-            let local = dir.join(archive::ARCHIVE_DIR);
-            let files = archive::LocalFiles::open(dir).map_err(|e| HostError::Damaged {
-                path: local.clone(),
-                detail: e.to_string(),
-            })?;
-            let place = local.display().to_string();
-            move_segments(
-                from_store,
-                Store {
-                    blobs: &files,
-                    place,
-                },
-                failpoints,
-            )?;
-            meta.remove(ARCHIVE_REMOTE_KEY)
-        }
+        Some(to) => meta.insert(ARCHIVE_REMOTE_KEY, to.url.as_bytes()),
+        None => meta.remove(ARCHIVE_REMOTE_KEY),
     }
     .map_err(&storage)?;
     database
@@ -234,11 +215,7 @@ pub(super) fn table_adapter(
                     String::from_utf8_lossy(&bucket)
                 )));
             }
-            let blobs = archive::LocalFiles::open(dir).map_err(|e| HostError::Damaged {
-                path: dir.join(archive::ARCHIVE_DIR),
-                detail: e.to_string(),
-            })?;
-            let place = dir.join(archive::ARCHIVE_DIR).display().to_string();
+            let (blobs, place) = local_files(dir)?;
             crate::store::shelf::Adapter::files(blobs, place)
         }
     };
@@ -263,6 +240,17 @@ pub(super) fn table_adapter(
         key,
     ));
     Ok(adapter)
+}
+
+/// The installation's own `DIR/archive`, and its place as it is named (a directory
+/// that cannot be opened refuses the start as damage, named).
+fn local_files(dir: &Path) -> Result<(archive::LocalFiles, String), HostError> {
+    let local = dir.join(archive::ARCHIVE_DIR);
+    let files = archive::LocalFiles::open(dir).map_err(|e| HostError::Damaged {
+        path: local.clone(),
+        detail: e.to_string(),
+    })?;
+    Ok((files, local.display().to_string()))
 }
 
 /// One end of a move of archive segments: its blobs, and how it is named.
