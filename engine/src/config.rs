@@ -92,6 +92,18 @@ pub struct HostConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub archive_leaving: Option<Box<S3ArchiveConfig>>,
+    /// The table the archive's index moves out of (`~ archive` away from a table,
+    /// written by reconcile): gridd's start reads each of the host's records there,
+    /// verifies its tag and puts it where `archive` keeps the index (the host's store,
+    /// or another table), and records the new place only when every id the host
+    /// archived there was found. Kept after the move, read only while the store still
+    /// names this table.
+    #[serde(
+        default,
+        rename = "archive-index-leaving",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub archive_index_leaving: Option<Box<S3ArchiveConfig>>,
     /// `snapshots "s3://…"` of each membership whose authority this host takes part
     /// in (docs/storage.md, "Authority snapshots"); absent: its own files only.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -324,6 +336,7 @@ impl HostConfig {
             archive: S3ArchiveConfig::from_target(&host.archive),
             // Written by the archive's own transition (the reconciler's `diff::archive`).
             archive_leaving: None,
+            archive_index_leaving: None,
             // Written apart, per membership (the reconciler's `diff::snapshots`).
             snapshots: Default::default(),
         }
@@ -395,6 +408,7 @@ mod tests {
             retain: RetainConfig::default(),
             archive: None,
             archive_leaving: None,
+            archive_index_leaving: None,
             snapshots: Default::default(),
         };
         let text = config.to_toml();

@@ -66,6 +66,27 @@ fn conformance(records: &dyn Records) {
             format!("v{i}").as_bytes()
         );
     }
+    // A scan by prefix: every record under it, page by page, each once, and none else.
+    let mut scanned = std::collections::BTreeMap::new();
+    let mut after: Option<String> = None;
+    for _ in 0..100 {
+        let page = records.scan("many-", after.as_deref()).unwrap();
+        for (key, value) in page.records {
+            assert!(
+                scanned.insert(key, value).is_none(),
+                "a record scanned twice"
+            );
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(scanned.len(), 50);
+    assert!((0..50).all(|i| scanned[&format!("many-{i}")] == format!("v{i}").as_bytes()));
+    assert!(records.scan("nothing-", None).unwrap().records.is_empty());
+    let ours = records.scan("plant-ops/", None).unwrap();
+    assert_eq!(ours.records, vec![(key.to_owned(), bytes.clone())]);
 }
 
 /// Eight writers put different values under one key at once: exactly one is ours, and

@@ -24,6 +24,7 @@ fn installation(name: &str) -> PathBuf {
         retain: Default::default(),
         archive: None,
         archive_leaving: None,
+        archive_index_leaving: None,
         snapshots: Default::default(),
     };
     grid_engine::custody::write_private(

@@ -406,18 +406,30 @@ impl<'a> Node<'a> {
         Ok((name, kind))
     }
 
+    /// Where property `key` is written (the node, when it is not).
+    fn property_offset(&self, key: &str) -> usize {
+        self.node
+            .entries()
+            .iter()
+            .find(|e| e.name().is_some_and(|name| name.value() == key))
+            .map_or(self.node.span().offset(), |e| e.span().offset())
+    }
+
+    /// A string property naming a peer a step before started: its name and kind.
+    pub fn peer_property(&mut self, key: &str) -> Result<Option<(String, String)>, ParseError> {
+        let Some(peer) = self.string(key)? else {
+            return Ok(None);
+        };
+        let kind = self.cx.check_peer(&peer, self.property_offset(key))?;
+        Ok(Some((peer, kind)))
+    }
+
     /// A string property naming a host declared by the journey's topology.
     pub fn host_property(&mut self, key: &str) -> Result<Option<String>, ParseError> {
         let Some(host) = self.string(key)? else {
             return Ok(None);
         };
-        let offset = self
-            .node
-            .entries()
-            .iter()
-            .find(|e| e.name().is_some_and(|name| name.value() == key))
-            .map_or(self.node.span().offset(), |e| e.span().offset());
-        self.cx.check_host(&host, offset)?;
+        self.cx.check_host(&host, self.property_offset(key))?;
         Ok(Some(host))
     }
 

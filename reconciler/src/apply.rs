@@ -220,9 +220,15 @@ fn took_effect(plan: &Plan, t: &Transition) -> bool {
         Action::Submit { .. } | Action::Resolve { .. } => operation::answered(&dir, &t.id),
         Action::Recover { op } => operation::answered(&dir, op),
         Action::WriteHostConfig { config, .. } => hosts::written(&dir, config),
-        Action::WriteArchive { archive, leaving } => {
-            crate::diff::archive::written(&dir, archive.as_ref(), leaving.as_ref())
-        }
+        Action::WriteArchive {
+            archive,
+            leaving,
+            index_leaving,
+        } => crate::diff::archive::written(
+            &dir,
+            archive.as_ref(),
+            (leaving.as_ref(), index_leaving.as_ref()),
+        ),
         Action::WriteSnapshots { store } => crate::diff::snapshots::written(&dir, store),
         Action::CreateCustody => hosts::custody_created(&dir),
         Action::RewriteKeysAsPem => hosts::keys_rewritten(&dir),
@@ -255,9 +261,15 @@ fn effect(plan: &Plan, t: &Transition) -> Effect {
             config,
             dir: custom,
         } => hosts::write(&dir, custom.as_deref(), config),
-        Action::WriteArchive { archive, leaving } => {
-            crate::diff::archive::write(&dir, archive.as_ref(), leaving.as_ref())
-        }
+        Action::WriteArchive {
+            archive,
+            leaving,
+            index_leaving,
+        } => crate::diff::archive::write(
+            &dir,
+            archive.as_ref(),
+            (leaving.as_ref(), index_leaving.as_ref()),
+        ),
         Action::WriteSnapshots { store } => crate::diff::snapshots::write_store(&dir, store),
         Action::CreateCustody => hosts::create_custody(&dir),
         Action::RewriteKeysAsPem => hosts::rewrite_keys_as_pem(&dir),

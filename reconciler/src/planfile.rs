@@ -83,7 +83,11 @@ pub fn render(plan: &Plan) -> String {
                 quote(&serde_json::to_string(template).expect("templates serialize"))
             )),
             Action::Recover { op } => children.push(format!("recover {}", quote(op))),
-            Action::WriteArchive { archive, leaving } => {
+            Action::WriteArchive {
+                archive,
+                leaving,
+                index_leaving,
+            } => {
                 let mut line = format!(
                     "archive-config {}",
                     quote(&serde_json::to_string(archive).expect("archives serialize"))
@@ -92,6 +96,12 @@ pub fn render(plan: &Plan) -> String {
                     line += &format!(
                         " leaving={}",
                         quote(&serde_json::to_string(leaving).expect("archives serialize"))
+                    );
+                }
+                if let Some(table) = index_leaving {
+                    line += &format!(
+                        " index-leaving={}",
+                        quote(&serde_json::to_string(table).expect("archives serialize"))
                     );
                 }
                 children.push(line)
@@ -266,6 +276,11 @@ pub fn load(path: &Path) -> Result<Plan, String> {
                                 .map(|text| serde_json::from_str(&text))
                                 .transpose()
                                 .map_err(|e| format!("an archive left does not decode: {e}"))?,
+                            index_leaving: string(c, "index-leaving")
+                                .ok()
+                                .map(|text| serde_json::from_str(&text))
+                                .transpose()
+                                .map_err(|e| format!("an index table left does not decode: {e}"))?,
                         },
                         "snapshots-config" => Action::WriteSnapshots {
                             store: serde_json::from_str(&argument(c)?)

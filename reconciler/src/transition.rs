@@ -60,10 +60,12 @@ pub enum Action {
     },
     /// Point the installation's archive at a bucket or a table, or (none) its own
     /// files (`host.toml`'s `archive`), once the servers answer; `leaving`: the bucket
-    /// its segments move out of (`archive-leaving`).
+    /// its segments move out of (`archive-leaving`); `index_leaving`: the table its
+    /// index moves out of (`archive-index-leaving`).
     WriteArchive {
         archive: Option<grid_engine::config::S3ArchiveConfig>,
         leaving: Option<grid_engine::config::S3ArchiveConfig>,
+        index_leaving: Option<grid_engine::config::S3ArchiveConfig>,
     },
     /// Point an authority voter's snapshot store at an S3 bucket (`host.toml`'s
     /// `snapshots`), once the server answers.

@@ -27,6 +27,7 @@ impl Installation {
             retain: Default::default(),
             archive: None,
             archive_leaving: None,
+            archive_index_leaving: None,
             snapshots: Default::default(),
         };
         crate::custody::write_private(

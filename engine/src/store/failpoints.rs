@@ -73,11 +73,15 @@ pub enum Failpoint {
     /// copied and read back whole at its destination; it is not removed from its
     /// source yet.
     ArchiveMoveBeforeRelease,
+    /// An archive index moving out of a table at gridd's start (`~ archive`) is
+    /// whole where it goes (every record put there, every id found); the store does
+    /// not record its new place yet.
+    ArchiveIndexMoveBeforeRecord,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order an operation reaches them.
-    pub const ALL: [Failpoint; 24] = [
+    pub const ALL: [Failpoint; 25] = [
         Failpoint::SubmitBeforeCommit,
         Failpoint::SubmitAfterCommit,
         Failpoint::BatchAfterCommit,
@@ -102,6 +106,7 @@ impl Failpoint {
         Failpoint::StoreFsync,
         Failpoint::ArchiveBeforeIndex,
         Failpoint::ArchiveMoveBeforeRelease,
+        Failpoint::ArchiveIndexMoveBeforeRecord,
     ];
 
     /// The name `GRID_FAILPOINTS` and journeys use.
@@ -131,6 +136,7 @@ impl Failpoint {
             Failpoint::StoreFsync => "store-fsync",
             Failpoint::ArchiveBeforeIndex => "archive-before-index",
             Failpoint::ArchiveMoveBeforeRelease => "archive-move-before-release",
+            Failpoint::ArchiveIndexMoveBeforeRecord => "archive-index-move-before-record",
         }
     }
 

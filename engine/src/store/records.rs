@@ -11,7 +11,7 @@
 //! key or value past its limit reaches a store.
 
 use super::archive::{ArchiveError, Blobs};
-use crate::limits::{RECORD_KEY_BYTES_MAX, RECORD_VALUE_BYTES_MAX};
+use crate::limits::{RECORD_KEY_BYTES_MAX, RECORD_VALUE_BYTES_MAX, REMOTE_LIST_PAGE_MAX};
 
 /// What a key holds after [`Records::put_first`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +22,14 @@ pub enum First {
     Theirs(Vec<u8>),
 }
 
+/// One page of [`Records::scan`]: records (key, value) in no promised order, and the
+/// key the next page begins after (none: this was the last).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Page {
+    pub records: Vec<(String, Vec<u8>)>,
+    pub next: Option<String>,
+}
+
 /// A store of small values by key, first write wins.
 pub trait Records: Send + Sync {
     /// Writes `value` under `key` unless the key holds a value; durable when it returns.
@@ -29,6 +37,11 @@ pub trait Records: Send + Sync {
     /// The value `key` holds, `None` when it holds none (read after every write that
     /// returned: consistent, not eventual).
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>, ArchiveError>;
+    /// The records whose key begins with `prefix`: one page (at most
+    /// `REMOTE_LIST_PAGE_MAX` read), from the start or after the key a previous page
+    /// named (`after`). Every record written before the first page is on some page
+    /// (consistent reads); a page may be empty and still name a next one.
+    fn scan(&self, prefix: &str, after: Option<&str>) -> Result<Page, ArchiveError>;
     /// Whether the store answers and keeps this interface's promise (a remote one:
     /// reachable, the table there, a second put of a key refused).
     fn check(&self) -> Result<(), ArchiveError> {
@@ -97,6 +110,43 @@ impl<B: Blobs> Records for BlobRecords<B> {
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>, ArchiveError> {
         within_limits(key, None)?;
         self.blobs.get(&self.name(key))
+    }
+
+    fn scan(&self, prefix: &str, after: Option<&str>) -> Result<Page, ArchiveError> {
+        // Names are the keys in hex, so a key's prefix is its name's, and names sort
+        // as their keys do.
+        let after = after.map(|key| self.name(key));
+        let mut names: Vec<String> = self
+            .blobs
+            .list(&self.name(prefix))?
+            .into_iter()
+            .map(|(name, _)| name)
+            .filter(|name| after.as_ref().is_none_or(|after| name > after))
+            .collect();
+        names.sort();
+        let more = names.len() > REMOTE_LIST_PAGE_MAX;
+        names.truncate(REMOTE_LIST_PAGE_MAX);
+        let mut page = Page::default();
+        for name in names {
+            let key = hex::decode(&name[self.prefix.len()..])
+                .ok()
+                .and_then(|key| String::from_utf8(key).ok())
+                .ok_or_else(|| ArchiveError::Damaged {
+                    name: name.clone(),
+                    detail: "a record name that is not a key in hex".to_owned(),
+                })?;
+            // Names are never deleted by this interface: one listed and then gone is a
+            // store that lost it.
+            let value = self
+                .blobs
+                .get(&name)?
+                .ok_or(ArchiveError::Missing { name: name.clone() })?;
+            page.records.push((key, value));
+        }
+        if more {
+            page.next = page.records.last().map(|(key, _)| key.clone());
+        }
+        Ok(page)
     }
 
     fn check(&self) -> Result<(), ArchiveError> {

@@ -6,8 +6,9 @@
 //! - `ddb-record PEER "KEY" remove=#true` — the item deleted.
 //! - `ddb-record PEER "KEY" flip-byte=N` — byte N of its binary value inverted, and the
 //!   item written back over it.
-//! - `ddb-record PEER "KEY" copy-from="KEY2"` — the item's value replaced by KEY2's (an
-//!   entry moved to another key).
+//! - `ddb-record PEER "KEY" copy-from="KEY2" [from-peer=PEER2]` — the item's value
+//!   replaced by KEY2's (an entry moved to another key), or written from KEY2 of
+//!   PEER2's table (a record put back from a copy an operator kept).
 //! - `ddb-records PEER "PREFIX" count=N` — the table holds N items whose key begins
 //!   with PREFIX.
 
@@ -23,7 +24,7 @@ use crate::step::{Node, ParseError};
 enum Change {
     Remove,
     FlipByte(u64),
-    CopyFrom(String),
+    CopyFrom(String, Option<String>),
 }
 
 struct Record {
@@ -54,10 +55,20 @@ pub fn parse_ddb_record(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError
     let remove = node.flag("remove")?.unwrap_or(false);
     let flip = node.count("flip-byte")?;
     let copy = node.string("copy-from")?;
+    let from_peer = match node.peer_property("from-peer")? {
+        Some((_, kind)) if kind != "dynalite" => {
+            return Err(node.error(format!(
+                "`from-peer` names a {kind} peer; `ddb-record` copies from a dynalite peer's table"
+            )));
+        }
+        Some((name, _)) if copy.is_some() => Some(name),
+        Some(_) => return Err(node.error("`from-peer` goes with copy-from=\"KEY\"")),
+        None => None,
+    };
     let change = match (remove, flip, copy) {
         (true, None, None) => Change::Remove,
         (false, Some(at), None) => Change::FlipByte(at),
-        (false, None, Some(from)) => Change::CopyFrom(from),
+        (false, None, Some(from)) => Change::CopyFrom(from, from_peer),
         _ => {
             return Err(node
                 .error("`ddb-record` takes one of remove=#true, flip-byte=N, copy-from=\"KEY\""));
@@ -159,11 +170,19 @@ impl Step for Record {
                     "record {key}: byte {at} inverted in table {table}"
                 ));
             }
-            Change::CopyFrom(from) => {
+            Change::CopyFrom(from, None) => {
                 let value = self.value(port, &table, from)?;
                 self.put(port, &table, &value)?;
                 cx.say(format_args!(
                     "record {key}: replaced in table {table} by {from}'s value"
+                ));
+            }
+            Change::CopyFrom(from, Some(peer)) => {
+                let (other_port, other) = self::table(cx, peer)?;
+                let value = self.value(other_port, &other, from)?;
+                self.put(port, &table, &value)?;
+                cx.say(format_args!(
+                    "record {key}: written in table {table} from {from} of table {other} (peer {peer})"
                 ));
             }
         }

@@ -389,6 +389,7 @@ fn host(listen: &str, profiles: &[&str]) -> HostConfig {
         retain: Default::default(),
         archive: None,
         archive_leaving: None,
+        archive_index_leaving: None,
         snapshots: Default::default(),
     }
 }

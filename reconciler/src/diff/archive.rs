@@ -7,12 +7,18 @@
 //! Moving away from a bucket (to another, or to the host's files named as
 //! `archive "file"`) is `~ archive` too: host.toml names the new place and the bucket
 //! left (`archive-leaving`), and gridd's next start moves each segment out of it.
-//! Moving away from a table is `!`; nothing is ever inferred from a removed line.
+//! Moving the index away from a table (to another, or into the host's store: an
+//! `archive "s3://…"`, or `archive "file"` named so) is `~ archive` too: host.toml
+//! names the table left (`archive-index-leaving`), and gridd's next start copies each
+//! of the host's records out of it, verified, and records the new place only when
+//! every id the host archived there was found. Nothing is ever inferred from a removed
+//! line.
 //!
 //! Invariants, stated as absences: no `host.toml` names a remote archive the
 //! reconciler has not reached with its credentials and found keeping the promise
-//! of a put that never overwrites; no installation whose segments are in a bucket is
-//! pointed elsewhere without that bucket named as the one they leave, reached first.
+//! of a put that never overwrites; no installation whose segments are in a bucket, or
+//! whose index is in a table, is pointed elsewhere without that bucket or table named
+//! as the one they leave, reached first.
 
 use std::path::Path;
 
@@ -32,8 +38,9 @@ pub fn key(host: &str) -> String {
 /// name the host's own files for its segments in so many words). An archive keeps two
 /// things, each judged on its own: its segments (the installation's files or a bucket)
 /// and its index by id (the installation's store or a table). Either may be added, and
-/// segments may leave a bucket for the host's files (named so) or another bucket; a
-/// kept store is reached again only at the same address; a table left is `!`.
+/// segments may leave a bucket for the host's files (named so) or another bucket, the
+/// index a table for the host's store or another table; a kept store is reached again
+/// only at the same address; a store left by a removed line is `!`.
 pub fn transitions(
     host: &str,
     dir: &Path,
@@ -47,11 +54,11 @@ pub fn transitions(
     let files = dir.join(ARCHIVE_DIR).display().to_string();
     let (found_index, wanted_index) = (index(found), index(wanted));
     let (found_segments, wanted_segments) = (segments(found), segments(wanted));
-    if let Some(f) = moved(found_index, wanted_index) {
+    let index_leaving = moved(found_index, wanted_index);
+    if let Some(f) = index_leaving.filter(|_| wanted.is_none() && !files_named) {
         return attention(format!(
-            "host.toml keeps the archive's index in {}, the files declare it in {}: {NOT_MOVED}, and it is never inferred from a removed line",
-            f.url,
-            wanted_index.map_or("the installation's store", |w| w.url.as_str())
+            "host.toml keeps the archive's index in {}, and the files name no archive: a move of the index into the installation's store is made only when the files say so (`archive \"file\"`), never inferred from a removed line",
+            f.url
         ));
     }
     let leaving = moved(found_segments, wanted_segments);
@@ -76,7 +83,27 @@ pub fn transitions(
                 table.url, table.endpoint
             ));
             if found.is_some() {
-                changes.push(change("index", "the installation's store", &table.url));
+                changes.push(change("index", STORE, &table.url));
+            }
+        }
+        (Some(f), to) if index_leaving.is_some() => {
+            let place = to.map_or(STORE, |t| t.url.as_str());
+            let how = match to {
+                Some(_) => {
+                    "put in that table (the same record: its tag names the host and the id, not the table)"
+                }
+                None => "written into it",
+            };
+            parts.push(format!(
+                "move of the index from {}: each of the host's records there read, its tag verified, and {how} — when gridd next starts, made whole only when every id the host archived there is found (refused, naming what is missing, nothing lost, while a table does not answer or lacks one); the records stay in {0}, no longer read",
+                f.url
+            ));
+            changes.push(change("index", &f.url, place));
+            if let Some(table) = to {
+                parts.push(format!(
+                    "the index of archived answers by id in {} at {}",
+                    table.url, table.endpoint
+                ));
             }
         }
         (Some(f), Some(table)) => changes.extend(reached("", f, table)),
@@ -153,6 +180,7 @@ pub fn transitions(
             Action::WriteArchive {
                 archive: wanted.cloned(),
                 leaving: leaving.cloned(),
+                index_leaving: index_leaving.cloned(),
             },
         )
         .key(key(host))
@@ -161,7 +189,8 @@ pub fn transitions(
     ]
 }
 
-const NOT_MOVED: &str = "moving an archive's index away from a table (its records copied and verified, then the table released) is not performed by this version";
+/// The index's place when no table keeps it, as a change names it.
+const STORE: &str = "the installation's store";
 
 /// The table of an archive's index (none: the installation's own store).
 fn index(archive: Option<&S3ArchiveConfig>) -> Option<&S3ArchiveConfig> {
@@ -214,16 +243,16 @@ fn local_segments(dir: &Path) -> usize {
 }
 
 /// Points the installation at `dir` to `archive` (none: its own files), moving its
-/// segments out of `leaving`: refused, changing nothing, when host.toml no longer keeps
-/// what the plan saw, a credentials file is missing or weak, or a server does not
-/// answer or would let a put overwrite; then `host.toml` rewritten with it.
-pub fn write(
-    dir: &Path,
-    archive: Option<&S3ArchiveConfig>,
-    leaving: Option<&S3ArchiveConfig>,
-) -> Effect {
+/// segments out of `leaving` and its index out of `index_leaving`: refused, changing
+/// nothing, when host.toml no longer keeps what the plan saw, a credentials file is
+/// missing or weak, or a server does not answer or would let a put overwrite; then
+/// `host.toml` rewritten with it.
+pub fn write(dir: &Path, archive: Option<&S3ArchiveConfig>, leaving: Leaving<'_>) -> Effect {
     Effect::local(write_archive(dir, archive, leaving))
 }
+
+/// What a move leaves: the bucket of the segments, the table of the index.
+pub type Leaving<'a> = (Option<&'a S3ArchiveConfig>, Option<&'a S3ArchiveConfig>);
 
 /// Reaches the table and the bucket `store` names with the installation's credentials
 /// and runs each store's check (the table or bucket there, a second put of a key
@@ -271,15 +300,20 @@ fn reach(dir: &Path, (store, what): (&S3ArchiveConfig, &str)) -> Result<(), Stri
 fn write_archive(
     dir: &Path,
     archive: Option<&S3ArchiveConfig>,
-    leaving: Option<&S3ArchiveConfig>,
+    (leaving, index_leaving): Leaving<'_>,
 ) -> Result<String, String> {
     let mut config = HostConfig::read(dir).map_err(|e| e.to_string())?;
     let found = config.archive.clone();
-    if let Some(f) = moved(index(found.as_ref()), index(archive)) {
-        return Err(format!(
-            "host.toml keeps the archive's index in {}: {NOT_MOVED}",
-            f.url
-        ));
+    // The table the index leaves is the one host.toml keeps, as the plan saw it.
+    let index_moving = moved(index(found.as_ref()), index(archive)).cloned();
+    if index_moving.as_ref().map(|m| &m.url) != index_leaving.map(|l| &l.url) {
+        return Err(match &index_moving {
+            Some(m) => format!(
+                "host.toml keeps the archive's index in {}, which this plan does not move: make a new plan (nothing was applied)",
+                m.url
+            ),
+            None => "host.toml no longer keeps the archive's index where this plan moves it from: make a new plan (nothing was applied)".to_owned(),
+        });
     }
     // The bucket the segments leave is the one host.toml keeps, as the plan saw it.
     let moving = moved(segments(found.as_ref()), segments(archive)).cloned();
@@ -295,6 +329,10 @@ fn write_archive(
     if let Some(m) = &moving {
         reach(dir, (m, "archive"))?;
         config.archive_leaving = Some(Box::new(m.clone()));
+    }
+    if let Some(m) = &index_moving {
+        reach(dir, (m, "archive"))?;
+        config.archive_index_leaving = Some(Box::new(m.clone()));
     }
     config.archive = archive.cloned();
     let path = match archive {
@@ -312,12 +350,21 @@ fn write_archive(
         None => "archive \"file\"".to_owned(),
     };
     let reached = usize::from(moving.is_some())
+        + usize::from(index_moving.is_some())
         + archive.map_or(0, |a| 1 + usize::from(a.segments.is_some()));
     let servers = match reached {
         1 => "the server answered, and refuses a second put of a key",
         _ => "each server answered, and refuses a second put of a key",
     };
     let files = dir.join(ARCHIVE_DIR).display().to_string();
+    let index_moves = match &index_moving {
+        Some(m) => format!(
+            "; gridd's next start moves the index of {} to {} (each record verified; whole only when every id archived there is found)",
+            m.url,
+            index(archive).map_or("this host's store", |t| t.url.as_str())
+        ),
+        None => String::new(),
+    };
     let held = match (&moving, archive.and_then(S3ArchiveConfig::segment_store)) {
         (Some(m), to) => format!(
             "; gridd's next start moves the segments of {} to {}, then releases it",
@@ -334,21 +381,21 @@ fn write_archive(
         },
     };
     Ok(format!(
-        "wrote {named} into {} ({servers}){held}; a running gridd takes it at its next start",
+        "wrote {named} into {} ({servers}){held}{index_moves}; a running gridd takes it at its next start",
         path.display()
     ))
 }
 
-/// Whether the installation at `dir` names `archive` already (and, moving, `leaving`
-/// as the bucket its segments leave).
-pub fn written(
-    dir: &Path,
-    archive: Option<&S3ArchiveConfig>,
-    leaving: Option<&S3ArchiveConfig>,
-) -> bool {
+/// Whether the installation at `dir` names `archive` already (and, moving, the
+/// bucket its segments leave and the table its index leaves as `leaving` names them).
+pub fn written(dir: &Path, archive: Option<&S3ArchiveConfig>, leaving: Leaving<'_>) -> bool {
+    let names = |held: &Option<Box<S3ArchiveConfig>>, left: Option<&S3ArchiveConfig>| {
+        left.is_none_or(|l| held.as_ref().map(|x| &x.url) == Some(&l.url))
+    };
     HostConfig::read(dir).is_ok_and(|c| {
         c.archive.as_ref() == archive
-            && leaving.is_none_or(|l| c.archive_leaving.as_ref().map(|x| &x.url) == Some(&l.url))
+            && names(&c.archive_leaving, leaving.0)
+            && names(&c.archive_index_leaving, leaving.1)
     })
 }
 
@@ -409,7 +456,8 @@ pub(crate) mod tests {
                 t.action,
                 Action::WriteArchive {
                     archive: wanted.cloned(),
-                    leaving: Some(a.clone())
+                    leaving: Some(a.clone()),
+                    index_leaving: None,
                 }
             );
             assert_eq!(
@@ -436,16 +484,41 @@ pub(crate) mod tests {
                 .contains("its 1 segment(s) copied")
         );
         assert_eq!(held[0].transition.changes[0].after, "s3://grid-archive/a");
-        // A table for the index: `+ archive`, the segments staying in the files; and
-        // leaving it (for files or a bucket) is never applied.
+        // A table for the index: `+ archive`, the segments staying in the files.
+        // Leaving it by a removed line: never applied; for the host's store named so
+        // (`archive "file"`), a bucket's archive or another table: a move of the index.
         let table = bucket("dynamodb://grid-answers", "http://127.0.0.1:4567");
         let indexed = transitions("a", &dir, None, (Some(&table), false));
         assert_eq!(indexed[0].transition.op, Op::Create);
         assert!(indexed[0].transition.detail.contains("segments stay in"));
-        for wanted in [None, Some(&a)] {
-            assert_eq!(ops(Some(&table), wanted)[0].0, Op::Attention);
-            let named = transitions("a", &dir, Some(&table), (wanted, true));
-            assert_eq!(named[0].transition.op, Op::Attention);
+        assert_eq!(ops(Some(&table), None)[0].0, Op::Attention);
+        let other_table = bucket("dynamodb://grid-answers-2", "http://127.0.0.1:4568");
+        for (wanted, named, after) in [
+            (None, true, STORE),
+            (Some(&a), false, STORE),
+            (Some(&other_table), false, "dynamodb://grid-answers-2"),
+        ] {
+            let drafts = transitions("a", &dir, Some(&table), (wanted, named));
+            assert_eq!(drafts.len(), 1);
+            let t = &drafts[0].transition;
+            assert_eq!(t.op, Op::Change);
+            let Action::WriteArchive { index_leaving, .. } = &t.action else {
+                panic!("{:?}", t.action);
+            };
+            assert_eq!(index_leaving.as_ref(), Some(&table));
+            let index = t.changes.iter().find(|c| c.field == "index").unwrap();
+            assert_eq!(
+                (index.before.as_str(), index.after.as_str()),
+                ("dynamodb://grid-answers", after)
+            );
+            assert!(
+                t.detail
+                    .contains("move of the index from dynamodb://grid-answers")
+                    && t.detail
+                        .contains("every id the host archived there is found"),
+                "{}",
+                t.detail
+            );
         }
         // The index in a table, the segments in a bucket: each store judged on its own.
         let both = S3ArchiveConfig {
@@ -493,9 +566,18 @@ pub(crate) mod tests {
             segments: Some(Box::new(other.clone())),
             ..table.clone()
         };
-        for wanted in [Some(&table), Some(&a), None] {
+        for wanted in [Some(&table), None] {
             assert_eq!(ops(Some(&both), wanted)[0].0, Op::Attention);
         }
+        // The index into the host's store, the segments kept in their bucket.
+        assert_eq!(
+            fields(&both, &a),
+            [(
+                "index".to_owned(),
+                "dynamodb://grid-answers".to_owned(),
+                STORE.to_owned()
+            )]
+        );
         assert_eq!(
             fields(&both, &both_other),
             [(
@@ -520,26 +602,28 @@ pub(crate) mod tests {
         };
         let path = dir.join(grid_engine::config::HOST_CONFIG_FILE);
         std::fs::write(&path, config.to_toml()).unwrap();
-        let refused = write_archive(&dir, Some(&a), None).unwrap_err();
+        let refused = write_archive(&dir, Some(&a), (None, None)).unwrap_err();
         assert!(
             refused.contains("keeps archive segments in s3://grid-archive/b"),
             "{refused}"
         );
-        let refused = write_archive(&dir, Some(&both), None).unwrap_err();
+        let refused = write_archive(&dir, Some(&both), (None, None)).unwrap_err();
         assert!(
             refused.contains("keeps archive segments in s3://grid-archive/b"),
             "{refused}"
         );
         // A plan moving out of a bucket host.toml no longer keeps: refused as stale.
-        let refused = write_archive(&dir, None, Some(&a)).unwrap_err();
+        let refused = write_archive(&dir, None, (Some(&a), None)).unwrap_err();
         assert!(refused.contains("make a new plan"), "{refused}");
         // Moving out of it with the bucket silent: refused, host.toml unchanged.
-        let refused = write_archive(&dir, None, Some(&other)).unwrap_err();
+        let refused = write_archive(&dir, None, (Some(&other), None)).unwrap_err();
         assert!(
             refused.contains("does not answer") || refused.contains("credentials"),
             "{refused}"
         );
-        assert!(!written(&dir, Some(&a), None) && written(&dir, Some(&other), None));
+        assert!(
+            !written(&dir, Some(&a), (None, None)) && written(&dir, Some(&other), (None, None))
+        );
         // A store that does not answer is named as what it keeps; host.toml unchanged.
         let credentials = dir.join("s3.credentials");
         grid_engine::custody::write_private(
@@ -556,7 +640,7 @@ pub(crate) mod tests {
                 "{refused}"
             );
         }
-        assert!(written(&dir, Some(&other), None));
+        assert!(written(&dir, Some(&other), (None, None)));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -59,6 +59,10 @@ pub fn transitions(
         .config
         .as_ref()
         .and_then(|c| c.archive_leaving.clone());
+    config.archive_index_leaving = observation
+        .config
+        .as_ref()
+        .and_then(|c| c.archive_index_leaving.clone());
     // So are the authorities' snapshot stores (`diff::snapshots`).
     config.snapshots = observation
         .config

@@ -130,14 +130,7 @@ pub(super) fn leave_bucket(
         place,
     };
     move_segments(from_store, to_store, failpoints)?;
-    match to {
-        Some(to) => meta.insert(ARCHIVE_REMOTE_KEY, to.url.as_bytes()),
-        None => meta.remove(ARCHIVE_REMOTE_KEY),
-    }
-    .map_err(&storage)?;
-    database
-        .persist(fjall::PersistMode::SyncAll)
-        .map_err(&storage)?;
+    record_moved(database, meta, ARCHIVE_REMOTE_KEY, to).map_err(&storage)?;
     tracing::info!(
         from = from.url,
         "the archive's segments left the bucket: it is released"
@@ -172,9 +165,81 @@ pub(super) fn index_went(
         return Ok(true);
     }
     Err(config_refused(dir)(format!(
-        "host.toml names archive {named}, but this store's index of archived answers went to {}: moving it is not performed by this version, and without it archived ids would run again; name that archive again",
+        "host.toml names archive {named}, but this store's index of archived answers went to {}, and without it archived ids would run again: name that archive again, or move the index as a transition (`gridctl plan` shows it as `~ archive`; host.toml then names the table left as `archive-index-leaving`)",
         String::from_utf8_lossy(&went)
     )))
+}
+
+/// Moves the archive's index out of the table the store records it went to, when
+/// host.toml keeps it elsewhere (the store, or another table) and names that table as
+/// `archive-index-leaving` (the `~ archive` reconcile wrote): every record of the
+/// host's there verified and put where it goes ([`crate::store::shelf::move_index`]);
+/// then the store records the new place (synced). A stop anywhere resumes. Otherwise
+/// nothing: [`index_went`] refuses a host.toml pointing elsewhere.
+pub(super) fn leave_table(
+    dir: &Path,
+    database: &fjall::Database,
+    meta: &Keyspace,
+    config: &HostConfig,
+    failpoints: &crate::store::Failpoints,
+) -> Result<(), HostError> {
+    let (refused, storage) = (config_refused(dir), storage_failed(dir));
+    let Some(went) = meta.get(ARCHIVE_INDEX_REMOTE_KEY).map_err(&storage)? else {
+        return Ok(());
+    };
+    let to = config.archive.as_ref().filter(|a| a.table().is_some());
+    let Some(from) = config.archive_index_leaving.as_ref().filter(|leaving| {
+        leaving.url.as_bytes() == went.as_ref() && to.is_none_or(|to| to.url != leaving.url)
+    }) else {
+        return Ok(());
+    };
+    let key = installation_key(
+        dir,
+        ARCHIVE_INDEX_KEY,
+        "the archive's index key",
+        Some("this store's index records were tagged with it"),
+    )?;
+    let index = |table: &crate::config::S3ArchiveConfig| -> Result<_, HostError> {
+        let records = table.records(dir).map_err(&refused)?;
+        Ok(crate::store::shelf::RemoteIndex::new(
+            Box::new(records),
+            &table.url,
+            &config.name,
+            key,
+        ))
+    };
+    let source = index(from)?;
+    let target = to.map(index).transpose()?;
+    let place = to.map_or("this host's store", |to| to.url.as_str());
+    let waits = |why: String| HostError::Config {
+        path: PathBuf::from(&from.url),
+        reason: format!(
+            "the archive's index moves from {} to {place} (host.toml), but {why}; gridd does not start until it is moved (the index stays in {0} until then)",
+            from.url
+        ),
+    };
+    if let Some(target) = &target {
+        target.check().map_err(|e| waits(e.to_string()))?;
+    }
+    tracing::info!(from = from.url, to = place, "moving the archive's index");
+    let held = crate::store::shelf::move_index(dir, database, (&source, target.as_ref()), || {
+        failpoints.abort_if_armed(crate::store::Failpoint::ArchiveIndexMoveBeforeRecord)
+    })
+    .map_err(|e| match e {
+        crate::store::shelf::IndexMoveRefused::Waits(why) => waits(why),
+        crate::store::shelf::IndexMoveRefused::Damaged(detail) => HostError::Damaged {
+            path: PathBuf::from(&from.url),
+            detail,
+        },
+    })?;
+    record_moved(database, meta, ARCHIVE_INDEX_REMOTE_KEY, to).map_err(&storage)?;
+    tracing::info!(
+        from = from.url,
+        to = place,
+        records = held,
+        "the archive's index left the table: each record verified and put where it goes; the table is no longer read"
+    );
+    Ok(())
 }
 
 /// The adapter of `archive "dynamodb://TABLE"`: the index by id in the table, tagged
@@ -392,6 +457,21 @@ fn record_remote(
         database.persist(fjall::PersistMode::SyncAll)?;
     }
     Ok(())
+}
+
+/// After a move: the store's record of where what it keeps went (`meta_key`) names
+/// `to`'s address, or (none: the installation's own) is removed; synced.
+fn record_moved(
+    database: &fjall::Database,
+    meta: &Keyspace,
+    meta_key: &str,
+    to: Option<&crate::config::S3ArchiveConfig>,
+) -> Result<(), fjall::Error> {
+    match to {
+        Some(to) => meta.insert(meta_key, to.url.as_bytes()),
+        None => meta.remove(meta_key),
+    }?;
+    database.persist(fjall::PersistMode::SyncAll)
 }
 
 /// A `host.toml` that cannot be used, named.

@@ -132,6 +132,7 @@ impl Archive {
                 }
             })?;
         leave_bucket(dir, database, meta, config, failpoints)?;
+        leave_table(dir, database, meta, config, failpoints)?;
         let indexed = index_went(dir, meta, config)?;
         let shelf = match &config.archive {
             None => Shelf::open(dir, database, meta),
@@ -180,7 +181,7 @@ impl Archive {
 }
 
 mod adapters;
-use adapters::{index_went, leave_bucket, remote_adapter, table_adapter};
+use adapters::{index_went, leave_bucket, leave_table, remote_adapter, table_adapter};
 
 /// The `operations-by-time` key of an operation answered at a time.
 pub(super) use crate::store::shelf::time_key;

@@ -15,9 +15,9 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::archive::ArchiveError;
-use super::records::{First, Records, within_limits};
+use super::records::{First, Page, Records, within_limits};
 use super::s3::AccessKeys;
-use crate::limits::REMOTE_BLOB_BYTES_MAX;
+use crate::limits::{REMOTE_BLOB_BYTES_MAX, REMOTE_LIST_PAGE_MAX};
 
 pub mod dynalite;
 pub mod sigv4;
@@ -333,6 +333,68 @@ impl Records for DynamoRecords {
             .decode(value)
             .map(Some)
             .map_err(|e| self.remote(format!("GetItem: `{VALUE}` is not base64: {e}")))
+    }
+
+    /// A strongly consistent `Scan` filtered on `begins_with(k, prefix)`, from
+    /// `ExclusiveStartKey` `after`; the next page after its `LastEvaluatedKey` (a server
+    /// naming the key it was asked to start after again is refused: it would never end).
+    fn scan(&self, prefix: &str, after: Option<&str>) -> Result<Page, ArchiveError> {
+        within_limits(prefix, None)?;
+        let mut body = json!({
+            "TableName": self.table,
+            "FilterExpression": "begins_with(#k, :prefix)",
+            "ExpressionAttributeNames": {"#k": KEY},
+            "ExpressionAttributeValues": {":prefix": {"S": prefix}},
+            "ConsistentRead": true,
+            "Limit": REMOTE_LIST_PAGE_MAX,
+        });
+        if let Some(after) = after {
+            body["ExclusiveStartKey"] = json!({KEY: {"S": after}});
+        }
+        let answered = self.send("Scan", &body)?;
+        if answered.status != 200 {
+            return Err(self.unexpected("Scan", &answered));
+        }
+        let items = answered.body["Items"]
+            .as_array()
+            .ok_or_else(|| self.remote("Scan: an answer without `Items`".to_owned()))?;
+        let mut page = Page::default();
+        for item in items {
+            let (Some(key), Some(value)) = (item[KEY]["S"].as_str(), item[VALUE]["B"].as_str())
+            else {
+                return Err(self.remote(format!(
+                    "Scan: an item without a string `{KEY}` and a binary `{VALUE}`"
+                )));
+            };
+            if !key.starts_with(prefix) {
+                return Err(self.remote(format!(
+                    "Scan: an item `{}` the filter excludes",
+                    grid_spec::diagnostic::quoted(key)
+                )));
+            }
+            let value = base64::engine::general_purpose::STANDARD
+                .decode(value)
+                .map_err(|e| self.remote(format!("Scan: `{VALUE}` is not base64: {e}")))?;
+            page.records.push((key.to_owned(), value));
+        }
+        page.next = match answered.body.get("LastEvaluatedKey") {
+            None | Some(Value::Null) => None,
+            Some(last) => {
+                let last = last[KEY]["S"].as_str().ok_or_else(|| {
+                    self.remote(format!(
+                        "Scan: a `LastEvaluatedKey` without a string `{KEY}`"
+                    ))
+                })?;
+                if after == Some(last) {
+                    return Err(self.remote(format!(
+                        "Scan: the server named `{}` as where the next page begins again",
+                        grid_spec::diagnostic::quoted(last)
+                    )));
+                }
+                Some(last.to_owned())
+            }
+        };
+        Ok(page)
     }
 
     /// The table exists keyed by `k`, is active, and refuses a second put of a key: a

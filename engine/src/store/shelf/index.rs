@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 use super::{Shelf, fatal};
 use crate::store::Durable;
 use crate::store::archive::{ArchiveError, Located};
-use crate::store::records::{First, Records};
+use crate::store::records::{First, Page, Records};
 
 /// What a record's tag covers before the host, key and location.
 const TAG_CONTEXT: &[u8] = b"grid-archive-index/1\0";
@@ -109,9 +109,14 @@ impl RemoteIndex {
             .records
             .get(&self.record_key(key))
             .map_err(|e| format!("the archive index does not answer: {e}"))?;
-        let Some(value) = value else {
-            return Ok(None);
-        };
+        value
+            .map(|value| self.open(key, &value, quoted))
+            .transpose()
+    }
+
+    /// The location a record of `key` holds, once its tag verifies; refused, naming
+    /// the record (`quoted`), when it does not.
+    pub(super) fn open(&self, key: &str, value: &[u8], quoted: &str) -> Result<Located, String> {
         let changed = || {
             format!(
                 "the archive index {} holds a record `{}/{quoted}` that is not this installation's (changed, moved from another key, or written by another): refused",
@@ -125,7 +130,22 @@ impl RemoteIndex {
         if self.mac(key, located).verify_slice(tag).is_err() {
             return Err(changed());
         }
-        Located::from_bytes(located).map(Some).ok_or_else(changed)
+        Located::from_bytes(located).ok_or_else(changed)
+    }
+
+    /// The records of this host's keys, one page from after `after` (a key of the
+    /// table's, `HOST/KEY`).
+    pub(super) fn scan(&self, after: Option<&str>) -> Result<Page, String> {
+        self.records
+            .scan(&format!("{}/", self.host), after)
+            .map_err(|e| format!("the archive index does not answer: {e}"))
+    }
+
+    /// The key of the table's record key `record` (`HOST/KEY` → `KEY`).
+    pub(super) fn key_of<'a>(&self, record: &'a str) -> Option<&'a str> {
+        record
+            .strip_prefix(self.host.as_str())
+            .and_then(|rest| rest.strip_prefix('/'))
     }
 }
 
@@ -175,49 +195,70 @@ impl Shelf {
         let Some(remote) = &self.remote_index else {
             return Ok(0);
         };
-        let mut put = Vec::new();
-        let mut failed = None;
-        for guard in self.unpublished.iter() {
-            let marker = guard
-                .key()
-                .unwrap_or_else(|e| fatal(&self.dir, "reading archive index entries waiting", e));
-            let key = String::from_utf8_lossy(marker.get(8..).unwrap_or_default()).into_owned();
-            let located = self
-                .index
-                .get(&key)
-                .unwrap_or_else(|e| fatal(&self.dir, "reading the archive index", e))
-                .and_then(|bytes| Located::from_bytes(&bytes));
-            let Some(at) = located else {
-                failed = Some(format!(
-                    "the archive index entry of `{}` waits for {} but is not in this store (damaged)",
-                    grid_spec::diagnostic::quoted(&key),
-                    remote.place()
-                ));
-                break;
-            };
-            match remote.put(&key, &at) {
-                Ok(()) => put.push((marker.to_vec(), key)),
-                Err(why) => {
-                    failed = Some(why);
-                    break;
-                }
-            }
-        }
-        if !put.is_empty() {
-            let mut write = database.batch();
-            for (marker, key) in &put {
-                write.remove(&self.unpublished, marker.as_slice());
-                write.remove(&self.index, key.as_str());
-            }
-            database.commit_or_stop(write, &self.dir, "dropping index entries put in the table");
-            self.waiting -= put.len() as u64;
-        }
+        let dir = &self.dir;
+        let (put, failed) = put_waiting(
+            dir,
+            database,
+            (&self.index, &self.unpublished),
+            remote,
+            |write| database.commit_or_stop(write, dir, "dropping index entries put in the table"),
+        );
+        self.waiting -= put;
         match failed {
             Some(why) => {
                 self.last_error = Some((crate::store::now_ms(), why.clone()));
                 Err(why)
             }
-            None => Ok(put.len() as u64),
+            None => Ok(put),
         }
     }
+}
+
+/// Puts each index entry waiting in `unpublished` (its location in `index`) into
+/// `remote`, in order, until one fails; then hands `commit` one write dropping the
+/// markers and local entries of those it put (none put: no write). Answers how many it
+/// put, and why it stopped (none: every one was put).
+pub(super) fn put_waiting(
+    dir: &std::path::Path,
+    database: &fjall::Database,
+    (index, unpublished): (&fjall::Keyspace, &fjall::Keyspace),
+    remote: &RemoteIndex,
+    commit: impl FnOnce(fjall::OwnedWriteBatch),
+) -> (u64, Option<String>) {
+    let mut put = Vec::new();
+    let mut failed = None;
+    for guard in unpublished.iter() {
+        let marker = guard
+            .key()
+            .unwrap_or_else(|e| fatal(dir, "reading archive index entries waiting", e));
+        let key = String::from_utf8_lossy(marker.get(8..).unwrap_or_default()).into_owned();
+        let located = index
+            .get(&key)
+            .unwrap_or_else(|e| fatal(dir, "reading the archive index", e))
+            .and_then(|bytes| Located::from_bytes(&bytes));
+        let Some(at) = located else {
+            failed = Some(format!(
+                "the archive index entry of `{}` waits for {} but is not in this store (damaged)",
+                grid_spec::diagnostic::quoted(&key),
+                remote.place()
+            ));
+            break;
+        };
+        match remote.put(&key, &at) {
+            Ok(()) => put.push((marker.to_vec(), key)),
+            Err(why) => {
+                failed = Some(why);
+                break;
+            }
+        }
+    }
+    if !put.is_empty() {
+        let mut write = database.batch();
+        for (marker, key) in &put {
+            write.remove(unpublished, marker.as_slice());
+            write.remove(index, key.as_str());
+        }
+        commit(write);
+    }
+    (put.len() as u64, failed)
 }

@@ -28,10 +28,12 @@ use serde::{Deserialize, Serialize};
 use super::archive::{self, ArchiveError, Blobs, Entry, Located};
 
 mod index;
+mod moving;
 mod verify;
 use super::high_water::Signer;
 use super::{Durable, fatal};
 pub use index::RemoteIndex;
+pub use moving::{IndexMoveRefused, move_index};
 pub use verify::{SegmentProblem, Verification};
 
 /// The `meta` key of the next segment's sequence number (`u64` BE; absent: 1).

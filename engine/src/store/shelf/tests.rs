@@ -195,6 +195,14 @@ impl crate::store::records::Records for Switched {
         self.answer()?;
         self.records.get(key)
     }
+    fn scan(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+    ) -> Result<crate::store::records::Page, ArchiveError> {
+        self.answer()?;
+        self.records.scan(prefix, after)
+    }
 }
 
 impl Switched {
@@ -318,5 +326,121 @@ fn an_index_in_a_table_waits_in_the_store_until_taken_and_a_changed_or_lost_reco
     );
     assert!(matches!(shelf.find("e", "e", never), Found::Held { .. }));
     assert_eq!(records().get("solo/e").unwrap(), Some(b"theirs".to_vec()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_index_moved_out_of_a_table_is_whole_only_when_every_id_archived_there_is_found() {
+    use crate::store::records::{BlobRecords, Records};
+    let (dir, durable, meta, _) = installation("move-index");
+    let table = |name: &str| {
+        let at = dir.join(name);
+        std::fs::create_dir_all(&at).unwrap();
+        BlobRecords::new(archive::LocalFiles::open(&at).unwrap(), "r/")
+    };
+    let record_file =
+        |name: &str, key: &str| dir.join(name).join("archive/r").join(hex::encode(key));
+    let index = |name: &str| {
+        RemoteIndex::new(
+            Box::new(table(name)),
+            &format!("dynamodb://{name}"),
+            "solo",
+            [1; 32],
+        )
+    };
+    let down = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let first = || {
+        let switched = Switched {
+            records: table("t1"),
+            down: down.clone(),
+        };
+        RemoteIndex::new(Box::new(switched), "dynamodb://t1", "solo", [1; 32])
+    };
+    let open = |index: Option<RemoteIndex>| {
+        let blobs = archive::LocalFiles::open(&dir).unwrap();
+        let mut adapter = Adapter::files(blobs, "archive".to_owned());
+        adapter.index = index;
+        Shelf::open_on(&dir, &durable, &meta, adapter).unwrap()
+    };
+    let never = |_: u64| false;
+    let held = |shelf: &Shelf, keys: &[&str]| {
+        for key in keys {
+            assert!(
+                matches!(shelf.find(key, key, never), Found::Held { .. }),
+                "{key}"
+            );
+        }
+    };
+    // `a` and `b` taken by t1; `c` waits in the store (t1 down).
+    let mut shelf = open(Some(first()));
+    let shelve = |shelf: &mut Shelf, entries: &[Entry]| {
+        shelf
+            .shelve(&durable, "solo", entries, &sign(), || {}, |_| {})
+            .unwrap()
+    };
+    shelve(&mut shelf, &[entry("a", 1), entry("b", 2)]);
+    down.store(true, std::sync::atomic::Ordering::SeqCst);
+    shelve(&mut shelf, &[entry("c", 3)]);
+    assert_eq!(shelf.holding().index_waiting, 1);
+    drop(shelf);
+    // t1 not answering: the move waits.
+    let waits = move_index(&dir, &durable, (&first(), None), || {});
+    assert!(
+        matches!(waits, Err(IndexMoveRefused::Waits(_))),
+        "{waits:?}"
+    );
+    down.store(false, std::sync::atomic::Ordering::SeqCst);
+    // To another table: what waited is put in t1 first, then every record of the
+    // host's copied to t2, the same bytes; a second run is the same run.
+    let t2 = index("t2");
+    for _ in 0..2 {
+        assert_eq!(
+            move_index(&dir, &durable, (&first(), Some(&t2)), || {}),
+            Ok(3)
+        );
+    }
+    for key in ["solo/a", "solo/b", "solo/c"] {
+        let copied = table("t2").get(key).unwrap();
+        assert!(copied.is_some() && copied == table("t1").get(key).unwrap());
+    }
+    let shelf = open(Some(index("t2")));
+    assert_eq!(shelf.holding().index_waiting, 0);
+    held(&shelf, &["a", "b", "c"]);
+    drop(shelf);
+    // Into the store: a record t2 lost refuses the move by name (what moved stays
+    // found, what did not stays known by its digest, never absent) ...
+    let b = table("t2").get("solo/b").unwrap().unwrap();
+    std::fs::remove_file(record_file("t2", "solo/b")).unwrap();
+    let Err(IndexMoveRefused::Damaged(why)) = move_index(&dir, &durable, (&t2, None), || {}) else {
+        panic!("a lost record refuses the move");
+    };
+    assert!(why.contains("holds no record of 1 id(s)"), "{why}");
+    let shelf = open(Some(index("t2")));
+    held(&shelf, &["a", "c"]);
+    assert!(matches!(shelf.find("b", "b", never), Found::Unreadable(_)));
+    drop(shelf);
+    // ... and so does a record changed; each put back, the move is whole.
+    assert_eq!(
+        table("t2").put_first("solo/b", &b).unwrap(),
+        crate::store::records::First::Ours
+    );
+    let c = std::fs::read(record_file("t2", "solo/c")).unwrap();
+    let mut changed = c.clone();
+    changed[0] ^= 0xff;
+    std::fs::write(record_file("t2", "solo/c"), &changed).unwrap();
+    let Err(IndexMoveRefused::Damaged(why)) = move_index(&dir, &durable, (&t2, None), || {}) else {
+        panic!("a changed record refuses the move");
+    };
+    assert!(
+        why.contains("`solo/c` that is not this installation's"),
+        "{why}"
+    );
+    std::fs::write(record_file("t2", "solo/c"), &c).unwrap();
+    assert_eq!(move_index(&dir, &durable, (&t2, None), || {}), Ok(3));
+    // No table asked now: every id found in the store, no digest left.
+    let shelf = open(None);
+    held(&shelf, &["a", "b", "c"]);
+    assert!(shelf.ids.is_empty().unwrap());
+    drop(shelf);
     let _ = std::fs::remove_dir_all(&dir);
 }
