@@ -163,6 +163,7 @@ fn build(shape: &Shape) -> Model {
         retired: false,
         items,
         outputs: Vec::new(),
+        serves: Vec::new(),
         operations,
         origin: Origin {
             source: 0,

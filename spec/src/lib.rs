@@ -16,6 +16,7 @@ pub mod j1939;
 pub mod limits;
 pub mod nesting;
 mod parse;
+pub mod serving;
 pub mod storage;
 pub mod topology;
 mod validate;

@@ -82,10 +82,14 @@ pub enum Profile {
     /// The archive wallet: the five Processes of `wallet@1.1.0` and signed archives
     /// (needs `processes`).
     ArchiveWallet,
+    /// One model serving several memberships (`serve A`, `serve B`): its own capacity,
+    /// routes and receipts per membership, inputs through tickets into one journal
+    /// (issue 30; not provided by this build yet: refused by name).
+    SharedMemberships,
 }
 
 impl Profile {
-    pub const ALL: [Profile; 11] = [
+    pub const ALL: [Profile; 12] = [
         Profile::Transport,
         Profile::Authority,
         Profile::Delivery,
@@ -97,6 +101,7 @@ impl Profile {
         Profile::Control,
         Profile::WireObservation,
         Profile::ArchiveWallet,
+        Profile::SharedMemberships,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -112,6 +117,7 @@ impl Profile {
             Profile::Control => "control",
             Profile::WireObservation => "wire-observation",
             Profile::ArchiveWallet => "archive-wallet",
+            Profile::SharedMemberships => "shared-memberships",
         }
     }
 
@@ -176,6 +182,9 @@ pub struct Model {
     /// Inputs and cells in declaration order: a range `a:b` covers this order.
     pub items: Vec<Item>,
     pub outputs: Vec<Output>,
+    /// `serve M`: the memberships whose routes may feed or carry this model (explicit
+    /// admission; none named: its host's one membership, when it has exactly one).
+    pub serves: Vec<String>,
     /// Counted operations of all formulas (see `docs/models.md`).
     pub operations: u64,
     pub origin: Origin,

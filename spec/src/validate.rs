@@ -26,6 +26,7 @@ pub(crate) fn topology(parsed: &Parsed, options: crate::Options, problems: &mut 
     }
     authorities(parsed, problems);
     exports(&parsed.topology, problems);
+    crate::serving::check(parsed, problems);
     ledgers(parsed, problems);
     for (index, model) in parsed.topology.models.iter().enumerate() {
         if !parsed.incomplete_models.contains(&index) {

@@ -43,13 +43,17 @@ fn describe(path: &Path, text: &str) -> String {
             for m in &topology.models {
                 writeln!(
                     out,
-                    "model {} host={} items={} operations={} ceiling={} scalar={}",
+                    "model {} host={} items={} operations={} ceiling={} scalar={}{}",
                     m.name,
                     m.host,
                     m.items.len(),
                     m.operations,
                     m.ceiling(),
-                    m.scalar
+                    m.scalar,
+                    match m.serves.is_empty() {
+                        true => String::new(),
+                        false => format!(" serves={:?}", m.serves),
+                    }
                 )
                 .unwrap();
             }

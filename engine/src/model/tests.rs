@@ -45,6 +45,7 @@ pub(crate) fn model_with(lines: &[&str], declared_ceiling: Option<u32>, scalar: 
     Model {
         name: "m".to_owned(),
         host: "h".to_owned(),
+        serves: Vec::new(),
         declared_ceiling,
         scalar,
         retired: false,

@@ -69,28 +69,10 @@ impl FileReader<'_> {
             let mut c = NodeReader::new(child);
             match child.name().value() {
                 "member" => {
-                    if let Some((membership, span)) = c.string_arg(self, 0, "membership") {
-                        if memberships.contains(&membership) {
-                            self.error(
-                                span,
-                                format!("`member {membership}` is given twice"),
-                                "repeated",
-                                "list each membership once",
-                            );
-                        } else {
-                            if let Some((host, _)) = &name {
-                                self.parsed.references.push(Reference {
-                                    kind: RefKind::Membership,
-                                    name: membership.clone(),
-                                    file: self.file.clone(),
-                                    span,
-                                    context: format!("host `{host}` member"),
-                                    require: None,
-                                });
-                            }
-                            memberships.push(membership);
-                        }
-                    }
+                    let context = name
+                        .as_ref()
+                        .map(|(host, _)| format!("host `{host}` member"));
+                    self.membership_once(&mut c, &mut memberships, ("member", context));
                 }
                 "profiles" => {
                     if profiles_seen {

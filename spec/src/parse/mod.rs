@@ -128,6 +128,11 @@ pub(crate) struct Parsed {
     pub item_names: HashMap<(usize, usize), (File, SourceSpan)>,
     /// `(model index, output index)` → span of the output's cell name.
     pub output_spans: HashMap<(usize, usize), (File, SourceSpan)>,
+    /// Every route a model's input is fed from or its output goes to: (model index,
+    /// route, where the route is named).
+    pub model_routes: Vec<(usize, String, File, SourceSpan)>,
+    /// `(model index, serve index)` → span of the membership a `serve` names.
+    pub serve_spans: HashMap<(usize, usize), (File, SourceSpan)>,
     /// Model index → span of its name.
     pub model_names: Vec<(File, SourceSpan)>,
     /// Membership name → span of its `authority voters=N` entry.
@@ -160,6 +165,8 @@ pub(crate) fn topology(
         formulas: HashMap::new(),
         item_names: HashMap::new(),
         output_spans: HashMap::new(),
+        model_routes: Vec::new(),
+        serve_spans: HashMap::new(),
         model_names: Vec::new(),
         authority_spans: HashMap::new(),
         destination_spans: Vec::new(),

@@ -30,6 +30,7 @@ impl FileReader<'_> {
         let problems_before = self.problems.len();
         let mut items: Vec<Item> = Vec::new();
         let mut outputs: Vec<Output> = Vec::new();
+        let mut serves: Vec<String> = Vec::new();
         let mut item_spans: HashMap<String, SourceSpan> = HashMap::new();
         let mut operations: u64 = 0;
         for child in n.children(self) {
@@ -68,6 +69,14 @@ impl FileReader<'_> {
                     if kind == "input" {
                         let default = c.float_prop(self, "default");
                         let from = c.string_prop(self, "from", false).and_then(|(from, span)| {
+                            if let Some(route) = from.strip_prefix("route:") {
+                                self.parsed.model_routes.push((
+                                    model_index,
+                                    route.to_owned(),
+                                    self.file.clone(),
+                                    span,
+                                ));
+                            }
                             self.input_source(
                                 &from,
                                 span,
@@ -152,7 +161,26 @@ impl FileReader<'_> {
                         self.parsed
                             .output_spans
                             .insert((model_index, outputs.len()), (self.file.clone(), cell_span));
+                        self.parsed.model_routes.push((
+                            model_index,
+                            route.clone(),
+                            self.file.clone(),
+                            route_span,
+                        ));
                         outputs.push(Output { cell, route });
+                    }
+                }
+                "serve" => {
+                    let context = name
+                        .as_ref()
+                        .map(|(model, _)| format!("model `{model}` serve"));
+                    let at = serves.len();
+                    if let Some(span) =
+                        self.membership_once(&mut c, &mut serves, ("serve", context))
+                    {
+                        self.parsed
+                            .serve_spans
+                            .insert((model_index, at), (self.file.clone(), span));
                     }
                 }
                 other => {
@@ -161,7 +189,7 @@ impl FileReader<'_> {
                         child.name().span(),
                         format!("unknown child `{other}` of model"),
                         "not part of a model",
-                        "a model holds `input NAME`, `cell NAME \"FORMULA\"` and `output CELL route=R`",
+                        "a model holds `input NAME`, `cell NAME \"FORMULA\"`, `output CELL route=R` and `serve M`",
                     )
                 }
             }
@@ -193,9 +221,43 @@ impl FileReader<'_> {
             retired,
             items,
             outputs,
+            serves,
             operations,
             origin,
         });
+    }
+
+    /// A `member M` or `serve M` line (`what`): M added to `list` once (a repeat
+    /// refused), and referenced as a membership in `context` (none: the owner's name did
+    /// not read). Answers M's span when it was added.
+    pub(super) fn membership_once(
+        &mut self,
+        c: &mut NodeReader<'_>,
+        list: &mut Vec<String>,
+        (what, context): (&str, Option<String>),
+    ) -> Option<SourceSpan> {
+        let (membership, span) = c.string_arg(self, 0, "membership")?;
+        if list.contains(&membership) {
+            self.error(
+                span,
+                format!("`{what} {membership}` is given twice"),
+                "repeated",
+                "name each membership once",
+            );
+            return None;
+        }
+        if let Some(context) = context {
+            self.parsed.references.push(Reference {
+                kind: RefKind::Membership,
+                name: membership.clone(),
+                file: self.file.clone(),
+                span,
+                context,
+                require: None,
+            });
+        }
+        list.push(membership);
+        Some(span)
     }
 
     pub(super) fn input_source(
