@@ -73,6 +73,14 @@ pub struct HostConfig {
     /// unset values are the engine's defaults.
     #[serde(default, skip_serializing_if = "CapacityConfig::is_default")]
     pub capacity: CapacityConfig,
+    /// `capacity membership=M …`: the delivery capacity of the routes of M this host
+    /// publishes, M's own pool; a value unset there is `capacity`'s, then the default.
+    #[serde(
+        default,
+        rename = "membership-capacity",
+        skip_serializing_if = "std::collections::BTreeMap::is_empty"
+    )]
+    pub membership_capacity: std::collections::BTreeMap<String, CapacityConfig>,
     /// `retain` of the host: how long answers stay in the hot store and the archive
     /// (docs/storage.md); unset values are the engine's defaults.
     #[serde(default, skip_serializing_if = "RetainConfig::is_default")]
@@ -314,6 +322,30 @@ impl CapacityConfig {
     pub fn is_default(&self) -> bool {
         *self == CapacityConfig::default()
     }
+
+    /// These values, each unset one taken from `host` (a membership's line over the
+    /// host's).
+    pub fn over(&self, host: &CapacityConfig) -> CapacityConfig {
+        CapacityConfig {
+            ordered_per_destination: self
+                .ordered_per_destination
+                .or(host.ordered_per_destination),
+            ordered_per_host: self.ordered_per_host.or(host.ordered_per_host),
+            latest_per_destination: self.latest_per_destination.or(host.latest_per_destination),
+            latest_per_host: self.latest_per_host.or(host.latest_per_host),
+        }
+    }
+}
+
+impl From<&grid_spec::topology::DeliveryCapacity> for CapacityConfig {
+    fn from(c: &grid_spec::topology::DeliveryCapacity) -> CapacityConfig {
+        CapacityConfig {
+            ordered_per_destination: c.ordered_per_destination,
+            ordered_per_host: c.ordered_per_host,
+            latest_per_destination: c.latest_per_destination,
+            latest_per_host: c.latest_per_host,
+        }
+    }
 }
 
 impl HostConfig {
@@ -323,12 +355,12 @@ impl HostConfig {
             listen: host.listen.to_string(),
             profiles: host.profiles.iter().map(|p| p.name().to_owned()).collect(),
             metrics: host.metrics.map(|m| m.to_string()),
-            capacity: CapacityConfig {
-                ordered_per_destination: host.capacity.ordered_per_destination,
-                ordered_per_host: host.capacity.ordered_per_host,
-                latest_per_destination: host.capacity.latest_per_destination,
-                latest_per_host: host.capacity.latest_per_host,
-            },
+            capacity: CapacityConfig::from(&host.capacity),
+            membership_capacity: host
+                .membership_capacity
+                .iter()
+                .map(|(m, c)| (m.clone(), CapacityConfig::from(c)))
+                .collect(),
             retain: RetainConfig {
                 hot_days: host.retain.hot_days,
                 archive_days: host.retain.archive_days,
@@ -405,6 +437,7 @@ mod tests {
             profiles: Vec::new(),
             metrics: None,
             capacity: CapacityConfig::default(),
+            membership_capacity: Default::default(),
             retain: RetainConfig::default(),
             archive: None,
             archive_leaving: None,

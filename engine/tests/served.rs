@@ -21,6 +21,7 @@ fn installation(name: &str) -> PathBuf {
         profiles: Vec::new(),
         metrics: None,
         capacity: Default::default(),
+        membership_capacity: Default::default(),
         retain: Default::default(),
         archive: None,
         archive_leaving: None,

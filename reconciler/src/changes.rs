@@ -80,26 +80,19 @@ pub fn host_config(before: &HostConfig, after: &HostConfig) -> Vec<Change> {
         metrics(&before.metrics),
         metrics(&after.metrics),
     );
-    let (b, a) = (&before.capacity, &after.capacity);
-    for (name, b, a) in [
-        (
-            "ordered-per-destination",
-            b.ordered_per_destination,
-            a.ordered_per_destination,
-        ),
-        ("ordered-per-host", b.ordered_per_host, a.ordered_per_host),
-        (
-            "latest-per-destination",
-            b.latest_per_destination,
-            a.latest_per_destination,
-        ),
-        ("latest-per-host", b.latest_per_host, a.latest_per_host),
-    ] {
-        field(
+    capacity(&mut out, "capacity", &before.capacity, &after.capacity);
+    let memberships: std::collections::BTreeSet<&String> = before
+        .membership_capacity
+        .keys()
+        .chain(after.membership_capacity.keys())
+        .collect();
+    for m in memberships {
+        let none = grid_engine::config::CapacityConfig::default();
+        capacity(
             &mut out,
-            &format!("capacity {name}"),
-            optional(b),
-            optional(a),
+            &format!("capacity membership={m}"),
+            before.membership_capacity.get(m).unwrap_or(&none),
+            after.membership_capacity.get(m).unwrap_or(&none),
         );
     }
     let (b, a) = (&before.retain, &after.retain);
@@ -116,6 +109,31 @@ pub fn host_config(before: &HostConfig, after: &HostConfig) -> Vec<Change> {
         );
     }
     out
+}
+
+/// The changed values of a `capacity` line (`what`: how it is named).
+fn capacity(
+    out: &mut Vec<Change>,
+    what: &str,
+    b: &grid_engine::config::CapacityConfig,
+    a: &grid_engine::config::CapacityConfig,
+) {
+    for (name, b, a) in [
+        (
+            "ordered-per-destination",
+            b.ordered_per_destination,
+            a.ordered_per_destination,
+        ),
+        ("ordered-per-host", b.ordered_per_host, a.ordered_per_host),
+        (
+            "latest-per-destination",
+            b.latest_per_destination,
+            a.latest_per_destination,
+        ),
+        ("latest-per-host", b.latest_per_host, a.latest_per_host),
+    ] {
+        field(out, &format!("{what} {name}"), optional(b), optional(a));
+    }
 }
 
 /// The changed fields of a route's definition: its properties, then each destination

@@ -138,6 +138,10 @@ pub struct Host {
     pub key_generation: Option<u32>,
     /// `capacity …`: delivery capacity of the routes this host publishes.
     pub capacity: DeliveryCapacity,
+    /// `capacity membership=M …`: the capacity of the routes of M this host publishes,
+    /// its own pool (a value it leaves unset is the host's `capacity`, then the
+    /// engine's default).
+    pub membership_capacity: std::collections::BTreeMap<String, DeliveryCapacity>,
     /// `metrics="IP:PORT"`: where gridd serves Prometheus text; loopback only.
     pub metrics: Option<SocketAddr>,
     /// `retain hot-days=N [archive-days=M]`: unset values are the engine's defaults.

@@ -150,10 +150,50 @@ pub struct Delivery {
     runtime: Mutex<Option<(tokio::runtime::Handle, Authorities)>>,
     /// Counts pushes that stored values; signalled to the host's feeder.
     stored: (Mutex<u64>, std::sync::Condvar),
-    /// Each route's capacity (host configuration over the defaults).
-    capacity: Capacity,
-    /// Ordered publications all this host's routes may retain together.
-    ordered_per_host: u64,
+    /// Each route's capacity, and the Ordered publications the routes of one membership
+    /// may retain together: its `capacity membership=M` line over the host's
+    /// `capacity`, over the defaults.
+    capacities: Capacities,
+}
+
+/// The capacity of each membership's routes this host publishes: the host's, and each
+/// membership's own line over it. Each membership is its own Ordered pool.
+struct Capacities {
+    host: crate::config::CapacityConfig,
+    by_membership: BTreeMap<String, crate::config::CapacityConfig>,
+}
+
+impl Capacities {
+    fn config(&self, membership: &str) -> crate::config::CapacityConfig {
+        match self.by_membership.get(membership) {
+            Some(own) => own.over(&self.host),
+            None => self.host,
+        }
+    }
+
+    /// The capacity of one route of `membership`.
+    fn route(&self, membership: &str) -> Capacity {
+        let c = self.config(membership);
+        Capacity {
+            ordered_per_destination: c
+                .ordered_per_destination
+                .unwrap_or(super::ordered::ORDERED_PER_DESTINATION_DEFAULT),
+            ordered_per_publisher: super::ordered::ORDERED_PER_PUBLISHER_DEFAULT,
+            latest_per_destination: c
+                .latest_per_destination
+                .unwrap_or(super::ordered::LATEST_PER_DESTINATION_DEFAULT),
+            latest_per_publisher: c
+                .latest_per_host
+                .unwrap_or(super::ordered::LATEST_PER_PUBLISHER_DEFAULT),
+        }
+    }
+
+    /// The Ordered publications the routes of `membership` may retain together.
+    fn ordered_per_host(&self, membership: &str) -> u64 {
+        self.config(membership)
+            .ordered_per_host
+            .unwrap_or(ORDERED_PER_HOST_DEFAULT)
+    }
 }
 
 /// The publisher side of `route` among `routes`, if this host publishes it.
@@ -187,7 +227,10 @@ impl Delivery {
         host: &str,
         custody: Custody,
         failpoints: Failpoints,
-        capacity: crate::config::CapacityConfig,
+        (capacity, by_membership): (
+            crate::config::CapacityConfig,
+            BTreeMap<String, crate::config::CapacityConfig>,
+        ),
     ) -> Result<Arc<Delivery>, String> {
         let opened = open_keyspaces(
             database,
@@ -242,21 +285,10 @@ impl Delivery {
             syncer,
             runtime: Mutex::new(None),
             stored: (Mutex::new(0), std::sync::Condvar::new()),
-            capacity: Capacity {
-                ordered_per_destination: capacity
-                    .ordered_per_destination
-                    .unwrap_or(super::ordered::ORDERED_PER_DESTINATION_DEFAULT),
-                ordered_per_publisher: super::ordered::ORDERED_PER_PUBLISHER_DEFAULT,
-                latest_per_destination: capacity
-                    .latest_per_destination
-                    .unwrap_or(super::ordered::LATEST_PER_DESTINATION_DEFAULT),
-                latest_per_publisher: capacity
-                    .latest_per_host
-                    .unwrap_or(super::ordered::LATEST_PER_PUBLISHER_DEFAULT),
+            capacities: Capacities {
+                host: capacity,
+                by_membership,
             },
-            ordered_per_host: capacity
-                .ordered_per_host
-                .unwrap_or(ORDERED_PER_HOST_DEFAULT),
         };
         delivery.recover()?;
         Ok(Arc::new(delivery))
@@ -391,7 +423,7 @@ impl Delivery {
                                     &install.name,
                                     &install.membership,
                                     install.class,
-                                    me.capacity,
+                                    me.capacities.route(&install.membership),
                                 )
                                 .expect("capacities are at least 1 (validated)");
                                 Role::Publisher(Box::new(Publishing {

@@ -16,7 +16,10 @@ impl Host {
             &self.config.name,
             self.custody.clone(),
             self.failpoints.clone(),
-            self.config.capacity,
+            (
+                self.config.capacity,
+                self.config.membership_capacity.clone(),
+            ),
         )
         .map_err(|detail| HostError::Damaged {
             path: self.dir.join("store"),

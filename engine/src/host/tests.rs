@@ -24,6 +24,7 @@ impl Installation {
             profiles,
             metrics: None,
             capacity: Default::default(),
+            membership_capacity: Default::default(),
             retain: Default::default(),
             archive: None,
             archive_leaving: None,

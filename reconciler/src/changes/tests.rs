@@ -386,6 +386,7 @@ fn host(listen: &str, profiles: &[&str]) -> HostConfig {
         profiles: profiles.iter().map(|p| (*p).to_owned()).collect(),
         metrics: None,
         capacity: CapacityConfig::default(),
+        membership_capacity: Default::default(),
         retain: Default::default(),
         archive: None,
         archive_leaving: None,
@@ -458,6 +459,21 @@ fn hosts() {
                 "retain hot-days: (none) → 3",
                 "retain archive-days: (none) → 30",
             ],
+        ),
+        (
+            capped.clone(),
+            HostConfig {
+                membership_capacity: [(
+                    "utility".to_owned(),
+                    CapacityConfig {
+                        ordered_per_host: Some(1024),
+                        ..CapacityConfig::default()
+                    },
+                )]
+                .into(),
+                ..capped.clone()
+            },
+            &["capacity membership=utility ordered-per-host: (none) → 1024"],
         ),
         (base.clone(), base.clone(), &[]),
     ];

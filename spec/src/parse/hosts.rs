@@ -59,6 +59,9 @@ impl FileReader<'_> {
         let mut profiles: Vec<Profile> = Vec::new();
         let mut key_generation = None;
         let mut capacity = crate::topology::DeliveryCapacity::default();
+        let mut capacity_seen = false;
+        let mut membership_capacity = std::collections::BTreeMap::new();
+        let mut capacity_spans: Vec<(String, SourceSpan)> = Vec::new();
         let mut retain = crate::topology::Retention::default();
         let mut retain_seen = false;
         let mut archive = crate::storage::ArchiveTarget::File;
@@ -135,15 +138,35 @@ impl FileReader<'_> {
                     }
                 }
                 "capacity" => {
+                    let membership = c.string_prop(self, "membership", false);
                     let max = crate::limits::DELIVERY_CAPACITY_MAX as i128;
                     let mut read =
                         |key: &str| c.int_prop(self, key, false, 1, max).map(|(n, _)| n as u64);
-                    capacity = crate::topology::DeliveryCapacity {
+                    let read = crate::topology::DeliveryCapacity {
                         ordered_per_destination: read("ordered-per-destination"),
                         ordered_per_host: read("ordered-per-host"),
                         latest_per_destination: read("latest-per-destination"),
                         latest_per_host: read("latest-per-host"),
                     };
+                    let repeated = match &membership {
+                        Some((m, _)) => membership_capacity.insert(m.clone(), read).is_some(),
+                        None => std::mem::replace(&mut capacity_seen, true),
+                    };
+                    if repeated {
+                        let scope = membership
+                            .as_ref()
+                            .map_or(String::new(), |(m, _)| format!(" membership={m}"));
+                        self.error(
+                            child.name().span(),
+                            format!("`capacity{scope}` is given twice"),
+                            "second",
+                            "one `capacity` line for the host, and at most one per membership (`capacity membership=M …`)",
+                        );
+                    }
+                    match membership {
+                        Some((m, span)) => capacity_spans.push((m, span)),
+                        None => capacity = read,
+                    }
                 }
                 "retain" => {
                     if retain_seen {
@@ -185,6 +208,19 @@ impl FileReader<'_> {
             c.finish(self);
         }
         n.finish(self);
+        for (membership, span) in capacity_spans {
+            if !memberships.contains(&membership) {
+                let host = name.as_ref().map_or("?", |(n, _)| n.as_str()).to_owned();
+                self.error(
+                    span,
+                    format!(
+                        "`capacity membership={membership}`: host `{host}` is not a member of `{membership}`"
+                    ),
+                    "not a membership of the host",
+                    &format!("add `member {membership}` to host `{host}`, or remove this line"),
+                );
+            }
+        }
         let (Some((name, name_span)), Some((listen, listen_span))) = (name, listen) else {
             return;
         };
@@ -200,6 +236,7 @@ impl FileReader<'_> {
             profiles,
             key_generation,
             capacity,
+            membership_capacity,
             metrics,
             retain,
             archive,

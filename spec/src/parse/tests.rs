@@ -425,3 +425,50 @@ fn an_authority_keeps_its_snapshots_in_files_or_an_s3_bucket_and_refuses_the_res
         assert_eq!(d.offset(), text.find(at), "{inner}");
     }
 }
+
+#[test]
+fn a_capacity_line_per_membership_is_its_own_and_only_for_a_membership_of_the_host() {
+    let host = |lines: &str| {
+        format!(
+            "grid version=1\nmembership ops\nmembership util\nhost a listen=\"127.0.0.1:7401\" {{\n    member ops\n    member util\n{lines}}}\n"
+        )
+    };
+    let text = host(
+        "    capacity ordered-per-host=8\n    capacity membership=util ordered-per-host=2 latest-per-host=3\n",
+    );
+    let topology = crate::load_str("t.kdl", &text).unwrap();
+    let a = &topology.hosts[0];
+    assert_eq!(a.capacity.ordered_per_host, Some(8));
+    let util = &a.membership_capacity["util"];
+    assert_eq!(
+        (util.ordered_per_host, util.latest_per_host),
+        (Some(2), Some(3))
+    );
+    assert!(!a.membership_capacity.contains_key("ops"));
+    // A membership the host is not in; a line given twice (the host's or one
+    // membership's): each refused on its span.
+    let messages = |text: &str| {
+        crate::load_str("t.kdl", text)
+            .unwrap_err()
+            .items
+            .iter()
+            .map(|d| (d.message.clone(), d.offset()))
+            .collect::<Vec<_>>()
+    };
+    let text = host("    capacity membership=other ordered-per-host=2\n");
+    let found = messages(&text.replace("membership util\n", "membership util\nmembership other\n"));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].0.contains("host `a` is not a member of `other`"),
+        "{found:?}"
+    );
+    let twice = host(
+        "    capacity membership=util ordered-per-host=2\n    capacity membership=util ordered-per-host=3\n",
+    );
+    assert_eq!(
+        messages(&twice)[0].0,
+        "`capacity membership=util` is given twice"
+    );
+    let twice = host("    capacity ordered-per-host=2\n    capacity ordered-per-host=3\n");
+    assert_eq!(messages(&twice)[0].0, "`capacity` is given twice");
+}

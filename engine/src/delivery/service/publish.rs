@@ -151,34 +151,38 @@ impl Delivery {
         self.stage_locked(&mut routes, route, value, epoch, write)
     }
 
-    /// The host-wide Ordered capacity: `more` publications on `route` (if Ordered)
-    /// fit beside what every Ordered route of this host retains.
+    /// The Ordered capacity of the route's membership on this host: `more`
+    /// publications on `route` (if Ordered) fit beside what every Ordered route of the
+    /// same membership retains — another membership's routes never count against it.
     pub(super) fn admit_host(
         &self,
         routes: &BTreeMap<String, RouteState>,
         route: &str,
         more: u64,
     ) -> Result<(), String> {
-        let ordered = matches!(
-            routes.get(route),
-            Some(RouteState { install, role: Role::Publisher(_) }) if install.class == Class::Ordered
-        );
-        if !ordered {
-            return Ok(());
-        }
+        let membership = match routes.get(route) {
+            Some(RouteState {
+                install,
+                role: Role::Publisher(_),
+            }) if install.class == Class::Ordered => install.membership.as_str(),
+            _ => return Ok(()),
+        };
         let retained: u64 = routes
             .values()
             .filter_map(|r| match &r.role {
-                Role::Publisher(p) if r.install.class == Class::Ordered => {
+                Role::Publisher(p)
+                    if r.install.class == Class::Ordered && r.install.membership == membership =>
+                {
                     Some(p.outbox.retained())
                 }
                 _ => None,
             })
             .sum();
-        if retained + more > self.ordered_per_host {
+        let capacity = self.capacities.ordered_per_host(membership);
+        if retained + more > capacity {
             return Err(format!(
-                "route `{route}`: Ordered capacity exhausted for host `{}`: its Ordered routes retain {retained} publications not yet receipted by their whole cohort (ordered-per-host = {}; default ORDERED_PER_HOST_DEFAULT = {ORDERED_PER_HOST_DEFAULT}); nothing was published, nothing dropped",
-                self.host, self.ordered_per_host
+                "route `{route}`: Ordered capacity exhausted for host `{}` in membership `{membership}`: its Ordered routes there retain {retained} publications not yet receipted by their whole cohort (ordered-per-host = {capacity}; default ORDERED_PER_HOST_DEFAULT = {ORDERED_PER_HOST_DEFAULT}); nothing was published, nothing dropped",
+                self.host
             ));
         }
         Ok(())
