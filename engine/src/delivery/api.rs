@@ -164,6 +164,21 @@ pub struct RouteView {
     /// (docs/storage.md, "Delivery"). 1: nothing purged.
     #[serde(default = "first_position")]
     pub held_from: u64,
+    /// Publisher of an Ordered route: the Ordered pool of the route's membership on this
+    /// host (`capacity membership=M`, else the host's `capacity`): what its routes
+    /// retain together, and its `ordered-per-host`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordered_pool: Option<OrderedPool>,
+}
+
+/// A membership's Ordered pool on a publishing host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderedPool {
+    pub membership: String,
+    /// Ordered publications its routes retain, not yet receipted by their whole cohort.
+    pub retained: u64,
+    /// Its `ordered-per-host`.
+    pub capacity: u64,
 }
 
 fn first_position() -> u64 {

@@ -151,6 +151,26 @@ impl Delivery {
         self.stage_locked(&mut routes, route, value, epoch, write)
     }
 
+    /// What the Ordered routes of `membership` this host publishes retain together (its
+    /// pool's use).
+    pub(super) fn ordered_retained(
+        &self,
+        routes: &BTreeMap<String, RouteState>,
+        membership: &str,
+    ) -> u64 {
+        routes
+            .values()
+            .filter_map(|r| match &r.role {
+                Role::Publisher(p)
+                    if r.install.class == Class::Ordered && r.install.membership == membership =>
+                {
+                    Some(p.outbox.retained())
+                }
+                _ => None,
+            })
+            .sum()
+    }
+
     /// The Ordered capacity of the route's membership on this host: `more`
     /// publications on `route` (if Ordered) fit beside what every Ordered route of the
     /// same membership retains — another membership's routes never count against it.
@@ -167,17 +187,7 @@ impl Delivery {
             }) if install.class == Class::Ordered => install.membership.as_str(),
             _ => return Ok(()),
         };
-        let retained: u64 = routes
-            .values()
-            .filter_map(|r| match &r.role {
-                Role::Publisher(p)
-                    if r.install.class == Class::Ordered && r.install.membership == membership =>
-                {
-                    Some(p.outbox.retained())
-                }
-                _ => None,
-            })
-            .sum();
+        let retained = self.ordered_retained(routes, membership);
         let capacity = self.capacities.ordered_per_host(membership);
         if retained + more > capacity {
             return Err(format!(

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::{Delivery, Role, RouteState, key, named_key, position_of, publisher};
 use crate::custody::seal::{Sealed, open_value};
-use crate::delivery::api::{DeliveryReply, HeldValue, RouteInstall, RouteView};
+use crate::delivery::api::{DeliveryReply, HeldValue, OrderedPool, RouteInstall, RouteView};
 use crate::delivery::receipts::Receipt;
 use crate::limits::HELD_REPLY_MAX;
 use crate::store::fatal;
@@ -29,6 +29,12 @@ impl Delivery {
                     outstanding: p.outbox.outstanding(),
                     held: 0,
                     held_from: self.held_from(&r.install.name),
+                    ordered_pool: (r.install.class == crate::delivery::receipts::Class::Ordered)
+                        .then(|| OrderedPool {
+                            membership: r.install.membership.clone(),
+                            retained: self.ordered_retained(&routes, &r.install.membership),
+                            capacity: self.capacities.ordered_per_host(&r.install.membership),
+                        }),
                 },
                 Role::Destination(inbox) => RouteView {
                     route: r.install.clone(),
@@ -38,6 +44,7 @@ impl Delivery {
                     outstanding: BTreeMap::new(),
                     held: inbox.held(),
                     held_from: self.held_from(&r.install.name),
+                    ordered_pool: None,
                 },
             })
             .collect()

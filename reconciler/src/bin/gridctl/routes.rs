@@ -114,6 +114,9 @@ struct RouteLine {
     held: u64,
     /// The lowest position the host's journal of the route holds (below: purged).
     held_from: u64,
+    /// Publisher of an Ordered route: its membership's Ordered pool on the host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ordered_pool: Option<grid_engine::delivery::api::OrderedPool>,
 }
 
 #[derive(Serialize)]
@@ -146,6 +149,7 @@ impl RouteLine {
             outstanding: r.outstanding,
             held: r.held,
             held_from: r.held_from,
+            ordered_pool: r.ordered_pool,
         }
     }
 
@@ -187,6 +191,12 @@ impl RouteLine {
                 if d.retired { " (retired)" } else { "" },
                 self.receipted.get(&d.host).copied().unwrap_or(0),
                 self.outstanding.get(&d.host).copied().unwrap_or(0)
+            );
+        }
+        if let Some(pool) = &self.ordered_pool {
+            text += &format!(
+                "    {}'s Ordered pool on {h}: {} of {} retained (ordered-per-host)\n",
+                pool.membership, pool.retained, pool.capacity
             );
         }
         text
