@@ -80,7 +80,16 @@ pub enum Request {
     /// (see `grid_spec::canonical::model`). Values a batch set carry over to inputs the
     /// new definition still has; inputs no batch set take the new default; a new
     /// generation recomputes once (its batch 1) and publishes the outputs that changed.
-    InstallModel { name: String, model: String },
+    ///
+    /// `serves`: the memberships the topology admits the model to (`serve M`), kept in
+    /// the model's record beside its definition: a change of them alone is no new
+    /// generation.
+    InstallModel {
+        name: String,
+        model: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        serves: Vec<String>,
+    },
     /// Install a tag read at this host, or change an installed one, to the canonical
     /// KDL text `tag` (see `grid_spec::canonical::tag`); profile `sources`. Only
     /// `simulate` sources run in this build; any other source is refused by name.
@@ -556,6 +565,9 @@ pub struct ModelState {
     pub generation: u32,
     /// Batches applied to the current generation.
     pub batches: u64,
+    /// The memberships the model was admitted to (`serve M`), as installed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub serves: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

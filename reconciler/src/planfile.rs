@@ -411,6 +411,7 @@ mod tests {
                         request: Request::InstallModel {
                             name: "m".to_owned(),
                             model: "model \"m\" host=\"solo\" {\n    input \"a\"\n}\n".to_owned(),
+                            serves: vec!["ops".to_owned()],
                         },
                     },
                     after: vec!["plan-x-1".to_owned()],

@@ -28,7 +28,7 @@ impl Host {
         name: &str,
         parsed: &grid_spec::Model,
         mut runtime: Runtime,
-        canonical: String,
+        (canonical, serves): (String, &[String]),
         write: &mut fjall::OwnedWriteBatch,
     ) -> Result<(String, AfterCommit), String> {
         let current = self.models.get(name);
@@ -68,6 +68,7 @@ impl Host {
             model: canonical,
             retired: false,
             generation,
+            serves: serves.to_vec(),
         };
         write.insert(
             &self.models_keyspace,

@@ -110,6 +110,10 @@ struct ModelRecord {
     model: String,
     retired: bool,
     generation: u32,
+    /// The memberships the model was admitted to (`serve M`): beside the definition,
+    /// so admitting it to one more is no new generation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    serves: Vec<String>,
 }
 
 struct Installed {
@@ -785,6 +789,7 @@ impl Host {
                     retired: installed.record.retired,
                     generation: installed.record.generation,
                     batches: installed.batches,
+                    serves: installed.record.serves.clone(),
                 })
                 .collect(),
             unacknowledged,

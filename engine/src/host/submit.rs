@@ -94,7 +94,11 @@ impl Host {
         };
         let mut ledger_staged = None;
         let answer = match &request {
-            Request::InstallModel { name, model } => match self.parse_model(model) {
+            Request::InstallModel {
+                name,
+                model,
+                serves,
+            } => match self.parse_model(model) {
                 Err(reason) => failed(&op, reason),
                 Ok(parsed) if parsed.name != *name => failed(
                     &op,
@@ -111,7 +115,8 @@ impl Host {
                         match current {
                             Some(installed)
                                 if installed.record.model == canonical
-                                    && !installed.record.retired =>
+                                    && !installed.record.retired
+                                    && installed.record.serves == *serves =>
                             {
                                 succeeded(
                                     &op,
@@ -121,9 +126,44 @@ impl Host {
                                     ),
                                 )
                             }
-                            _ => match self
-                                .stage_generation(name, &parsed, runtime, canonical, &mut write)
+                            // The same definition admitted to other memberships: its
+                            // record, not a new generation.
+                            Some(installed)
+                                if installed.record.model == canonical
+                                    && !installed.record.retired =>
                             {
+                                let record = ModelRecord {
+                                    serves: serves.clone(),
+                                    ..installed.record.clone()
+                                };
+                                write.insert(
+                                    &self.models_keyspace,
+                                    name.as_str(),
+                                    serde_json::to_vec(&record).expect("records serialize"),
+                                );
+                                let detail = format!(
+                                    "model {name} serves {} (generation {} unchanged)",
+                                    match serves.is_empty() {
+                                        true => "its host's one membership".to_owned(),
+                                        false => serves.join(", "),
+                                    },
+                                    record.generation
+                                );
+                                let name = name.clone();
+                                after_commit = Some(Box::new(move |host: &mut Host| {
+                                    if let Some(installed) = host.models.get_mut(&name) {
+                                        installed.record = record;
+                                    }
+                                }));
+                                succeeded(&op, detail)
+                            }
+                            _ => match self.stage_generation(
+                                name,
+                                &parsed,
+                                runtime,
+                                (canonical, serves),
+                                &mut write,
+                            ) {
                                 Err(reason) => failed(&op, reason),
                                 Ok((detail, apply)) => {
                                     let name = name.clone();

@@ -93,6 +93,7 @@ fn install(host: &mut Host, op: &str, name: &str, body: &str) -> Answer {
         Request::InstallModel {
             name: name.to_owned(),
             model: model_text(name, body),
+            serves: Vec::new(),
         },
     );
     assert_eq!(
@@ -191,6 +192,57 @@ fn an_input_no_batch_set_takes_the_new_default_and_keeps_it_after_recovery() {
         "recovery replays the same state"
     );
     assert_eq!(state(&host, "pump").batches, batches);
+}
+
+/// A model admitted to memberships (`serve M`) keeps them in its record: admitting it
+/// to another is no new generation, its values and batches stay, and a reopen reads
+/// them back.
+#[test]
+fn admitting_a_model_to_a_membership_is_its_record_not_a_new_generation() {
+    let installation = Installation::new("serves");
+    let mut host = installation.open();
+    let body = "input flow default=1\ncell twice \"flow * 2\"";
+    install(&mut host, "i1", "pump", body);
+    input(&mut host, "b1", "pump", &[("flow", 10.0)]);
+    let admit = |serves: &[&str]| Request::InstallModel {
+        name: "pump".to_owned(),
+        model: model_text("pump", body),
+        serves: serves.iter().map(|m| (*m).to_owned()).collect(),
+    };
+    let answer = submit(&mut host, "i2", admit(&["ops"]));
+    assert_eq!(answer.outcome, Outcome::Succeeded, "{}", answer.detail);
+    assert_eq!(
+        answer.detail,
+        "model pump serves ops (generation 1 unchanged)"
+    );
+    let answer = submit(&mut host, "i3", admit(&["ops"]));
+    assert!(
+        answer.detail.contains("already installed"),
+        "{}",
+        answer.detail
+    );
+    let held = state(&host, "pump");
+    assert_eq!((held.generation, held.batches), (1, 1));
+    assert_eq!(held.serves, vec!["ops".to_owned()]);
+    assert_eq!(values(&mut host, "pump")["twice"], 20.0);
+    drop(host);
+    let mut host = installation.open();
+    assert_eq!(state(&host, "pump").serves, vec!["ops".to_owned()]);
+    // A new definition keeps what the request names.
+    let answer = submit(
+        &mut host,
+        "i4",
+        Request::InstallModel {
+            name: "pump".to_owned(),
+            model: model_text("pump", "input flow default=1\ncell twice \"flow * 3\""),
+            serves: vec!["ops".to_owned(), "util".to_owned()],
+        },
+    );
+    assert_eq!(answer.outcome, Outcome::Succeeded, "{}", answer.detail);
+    let held = state(&host, "pump");
+    assert_eq!(held.generation, 2);
+    assert_eq!(held.serves, vec!["ops".to_owned(), "util".to_owned()]);
+    assert_eq!(values(&mut host, "pump")["twice"], 30.0);
 }
 
 /// An input a batch set keeps its value even when it equals the old default, and even
@@ -545,6 +597,7 @@ fn a_tag_journal_is_purged_below_what_its_models_projected_and_continues_after_a
         Request::InstallModel {
             name: "m".to_owned(),
             model,
+            serves: Vec::new(),
         },
     );
     assert_eq!(answer.outcome, Outcome::Succeeded, "{}", answer.detail);

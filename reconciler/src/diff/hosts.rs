@@ -199,6 +199,7 @@ pub fn transitions(
         let install = Request::InstallModel {
             name: model.name.clone(),
             model: canonical.clone(),
+            serves: model.serves.clone(),
         };
         match held.get(model.name.as_str()) {
             None if model.retired => {}
@@ -229,10 +230,50 @@ pub fn transitions(
                     name: model.name.clone(),
                 },
             )),
+            // A membership the host admitted the model to and the files no longer name:
+            // never a leave, never dropped by an install (SPEC §1.8).
+            Some(held) if held.serves.iter().any(|m| !model.serves.contains(m)) => {
+                let dropped: Vec<&str> = held
+                    .serves
+                    .iter()
+                    .filter(|m| !model.serves.contains(m))
+                    .map(String::as_str)
+                    .collect();
+                out.push(Draft::attention(
+                    "model",
+                    &model.name,
+                    name,
+                    format!(
+                        "unmanaged: the host admitted it to {} and no file says `serve {}` for it; a removed `serve` line is never a leave (leaving a membership is `member M leave=#true`, not performed by this version); put the line back",
+                        dropped.join(", "),
+                        dropped.join("`, `serve ")
+                    ),
+                ));
+            }
             Some(held) if held.model != canonical => {
-                let changes = crate::changes::model(&held.model, &canonical);
+                let mut changes = crate::changes::model(&held.model, &canonical);
+                changes.extend(serves_change(&held.serves, &model.serves));
                 let detail = diff(&held.model, &canonical);
                 out.push(submit(Op::Change, &model.name, detail, install).changes(changes));
+            }
+            Some(held) if held.serves != model.serves => {
+                let detail = format!(
+                    "admitted to {} as well (the same definition: no new generation)",
+                    model
+                        .serves
+                        .iter()
+                        .filter(|m| !held.serves.contains(m))
+                        .map(String::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                out.push(
+                    submit(Op::Change, &model.name, detail, install).changes(
+                        serves_change(&held.serves, &model.serves)
+                            .into_iter()
+                            .collect(),
+                    ),
+                );
             }
             Some(_) => {}
         }
@@ -252,6 +293,19 @@ pub fn transitions(
     out
 }
 
+/// The change of the memberships a model serves, when they differ.
+fn serves_change(held: &[String], wanted: &[String]) -> Option<crate::changes::Change> {
+    let named = |list: &[String]| match list.is_empty() {
+        true => "(none named)".to_owned(),
+        false => list.join(" "),
+    };
+    (held != wanted).then(|| crate::changes::Change {
+        field: "serves".to_owned(),
+        before: named(held),
+        after: named(wanted),
+    })
+}
+
 /// `+ model M @ H`: after the installation, when the host does not exist yet.
 fn install_model(host: &str, model: &grid_spec::Model, canonical: Option<String>) -> Draft {
     let canonical = canonical.unwrap_or_else(|| grid_spec::canonical::model(model));
@@ -269,6 +323,7 @@ fn install_model(host: &str, model: &grid_spec::Model, canonical: Option<String>
             request: Request::InstallModel {
                 name: model.name.clone(),
                 model: canonical,
+                serves: model.serves.clone(),
             },
         },
     )

@@ -251,6 +251,7 @@ fn running_full(topology: &Topology) -> World {
                 retired: false,
                 generation: 1,
                 batches: 7,
+                serves: m.serves.clone(),
             });
         }
         for t in topology.tags.iter().filter(|t| t.host == o.name) {
@@ -423,6 +424,7 @@ fn models_change_retire_and_unmanaged() {
             retired: false,
             generation: 1,
             batches: 0,
+            serves: Vec::new(),
         });
     }
     check(&t, &world, &["! model stray @ edge-a"]);
