@@ -304,28 +304,24 @@ fn write_archive(
 ) -> Result<String, String> {
     let mut config = HostConfig::read(dir).map_err(|e| e.to_string())?;
     let found = config.archive.clone();
-    // The table the index leaves is the one host.toml keeps, as the plan saw it.
-    let index_moving = moved(index(found.as_ref()), index(archive)).cloned();
-    if index_moving.as_ref().map(|m| &m.url) != index_leaving.map(|l| &l.url) {
-        return Err(match &index_moving {
-            Some(m) => format!(
-                "host.toml keeps the archive's index in {}, which this plan does not move: make a new plan (nothing was applied)",
-                m.url
-            ),
-            None => "host.toml no longer keeps the archive's index where this plan moves it from: make a new plan (nothing was applied)".to_owned(),
-        });
-    }
-    // The bucket the segments leave is the one host.toml keeps, as the plan saw it.
-    let moving = moved(segments(found.as_ref()), segments(archive)).cloned();
-    if moving.as_ref().map(|m| &m.url) != leaving.map(|l| &l.url) {
-        return Err(match &moving {
-            Some(m) => format!(
-                "host.toml keeps archive segments in {}, which this plan does not move: make a new plan (nothing was applied)",
-                m.url
-            ),
-            None => "host.toml no longer keeps the archive's segments where this plan moves them from: make a new plan (nothing was applied)".to_owned(),
-        });
-    }
+    // The table the index leaves, and the bucket the segments leave, are the ones
+    // host.toml keeps, as the plan saw them.
+    let index_moving = as_planned(
+        moved(index(found.as_ref()), index(archive)),
+        index_leaving,
+        (
+            "the archive's index",
+            "the archive's index where this plan moves it from",
+        ),
+    )?;
+    let moving = as_planned(
+        moved(segments(found.as_ref()), segments(archive)),
+        leaving,
+        (
+            "archive segments",
+            "the archive's segments where this plan moves them from",
+        ),
+    )?;
     if let Some(m) = &moving {
         reach(dir, (m, "archive"))?;
         config.archive_leaving = Some(Box::new(m.clone()));
@@ -384,6 +380,28 @@ fn write_archive(
         "wrote {named} into {} ({servers}){held}{index_moves}; a running gridd takes it at its next start",
         path.display()
     ))
+}
+
+/// The store host.toml's archive leaves (`moving`), when it is the one the plan leaves
+/// (`planned`); refused as a stale plan otherwise. `what`: how the stored thing is named,
+/// and where it was as the plan saw it.
+fn as_planned(
+    moving: Option<&S3ArchiveConfig>,
+    planned: Option<&S3ArchiveConfig>,
+    (what, where_planned): (&str, &str),
+) -> Result<Option<S3ArchiveConfig>, String> {
+    if moving.map(|m| &m.url) == planned.map(|l| &l.url) {
+        return Ok(moving.cloned());
+    }
+    Err(match moving {
+        Some(m) => format!(
+            "host.toml keeps {what} in {}, which this plan does not move: make a new plan (nothing was applied)",
+            m.url
+        ),
+        None => format!(
+            "host.toml no longer keeps {where_planned}: make a new plan (nothing was applied)"
+        ),
+    })
 }
 
 /// Whether the installation at `dir` names `archive` already (and, moving, the

@@ -69,20 +69,17 @@ impl FileReader<'_> {
                     if kind == "input" {
                         let default = c.float_prop(self, "default");
                         let from = c.string_prop(self, "from", false).and_then(|(from, span)| {
-                            if let Some(route) = from.strip_prefix("route:") {
-                                self.parsed.model_routes.push((
-                                    model_index,
-                                    route.to_owned(),
-                                    self.file.clone(),
-                                    span,
-                                ));
-                            }
-                            self.input_source(
+                            let source = self.input_source(
                                 &from,
                                 span,
                                 name.as_ref().map(|n| n.0.as_str()),
                                 host.as_ref().map(|h| h.0.as_str()),
-                            )
+                            );
+                            if let Some(InputSource::Route(route)) = &source {
+                                let at = (model_index, route.clone(), self.file.clone(), span);
+                                self.parsed.model_routes.push(at);
+                            }
+                            source
                         });
                         items.push(Item::Input(Input {
                             name: item_name,

@@ -100,16 +100,12 @@ pub(super) fn leave_bucket(
     failpoints: &crate::store::Failpoints,
 ) -> Result<(), HostError> {
     let storage = storage_failed(dir);
-    let Some(went) = meta.get(ARCHIVE_REMOTE_KEY).map_err(&storage)? else {
-        return Ok(());
-    };
     let to = config
         .archive
         .as_ref()
         .and_then(crate::config::S3ArchiveConfig::segment_store);
-    let Some(from) = config.archive_leaving.as_ref().filter(|leaving| {
-        leaving.url.as_bytes() == went.as_ref() && to.is_none_or(|to| to.url != leaving.url)
-    }) else {
+    let leaving = config.archive_leaving.as_deref();
+    let Some(from) = left(meta, ARCHIVE_REMOTE_KEY, leaving, to).map_err(&storage)? else {
         return Ok(());
     };
     let key = seal_key(dir, true)?;
@@ -184,13 +180,9 @@ pub(super) fn leave_table(
     failpoints: &crate::store::Failpoints,
 ) -> Result<(), HostError> {
     let (refused, storage) = (config_refused(dir), storage_failed(dir));
-    let Some(went) = meta.get(ARCHIVE_INDEX_REMOTE_KEY).map_err(&storage)? else {
-        return Ok(());
-    };
     let to = config.archive.as_ref().filter(|a| a.table().is_some());
-    let Some(from) = config.archive_index_leaving.as_ref().filter(|leaving| {
-        leaving.url.as_bytes() == went.as_ref() && to.is_none_or(|to| to.url != leaving.url)
-    }) else {
+    let leaving = config.archive_index_leaving.as_deref();
+    let Some(from) = left(meta, ARCHIVE_INDEX_REMOTE_KEY, leaving, to).map_err(&storage)? else {
         return Ok(());
     };
     let key = installation_key(
@@ -457,6 +449,24 @@ fn record_remote(
         database.persist(fjall::PersistMode::SyncAll)?;
     }
     Ok(())
+}
+
+/// The store a move leaves: `leaving` (host.toml's), when it is the one the store
+/// records under `meta_key` that what it keeps went to, and not `to`, where host.toml
+/// keeps it now (none: nothing to move — the adapters refuse a host.toml pointing
+/// elsewhere without naming the store left).
+fn left<'a>(
+    meta: &Keyspace,
+    meta_key: &str,
+    leaving: Option<&'a crate::config::S3ArchiveConfig>,
+    to: Option<&crate::config::S3ArchiveConfig>,
+) -> Result<Option<&'a crate::config::S3ArchiveConfig>, fjall::Error> {
+    let Some(went) = meta.get(meta_key)? else {
+        return Ok(None);
+    };
+    Ok(leaving.filter(|leaving| {
+        leaving.url.as_bytes() == went.as_ref() && to.is_none_or(|to| to.url != leaving.url)
+    }))
 }
 
 /// After a move: the store's record of where what it keeps went (`meta_key`) names
