@@ -25,6 +25,7 @@ pub mod measure;
 pub mod pki;
 pub mod processes;
 pub mod procs;
+pub mod publisher;
 pub mod report;
 
 use std::collections::HashMap;

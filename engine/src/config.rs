@@ -32,7 +32,7 @@ pub enum ConfigError {
 
 /// Profiles this build of gridd can run; every other one refuses to start. gridctl's
 /// `check`, `plan`, `reconcile` and `up` refuse them too (`grid_spec::Options`).
-pub const PROVIDED_PROFILES: [Profile; 9] = [
+pub const PROVIDED_PROFILES: [Profile; 10] = [
     Profile::Transport,
     Profile::WireObservation,
     Profile::Authority,
@@ -42,6 +42,7 @@ pub const PROVIDED_PROFILES: [Profile; 9] = [
     Profile::Ledger,
     Profile::ArchiveWallet,
     Profile::Missions,
+    Profile::SharedMemberships,
 ];
 
 /// [`PROVIDED_PROFILES`] by name.

@@ -373,3 +373,13 @@ const _: () = assert!(WALLET_ARCHIVE_BYTES_MAX * 2 <= CONTROL_LINE_BYTES_MAX);
 /// A lone run never waits for it. Measured (BENCHMARKS.md §4): 0, 100, 300 and 600 µs
 /// gave about 2,500, 3,500, 3,900 and 4,300 direct runs/s at 64 callers.
 pub const PROCESSES_FSYNC_GATHER: Duration = Duration::from_micros(600);
+
+/// Publications of one route a model serving several memberships may keep waiting for
+/// their membership's capacity (profile `shared-memberships`, docs/memberships.md):
+/// beyond it the model's writer refuses the batch — the bound where one membership's
+/// stall starts to push back on the other's.
+pub const DEFERRED_PER_ROUTE_MAX: usize = 65_536;
+
+/// Obligations a leave lists by name at most (docs/memberships.md, "Leaving"); more are
+/// counted ("and N more").
+pub const LEAVE_OBLIGATIONS_SHOWN_MAX: usize = 32;

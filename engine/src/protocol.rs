@@ -70,6 +70,16 @@ pub enum Call {
     Mission {
         request: crate::missions::api::MissionCall,
     },
+    /// What this host still owes in `membership` — what a leave waits for
+    /// (docs/memberships.md, "Leaving"): values on its routes there not yet receipted,
+    /// waiting for capacity or not yet taken by its models; of the `grants` named
+    /// (those binding it there), units reserved or unknown; its own calls there with no
+    /// outcome. Changes nothing.
+    Obligations {
+        membership: String,
+        #[serde(default)]
+        grants: Vec<String>,
+    },
 }
 
 /// What an operation asks a host to do.
@@ -147,6 +157,17 @@ pub enum Request {
     /// archive now, whatever `retain hot-days` says (`gridctl storage archive`;
     /// docs/storage.md). Re-sent, it returns its first answer.
     Archive { older_than_seconds: u64 },
+    /// Leave `membership` (`member M leave=#true`; docs/memberships.md, "Leaving"):
+    /// failed, changing nothing, while an obligation there is open (`Call::Obligations`
+    /// with the same `grants`); otherwise the models admitted to it no longer serve it,
+    /// and the host's certificate of it is set aside (`DIR/memberships-left/M-SERIAL`):
+    /// from then on it neither serves nor admits the membership's participants. A host
+    /// not enrolled in it has nothing to leave.
+    LeaveMembership {
+        membership: String,
+        #[serde(default)]
+        grants: Vec<String>,
+    },
 }
 
 /// A write's fencing stamp: the claim its writer holds and the epoch it holds it at.
@@ -201,6 +222,7 @@ impl Request {
             Request::Archive { older_than_seconds } => {
                 format!("archive answers older than {older_than_seconds} s")
             }
+            Request::LeaveMembership { membership, .. } => format!("leave membership {membership}"),
         }
     }
 
@@ -222,6 +244,7 @@ impl Request {
             Request::SettleGrant { .. } => "settle-grant",
             Request::Checkpoint {} => "checkpoint",
             Request::Archive { .. } => "archive",
+            Request::LeaveMembership { .. } => "leave-membership",
         }
     }
 }
@@ -354,6 +377,12 @@ pub enum Reply {
     Wallet(Box<crate::wallet::api::WalletReply>),
     /// What the missions profile answered.
     Mission(Box<crate::missions::api::MissionReply>),
+    /// What the host still owes in `membership` (`Call::Obligations`; empty: nothing,
+    /// a leave may complete).
+    Obligations {
+        membership: String,
+        open: Vec<String>,
+    },
 }
 
 /// A value as it crosses the wire: a finite number or an error value's text.

@@ -350,11 +350,18 @@ pub fn apply(plan: &Plan) -> Report {
                     .waits_for
                     .as_ref()
                     .map(|w| {
-                        crate::plan::Wait {
+                        let wait = crate::plan::Wait {
                             reason: w.reason,
                             hosts: stopped.clone(),
                         }
-                        .describe()
+                        .describe();
+                        // What it waits for is on its line: named here too.
+                        match w.reason {
+                            crate::plan::WaitReason::ObligationsOpen => {
+                                format!("{wait} ({})", t.detail)
+                            }
+                            _ => wait,
+                        }
                     })
                     .unwrap_or_default(),
             };

@@ -92,6 +92,10 @@ pub struct HostObservation {
     /// (`DIR/keys/held-ledgers`): one its store does not hold is never planned afresh.
     #[serde(default)]
     pub held_ledgers: BTreeSet<String>,
+    /// Per membership the files say the host leaves and it is still enrolled in: what
+    /// it still owes there (`Call::Obligations`; asked only of a running host).
+    #[serde(default)]
+    pub obligations: BTreeMap<String, Result<Vec<String>, String>>,
 }
 
 /// An installation's key custody as found.
@@ -297,6 +301,10 @@ fn observe_planned(topology: &Topology, state: &Path, name: &str, dir: &Path) ->
         return o;
     }
     let Some(desired) = desired else { return o };
+    for m in desired.leaving.iter().filter(|m| o.custody.1.contains(m)) {
+        let grants = leave_grants(topology, name, m);
+        o.obligations.insert(m.clone(), obligations(dir, m, grants));
+    }
     if desired.profiles.contains(&grid_spec::Profile::Authority) {
         for m in topology
             .memberships
@@ -463,6 +471,7 @@ impl HostObservation {
             hex_keys: Vec::new(),
             held_models: BTreeSet::new(),
             held_ledgers: BTreeSet::new(),
+            obligations: BTreeMap::new(),
         }
     }
 }
@@ -586,6 +595,41 @@ pub fn authority_call(
         request,
     }) {
         Ok(Reply::Authority(reply)) => Ok(reply),
+        Ok(Reply::Refused { reason }) => Err(reason),
+        Ok(other) => Err(format!("unexpected reply {other:?}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The grants binding `host` in `membership`, which its leave waits for: those it
+/// issues to a caller that is a member of the membership (or leaves it too).
+pub fn leave_grants(topology: &Topology, host: &str, membership: &str) -> Vec<String> {
+    topology
+        .grants
+        .iter()
+        .filter(|g| g.issuer == host)
+        .filter(|g| {
+            topology.host(&g.caller).is_some_and(|c| {
+                c.memberships.iter().any(|m| m == membership)
+                    || c.leaving.iter().any(|m| m == membership)
+            })
+        })
+        .map(|g| g.name.clone())
+        .collect()
+}
+
+/// What the host at `dir` still owes in `membership` (`Call::Obligations`).
+pub fn obligations(
+    dir: &Path,
+    membership: &str,
+    grants: Vec<String>,
+) -> Result<Vec<String>, String> {
+    let mut client = Client::connect(dir).map_err(|e| e.to_string())?;
+    match client.call(&Call::Obligations {
+        membership: membership.to_owned(),
+        grants,
+    }) {
+        Ok(Reply::Obligations { open, .. }) => Ok(open),
         Ok(Reply::Refused { reason }) => Err(reason),
         Ok(other) => Err(format!("unexpected reply {other:?}")),
         Err(e) => Err(e.to_string()),

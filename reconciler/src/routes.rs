@@ -351,11 +351,21 @@ pub fn transitions(topology: &Topology, index: &Index<'_>, world: &World) -> Vec
             out.push(draft);
         }
     }
-    // Routes a host holds that no file declares: unmanaged, never removed.
+    // Routes a host holds that no file declares: unmanaged, never removed — except
+    // those of a membership their publisher or this host leaves (the leave line waits
+    // for what they owe; once it left, they are history there).
+    let leaves = |host: &str, membership: &str| {
+        topology
+            .host(host)
+            .is_some_and(|h| h.leaving.iter().any(|m| m == membership))
+    };
     for o in &world.hosts {
         if let HostStatus::Running(observed) = &o.status {
             for held in &observed.routes {
-                if !topology.routes.iter().any(|r| r.name == held.name) {
+                if !topology.routes.iter().any(|r| r.name == held.name)
+                    && !leaves(&o.name, &held.membership)
+                    && !leaves(&held.publisher, &held.membership)
+                {
                     out.push(Draft::attention(
                         "route",
                         &held.name,

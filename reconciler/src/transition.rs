@@ -137,6 +137,9 @@ pub enum WaitReason {
     /// A host it needs holds no certificate of the membership and this plan cannot
     /// give it one (see that host's `!` line).
     HostNotEnrolled,
+    /// A host leaving a membership still has obligations there (listed on the line):
+    /// values to deliver, runs to finish or resolve.
+    ObligationsOpen,
 }
 
 impl WaitReason {
@@ -144,13 +147,18 @@ impl WaitReason {
         match self {
             WaitReason::HostNotRunning => "host-not-running",
             WaitReason::HostNotEnrolled => "host-not-enrolled",
+            WaitReason::ObligationsOpen => "obligations-open",
         }
     }
 
     pub fn from_name(name: &str) -> Option<WaitReason> {
-        [WaitReason::HostNotRunning, WaitReason::HostNotEnrolled]
-            .into_iter()
-            .find(|w| w.name() == name)
+        [
+            WaitReason::HostNotRunning,
+            WaitReason::HostNotEnrolled,
+            WaitReason::ObligationsOpen,
+        ]
+        .into_iter()
+        .find(|w| w.name() == name)
     }
 }
 
@@ -178,6 +186,9 @@ impl Wait {
         match self.reason {
             WaitReason::HostNotRunning => format!("{hosts} must be running"),
             WaitReason::HostNotEnrolled => format!("{hosts} must be enrolled"),
+            WaitReason::ObligationsOpen => {
+                format!("{hosts} must close its obligations in the membership first")
+            }
         }
     }
 }

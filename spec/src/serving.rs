@@ -44,10 +44,7 @@ pub(crate) fn check(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
                         ),
                         "not a membership of the host",
                     )
-                    .with_help(format!(
-                        "add `member {membership}` to host `{}`, or remove this `serve`",
-                        host.name
-                    )),
+                    .with_help(host.not_member_help(membership, "this `serve`")),
                 );
             }
             if i == 1 && !host.profiles.contains(&Profile::SharedMemberships) {
@@ -219,7 +216,7 @@ model gauge host=site {{
     }
 
     #[test]
-    fn serving_two_memberships_needs_the_shared_memberships_profile_which_this_build_refuses() {
+    fn serving_two_memberships_needs_the_shared_memberships_profile_a_build_without_it_refuses() {
         let both = "    serve ops\n    serve util";
         let text = topology(both, PROFILES);
         let problems = refused(&text, Options::default());

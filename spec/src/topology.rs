@@ -133,6 +133,10 @@ pub struct Host {
     /// `dir=PATH`; `None` means `<state>/hosts/NAME`.
     pub dir: Option<PathBuf>,
     pub memberships: Vec<String>,
+    /// `member M leave=#true`: memberships the host leaves, explicitly — not among
+    /// `memberships`, so no route, `serve` or `capacity` of M may name it; the plan's
+    /// `- membership M @ H (leave)` waits until the host's obligations there close.
+    pub leaving: Vec<String>,
     pub profiles: Vec<Profile>,
     /// `keys generation=N`: the signing-key generation the host should hold.
     pub key_generation: Option<u32>,
@@ -154,6 +158,24 @@ pub struct Host {
     pub archive_files_named: bool,
     pub retired: bool,
     pub origin: Origin,
+}
+
+impl Host {
+    /// The help of a refusal naming a membership the host is not in: add the `member`
+    /// line — or, when the host leaves that membership, remove `what` that names it.
+    pub fn not_member_help(&self, membership: &str, what: &str) -> String {
+        if self.leaving.iter().any(|m| m == membership) {
+            format!(
+                "host `{}` leaves `{membership}` (`member {membership} leave=#true`): remove {what}; what it owes there is still delivered, and the leave waits for it",
+                self.name
+            )
+        } else {
+            format!(
+                "add `member {membership}` to host `{}`, or remove {what}",
+                self.name
+            )
+        }
+    }
 }
 
 /// `retain [hot-days=N] [archive-days=M]`: answers older than `hot-days` move to the

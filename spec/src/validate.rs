@@ -296,7 +296,7 @@ fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
                             "{} `{}` is not a member of membership `{membership}`",
                             reference.context, reference.name
                         ),
-                        format!("add `member {membership}` to host `{}`", reference.name),
+                        host.not_member_help(membership, "what names it here"),
                     )
                 })
             }),
@@ -320,7 +320,7 @@ fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
                             "{} `{}` is not a member of membership `{membership}`",
                             reference.context, reference.name
                         ),
-                        format!("add `member {membership}` to host `{}`", reference.name),
+                        host.not_member_help(membership, "what names it here"),
                     ))
                 } else if t
                     .memberships
@@ -389,11 +389,16 @@ fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
                         format!("add `processes` to the `profiles` line of host `{}`", reference.name),
                     ));
                 }
-                let shared = host.memberships.iter().any(|m| {
+                // A membership a party leaves still counts: the grant keeps its
+                // history there, and the leave waits for its units in flight.
+                let within = |h: &crate::topology::Host, m: &String| {
+                    h.memberships.contains(m) || h.leaving.contains(m)
+                };
+                let shared = host.memberships.iter().chain(&host.leaving).any(|m| {
                     others
                         .iter()
                         .filter_map(|o| t.host(o))
-                        .all(|o| o.memberships.contains(m))
+                        .all(|o| within(o, m))
                 });
                 (!shared).then(|| {
                     (

@@ -25,9 +25,13 @@ fn describe(path: &Path, text: &str) -> String {
                     .metrics
                     .map(|m| format!(" metrics={m}"))
                     .unwrap_or_default();
+                let leaving = match h.leaving.is_empty() {
+                    true => String::new(),
+                    false => format!(" leaving={:?}", h.leaving),
+                };
                 writeln!(
                     out,
-                    "host {} {} members={:?} profiles={profiles:?}{metrics}",
+                    "host {} {} members={:?}{leaving} profiles={profiles:?}{metrics}",
                     h.name, h.listen, h.memberships
                 )
                 .unwrap();

@@ -415,3 +415,37 @@ pub fn dns_label(name: &str) -> bool {
         && !name.starts_with('-')
         && !name.ends_with('-')
 }
+
+/// Where a membership the host left keeps its certificate (`DIR/memberships-left/
+/// M-SERIAL`): out of `DIR/memberships`, so the transport no longer serves or admits
+/// it, yet kept — receipts signed while a member still verify against it.
+pub fn left_membership_dir(host_dir: &Path, membership: &str, serial: u64) -> PathBuf {
+    host_dir
+        .join("memberships-left")
+        .join(format!("{membership}-{serial}"))
+}
+
+/// Sets the host's enrollment in `membership` aside once it left (docs/memberships.md,
+/// "Leaving"): renames `DIR/memberships/M` to [`left_membership_dir`] and syncs both
+/// parents. Only the enrollment of `serial` moves (a later one is a new joining);
+/// nothing to move is no error.
+pub fn set_aside(host_dir: &Path, membership: &str, serial: u64) -> Result<bool, CustodyError> {
+    match read_enrollment(host_dir, membership)? {
+        Some(e) if e.serial == serial => {}
+        _ => return Ok(false),
+    }
+    let from = host_membership_dir(host_dir, membership);
+    let to = left_membership_dir(host_dir, membership, serial);
+    let parent = to.parent().expect("a parent");
+    crate::store::ensure_private_dir(parent).map_err(|e| CustodyError::Io {
+        path: parent.to_owned(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    std::fs::rename(&from, &to).map_err(io(&from))?;
+    for dir in [parent, &host_dir.join("memberships")] {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(dir))?;
+    }
+    Ok(true)
+}

@@ -169,6 +169,10 @@ pub struct RouteView {
     /// retain together, and its `ordered-per-host`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ordered_pool: Option<OrderedPool>,
+    /// Publisher: publications of a model serving several memberships journaled to
+    /// wait for this route's capacity, not yet given a position (docs/memberships.md).
+    #[serde(default)]
+    pub deferred: u64,
 }
 
 /// A membership's Ordered pool on a publishing host.

@@ -10,6 +10,8 @@
 //! delivery-inbox        NAME \0 POSITION(be64)   8 value bytes, or Sealed JSON  (destination)
 //! delivery-inbox-state  NAME                     Inbox (JSON)                   (destination)
 //! delivery-purged       NAME                     lowest position held (be64)    (both; absent: 1)
+//! delivery-deferred     NAME \0 SEQ(be64)        8 value bytes: waiting for capacity (publisher,
+//!                                                 shared-memberships; deferred.rs)
 //! checkpoints           delivery \0 NAME \0 …     the outbox at a position      (publisher)
 //! ```
 //!
@@ -55,9 +57,14 @@ const RECEIPTS: &str = "delivery-receipts";
 const INBOX: &str = "delivery-inbox";
 const INBOX_STATE: &str = "delivery-inbox-state";
 const PURGED: &str = "delivery-purged";
+const DEFERRED: &str = "delivery-deferred";
 
 mod checkpoint;
 pub use checkpoint::Bounded;
+mod deferred;
+pub use deferred::Staged;
+mod leave;
+pub use leave::RouteObligations;
 mod inbox;
 mod publish;
 mod push;
@@ -94,6 +101,7 @@ struct Keyspaces {
     inbox: Keyspace,
     inbox_state: Keyspace,
     purged: Keyspace,
+    deferred: Keyspace,
 }
 
 /// The publishing right, checked against the authority: the newest check that began
@@ -119,6 +127,9 @@ struct Publishing {
     /// is no longer checked against the journal; they are purged once that checkpoint
     /// is installed (in the same pass that took it: a failed install stops the host).
     floor: u64,
+    /// Publications journaled to wait for capacity (`deferred.rs`), oldest first:
+    /// (sequence, frozen value).
+    deferred: std::collections::VecDeque<(u64, f64)>,
 }
 
 enum Role {
@@ -242,6 +253,7 @@ impl Delivery {
                 INBOX,
                 INBOX_STATE,
                 PURGED,
+                DEFERRED,
                 crate::store::checkpoint::CHECKPOINTS_KEYSPACE,
             ],
         )
@@ -254,6 +266,7 @@ impl Delivery {
             inbox,
             inbox_state,
             purged,
+            deferred,
             checkpoints,
         ] = opened;
         let ks = Keyspaces {
@@ -264,6 +277,7 @@ impl Delivery {
             inbox,
             inbox_state,
             purged,
+            deferred,
         };
         let syncer = Syncer::start(
             {
@@ -433,6 +447,7 @@ impl Delivery {
                                     gate: Arc::new(Gate::default()),
                                     checkpointed: 0,
                                     floor: 0,
+                                    deferred: Default::default(),
                                 }))
                             } else {
                                 Role::Destination(Inbox::new(

@@ -5,6 +5,18 @@
 use super::*;
 
 impl Host {
+    /// Stages the deferred publications (a model serving several memberships) their
+    /// routes now admit, durably, in order (docs/memberships.md, "One writer").
+    fn release_deferred(&self, delivery: &std::sync::Arc<crate::delivery::service::Delivery>) {
+        let mut write = self.database.batch();
+        let released = delivery.release_deferred(&mut write);
+        if released.is_empty() {
+            return;
+        }
+        self.commit_durably(write, "staging deferred publications");
+        self.settle(released);
+    }
+
     /// The position a feed recorded under `key` (0 when it fed nothing yet).
     pub(super) fn fed_position(&self, key: &[u8]) -> u64 {
         self.meta
@@ -42,6 +54,7 @@ impl Host {
         if self.quiesced.is_some() {
             return;
         }
+        self.release_deferred(&delivery);
         let mut write = self.database.batch();
         let mut published = Vec::new();
         let mut fed_any = false;

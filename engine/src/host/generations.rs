@@ -51,7 +51,9 @@ impl Host {
             .apply(&named)
             .expect("carried inputs exist and are finite");
         let published = match current {
-            Some(previous) => self.stage_recompute(previous, parsed, &runtime, write)?,
+            Some(previous) => {
+                self.stage_recompute(previous, parsed, &runtime, serves.len() > 1, write)?
+            }
             None => Vec::new(),
         };
         let batches = if current.is_some() {
@@ -108,6 +110,7 @@ impl Host {
         previous: &Installed,
         parsed: &grid_spec::Model,
         runtime: &Runtime,
+        isolate: bool,
         write: &mut fjall::OwnedWriteBatch,
     ) -> Result<Vec<(String, u64)>, String> {
         let (outputs, _) = routes_of(parsed);
@@ -136,13 +139,9 @@ impl Host {
         let Some(delivery) = self.delivery.as_ref().filter(|_| !publications.is_empty()) else {
             return Ok(Vec::new());
         };
-        let positions = delivery
-            .stage_all(&publications, write)
+        let staged = delivery
+            .stage_all(&publications, isolate, write)
             .map_err(|reason| format!("{reason}; nothing applied"))?;
-        Ok(publications
-            .into_iter()
-            .map(|(route, _, _)| route)
-            .zip(positions)
-            .collect())
+        Ok(super::at_positions(&publications, staged))
     }
 }

@@ -24,6 +24,7 @@ pub mod control;
 mod feeder;
 mod generations;
 mod ingest;
+mod leave;
 mod observations;
 mod open;
 pub mod pid;
@@ -324,6 +325,8 @@ pub struct Host {
     archive: archive::Archive,
     /// How far the retention clock is shifted (`GRID_RETENTION_CLOCK_OFFSET_S`).
     retention_offset_ms: i64,
+    /// The memberships this host left (`leave.rs`), shared with its transport.
+    left: crate::transport::LeftMemberships,
 }
 
 /// Where the host keeps its fence (in the `meta` keyspace).
@@ -563,6 +566,9 @@ impl Host {
             epochs.push(epoch);
         }
         let installed = self.models.get_mut(model).expect("found above");
+        // A model serving several memberships never waits on one membership's capacity
+        // for the other's publications (docs/memberships.md, "One writer").
+        let isolate = installed.record.serves.len() > 1;
         let before: Vec<Option<Value>> = installed
             .outputs
             .iter()
@@ -585,14 +591,8 @@ impl Host {
             let delivery = delivery
                 .as_ref()
                 .expect("outputs need delivery, checked above");
-            match delivery.stage_all(&publications, write) {
-                Ok(positions) => {
-                    published = publications
-                        .iter()
-                        .map(|(route, _, _)| route.clone())
-                        .zip(positions)
-                        .collect();
-                }
+            match delivery.stage_all(&publications, isolate, write) {
+                Ok(staged) => published = at_positions(&publications, staged),
                 Err(reason) => {
                     installed.runtime = backup.expect("kept for a model with outputs");
                     return Err(format!("{reason}; nothing applied"));
@@ -662,6 +662,10 @@ impl Host {
             }),
             Call::Submit { op, request } => self.submit(op, request),
             Call::Tag { name } => Handled::Reply(self.tag_report(&name)),
+            Call::Obligations { membership, grants } => Handled::Reply(Reply::Obligations {
+                open: self.obligations(&membership, &grants, None),
+                membership,
+            }),
             // Only this host's operator (the control socket) acts as this host at the
             // authority; a remote participant calls `/authority/M/forward` as itself.
             Call::Authority { .. } => Handled::Reply(Reply::Refused {
@@ -852,3 +856,19 @@ impl Host {
 
 #[cfg(test)]
 mod tests;
+
+/// The (route, position)s of the publications staged now (deferred ones get theirs
+/// when the feeder stages them).
+fn at_positions(
+    publications: &[(String, f64, u64)],
+    staged: Vec<crate::delivery::service::Staged>,
+) -> Vec<(String, u64)> {
+    publications
+        .iter()
+        .zip(staged)
+        .filter_map(|((route, _, _), s)| match s {
+            crate::delivery::service::Staged::At(position) => Some((route.clone(), position)),
+            crate::delivery::service::Staged::Deferred => None,
+        })
+        .collect()
+}

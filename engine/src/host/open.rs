@@ -169,8 +169,10 @@ impl Host {
             quiesced: None,
             archive,
             retention_offset_ms: failpoints_offset,
+            left: Default::default(),
         };
         host.recover()?;
+        host.complete_leaves()?;
         // What the store holds is what this installation held (docs/storage.md).
         crate::store::held::record(dir, host.models.keys().map(String::as_str)).map_err(|e| {
             HostError::Config {

@@ -76,7 +76,8 @@ impl Host {
             (
                 Request::IssueGrant { .. }
                 | Request::SurrenderGrant { .. }
-                | Request::SettleGrant { .. },
+                | Request::SettleGrant { .. }
+                | Request::LeaveMembership { .. },
                 Some(p),
             ) => Some(p.lock_grants()),
             _ => None,
@@ -100,6 +101,19 @@ impl Host {
                 serves,
             } => match self.parse_model(model) {
                 Err(reason) => failed(&op, reason),
+                Ok(_)
+                    if serves.len() > 1
+                        && !self.config.selects(grid_spec::Profile::SharedMemberships) =>
+                {
+                    failed(
+                        &op,
+                        format!(
+                            "model `{name}` would serve {}: one model serving several memberships needs the `shared-memberships` profile, which host `{}` does not select",
+                            serves.join(" and "),
+                            self.config.name
+                        ),
+                    )
+                }
                 Ok(parsed) if parsed.name != *name => failed(
                     &op,
                     format!(
@@ -391,6 +405,15 @@ impl Host {
                 },
                 _ => failed(&op, self.no_processes()),
             },
+            Request::LeaveMembership { membership, grants } => {
+                match self.leave(membership, grants, grants_held.as_deref(), &mut write) {
+                    Ok((detail, apply)) => {
+                        after_commit = Some(apply);
+                        succeeded(&op, detail)
+                    }
+                    Err(reason) => failed(&op, reason),
+                }
+            }
             Request::Checkpoint {} => {
                 let taken = self.checkpoint_models(1, true);
                 let purged = self.purge_tag_journals(1);

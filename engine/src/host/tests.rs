@@ -199,7 +199,7 @@ fn an_input_no_batch_set_takes_the_new_default_and_keeps_it_after_recovery() {
 /// them back.
 #[test]
 fn admitting_a_model_to_a_membership_is_its_record_not_a_new_generation() {
-    let installation = Installation::new("serves");
+    let installation = Installation::with_profiles("serves", vec!["shared-memberships".to_owned()]);
     let mut host = installation.open();
     let body = "input flow default=1\ncell twice \"flow * 2\"";
     install(&mut host, "i1", "pump", body);
@@ -243,6 +243,31 @@ fn admitting_a_model_to_a_membership_is_its_record_not_a_new_generation() {
     assert_eq!(held.generation, 2);
     assert_eq!(held.serves, vec!["ops".to_owned(), "util".to_owned()]);
     assert_eq!(values(&mut host, "pump")["twice"], 30.0);
+}
+
+/// A host without `shared-memberships` refuses a model serving two memberships by name
+/// and changes nothing; serving one is taken.
+#[test]
+fn serving_two_memberships_without_the_profile_is_refused_by_name() {
+    let installation = Installation::new("serves-two");
+    let mut host = installation.open();
+    let body = "input flow default=1\ncell twice \"flow * 2\"";
+    install(&mut host, "i1", "pump", body);
+    let answer = submit(
+        &mut host,
+        "i2",
+        Request::InstallModel {
+            name: "pump".to_owned(),
+            model: model_text("pump", body),
+            serves: vec!["ops".to_owned(), "util".to_owned()],
+        },
+    );
+    assert_eq!(answer.outcome, Outcome::Failed);
+    assert_eq!(
+        answer.detail,
+        "model `pump` would serve ops and util: one model serving several memberships needs the `shared-memberships` profile, which host `solo` does not select"
+    );
+    assert!(state(&host, "pump").serves.is_empty(), "nothing changed");
 }
 
 /// An input a batch set keeps its value even when it equals the old default, and even

@@ -35,6 +35,7 @@ mod caller;
 pub mod cancel;
 pub mod endpoint;
 pub mod grants;
+mod leave;
 mod mailbox;
 mod open;
 mod outbox;

@@ -9,16 +9,8 @@ impl Processes {
     /// The caller's waits with no terminal outcome learned (`unknown` at the caller),
     /// by request id.
     pub fn open_wait_views(&self) -> Vec<RunView> {
-        let ids: Vec<String> = self
-            .open_waits
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .cloned()
-            .collect();
-        ids.iter()
-            .filter_map(|id| self.hot_wait(id))
-            .filter(|w| w.run.is_none())
+        self.open_wait_records()
+            .into_iter()
             .map(|w| {
                 w.view(
                     &self.host,

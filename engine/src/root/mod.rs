@@ -408,6 +408,7 @@ pub fn start(
                 }),
             ],
             wire,
+            left: host.lock().unwrap_or_else(|p| p.into_inner()).left(),
         };
         crate::transport::serve(listener, config, dir.to_owned(), routes, runtime.handle())
             .map_err(|e| refuse(&format!("cannot start the transport: {e}")))?;

@@ -32,6 +32,11 @@ pub use server::{Routes, serve};
 pub use tls::{bind, client_tls, ed25519_pkcs8, server_config, server_name};
 pub use wire::{UNAUTHENTICATED_PEER, WireCounters};
 
+/// The memberships this host left while running (docs/memberships.md, "Leaving"): the
+/// transport refuses their requests even on a connection opened before the leave
+/// (new connections are refused by TLS once the certificate is set aside).
+pub type LeftMemberships = std::sync::Arc<std::sync::RwLock<std::collections::BTreeSet<String>>>;
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TransportError {

@@ -28,6 +28,8 @@ pub struct Routes {
     pub endpoints: Vec<Arc<dyn Endpoint>>,
     /// Set when the host runs with `wire-observation`.
     pub wire: Option<Arc<WireCounters>>,
+    /// Memberships the host left: their requests are refused.
+    pub left: super::LeftMemberships,
 }
 
 impl Routes {
@@ -207,6 +209,14 @@ async fn route(
         Ok(peer) => peer.to_owned(),
         Err(reason) => return Outbound::refused(403, reason),
     };
+    if routes
+        .left
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .contains(membership)
+    {
+        return Outbound::refused(403, format!("this host left `{membership}`"));
+    }
     let (membership, what) = (membership.to_owned(), what.to_owned());
     admit(request, endpoint, family, &membership, &what, peer).await
 }

@@ -204,45 +204,62 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
         for voter in &view.voters {
             if !desired.iter().any(|h| &h.name == voter) {
                 let keep = learners.iter().any(|h| &h.name == voter);
-                out.push(Draft::new(
-                    Op::Retire,
-                    "voter",
-                    &format!("{voter} in {m}"),
-                    &via,
-                    if keep {
-                        format!("`{voter}` stops voting in {m} and stays a learner")
-                    } else {
-                        format!("remove `{voter}` from the voters of {m}")
-                    },
-                    Action::Authority {
-                        membership: m.clone(),
-                        call: AuthorityCall::RemoveVoter {
-                            participant: voter.clone(),
-                            keep_as_learner: keep,
+                out.push(
+                    Draft::new(
+                        Op::Retire,
+                        "voter",
+                        &format!("{voter} in {m}"),
+                        &via,
+                        if keep {
+                            format!("`{voter}` stops voting in {m} and stays a learner")
+                        } else {
+                            format!("remove `{voter}` from the voters of {m}")
                         },
-                    },
-                ));
+                        Action::Authority {
+                            membership: m.clone(),
+                            call: AuthorityCall::RemoveVoter {
+                                participant: voter.clone(),
+                                keep_as_learner: keep,
+                            },
+                        },
+                    )
+                    .after(after_leaving(topology, m, voter)),
+                );
             }
         }
         for learner in &view.learners {
             if !all.iter().any(|h| &h.name == learner) {
-                out.push(Draft::new(
-                    Op::Retire,
-                    "learner",
-                    &format!("{learner} in {m}"),
-                    &via,
-                    format!("`{learner}` no longer replicates the authority of {m}"),
-                    Action::Authority {
-                        membership: m.clone(),
-                        call: AuthorityCall::RemoveLearner {
-                            participant: learner.clone(),
+                out.push(
+                    Draft::new(
+                        Op::Retire,
+                        "learner",
+                        &format!("{learner} in {m}"),
+                        &via,
+                        format!("`{learner}` no longer replicates the authority of {m}"),
+                        Action::Authority {
+                            membership: m.clone(),
+                            call: AuthorityCall::RemoveLearner {
+                                participant: learner.clone(),
+                            },
                         },
-                    },
-                ));
+                    )
+                    .after(after_leaving(topology, m, learner)),
+                );
             }
         }
     }
     out
+}
+
+/// A host leaving `membership` stops replicating its authority only after its leave
+/// (which may wait for obligations, and needs its publishing rights until then).
+fn after_leaving(topology: &Topology, membership: &str, host: &str) -> Vec<String> {
+    topology
+        .host(host)
+        .filter(|h| h.leaving.iter().any(|m| m == membership))
+        .map(|_| super::memberships::left(membership, host))
+        .into_iter()
+        .collect()
 }
 
 fn add_learner(membership: &str, via: &str, host: &grid_spec::Host) -> Draft {

@@ -194,6 +194,15 @@ pub fn transitions(
         .iter()
         .map(|m| (m.name.as_str(), m))
         .collect();
+    // The memberships the host leaves: the leave drops them from its models' records
+    // (`- membership M @ H (leave)`), so a `serve` line removed for one is not `!`.
+    let staying = |serves: &[String]| -> Vec<String> {
+        serves
+            .iter()
+            .filter(|m| !desired.leaving.contains(m))
+            .cloned()
+            .collect()
+    };
     for model in index.models(name) {
         let canonical = grid_spec::canonical::model(model);
         let install = Request::InstallModel {
@@ -232,9 +241,13 @@ pub fn transitions(
             )),
             // A membership the host admitted the model to and the files no longer name:
             // never a leave, never dropped by an install (SPEC §1.8).
-            Some(held) if held.serves.iter().any(|m| !model.serves.contains(m)) => {
-                let dropped: Vec<&str> = held
-                    .serves
+            Some(held)
+                if staying(&held.serves)
+                    .iter()
+                    .any(|m| !model.serves.contains(m)) =>
+            {
+                let kept = staying(&held.serves);
+                let dropped: Vec<&str> = kept
                     .iter()
                     .filter(|m| !model.serves.contains(m))
                     .map(String::as_str)
@@ -244,7 +257,7 @@ pub fn transitions(
                     &model.name,
                     name,
                     format!(
-                        "unmanaged: the host admitted it to {} and no file says `serve {}` for it; a removed `serve` line is never a leave (leaving a membership is `member M leave=#true`, not performed by this version); put the line back",
+                        "unmanaged: the host admitted it to {} and no file says `serve {}` for it; a removed `serve` line is never a leave (leaving a membership is `member M leave=#true` on the host); put the line back",
                         dropped.join(", "),
                         dropped.join("`, `serve ")
                     ),
@@ -252,11 +265,11 @@ pub fn transitions(
             }
             Some(held) if held.model != canonical => {
                 let mut changes = crate::changes::model(&held.model, &canonical);
-                changes.extend(serves_change(&held.serves, &model.serves));
+                changes.extend(serves_change(&staying(&held.serves), &model.serves));
                 let detail = diff(&held.model, &canonical);
                 out.push(submit(Op::Change, &model.name, detail, install).changes(changes));
             }
-            Some(held) if held.serves != model.serves => {
+            Some(held) if staying(&held.serves) != model.serves => {
                 let detail = format!(
                     "admitted to {} as well (the same definition: no new generation)",
                     model
@@ -269,7 +282,7 @@ pub fn transitions(
                 );
                 out.push(
                     submit(Op::Change, &model.name, detail, install).changes(
-                        serves_change(&held.serves, &model.serves)
+                        serves_change(&staying(&held.serves), &model.serves)
                             .into_iter()
                             .collect(),
                     ),

@@ -9,7 +9,7 @@ use grid_engine::custody::membership;
 use grid_spec::Topology;
 
 use crate::observe::{HostObservation, Keys, World};
-use crate::transition::{Action, Effect, MEMBERSHIP_OWNER_PREFIX, Op, Status};
+use crate::transition::{Action, Effect, MEMBERSHIP_OWNER_PREFIX, Op, Status, Wait, WaitReason};
 use crate::transition::{Draft, enrolled, installed};
 
 fn owner(membership: &str) -> String {
@@ -154,7 +154,18 @@ pub fn enrollments(
             out.push(revocations(name, m).after(revoking));
         }
     }
+    for m in observation
+        .custody
+        .1
+        .iter()
+        .filter(|m| desired.leaving.contains(m))
+    {
+        out.push(leave(topology, name, m, observation));
+    }
     for m in &observation.custody.1 {
+        if desired.leaving.contains(m) {
+            continue;
+        }
         let revoked = world
             .membership(m)
             .and_then(|o| o.record.as_ref())
@@ -169,6 +180,65 @@ pub fn enrollments(
         }
     }
     out
+}
+
+/// The key of the transition by which `host` leaves `membership`.
+pub fn left(membership: &str, host: &str) -> String {
+    format!("leave:{membership}:{host}")
+}
+
+/// `- membership M @ H (leave …)`: `member M leave=#true` while H is still enrolled in
+/// M. It waits for H to run, and for every obligation H still has there to close.
+fn leave(
+    topology: &Topology,
+    host: &str,
+    membership: &str,
+    observation: &HostObservation,
+) -> Draft {
+    let grants = crate::observe::leave_grants(topology, host, membership);
+    let (detail, wait) = match observation.obligations.get(membership) {
+        None => (
+            "leave (its obligations there are asked once it runs)".to_owned(),
+            Some(Wait::running([host.to_owned()])),
+        ),
+        Some(Err(e)) => (
+            format!("leave (its obligations there could not be read: {e})"),
+            Some(Wait::running([host.to_owned()])),
+        ),
+        Some(Ok(open)) if open.is_empty() => (
+            "leave: nothing is open there; its models stop serving it and its certificate is set aside".to_owned(),
+            None,
+        ),
+        Some(Ok(open)) => {
+            let shown = grid_engine::limits::LEAVE_OBLIGATIONS_SHOWN_MAX;
+            let mut list = open.iter().take(shown).cloned().collect::<Vec<_>>().join("; ");
+            if open.len() > shown {
+                list += &format!("; and {} more", open.len() - shown);
+            }
+            (
+                format!("leave, waiting for: {list}"),
+                Some(Wait {
+                    reason: WaitReason::ObligationsOpen,
+                    hosts: vec![host.to_owned()],
+                }),
+            )
+        }
+    };
+    Draft::new(
+        Op::Retire,
+        "membership",
+        membership,
+        host,
+        detail,
+        Action::Submit {
+            request: grid_engine::protocol::Request::LeaveMembership {
+                membership: membership.to_owned(),
+                grants,
+            },
+        },
+    )
+    .key(left(membership, host))
+    .waits(wait)
 }
 
 fn revocations(host: &str, membership: &str) -> Draft {

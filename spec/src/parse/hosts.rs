@@ -56,6 +56,8 @@ impl FileReader<'_> {
         }
         let retired = n.bool_prop(self, "retired").unwrap_or(false);
         let mut memberships: Vec<String> = Vec::new();
+        let mut leaving: Vec<String> = Vec::new();
+        let mut leave_spans: Vec<(String, SourceSpan)> = Vec::new();
         let mut profiles: Vec<Profile> = Vec::new();
         let mut key_generation = None;
         let mut capacity = crate::topology::DeliveryCapacity::default();
@@ -75,7 +77,15 @@ impl FileReader<'_> {
                     let context = name
                         .as_ref()
                         .map(|(host, _)| format!("host `{host}` member"));
-                    self.membership_once(&mut c, &mut memberships, ("member", context));
+                    if c.bool_prop(self, "leave").unwrap_or(false) {
+                        if let Some(span) =
+                            self.membership_once(&mut c, &mut leaving, ("member", context))
+                        {
+                            leave_spans.push((leaving.last().cloned().unwrap_or_default(), span));
+                        }
+                    } else {
+                        self.membership_once(&mut c, &mut memberships, ("member", context));
+                    }
                 }
                 "profiles" => {
                     if profiles_seen {
@@ -208,6 +218,16 @@ impl FileReader<'_> {
             c.finish(self);
         }
         n.finish(self);
+        for (membership, span) in leave_spans {
+            if memberships.contains(&membership) {
+                self.error(
+                    span,
+                    format!("`member {membership}` is given twice, once with `leave=#true`"),
+                    "repeated",
+                    "a host either is a member or leaves: keep one line",
+                );
+            }
+        }
         for (membership, span) in capacity_spans {
             if !memberships.contains(&membership) {
                 let host = name.as_ref().map_or("?", |(n, _)| n.as_str()).to_owned();
@@ -217,7 +237,11 @@ impl FileReader<'_> {
                         "`capacity membership={membership}`: host `{host}` is not a member of `{membership}`"
                     ),
                     "not a membership of the host",
-                    &format!("add `member {membership}` to host `{host}`, or remove this line"),
+                    &if leaving.contains(&membership) {
+                        format!("host `{host}` leaves `{membership}` (`member {membership} leave=#true`): remove this line")
+                    } else {
+                        format!("add `member {membership}` to host `{host}`, or remove this line")
+                    },
                 );
             }
         }
@@ -233,6 +257,7 @@ impl FileReader<'_> {
             listen,
             dir: dir.map(|(d, _)| PathBuf::from(d)),
             memberships,
+            leaving,
             profiles,
             key_generation,
             capacity,

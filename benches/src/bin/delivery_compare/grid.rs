@@ -14,14 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use grid_engine::delivery::api::{DeliveryCall, DeliveryReply};
-use grid_engine::host::control::Client;
-use grid_engine::protocol::{Call, Reply};
-
-use grid_benches::bringup::{
-    GridHosts, Gridd, HOST_READY_TIMEOUT, connect_served, host_node, one_gridd_per_host,
-};
+use grid_benches::bringup::{GridHosts, Gridd, HOST_READY_TIMEOUT, host_node, one_gridd_per_host};
 use grid_benches::procs::{Result, free_ports};
+pub use grid_benches::publisher::Publisher;
 
 pub const MEMBERSHIP: &str = "ops";
 pub const PUBLISHER: &str = "a";
@@ -96,7 +91,7 @@ impl GridPair {
                         "the first publication on {route} was refused for {HOST_READY_TIMEOUT:?}: {reason}"
                     )
                 })?;
-            while publisher.receipted(route)? < position {
+            while publisher.receipted(route, DESTINATION)? < position {
                 self.hosts.procs.check_running()?;
                 if started.elapsed() > HOST_READY_TIMEOUT {
                     return Err(format!(
@@ -185,86 +180,5 @@ impl GridFanout {
 
     pub fn host_dir(&self, host: &str) -> PathBuf {
         self.hosts.host_dir(host)
-    }
-}
-
-/// One control-socket connection to a publishing host.
-pub struct Publisher {
-    client: Client,
-}
-
-fn delivery(
-    client: &mut Client,
-    request: DeliveryCall,
-) -> std::result::Result<DeliveryReply, String> {
-    match client.call(&Call::Delivery { request }) {
-        Ok(Reply::Delivery(reply)) => Ok(*reply),
-        Ok(other) => Err(format!("{other:?}")),
-        Err(e) => Err(format!("call error: {e}")),
-    }
-}
-
-impl Publisher {
-    /// Connects and checks that the host serves this connection (a host over
-    /// `CONTROL_CONNECTIONS_MAX` answers the first call with a refusal).
-    pub fn connect(host_dir: PathBuf) -> Result<Publisher> {
-        // A cheap call (an unknown route is refused by the delivery profile itself).
-        let probe = Call::Delivery {
-            request: DeliveryCall::Receipts {
-                route: String::new(),
-            },
-        };
-        let client = connect_served(&host_dir, &probe, |reply| {
-            matches!(reply, Reply::Delivery(_))
-        })?;
-        Ok(Publisher { client })
-    }
-
-    /// Publishes `value` on `route`: its position once it is durable at the publisher,
-    /// or why not.
-    pub fn publish(&mut self, route: &str, value: f64) -> std::result::Result<u64, String> {
-        match delivery(
-            &mut self.client,
-            DeliveryCall::Publish {
-                route: route.to_owned(),
-                value,
-            },
-        )? {
-            DeliveryReply::Published { position, .. } => Ok(position),
-            DeliveryReply::Refused { reason } => Err(reason),
-            other => Err(format!("{other:?}")),
-        }
-    }
-
-    /// The highest position of `route` that the destination's signed cumulative
-    /// receipts cover, as the publisher has applied them (0: none yet).
-    pub fn receipted(&mut self, route: &str) -> Result<u64> {
-        Ok(self
-            .receipted_all(route)?
-            .get(DESTINATION)
-            .copied()
-            .unwrap_or(0))
-    }
-
-    /// The size of the JSON of this host's answer to `routes` (what a poll costs).
-    pub fn routes_reply_bytes(&mut self) -> Result<usize> {
-        let reply = delivery(&mut self.client, DeliveryCall::Routes)?;
-        Ok(serde_json::to_vec(&Reply::Delivery(Box::new(reply)))?.len())
-    }
-
-    /// The highest position of `route` each destination's receipts cover, at the
-    /// publisher (a destination without a receipt yet is missing).
-    pub fn receipted_all(
-        &mut self,
-        route: &str,
-    ) -> Result<std::collections::BTreeMap<String, u64>> {
-        match delivery(&mut self.client, DeliveryCall::Routes)? {
-            DeliveryReply::Routes { routes, host } => Ok(routes
-                .into_iter()
-                .find(|r| r.route.name == route)
-                .ok_or_else(|| format!("host `{host}` holds no route `{route}`"))?
-                .receipted),
-            other => Err(format!("routes: {other:?}").into()),
-        }
     }
 }

@@ -57,7 +57,7 @@ struct Advances {
 impl Advances {
     /// Polls Grid's publisher once for the receipted position of `route`.
     fn poll(&self, publisher: &mut grid::Publisher, route: &str, t0: Instant) {
-        match publisher.receipted(route) {
+        match publisher.receipted(route, grid::DESTINATION) {
             Ok(position) => {
                 let now = since(t0);
                 let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());

@@ -238,16 +238,25 @@ impl Delivery {
         Ok(position)
     }
 
-    /// Stages several publications at once — all or none: every outbox must admit
-    /// its publication before any is published (a model batch publishing on several
-    /// routes).
+    /// Stages several publications at once (a model batch publishing on several
+    /// routes). A model serving one membership: all or none — every outbox and every
+    /// membership's Ordered pool must admit its publications before any is published.
+    /// A model serving several (`isolate`): each route on its own, deferred where it
+    /// does not admit (`deferred.rs`), so one membership's capacity never refuses the
+    /// other's publications.
     pub fn stage_all(
         &self,
         publications: &[(String, f64, u64)],
+        isolate: bool,
         write: &mut OwnedWriteBatch,
-    ) -> Result<Vec<u64>, String> {
+    ) -> Result<Vec<super::Staged>, String> {
+        if isolate {
+            return self.stage_isolated(publications, write);
+        }
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         {
+            // Ordered publications per membership: each pool admits its own.
+            let mut by_membership: BTreeMap<&str, (&str, u64)> = BTreeMap::new();
             for (route, value, _) in publications {
                 crate::delivery::ordered::value_payload(route, *value)
                     .map_err(|e| e.to_string())?;
@@ -261,29 +270,24 @@ impl Delivery {
                 p.outbox
                     .admit(&install.cohort())
                     .map_err(|e| e.to_string())?;
+                if install.class == Class::Ordered {
+                    by_membership
+                        .entry(install.membership.as_str())
+                        .or_insert((route.as_str(), 0))
+                        .1 += 1;
+                }
             }
-            let ordered = publications
-                .iter()
-                .filter(|(route, _, _)| {
-                    routes
-                        .get(route)
-                        .is_some_and(|r| r.install.class == Class::Ordered)
-                })
-                .count() as u64;
-            if let Some((route, _, _)) = publications.iter().find(|(route, _, _)| {
-                routes
-                    .get(route)
-                    .is_some_and(|r| r.install.class == Class::Ordered)
-            }) {
-                self.admit_host(&routes, route, ordered)?;
+            for (route, more) in by_membership.values() {
+                self.admit_host(&routes, route, *more)?;
             }
         }
-        // Every outbox admits its publication, and nothing else publishes while this
-        // lock is held: none of these fails.
+        // Every outbox and pool admits its publications, and nothing else publishes
+        // while this lock is held: none of these fails.
         publications
             .iter()
             .map(|(route, value, epoch)| {
                 self.stage_locked(&mut routes, route, *value, *epoch, write)
+                    .map(super::Staged::At)
             })
             .collect()
     }

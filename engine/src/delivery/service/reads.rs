@@ -35,6 +35,7 @@ impl Delivery {
                             retained: self.ordered_retained(&routes, &r.install.membership),
                             capacity: self.capacities.ordered_per_host(&r.install.membership),
                         }),
+                    deferred: p.deferred.len() as u64,
                 },
                 Role::Destination(inbox) => RouteView {
                     route: r.install.clone(),
@@ -45,6 +46,7 @@ impl Delivery {
                     held: inbox.held(),
                     held_from: self.held_from(&r.install.name),
                     ordered_pool: None,
+                    deferred: 0,
                 },
             })
             .collect()

@@ -214,6 +214,7 @@ impl Delivery {
             gate: Arc::new(Gate::default()),
             checkpointed,
             floor,
+            deferred: self.recover_deferred(name)?,
         })
     }
 }

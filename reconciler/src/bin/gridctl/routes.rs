@@ -117,6 +117,9 @@ struct RouteLine {
     /// Publisher of an Ordered route: its membership's Ordered pool on the host.
     #[serde(skip_serializing_if = "Option::is_none")]
     ordered_pool: Option<grid_engine::delivery::api::OrderedPool>,
+    /// Publisher: publications waiting for the route's capacity (a model serving
+    /// several memberships), not yet given a position.
+    deferred: u64,
 }
 
 #[derive(Serialize)]
@@ -150,6 +153,7 @@ impl RouteLine {
             held: r.held,
             held_from: r.held_from,
             ordered_pool: r.ordered_pool,
+            deferred: r.deferred,
         }
     }
 
@@ -197,6 +201,12 @@ impl RouteLine {
             text += &format!(
                 "    {}'s Ordered pool on {h}: {} of {} retained (ordered-per-host)\n",
                 pool.membership, pool.retained, pool.capacity
+            );
+        }
+        if self.deferred > 0 {
+            text += &format!(
+                "    {} publication(s) wait for capacity (deferred, not yet positioned)\n",
+                self.deferred
             );
         }
         text
