@@ -60,6 +60,12 @@ impl Host {
         let mut fed_any = false;
         let feeds = self.feeds(|m| &m.fed);
         for (model, input, route) in feeds {
+            // Only routes of the memberships a model serves feed it (the check refuses
+            // others; a leave drops a membership): the values wait in their inbox.
+            if let Some(reason) = self.unserved(&model, &route) {
+                tracing::warn!(%model, %input, %route, %reason, "route not fed");
+                continue;
+            }
             let key = fed_key(&model, &route);
             let fed = self.fed_position(&key);
             let values = match delivery.delivered_after(&route, fed) {

@@ -552,6 +552,14 @@ impl Host {
             .models
             .get(model)
             .ok_or_else(|| format!("host `{}` holds no model `{model}`", self.config.name))?;
+        // Only routes of the memberships it serves carry its outputs.
+        for (cell, route) in &installed.outputs {
+            if let Some(reason) = self.unserved(model, route) {
+                return Err(format!(
+                    "output `{cell}` cannot publish on route `{route}`: {reason}; nothing applied"
+                ));
+            }
+        }
         // The publishing right of every output route, confirmed before anything moves.
         let mut epochs = Vec::new();
         for (cell, route) in &installed.outputs {
@@ -613,6 +621,16 @@ impl Host {
             encode_batch(named),
         );
         Ok((number, published))
+    }
+
+    /// Why `route` may not feed or carry `model` — it is of a membership the model does
+    /// not serve (a model admitted to none serves its host's one membership) — or None.
+    fn unserved(&self, model: &str, route: &str) -> Option<String> {
+        let serves = &self.models.get(model)?.record.serves;
+        let membership = self.delivery.as_ref()?.membership_of(route)?;
+        (!serves.is_empty() && !serves.contains(&membership)).then(|| {
+            format!("route `{route}` is of membership `{membership}`, which model `{model}` does not serve")
+        })
     }
 
     /// Publications staged by model batches are durable: they may be pushed.

@@ -11,6 +11,12 @@ use crate::limits::HELD_REPLY_MAX;
 use crate::store::fatal;
 
 impl Delivery {
+    /// The membership of `route`, when this host holds it.
+    pub fn membership_of(&self, route: &str) -> Option<String> {
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        routes.get(route).map(|r| r.install.membership.clone())
+    }
+
     pub(super) fn views(&self) -> Vec<RouteView> {
         let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         routes
