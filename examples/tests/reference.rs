@@ -44,6 +44,26 @@ fn committed_file_is_the_generator_output() {
     );
 }
 
+/// The journey `shared-reference` runs the same model, served to two memberships: its
+/// committed file is what `gen-reference --shared` prints.
+#[test]
+fn the_journey_copy_is_the_generator_output() {
+    let output = Command::new(env!("CARGO_BIN_EXE_gen-reference"))
+        .arg("--shared")
+        .output()
+        .expect("run gen-reference --shared");
+    assert!(output.status.success(), "gen-reference failed: {output:?}");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../journeys/topologies/shared-reference/reference.kdl");
+    let committed = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    assert!(
+        String::from_utf8(output.stdout).expect("UTF-8") == committed,
+        "{} is stale; regenerate it with `cargo run -p grid-examples --bin gen-reference -- --shared > journeys/topologies/shared-reference/reference.kdl`",
+        path.display()
+    );
+}
+
 #[test]
 fn reference_model_loads_within_limits() {
     let topology = load();

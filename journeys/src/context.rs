@@ -306,7 +306,7 @@ impl<'a> Context<'a> {
 
     // ---- gridctl -----------------------------------------------------------------
 
-    /// Runs `gridctl ARGS… --state STATE` within [`STEP_TIMEOUT`] (in the work
+    /// Runs `gridctl ARGS… --state STATE` (no `--state` for `gridctl model …`) within [`STEP_TIMEOUT`] (in the work
     /// directory, without failpoints in its environment). A command that cannot start
     /// or does not finish in time fails the step; any exit status is returned.
     pub fn gridctl(&mut self, args: &[OsString]) -> Result<CommandOutput, Failure> {
@@ -978,11 +978,11 @@ pub(crate) fn gridctl_command(
     work: &Path,
 ) -> Command {
     let mut command = Command::new(gridctl);
-    command
-        .args(args)
-        .arg("--state")
-        .arg(state)
-        .current_dir(work)
-        .env_remove(FAILPOINTS_ENV);
+    command.args(args);
+    // `gridctl model …` works on topology files alone: it takes no state directory.
+    if args.first().is_none_or(|first| first != "model") {
+        command.arg("--state").arg(state);
+    }
+    command.current_dir(work).env_remove(FAILPOINTS_ENV);
     command
 }

@@ -17,6 +17,7 @@ mod claims;
 mod delivered;
 mod delivery;
 mod disk;
+mod evaluated;
 pub(crate) mod gridctl;
 mod hosts;
 mod input;
@@ -67,6 +68,7 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("advance-clock", hosts::parse_advance_clock),
     ("input", input::parse),
     ("expect-values", values::parse),
+    ("expect-model-evaluated", evaluated::parse),
     ("expect-refused", refused::parse),
     ("chmod", tamper::parse_chmod),
     ("s3-object", objects::parse_s3_object),
