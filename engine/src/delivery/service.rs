@@ -159,8 +159,11 @@ pub struct Delivery {
     syncer: Syncer,
     /// Set by [`Delivery::start`].
     runtime: Mutex<Option<(tokio::runtime::Handle, Authorities)>>,
-    /// Counts pushes that stored values; signalled to the host's feeder.
+    /// Counts pushes that stored values (and receipts that may free capacity for
+    /// deferred publications); signalled to the host's feeder.
     stored: (Mutex<u64>, std::sync::Condvar),
+    /// Publications deferred and not staged yet, over every route (`deferred.rs`).
+    deferred_waiting: std::sync::atomic::AtomicU64,
     /// Each route's capacity, and the Ordered publications the routes of one membership
     /// may retain together: its `capacity membership=M` line over the host's
     /// `capacity`, over the defaults.
@@ -299,6 +302,7 @@ impl Delivery {
             syncer,
             runtime: Mutex::new(None),
             stored: (Mutex::new(0), std::sync::Condvar::new()),
+            deferred_waiting: Default::default(),
             capacities: Capacities {
                 host: capacity,
                 by_membership,

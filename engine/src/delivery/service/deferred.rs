@@ -8,13 +8,15 @@
 //! journaled instead in `delivery-deferred` (`NAME \0 SEQ(be64)` → 8 value bytes), in
 //! the batch's own write: the frozen value, never recomputed, so a model the other
 //! membership updated meanwhile publishes what this batch computed. The host's feeder
-//! stages them in order as capacity frees ([`Delivery::release_deferred`]), each taking
+//! stages them in order as capacity frees ([`Delivery::release_deferred`]; a receipt
+//! applied wakes it while any wait), each taking
 //! the route's next position under the publishing right confirmed then; the key is
 //! removed in the write that stages it, so each is published exactly once.
 //! At most `DEFERRED_PER_ROUTE_MAX` wait per route: beyond it the batch is refused.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use fjall::OwnedWriteBatch;
 
@@ -102,6 +104,7 @@ impl Delivery {
             };
             let seq = p.deferred.back().map_or(1, |(s, _)| s + 1);
             p.deferred.push_back((seq, *value));
+            self.deferred_waiting.fetch_add(1, Ordering::Relaxed);
             write.insert(&self.ks.deferred, key(route, seq), value.to_be_bytes());
             tracing::info!(%route, seq, "publication deferred: its membership's capacity is full");
             staged.push(Staged::Deferred);
@@ -152,12 +155,22 @@ impl Delivery {
                 }) = routes.get_mut(&route)
                 {
                     p.deferred.pop_front();
+                    self.deferred_waiting.fetch_sub(1, Ordering::Relaxed);
                 }
                 write.remove(&self.ks.deferred, key(&route, seq));
                 released.push((route.clone(), position));
             }
         }
         released
+    }
+
+    /// A receipt was applied: when publications wait for capacity, the host's feeder is
+    /// woken to stage what now fits (instead of at its next round, up to a second).
+    pub(super) fn wake_if_deferred(&self) {
+        if self.deferred_waiting.load(Ordering::Relaxed) > 0 {
+            *self.stored.0.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+            self.stored.1.notify_all();
+        }
     }
 
     /// The deferred publications of `route` in the store, in order (recovery).

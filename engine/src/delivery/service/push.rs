@@ -147,7 +147,10 @@ impl Delivery {
                     self.failpoints
                         .abort_if_armed(Failpoint::ReceiptBeforeRecord);
                     match self.record_receipt(&route, &destination, &receipt) {
-                        Ok(()) => backoff = Duration::from_millis(50),
+                        Ok(()) => {
+                            backoff = Duration::from_millis(50);
+                            self.wake_if_deferred();
+                        }
                         Err(reason) => {
                             retry_later(
                                 &route,

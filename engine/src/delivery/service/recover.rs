@@ -214,7 +214,12 @@ impl Delivery {
             gate: Arc::new(Gate::default()),
             checkpointed,
             floor,
-            deferred: self.recover_deferred(name)?,
+            deferred: {
+                let deferred = self.recover_deferred(name)?;
+                self.deferred_waiting
+                    .fetch_add(deferred.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                deferred
+            },
         })
     }
 }
