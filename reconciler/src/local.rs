@@ -41,6 +41,9 @@ pub struct LocalHost {
     pub running_profiles: Option<Vec<String>>,
     /// The models the running gridd holds (retired ones marked `(retired)`).
     pub models: Vec<String>,
+    /// The memberships each model it holds was admitted to (`serve M`); a model
+    /// admitted to none is absent.
+    pub serves: std::collections::BTreeMap<String, Vec<String>>,
     /// Why it is not running or could not be read.
     pub reason: Option<String>,
 }
@@ -58,8 +61,15 @@ pub fn hosts(state: &Path) -> Vec<LocalHost> {
                 .map(|c| c.profiles.clone())
                 .unwrap_or_default();
             let link = std::fs::read_link(&dir).ok();
+            let mut serves = std::collections::BTreeMap::new();
             let (running, models, running_profiles, reason) = match observation.status {
                 HostStatus::Running(o) => {
+                    serves = o
+                        .models
+                        .iter()
+                        .filter(|m| !m.serves.is_empty())
+                        .map(|m| (m.name.clone(), m.serves.clone()))
+                        .collect();
                     let models = o
                         .models
                         .iter()
@@ -85,6 +95,7 @@ pub fn hosts(state: &Path) -> Vec<LocalHost> {
                 profiles,
                 running_profiles,
                 models,
+                serves,
                 reason,
             }
         })

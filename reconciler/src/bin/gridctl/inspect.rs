@@ -24,7 +24,7 @@ pub enum InspectCommand {
     /// links to), whether a gridd runs it and its pid, the profiles host.toml selects
     /// (and those the running gridd runs, when they differ), its models.
     #[command(mut_arg("json", |a| a.help(
-        "A JSON list of {\"name\", \"dir\", \"link\", \"running\", \"pid\", \"profiles\", \"running_profiles\", \"models\", \"reason\"}"
+        "A JSON list of {\"name\", \"dir\", \"link\", \"running\", \"pid\", \"profiles\", \"running_profiles\", \"models\", \"serves\", \"reason\"}"
     )))]
     Hosts {
         #[command(flatten)]

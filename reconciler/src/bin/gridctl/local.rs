@@ -116,6 +116,9 @@ impl Report for Hosts {
             if h.running {
                 out.push_str(&format!("  models     {}\n", list(&h.models)));
             }
+            for (model, memberships) in &h.serves {
+                out.push_str(&format!("  serves     {model}: {}\n", list(memberships)));
+            }
         }
         out
     }
