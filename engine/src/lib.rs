@@ -6,6 +6,7 @@ pub mod authority;
 pub mod config;
 pub mod custody;
 pub mod delivery;
+pub mod exports;
 pub mod host;
 pub mod journal;
 pub mod ledger;

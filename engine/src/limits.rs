@@ -383,3 +383,14 @@ pub const DEFERRED_PER_ROUTE_MAX: usize = 65_536;
 /// Obligations a leave lists by name at most (docs/memberships.md, "Leaving"); more are
 /// counted ("and N more").
 pub const LEAVE_OBLIGATIONS_SHOWN_MAX: usize = 32;
+
+/// Values of an export's `from` one forwarding round takes across in one synced write
+/// (profile `exports`, docs/exports.md); more wait for the next round.
+pub const EXPORT_FORWARD_BATCH_MAX: usize = 1_024;
+/// Signed mappings a gateway keeps per export (docs/exports.md, "Storage"): past it the
+/// oldest are purged — only those whose `to` position every destination receipted.
+pub const EXPORT_MAPPINGS_HOT_MAX: u64 = 100_000;
+/// Signed mappings one `inspect export` reply lists; `next` pages on.
+pub const EXPORT_MAPPINGS_SHOWN_MAX: usize = 1_000;
+/// How long a gateway armed `export-after-publish` waits for the receipts of `to`.
+pub const EXPORT_PUBLISH_WAIT: Duration = Duration::from_secs(10);

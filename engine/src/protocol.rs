@@ -70,6 +70,11 @@ pub enum Call {
     Mission {
         request: crate::missions::api::MissionCall,
     },
+    /// A call to the host's `exports` profile (a disclosure it signed, an export it
+    /// runs with its mappings). Changes nothing.
+    Export {
+        request: crate::exports::api::ExportCall,
+    },
     /// What this host still owes in `membership` — what a leave waits for
     /// (docs/memberships.md, "Leaving"): values on its routes there not yet receipted,
     /// waiting for capacity or not yet taken by its models; of the `grants` named
@@ -168,6 +173,22 @@ pub enum Request {
         #[serde(default)]
         grants: Vec<String>,
     },
+    /// At the publisher of an export's `from` (profile `exports`, docs/exports.md):
+    /// sign the disclosure of `terms`, from the route's next position on. The same
+    /// terms again: already disclosed; other terms under the name: refused.
+    Disclose {
+        terms: crate::exports::api::DisclosureTerms,
+    },
+    /// At the issuer: withdraw the disclosure of `export` (kept, never given again).
+    WithdrawDisclosure { export: String },
+    /// At the gateway: run an export under its signed disclosure (checked against the
+    /// issuer's public keys and the routes installed here).
+    InstallExport {
+        export: crate::exports::api::ExportInstall,
+    },
+    /// At the gateway: retire an export — nothing crosses from its commit on; its
+    /// mappings are kept.
+    RetireExport { export: String },
 }
 
 /// A write's fencing stamp: the claim its writer holds and the epoch it holds it at.
@@ -223,6 +244,15 @@ impl Request {
                 format!("archive answers older than {older_than_seconds} s")
             }
             Request::LeaveMembership { membership, .. } => format!("leave membership {membership}"),
+            Request::Disclose { terms } => format!(
+                "disclose route {} to gateway {} (export {})",
+                terms.from, terms.gateway, terms.export
+            ),
+            Request::WithdrawDisclosure { export } => {
+                format!("withdraw the disclosure of export {export}")
+            }
+            Request::InstallExport { export } => format!("install export {}", export.name()),
+            Request::RetireExport { export } => format!("retire export {export}"),
         }
     }
 
@@ -245,6 +275,10 @@ impl Request {
             Request::Checkpoint {} => "checkpoint",
             Request::Archive { .. } => "archive",
             Request::LeaveMembership { .. } => "leave-membership",
+            Request::Disclose { .. } => "disclose",
+            Request::WithdrawDisclosure { .. } => "withdraw-disclosure",
+            Request::InstallExport { .. } => "install-export",
+            Request::RetireExport { .. } => "retire-export",
         }
     }
 }
@@ -383,6 +417,8 @@ pub enum Reply {
         membership: String,
         open: Vec<String>,
     },
+    /// What the exports profile answered.
+    Export(Box<crate::exports::api::ExportReply>),
 }
 
 /// A value as it crosses the wire: a finite number or an error value's text.
@@ -426,6 +462,9 @@ pub struct Observation {
     /// Missions this host holds as their host (profile `missions`).
     #[serde(default)]
     pub missions: Vec<crate::missions::api::MissionView>,
+    /// Disclosures this host signed and exports it runs (profile `exports`).
+    #[serde(default)]
+    pub exports: Vec<crate::exports::api::ExportState>,
     /// The profiles this gridd runs: those `host.toml` selected when it started. A
     /// profile selected since takes effect only when gridd restarts, and the plan
     /// says so. `None` from a gridd older than this field.

@@ -9,6 +9,7 @@ pub mod apply;
 pub mod authority;
 pub mod changes;
 pub mod diff;
+pub mod exports;
 pub mod ledger;
 pub mod local;
 pub mod missions;

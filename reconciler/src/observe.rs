@@ -14,9 +14,10 @@ use grid_engine::custody::membership::{AuthorityRecord, Enrollment};
 use grid_spec::Topology;
 use serde::{Deserialize, Serialize};
 
+use grid_engine::exports::api::{ExportCall, ExportInstall, ExportReply};
 use grid_engine::host::config::{HOST_CONFIG_FILE, HostConfig};
 use grid_engine::host::control::{CallError, Client};
-use grid_engine::protocol::{Call, Observation, Reply};
+use grid_engine::protocol::{Call, Observation, Reply, Request};
 use sha2::{Digest, Sha256};
 
 /// Where the host called `name` lives under `state`. A host with `dir=` in the files
@@ -652,6 +653,42 @@ pub(crate) fn common(enrolled: &[Vec<String>]) -> Option<String> {
         .iter()
         .find(|m| rest.iter().all(|other| other.contains(m)))
         .cloned()
+}
+
+/// One call to `host`'s `exports` profile (docs/exports.md).
+pub fn export_call(state: &Path, host: &str, request: ExportCall) -> Result<ExportReply, String> {
+    let dir = installed(state, host)?;
+    let mut client = Client::connect(&dir).map_err(|e| e.to_string())?;
+    match client.call(&Call::Export { request }) {
+        Ok(Reply::Export(reply)) => Ok(*reply),
+        Ok(Reply::Refused { reason }) => Err(reason),
+        Ok(other) => Err(format!("unexpected reply {other:?}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `Request::InstallExport` for export `name`: the disclosure `issuer` signed, read from
+/// it now, with its public keys (a `+ export` line's template, `resolve.rs`).
+pub fn export_install(state: &Path, name: &str, issuer: &str) -> Result<Request, String> {
+    let disclosure = match export_call(
+        state,
+        issuer,
+        ExportCall::Disclosure {
+            export: name.to_owned(),
+        },
+    )? {
+        ExportReply::Disclosure { disclosure } => *disclosure,
+        ExportReply::Refused { reason } => return Err(reason),
+        other => return Err(format!("unexpected reply {other:?}")),
+    };
+    let issuer_keys = grid_engine::custody::manifest(&host_dir(state, issuer))
+        .map_err(|e| format!("the public keys of `{issuer}` cannot be read: {e}"))?;
+    Ok(Request::InstallExport {
+        export: ExportInstall {
+            disclosure,
+            issuer_keys,
+        },
+    })
 }
 
 #[cfg(test)]

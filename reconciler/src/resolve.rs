@@ -38,6 +38,9 @@ pub enum Template {
         /// `(host, address)` of the mailbox.
         mailbox: Option<(String, String)>,
     },
+    /// `Request::InstallExport` at the gateway: the disclosure its issuer signed, read
+    /// from the issuer when it is sent.
+    Export { name: String, issuer: String },
 }
 
 impl Template {
@@ -48,6 +51,9 @@ impl Template {
                 .map_err(|e| format!("the public keys of `{host}` cannot be read: {e}"))
         };
         match self {
+            Template::Export { name, issuer } => {
+                crate::observe::export_install(state, name, issuer)
+            }
             Template::Route {
                 name,
                 membership,

@@ -96,7 +96,7 @@ fn a_closed_pipe_ends_gridctl_by_sigpipe_not_a_panic() {
 fn check_refuses_a_profile_this_build_does_not_provide() {
     let dir = work("profiles");
     let text =
-        "grid version=1\nhost a listen=\"127.0.0.1:7492\" {\n    profiles transport exports\n}\n";
+        "grid version=1\nhost a listen=\"127.0.0.1:7492\" {\n    profiles transport control\n}\n";
     std::fs::write(dir.join("t.kdl"), text).unwrap();
     for args in [
         &["check", "t.kdl"][..],
@@ -106,7 +106,7 @@ fn check_refuses_a_profile_this_build_does_not_provide() {
         let stderr = text_of(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(
-            stderr.contains("profile `exports` cannot run: this build does not provide it"),
+            stderr.contains("profile `control` cannot run: this build does not provide it"),
             "{stderr}"
         );
         // (miette wraps the help line on narrow terminals.)

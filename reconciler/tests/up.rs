@@ -114,11 +114,11 @@ fn up_runs_hosts_until_the_plan_is_empty_then_stops_them() {
 #[test]
 fn up_stops_with_the_refusal_of_a_host_that_cannot_run_its_profiles() {
     let dir = work("profiles");
-    // `exports` has not landed: its host refuses to start.
+    // `control` has not landed: its host refuses to start.
     let plant = dir.join("plant.kdl");
     std::fs::write(
         &plant,
-        "grid version=1\nhost edge-a listen=\"127.0.0.1:7459\" { profiles exports; }\n",
+        "grid version=1\nhost edge-a listen=\"127.0.0.1:7459\" { profiles control; }\n",
     )
     .unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_gridctl"))
@@ -131,7 +131,7 @@ fn up_stops_with_the_refusal_of_a_host_that_cannot_run_its_profiles() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
-    assert!(stderr.contains("profile `exports` cannot run"), "{stderr}");
+    assert!(stderr.contains("profile `control` cannot run"), "{stderr}");
     assert!(Client::connect(&dir.join("state/hosts/edge-a")).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -647,6 +647,12 @@ pub struct Export {
     pub gateway: String,
     pub from: String,
     pub to: String,
+    /// `disclosure issuer=H`: the publisher of `from`, who signs the disclosure.
+    pub issuer: String,
+    /// `expires "RFC 3339"`: no value crosses after it.
+    pub expires: Option<String>,
+    /// `retired=#true`: nothing crosses any more; the disclosure is withdrawn.
+    pub retired: bool,
     pub origin: Origin,
 }
 

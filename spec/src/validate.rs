@@ -154,12 +154,7 @@ fn exports_provided(t: &Topology, provided: &[Profile], problems: &mut Vec<Diagn
         return;
     }
     for export in &t.exports {
-        let source = &t.sources[export.origin.source];
-        let file = std::sync::Arc::new(miette::NamedSource::new(
-            source.path.display().to_string(),
-            source.text.clone(),
-        ));
-        let span = SourceSpan::new(export.origin.offset.into(), export.origin.length);
+        let (file, span) = export_origin(t, export);
         problems.push(
             Diagnostic::at(
                 &file,
@@ -519,8 +514,42 @@ fn authorities(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
     }
 }
 
+/// The file and span of an export's node, for its diagnostics.
+fn export_origin(
+    t: &Topology,
+    export: &crate::topology::Export,
+) -> (std::sync::Arc<miette::NamedSource<String>>, SourceSpan) {
+    let source = &t.sources[export.origin.source];
+    let file = std::sync::Arc::new(miette::NamedSource::new(
+        source.path.display().to_string(),
+        source.text.clone(),
+    ));
+    (
+        file,
+        SourceSpan::new(export.origin.offset.into(), export.origin.length),
+    )
+}
+
 fn exports(t: &Topology, problems: &mut Vec<Diagnostic>) {
-    for export in &t.exports {
+    for (i, export) in t.exports.iter().enumerate() {
+        if let Some(first) = t.exports[..i]
+            .iter()
+            .find(|e| !e.retired && !export.retired && e.from == export.from && e.to == export.to)
+        {
+            let (file, span) = export_origin(t, export);
+            problems.push(
+                Diagnostic::at(
+                    &file,
+                    span,
+                    format!(
+                        "export `{}` carries `{}` onto `{}` as export `{}` does: each value would be published twice",
+                        export.name, export.from, export.to, first.name
+                    ),
+                    "second export of the same routes",
+                )
+                .with_help(format!("retire `{}` (`retired=#true`) or remove this one", first.name)),
+            );
+        }
         let (Some(from), Some(to), Some(gateway)) = (
             t.routes.iter().find(|r| r.name == export.from),
             t.routes.iter().find(|r| r.name == export.to),
@@ -528,12 +557,7 @@ fn exports(t: &Topology, problems: &mut Vec<Diagnostic>) {
         ) else {
             continue; // reported as unresolved references
         };
-        let source = &t.sources[export.origin.source];
-        let file = std::sync::Arc::new(miette::NamedSource::new(
-            source.path.display().to_string(),
-            source.text.clone(),
-        ));
-        let span = SourceSpan::new(export.origin.offset.into(), export.origin.length);
+        let (file, span) = export_origin(t, export);
         if from.membership == to.membership {
             problems.push(
                 Diagnostic::at(
@@ -549,6 +573,65 @@ fn exports(t: &Topology, problems: &mut Vec<Diagnostic>) {
                     "an export passes values between two memberships; a route already serves one",
                 ),
             );
+        }
+        let mut refuse = |message: String, label: &str, help: String| {
+            problems.push(Diagnostic::at(&file, span, message, label.to_owned()).with_help(help));
+        };
+        if !from.destinations.iter().any(|d| d.host == gateway.name) {
+            refuse(
+                format!(
+                    "export `{}`: gateway `{}` is not a destination of route `{}`",
+                    export.name, gateway.name, from.name
+                ),
+                "gateway cannot receive `from`",
+                format!(
+                    "add `destination {}` to route `{}`",
+                    gateway.name, from.name
+                ),
+            );
+        }
+        if to.publisher != gateway.name {
+            refuse(
+                format!(
+                    "export `{}`: route `{}` is published by `{}`, not by the gateway `{}`",
+                    export.name, to.name, to.publisher, gateway.name
+                ),
+                "gateway cannot publish `to`",
+                format!(
+                    "make `{}` the publisher of route `{}`: its publication right is the claim `route:{}`",
+                    gateway.name, to.name, to.name
+                ),
+            );
+        }
+        if !export.issuer.is_empty() && export.issuer != from.publisher {
+            refuse(
+                format!(
+                    "export `{}`: the disclosure is by `{}`, which is not the publisher of route `{}` (`{}`)",
+                    export.name, export.issuer, from.name, from.publisher
+                ),
+                "not the original owner",
+                format!(
+                    "only the original publisher of a value discloses it: `disclosure issuer={}`",
+                    from.publisher
+                ),
+            );
+        }
+        for (host, role) in [
+            (Some(gateway), "gateway"),
+            (t.host(&export.issuer), "disclosure's issuer"),
+        ] {
+            if let Some(h) = host
+                && !h.profiles.contains(&Profile::Exports)
+            {
+                refuse(
+                    format!(
+                        "export `{}`: its {role} `{}` does not select the `exports` profile",
+                        export.name, h.name
+                    ),
+                    "profile missing",
+                    format!("add `exports` to the `profiles` line of host `{}`", h.name),
+                );
+            }
         }
         for membership in [&from.membership, &to.membership] {
             if !gateway.memberships.contains(membership) {

@@ -101,8 +101,8 @@ fn describe(path: &Path, text: &str) -> String {
             for e in &topology.exports {
                 writeln!(
                     out,
-                    "export {} gateway={} {}->{}",
-                    e.name, e.gateway, e.from, e.to
+                    "export {} gateway={} {}->{} issuer={} expires={:?} retired={}",
+                    e.name, e.gateway, e.from, e.to, e.issuer, e.expires, e.retired
                 )
                 .unwrap();
             }

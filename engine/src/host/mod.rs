@@ -319,6 +319,9 @@ pub struct Host {
     processes: Option<std::sync::Arc<crate::processes::service::Processes>>,
     /// The `ledger` profile, when selected: its journal lives in this store.
     ledgers: Option<crate::ledger::service::Ledgers>,
+    /// The `exports` profile, when selected: its disclosures, exports and mappings
+    /// live in this store.
+    exports: Option<std::sync::Arc<crate::exports::service::Exports>>,
     /// Why the models take no batch from outside now (a mission not settled).
     quiesced: Option<String>,
     /// Answers past the hot window (`archive.rs`).
@@ -698,10 +701,13 @@ impl Host {
             Call::Ledger { .. } => Handled::Reply(Reply::Refused {
                 reason: "ledger calls are taken on the host's control socket only".to_owned(),
             }),
-            Call::Wallet { .. } | Call::Mission { .. } => Handled::Reply(Reply::Refused {
-                reason: "wallet and mission calls are taken on the host's control socket only"
-                    .to_owned(),
-            }),
+            Call::Wallet { .. } | Call::Mission { .. } | Call::Export { .. } => {
+                Handled::Reply(Reply::Refused {
+                    reason:
+                        "wallet, mission and export calls are taken on the host's control socket only"
+                            .to_owned(),
+                })
+            }
             Call::VerifyArchive => Handled::Reply(Reply::Refused {
                 reason: "archive verification is taken on the host's control socket only"
                     .to_owned(),
@@ -832,6 +838,11 @@ impl Host {
                 .map(|l| l.definitions())
                 .unwrap_or_default(),
             missions: Vec::new(),
+            exports: self
+                .exports
+                .as_ref()
+                .map(|e| e.states())
+                .unwrap_or_default(),
             profiles: Some(self.config.profiles.clone()),
         }
     }

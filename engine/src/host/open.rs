@@ -166,6 +166,7 @@ impl Host {
             delivery: None,
             processes: None,
             ledgers: None,
+            exports: None,
             quiesced: None,
             archive,
             retention_offset_ms: failpoints_offset,

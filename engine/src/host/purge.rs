@@ -216,8 +216,17 @@ impl Host {
     /// took into a durable batch (routes no model is fed by are absent).
     pub(super) fn lowest_fed_routes(&self) -> BTreeMap<String, u64> {
         let mut fed: BTreeMap<String, u64> = BTreeMap::new();
-        for (model, _, route) in self.feeds(|m| &m.fed) {
-            let position = self.fed_position(&fed_key(&model, &route));
+        let exported = self.exports.as_ref().map(|e| e.holds()).unwrap_or_default();
+        let positions = self
+            .feeds(|m| &m.fed)
+            .into_iter()
+            .map(|(model, _, route)| {
+                let position = self.fed_position(&fed_key(&model, &route));
+                (route, position)
+            })
+            // An export still to carry a value holds it in the inbox too.
+            .chain(exported);
+        for (route, position) in positions {
             fed.entry(route)
                 .and_modify(|least| *least = (*least).min(position))
                 .or_insert(position);

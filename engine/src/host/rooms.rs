@@ -29,6 +29,33 @@ impl Host {
         Ok(delivery)
     }
 
+    /// Opens the `exports` profile in this host's store (profile `delivery` opened
+    /// first: an export carries one route's values onto another) and attaches it.
+    pub fn open_exports(
+        &mut self,
+    ) -> Result<std::sync::Arc<crate::exports::service::Exports>, HostError> {
+        let Some(delivery) = self.delivery.clone() else {
+            return Err(HostError::Config {
+                path: self.dir.join(crate::config::HOST_CONFIG_FILE),
+                reason: "profile `exports` carries values between routes and needs the `delivery` profile, which is not selected".to_owned(),
+            });
+        };
+        let exports = crate::exports::service::Exports::open(
+            &self.database,
+            &self.dir,
+            &self.config.name,
+            self.custody.clone(),
+            self.failpoints.clone(),
+            delivery,
+        )
+        .map_err(|detail| HostError::Damaged {
+            path: self.dir.join("store"),
+            detail,
+        })?;
+        self.exports = Some(exports.clone());
+        Ok(exports)
+    }
+
     /// The host's `retain` and the installation's shelf, as its rooms archive by them.
     pub(super) fn retention(&self) -> crate::store::shelf::Retention {
         crate::store::shelf::Retention {

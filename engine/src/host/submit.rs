@@ -414,6 +414,40 @@ impl Host {
                     Err(reason) => failed(&op, reason),
                 }
             }
+            Request::Disclose { .. }
+            | Request::WithdrawDisclosure { .. }
+            | Request::InstallExport { .. }
+            | Request::RetireExport { .. } => match self.exports.clone() {
+                None => failed(
+                    &op,
+                    format!(
+                        "host `{}` does not run the `exports` profile; add `exports` to its `profiles` line",
+                        self.config.name
+                    ),
+                ),
+                Some(exports) => {
+                    let prepared = match &request {
+                        Request::Disclose { terms } => exports.prepare_disclose(terms, &mut write),
+                        Request::WithdrawDisclosure { export } => {
+                            exports.prepare_withdraw(export, &mut write)
+                        }
+                        Request::InstallExport { export } => {
+                            exports.prepare_install(export, &mut write)
+                        }
+                        Request::RetireExport { export } => {
+                            exports.prepare_retire(export, &mut write)
+                        }
+                        _ => unreachable!("matched above"),
+                    };
+                    match prepared {
+                        Err(reason) => failed(&op, reason),
+                        Ok((detail, apply)) => {
+                            after_commit = Some(Box::new(move |_: &mut Host| apply()));
+                            succeeded(&op, detail)
+                        }
+                    }
+                }
+            },
             Request::Checkpoint {} => {
                 let taken = self.checkpoint_models(1, true);
                 let purged = self.purge_tag_journals(1);

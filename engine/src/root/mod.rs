@@ -40,6 +40,8 @@ pub struct Started {
     pub wallet: Option<Arc<crate::wallet::service::Wallet>>,
     /// The `missions` profile: the missions this host holds and those it issued.
     pub missions: Option<Arc<crate::missions::service::Missions>>,
+    /// The `exports` profile: disclosures signed here, exports run here.
+    pub exports: Option<Arc<crate::exports::service::Exports>>,
 }
 
 pub fn start(
@@ -124,6 +126,11 @@ pub fn start(
         }
         delivery.start(runtime.handle().clone(), authorities.clone());
     }
+    let exports = if host.config().selects(grid_spec::Profile::Exports) {
+        Some(host.open_exports().map_err(|e| refuse(&e))?)
+    } else {
+        None
+    };
     let processes = if host.config().selects(grid_spec::Profile::Processes) {
         Some(host.open_processes().map_err(|e| refuse(&e))?)
     } else {
@@ -314,14 +321,20 @@ pub fn start(
     }
     // Models fed from routes take what this host's inboxes stored (also what was
     // stored before a restart and not fed yet).
+    // Exports carry what the inboxes stored across after each round, outside the
+    // host's lock.
     if let Some(delivery) = delivery.clone() {
         let host = host.clone();
+        let exports = exports.clone();
         std::thread::Builder::new()
             .name("route-feeder".to_owned())
             .spawn(move || {
                 let mut seen = 0;
                 loop {
                     host.lock().unwrap_or_else(|p| p.into_inner()).feed_routes();
+                    if let Some(exports) = &exports {
+                        exports.forward();
+                    }
                     seen = delivery.wait_stored(seen, std::time::Duration::from_secs(1));
                 }
             })
@@ -422,6 +435,7 @@ pub fn start(
         ledgers,
         wallet,
         missions,
+        exports,
     };
     if let Some(declared) = metrics_address {
         let address = metrics::address(&declared).map_err(|e| refuse(&e))?;

@@ -152,6 +152,13 @@ fn connection(stream: UnixStream, started: &Started) {
                     reason: "this host does not run the `missions` profile".to_owned(),
                 },
             }),
+            // And exports: a read of its mappings, outside the host's lock.
+            Call::Export { request } => Handled::Reply(match &started.exports {
+                Some(exports) => Reply::Export(Box::new(exports.handle(request))),
+                None => Reply::Refused {
+                    reason: "this host does not run the `exports` profile".to_owned(),
+                },
+            }),
             // Reading back the archive reads every segment: outside the host's lock.
             Call::VerifyArchive => {
                 let verify = started

@@ -77,11 +77,20 @@ pub enum Failpoint {
     /// whole where it goes (every record put there, every id found); the store does
     /// not record its new place yet.
     ArchiveIndexMoveBeforeRecord,
+    /// A gateway holds values of an export's `from` (receipted to their publisher) and
+    /// confirmed both rights; nothing of their crossing is written yet.
+    ExportBeforeMapping,
+    /// A gateway's mappings and the publications on `to` they name are durable
+    /// together; no push carries them yet.
+    ExportAfterMapping,
+    /// A gateway's publications of crossed values are receipted by every destination of
+    /// `to` (waited for up to `EXPORT_PUBLISH_WAIT`).
+    ExportAfterPublish,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order an operation reaches them.
-    pub const ALL: [Failpoint; 25] = [
+    pub const ALL: [Failpoint; 28] = [
         Failpoint::SubmitBeforeCommit,
         Failpoint::SubmitAfterCommit,
         Failpoint::BatchAfterCommit,
@@ -107,6 +116,9 @@ impl Failpoint {
         Failpoint::ArchiveBeforeIndex,
         Failpoint::ArchiveMoveBeforeRelease,
         Failpoint::ArchiveIndexMoveBeforeRecord,
+        Failpoint::ExportBeforeMapping,
+        Failpoint::ExportAfterMapping,
+        Failpoint::ExportAfterPublish,
     ];
 
     /// The name `GRID_FAILPOINTS` and journeys use.
@@ -137,6 +149,9 @@ impl Failpoint {
             Failpoint::ArchiveBeforeIndex => "archive-before-index",
             Failpoint::ArchiveMoveBeforeRelease => "archive-move-before-release",
             Failpoint::ArchiveIndexMoveBeforeRecord => "archive-index-move-before-record",
+            Failpoint::ExportBeforeMapping => "export-before-mapping",
+            Failpoint::ExportAfterMapping => "export-after-mapping",
+            Failpoint::ExportAfterPublish => "export-after-publish",
         }
     }
 

@@ -184,6 +184,7 @@ fn empty_observation(host: &str) -> Observation {
         tags: Vec::new(),
         ledgers: Vec::new(),
         missions: Vec::new(),
+        exports: Vec::new(),
         profiles: None,
     }
 }

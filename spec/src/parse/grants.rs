@@ -177,7 +177,74 @@ impl FileReader<'_> {
         };
         let from = route(self, "from");
         let to = route(self, "to");
-        n.no_children(self);
+        let retired = n.bool_prop(self, "retired").unwrap_or(false);
+        let mut disclosure: Option<(String, SourceSpan)> = None;
+        let mut publication = None;
+        let mut expires = None;
+        for child in n.children(self) {
+            let mut c = NodeReader::new(child);
+            let span = child.name().span();
+            let repeated = |this: &mut Self, what: &str| {
+                this.error(
+                    span,
+                    format!("{label} has a second `{what}`"),
+                    "repeated",
+                    "an export has one disclosure, one publication and at most one expiry",
+                )
+            };
+            match child.name().value() {
+                "disclosure" => {
+                    if let Some((issuer, issuer_span)) = c.string_prop(self, "issuer", true) {
+                        self.parsed.references.push(Reference {
+                            kind: RefKind::Host,
+                            name: issuer.clone(),
+                            file: self.file.clone(),
+                            span: issuer_span,
+                            context: format!("{label} disclosure `issuer`"),
+                            require: None,
+                        });
+                        if disclosure.is_some() {
+                            repeated(self, "disclosure");
+                        } else {
+                            disclosure = Some((issuer, issuer_span));
+                        }
+                    }
+                }
+                "publication" => {
+                    if publication.is_some() {
+                        repeated(self, "publication");
+                    }
+                    publication = Some(span);
+                }
+                "expires" => {
+                    if let Some((at, at_span)) = c.string_arg(self, 0, "time") {
+                        if !is_rfc3339(&at) {
+                            self.error(
+                                at_span,
+                                format!("`{at}` is not an RFC 3339 timestamp"),
+                                "not a timestamp",
+                                "for example expires \"2027-06-30T00:00:00Z\"",
+                            );
+                        } else if expires.is_some() {
+                            repeated(self, "expires");
+                        } else {
+                            expires = Some(at);
+                        }
+                    }
+                }
+                other => {
+                    c.skip_all();
+                    self.error(
+                        span,
+                        format!("unknown child `{other}` of export"),
+                        "not part of an export",
+                        "an export holds `disclosure issuer=H`, `publication` and optionally `expires \"TIME\"`",
+                    )
+                }
+            }
+            c.no_children(self);
+            c.finish(self);
+        }
         n.finish(self);
         let (Some((name, span)), Some(gateway), Some((from, _)), Some((to, to_span))) =
             (name, gateway, from, to)
@@ -192,12 +259,31 @@ impl FileReader<'_> {
                 "an export passes values from a route of one membership to a route of another",
             );
         }
+        if disclosure.is_none() {
+            self.error(
+                span,
+                format!("export `{name}` has no disclosure right"),
+                "needs `disclosure issuer=H`",
+                "add `disclosure issuer=HOST` naming the publisher of `from`: only the original owner of a value discloses it",
+            );
+        }
+        if publication.is_none() {
+            self.error(
+                span,
+                format!("export `{name}` names no publication right"),
+                "needs `publication`",
+                "add `publication`: the gateway publishes on `to` only holding the claim `route:TO` at that membership's authority",
+            );
+        }
         let origin = self.origin(span);
         self.parsed.topology.exports.push(Export {
             name,
             gateway,
             from,
             to,
+            issuer: disclosure.map(|(issuer, _)| issuer).unwrap_or_default(),
+            expires,
+            retired,
             origin,
         });
     }

@@ -65,7 +65,7 @@ fn the_archive_wallet_needs_processes_and_says_so_on_its_span() {
 
 #[test]
 fn an_export_is_refused_while_the_build_does_not_provide_exports() {
-    let text = "grid version=1\nmembership a {\n    authority voters=1\n}\nmembership b {\n    authority voters=1\n}\nhost g listen=\"127.0.0.1:7401\" {\n    member a\n    member b\n    profiles transport authority delivery\n}\nroute ra membership=a class=ordered {\n    publisher g\n}\nroute rb membership=b class=ordered {\n    publisher g\n}\nexport x gateway=g from=ra to=rb\n";
+    let text = "grid version=1\nmembership a {\n    authority voters=1\n}\nmembership b {\n    authority voters=1\n}\nhost p listen=\"127.0.0.1:7400\" {\n    member a\n    profiles transport authority delivery exports\n}\nhost g listen=\"127.0.0.1:7401\" {\n    member a\n    member b\n    profiles transport authority delivery exports\n}\nroute ra membership=a class=ordered {\n    publisher p\n    destination g\n}\nroute rb membership=b class=ordered {\n    publisher g\n}\nexport x gateway=g from=ra to=rb {\n    disclosure issuer=p\n    publication\n}\n";
     // The language knows exports: without a provided list it loads.
     assert!(crate::load_str("t.kdl", text).is_ok());
     let options = crate::Options {
@@ -73,8 +73,13 @@ fn an_export_is_refused_while_the_build_does_not_provide_exports() {
         ..crate::Options::default()
     };
     let error = crate::load_str_with("t.kdl", text, options).unwrap_err();
-    assert_eq!(error.len(), 1, "{:?}", error.items);
-    let d = &error.items[0];
+    // The export itself, and each host selecting `exports`, are refused.
+    assert_eq!(error.len(), 3, "{:?}", error.items);
+    let d = error
+        .items
+        .iter()
+        .find(|d| d.message.starts_with("export "))
+        .expect("the export is refused");
     assert_eq!(
         d.message,
         "export `x` cannot run: this build does not provide the `exports` profile"

@@ -139,6 +139,12 @@ impl Delivery {
     }
 
     /// Waits until a push stored values (or `timeout`): the host then feeds its models.
+    /// Wakes the host's feeder now (an export installed has values to carry).
+    pub fn wake(&self) {
+        *self.stored.0.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.stored.1.notify_all();
+    }
+
     pub fn wait_stored(&self, seen: u64, timeout: Duration) -> u64 {
         let guard = self.stored.0.lock().unwrap_or_else(|p| p.into_inner());
         let (guard, _) = self

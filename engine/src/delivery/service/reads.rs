@@ -17,6 +17,11 @@ impl Delivery {
         routes.get(route).map(|r| r.install.membership.clone())
     }
 
+    /// `route` as this host sees it (`inspect routes`), when it holds it.
+    pub fn view(&self, route: &str) -> Option<RouteView> {
+        self.views().into_iter().find(|v| v.route.name == route)
+    }
+
     pub(super) fn views(&self) -> Vec<RouteView> {
         let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         routes

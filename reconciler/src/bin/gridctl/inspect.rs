@@ -193,6 +193,25 @@ pub enum InspectCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// A cross-domain export at its gateway (profile `exports`, docs/exports.md): its
+    /// state (forwarding, refusing with the reason, retired), the disclosure its issuer
+    /// signed, every signed mapping (`from` position → `to` position, value, epoch),
+    /// the gateway's A-side receipt for `from` and the B-side receipts for `to` — each
+    /// signature verified offline with the signers' public keys from the operator's
+    /// state. The gateway is found among the installed hosts unless --host names it.
+    /// Exit 0 when everything verifies, 1 when something does not, 4 when no host runs
+    /// the export.
+    #[command(mut_arg("json", |a| a.help(
+        "{\"export\": {\"name\", \"gateway\", \"disclosure\", \"state\", \"refusal\", \"forwarded\", \"crossed\", \"mappings\": [{\"from_position\", \"to_position\", \"value\", \"epoch\", …}]}, \"disclosure_verified\", \"mappings_verified\", \"from_receipt\", \"to_receipts\", \"receipted_both_sides\"}"
+    )))]
+    Export {
+        name: String,
+        /// The gateway.
+        #[arg(long, value_name = "NAME")]
+        host: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 pub fn inspect(command: InspectCommand) -> anyhow::Result<ExitCode> {
@@ -228,6 +247,9 @@ pub fn inspect(command: InspectCommand) -> anyhow::Result<ExitCode> {
         } => crate::ledger::inspect(&ledger, account, host.as_deref(), &output),
         InspectCommand::Mission { name, host, output } => {
             Ok(crate::mission::inspect(&name, host.as_deref(), &output))
+        }
+        InspectCommand::Export { name, host, output } => {
+            crate::export::inspect(&name, host.as_deref(), &output)
         }
     }
 }

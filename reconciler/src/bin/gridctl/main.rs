@@ -19,6 +19,7 @@ mod output;
 mod check;
 mod claim;
 mod common;
+mod export;
 mod hosts;
 mod inspect;
 mod journey;
