@@ -556,7 +556,13 @@ impl Exports {
                 values[0].0, t.from
             ));
         }
-        if values[0].0 != running.forwarded + 1 {
+        // An Ordered inbox holds every position; a Latest one only its newest value
+        // (conflation is the route's meaning, not a loss).
+        let ordered = self
+            .delivery
+            .view(&t.from)
+            .is_none_or(|v| v.route.class == crate::delivery::receipts::Class::Ordered);
+        if ordered && values[0].0 != running.forwarded + 1 {
             return Err(format!(
                 "the inbox of `{}` no longer holds position {} (it holds from {}): values purged before the export could carry them are not invented",
                 t.from,
