@@ -6,7 +6,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -248,11 +248,27 @@ fn decode<R: DeserializeOwned>(status: hyper::StatusCode, body: &[u8]) -> Result
     })
 }
 
-/// An HTTPS client of one peer, as this participant of the membership.
+/// An HTTPS client of one peer, as this participant of the membership. Its TLS
+/// configuration — the membership's authority, this participant's certificate, the
+/// revocation list — is rebuilt, with a fresh pool, as soon as one of those files
+/// changes: a peer revoked since is refused at the next request, not only after a
+/// restart (a pooled connection made before is not used again).
 #[derive(Clone)]
 pub struct PeerClient {
+    current: Arc<std::sync::Mutex<Current>>,
+    dir: PathBuf,
+    membership: String,
+    participant: String,
+    address: SocketAddr,
+}
+
+type Stamp = Vec<(PathBuf, Option<std::time::SystemTime>)>;
+
+/// The client built from the membership's files as `stamp` found them.
+struct Current {
     http: Http,
     base: String,
+    stamp: Stamp,
 }
 
 impl PeerClient {
@@ -267,9 +283,39 @@ impl PeerClient {
         let address: SocketAddr = address
             .parse()
             .map_err(|_| PeerError::NotSent(format!("voter address `{address}` is not IP:PORT")))?;
+        let stamp = super::tls::membership_stamp(dir, membership);
         let (http, base) = http(dir, membership, participant, address)
             .map_err(|e| PeerError::NotSent(e.to_string()))?;
-        Ok(PeerClient { http, base })
+        Ok(PeerClient {
+            current: Arc::new(std::sync::Mutex::new(Current { http, base, stamp })),
+            dir: dir.to_owned(),
+            membership: membership.to_owned(),
+            participant: participant.to_owned(),
+            address,
+        })
+    }
+
+    /// The client of the membership's files as they are now (three `stat`s; rebuilt
+    /// when one changed).
+    fn current(&self) -> Result<(Http, String), PeerError> {
+        let stamp = super::tls::membership_stamp(&self.dir, &self.membership);
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if current.stamp != stamp {
+            let (http, base) = http(&self.dir, &self.membership, &self.participant, self.address)
+                .map_err(|e| {
+                PeerError::NotSent(format!(
+                    "the credentials of `{}` changed and no longer load: {e}",
+                    self.membership
+                ))
+            })?;
+            tracing::info!(
+                membership = self.membership,
+                peer = self.participant,
+                "transport: client credentials reloaded"
+            );
+            *current = Current { http, base, stamp };
+        }
+        Ok((current.http.clone(), current.base.clone()))
     }
 
     /// `POST path` with a JSON body, a JSON reply.
@@ -280,8 +326,9 @@ impl PeerClient {
         timeout: Duration,
     ) -> Result<R, PeerError> {
         let bytes = serde_json::to_vec(body).map_err(|e| PeerError::NotSent(e.to_string()))?;
-        let request = post(&format!("{}{path}", self.base), &[], bytes)?;
-        let (status, body) = exchange(&self.http, request, timeout).await?;
+        let (http, base) = self.current()?;
+        let request = post(&format!("{base}{path}"), &[], bytes)?;
+        let (status, body) = exchange(&http, request, timeout).await?;
         decode(status, &body)
     }
 
@@ -293,8 +340,9 @@ impl PeerClient {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<R, PeerError> {
-        let request = post(&format!("{}{path}", self.base), &[header], body)?;
-        let (status, body) = exchange(&self.http, request, timeout).await?;
+        let (http, base) = self.current()?;
+        let request = post(&format!("{base}{path}"), &[header], body)?;
+        let (status, body) = exchange(&http, request, timeout).await?;
         decode(status, &body)
     }
 }

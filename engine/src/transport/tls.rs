@@ -167,15 +167,23 @@ pub(super) fn credentials_stamp(
 ) -> Vec<(std::path::PathBuf, Option<std::time::SystemTime>)> {
     membership::enrolled_memberships(dir)
         .into_iter()
-        .flat_map(|m| {
-            let m_dir = membership::host_membership_dir(dir, &m);
-            ["ca.pem", "participant.pem", membership::CRL_FILE].map(|f| m_dir.join(f))
-        })
-        .map(|path| {
+        .flat_map(|m| membership_stamp(dir, &m))
+        .collect()
+}
+
+/// The same for one membership's files: what a client of it was built from.
+pub(super) fn membership_stamp(
+    dir: &Path,
+    membership: &str,
+) -> Vec<(std::path::PathBuf, Option<std::time::SystemTime>)> {
+    let m_dir = membership::host_membership_dir(dir, membership);
+    ["ca.pem", "participant.pem", membership::CRL_FILE]
+        .map(|f| {
+            let path = m_dir.join(f);
             let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
             (path, modified)
         })
-        .collect()
+        .into()
 }
 
 /// The TLS configuration of a participant calling other participants of
