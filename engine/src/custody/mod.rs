@@ -30,6 +30,7 @@ use x25519_dalek::{PublicKey as MailPublicKey, StaticSecret};
 pub mod keyfile;
 pub mod membership;
 pub mod opcua;
+mod rotation;
 pub mod seal;
 
 pub use keyfile::{KeyFormat, KeyKind};
@@ -357,49 +358,7 @@ pub fn rewrite_as_pem(dir: &Path) -> Result<Vec<String>, CustodyError> {
     Ok(rewritten)
 }
 
-/// Rotates the signing key to `generation`: a new key, the old one kept in the
-/// manifest as retired (verify-only). Rotating to the current generation is a no-op.
-pub fn rotate(dir: &Path, generation: u32) -> Result<Manifest, CustodyError> {
-    let current = verify(dir)?;
-    let from = current.manifest.generation;
-    if generation == from {
-        return Ok(current.manifest);
-    }
-    if generation < from {
-        return Err(CustodyError::GenerationNotGrowing {
-            from,
-            to: generation,
-        });
-    }
-    let next = SigningKey::from_bytes(&random_secret()?);
-    let mut manifest = current.manifest.clone();
-    manifest.retired.push(RetiredKey {
-        generation: from,
-        signing: manifest.signing.clone(),
-    });
-    manifest.generation = generation;
-    manifest.signing = signing_fingerprint(&next.verifying_key());
-    // Crash safety: the new key goes to a staging file, the manifest names it, then the
-    // key takes its place. A crash between the two renames leaves a manifest whose
-    // key is `signing.key.next`: `verify` then refuses (replaced key) rather than sign
-    // with either — the operator sees it (docs/custody.md).
-    let keys = dir.join(KEYS_DIR);
-    write_key(
-        &keys.join(format!("{SIGNING_KEY_FILE}.next")),
-        KeyKind::Ed25519,
-        &next.to_bytes(),
-    )?;
-    write_manifest(dir, &manifest)?;
-    std::fs::rename(
-        keys.join(format!("{SIGNING_KEY_FILE}.next")),
-        keys.join(SIGNING_KEY_FILE),
-    )
-    .map_err(|source| CustodyError::Io {
-        path: keys.join(SIGNING_KEY_FILE),
-        source,
-    })?;
-    Ok(manifest)
-}
+pub use rotation::{finish_rotation, rotate};
 
 impl Custody {
     /// Signs with the current signing key.
@@ -572,7 +531,7 @@ mod tests {
             openssl_reads(&path).unwrap_or_else(|e| panic!("openssl refuses {file}: {e}"));
         }
         // A rotated signing key is PEM too.
-        rotate(&d, 2).unwrap();
+        rotate(&d, 2, &crate::store::Failpoints::default()).unwrap();
         openssl_reads(&d.join(KEYS_DIR).join(SIGNING_KEY_FILE)).unwrap();
         assert_eq!(legacy_key_files(&d).unwrap(), Vec::<String>::new());
         std::fs::remove_dir_all(&d).unwrap();
@@ -676,7 +635,7 @@ mod tests {
         create(&d).unwrap();
         let before = verify(&d).unwrap();
         let (generation, signature) = before.sign(b"grant 1");
-        let manifest = rotate(&d, 2).unwrap();
+        let manifest = rotate(&d, 2, &crate::store::Failpoints::default()).unwrap();
         assert_eq!(manifest.generation, 2);
         assert_eq!(manifest.retired.len(), 1);
         let after = verify(&d).unwrap();
@@ -692,9 +651,53 @@ mod tests {
         // The retired key does not verify new work under the new generation.
         assert!(!verify_signature(&manifest, 2, b"grant 1", &signature));
         assert!(matches!(
-            rotate(&d, 1),
+            rotate(&d, 1, &crate::store::Failpoints::default()),
             Err(CustodyError::GenerationNotGrowing { .. })
         ));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// The two states a crash in a rotation can leave (rotation.rs): the host opens
+    /// either way, with the old generation or the new, never a hand fix — and a key
+    /// that is neither is still refused.
+    #[test]
+    fn an_interrupted_rotation_completes_or_keeps_the_old_generation() {
+        let keys = |d: &Path| d.join(KEYS_DIR);
+        let next = |d: &Path| keys(d).join(format!("{SIGNING_KEY_FILE}.next"));
+        // Crashed before the manifest: the staged key is discarded.
+        let d = dir("rotate-before-manifest");
+        create(&d).unwrap();
+        write_key(&next(&d), KeyKind::Ed25519, &random_secret().unwrap()).unwrap();
+        let done = finish_rotation(&d).unwrap().unwrap();
+        assert!(done.contains("generation 1 kept"), "{done}");
+        assert!(!next(&d).exists());
+        assert_eq!(verify(&d).unwrap().manifest.generation, 1);
+        assert_eq!(finish_rotation(&d).unwrap(), None, "nothing under way");
+        std::fs::remove_dir_all(&d).unwrap();
+        // Crashed before the rename: the manifest names the staged key, the old one is
+        // in place — the rotation completes.
+        let d = dir("rotate-before-rename");
+        create(&d).unwrap();
+        let old = std::fs::read(keys(&d).join(SIGNING_KEY_FILE)).unwrap();
+        let manifest = rotate(&d, 2, &crate::store::Failpoints::default()).unwrap();
+        std::fs::rename(keys(&d).join(SIGNING_KEY_FILE), next(&d)).unwrap();
+        write_private(&keys(&d).join(SIGNING_KEY_FILE), &old).unwrap();
+        assert!(matches!(verify(&d), Err(CustodyError::ReplacedKey { .. })));
+        let done = finish_rotation(&d).unwrap().unwrap();
+        assert!(done.contains("generation 2"), "{done}");
+        assert_eq!(verify(&d).unwrap().manifest, manifest);
+        // A signing key that is neither the retired nor the new one: left for verify
+        // to refuse.
+        write_key(&next(&d), KeyKind::Ed25519, &random_secret().unwrap()).unwrap();
+        write_key(
+            &keys(&d).join(SIGNING_KEY_FILE),
+            KeyKind::Ed25519,
+            &random_secret().unwrap(),
+        )
+        .unwrap();
+        assert_eq!(finish_rotation(&d).unwrap(), None);
+        assert!(next(&d).exists(), "untouched");
+        assert!(matches!(verify(&d), Err(CustodyError::ReplacedKey { .. })));
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -30,6 +30,11 @@ impl Host {
         ensure_private_dir(dir)?;
         let config = HostConfig::read(dir)?;
         config.check_profiles(dir)?;
+        // A rotation a crash interrupted completes, or the old generation stays
+        // (custody/rotation.rs) — never a hand fix.
+        if let Some(done) = crate::custody::finish_rotation(dir)? {
+            tracing::warn!(host = config.name, "{done}");
+        }
         // Every host has its keys; missing, replaced or exposed keys refuse (SPEC §1.6).
         let custody = crate::custody::verify(dir)?;
         let store = dir.join("store");

@@ -346,7 +346,7 @@ impl Host {
                 // Key files are not in the store: rotation is idempotent by generation,
                 // so a crash before the answer is committed is answered on re-send by
                 // "already at generation N", never by a second rotation.
-                match crate::custody::rotate(&self.dir, *generation) {
+                match crate::custody::rotate(&self.dir, *generation, &self.failpoints) {
                     Err(e) => failed(&op, e.to_string()),
                     Ok(manifest) => match crate::custody::verify(&self.dir) {
                         Err(e) => fatal(&self.dir, "reloading rotated keys", e),

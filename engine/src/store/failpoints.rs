@@ -86,11 +86,16 @@ pub enum Failpoint {
     /// A gateway's publications of crossed values are receipted by every destination of
     /// `to` (waited for up to `EXPORT_PUBLISH_WAIT`).
     ExportAfterPublish,
+    /// A signing-key rotation wrote the new key to `signing.key.next`; the manifest
+    /// still names the old one.
+    RotationBeforeManifest,
+    /// A signing-key rotation's manifest names the new key; it is not renamed into place.
+    RotationBeforeRename,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order an operation reaches them.
-    pub const ALL: [Failpoint; 28] = [
+    pub const ALL: [Failpoint; 30] = [
         Failpoint::SubmitBeforeCommit,
         Failpoint::SubmitAfterCommit,
         Failpoint::BatchAfterCommit,
@@ -119,6 +124,8 @@ impl Failpoint {
         Failpoint::ExportBeforeMapping,
         Failpoint::ExportAfterMapping,
         Failpoint::ExportAfterPublish,
+        Failpoint::RotationBeforeManifest,
+        Failpoint::RotationBeforeRename,
     ];
 
     /// The name `GRID_FAILPOINTS` and journeys use.
@@ -152,6 +159,8 @@ impl Failpoint {
             Failpoint::ExportBeforeMapping => "export-before-mapping",
             Failpoint::ExportAfterMapping => "export-after-mapping",
             Failpoint::ExportAfterPublish => "export-after-publish",
+            Failpoint::RotationBeforeManifest => "rotation-before-manifest",
+            Failpoint::RotationBeforeRename => "rotation-before-rename",
         }
     }
 
