@@ -394,3 +394,8 @@ pub const EXPORT_MAPPINGS_HOT_MAX: u64 = 100_000;
 pub const EXPORT_MAPPINGS_SHOWN_MAX: usize = 1_000;
 /// How long a gateway armed `export-after-publish` waits for the receipts of `to`.
 pub const EXPORT_PUBLISH_WAIT: Duration = Duration::from_secs(10);
+
+/// How often a host's transport looks at its membership credentials' files while no
+/// new connection comes: a revocation distributed applies to connections already open
+/// within it (docs/transport.md, "Reloading credentials").
+pub const CREDENTIALS_CHECK_INTERVAL: Duration = Duration::from_millis(200);

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use grid_engine::protocol::Call;
+
 mod common;
 
 struct Work {
@@ -293,6 +295,20 @@ fn mutual_tls_admits_participants_and_refuses_everyone_else() {
         "{in_use}"
     );
 
+    // b holds a connection to a open (pooled, kept alive) from before the revocation.
+    let pooled = grid_engine::transport::Client::new(
+        &work.host_dir("b"),
+        "ops",
+        "a",
+        "127.0.0.1:7641".parse().unwrap(),
+    )
+    .unwrap();
+    let before: grid_engine::protocol::Reply = pooled.call(&Call::Observe).unwrap();
+    assert!(
+        matches!(before, grid_engine::protocol::Reply::Observation(_)),
+        "{before:?}"
+    );
+
     // Revoke b: reconcile distributes the list; the running host a reloads it.
     std::fs::write(work.dir.join("t.kdl"), topology("revoke b;")).unwrap();
     // Applied; `!` lines remain (b's revoked enrollment, hosts not running): exit 6.
@@ -309,6 +325,17 @@ fn mutual_tls_admits_participants_and_refuses_everyone_else() {
     assert!(revoked.contains("certificate revoked"), "{revoked}");
     let refused = work.gridctl_fails(&["remote", "observe", "--host", "a", "--as", "b"]);
     assert!(refused.contains("CertificateRevoked"), "{refused}");
+    // The connection b opened before is not a way around it: a checks the certificate
+    // of every open connection again once the list changed (within
+    // CREDENTIALS_CHECK_INTERVAL), and refuses b's next request on it.
+    std::thread::sleep(grid_engine::limits::CREDENTIALS_CHECK_INTERVAL * 3);
+    let after: grid_engine::protocol::Reply = pooled.call(&Call::Observe).unwrap();
+    match after {
+        grid_engine::protocol::Reply::Refused { reason } => {
+            assert!(reason.contains("no longer accepted"), "{reason}")
+        }
+        other => panic!("a revoked participant was served on an old connection: {other:?}"),
+    }
     work.gridctl(&["remote", "observe", "--host", "a", "--as", "e"]);
     let e_cert = "grid-state/hosts/e/memberships/ops/participant.pem";
     work.observe_a(&["--cert", e_cert, "--key", &e_key])

@@ -2,9 +2,11 @@
 //! its first path segment to the endpoint registered for it, after the transport
 //! checked that the peer is certified in the membership the path names. The control
 //! API is `POST /control` (any verified participant). Membership credentials are
-//! reloaded when their files change (a revocation takes effect for new connections
-//! without a restart); if they no longer load, every new connection is refused until
-//! they do — never the old, weaker configuration.
+//! reloaded when their files change (a revocation takes effect without a restart: new
+//! handshakes use the new lists, and a connection made before has its peer's
+//! certificate verified again at its next request); if they no longer load, every new
+//! connection and request is refused until they do — never the old, weaker
+//! configuration.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,9 +18,88 @@ use rustls::ServerConfig;
 
 use super::endpoint::{Endpoint, Inbound, Outbound};
 use super::identity::{certified_in, identity_of, participant_of};
-use super::tls::{credentials_stamp, server_config};
+use super::tls::{credentials_stamp, server_credentials};
 use super::wire::{Counted, Direction, Sink, UNAUTHENTICATED_PEER, WireCounters};
-use crate::limits::TRANSPORT_CONNECTIONS_MAX;
+use crate::limits::{CREDENTIALS_CHECK_INTERVAL, TRANSPORT_CONNECTIONS_MAX};
+
+type Verifier = Arc<dyn rustls::server::danger::ClientCertVerifier>;
+
+/// The membership credentials the server runs with now: what new handshakes use, and
+/// the verifier the connections already open are checked against again whenever
+/// `epoch` moves (a revocation list distributed, a certificate renewed).
+struct Credentials {
+    stamp: Vec<(std::path::PathBuf, Option<std::time::SystemTime>)>,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    verifier: Option<Verifier>,
+    /// Raised at every reload.
+    epoch: Arc<AtomicU64>,
+}
+
+impl Credentials {
+    /// Reloads when the files changed; `None` acceptor: they no longer load.
+    fn refresh(&mut self, dir: &std::path::Path) {
+        let now = credentials_stamp(dir);
+        if now == self.stamp {
+            return;
+        }
+        self.stamp = now;
+        match server_credentials(dir) {
+            Ok((config, verifier)) => {
+                tracing::info!("transport: membership credentials reloaded");
+                self.acceptor = Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)));
+                self.verifier = Some(verifier);
+            }
+            Err(e) => {
+                tracing::error!(
+                    reason = %e,
+                    "transport: credentials no longer load; refusing connections until they do"
+                );
+                self.acceptor = None;
+                self.verifier = None;
+            }
+        }
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// What a connection checks before each request: the peer's certificate chain, and the
+/// credentials epoch it was last verified under.
+struct Checked {
+    chain: Vec<rustls_pki_types::CertificateDer<'static>>,
+    verified_at: AtomicU64,
+    credentials: Arc<std::sync::Mutex<Credentials>>,
+}
+
+impl Checked {
+    /// Why the peer may no longer be served on this connection: its certificate is
+    /// verified again under credentials reloaded since (once per reload).
+    fn refused(&self) -> Option<String> {
+        let (epoch, verifier) = {
+            let c = self.credentials.lock().unwrap_or_else(|p| p.into_inner());
+            (c.epoch.load(Ordering::SeqCst), c.verifier.clone())
+        };
+        if epoch == self.verified_at.load(Ordering::SeqCst) {
+            return None;
+        }
+        let Some(verifier) = verifier else {
+            return Some("this host's membership credentials no longer load".to_owned());
+        };
+        let (end_entity, intermediates) = self.chain.split_first()?;
+        match verifier.verify_client_cert(
+            end_entity,
+            intermediates,
+            rustls_pki_types::UnixTime::now(),
+        ) {
+            Ok(_) => {
+                self.verified_at.store(epoch, Ordering::SeqCst);
+                None
+            }
+            Err(e) => Some(format!(
+                "the certificate this connection was made with is no longer accepted ({e}); nothing was served"
+            )),
+        }
+    }
+}
 
 /// What one host's transport serves.
 pub struct Routes {
@@ -52,9 +133,30 @@ pub fn serve(
     let _entered = runtime.enter();
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let routes = Arc::new(routes);
+    let verifier = server_credentials(&dir)
+        .map(|(_, verifier)| verifier)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let credentials = Arc::new(std::sync::Mutex::new(Credentials {
+        stamp: credentials_stamp(&dir),
+        acceptor: Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))),
+        verifier: Some(verifier),
+        epoch: Arc::new(AtomicU64::new(0)),
+    }));
+    // Connections already open are checked again after a reload: the files are looked
+    // at every CREDENTIALS_CHECK_INTERVAL even when no new connection comes.
+    {
+        let (credentials, dir) = (credentials.clone(), dir.clone());
+        runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(CREDENTIALS_CHECK_INTERVAL).await;
+                credentials
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .refresh(&dir);
+            }
+        });
+    }
     runtime.spawn(async move {
-        let mut acceptor = Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)));
-        let mut stamp = credentials_stamp(&dir);
         let permits = Arc::new(tokio::sync::Semaphore::new(TRANSPORT_CONNECTIONS_MAX));
         loop {
             let Ok((stream, _)) = listener.accept().await else {
@@ -62,32 +164,33 @@ pub fn serve(
             };
             // Small request/response exchanges: no Nagle delay waiting for an ACK.
             let _ = stream.set_nodelay(true);
-            let now = credentials_stamp(&dir);
-            if now != stamp {
-                stamp = now;
-                acceptor = match server_config(&dir) {
-                    Ok(config) => {
-                        tracing::info!("transport: membership credentials reloaded");
-                        Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
-                    }
-                    Err(e) => {
-                        tracing::error!(
-                            reason = %e,
-                            "transport: credentials no longer load; refusing connections until they do"
-                        );
-                        None
-                    }
-                };
-            }
-            let Some(acceptor) = acceptor.clone() else {
-                let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-                tracing::warn!(peer, reason = "credentials do not load", "connection refused");
+            let (acceptor, epoch) = {
+                let mut c = credentials.lock().unwrap_or_else(|p| p.into_inner());
+                c.refresh(&dir);
+                (c.acceptor.clone(), c.epoch.load(Ordering::SeqCst))
+            };
+            let Some(acceptor) = acceptor else {
+                let peer = stream
+                    .peer_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_default();
+                tracing::warn!(
+                    peer,
+                    reason = "credentials do not load",
+                    "connection refused"
+                );
                 continue;
             };
             let Ok(permit) = permits.clone().acquire_owned().await else {
                 return;
             };
-            tokio::spawn(connection(stream, acceptor, routes.clone(), permit));
+            tokio::spawn(connection(
+                stream,
+                acceptor,
+                routes.clone(),
+                (credentials.clone(), epoch),
+                permit,
+            ));
         }
     });
     Ok(())
@@ -97,6 +200,7 @@ async fn connection(
     stream: tokio::net::TcpStream,
     acceptor: tokio_rustls::TlsAcceptor,
     routes: Arc<Routes>,
+    (credentials, epoch): (Arc<std::sync::Mutex<Credentials>>, u64),
     _permit: tokio::sync::OwnedSemaphorePermit,
 ) {
     let written = Arc::new(AtomicU64::new(0));
@@ -135,12 +239,30 @@ async fn connection(
         .map(participant_of)
         .unwrap_or_else(|| UNAUTHENTICATED_PEER.to_owned());
     let identity = Arc::new(certificate.as_deref().and_then(identity_of));
+    let checked = Arc::new(Checked {
+        chain: tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
+            .unwrap_or_default(),
+        verified_at: AtomicU64::new(epoch),
+        credentials,
+    });
     let served = routes.clone();
     let service = hyper::service::service_fn(move |request| {
         let routes = served.clone();
         let identity = identity.clone();
+        let checked = checked.clone();
         async move {
-            match route(request, &routes, identity.as_ref().as_ref()).await {
+            let outbound = match checked.refused() {
+                Some(reason) => {
+                    tracing::warn!(%reason, "request refused on a connection made before");
+                    Outbound::refused(403, reason)
+                }
+                None => route(request, &routes, identity.as_ref().as_ref()).await,
+            };
+            match outbound {
                 Outbound::Reply { status, body } => Ok(response(status, body)),
                 Outbound::Lost => Err(ReplyLost),
             }

@@ -104,6 +104,21 @@ impl rustls::server::ResolvesServerCert for MembershipCertificates {
 /// certificate of each membership (chosen by server name), every membership's
 /// authority as a client-certificate root, and every revocation list.
 pub fn server_config(dir: &Path) -> Result<ServerConfig, TransportError> {
+    server_credentials(dir).map(|(config, _)| config)
+}
+
+/// The server configuration and its client-certificate verifier (every membership's
+/// authority, every revocation list), which the server applies again to the
+/// connections already open when the files change.
+pub(super) fn server_credentials(
+    dir: &Path,
+) -> Result<
+    (
+        ServerConfig,
+        Arc<dyn rustls::server::danger::ClientCertVerifier>,
+    ),
+    TransportError,
+> {
     let memberships = membership::enrolled_memberships(dir);
     if memberships.is_empty() {
         return Err(TransportError::NoMembership);
@@ -138,11 +153,12 @@ pub fn server_config(dir: &Path) -> Result<ServerConfig, TransportError> {
         .with_crls(crls)
         .build()
         .map_err(|e| TransportError::Tls(e.to_string()))?;
-    Ok(ServerConfig::builder_with_provider(provider)
+    let config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| TransportError::Tls(e.to_string()))?
-        .with_client_cert_verifier(verifier)
-        .with_cert_resolver(Arc::new(resolver)))
+        .with_client_cert_verifier(verifier.clone())
+        .with_cert_resolver(Arc::new(resolver));
+    Ok((config, verifier))
 }
 
 /// Binds the listen address now, so a host whose address is taken refuses to start.
