@@ -53,6 +53,36 @@ pub fn chain(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// Whether `e` is the peer refusing this host's certificate in the TLS handshake — an
+/// alert only a handshake sends. In TLS 1.3 it arrives after the client may have
+/// written its request, but a server that refused the handshake never reads
+/// application data: the request was not served.
+fn certificate_refused(e: &(dyn std::error::Error + 'static)) -> bool {
+    use rustls::AlertDescription as A;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        let tls = s.downcast_ref::<rustls::Error>().or_else(|| {
+            s.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if let Some(rustls::Error::AlertReceived(alert)) = tls {
+            return matches!(
+                alert,
+                A::BadCertificate
+                    | A::CertificateRevoked
+                    | A::CertificateExpired
+                    | A::CertificateUnknown
+                    | A::UnsupportedCertificate
+                    | A::UnknownCA
+                    | A::CertificateRequired
+            );
+        }
+        source = s.source();
+    }
+    false
+}
+
 /// Opens one connection to one peer: TCP to its address, counted when the calling
 /// installation observes its wire, then the TLS handshake that must find the peer's
 /// certificate of the membership naming `name`.
@@ -197,7 +227,7 @@ async fn exchange(
 ) -> Result<(hyper::StatusCode, Bytes), PeerError> {
     let exchange = async {
         let response = http.request(request).await.map_err(|e| {
-            if e.is_connect() {
+            if e.is_connect() || certificate_refused(&e) {
                 PeerError::NotSent(chain(&e))
             } else {
                 PeerError::Lost(chain(&e))
