@@ -165,7 +165,9 @@ fn exports_provided(t: &Topology, provided: &[Profile], problems: &mut Vec<Diagn
                 ),
                 "not provided by this build",
             )
-            .with_help("cross-domain exports have not landed; remove the export until they do"),
+            .with_help(
+                "use a gridctl and gridd built with the `exports` profile, or remove the export",
+            ),
         );
     }
 }

@@ -546,7 +546,9 @@ impl Exports {
     fn forward_one(&self, running: &mut Running) -> Result<usize, String> {
         let d = running.record.install.disclosure.clone();
         let t = &d.terms;
-        let values = self.delivery.delivered_after(&t.from, running.forwarded)?;
+        let values =
+            self.delivery
+                .delivered_after(&t.from, running.forwarded, EXPORT_FORWARD_BATCH_MAX)?;
         if values.is_empty() {
             return Ok(0);
         }
@@ -560,8 +562,8 @@ impl Exports {
         // (conflation is the route's meaning, not a loss).
         let ordered = self
             .delivery
-            .view(&t.from)
-            .is_none_or(|v| v.route.class == crate::delivery::receipts::Class::Ordered);
+            .class_of(&t.from)
+            .is_none_or(|c| c == crate::delivery::receipts::Class::Ordered);
         if ordered && values[0].0 != running.forwarded + 1 {
             return Err(format!(
                 "the inbox of `{}` no longer holds position {} (it holds from {}): values purged before the export could carry them are not invented",
@@ -584,7 +586,7 @@ impl Exports {
         let mut write = self.database.batch();
         let mut staged = Vec::new();
         let mut last = running.forwarded;
-        for (position, value) in values.into_iter().take(EXPORT_FORWARD_BATCH_MAX) {
+        for (position, value) in values {
             let at = match self.delivery.stage(&t.to, value, epoch, &mut write) {
                 Ok(at) => at,
                 // The first refusal (capacity) stops the round; what staged crosses.

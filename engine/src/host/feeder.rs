@@ -68,7 +68,7 @@ impl Host {
             }
             let key = fed_key(&model, &route);
             let fed = self.fed_position(&key);
-            let values = match delivery.delivered_after(&route, fed) {
+            let values = match delivery.delivered_after(&route, fed, usize::MAX) {
                 Ok(v) => v,
                 Err(reason) => {
                     tracing::warn!(%model, %route, %reason, "route not readable");

@@ -67,6 +67,8 @@ impl Credentials {
 struct Checked {
     chain: Vec<rustls_pki_types::CertificateDer<'static>>,
     verified_at: AtomicU64,
+    /// The credentials' epoch, read without their lock on every request.
+    epoch: Arc<AtomicU64>,
     credentials: Arc<std::sync::Mutex<Credentials>>,
 }
 
@@ -74,6 +76,9 @@ impl Checked {
     /// Why the peer may no longer be served on this connection: its certificate is
     /// verified again under credentials reloaded since (once per reload).
     fn refused(&self) -> Option<String> {
+        if self.epoch.load(Ordering::SeqCst) == self.verified_at.load(Ordering::SeqCst) {
+            return None;
+        }
         let (epoch, verifier) = {
             let c = self.credentials.lock().unwrap_or_else(|p| p.into_inner());
             (c.epoch.load(Ordering::SeqCst), c.verifier.clone())
@@ -239,6 +244,11 @@ async fn connection(
         .map(participant_of)
         .unwrap_or_else(|| UNAUTHENTICATED_PEER.to_owned());
     let identity = Arc::new(certificate.as_deref().and_then(identity_of));
+    let shared_epoch = credentials
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .epoch
+        .clone();
     let checked = Arc::new(Checked {
         chain: tls
             .get_ref()
@@ -247,6 +257,7 @@ async fn connection(
             .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
             .unwrap_or_default(),
         verified_at: AtomicU64::new(epoch),
+        epoch: shared_epoch,
         credentials,
     });
     let served = routes.clone();

@@ -172,8 +172,7 @@ impl Delivery {
     /// woken to stage what now fits (instead of at its next round, up to a second).
     pub(super) fn wake_if_deferred(&self) {
         if self.deferred_waiting.load(Ordering::Relaxed) > 0 {
-            *self.stored.0.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-            self.stored.1.notify_all();
+            self.wake();
         }
     }
 

@@ -17,50 +17,60 @@ impl Delivery {
         routes.get(route).map(|r| r.install.membership.clone())
     }
 
+    /// The class of `route`, when this host holds it.
+    pub fn class_of(&self, route: &str) -> Option<crate::delivery::receipts::Class> {
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        routes.get(route).map(|r| r.install.class)
+    }
+
     /// `route` as this host sees it (`inspect routes`), when it holds it.
     pub fn view(&self, route: &str) -> Option<RouteView> {
-        self.views().into_iter().find(|v| v.route.name == route)
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        routes.get(route).map(|r| self.view_of(&routes, r))
     }
 
     pub(super) fn views(&self) -> Vec<RouteView> {
         let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        routes
-            .values()
-            .map(|r| match &r.role {
-                Role::Publisher(p) => RouteView {
-                    route: r.install.clone(),
-                    role: "publisher".to_owned(),
-                    published: p.durable(),
-                    receipted: r
-                        .install
-                        .destinations
-                        .iter()
-                        .filter_map(|d| p.outbox.receipted(&d.host).map(|n| (d.host.clone(), n)))
-                        .collect(),
-                    outstanding: p.outbox.outstanding(),
-                    held: 0,
-                    held_from: self.held_from(&r.install.name),
-                    ordered_pool: (r.install.class == crate::delivery::receipts::Class::Ordered)
-                        .then(|| OrderedPool {
-                            membership: r.install.membership.clone(),
-                            retained: self.ordered_retained(&routes, &r.install.membership),
-                            capacity: self.capacities.ordered_per_host(&r.install.membership),
-                        }),
-                    deferred: p.deferred.len() as u64,
-                },
-                Role::Destination(inbox) => RouteView {
-                    route: r.install.clone(),
-                    role: "destination".to_owned(),
-                    published: 0,
-                    receipted: BTreeMap::new(),
-                    outstanding: BTreeMap::new(),
-                    held: inbox.held(),
-                    held_from: self.held_from(&r.install.name),
-                    ordered_pool: None,
-                    deferred: 0,
-                },
-            })
-            .collect()
+        routes.values().map(|r| self.view_of(&routes, r)).collect()
+    }
+
+    /// One route's view (`routes` held: the Ordered pool sums the membership's routes).
+    fn view_of(&self, routes: &BTreeMap<String, RouteState>, r: &RouteState) -> RouteView {
+        match &r.role {
+            Role::Publisher(p) => RouteView {
+                route: r.install.clone(),
+                role: "publisher".to_owned(),
+                published: p.durable(),
+                receipted: r
+                    .install
+                    .destinations
+                    .iter()
+                    .filter_map(|d| p.outbox.receipted(&d.host).map(|n| (d.host.clone(), n)))
+                    .collect(),
+                outstanding: p.outbox.outstanding(),
+                held: 0,
+                held_from: self.held_from(&r.install.name),
+                ordered_pool: (r.install.class == crate::delivery::receipts::Class::Ordered).then(
+                    || OrderedPool {
+                        membership: r.install.membership.clone(),
+                        retained: self.ordered_retained(routes, &r.install.membership),
+                        capacity: self.capacities.ordered_per_host(&r.install.membership),
+                    },
+                ),
+                deferred: p.deferred.len() as u64,
+            },
+            Role::Destination(inbox) => RouteView {
+                route: r.install.clone(),
+                role: "destination".to_owned(),
+                published: 0,
+                receipted: BTreeMap::new(),
+                outstanding: BTreeMap::new(),
+                held: inbox.held(),
+                held_from: self.held_from(&r.install.name),
+                ordered_pool: None,
+                deferred: 0,
+            },
+        }
     }
 
     pub(super) fn held(&self, route: &str, from: u64) -> DeliveryReply {
@@ -191,7 +201,12 @@ impl Delivery {
 
     /// Values held at this destination of `route` after position `after` (Latest: the
     /// one value held, if newer), for the models it feeds.
-    pub fn delivered_after(&self, route: &str, after: u64) -> Result<Vec<(u64, f64)>, String> {
+    pub fn delivered_after(
+        &self,
+        route: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, f64)>, String> {
         let (install, held) = {
             let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
             match routes.get(route) {
@@ -210,6 +225,7 @@ impl Delivery {
             .ks
             .inbox
             .range(key(route, after + 1)..=key(route, held))
+            .take(limit)
         {
             let (k, v) = guard
                 .into_inner()
