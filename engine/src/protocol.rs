@@ -119,6 +119,9 @@ pub enum Request {
     /// Rotate the host's signing key to `generation` (only ever higher); the old key
     /// stays in the custody manifest as retired, verify-only.
     RotateKeys { generation: u32 },
+    /// Rotate the host's mail (X25519) key to `generation` (only ever higher); the old
+    /// secret stays, open-only: values sealed to it still open.
+    RotateMailKey { generation: u32 },
     /// One atomic input batch; with `fence`, a write stamped `(claim, epoch)` that the
     /// host refuses once it has seen a newer epoch of that claim (SPEC C3 fencing).
     Input {
@@ -209,6 +212,9 @@ impl Request {
             Request::RotateKeys { generation } => {
                 format!("rotate signing keys to generation {generation}")
             }
+            Request::RotateMailKey { generation } => {
+                format!("rotate the mail key to generation {generation}")
+            }
             Request::Input {
                 model,
                 values,
@@ -264,6 +270,7 @@ impl Request {
             Request::RetireModel { .. } => "retire-model",
             Request::RetireTag { .. } => "retire-tag",
             Request::RotateKeys { .. } => "rotate-keys",
+            Request::RotateMailKey { .. } => "rotate-mail-key",
             Request::Input { .. } => "input",
             Request::InstallRoute { .. } => "install-route",
             Request::IssueGrant { .. } => "issue-grant",
@@ -652,6 +659,16 @@ pub struct KeysState {
     pub signing: String,
     /// Generations of retired (verify-only) signing keys.
     pub retired: Vec<u32>,
+    /// The current mail-key generation.
+    #[serde(default = "first_generation")]
+    pub mail_generation: u32,
+    /// Generations of retired (open-only) mail keys.
+    #[serde(default)]
+    pub retired_mail: Vec<u32>,
+}
+
+fn first_generation() -> u32 {
+    1
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

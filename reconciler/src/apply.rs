@@ -241,6 +241,10 @@ fn took_effect(plan: &Plan, t: &Transition) -> bool {
         Action::DistributeRevocations { membership } => {
             memberships::revocations_distributed(state, &dir, membership)
         }
+        Action::PublishKeys {
+            membership,
+            members,
+        } => crate::diff::peer_keys::published(state, &dir, membership, members),
         Action::Authority { membership, call } => authority::took_effect(&dir, membership, call),
         Action::Claim {
             membership,
@@ -285,6 +289,10 @@ fn effect(plan: &Plan, t: &Transition) -> Effect {
         Action::DistributeRevocations { membership } => {
             memberships::distribute_revocations(state, &dir, membership)
         }
+        Action::PublishKeys {
+            membership,
+            members,
+        } => crate::diff::peer_keys::publish(state, &dir, membership, members),
         Action::Authority { membership, call } => authority::apply(&dir, membership, call),
         Action::Claim {
             membership,

@@ -124,6 +124,10 @@ pub struct EnrollmentView {
     pub enrollment: Option<Enrollment>,
     /// The revocation list held equals the membership authority's current one.
     pub revocations_current: bool,
+    /// Fellow members' public keys this installation learned through the membership
+    /// (`custody::book`), by participant.
+    #[serde(default)]
+    pub peer_keys: std::collections::BTreeMap<String, Manifest>,
 }
 
 /// A membership's certificate authority in the operator's state directory.
@@ -295,6 +299,7 @@ fn observe_planned(topology: &Topology, state: &Path, name: &str, dir: &Path) ->
             EnrollmentView {
                 enrollment: membership::read_enrollment(dir, m).ok().flatten(),
                 revocations_current: membership::revocations_current(&authority, dir, m),
+                peer_keys: grid_engine::custody::book::held(dir, m),
             },
         );
     }

@@ -347,6 +347,18 @@ fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
             out.extend(crate::diff::snapshots::transitions(topology, observation));
         }
     }
+    // After every host's own transitions: a member learns keys its peers rotate in
+    // this plan, after they rotate.
+    for observation in &world.hosts {
+        if let Some(desired) = index.host(&observation.name) {
+            out.extend(crate::diff::peer_keys::transitions(
+                &index,
+                world,
+                desired,
+                observation,
+            ));
+        }
+    }
     out.extend(crate::diff::authority::transitions(topology, world));
     out.extend(crate::routes::transitions(topology, &index, world));
     out.extend(crate::exports::transitions(topology, world));

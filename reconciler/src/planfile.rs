@@ -127,6 +127,14 @@ pub fn render(plan: &Plan) -> String {
             Action::DistributeRevocations { membership } => {
                 children.push(format!("distribute-revocations {}", quote(membership)))
             }
+            Action::PublishKeys {
+                membership,
+                members,
+            } => children.push(format!(
+                "publish-keys {} members={}",
+                quote(membership),
+                quote(&members.join(" "))
+            )),
             Action::Authority { membership, call } => children.push(format!(
                 "authority {} call={}",
                 quote(membership),
@@ -300,6 +308,13 @@ pub fn load(path: &Path) -> Result<Plan, String> {
                         },
                         "distribute-revocations" => Action::DistributeRevocations {
                             membership: argument(c)?,
+                        },
+                        "publish-keys" => Action::PublishKeys {
+                            membership: argument(c)?,
+                            members: string(c, "members")?
+                                .split_whitespace()
+                                .map(str::to_owned)
+                                .collect(),
                         },
                         "authority" => Action::Authority {
                             membership: argument(c)?,

@@ -120,6 +120,22 @@ fn install(route: &grid_spec::Route, index: &Index<'_>, world: &World) -> Action
     }
 }
 
+/// `here` with each destination's keys as `held` installed them where they only
+/// rotated (the new manifest extends the installed one): a rotation reaches the
+/// route's hosts through the membership (`custody::book`, the plan's `~ peer-keys`),
+/// not by reinstalling every route.
+fn ignoring_rotations(held: &RouteInstall, here: &RouteInstall) -> RouteInstall {
+    let mut here = here.clone();
+    for d in &mut here.destinations {
+        if let Some(b) = held.destination(&d.host)
+            && d.keys.extends(&b.keys)
+        {
+            d.keys = b.keys.clone();
+        }
+    }
+    here
+}
+
 /// What changed between two definitions of a route, for `~` lines.
 fn difference(before: &RouteInstall, after: &RouteInstall) -> String {
     let mut out = Vec::new();
@@ -311,7 +327,7 @@ pub fn transitions(topology: &Topology, index: &Index<'_>, world: &World) -> Vec
                     Action::Submit {
                         request: Request::InstallRoute { route: here },
                     },
-                ) if held != here => {
+                ) if *held != ignoring_rotations(held, here) => {
                     let changes = crate::changes::route(held, here);
                     let detail = difference(held, here);
                     Draft::new(

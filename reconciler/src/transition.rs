@@ -86,6 +86,12 @@ pub enum Action {
     },
     /// Copy the membership's current revocation list into a member host's installation.
     DistributeRevocations { membership: String },
+    /// Write the current public keys of `members` of `membership` (rotated since
+    /// they were recorded) into a member host's installation (`custody::book`).
+    PublishKeys {
+        membership: String,
+        members: Vec<String>,
+    },
     /// Send an operation to the host.
     Submit { request: Request },
     /// Send an operation to the host whose request names values known only after

@@ -27,6 +27,7 @@ use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use x25519_dalek::{PublicKey as MailPublicKey, StaticSecret};
 
+pub mod book;
 pub mod keyfile;
 pub mod membership;
 pub mod opcua;
@@ -64,8 +65,12 @@ pub enum CustodyError {
     Malformed { path: PathBuf, reason: String },
     #[error("the random source failed: {0}")]
     Random(String),
-    #[error("cannot rotate signing keys from generation {from} to {to}: generations only grow")]
-    GenerationNotGrowing { from: u32, to: u32 },
+    #[error("cannot rotate the {key} key from generation {from} to {to}: generations only grow")]
+    GenerationNotGrowing {
+        key: &'static str,
+        from: u32,
+        to: u32,
+    },
     #[error(transparent)]
     Private(#[from] crate::store::PrivateDirError),
 }
@@ -92,6 +97,63 @@ pub struct Manifest {
     /// Signing keys of earlier generations: verify-only.
     #[serde(default)]
     pub retired: Vec<RetiredKey>,
+    /// The current mail-key generation (1 for the first; absent in manifests made
+    /// before mail keys rotated).
+    #[serde(default = "first_generation", skip_serializing_if = "is_first")]
+    pub mail_generation: u32,
+    /// Mail keys of earlier generations: open-only (values sealed to them still open;
+    /// nothing new is sealed to them). Their secrets are `keys/mail.key.N`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired_mail: Vec<RetiredMailKey>,
+}
+
+fn first_generation() -> u32 {
+    1
+}
+
+fn is_first(generation: &u32) -> bool {
+    *generation == 1
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetiredMailKey {
+    pub generation: u32,
+    pub mail: String,
+}
+
+impl Manifest {
+    /// Every signing key this manifest names, by generation, current included.
+    fn signing_keys(&self) -> impl Iterator<Item = (u32, &str)> {
+        std::iter::once((self.generation, self.signing.as_str())).chain(
+            self.retired
+                .iter()
+                .map(|r| (r.generation, r.signing.as_str())),
+        )
+    }
+
+    /// Every mail key this manifest names, by generation, current included.
+    fn mail_keys(&self) -> impl Iterator<Item = (u32, &str)> {
+        std::iter::once((self.mail_generation, self.mail.as_str())).chain(
+            self.retired_mail
+                .iter()
+                .map(|r| (r.generation, r.mail.as_str())),
+        )
+    }
+
+    /// Whether `self` is a later state of the same custody as `earlier`: no generation
+    /// lower, and every signing and mail key `earlier` names named again at the same
+    /// generation (rotation keeps public keys; a replaced identity does not extend).
+    pub fn extends(&self, earlier: &Manifest) -> bool {
+        self.generation >= earlier.generation
+            && self.mail_generation >= earlier.mail_generation
+            && earlier
+                .signing_keys()
+                .all(|k| self.signing_keys().any(|m| m == k))
+            && earlier
+                .mail_keys()
+                .all(|k| self.mail_keys().any(|m| m == k))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,18 +163,30 @@ pub struct RetiredKey {
     pub signing: String,
 }
 
-/// A host's verified keys.
+/// A host's verified keys, shared: every clone (each room holds one) sees a rotation
+/// the moment [`Custody::replace`] installs it, so new work uses new keys at once.
 #[derive(Clone)]
 pub struct Custody {
-    pub manifest: Manifest,
+    keys: std::sync::Arc<std::sync::RwLock<std::sync::Arc<Keys>>>,
+    /// The installation, where peers' keys learned through memberships are read.
+    dir: std::sync::Arc<PathBuf>,
+    /// Those peers' keys as last read ([`book`]).
+    book: std::sync::Arc<book::Cache>,
+}
+
+/// One verified state of a custody.
+struct Keys {
+    manifest: Manifest,
     signing: SigningKey,
     mail: StaticSecret,
+    /// Earlier mail secrets, newest first: open-only.
+    retired_mail: Vec<StaticSecret>,
 }
 
 impl std::fmt::Debug for Custody {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Custody")
-            .field("manifest", &self.manifest)
+            .field("manifest", &self.keys().manifest)
             .finish_non_exhaustive()
     }
 }
@@ -263,6 +337,8 @@ pub fn create(dir: &Path) -> Result<Manifest, CustodyError> {
         mail: mail_fingerprint(&mail),
         tls: signing_fingerprint(&tls.verifying_key()),
         retired: Vec::new(),
+        mail_generation: 1,
+        retired_mail: Vec::new(),
     };
     // The manifest last: a custody without one is not a custody yet.
     write_manifest(dir, &manifest)?;
@@ -301,11 +377,28 @@ pub fn verify(dir: &Path) -> Result<Custody, CustodyError> {
         signing_fingerprint(&tls.verifying_key()),
         &manifest.tls,
     )?;
+    let mut retired_mail = Vec::with_capacity(manifest.retired_mail.len());
+    for retired in manifest.retired_mail.iter().rev() {
+        let file = retired_mail_file(retired.generation);
+        let secret = StaticSecret::from(read_secret(&keys.join(&file), KeyKind::X25519)?);
+        check(&file, mail_fingerprint(&secret), &retired.mail)?;
+        retired_mail.push(secret);
+    }
     Ok(Custody {
-        manifest,
-        signing,
-        mail,
+        keys: std::sync::Arc::new(std::sync::RwLock::new(std::sync::Arc::new(Keys {
+            manifest,
+            signing,
+            mail,
+            retired_mail,
+        }))),
+        dir: std::sync::Arc::new(dir.to_owned()),
+        book: std::sync::Arc::default(),
     })
+}
+
+/// The file of a retired mail key's secret (`mail.key.N`), kept open-only.
+pub fn retired_mail_file(generation: u32) -> String {
+    format!("{MAIL_KEY_FILE}.{generation}")
 }
 
 /// The TLS key's secret, after the whole custody verifies (for the transport only).
@@ -358,12 +451,34 @@ pub fn rewrite_as_pem(dir: &Path) -> Result<Vec<String>, CustodyError> {
     Ok(rewritten)
 }
 
-pub use rotation::{finish_rotation, rotate};
+pub use rotation::{Rotating, finish_rotation, rotate};
 
 impl Custody {
+    fn keys(&self) -> std::sync::Arc<Keys> {
+        self.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The manifest of the keys in use now.
+    pub fn manifest(&self) -> Manifest {
+        self.keys().manifest.clone()
+    }
+
+    /// The current signing-key generation.
+    pub fn generation(&self) -> u32 {
+        self.keys().manifest.generation
+    }
+
+    /// Installs `rotated` (the same installation's keys, verified after a rotation) in
+    /// this custody and every clone of it.
+    pub fn replace(&self, rotated: Custody) {
+        let keys = rotated.keys();
+        *self.keys.write().unwrap_or_else(|p| p.into_inner()) = keys;
+    }
+
     /// Signs with the current signing key.
     pub fn sign(&self, message: &[u8]) -> (u32, Signature) {
-        (self.manifest.generation, self.signing.sign(message))
+        let keys = self.keys();
+        (keys.manifest.generation, keys.signing.sign(message))
     }
 
     /// Signs `message` with the current key: its generation and the 64-byte signature
@@ -384,17 +499,40 @@ impl Custody {
     }
 
     pub fn mail_public(&self) -> MailPublicKey {
-        MailPublicKey::from(&self.mail)
+        MailPublicKey::from(&self.keys().mail)
     }
 
-    /// The current signing key, for signers that sign their own formats (receipts).
-    pub(crate) fn signing_key(&self) -> &SigningKey {
-        &self.signing
+    /// Signs with the current signing key and its generation, for signers that sign
+    /// their own formats (receipts).
+    pub(crate) fn with_signing_key<T>(&self, sign: impl FnOnce(&SigningKey, u32) -> T) -> T {
+        let keys = self.keys();
+        sign(&keys.signing, keys.manifest.generation)
     }
 
-    /// The mail secret, to open values sealed to this host.
-    pub(crate) fn mail_secret(&self) -> &StaticSecret {
-        &self.mail
+    /// Opens something sealed to this host: with the current mail secret, else with
+    /// each retired one, newest first (open-only: sealed before a rotation, it still
+    /// opens). The current key's error when none opens it.
+    pub(crate) fn open_sealed<T, E>(
+        &self,
+        open: impl Fn(&StaticSecret) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let keys = self.keys();
+        let first = open(&keys.mail);
+        if first.is_ok() {
+            return first;
+        }
+        keys.retired_mail
+            .iter()
+            .find_map(|secret| open(secret).ok())
+            .map_or(first, Ok)
+    }
+
+    /// `host`'s keys as this host should use them now: `embedded` (what an install,
+    /// a grant or a mission recorded), or the later state of the same custody that a
+    /// membership this host holds has published ([`book`]) — so a peer's rotated keys
+    /// are used without a new grant, route or restart.
+    pub fn peer_keys(&self, host: &str, embedded: &Manifest) -> Manifest {
+        self.book.newest(&self.dir, host, embedded)
     }
 }
 
@@ -473,231 +611,4 @@ pub trait Signed {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("grid-custody-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    #[test]
-    fn created_keys_verify_and_replaced_or_missing_keys_refuse() {
-        let d = dir("verify");
-        let manifest = create(&d).unwrap();
-        assert_eq!(manifest.generation, 1);
-        verify(&d).unwrap();
-        // A replaced mail key.
-        write_private(&d.join("keys/mail.key"), hex::encode([7u8; 32]).as_bytes()).unwrap();
-        assert!(matches!(verify(&d), Err(CustodyError::ReplacedKey { .. })));
-        std::fs::remove_file(d.join("keys/mail.key")).unwrap();
-        assert!(matches!(verify(&d), Err(CustodyError::MissingKey { .. })));
-        std::fs::remove_dir_all(&d).unwrap();
-    }
-
-    /// Turns a custody's key files into the hex form Grid wrote before.
-    fn as_hex(d: &Path) {
-        for (file, kind) in KEY_FILES {
-            let path = d.join(KEYS_DIR).join(file);
-            let (secret, _) = read_key(&path, kind).unwrap();
-            write_private(&path, hex::encode(*secret).as_bytes()).unwrap();
-        }
-    }
-
-    fn openssl_reads(path: &Path) -> Result<(), String> {
-        let output = std::process::Command::new("openssl")
-            .args(["pkey", "-noout", "-in"])
-            .arg(path)
-            .output()
-            .expect("openssl is installed");
-        if output.status.success() {
-            Ok(())
-        } else {
-            Err(String::from_utf8_lossy(&output.stderr).into_owned())
-        }
-    }
-
-    #[test]
-    fn created_keys_are_pem_pkcs8_that_openssl_reads() {
-        let d = dir("pem");
-        create(&d).unwrap();
-        assert_eq!(legacy_key_files(&d).unwrap(), Vec::<String>::new());
-        for (file, _) in KEY_FILES {
-            let path = d.join(KEYS_DIR).join(file);
-            let text = std::fs::read_to_string(&path).unwrap();
-            assert!(text.starts_with("-----BEGIN PRIVATE KEY-----\n"), "{file}");
-            openssl_reads(&path).unwrap_or_else(|e| panic!("openssl refuses {file}: {e}"));
-        }
-        // A rotated signing key is PEM too.
-        rotate(&d, 2, &crate::store::Failpoints::default()).unwrap();
-        openssl_reads(&d.join(KEYS_DIR).join(SIGNING_KEY_FILE)).unwrap();
-        assert_eq!(legacy_key_files(&d).unwrap(), Vec::<String>::new());
-        std::fs::remove_dir_all(&d).unwrap();
-    }
-
-    #[test]
-    fn hex_keys_still_verify_and_rewrite_as_pem_keeps_every_fingerprint() {
-        let d = dir("hex");
-        let manifest = create(&d).unwrap();
-        as_hex(&d);
-        assert!(openssl_reads(&d.join(KEYS_DIR).join(TLS_KEY_FILE)).is_err());
-        let before = verify(&d).unwrap();
-        assert_eq!(
-            before.manifest, manifest,
-            "a hex installation still verifies"
-        );
-        let tls_before = tls_secret(&d).unwrap();
-        assert_eq!(
-            legacy_key_files(&d).unwrap(),
-            ["signing.key", "mail.key", "tls.key"]
-        );
-        assert_eq!(
-            rewrite_as_pem(&d).unwrap(),
-            ["signing.key", "mail.key", "tls.key"]
-        );
-        assert_eq!(legacy_key_files(&d).unwrap(), Vec::<String>::new());
-        let after = verify(&d).unwrap();
-        assert_eq!(after.manifest, manifest, "fingerprints unchanged");
-        assert_eq!(
-            after.mail_public().as_bytes(),
-            before.mail_public().as_bytes()
-        );
-        assert_eq!(
-            tls_secret(&d).unwrap(),
-            tls_before,
-            "the TLS identity unchanged"
-        );
-        let (generation, signature) = after.sign(b"m");
-        assert!(verify_signature(&manifest, generation, b"m", &signature));
-        for (file, _) in KEY_FILES {
-            let path = d.join(KEYS_DIR).join(file);
-            openssl_reads(&path).unwrap_or_else(|e| panic!("openssl refuses {file}: {e}"));
-            let mode = std::os::unix::fs::PermissionsExt::mode(
-                &std::fs::metadata(&path).unwrap().permissions(),
-            );
-            assert_eq!(mode & 0o777, 0o600, "{file}");
-        }
-        assert_eq!(
-            rewrite_as_pem(&d).unwrap(),
-            Vec::<String>::new(),
-            "idempotent"
-        );
-        std::fs::remove_dir_all(&d).unwrap();
-    }
-
-    #[test]
-    fn rewrite_refuses_weak_permissions_and_replaced_keys_rewriting_nothing() {
-        use std::os::unix::fs::PermissionsExt;
-        let d = dir("rewrite-refusals");
-        create(&d).unwrap();
-        as_hex(&d);
-        let signing = d.join(KEYS_DIR).join(SIGNING_KEY_FILE);
-        std::fs::set_permissions(&signing, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(matches!(
-            rewrite_as_pem(&d),
-            Err(CustodyError::Private(
-                crate::store::PrivateDirError::WeakPermissions { .. }
-            ))
-        ));
-        let keys = d.join(KEYS_DIR);
-        assert!(
-            crate::store::ensure_private_dir(&keys).is_err(),
-            "a host refuses too"
-        );
-        std::fs::set_permissions(&signing, std::fs::Permissions::from_mode(0o600)).unwrap();
-        crate::store::ensure_private_dir(&keys).unwrap();
-        // A replaced key: nothing is rewritten, the hex files stay as they were.
-        write_private(
-            &d.join(KEYS_DIR).join(MAIL_KEY_FILE),
-            hex::encode([9u8; 32]).as_bytes(),
-        )
-        .unwrap();
-        assert!(matches!(
-            rewrite_as_pem(&d),
-            Err(CustodyError::ReplacedKey { .. })
-        ));
-        assert_eq!(legacy_key_files(&d).unwrap().len(), 3);
-        // The same with weak permissions on a PEM key: a host still refuses it.
-        let pem = dir("pem-weak");
-        create(&pem).unwrap();
-        let tls = pem.join(KEYS_DIR).join(TLS_KEY_FILE);
-        std::fs::set_permissions(&tls, std::fs::Permissions::from_mode(0o640)).unwrap();
-        assert!(crate::store::ensure_private_dir(&pem.join(KEYS_DIR)).is_err());
-        std::fs::remove_dir_all(&d).unwrap();
-        std::fs::remove_dir_all(&pem).unwrap();
-    }
-
-    #[test]
-    fn rotation_keeps_old_signatures_verifying_and_never_goes_back() {
-        let d = dir("rotate");
-        create(&d).unwrap();
-        let before = verify(&d).unwrap();
-        let (generation, signature) = before.sign(b"grant 1");
-        let manifest = rotate(&d, 2, &crate::store::Failpoints::default()).unwrap();
-        assert_eq!(manifest.generation, 2);
-        assert_eq!(manifest.retired.len(), 1);
-        let after = verify(&d).unwrap();
-        assert!(verify_signature(
-            &manifest, generation, b"grant 1", &signature
-        ));
-        assert!(!verify_signature(
-            &manifest, generation, b"grant 2", &signature
-        ));
-        let (g2, s2) = after.sign(b"grant 2");
-        assert_eq!(g2, 2);
-        assert!(verify_signature(&manifest, 2, b"grant 2", &s2));
-        // The retired key does not verify new work under the new generation.
-        assert!(!verify_signature(&manifest, 2, b"grant 1", &signature));
-        assert!(matches!(
-            rotate(&d, 1, &crate::store::Failpoints::default()),
-            Err(CustodyError::GenerationNotGrowing { .. })
-        ));
-        std::fs::remove_dir_all(&d).unwrap();
-    }
-
-    /// The two states a crash in a rotation can leave (rotation.rs): the host opens
-    /// either way, with the old generation or the new, never a hand fix — and a key
-    /// that is neither is still refused.
-    #[test]
-    fn an_interrupted_rotation_completes_or_keeps_the_old_generation() {
-        let keys = |d: &Path| d.join(KEYS_DIR);
-        let next = |d: &Path| keys(d).join(format!("{SIGNING_KEY_FILE}.next"));
-        // Crashed before the manifest: the staged key is discarded.
-        let d = dir("rotate-before-manifest");
-        create(&d).unwrap();
-        write_key(&next(&d), KeyKind::Ed25519, &random_secret().unwrap()).unwrap();
-        let done = finish_rotation(&d).unwrap().unwrap();
-        assert!(done.contains("generation 1 kept"), "{done}");
-        assert!(!next(&d).exists());
-        assert_eq!(verify(&d).unwrap().manifest.generation, 1);
-        assert_eq!(finish_rotation(&d).unwrap(), None, "nothing under way");
-        std::fs::remove_dir_all(&d).unwrap();
-        // Crashed before the rename: the manifest names the staged key, the old one is
-        // in place — the rotation completes.
-        let d = dir("rotate-before-rename");
-        create(&d).unwrap();
-        let old = std::fs::read(keys(&d).join(SIGNING_KEY_FILE)).unwrap();
-        let manifest = rotate(&d, 2, &crate::store::Failpoints::default()).unwrap();
-        std::fs::rename(keys(&d).join(SIGNING_KEY_FILE), next(&d)).unwrap();
-        write_private(&keys(&d).join(SIGNING_KEY_FILE), &old).unwrap();
-        assert!(matches!(verify(&d), Err(CustodyError::ReplacedKey { .. })));
-        let done = finish_rotation(&d).unwrap().unwrap();
-        assert!(done.contains("generation 2"), "{done}");
-        assert_eq!(verify(&d).unwrap().manifest, manifest);
-        // A signing key that is neither the retired nor the new one: left for verify
-        // to refuse.
-        write_key(&next(&d), KeyKind::Ed25519, &random_secret().unwrap()).unwrap();
-        write_key(
-            &keys(&d).join(SIGNING_KEY_FILE),
-            KeyKind::Ed25519,
-            &random_secret().unwrap(),
-        )
-        .unwrap();
-        assert_eq!(finish_rotation(&d).unwrap(), None);
-        assert!(next(&d).exists(), "untouched");
-        assert!(matches!(verify(&d), Err(CustodyError::ReplacedKey { .. })));
-        std::fs::remove_dir_all(&d).unwrap();
-    }
-}
+mod tests;

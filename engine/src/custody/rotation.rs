@@ -1,27 +1,102 @@
-//! Rotating the signing key, crash-safely (docs/custody.md, "Rotation").
+//! Rotating the signing and mail keys, crash-safely (docs/custody.md, "Rotation").
 //!
-//! The steps, each durable before the next: the new secret written to
-//! `signing.key.next` (synced), the manifest naming it (synced), then the rename over
-//! `signing.key` (the directory synced). A host opening finds where a crash left it
-//! ([`finish_rotation`]): a `.next` the manifest names is renamed into place — the
-//! rotation completes; a `.next` the manifest does not name is removed — the old
-//! generation stays. Anything else (a key matching neither) is refused by `verify`,
-//! never guessed.
+//! The steps, each durable before the next: the new secret written to `KEY.next`
+//! (synced) — for the mail key, also the old secret kept as `mail.key.N` (open-only) —
+//! then the manifest naming the new key (synced), then the rename over `KEY` (the
+//! directory synced). A host opening finds where a crash left it ([`finish_rotation`]):
+//! a `.next` the manifest names is renamed into place — the rotation completes; a
+//! `.next` the manifest does not name is removed — the old generation stays. Anything
+//! else (a key matching neither) is refused by `verify`, never guessed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ed25519_dalek::SigningKey;
+use x25519_dalek::StaticSecret;
 
 use super::keyfile::KeyKind;
 use super::{
-    CustodyError, KEYS_DIR, Manifest, RetiredKey, SIGNING_KEY_FILE, manifest, random_secret,
-    read_secret, signing_fingerprint, verify, write_key, write_manifest,
+    CustodyError, KEYS_DIR, MAIL_KEY_FILE, Manifest, RetiredKey, RetiredMailKey, SIGNING_KEY_FILE,
+    mail_fingerprint, manifest, random_secret, read_secret, retired_mail_file, signing_fingerprint,
+    verify, write_key, write_manifest,
 };
 use crate::store::{Failpoint, Failpoints};
 
-/// The staging file of a rotation's new signing key.
-fn next_path(dir: &Path) -> std::path::PathBuf {
-    dir.join(KEYS_DIR).join(format!("{SIGNING_KEY_FILE}.next"))
+/// A key that rotates on its own generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rotating {
+    /// Ed25519: retired keys verify only.
+    Signing,
+    /// X25519: retired keys open only.
+    Mail,
+}
+
+impl Rotating {
+    pub const ALL: [Rotating; 2] = [Rotating::Signing, Rotating::Mail];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Rotating::Signing => "signing",
+            Rotating::Mail => "mail",
+        }
+    }
+
+    fn file(self) -> &'static str {
+        match self {
+            Rotating::Signing => SIGNING_KEY_FILE,
+            Rotating::Mail => MAIL_KEY_FILE,
+        }
+    }
+
+    fn kind(self) -> KeyKind {
+        match self {
+            Rotating::Signing => KeyKind::Ed25519,
+            Rotating::Mail => KeyKind::X25519,
+        }
+    }
+
+    /// The generation `manifest` holds of this key.
+    pub fn generation(self, manifest: &Manifest) -> u32 {
+        match self {
+            Rotating::Signing => manifest.generation,
+            Rotating::Mail => manifest.mail_generation,
+        }
+    }
+
+    /// The public fingerprint of `secret` as the manifest writes it.
+    fn fingerprint(self, secret: [u8; 32]) -> String {
+        match self {
+            Rotating::Signing => {
+                signing_fingerprint(&SigningKey::from_bytes(&secret).verifying_key())
+            }
+            Rotating::Mail => mail_fingerprint(&StaticSecret::from(secret)),
+        }
+    }
+
+    fn current(self, manifest: &Manifest) -> &str {
+        match self {
+            Rotating::Signing => &manifest.signing,
+            Rotating::Mail => &manifest.mail,
+        }
+    }
+
+    fn retired(self, manifest: &Manifest, fingerprint: &str) -> bool {
+        match self {
+            Rotating::Signing => manifest
+                .retired
+                .iter()
+                .any(|r| r.signing == fingerprint && r.generation < manifest.generation),
+            Rotating::Mail => manifest
+                .retired_mail
+                .iter()
+                .any(|r| r.mail == fingerprint && r.generation < manifest.mail_generation),
+        }
+    }
+}
+
+/// The staging file of a rotation's new key.
+fn next_path(dir: &Path, key: Rotating) -> PathBuf {
+    dir.join(KEYS_DIR).join(format!("{}.next", key.file()))
 }
 
 fn sync_keys_dir(dir: &Path) -> Result<(), CustodyError> {
@@ -31,89 +106,125 @@ fn sync_keys_dir(dir: &Path) -> Result<(), CustodyError> {
         .map_err(|source| CustodyError::Io { path: keys, source })
 }
 
-/// Rotates the signing key to `generation`: a new key, the old one kept in the
-/// manifest as retired (verify-only). Rotating to the current generation is a no-op.
+/// Rotates `key` to `generation`: a new key, the old one kept in the manifest as
+/// retired (signing: verify-only; mail: its secret kept in `mail.key.N`, open-only).
+/// Rotating to the current generation is a no-op.
 /// `failpoints`: `rotation-before-manifest`, `rotation-before-rename`.
 pub fn rotate(
     dir: &Path,
+    key: Rotating,
     generation: u32,
     failpoints: &Failpoints,
 ) -> Result<Manifest, CustodyError> {
     let current = verify(dir)?;
-    let from = current.manifest.generation;
+    let mut manifest = current.manifest();
+    let from = key.generation(&manifest);
     if generation == from {
-        return Ok(current.manifest);
+        return Ok(manifest);
     }
     if generation < from {
         return Err(CustodyError::GenerationNotGrowing {
+            key: key.name(),
             from,
             to: generation,
         });
     }
-    let next = SigningKey::from_bytes(&random_secret()?);
-    let mut manifest = current.manifest.clone();
-    manifest.retired.push(RetiredKey {
-        generation: from,
-        signing: manifest.signing.clone(),
-    });
-    manifest.generation = generation;
-    manifest.signing = signing_fingerprint(&next.verifying_key());
-    let staged = next_path(dir);
-    write_key(&staged, KeyKind::Ed25519, &next.to_bytes())?;
+    let keys = dir.join(KEYS_DIR);
+    let secret = random_secret()?;
+    let staged = next_path(dir, key);
+    write_key(&staged, key.kind(), &secret)?;
+    match key {
+        Rotating::Signing => {
+            manifest.retired.push(RetiredKey {
+                generation: from,
+                signing: manifest.signing.clone(),
+            });
+            manifest.generation = generation;
+            manifest.signing = key.fingerprint(secret);
+        }
+        Rotating::Mail => {
+            // The old secret stays, open-only, before any manifest names the new one.
+            let old = read_secret(&keys.join(MAIL_KEY_FILE), KeyKind::X25519)?;
+            write_key(&keys.join(retired_mail_file(from)), KeyKind::X25519, &old)?;
+            manifest.retired_mail.push(RetiredMailKey {
+                generation: from,
+                mail: manifest.mail.clone(),
+            });
+            manifest.mail_generation = generation;
+            manifest.mail = key.fingerprint(secret);
+        }
+    }
     failpoints.abort_if_armed(Failpoint::RotationBeforeManifest);
     write_manifest(dir, &manifest)?;
     failpoints.abort_if_armed(Failpoint::RotationBeforeRename);
-    let key = dir.join(KEYS_DIR).join(SIGNING_KEY_FILE);
-    std::fs::rename(&staged, &key).map_err(|source| CustodyError::Io { path: key, source })?;
+    let path = keys.join(key.file());
+    std::fs::rename(&staged, &path).map_err(|source| CustodyError::Io { path, source })?;
     sync_keys_dir(dir)?;
     Ok(manifest)
 }
 
-/// At a host's open, before its keys are verified: finishes a rotation a crash
-/// interrupted. `Some(what it did)`, `None` when no rotation was under way.
-pub fn finish_rotation(dir: &Path) -> Result<Option<String>, CustodyError> {
-    let staged = next_path(dir);
+/// At a host's open, before its keys are verified: finishes each rotation a crash
+/// interrupted. What it did, one line per key (empty when no rotation was under way).
+pub fn finish_rotation(dir: &Path) -> Result<Vec<String>, CustodyError> {
+    let mut done = Vec::new();
+    for key in Rotating::ALL {
+        if let Some(what) = finish(dir, key)? {
+            done.push(what);
+        }
+    }
+    Ok(done)
+}
+
+fn finish(dir: &Path, key: Rotating) -> Result<Option<String>, CustodyError> {
+    let staged = next_path(dir, key);
     if !staged.exists() {
         return Ok(None);
     }
     let manifest = manifest(dir)?;
-    let next = signing_fingerprint(
-        &SigningKey::from_bytes(&read_secret(&staged, KeyKind::Ed25519)?).verifying_key(),
-    );
-    let key = dir.join(KEYS_DIR).join(SIGNING_KEY_FILE);
-    let current = signing_fingerprint(
-        &SigningKey::from_bytes(&read_secret(&key, KeyKind::Ed25519)?).verifying_key(),
-    );
-    if next == manifest.signing {
+    let next = key.fingerprint(read_secret(&staged, key.kind())?);
+    let path = dir.join(KEYS_DIR).join(key.file());
+    let current = key.fingerprint(read_secret(&path, key.kind())?);
+    let generation = key.generation(&manifest);
+    let name = key.name();
+    if next == key.current(&manifest) {
         // The manifest was written: the rotation completes — if the key in place is
         // the one it retired (anything else is refused by `verify`, untouched).
-        let retired = manifest
-            .retired
-            .iter()
-            .any(|r| r.signing == current && r.generation < manifest.generation);
-        if !retired {
+        if !key.retired(&manifest, &current) {
             return Ok(None);
         }
-        std::fs::rename(&staged, &key).map_err(|source| CustodyError::Io {
-            path: key.clone(),
+        std::fs::rename(&staged, &path).map_err(|source| CustodyError::Io {
+            path: path.clone(),
             source,
         })?;
         sync_keys_dir(dir)?;
         return Ok(Some(format!(
-            "completed the rotation of the signing key to generation {} (the manifest named the new key)",
-            manifest.generation
+            "completed the rotation of the {name} key to generation {generation} (the manifest named the new key)"
         )));
     }
-    if current == manifest.signing {
-        // The manifest was not written: the old generation stays.
-        std::fs::remove_file(&staged).map_err(|source| CustodyError::Io {
-            path: staged.clone(),
-            source,
-        })?;
+    if current == key.current(&manifest) {
+        // The manifest was not written: the old generation stays (and the copy of
+        // the old mail secret made for it goes, unless the manifest names it).
+        let remove = |path: &Path| {
+            std::fs::remove_file(path).map_err(|source| CustodyError::Io {
+                path: path.to_owned(),
+                source,
+            })
+        };
+        remove(&staged)?;
+        if key == Rotating::Mail
+            && !manifest
+                .retired_mail
+                .iter()
+                .any(|r| r.generation == generation)
+        {
+            let copy = dir.join(KEYS_DIR).join(retired_mail_file(generation));
+            if copy.exists() {
+                remove(&copy)?;
+            }
+        }
         sync_keys_dir(dir)?;
         return Ok(Some(format!(
-            "discarded an unfinished rotation of the signing key: generation {} kept (the manifest did not name the new key)",
-            manifest.generation
+            "discarded an unfinished rotation of the {name} key: generation {generation} kept (the manifest did not name the new key)"
         )));
     }
     Ok(None)

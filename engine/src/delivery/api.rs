@@ -173,6 +173,18 @@ pub struct RouteView {
     /// wait for this route's capacity, not yet given a position (docs/memberships.md).
     #[serde(default)]
     pub deferred: u64,
+    /// Publisher: the key generations each destination's values are sealed to and its
+    /// receipts verified with now — the installed keys, or the rotated ones its
+    /// membership published since (docs/custody.md).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub destination_keys: BTreeMap<String, KeyGenerations>,
+}
+
+/// The generations of a host's signing and mail keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyGenerations {
+    pub signing: u32,
+    pub mail: u32,
 }
 
 /// A membership's Ordered pool on a publishing host.

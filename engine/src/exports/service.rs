@@ -371,7 +371,7 @@ impl Exports {
                 d.issuer, t.from, from.route.publisher, from.route.membership
             ));
         }
-        if !d.verify(&install.issuer_keys) {
+        if !d.verify(&self.custody.peer_keys(&d.issuer, &install.issuer_keys)) {
             return Err(format!(
                 "no disclosure right: the disclosure of export `{name}` does not verify with `{}`'s public key of generation {}",
                 d.issuer, d.generation

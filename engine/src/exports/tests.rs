@@ -39,8 +39,8 @@ fn a_disclosure_verifies_with_its_issuer_only_and_every_term_is_signed() {
         signature: String::new(),
     };
     (d.generation, d.signature) = issuer.sign_hex(&d.signed_bytes());
-    assert!(d.verify(&issuer.manifest));
-    assert!(!d.verify(&other.manifest), "another host's key");
+    assert!(d.verify(&issuer.manifest()));
+    assert!(!d.verify(&other.manifest()), "another host's key");
     let changes: [fn(&mut Disclosure); 7] = [
         |d| d.terms.gateway = "gw2".to_owned(),
         |d| d.terms.to = "elsewhere".to_owned(),
@@ -53,7 +53,7 @@ fn a_disclosure_verifies_with_its_issuer_only_and_every_term_is_signed() {
     for change in changes {
         let mut changed = d.clone();
         change(&mut changed);
-        assert!(!changed.verify(&issuer.manifest), "{changed:?}");
+        assert!(!changed.verify(&issuer.manifest()), "{changed:?}");
     }
 }
 
@@ -73,7 +73,7 @@ fn a_mapping_binds_both_positions_the_value_and_the_epoch() {
         signature: String::new(),
     };
     (m.generation, m.signature) = gateway.sign_hex(&m.signed_bytes());
-    assert!(m.verify(&gateway.manifest));
+    assert!(m.verify(&gateway.manifest()));
     let changes: [fn(&mut Mapping); 4] = [
         |m| m.from_position = 5,
         |m| m.to_position = 3,
@@ -83,7 +83,7 @@ fn a_mapping_binds_both_positions_the_value_and_the_epoch() {
     for change in changes {
         let mut changed = m.clone();
         change(&mut changed);
-        assert!(!changed.verify(&gateway.manifest), "{changed:?}");
+        assert!(!changed.verify(&gateway.manifest()), "{changed:?}");
     }
 }
 

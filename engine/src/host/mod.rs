@@ -24,6 +24,7 @@ pub mod control;
 mod feeder;
 mod generations;
 mod ingest;
+mod keys;
 mod leave;
 mod observations;
 mod open;
@@ -796,16 +797,15 @@ impl Host {
             });
         }
         Observation {
-            keys: Some(KeysState {
-                generation: self.custody.manifest.generation,
-                signing: self.custody.manifest.signing.clone(),
-                retired: self
-                    .custody
-                    .manifest
-                    .retired
-                    .iter()
-                    .map(|r| r.generation)
-                    .collect(),
+            keys: Some({
+                let manifest = self.custody.manifest();
+                KeysState {
+                    generation: manifest.generation,
+                    signing: manifest.signing.clone(),
+                    retired: manifest.retired.iter().map(|r| r.generation).collect(),
+                    mail_generation: manifest.mail_generation,
+                    retired_mail: manifest.retired_mail.iter().map(|r| r.generation).collect(),
+                }
             }),
             host: self.config.name.clone(),
             models: self

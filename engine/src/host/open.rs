@@ -32,7 +32,7 @@ impl Host {
         config.check_profiles(dir)?;
         // A rotation a crash interrupted completes, or the old generation stays
         // (custody/rotation.rs) — never a hand fix.
-        if let Some(done) = crate::custody::finish_rotation(dir)? {
+        for done in crate::custody::finish_rotation(dir)? {
             tracing::warn!(host = config.name, "{done}");
         }
         // Every host has its keys; missing, replaced or exposed keys refuse (SPEC §1.6).
@@ -193,10 +193,11 @@ impl Host {
     pub(super) fn verifier(
         custody: &crate::custody::Custody,
     ) -> impl Fn(u32, &[u8], &[u8; 64]) -> bool + use<> {
-        let manifest = custody.manifest.clone();
+        // The manifest read at each call: a rotation's new generation verifies too.
+        let custody = custody.clone();
         move |generation: u32, message: &[u8], signature: &[u8; 64]| {
             let signature = ed25519_dalek::Signature::from_bytes(signature);
-            crate::custody::verify_signature(&manifest, generation, message, &signature)
+            crate::custody::verify_signature(&custody.manifest(), generation, message, &signature)
         }
     }
 

@@ -343,30 +343,10 @@ impl Host {
                 }
             },
             Request::RotateKeys { generation } => {
-                // Key files are not in the store: rotation is idempotent by generation,
-                // so a crash before the answer is committed is answered on re-send by
-                // "already at generation N", never by a second rotation.
-                match crate::custody::rotate(&self.dir, *generation, &self.failpoints) {
-                    Err(e) => failed(&op, e.to_string()),
-                    Ok(manifest) => match crate::custody::verify(&self.dir) {
-                        Err(e) => fatal(&self.dir, "reloading rotated keys", e),
-                        Ok(custody) => {
-                            let from = self.custody.manifest.generation;
-                            self.custody = custody;
-                            if from == manifest.generation {
-                                succeeded(&op, format!("signing keys already at generation {from}"))
-                            } else {
-                                succeeded(
-                                    &op,
-                                    format!(
-                                        "signing keys rotated from generation {from} to {}",
-                                        manifest.generation
-                                    ),
-                                )
-                            }
-                        }
-                    },
-                }
+                self.rotate(&op, crate::custody::Rotating::Signing, *generation)
+            }
+            Request::RotateMailKey { generation } => {
+                self.rotate(&op, crate::custody::Rotating::Mail, *generation)
             }
             Request::InstallRoute { route } => match &self.delivery {
                 None => failed(

@@ -678,7 +678,7 @@ impl Missions {
                 return Err(Stop::Refused(format!("the issuer answered {other:?}")));
             }
         };
-        if !allocation.verify(&terms.issuer_keys)
+        if !allocation.verify(&self.custody.peer_keys(&terms.issuer, &terms.issuer_keys))
             || allocation.terms != terms
             || allocation.epoch != epoch
             || allocation.reservation != op
@@ -808,7 +808,7 @@ impl Missions {
                 }
                 other => return Err(Stop::Refused(format!("the issuer answered {other:?}"))),
             };
-            if !settlement.verify(&terms.issuer_keys)
+            if !settlement.verify(&self.custody.peer_keys(&terms.issuer, &terms.issuer_keys))
                 || settlement.consumption != consumption.signature
                 || settlement.mission != terms.name
             {
@@ -878,7 +878,7 @@ impl Missions {
                 }
                 other => return Err(Stop::Refused(format!("the issuer answered {other:?}"))),
             };
-            if !closure.verify(&terms.issuer_keys)
+            if !closure.verify(&self.custody.peer_keys(&terms.issuer, &terms.issuer_keys))
                 || closure.mission != terms.name
                 || closure.host != self.host
                 || closure.epoch != epoch

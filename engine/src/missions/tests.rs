@@ -15,6 +15,8 @@ fn terms(units: u64) -> MissionTerms {
         mail: String::new(),
         tls: String::new(),
         retired: Vec::new(),
+        mail_generation: 1,
+        retired_mail: Vec::new(),
     };
     MissionTerms {
         name: "night".into(),

@@ -137,11 +137,8 @@ impl Processes {
 
     /// Checks a receiver's answer: it is the run asked for, and a terminal outcome
     /// carries the receiver's signature.
-    pub(super) fn check_answer(
-        record: &WaitRecord,
-        caller: &str,
-        run: &RunView,
-    ) -> Result<(), String> {
+    pub(super) fn check_answer(&self, record: &WaitRecord, run: &RunView) -> Result<(), String> {
+        let caller = self.host.as_str();
         if run.request != record.request.request
             || run.process != record.request.process
             || run.arguments != record.request.arguments
@@ -150,7 +147,13 @@ impl Processes {
         {
             return Err("the receiver's answer is about another request".to_owned());
         }
-        if run.outcome != RunOutcome::Unknown && !run.verify(&record.receiver.keys) {
+        if run.outcome != RunOutcome::Unknown
+            && !run.verify(
+                &self
+                    .custody
+                    .peer_keys(&record.receiver.name, &record.receiver.keys),
+            )
+        {
             return Err("the receiver's signature on the outcome does not verify".to_owned());
         }
         Ok(())
@@ -201,7 +204,7 @@ impl Processes {
                 })?;
                 match reply {
                     ServiceReply::Run { run } | ServiceReply::Cancelled { run, .. } => {
-                        Self::check_answer(record, &self.host, &run)?;
+                        self.check_answer(record, &run)?;
                         Ok(run)
                     }
                     ServiceReply::Absent { .. } => {
@@ -256,16 +259,20 @@ impl Processes {
                         deposit: Some(held),
                     }) = reply
                     {
-                        let plain = seal::open(
-                            self.custody.mail_secret(),
-                            OUTCOME_INFO,
-                            &binding(DepositKind::Outcome, &self.host, &held.id),
-                            &held.sealed,
-                        )
-                        .map_err(|e| format!("the outcome does not open: {e}"))?;
+                        let plain = self
+                            .custody
+                            .open_sealed(|secret| {
+                                seal::open(
+                                    secret,
+                                    OUTCOME_INFO,
+                                    &binding(DepositKind::Outcome, &self.host, &held.id),
+                                    &held.sealed,
+                                )
+                            })
+                            .map_err(|e| format!("the outcome does not open: {e}"))?;
                         let run: RunView = serde_json::from_slice(&plain)
                             .map_err(|e| format!("the outcome does not decode: {e}"))?;
-                        Self::check_answer(record, &self.host, &run)?;
+                        self.check_answer(record, &run)?;
                         return Ok(run);
                     }
                     if Instant::now() + pause > deadline {
@@ -303,8 +310,12 @@ impl Processes {
             generation,
             signature,
         };
-        let key = crate::custody::mail_key_of(&record.receiver.keys)
-            .ok_or_else(|| format!("`{}` names no mail key", record.receiver.name))?;
+        let key = crate::custody::mail_key_of(
+            &self
+                .custody
+                .peer_keys(&record.receiver.name, &record.receiver.keys),
+        )
+        .ok_or_else(|| format!("`{}` names no mail key", record.receiver.name))?;
         let sealed: Sealed = seal::seal(
             &key,
             REQUEST_INFO,

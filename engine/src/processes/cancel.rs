@@ -241,11 +241,15 @@ impl Processes {
         };
         match reply {
             ServiceReply::Cancelled { run, proof } => {
-                if let Err(reason) = Self::check_answer(&record, &self.host, &run) {
+                if let Err(reason) = self.check_answer(&record, &run) {
                     return refused(reason);
                 }
                 if !proof.names(&record.receiver.name, &self.host, &record.request)
-                    || !proof.verify(&record.receiver.keys)
+                    || !proof.verify(
+                        &self
+                            .custody
+                            .peer_keys(&record.receiver.name, &record.receiver.keys),
+                    )
                 {
                     return refused(format!(
                         "the proof of no dispatch from `{}` is not about this request or does not verify; the wait stays open",
@@ -262,7 +266,7 @@ impl Processes {
                 }
             }
             ServiceReply::Run { run } => {
-                if let Err(reason) = Self::check_answer(&record, &self.host, &run) {
+                if let Err(reason) = self.check_answer(&record, &run) {
                     return refused(reason);
                 }
                 if run.outcome == RunOutcome::Unknown {

@@ -233,13 +233,17 @@ impl Processes {
     /// Opens a sealed request and checks its caller's signature with the keys its
     /// grant recorded; the depositor must be the caller.
     pub(super) fn open_request(&self, held: &Held, mailbox: &str) -> Result<SignedRequest, String> {
-        let plain = seal::open(
-            self.custody.mail_secret(),
-            REQUEST_INFO,
-            &binding(DepositKind::Request, &self.host, &held.id),
-            &held.sealed,
-        )
-        .map_err(|e| e.to_string())?;
+        let plain = self
+            .custody
+            .open_sealed(|secret| {
+                seal::open(
+                    secret,
+                    REQUEST_INFO,
+                    &binding(DepositKind::Request, &self.host, &held.id),
+                    &held.sealed,
+                )
+            })
+            .map_err(|e| e.to_string())?;
         let signed: SignedRequest =
             serde_json::from_slice(&plain).map_err(|e| format!("does not decode: {e}"))?;
         if signed.caller != held.from
@@ -255,7 +259,7 @@ impl Processes {
             .issue_of_caller(&signed.caller)
             .ok_or_else(|| format!("no grant of this host names `{}`", signed.caller))?;
         if !crate::custody::verify_hex_signature(
-            &issue.caller_keys,
+            &self.custody.peer_keys(&signed.caller, &issue.caller_keys),
             signed.generation,
             &SignedRequest::signed_bytes(
                 &signed.caller,
@@ -279,7 +283,9 @@ impl Processes {
         let Some(at) = issue.mailbox.filter(|m| m.host == mailbox) else {
             return false;
         };
-        let Some(key) = crate::custody::mail_key_of(&issue.caller_keys) else {
+        let Some(key) =
+            crate::custody::mail_key_of(&self.custody.peer_keys(&view.caller, &issue.caller_keys))
+        else {
             return false;
         };
         let plain = serde_json::to_vec(view).expect("runs serialize");

@@ -144,7 +144,7 @@ impl Processes {
                     || receipt.grant != grant
                     || view.name != grant
                     || receipt.surrendered != view.surrendered
-                    || !receipt.verify(&issuer.keys)
+                    || !receipt.verify(&self.custody.peer_keys(&issuer.name, &issuer.keys))
                 {
                     return Err(format!(
                         "`{}`'s surrender receipt is not about grant `{grant}` of `{}`, or does not verify",

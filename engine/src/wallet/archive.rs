@@ -246,7 +246,7 @@ mod tests {
             keeper: Peer {
                 name: "site".to_owned(),
                 address: "127.0.0.1:1".to_owned(),
-                keys: custody.manifest.clone(),
+                keys: custody.manifest(),
             },
             membership: "ops".to_owned(),
             debit: "a".to_owned(),
@@ -265,7 +265,7 @@ mod tests {
             event: Event::Proposed { proposal },
         }];
         let observation = super::super::view::assemble("hq", &[], Ok(Vec::new()));
-        body("hq", 2, custody.manifest.clone(), history, observation)
+        body("hq", 2, custody.manifest(), history, observation)
     }
 
     #[test]
@@ -274,14 +274,14 @@ mod tests {
         let body = sample(&custody);
         let text = seal(&body, &custody);
         assert_eq!(verify(&text, None).unwrap(), body);
-        assert_eq!(verify(&text, Some(&custody.manifest)).unwrap(), body);
+        assert_eq!(verify(&text, Some(&custody.manifest())).unwrap(), body);
         assert_eq!(body.proposals.len(), 1);
         assert_eq!(body.metadata.position, 1);
         assert_eq!(body.metadata.interface, INTERFACE);
         // Another host's manifest given to compare with: refused, naming it.
         let other = self::custody("other");
         assert!(matches!(
-            verify(&text, Some(&other.manifest)),
+            verify(&text, Some(&other.manifest())),
             Err(ArchiveError::Manifest { .. })
         ));
     }
@@ -307,7 +307,7 @@ mod tests {
         // the signature is checked against the manifest inside the body it signs.
         let other = self::custody("tamper-other");
         let mut forged = sample(&custody);
-        forged.manifest = other.manifest.clone();
+        forged.manifest = other.manifest();
         let forged = seal(&forged, &other);
         assert!(matches!(
             verify(&forged, None),

@@ -263,7 +263,8 @@ impl WalletProcess {
                     "this wallet holds no proposal `{id}`"
                 )));
             };
-            if proposal.host != self.wallet.host || !proposal.verify(&self.wallet.custody.manifest)
+            if proposal.host != self.wallet.host
+                || !proposal.verify(&self.wallet.custody.manifest())
             {
                 return Err(Failed::from(format!(
                     "proposal `{id}` is not signed by this host's custody; nothing is submitted"

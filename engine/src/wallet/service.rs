@@ -171,7 +171,7 @@ impl Wallet {
                 answer: OwnerAnswer::Answered {
                     ledgers: views,
                     grants: Vec::new(),
-                    manifest: Some(self.custody.manifest.clone()),
+                    manifest: Some(self.custody.manifest()),
                 },
             });
             if !failed.is_empty() {
@@ -255,7 +255,7 @@ impl Wallet {
         let body = archive::body(
             &self.host,
             now_ms(),
-            self.custody.manifest.clone(),
+            self.custody.manifest(),
             journal.entries().to_vec(),
             observation,
         );

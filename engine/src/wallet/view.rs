@@ -544,7 +544,7 @@ mod tests {
         };
         (issue.generation, issue.signature) = custody.sign_hex(&issue.signed_bytes());
         g.issued.push(issue);
-        let m = custody.manifest.clone();
+        let m = custody.manifest();
         assert!(holding("site", &g, Some(&m)).issues_verified);
         // Another issuer's name, or units that do not sum to the allocation: not verified.
         assert!(!holding("elsewhere", &g, Some(&m)).issues_verified);

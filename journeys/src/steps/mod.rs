@@ -14,6 +14,7 @@
 
 mod authority;
 mod claims;
+mod custody;
 mod delivered;
 mod delivery;
 mod disk;
@@ -104,6 +105,7 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("expect-processes", processes::parse_expect_processes),
     ("expect-stored-text", stored::parse_stored_text),
     ("edit-topology", topology::parse_edit_topology),
+    ("rotate-key", custody::parse_rotate_key),
     ("process-cycles", processes::parse_cycles),
     ("expect-tag-journal", sources::parse),
     ("expect-tag", sources::parse_expect_tag),

@@ -90,13 +90,7 @@ impl Step for EditTopology {
             Some(seconds) => deadline_in(seconds),
             None => self.to.clone(),
         };
-        let current = cx.topology()?;
-        let text = std::fs::read_to_string(&current).map_err(|e| {
-            Failure::new(
-                "the current topology to be one file",
-                format!("{}: {e}", cx.show_path(&current)),
-            )
-        })?;
+        let (current, text) = read_current(cx)?;
         let count = text.matches(self.from.as_str()).count();
         if count == 0 {
             return Err(Failure::new(
@@ -109,6 +103,38 @@ impl Step for EditTopology {
         } else {
             text.replacen(self.from.as_str(), &to, 1)
         };
+        let path = write_edited(cx, &current, &edited)?;
+        cx.say(format_args!(
+            "{:?} -> {:?} ({} of {count}); the topology is now {}",
+            self.from,
+            to,
+            if self.all { count } else { 1 },
+            cx.show_path(&path)
+        ));
+        Ok(())
+    }
+}
+
+/// The current topology file and its text (one file: an edit's subject).
+pub(super) fn read_current(cx: &mut Context<'_>) -> Result<(PathBuf, String), Failure> {
+    let current = cx.topology()?;
+    let text = std::fs::read_to_string(&current).map_err(|e| {
+        Failure::new(
+            "the current topology to be one file",
+            format!("{}: {e}", cx.show_path(&current)),
+        )
+    })?;
+    Ok((current, text))
+}
+
+/// Writes `edited`, the operator's edit of the topology file `current`, as the next
+/// numbered copy in `$WORK/topologies/`, and makes it the current topology.
+pub(super) fn write_edited(
+    cx: &mut Context<'_>,
+    current: &std::path::Path,
+    edited: &str,
+) -> Result<PathBuf, Failure> {
+    {
         let dir = cx.work_dir().join("topologies");
         std::fs::create_dir_all(&dir)
             .map_err(|e| Failure::new("the edited topology written", e.to_string()))?;
@@ -127,14 +153,7 @@ impl Step for EditTopology {
         let path = dir.join(format!("{n:02}-{name}"));
         std::fs::write(&path, edited)
             .map_err(|e| Failure::new("the edited topology written", e.to_string()))?;
-        cx.say(format_args!(
-            "{:?} -> {:?} ({} of {count}); the topology is now {}",
-            self.from,
-            to,
-            if self.all { count } else { 1 },
-            cx.show_path(&path)
-        ));
-        cx.set_topology(path);
-        Ok(())
+        cx.set_topology(path.clone());
+        Ok(path)
     }
 }

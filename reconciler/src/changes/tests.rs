@@ -495,6 +495,8 @@ fn keys(generation: u32) -> Manifest {
                 signing: format!("ed25519:{g}{g}"),
             })
             .collect(),
+        mail_generation: 1,
+        retired_mail: Vec::new(),
     }
 }
 

@@ -396,39 +396,56 @@ fn keys(desired: &grid_spec::Host, observation: &HostObservation) -> Vec<Draft> 
             .key(format!("pem:{name}")),
         );
     }
-    let current = match &observation.status {
-        HostStatus::Running(o) => o
-            .keys
-            .as_ref()
-            .map_or(manifest.generation, |k| k.generation),
-        _ => manifest.generation,
+    let running = match &observation.status {
+        HostStatus::Running(o) => o.keys.as_ref(),
+        _ => None,
     };
-    if wanted < current {
-        out.push(Draft::attention(
-            "keys",
-            name,
-            name,
-            format!("the files say signing generation {wanted}, the host holds {current}: generations only grow"),
-        ));
-    } else if wanted > current {
-        if matches!(observation.status, HostStatus::Running(_)) {
-            out.push(Draft::new(
-                Op::Change,
-                "keys",
-                name,
-                name,
-                format!("signing key generation {current} -> {wanted} (generation {current} kept verify-only)"),
-                Action::Submit {
-                    request: Request::RotateKeys { generation: wanted },
-                },
-            ).key(format!("rotate:{name}")));
-        } else {
+    let rotations = [
+        (
+            "signing",
+            wanted,
+            running.map_or(manifest.generation, |k| k.generation),
+            "verify-only",
+            "rotate",
+            Request::RotateKeys { generation: wanted } as Request,
+        ),
+        (
+            "mail",
+            desired.mail_key_generation.unwrap_or(1),
+            running.map_or(manifest.mail_generation, |k| k.mail_generation),
+            "open-only",
+            "rotate-mail",
+            Request::RotateMailKey {
+                generation: desired.mail_key_generation.unwrap_or(1),
+            },
+        ),
+    ];
+    for (key, wanted, current, kept, prefix, request) in rotations {
+        if wanted < current {
             out.push(Draft::attention(
                 "keys",
                 name,
                 name,
-                format!("signing key generation {current} -> {wanted} waits for the host to run (its owner rotates)"),
+                format!("the files say {key} generation {wanted}, the host holds {current}: generations only grow"),
             ));
+        } else if wanted > current {
+            if matches!(observation.status, HostStatus::Running(_)) {
+                out.push(Draft::new(
+                    Op::Change,
+                    "keys",
+                    name,
+                    name,
+                    format!("{key} key generation {current} -> {wanted} (generation {current} kept {kept})"),
+                    Action::Submit { request },
+                ).key(format!("{prefix}:{name}")));
+            } else {
+                out.push(Draft::attention(
+                    "keys",
+                    name,
+                    name,
+                    format!("{key} key generation {current} -> {wanted} waits for the host to run (its owner rotates)"),
+                ));
+            }
         }
     }
     out

@@ -15,6 +15,7 @@ pub mod archive;
 pub mod authority;
 pub mod hosts;
 pub mod memberships;
+pub mod peer_keys;
 pub mod snapshots;
 #[cfg(test)]
 mod tests;

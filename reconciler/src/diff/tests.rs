@@ -127,6 +127,8 @@ fn manifest(host: &str) -> Manifest {
         mail: format!("x25519:{host}-mail"),
         tls: format!("ed25519:{host}-tls"),
         retired: Vec::new(),
+        mail_generation: 1,
+        retired_mail: Vec::new(),
     }
 }
 
@@ -166,6 +168,7 @@ fn installed(topology: &Topology) -> World {
                         not_after: "2036-01-01T00:00:00Z".to_owned(),
                     }),
                     revocations_current: true,
+                    peer_keys: Default::default(),
                 },
             );
         }

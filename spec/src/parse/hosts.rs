@@ -60,6 +60,7 @@ impl FileReader<'_> {
         let mut leave_spans: Vec<(String, SourceSpan)> = Vec::new();
         let mut profiles: Vec<Profile> = Vec::new();
         let mut key_generation = None;
+        let mut mail_key_generation = None;
         let mut capacity = crate::topology::DeliveryCapacity::default();
         let mut capacity_seen = false;
         let mut membership_capacity = std::collections::BTreeMap::new();
@@ -141,10 +142,16 @@ impl FileReader<'_> {
                     }
                 }
                 "keys" => {
+                    // Each key rotates on its own generation; an unsaid one is 1.
                     if let Some((generation, _)) =
-                        c.int_prop(self, "generation", true, 1, u32::MAX as i128)
+                        c.int_prop(self, "generation", false, 1, u32::MAX as i128)
                     {
                         key_generation = Some(generation as u32);
+                    }
+                    if let Some((generation, _)) =
+                        c.int_prop(self, "mail-generation", false, 1, u32::MAX as i128)
+                    {
+                        mail_key_generation = Some(generation as u32);
                     }
                 }
                 "capacity" => {
@@ -260,6 +267,7 @@ impl FileReader<'_> {
             leaving,
             profiles,
             key_generation,
+            mail_key_generation,
             capacity,
             membership_capacity,
             metrics,

@@ -43,19 +43,23 @@ impl Delivery {
             let mut values = Vec::with_capacity(push.deliveries.len());
             for d in &push.deliveries {
                 let (value, stored) = match (&d.payload, install.encrypted) {
-                    (WirePayload::Sealed(sealed), true) => match open_value(
-                        self.custody.mail_secret(),
-                        &install.name,
-                        &install.membership,
-                        d.position,
-                        sealed,
-                    ) {
-                        Ok(v) => (
-                            v,
-                            serde_json::to_vec(sealed).expect("sealed values serialize"),
-                        ),
-                        Err(e) => return refused(format!("value {}: {e}", d.position)),
-                    },
+                    (WirePayload::Sealed(sealed), true) => {
+                        match self.custody.open_sealed(|secret| {
+                            open_value(
+                                secret,
+                                &install.name,
+                                &install.membership,
+                                d.position,
+                                sealed,
+                            )
+                        }) {
+                            Ok(v) => (
+                                v,
+                                serde_json::to_vec(sealed).expect("sealed values serialize"),
+                            ),
+                            Err(e) => return refused(format!("value {}: {e}", d.position)),
+                        }
+                    }
                     (WirePayload::Plain(hex), false) => {
                         let bytes = match hex::decode(hex).map_err(|e| e.to_string()) {
                             Ok(b) => b,
@@ -130,11 +134,9 @@ impl Delivery {
             self.stored.1.notify_all();
         }
         PushReply::Receipt {
-            receipt: Receipt::sign(
-                &body,
-                self.custody.signing_key(),
-                self.custody.manifest.generation,
-            ),
+            receipt: self
+                .custody
+                .with_signing_key(|key, generation| Receipt::sign(&body, key, generation)),
         }
     }
 

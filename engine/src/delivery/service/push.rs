@@ -64,9 +64,11 @@ impl Delivery {
         let install = install.clone();
         let wake = p.wake.clone();
         drop(routes);
+        // The destination's keys as its membership last published them: a rotated
+        // mail key is sealed to at once.
         let mail = install
             .destination(destination)
-            .and_then(|d| crate::custody::mail_key_of(&d.keys));
+            .and_then(|d| crate::custody::mail_key_of(&self.custody.peer_keys(&d.host, &d.keys)));
         let mut deliveries = Vec::with_capacity(next.len());
         for d in next {
             let payload = if install.encrypted {
@@ -214,7 +216,12 @@ impl Delivery {
         };
         let key_of = install
             .destination(destination)
-            .and_then(|d| crate::custody::signing_key_of(&d.keys, receipt.generation))
+            .and_then(|d| {
+                crate::custody::signing_key_of(
+                    &self.custody.peer_keys(&d.host, &d.keys),
+                    receipt.generation,
+                )
+            })
             .ok_or_else(|| {
                 format!(
                     "no public signing key of generation {} is known for `{destination}`",

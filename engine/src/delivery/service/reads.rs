@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use super::{Delivery, Role, RouteState, key, named_key, position_of, publisher};
 use crate::custody::seal::{Sealed, open_value};
-use crate::delivery::api::{DeliveryReply, HeldValue, OrderedPool, RouteInstall, RouteView};
+use crate::delivery::api::{
+    DeliveryReply, HeldValue, KeyGenerations, OrderedPool, RouteInstall, RouteView,
+};
 use crate::delivery::receipts::Receipt;
 use crate::limits::HELD_REPLY_MAX;
 use crate::store::fatal;
@@ -58,6 +60,19 @@ impl Delivery {
                     },
                 ),
                 deferred: p.deferred.len() as u64,
+                destination_keys: r
+                    .install
+                    .destinations
+                    .iter()
+                    .map(|d| {
+                        let keys = self.custody.peer_keys(&d.host, &d.keys);
+                        let generations = KeyGenerations {
+                            signing: keys.generation,
+                            mail: keys.mail_generation,
+                        };
+                        (d.host.clone(), generations)
+                    })
+                    .collect(),
             },
             Role::Destination(inbox) => RouteView {
                 route: r.install.clone(),
@@ -69,6 +84,7 @@ impl Delivery {
                 held_from: self.held_from(&r.install.name),
                 ordered_pool: None,
                 deferred: 0,
+                destination_keys: BTreeMap::new(),
             },
         }
     }
@@ -153,14 +169,17 @@ impl Delivery {
         if install.encrypted {
             let sealed: Sealed = serde_json::from_slice(stored)
                 .map_err(|e| format!("sealed value {position} does not decode: {e}"))?;
-            open_value(
-                self.custody.mail_secret(),
-                &install.name,
-                &install.membership,
-                position,
-                &sealed,
-            )
-            .map_err(|e| format!("value {position}: {e}"))
+            self.custody
+                .open_sealed(|secret| {
+                    open_value(
+                        secret,
+                        &install.name,
+                        &install.membership,
+                        position,
+                        &sealed,
+                    )
+                })
+                .map_err(|e| format!("value {position}: {e}"))
         } else {
             crate::delivery::ordered::payload_value(&install.name, stored)
                 .map_err(|e| e.to_string())

@@ -151,6 +151,8 @@ struct Keys<'a> {
     mail: &'a str,
     tls: &'a str,
     retired: Vec<u32>,
+    mail_generation: u32,
+    retired_mail: Vec<u32>,
 }
 
 #[derive(Serialize)]
@@ -177,9 +179,11 @@ impl Report for Identity<'_> {
         text += &format!("  profiles    [{}]\n", self.profiles.join(" "));
         if let Some(k) = &self.keys {
             text += &format!(
-                "  keys        signing generation {} ({} retired)\n",
+                "  keys        signing generation {} ({} retired), mail generation {} ({} retired)\n",
                 k.generation,
-                k.retired.len()
+                k.retired.len(),
+                k.mail_generation,
+                k.retired_mail.len()
             );
         }
         for e in &self.memberships {
@@ -229,6 +233,8 @@ fn identity<'a>(
             mail: &k.mail,
             tls: &k.tls,
             retired: k.retired.iter().map(|r| r.generation).collect(),
+            mail_generation: k.mail_generation,
+            retired_mail: k.retired_mail.iter().map(|r| r.generation).collect(),
         }),
         memberships: enrollments
             .iter()

@@ -120,6 +120,10 @@ struct RouteLine {
     /// Publisher: publications waiting for the route's capacity (a model serving
     /// several memberships), not yet given a position.
     deferred: u64,
+    /// Publisher: the key generations each destination is sealed to and verified
+    /// with now (rotated keys learned through the membership included).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    destination_keys: BTreeMap<String, grid_engine::delivery::api::KeyGenerations>,
 }
 
 #[derive(Serialize)]
@@ -154,6 +158,7 @@ impl RouteLine {
             held_from: r.held_from,
             ordered_pool: r.ordered_pool,
             deferred: r.deferred,
+            destination_keys: r.destination_keys,
         }
     }
 
@@ -189,8 +194,13 @@ impl RouteLine {
             self.purged()
         );
         for d in &self.destinations {
+            let keys = self
+                .destination_keys
+                .get(&d.host)
+                .map(|k| format!(" (keys: signing {}, mail {})", k.signing, k.mail))
+                .unwrap_or_default();
             text += &format!(
-                "    {}{}: receipted through {}, {} outstanding\n",
+                "    {}{}: receipted through {}, {} outstanding{keys}\n",
                 d.host,
                 if d.retired { " (retired)" } else { "" },
                 self.receipted.get(&d.host).copied().unwrap_or(0),
