@@ -237,7 +237,10 @@ fn took_effect(plan: &Plan, t: &Transition) -> bool {
             membership,
             participant,
         } => memberships::revoked(state, membership, participant),
-        Action::Enroll { membership } => memberships::enrolled_in(&dir, membership),
+        Action::Enroll { membership, .. } => memberships::enrolled_in(&dir, membership),
+        Action::Renew {
+            membership, serial, ..
+        } => memberships::renewed(&dir, membership, *serial),
         Action::DistributeRevocations { membership } => {
             memberships::revocations_distributed(state, &dir, membership)
         }
@@ -281,7 +284,15 @@ fn effect(plan: &Plan, t: &Transition) -> Effect {
         Action::Resolve { template } => operation::resolve_and_submit(state, &dir, &t.id, template),
         Action::Recover { op } => operation::recover(&dir, op),
         Action::CreateAuthority { membership } => memberships::create_authority(state, membership),
-        Action::Enroll { membership } => memberships::enroll(state, &dir, membership, &t.host),
+        Action::Enroll {
+            membership,
+            valid_days,
+        } => memberships::enroll(state, &dir, membership, &t.host, *valid_days),
+        Action::Renew {
+            membership,
+            serial,
+            valid_days,
+        } => memberships::renew(state, &dir, membership, &t.host, *serial, *valid_days),
         Action::Revoke {
             membership,
             participant,

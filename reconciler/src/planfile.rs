@@ -115,7 +115,21 @@ pub fn render(plan: &Plan) -> String {
             Action::CreateAuthority { membership } => {
                 children.push(format!("create-authority {}", quote(membership)))
             }
-            Action::Enroll { membership } => children.push(format!("enroll {}", quote(membership))),
+            Action::Enroll {
+                membership,
+                valid_days,
+            } => children.push(format!(
+                "enroll {} valid-days={valid_days}",
+                quote(membership)
+            )),
+            Action::Renew {
+                membership,
+                serial,
+                valid_days,
+            } => children.push(format!(
+                "renew {} serial={serial} valid-days={valid_days}",
+                quote(membership)
+            )),
             Action::Revoke {
                 membership,
                 participant,
@@ -193,6 +207,13 @@ pub fn is_plan(path: &Path) -> bool {
 fn string(node: &KdlNode, key: &str) -> Result<String, String> {
     match node.get(key) {
         Some(KdlValue::String(s)) => Ok(s.clone()),
+        _ => Err(format!("`{}` lacks `{key}`", node.name().value())),
+    }
+}
+
+fn integer(node: &KdlNode, key: &str) -> Result<i128, String> {
+    match node.get(key) {
+        Some(KdlValue::Integer(n)) if (0..=i128::from(u32::MAX)).contains(n) => Ok(*n),
         _ => Err(format!("`{}` lacks `{key}`", node.name().value())),
     }
 }
@@ -301,6 +322,12 @@ pub fn load(path: &Path) -> Result<Plan, String> {
                         },
                         "enroll" => Action::Enroll {
                             membership: argument(c)?,
+                            valid_days: integer(c, "valid-days")? as u32,
+                        },
+                        "renew" => Action::Renew {
+                            membership: argument(c)?,
+                            serial: integer(c, "serial")? as u64,
+                            valid_days: integer(c, "valid-days")? as u32,
                         },
                         "revoke" => Action::Revoke {
                             membership: argument(c)?,

@@ -77,8 +77,17 @@ pub enum Action {
     RewriteKeysAsPem,
     /// Create a membership's certificate authority in the operator's state.
     CreateAuthority { membership: String },
-    /// Certify the host's public TLS key as a participant of the membership.
-    Enroll { membership: String },
+    /// Certify the host's public TLS key as a participant of the membership, for
+    /// `valid_days` (the membership's `certificates valid-days`).
+    Enroll { membership: String, valid_days: u32 },
+    /// Renew the host's certificate of serial `serial` in the membership: a new one
+    /// for the same participant and key, valid `valid_days` (done once the host holds
+    /// another serial).
+    Renew {
+        membership: String,
+        serial: u64,
+        valid_days: u32,
+    },
     /// Revoke a participant: every certificate issued to it, in a new revocation list.
     Revoke {
         membership: String,

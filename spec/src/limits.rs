@@ -20,6 +20,18 @@ pub const GRDX_CELLS_MAX: usize = 16_384;
 /// Cells (inputs and formula cells together) of the reference shared-membership model.
 pub const REFERENCE_MODEL_CELLS: usize = 4_096;
 
+/// How long a participant certificate is valid when its membership's `certificates`
+/// does not say (`valid-days`).
+pub const CERTIFICATE_VALID_DAYS_DEFAULT: u32 = 365;
+
+/// The longest `certificates valid-days` (a certificate never outlives its authority,
+/// which is valid 3,650 days).
+pub const CERTIFICATE_VALID_DAYS_MAX: u32 = 1_825;
+
+/// How long before a participant certificate expires the plan renews it, when its
+/// membership's `certificates` does not say (`renew-before-days`).
+pub const CERTIFICATE_RENEW_BEFORE_DAYS_DEFAULT: u32 = 30;
+
 /// The longest name of any topology object, input or cell, in bytes.
 pub const NAME_LENGTH_MAX: usize = 128;
 
@@ -214,6 +226,9 @@ pub const NAMES: &[&str] = &[
     "MODEL_OPERATIONS_CEILING_DEFAULT",
     "GRDX_CELLS_MAX",
     "REFERENCE_MODEL_CELLS",
+    "CERTIFICATE_VALID_DAYS_DEFAULT",
+    "CERTIFICATE_VALID_DAYS_MAX",
+    "CERTIFICATE_RENEW_BEFORE_DAYS_DEFAULT",
     "NAME_LENGTH_MAX",
     "FORMULA_LENGTH_MAX",
     "FORMULA_NESTING_MAX",

@@ -61,6 +61,13 @@ pub struct Membership {
     pub snapshots: crate::storage::ArchiveTarget,
     /// Participants revoked explicitly (`revoke PARTICIPANT`).
     pub revoked: Vec<String>,
+    /// `certificates valid-days=N`: how long a participant certificate issued in it
+    /// is valid (`CERTIFICATE_VALID_DAYS_DEFAULT` when unsaid).
+    pub certificate_valid_days: u32,
+    /// `certificates renew-before-days=N`: the plan renews a certificate expiring
+    /// within N days (`CERTIFICATE_RENEW_BEFORE_DAYS_DEFAULT`, or less than
+    /// `valid-days` when that is shorter).
+    pub renew_before_days: u32,
     pub origin: Origin,
 }
 

@@ -32,8 +32,6 @@ use time::{Duration, OffsetDateTime};
 
 use super::{CustodyError, unhex, write_private};
 
-/// How long a participant certificate is valid.
-pub const CERTIFICATE_VALIDITY_DAYS: i64 = 365;
 /// How long a membership authority's certificate is valid.
 pub const AUTHORITY_VALIDITY_DAYS: i64 = 3_650;
 /// How long a revocation list is current before it must be reissued.
@@ -229,11 +227,29 @@ pub fn enrolled_memberships(host_dir: &Path) -> Vec<String> {
 }
 
 /// Enrolls the host in `host_dir` as `participant` of the membership whose authority
-/// is in `authority_dir`: a certificate for the host's public TLS key.
+/// is in `authority_dir`: a certificate for the host's public TLS key, valid
+/// `CERTIFICATE_VALID_DAYS_DEFAULT` days.
 pub fn enroll(
     authority_dir: &Path,
     host_dir: &Path,
     participant: &str,
+) -> Result<Enrollment, CustodyError> {
+    enroll_for(
+        authority_dir,
+        host_dir,
+        participant,
+        crate::limits::CERTIFICATE_VALID_DAYS_DEFAULT,
+    )
+}
+
+/// [`enroll`] with a certificate valid `valid_days` days. Enrolling a host that is
+/// enrolled already is a renewal: a new certificate (a new serial) for the same
+/// participant and key; the installation's history is untouched.
+pub fn enroll_for(
+    authority_dir: &Path,
+    host_dir: &Path,
+    participant: &str,
+    valid_days: u32,
 ) -> Result<Enrollment, CustodyError> {
     let mut record = read_authority(authority_dir)?;
     let membership = record.membership.clone();
@@ -253,7 +269,7 @@ pub fn enroll(
         .ok_or_else(|| malformed(host_dir, "the custody manifest's TLS key is not ed25519"))?;
     let serial = record.next_serial;
     let now = OffsetDateTime::now_utc();
-    let not_after = now + Duration::days(CERTIFICATE_VALIDITY_DAYS);
+    let not_after = now + Duration::days(i64::from(valid_days));
     let certificate = certificate(
         authority_dir,
         &membership,

@@ -4,6 +4,9 @@
 //! topology, like `edit-topology`) and runs `gridctl reconcile`, whose outcome must be
 //! `expect` (default `succeeded`): the host rotates its key and every fellow member
 //! learns the new public keys (docs/custody.md).
+//!
+//! `expire-certificate HOST membership=M` and `renew HOST membership=M`: a certificate
+//! ending, and the plan's renewal (docs/memberships.md, "Renewal and expiry").
 
 use std::ffi::OsString;
 
@@ -85,6 +88,117 @@ impl Step for RotateKey {
         let args: Vec<OsString> = vec!["reconcile".into(), path.into(), "--json".into()];
         let output = cx.gridctl(&args)?;
         check_outcome(cx, &output, self.expect)?;
+        Ok(())
+    }
+}
+
+// ---- expire-certificate ----------------------------------------------------------------
+
+/// `expire-certificate HOST membership=M` — time passes for HOST's certificate in M:
+/// it is replaced by one M's authority (in the operator's state) signs for the same
+/// participant, serial and TLS key whose validity ended an hour ago, and
+/// `enrollment.toml` says so — as a certificate past its end would be. A running gridd
+/// reloads it (its membership files changed), so its peers refuse its handshakes.
+struct ExpireCertificate {
+    host: String,
+    membership: String,
+}
+
+pub fn parse_expire_certificate(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
+    let host = node.host("the host whose certificate expires")?;
+    let membership = node.required("membership", "M")?;
+    Ok(Box::new(ExpireCertificate { host, membership }))
+}
+
+impl Step for ExpireCertificate {
+    fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
+        use grid_engine::custody::membership;
+        let dir = cx.host_dir(&self.host);
+        let m = &self.membership;
+        let failed =
+            |e: String| Failure::new(format!("{}'s certificate in {m} expired", self.host), e);
+        let mut held = membership::read_enrollment(&dir, m)
+            .map_err(|e| failed(e.to_string()))?
+            .ok_or_else(|| failed(format!("{} holds no certificate of {m}", self.host)))?;
+        let mut tls = [0u8; 32];
+        held.tls
+            .strip_prefix("ed25519:")
+            .and_then(|h| hex::decode_to_slice(h, &mut tls).ok())
+            .ok_or_else(|| failed(format!("its TLS key `{}` is not ed25519", held.tls)))?;
+        let now = time::OffsetDateTime::now_utc();
+        let end = now - time::Duration::hours(1);
+        let pem = membership::certificate(
+            &membership::authority_dir(cx.state_dir(), m),
+            m,
+            &held.participant,
+            held.serial,
+            &tls,
+            now - time::Duration::days(2),
+            end,
+        )
+        .map_err(|e| failed(e.to_string()))?;
+        held.not_after = end
+            .format(&time::format_description::well_known::Rfc3339)
+            .expect("RFC 3339 formats");
+        let folder = membership::host_membership_dir(&dir, m);
+        let write = |file: &str, bytes: &[u8]| {
+            grid_engine::custody::write_private(&folder.join(file), bytes)
+                .map_err(|e| failed(e.to_string()))
+        };
+        // The enrollment first: a gridd reloading between the two sees the old pair.
+        write(
+            membership::ENROLLMENT_FILE,
+            toml::to_string(&held)
+                .expect("enrollments serialize")
+                .as_bytes(),
+        )?;
+        write("participant.pem", pem.as_bytes())?;
+        cx.say(format_args!(
+            "{}: its certificate in {m} (serial {}) ended at {}",
+            self.host, held.serial, held.not_after
+        ));
+        Ok(())
+    }
+}
+
+// ---- renew --------------------------------------------------------------------------
+
+/// `renew HOST membership=M` — `gridctl reconcile` of the current topology, which must
+/// renew HOST's certificate in M (a `~ enrollment HOST in M` transition that
+/// succeeded) and end `succeeded`: renewal is a plan transition, due when the
+/// certificate expires within the membership's `renew-before-days` or has expired.
+struct Renew {
+    host: String,
+    membership: String,
+}
+
+pub fn parse_renew(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
+    let host = node.host("the host whose certificate is renewed")?;
+    let membership = node.required("membership", "M")?;
+    Ok(Box::new(Renew { host, membership }))
+}
+
+impl Step for Renew {
+    fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
+        let topology = cx.topology()?;
+        let args: Vec<OsString> = vec!["reconcile".into(), topology.into(), "--json".into()];
+        let output = cx.gridctl(&args)?;
+        let json = check_outcome(cx, &output, Outcome::Succeeded)?;
+        let name = format!("{} in {}", self.host, self.membership);
+        let renewed = json["transitions"].as_array().is_some_and(|ts| {
+            ts.iter().any(|t| {
+                t["kind"] == "enrollment"
+                    && t["name"] == name.as_str()
+                    && t["op"] == "~"
+                    && t["status"] == "succeeded"
+            })
+        });
+        if !renewed {
+            return Err(Failure::new(
+                format!("`~ enrollment {name}` (renew) applied"),
+                "no such transition in the reconcile",
+            ));
+        }
         Ok(())
     }
 }

@@ -106,6 +106,8 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("expect-stored-text", stored::parse_stored_text),
     ("edit-topology", topology::parse_edit_topology),
     ("rotate-key", custody::parse_rotate_key),
+    ("expire-certificate", custody::parse_expire_certificate),
+    ("renew", custody::parse_renew),
     ("process-cycles", processes::parse_cycles),
     ("expect-tag-journal", sources::parse),
     ("expect-tag", sources::parse_expect_tag),

@@ -130,6 +130,7 @@ pub fn enrollments(
                     reason,
                     Action::Enroll {
                         membership: m.clone(),
+                        valid_days: membership_spec.certificate_valid_days,
                     },
                 )
                 .key(enrolled(name, m))
@@ -139,6 +140,25 @@ pub fn enrollments(
             // Enrollment copies the authority's revocation list, after this plan's
             // revocations (which come first).
             continue;
+        }
+        if let Some(held) = held
+            && let Some(due) = renewal_due(held, membership_spec.renew_before_days)
+        {
+            out.push(
+                Draft::new(
+                    Op::Change,
+                    "enrollment",
+                    &format!("{name} in {m}"),
+                    name,
+                    format!("renew ({due})"),
+                    Action::Renew {
+                        membership: m.clone(),
+                        serial: held.serial,
+                        valid_days: membership_spec.certificate_valid_days,
+                    },
+                )
+                .key(format!("renew:{name}:{m}")),
+            );
         }
         let revoking: Vec<String> = membership_spec
             .revoked
@@ -180,6 +200,28 @@ pub fn enrollments(
         }
     }
     out
+}
+
+/// Why `held` is due for renewal — `expires in N days` within `renew_before_days`
+/// of its end, or `expired at T` — or `None`. An unreadable `not_after` is due: a
+/// certificate whose end is unknown is renewed rather than trusted.
+fn renewal_due(held: &membership::Enrollment, renew_before_days: u32) -> Option<String> {
+    let format = &time::format_description::well_known::Rfc3339;
+    let Ok(end) = time::OffsetDateTime::parse(&held.not_after, format) else {
+        return Some(format!("its end `{}` is unreadable", held.not_after));
+    };
+    let left = end - time::OffsetDateTime::now_utc();
+    if left <= time::Duration::ZERO {
+        Some(format!("expired at {}", held.not_after))
+    } else if left < time::Duration::days(i64::from(renew_before_days)) {
+        Some(format!(
+            "expires in {} days, at {}",
+            left.whole_days(),
+            held.not_after
+        ))
+    } else {
+        None
+    }
 }
 
 /// The key of the transition by which `host` leaves `membership`.
@@ -274,7 +316,7 @@ pub fn authority_created(state: &Path, name: &str) -> bool {
 
 /// Enrolls once: a host already holding a current certificate of this authority for
 /// its current TLS key is answered "already enrolled", never issued a second one.
-pub fn enroll(state: &Path, dir: &Path, name: &str, participant: &str) -> Effect {
+pub fn enroll(state: &Path, dir: &Path, name: &str, participant: &str, valid_days: u32) -> Effect {
     let authority = membership::authority_dir(state, name);
     let record = match membership::read_authority(&authority) {
         Ok(r) => r,
@@ -291,7 +333,7 @@ pub fn enroll(state: &Path, dir: &Path, name: &str, participant: &str) -> Effect
         );
     }
     Effect::local(
-        membership::enroll(&authority, dir, participant)
+        membership::enroll_for(&authority, dir, participant, valid_days)
             .map(|e| {
                 format!(
                     "certificate serial {} valid until {}",
@@ -300,6 +342,52 @@ pub fn enroll(state: &Path, dir: &Path, name: &str, participant: &str) -> Effect
             })
             .map_err(|e| e.to_string()),
     )
+}
+
+/// Renews the certificate of `serial` once: when the installation holds another
+/// serial already, it was renewed ("already renewed"), never issued a second one.
+pub fn renew(
+    state: &Path,
+    dir: &Path,
+    name: &str,
+    participant: &str,
+    serial: u64,
+    valid_days: u32,
+) -> Effect {
+    match membership::read_enrollment(dir, name) {
+        Ok(Some(held)) if held.serial != serial => {
+            return Effect::new(
+                Status::Succeeded,
+                format!(
+                    "already renewed (serial {} valid until {})",
+                    held.serial, held.not_after
+                ),
+            );
+        }
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return Effect::new(
+                Status::Failed,
+                format!("`{participant}` holds no certificate of `{name}` to renew"),
+            );
+        }
+        Err(e) => return Effect::new(Status::Failed, e.to_string()),
+    }
+    Effect::local(
+        membership::enroll_for(&membership::authority_dir(state, name), dir, participant, valid_days)
+            .map(|e| {
+                format!(
+                    "renewed: certificate serial {} (was {serial}) valid until {}; the same participant, key and history",
+                    e.serial, e.not_after
+                )
+            })
+            .map_err(|e| e.to_string()),
+    )
+}
+
+/// Whether the installation at `dir` holds a certificate of `name` other than `serial`.
+pub fn renewed(dir: &Path, name: &str, serial: u64) -> bool {
+    membership::read_enrollment(dir, name).is_ok_and(|e| e.is_some_and(|e| e.serial != serial))
 }
 
 /// Whether the installation at `dir` holds a certificate of `name`.

@@ -572,6 +572,9 @@ impl FileReader<'_> {
         let mut authority_voters = None;
         let mut snapshots = crate::storage::ArchiveTarget::File;
         let mut revoked: Vec<String> = Vec::new();
+        let mut valid_days = None;
+        let mut renew_before = None;
+        let mut certificates_seen = false;
         for child in n.children(self) {
             let mut c = NodeReader::new(child);
             let authority = child.name().value() == "authority";
@@ -643,13 +646,49 @@ impl FileReader<'_> {
                         }
                     }
                 }
+                "certificates" => {
+                    if std::mem::replace(&mut certificates_seen, true) {
+                        self.error(
+                            child.name().span(),
+                            "`certificates` is given twice",
+                            "second",
+                            "one certificate policy per membership",
+                        );
+                    }
+                    valid_days = c
+                        .limited_int_prop(
+                            self,
+                            "valid-days",
+                            false,
+                            (1, "1"),
+                            (
+                                crate::limits::CERTIFICATE_VALID_DAYS_MAX as i128,
+                                "CERTIFICATE_VALID_DAYS_MAX",
+                            ),
+                        )
+                        .map(|(n, _)| n as u32)
+                        .or(valid_days);
+                    renew_before = c
+                        .limited_int_prop(
+                            self,
+                            "renew-before-days",
+                            false,
+                            (1, "1"),
+                            (
+                                crate::limits::CERTIFICATE_VALID_DAYS_MAX as i128,
+                                "CERTIFICATE_VALID_DAYS_MAX",
+                            ),
+                        )
+                        .map(|(n, span)| (n as u32, span))
+                        .or(renew_before);
+                }
                 other => {
                     c.skip_all();
                     self.error(
                         child.name().span(),
                         format!("unknown child `{other}` of membership"),
                         "not a membership setting",
-                        "a membership holds `authority voters=N { snapshots … }` and `revoke PARTICIPANT`",
+                        "a membership holds `authority voters=N { snapshots … }`, `certificates valid-days=N renew-before-days=M` and `revoke PARTICIPANT`",
                     )
                 }
             }
@@ -661,11 +700,33 @@ impl FileReader<'_> {
         n.finish(self);
         if let Some((name, span)) = name {
             let origin = self.origin(span);
+            let certificate_valid_days =
+                valid_days.unwrap_or(crate::limits::CERTIFICATE_VALID_DAYS_DEFAULT);
+            let renew_before_days = match renew_before {
+                Some((days, span)) => {
+                    if days >= certificate_valid_days {
+                        self.error(
+                            span,
+                            format!(
+                                "`renew-before-days` {days} is not less than the certificates' validity of {certificate_valid_days} days: every certificate would be renewed as soon as it is issued"
+                            ),
+                            "not less than valid-days",
+                            "renew some days before expiry, e.g. `certificates valid-days=365 renew-before-days=30`",
+                        );
+                    }
+                    days
+                }
+                // The default, or less than a short validity.
+                None => crate::limits::CERTIFICATE_RENEW_BEFORE_DAYS_DEFAULT
+                    .min(certificate_valid_days / 2),
+            };
             self.parsed.topology.memberships.push(Membership {
                 name,
                 authority_voters,
                 snapshots,
                 revoked,
+                certificate_valid_days,
+                renew_before_days,
                 origin,
             });
         }
