@@ -122,6 +122,9 @@ pub enum Request {
     /// Rotate the host's mail (X25519) key to `generation` (only ever higher); the old
     /// secret stays, open-only: values sealed to it still open.
     RotateMailKey { generation: u32 },
+    /// Rotate the host's TLS key to `generation` (only ever higher); the old key keeps
+    /// serving until every membership certifies the new one (`+ enrollment` after it).
+    RotateTlsKey { generation: u32 },
     /// One atomic input batch; with `fence`, a write stamped `(claim, epoch)` that the
     /// host refuses once it has seen a newer epoch of that claim (SPEC C3 fencing).
     Input {
@@ -215,6 +218,9 @@ impl Request {
             Request::RotateMailKey { generation } => {
                 format!("rotate the mail key to generation {generation}")
             }
+            Request::RotateTlsKey { generation } => {
+                format!("rotate the TLS key to generation {generation}")
+            }
             Request::Input {
                 model,
                 values,
@@ -271,6 +277,7 @@ impl Request {
             Request::RetireTag { .. } => "retire-tag",
             Request::RotateKeys { .. } => "rotate-keys",
             Request::RotateMailKey { .. } => "rotate-mail-key",
+            Request::RotateTlsKey { .. } => "rotate-tls-key",
             Request::Input { .. } => "input",
             Request::InstallRoute { .. } => "install-route",
             Request::IssueGrant { .. } => "issue-grant",
@@ -665,6 +672,9 @@ pub struct KeysState {
     /// Generations of retired (open-only) mail keys.
     #[serde(default)]
     pub retired_mail: Vec<u32>,
+    /// The current TLS-key generation.
+    #[serde(default = "first_generation")]
+    pub tls_generation: u32,
 }
 
 fn first_generation() -> u32 {

@@ -149,6 +149,8 @@ pub struct Host {
     pub key_generation: Option<u32>,
     /// `keys mail-generation=N`: the mail-key generation the host should hold.
     pub mail_key_generation: Option<u32>,
+    /// `keys tls-generation=N`: the TLS-key generation the host should hold.
+    pub tls_key_generation: Option<u32>,
     /// `capacity …`: delivery capacity of the routes this host publishes.
     pub capacity: DeliveryCapacity,
     /// `capacity membership=M …`: the capacity of the routes of M this host publishes,

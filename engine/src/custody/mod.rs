@@ -105,6 +105,14 @@ pub struct Manifest {
     /// nothing new is sealed to them). Their secrets are `keys/mail.key.N`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retired_mail: Vec<RetiredMailKey>,
+    /// The current TLS-key generation (1 for the first).
+    #[serde(default = "first_generation", skip_serializing_if = "is_first")]
+    pub tls_generation: u32,
+    /// TLS keys of earlier generations: never offered for a session once every
+    /// membership certifies the current one. A retired key's secret
+    /// (`keys/tls.key.N`) stays only while a membership's certificate still names it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired_tls: Vec<RetiredTlsKey>,
 }
 
 fn first_generation() -> u32 {
@@ -120,6 +128,13 @@ fn is_first(generation: &u32) -> bool {
 pub struct RetiredMailKey {
     pub generation: u32,
     pub mail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetiredTlsKey {
+    pub generation: u32,
+    pub tls: String,
 }
 
 impl Manifest {
@@ -339,6 +354,8 @@ pub fn create(dir: &Path) -> Result<Manifest, CustodyError> {
         retired: Vec::new(),
         mail_generation: 1,
         retired_mail: Vec::new(),
+        tls_generation: 1,
+        retired_tls: Vec::new(),
     };
     // The manifest last: a custody without one is not a custody yet.
     write_manifest(dir, &manifest)?;
@@ -384,6 +401,18 @@ pub fn verify(dir: &Path) -> Result<Custody, CustodyError> {
         check(&file, mail_fingerprint(&secret), &retired.mail)?;
         retired_mail.push(secret);
     }
+    // A retired TLS secret is kept only while a certificate names it: absent is fine.
+    for retired in &manifest.retired_tls {
+        let file = retired_tls_file(retired.generation);
+        if keys.join(&file).exists() {
+            let secret = SigningKey::from_bytes(&read_secret(&keys.join(&file), KeyKind::Ed25519)?);
+            check(
+                &file,
+                signing_fingerprint(&secret.verifying_key()),
+                &retired.tls,
+            )?;
+        }
+    }
     Ok(Custody {
         keys: std::sync::Arc::new(std::sync::RwLock::new(std::sync::Arc::new(Keys {
             manifest,
@@ -405,6 +434,70 @@ pub fn retired_mail_file(generation: u32) -> String {
 pub fn tls_secret(dir: &Path) -> Result<[u8; 32], CustodyError> {
     verify(dir)?;
     read_secret(&dir.join(KEYS_DIR).join(TLS_KEY_FILE), KeyKind::Ed25519)
+}
+
+/// The TLS secret whose public key is `certified` (`ed25519:<hex>`, what a membership's
+/// certificate names): the current key, or — between a TLS rotation and the new
+/// certificate — the retired one it replaced, never another. After the whole custody
+/// verifies (for the transport only).
+pub fn tls_secret_for(dir: &Path, certified: &str) -> Result<[u8; 32], CustodyError> {
+    let custody = verify(dir)?;
+    let manifest = custody.manifest();
+    let keys = dir.join(KEYS_DIR);
+    let file = if certified == manifest.tls {
+        TLS_KEY_FILE.to_owned()
+    } else if let Some(retired) = manifest.retired_tls.iter().find(|r| r.tls == certified) {
+        retired_tls_file(retired.generation)
+    } else {
+        return Err(CustodyError::Malformed {
+            path: keys.join(MANIFEST_FILE),
+            reason: format!("no TLS key of this custody is {certified}, which a certificate names"),
+        });
+    };
+    let path = keys.join(&file);
+    let secret = read_secret(&path, KeyKind::Ed25519)?;
+    let found = signing_fingerprint(&SigningKey::from_bytes(&secret).verifying_key());
+    if found != certified {
+        return Err(CustodyError::ReplacedKey {
+            path,
+            expected: certified.to_owned(),
+            found,
+        });
+    }
+    Ok(secret)
+}
+
+/// The file of a retired TLS key's secret (`tls.key.N`), kept only until every
+/// membership certifies the current key.
+pub fn retired_tls_file(generation: u32) -> String {
+    format!("{TLS_KEY_FILE}.{generation}")
+}
+
+/// Removes each retired TLS secret (`tls.key.N`) no certificate in `certified` (the
+/// TLS keys the installation's memberships certify) names any more: from then on it
+/// is never offered. The names of the files removed.
+pub fn forget_retired_tls(dir: &Path, certified: &[String]) -> Result<Vec<String>, CustodyError> {
+    let manifest = manifest(dir)?;
+    let keys = dir.join(KEYS_DIR);
+    let mut removed = Vec::new();
+    for retired in &manifest.retired_tls {
+        let file = retired_tls_file(retired.generation);
+        let path = keys.join(&file);
+        if certified.contains(&retired.tls) || !path.exists() {
+            continue;
+        }
+        std::fs::remove_file(&path).map_err(|source| CustodyError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        removed.push(file);
+    }
+    if !removed.is_empty() {
+        std::fs::File::open(&keys)
+            .and_then(|d| d.sync_all())
+            .map_err(|source| CustodyError::Io { path: keys, source })?;
+    }
+    Ok(removed)
 }
 
 /// The names of `dir`'s key files still in the older hex form (none for a custody

@@ -15,9 +15,9 @@ use x25519_dalek::StaticSecret;
 
 use super::keyfile::KeyKind;
 use super::{
-    CustodyError, KEYS_DIR, MAIL_KEY_FILE, Manifest, RetiredKey, RetiredMailKey, SIGNING_KEY_FILE,
-    mail_fingerprint, manifest, random_secret, read_secret, retired_mail_file, signing_fingerprint,
-    verify, write_key, write_manifest,
+    CustodyError, KEYS_DIR, MAIL_KEY_FILE, Manifest, RetiredKey, RetiredMailKey, RetiredTlsKey,
+    SIGNING_KEY_FILE, TLS_KEY_FILE, mail_fingerprint, manifest, random_secret, read_secret,
+    retired_mail_file, retired_tls_file, signing_fingerprint, verify, write_key, write_manifest,
 };
 use crate::store::{Failpoint, Failpoints};
 
@@ -29,15 +29,19 @@ pub enum Rotating {
     Signing,
     /// X25519: retired keys open only.
     Mail,
+    /// Ed25519, the TLS identity: a retired key is offered only until every
+    /// membership certifies the new one (then its secret is removed).
+    Tls,
 }
 
 impl Rotating {
-    pub const ALL: [Rotating; 2] = [Rotating::Signing, Rotating::Mail];
+    pub const ALL: [Rotating; 3] = [Rotating::Signing, Rotating::Mail, Rotating::Tls];
 
     pub fn name(self) -> &'static str {
         match self {
             Rotating::Signing => "signing",
             Rotating::Mail => "mail",
+            Rotating::Tls => "tls",
         }
     }
 
@@ -45,12 +49,13 @@ impl Rotating {
         match self {
             Rotating::Signing => SIGNING_KEY_FILE,
             Rotating::Mail => MAIL_KEY_FILE,
+            Rotating::Tls => TLS_KEY_FILE,
         }
     }
 
     fn kind(self) -> KeyKind {
         match self {
-            Rotating::Signing => KeyKind::Ed25519,
+            Rotating::Signing | Rotating::Tls => KeyKind::Ed25519,
             Rotating::Mail => KeyKind::X25519,
         }
     }
@@ -60,13 +65,14 @@ impl Rotating {
         match self {
             Rotating::Signing => manifest.generation,
             Rotating::Mail => manifest.mail_generation,
+            Rotating::Tls => manifest.tls_generation,
         }
     }
 
     /// The public fingerprint of `secret` as the manifest writes it.
     fn fingerprint(self, secret: [u8; 32]) -> String {
         match self {
-            Rotating::Signing => {
+            Rotating::Signing | Rotating::Tls => {
                 signing_fingerprint(&SigningKey::from_bytes(&secret).verifying_key())
             }
             Rotating::Mail => mail_fingerprint(&StaticSecret::from(secret)),
@@ -77,6 +83,7 @@ impl Rotating {
         match self {
             Rotating::Signing => &manifest.signing,
             Rotating::Mail => &manifest.mail,
+            Rotating::Tls => &manifest.tls,
         }
     }
 
@@ -90,6 +97,35 @@ impl Rotating {
                 .retired_mail
                 .iter()
                 .any(|r| r.mail == fingerprint && r.generation < manifest.mail_generation),
+            Rotating::Tls => manifest
+                .retired_tls
+                .iter()
+                .any(|r| r.tls == fingerprint && r.generation < manifest.tls_generation),
+        }
+    }
+
+    /// The file an old secret of this key is kept in after a rotation (`None`: the
+    /// secret goes — a retired signing key only verifies).
+    fn kept_file(self, generation: u32) -> Option<String> {
+        match self {
+            Rotating::Signing => None,
+            Rotating::Mail => Some(retired_mail_file(generation)),
+            Rotating::Tls => Some(retired_tls_file(generation)),
+        }
+    }
+
+    /// Whether `manifest` names generation `generation` of this key as retired.
+    fn names_retired(self, manifest: &Manifest, generation: u32) -> bool {
+        match self {
+            Rotating::Signing => manifest.retired.iter().any(|r| r.generation == generation),
+            Rotating::Mail => manifest
+                .retired_mail
+                .iter()
+                .any(|r| r.generation == generation),
+            Rotating::Tls => manifest
+                .retired_tls
+                .iter()
+                .any(|r| r.generation == generation),
         }
     }
 }
@@ -104,6 +140,16 @@ fn sync_keys_dir(dir: &Path) -> Result<(), CustodyError> {
     std::fs::File::open(&keys)
         .and_then(|d| d.sync_all())
         .map_err(|source| CustodyError::Io { path: keys, source })
+}
+
+/// Keeps the old secret of `key` (generation `from`) in its own file, before any
+/// manifest names the new one: values sealed to an old mail key still open, and an old
+/// TLS key serves until the new one is certified.
+fn keep_old(dir: &Path, key: Rotating, from: u32) -> Result<(), CustodyError> {
+    let keys = dir.join(KEYS_DIR);
+    let file = key.kept_file(from).expect("a kept key");
+    let old = read_secret(&keys.join(key.file()), key.kind())?;
+    write_key(&keys.join(file), key.kind(), &old)
 }
 
 /// Rotates `key` to `generation`: a new key, the old one kept in the manifest as
@@ -143,15 +189,22 @@ pub fn rotate(
             manifest.signing = key.fingerprint(secret);
         }
         Rotating::Mail => {
-            // The old secret stays, open-only, before any manifest names the new one.
-            let old = read_secret(&keys.join(MAIL_KEY_FILE), KeyKind::X25519)?;
-            write_key(&keys.join(retired_mail_file(from)), KeyKind::X25519, &old)?;
+            keep_old(dir, key, from)?;
             manifest.retired_mail.push(RetiredMailKey {
                 generation: from,
                 mail: manifest.mail.clone(),
             });
             manifest.mail_generation = generation;
             manifest.mail = key.fingerprint(secret);
+        }
+        Rotating::Tls => {
+            keep_old(dir, key, from)?;
+            manifest.retired_tls.push(RetiredTlsKey {
+                generation: from,
+                tls: manifest.tls.clone(),
+            });
+            manifest.tls_generation = generation;
+            manifest.tls = key.fingerprint(secret);
         }
     }
     failpoints.abort_if_armed(Failpoint::RotationBeforeManifest);
@@ -211,13 +264,10 @@ fn finish(dir: &Path, key: Rotating) -> Result<Option<String>, CustodyError> {
             })
         };
         remove(&staged)?;
-        if key == Rotating::Mail
-            && !manifest
-                .retired_mail
-                .iter()
-                .any(|r| r.generation == generation)
+        if let Some(file) = key.kept_file(generation)
+            && !key.names_retired(&manifest, generation)
         {
-            let copy = dir.join(KEYS_DIR).join(retired_mail_file(generation));
+            let copy = dir.join(KEYS_DIR).join(file);
             if copy.exists() {
                 remove(&copy)?;
             }

@@ -404,3 +404,46 @@ fn peers_rotated_keys_are_learned_and_replaced_identities_are_not() {
     std::fs::remove_dir_all(&me).unwrap();
     std::fs::remove_dir_all(&peer).unwrap();
 }
+
+/// The TLS key rotates on its own generation: the old secret serves what still
+/// certifies it (`tls_secret_for`) until every certificate names the new one, then it
+/// is removed and never offered again; a key no certificate of this custody names is
+/// refused.
+#[test]
+fn tls_rotation_serves_the_certified_key_until_it_is_forgotten() {
+    let d = dir("rotate-tls");
+    let created = create(&d).unwrap();
+    let old = tls_secret(&d).unwrap();
+    let manifest = rotate(&d, Rotating::Tls, 2, &crate::store::Failpoints::default()).unwrap();
+    assert_eq!((manifest.generation, manifest.tls_generation), (1, 2));
+    assert_eq!(manifest.retired_tls[0].tls, created.tls);
+    assert_eq!(
+        tls_secret_for(&d, &created.tls).unwrap(),
+        old,
+        "still certified"
+    );
+    assert_ne!(tls_secret_for(&d, &manifest.tls).unwrap(), old);
+    assert!(tls_secret_for(&d, "ed25519:00").is_err(), "another key");
+    // Still certified somewhere: kept.
+    assert!(
+        forget_retired_tls(&d, std::slice::from_ref(&created.tls))
+            .unwrap()
+            .is_empty()
+    );
+    // Every certificate names the new key: the old secret goes, once.
+    assert_eq!(
+        forget_retired_tls(&d, std::slice::from_ref(&manifest.tls)).unwrap(),
+        vec![retired_tls_file(1)]
+    );
+    assert!(forget_retired_tls(&d, &[]).unwrap().is_empty());
+    assert!(
+        tls_secret_for(&d, &created.tls).is_err(),
+        "never offered again"
+    );
+    assert_eq!(
+        verify(&d).unwrap().manifest(),
+        manifest,
+        "the custody verifies without it"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -805,6 +805,7 @@ impl Host {
                     retired: manifest.retired.iter().map(|r| r.generation).collect(),
                     mail_generation: manifest.mail_generation,
                     retired_mail: manifest.retired_mail.iter().map(|r| r.generation).collect(),
+                    tls_generation: manifest.tls_generation,
                 }
             }),
             host: self.config.name.clone(),

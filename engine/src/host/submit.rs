@@ -348,6 +348,9 @@ impl Host {
             Request::RotateMailKey { generation } => {
                 self.rotate(&op, crate::custody::Rotating::Mail, *generation)
             }
+            Request::RotateTlsKey { generation } => {
+                self.rotate(&op, crate::custody::Rotating::Tls, *generation)
+            }
             Request::InstallRoute { route } => match &self.delivery {
                 None => failed(
                     &op,

@@ -17,6 +17,8 @@ fn terms(units: u64) -> MissionTerms {
         retired: Vec::new(),
         mail_generation: 1,
         retired_mail: Vec::new(),
+        tls_generation: 1,
+        retired_tls: Vec::new(),
     };
     MissionTerms {
         name: "night".into(),

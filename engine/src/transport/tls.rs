@@ -65,6 +65,25 @@ fn load_membership(
         .map_err(|e| credentials(&cert_path, e))
 }
 
+/// The TLS key `membership`'s certificate certifies (its enrollment names it): the
+/// current one, or — between a TLS rotation and the new certificate — the one it
+/// replaced (`custody::tls_secret_for`).
+fn certified_key(dir: &Path, membership: &str) -> Result<PrivateKeyDer<'static>, TransportError> {
+    let enrollment = membership::read_enrollment(dir, membership)
+        .map_err(|e| TransportError::Tls(e.to_string()))?
+        .ok_or_else(|| {
+            TransportError::Tls(format!(
+                "no enrollment in `{membership}` in {}",
+                dir.display()
+            ))
+        })?;
+    let seed = crate::custody::tls_secret_for(dir, &enrollment.tls)
+        .map_err(|e| TransportError::Tls(e.to_string()))?;
+    Ok(PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+        ed25519_pkcs8(&seed),
+    )))
+}
+
 /// The TLS server name of `participant` reached through `membership`:
 /// `participant.membership.grid` when both are DNS labels, else the participant's name.
 /// Participant certificates carry both names, so a host in several memberships shows
@@ -123,20 +142,18 @@ pub(super) fn server_credentials(
     if memberships.is_empty() {
         return Err(TransportError::NoMembership);
     }
-    let seed = crate::custody::tls_secret(dir).map_err(|e| TransportError::Tls(e.to_string()))?;
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ed25519_pkcs8(&seed)));
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let signing_key = provider
-        .key_provider
-        .load_private_key(key)
-        .map_err(|e| TransportError::Tls(e.to_string()))?;
     let mut roots = RootCertStore::empty();
     let mut crls = Vec::new();
     let mut by_name = std::collections::HashMap::new();
     let mut default = None;
     for m in &memberships {
         let chain = load_membership(dir, m, &mut roots, &mut crls)?;
-        let certified = Arc::new(rustls::sign::CertifiedKey::new(chain, signing_key.clone()));
+        let signing_key = provider
+            .key_provider
+            .load_private_key(certified_key(dir, m)?)
+            .map_err(|e| TransportError::Tls(e.to_string()))?;
+        let certified = Arc::new(rustls::sign::CertifiedKey::new(chain, signing_key));
         let participant = membership::read_enrollment(dir, m)
             .ok()
             .flatten()
@@ -212,9 +229,7 @@ pub fn client_tls(
     let mut roots = RootCertStore::empty();
     let mut crls = Vec::new();
     let chain = load_membership(own_dir, membership, &mut roots, &mut crls)?;
-    let seed =
-        crate::custody::tls_secret(own_dir).map_err(|e| TransportError::Tls(e.to_string()))?;
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ed25519_pkcs8(&seed)));
+    let key = certified_key(own_dir, membership)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
         Arc::new(roots),

@@ -1,12 +1,13 @@
-//! `rotate-key HOST key=signing|mail [expect=OUTCOME]` — the operator raises HOST's
-//! generation of that key by one in the files (`keys generation=N` /
-//! `keys mail-generation=N` of its `host` node, written as the next edited copy of the
+//! `rotate-key HOST key=signing|mail|tls [expect=OUTCOME]` — the operator raises HOST's
+//! generation of that key by one in the files (`keys generation=N`,
+//! `mail-generation=N` or `tls-generation=N` of its `host` node, written as the next edited copy of the
 //! topology, like `edit-topology`) and runs `gridctl reconcile`, whose outcome must be
 //! `expect` (default `succeeded`): the host rotates its key and every fellow member
 //! learns the new public keys (docs/custody.md).
 //!
 //! `expire-certificate HOST membership=M` and `renew HOST membership=M`: a certificate
-//! ending, and the plan's renewal (docs/memberships.md, "Renewal and expiry").
+//! ending, and the plan's renewal (docs/memberships.md, "Renewal and expiry");
+//! `revoke PARTICIPANT membership=M`: the operator's revocation.
 
 use std::ffi::OsString;
 
@@ -29,10 +30,11 @@ pub fn parse_rotate_key(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError
     let property = match node.required("key", "signing|mail")?.as_str() {
         "signing" => "generation",
         "mail" => "mail-generation",
+        "tls" => "tls-generation",
         other => {
-            return Err(node
-                .error(format!("`key` is `signing` or `mail`, not `{other}`"))
-                .with_help("the TLS key is not rotated by this version"));
+            return Err(node.error(format!(
+                "`key` is `signing`, `mail` or `tls`, not `{other}`"
+            )));
         }
     };
     let expect = Outcome::expected(node)?;
@@ -43,23 +45,50 @@ pub fn parse_rotate_key(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError
     }))
 }
 
+fn parse(text: &str) -> Result<KdlDocument, String> {
+    text.parse()
+        .map_err(|e| format!("the topology does not parse: {e}"))
+}
+
+/// The top-level `kind NAME` node of `doc`.
+fn node_named<'d>(
+    doc: &'d mut KdlDocument,
+    kind: &str,
+    name: &str,
+) -> Result<&'d mut KdlNode, String> {
+    doc.nodes_mut()
+        .iter_mut()
+        .find(|n| {
+            n.name().value() == kind
+                && n.entry(0)
+                    .and_then(|e| e.value().as_string())
+                    .is_some_and(|n| n == name)
+        })
+        .ok_or_else(|| format!("no `{kind} {name:?}` node in the topology file"))
+}
+
+/// Writes `edited` as the operator's next edit of the topology, says `what`, and runs
+/// `gridctl reconcile` of it, whose outcome must be `expect`.
+fn edit_and_reconcile(
+    cx: &mut Context<'_>,
+    current: &std::path::Path,
+    edited: &str,
+    what: &str,
+    expect: Outcome,
+) -> Result<(), Failure> {
+    let path = super::topology::write_edited(cx, current, edited)?;
+    cx.say(format_args!("{what} ({})", cx.show_path(&path)));
+    let args: Vec<OsString> = vec!["reconcile".into(), path.into(), "--json".into()];
+    let output = cx.gridctl(&args)?;
+    check_outcome(cx, &output, expect)?;
+    Ok(())
+}
+
 /// Raises `property` of `host`'s `keys` node in `text` by one (from 1 when unsaid):
 /// the edited text and the new generation.
 fn raise(text: &str, host: &str, property: &str) -> Result<(String, i128), String> {
-    let mut doc: KdlDocument = text
-        .parse()
-        .map_err(|e| format!("the topology does not parse: {e}"))?;
-    let node = doc
-        .nodes_mut()
-        .iter_mut()
-        .find(|n| {
-            n.name().value() == "host"
-                && n.entry(0)
-                    .and_then(|e| e.value().as_string())
-                    .is_some_and(|name| name == host)
-        })
-        .ok_or_else(|| format!("no `host {host:?}` node in the topology file"))?;
-    let children = node.ensure_children();
+    let mut doc = parse(text)?;
+    let children = node_named(&mut doc, "host", host)?.ensure_children();
     if children.get("keys").is_none() {
         children.nodes_mut().push(KdlNode::new("keys"));
     }
@@ -78,17 +107,8 @@ impl Step for RotateKey {
         let (current, text) = super::topology::read_current(cx)?;
         let (edited, generation) = raise(&text, &self.host, self.property)
             .map_err(|e| Failure::new("the host's keys raised in the files", e))?;
-        let path = super::topology::write_edited(cx, &current, &edited)?;
-        cx.say(format_args!(
-            "{}: keys {}={generation} in {}",
-            self.host,
-            self.property,
-            cx.show_path(&path)
-        ));
-        let args: Vec<OsString> = vec!["reconcile".into(), path.into(), "--json".into()];
-        let output = cx.gridctl(&args)?;
-        check_outcome(cx, &output, self.expect)?;
-        Ok(())
+        let what = format!("{}: keys {}={generation}", self.host, self.property);
+        edit_and_reconcile(cx, &current, &edited, &what, self.expect)
     }
 }
 
@@ -203,6 +223,50 @@ impl Step for Renew {
     }
 }
 
+// ---- revoke -------------------------------------------------------------------------
+
+/// `revoke PARTICIPANT membership=M [expect=OUTCOME]` — the operator revokes
+/// PARTICIPANT in M in the files (`revoke PARTICIPANT` added to the `membership M`
+/// node, written as the next edited copy of the topology, like `edit-topology`) and
+/// runs `gridctl reconcile`, whose outcome must be `expect` (default `succeeded`;
+/// `attention` while the revoked host's own `member M` line remains, a `!` line).
+struct Revoke {
+    participant: String,
+    membership: String,
+    expect: Outcome,
+}
+
+pub fn parse_revoke(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
+    let participant = node.argument("the participant revoked")?;
+    let membership = node.required("membership", "M")?;
+    let expect = Outcome::expected(node)?;
+    Ok(Box::new(Revoke {
+        participant,
+        membership,
+        expect,
+    }))
+}
+
+/// `text` with `revoke participant` added to `membership`'s node.
+fn add_revocation(text: &str, membership: &str, participant: &str) -> Result<String, String> {
+    let mut doc = parse(text)?;
+    let children = node_named(&mut doc, "membership", membership)?.ensure_children();
+    let mut revoke = KdlNode::new("revoke");
+    revoke.push(participant.to_owned());
+    children.nodes_mut().push(revoke);
+    Ok(doc.to_string())
+}
+
+impl Step for Revoke {
+    fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
+        let (current, text) = super::topology::read_current(cx)?;
+        let edited = add_revocation(&text, &self.membership, &self.participant)
+            .map_err(|e| Failure::new("the revocation written in the files", e))?;
+        let what = format!("revoke {} in {}", self.participant, self.membership);
+        edit_and_reconcile(cx, &current, &edited, &what, self.expect)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::raise;
@@ -234,5 +298,20 @@ mod tests {
             Some(2)
         );
         assert!(raise(text, "c", "generation").is_err());
+    }
+
+    #[test]
+    fn a_revocation_is_added_to_the_named_membership() {
+        let text = "membership ops {\n    authority voters=1\n}\nmembership util\n";
+        let edited = super::add_revocation(text, "util", "hq").unwrap();
+        assert!(edited.contains("    authority voters=1\n"), "{edited}");
+        let doc: kdl::KdlDocument = edited.parse().unwrap();
+        let util = doc.nodes()[1].children().unwrap();
+        assert_eq!(
+            util.get_arg("revoke").and_then(|v| v.as_string()),
+            Some("hq")
+        );
+        assert!(doc.nodes()[0].children().unwrap().get("revoke").is_none());
+        assert!(super::add_revocation(text, "nope", "hq").is_err());
     }
 }

@@ -12,6 +12,7 @@
 //! [`journal`] (answers recorded in the work directory), and, here, [`Outcome`] and
 //! [`check_outcome`].
 
+mod answers;
 mod authority;
 mod claims;
 mod custody;
@@ -108,6 +109,8 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("rotate-key", custody::parse_rotate_key),
     ("expire-certificate", custody::parse_expire_certificate),
     ("renew", custody::parse_renew),
+    ("revoke", custody::parse_revoke),
+    ("expect-answer", answers::parse),
     ("process-cycles", processes::parse_cycles),
     ("expect-tag-journal", sources::parse),
     ("expect-tag", sources::parse_expect_tag),

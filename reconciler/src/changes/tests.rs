@@ -497,6 +497,8 @@ fn keys(generation: u32) -> Manifest {
             .collect(),
         mail_generation: 1,
         retired_mail: Vec::new(),
+        tls_generation: 1,
+        retired_tls: Vec::new(),
     }
 }
 

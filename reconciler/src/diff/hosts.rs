@@ -419,6 +419,16 @@ fn keys(desired: &grid_spec::Host, observation: &HostObservation) -> Vec<Draft> 
                 generation: desired.mail_key_generation.unwrap_or(1),
             },
         ),
+        (
+            "tls",
+            desired.tls_key_generation.unwrap_or(1),
+            running.map_or(manifest.tls_generation, |k| k.tls_generation),
+            "until every membership certifies the new one",
+            "rotate-tls",
+            Request::RotateTlsKey {
+                generation: desired.tls_key_generation.unwrap_or(1),
+            },
+        ),
     ];
     for (key, wanted, current, kept, prefix, request) in rotations {
         if wanted < current {

@@ -109,8 +109,15 @@ pub fn enrollments(
             .get(m)
             .and_then(|e| e.enrollment.as_ref());
         let tls = observation.keys.manifest().map(|k| &k.tls);
+        // A TLS rotation this plan makes: every membership certifies the new key after.
+        let rotating_tls = observation
+            .keys
+            .manifest()
+            .is_some_and(|k| desired.tls_key_generation.unwrap_or(1) > k.tls_generation)
+            && matches!(observation.status, crate::observe::HostStatus::Running(_));
         let reason = match (held, record) {
             _ if creating => Some("certificate for its TLS key".to_owned()),
+            (Some(_), _) if rotating_tls => Some("certificate for its rotated TLS key".to_owned()),
             (None, _) => Some("certificate for its TLS key".to_owned()),
             (Some(e), Some(r)) if e.authority != r.fingerprint => {
                 Some("its certificate is from another authority".to_owned())
@@ -135,7 +142,7 @@ pub fn enrollments(
                 )
                 .key(enrolled(name, m))
                 .after(installed(name))
-                .after([format!("membership:{m}")]),
+                .after([format!("membership:{m}"), format!("rotate-tls:{name}")]),
             );
             // Enrollment copies the authority's revocation list, after this plan's
             // revocations (which come first).
@@ -336,12 +343,29 @@ pub fn enroll(state: &Path, dir: &Path, name: &str, participant: &str, valid_day
         membership::enroll_for(&authority, dir, participant, valid_days)
             .map(|e| {
                 format!(
-                    "certificate serial {} valid until {}",
-                    e.serial, e.not_after
+                    "certificate serial {} valid until {}{}",
+                    e.serial,
+                    e.not_after,
+                    forget_retired_tls(dir)
                 )
             })
             .map_err(|e| e.to_string()),
     )
+}
+
+/// After a certificate is issued: the retired TLS secrets no membership's certificate
+/// names any more are removed (never offered again), as `; retired TLS key … removed`.
+fn forget_retired_tls(dir: &Path) -> String {
+    let certified: Vec<String> = membership::enrolled_memberships(dir)
+        .iter()
+        .filter_map(|m| membership::read_enrollment(dir, m).ok().flatten())
+        .map(|e| e.tls)
+        .collect();
+    match grid_engine::custody::forget_retired_tls(dir, &certified) {
+        Ok(removed) if removed.is_empty() => String::new(),
+        Ok(removed) => format!("; retired TLS key {} removed", removed.join(", ")),
+        Err(e) => format!("; a retired TLS key could not be removed: {e}"),
+    }
 }
 
 /// Renews the certificate of `serial` once: when the installation holds another
@@ -377,8 +401,10 @@ pub fn renew(
         membership::enroll_for(&membership::authority_dir(state, name), dir, participant, valid_days)
             .map(|e| {
                 format!(
-                    "renewed: certificate serial {} (was {serial}) valid until {}; the same participant, key and history",
-                    e.serial, e.not_after
+                    "renewed: certificate serial {} (was {serial}) valid until {}; the same participant, key and history{}",
+                    e.serial,
+                    e.not_after,
+                    forget_retired_tls(dir)
                 )
             })
             .map_err(|e| e.to_string()),

@@ -18,7 +18,7 @@ use crate::transition::{Action, Draft, Effect, Index, Op};
 
 /// Whether `manifest` names keys other than the first generation's.
 fn rotated(manifest: &Manifest) -> bool {
-    manifest.generation > 1 || manifest.mail_generation > 1
+    manifest.generation > 1 || manifest.mail_generation > 1 || manifest.tls_generation > 1
 }
 
 pub fn transitions(
@@ -50,6 +50,7 @@ pub fn transitions(
             let pending = wanted.is_some_and(|w| {
                 w.key_generation.unwrap_or(1) > manifest.generation
                     || w.mail_key_generation.unwrap_or(1) > manifest.mail_generation
+                    || w.tls_key_generation.unwrap_or(1) > manifest.tls_generation
             });
             let known = held.peer_keys.get(&peer.name);
             if pending || (rotated(manifest) && known != Some(manifest)) {
@@ -66,6 +67,7 @@ pub fn transitions(
                 if pending {
                     after.push(format!("rotate:{}", peer.name));
                     after.push(format!("rotate-mail:{}", peer.name));
+                    after.push(format!("rotate-tls:{}", peer.name));
                 }
             }
         }

@@ -129,6 +129,8 @@ fn manifest(host: &str) -> Manifest {
         retired: Vec::new(),
         mail_generation: 1,
         retired_mail: Vec::new(),
+        tls_generation: 1,
+        retired_tls: Vec::new(),
     }
 }
 

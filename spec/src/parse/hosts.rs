@@ -61,6 +61,7 @@ impl FileReader<'_> {
         let mut profiles: Vec<Profile> = Vec::new();
         let mut key_generation = None;
         let mut mail_key_generation = None;
+        let mut tls_key_generation = None;
         let mut capacity = crate::topology::DeliveryCapacity::default();
         let mut capacity_seen = false;
         let mut membership_capacity = std::collections::BTreeMap::new();
@@ -152,6 +153,11 @@ impl FileReader<'_> {
                         c.int_prop(self, "mail-generation", false, 1, u32::MAX as i128)
                     {
                         mail_key_generation = Some(generation as u32);
+                    }
+                    if let Some((generation, _)) =
+                        c.int_prop(self, "tls-generation", false, 1, u32::MAX as i128)
+                    {
+                        tls_key_generation = Some(generation as u32);
                     }
                 }
                 "capacity" => {
@@ -268,6 +274,7 @@ impl FileReader<'_> {
             profiles,
             key_generation,
             mail_key_generation,
+            tls_key_generation,
             capacity,
             membership_capacity,
             metrics,

@@ -153,6 +153,8 @@ struct Keys<'a> {
     retired: Vec<u32>,
     mail_generation: u32,
     retired_mail: Vec<u32>,
+    tls_generation: u32,
+    retired_tls: Vec<u32>,
 }
 
 #[derive(Serialize)]
@@ -179,11 +181,12 @@ impl Report for Identity<'_> {
         text += &format!("  profiles    [{}]\n", self.profiles.join(" "));
         if let Some(k) = &self.keys {
             text += &format!(
-                "  keys        signing generation {} ({} retired), mail generation {} ({} retired)\n",
+                "  keys        signing generation {} ({} retired), mail generation {} ({} retired), TLS generation {}\n",
                 k.generation,
                 k.retired.len(),
                 k.mail_generation,
-                k.retired_mail.len()
+                k.retired_mail.len(),
+                k.tls_generation
             );
         }
         for e in &self.memberships {
@@ -235,6 +238,8 @@ fn identity<'a>(
             retired: k.retired.iter().map(|r| r.generation).collect(),
             mail_generation: k.mail_generation,
             retired_mail: k.retired_mail.iter().map(|r| r.generation).collect(),
+            tls_generation: k.tls_generation,
+            retired_tls: k.retired_tls.iter().map(|r| r.generation).collect(),
         }),
         memberships: enrollments
             .iter()
