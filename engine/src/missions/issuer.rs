@@ -185,7 +185,11 @@ impl Missions {
                 consumption.mission, allocation.terms.host
             ));
         }
-        let keys = &allocation.terms.host_keys;
+        // The host's keys as its membership last published them: a rotation since
+        // the allocation is learned, never a replaced identity.
+        let keys = &self
+            .custody
+            .peer_keys(&allocation.terms.host, &allocation.terms.host_keys);
         let verified = consumption.verify(keys)
             && consumption.runs.iter().all(|r| {
                 r.run.verify(keys)

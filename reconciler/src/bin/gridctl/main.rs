@@ -183,7 +183,8 @@ enum Command {
     #[command(subcommand)]
     Process(process::ProcessCli),
     /// A host's identity as its installation holds it: memberships (participant
-    /// certificates), profiles, the generations of its signing, mail and TLS keys, and whether it runs.
+    /// certificates), profiles, the generations of its signing, mail and TLS keys,
+    /// and whether it runs.
     Status {
         /// The host.
         #[arg(long, value_name = "NAME")]
