@@ -430,12 +430,6 @@ pub fn retired_mail_file(generation: u32) -> String {
     format!("{MAIL_KEY_FILE}.{generation}")
 }
 
-/// The TLS key's secret, after the whole custody verifies (for the transport only).
-pub fn tls_secret(dir: &Path) -> Result<[u8; 32], CustodyError> {
-    verify(dir)?;
-    read_secret(&dir.join(KEYS_DIR).join(TLS_KEY_FILE), KeyKind::Ed25519)
-}
-
 /// The TLS secret whose public key is `certified` (`ed25519:<hex>`, what a membership's
 /// certificate names): the current key, or — between a TLS rotation and the new
 /// certificate — the retired one it replaced, never another. After the whole custody

@@ -87,21 +87,33 @@ impl Rotating {
         }
     }
 
-    fn retired(self, manifest: &Manifest, fingerprint: &str) -> bool {
+    /// This key's retired generations in `manifest`, with their fingerprints.
+    fn retired_keys(self, manifest: &Manifest) -> Vec<(u32, &str)> {
         match self {
             Rotating::Signing => manifest
                 .retired
                 .iter()
-                .any(|r| r.signing == fingerprint && r.generation < manifest.generation),
+                .map(|r| (r.generation, r.signing.as_str()))
+                .collect(),
             Rotating::Mail => manifest
                 .retired_mail
                 .iter()
-                .any(|r| r.mail == fingerprint && r.generation < manifest.mail_generation),
+                .map(|r| (r.generation, r.mail.as_str()))
+                .collect(),
             Rotating::Tls => manifest
                 .retired_tls
                 .iter()
-                .any(|r| r.tls == fingerprint && r.generation < manifest.tls_generation),
+                .map(|r| (r.generation, r.tls.as_str()))
+                .collect(),
         }
+    }
+
+    /// Whether `fingerprint` is a generation of this key `manifest` retired.
+    fn retired(self, manifest: &Manifest, fingerprint: &str) -> bool {
+        let current = self.generation(manifest);
+        self.retired_keys(manifest)
+            .iter()
+            .any(|&(g, f)| f == fingerprint && g < current)
     }
 
     /// The file an old secret of this key is kept in after a rotation (`None`: the
@@ -116,17 +128,9 @@ impl Rotating {
 
     /// Whether `manifest` names generation `generation` of this key as retired.
     fn names_retired(self, manifest: &Manifest, generation: u32) -> bool {
-        match self {
-            Rotating::Signing => manifest.retired.iter().any(|r| r.generation == generation),
-            Rotating::Mail => manifest
-                .retired_mail
-                .iter()
-                .any(|r| r.generation == generation),
-            Rotating::Tls => manifest
-                .retired_tls
-                .iter()
-                .any(|r| r.generation == generation),
-        }
+        self.retired_keys(manifest)
+            .iter()
+            .any(|&(g, _)| g == generation)
     }
 }
 

@@ -80,7 +80,7 @@ fn hex_keys_still_verify_and_rewrite_as_pem_keeps_every_fingerprint() {
         manifest,
         "a hex installation still verifies"
     );
-    let tls_before = tls_secret(&d).unwrap();
+    let tls_before = tls_secret_for(&d, &super::manifest(&d).unwrap().tls).unwrap();
     assert_eq!(
         legacy_key_files(&d).unwrap(),
         ["signing.key", "mail.key", "tls.key"]
@@ -97,7 +97,7 @@ fn hex_keys_still_verify_and_rewrite_as_pem_keeps_every_fingerprint() {
         before.mail_public().as_bytes()
     );
     assert_eq!(
-        tls_secret(&d).unwrap(),
+        tls_secret_for(&d, &super::manifest(&d).unwrap().tls).unwrap(),
         tls_before,
         "the TLS identity unchanged"
     );
@@ -413,7 +413,7 @@ fn peers_rotated_keys_are_learned_and_replaced_identities_are_not() {
 fn tls_rotation_serves_the_certified_key_until_it_is_forgotten() {
     let d = dir("rotate-tls");
     let created = create(&d).unwrap();
-    let old = tls_secret(&d).unwrap();
+    let old = tls_secret_for(&d, &super::manifest(&d).unwrap().tls).unwrap();
     let manifest = rotate(&d, Rotating::Tls, 2, &crate::store::Failpoints::default()).unwrap();
     assert_eq!((manifest.generation, manifest.tls_generation), (1, 2));
     assert_eq!(manifest.retired_tls[0].tls, created.tls);

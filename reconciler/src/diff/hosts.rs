@@ -344,6 +344,9 @@ fn install_model(host: &str, model: &grid_spec::Model, canonical: Option<String>
     .after([format!("host:{host}")])
 }
 
+/// The operation that rotates one key to a generation.
+type RotateRequest = fn(u32) -> Request;
+
 /// Key custody: created with the installation; rotated only when the files raise
 /// `keys generation=N`; never regenerated because a key is missing (that refuses the
 /// host instead) and never rotated backwards.
@@ -353,7 +356,6 @@ fn keys(desired: &grid_spec::Host, observation: &HostObservation) -> Vec<Draft> 
     if observation.config.is_none() {
         return out; // `+ host` creates the custody with the installation.
     }
-    let wanted = desired.key_generation.unwrap_or(1);
     let manifest = match &observation.keys {
         Keys::Held(m) => m,
         Keys::Absent => {
@@ -400,37 +402,35 @@ fn keys(desired: &grid_spec::Host, observation: &HostObservation) -> Vec<Draft> 
         HostStatus::Running(o) => o.keys.as_ref(),
         _ => None,
     };
+    // (key, wanted, held, what the old one stays, transition key prefix, the request).
     let rotations = [
         (
             "signing",
-            wanted,
+            desired.key_generation,
             running.map_or(manifest.generation, |k| k.generation),
             "verify-only",
             "rotate",
-            Request::RotateKeys { generation: wanted } as Request,
+            (|generation| Request::RotateKeys { generation }) as RotateRequest,
         ),
         (
             "mail",
-            desired.mail_key_generation.unwrap_or(1),
+            desired.mail_key_generation,
             running.map_or(manifest.mail_generation, |k| k.mail_generation),
             "open-only",
             "rotate-mail",
-            Request::RotateMailKey {
-                generation: desired.mail_key_generation.unwrap_or(1),
-            },
+            |generation| Request::RotateMailKey { generation },
         ),
         (
             "tls",
-            desired.tls_key_generation.unwrap_or(1),
+            desired.tls_key_generation,
             running.map_or(manifest.tls_generation, |k| k.tls_generation),
             "until every membership certifies the new one",
             "rotate-tls",
-            Request::RotateTlsKey {
-                generation: desired.tls_key_generation.unwrap_or(1),
-            },
+            |generation| Request::RotateTlsKey { generation },
         ),
     ];
     for (key, wanted, current, kept, prefix, request) in rotations {
+        let wanted = wanted.unwrap_or(1);
         if wanted < current {
             out.push(Draft::attention(
                 "keys",
@@ -446,7 +446,7 @@ fn keys(desired: &grid_spec::Host, observation: &HostObservation) -> Vec<Draft> 
                     name,
                     name,
                     format!("{key} key generation {current} -> {wanted} (generation {current} kept {kept})"),
-                    Action::Submit { request },
+                    Action::Submit { request: request(wanted) },
                 ).key(format!("{prefix}:{name}")));
             } else {
                 out.push(Draft::attention(
