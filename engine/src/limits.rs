@@ -21,6 +21,9 @@ pub const OBSERVE_UNACKNOWLEDGED_MAX: usize = 256;
 pub const CONTROL_LINE_BYTES_MAX: u64 = 4 * 1024 * 1024;
 /// The most connections served at once; more wait in the listen backlog.
 pub const CONTROL_CONNECTIONS_MAX: usize = 64;
+/// A gridd whose custody is locked serves one control connection at a time
+/// (docs/custody.md, "Locked custody"); one idle this long is closed for the next.
+pub const LOCKED_CONTROL_IDLE: Duration = Duration::from_secs(2);
 
 // Control replies.
 
@@ -399,3 +402,21 @@ pub const EXPORT_PUBLISH_WAIT: Duration = Duration::from_secs(10);
 /// new connection comes: a revocation distributed applies to connections already open
 /// within it (docs/transport.md, "Reloading credentials").
 pub const CREDENTIALS_CHECK_INTERVAL: Duration = Duration::from_millis(200);
+
+/// scrypt's cost (log2 N; r = 8, p = 1) when a locked custody encrypts a key file
+/// (docs/custody.md, "Locked custody"): 32 MiB and about 0.1 s per key on this machine
+/// — what unlocking costs, and what each guess at a stolen file costs.
+pub const CUSTODY_SCRYPT_LOG_N: u8 = 15;
+/// A locked custody's key file encrypted with a lower scrypt cost (OpenSSL 3's default
+/// is 14), with PBKDF2, or with a cipher other than AES-256-GCM is refused as weak.
+pub const CUSTODY_SCRYPT_LOG_N_MIN: u8 = 14;
+/// Nor is a key file whose scrypt cost is above this decrypted (log2 N = 20: 1 GiB at
+/// r = 8): a file is not allowed to make unlocking exhaust the host's memory.
+pub const CUSTODY_SCRYPT_LOG_N_MAX: u8 = 20;
+/// scrypt's block size and parallelism a key file may ask for, at most.
+pub const CUSTODY_SCRYPT_R_MAX: u16 = 32;
+pub const CUSTODY_SCRYPT_P_MAX: u16 = 4;
+/// A passphrase that locks a custody is at least this many bytes ...
+pub const CUSTODY_PASSPHRASE_BYTES_MIN: usize = 12;
+/// ... and at most this many (a passphrase file is read no further).
+pub const CUSTODY_PASSPHRASE_BYTES_MAX: usize = 1_024;

@@ -85,6 +85,54 @@ pub enum Call {
         #[serde(default)]
         grants: Vec<String>,
     },
+    /// Locking or unlocking the host's custody (docs/custody.md, "Locked custody").
+    /// Taken on the host's control socket only; the passphrase is never journaled,
+    /// logged or answered back.
+    Custody { request: CustodyCall },
+}
+
+/// A call on the host's custody.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "call", rename_all = "kebab-case")]
+pub enum CustodyCall {
+    /// Encrypt the signing and mail keys at rest under `passphrase` (again: change
+    /// it). The running keys stay in use.
+    Lock { passphrase: Passphrase },
+    /// Decrypt them with `passphrase`: a gridd that started locked starts its rooms.
+    Unlock { passphrase: Passphrase },
+}
+
+/// A custody passphrase on its way over the control socket: never shown by `Debug`,
+/// zeroed when dropped.
+#[derive(Clone, PartialEq)]
+pub struct Passphrase(zeroize::Zeroizing<String>);
+
+impl Serialize for Passphrase {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Passphrase {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Passphrase, D::Error> {
+        String::deserialize(deserializer).map(Passphrase::new)
+    }
+}
+
+impl Passphrase {
+    pub fn new(text: String) -> Passphrase {
+        Passphrase(zeroize::Zeroizing::new(text))
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+impl std::fmt::Debug for Passphrase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Passphrase(..)")
+    }
 }
 
 /// What an operation asks a host to do.
@@ -433,6 +481,13 @@ pub enum Reply {
     },
     /// What the exports profile answered.
     Export(Box<crate::exports::api::ExportReply>),
+    /// What a custody call did (`Call::Custody`): whether the keys are encrypted at
+    /// rest, whether gridd still waits for them to be unlocked, and what was done.
+    Custody {
+        encrypted: bool,
+        locked: bool,
+        said: String,
+    },
 }
 
 /// A value as it crosses the wire: a finite number or an error value's text.
@@ -675,6 +730,13 @@ pub struct KeysState {
     /// The current TLS-key generation.
     #[serde(default = "first_generation")]
     pub tls_generation: u32,
+    /// The signing and mail keys are encrypted at rest (`gridctl custody lock`).
+    #[serde(default)]
+    pub encrypted: bool,
+    /// gridd holds no signing or mail key: it started with an encrypted custody and
+    /// serves reads only until `gridctl custody unlock`.
+    #[serde(default)]
+    pub locked: bool,
 }
 
 fn first_generation() -> u32 {

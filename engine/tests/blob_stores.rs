@@ -138,7 +138,7 @@ fn signer() -> (Signer, impl Fn(u32, &[u8], &[u8; 64]) -> bool) {
     use ed25519_dalek::{Signer as _, SigningKey, Verifier as _};
     let key = SigningKey::from_bytes(&[7; 32]);
     let public = key.verifying_key();
-    let sign: Signer = std::sync::Arc::new(move |bytes: &[u8]| (1, key.sign(bytes).to_bytes()));
+    let sign: Signer = std::sync::Arc::new(move |bytes: &[u8]| Ok((1, key.sign(bytes).to_bytes())));
     let verify = move |generation: u32, bytes: &[u8], signature: &[u8; 64]| {
         generation == 1
             && public
@@ -158,7 +158,7 @@ fn segment(blobs: &dyn Blobs) -> String {
             value: format!("answer {i}").into_bytes(),
         })
         .collect();
-    let encoded = archive::encode("edge-a", 3, &entries, &sign);
+    let encoded = archive::encode("edge-a", 3, &entries, &sign).unwrap();
     let name = archive::segment_name(3);
     assert!(blobs.put_if_absent(&name, &encoded.bytes).unwrap());
     for (entry, (_, at)) in entries.iter().zip(&encoded.located) {

@@ -12,6 +12,9 @@ use std::time::Duration;
 /// How long one quiet `gridctl` command may take (a claim's write timeout and forward,
 /// a process run, a publish).
 pub const QUIET_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a gridd unlocked by the `unlock` step may take to start its rooms and
+/// serve its whole control socket again.
+pub const UNLOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// The shortest text `expect-sealed=#true without=` takes: a shorter one turns up in a
 /// kilobyte of ciphertext by chance often enough to fail a run now and then (two bytes:

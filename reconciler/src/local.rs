@@ -83,6 +83,12 @@ pub fn hosts(state: &Path) -> Vec<LocalHost> {
                         .filter(|p| crate::diff::hosts::profiles_differ(&profiles, p));
                     (true, models, differ, None)
                 }
+                HostStatus::Locked(_) => (
+                    true,
+                    Vec::new(),
+                    None,
+                    Some("custody locked: serves reads only until `gridctl custody unlock`".into()),
+                ),
                 HostStatus::Missing => (false, Vec::new(), None, Some("not installed".into())),
                 HostStatus::Unreachable { reason } => (false, Vec::new(), None, Some(reason)),
             };

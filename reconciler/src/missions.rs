@@ -89,7 +89,8 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
             }
             HostStatus::Missing => None,
             // Installed and not answering: its own line says so; nothing is guessed.
-            HostStatus::Unreachable { .. } => continue,
+            // Locked: its own line says so; its rooms are not observed.
+            HostStatus::Unreachable { .. } | HostStatus::Locked(_) => continue,
         };
         let key = format!("mission:{}:{}", mission.host, mission.name);
         let Some(held) = held else {

@@ -53,6 +53,10 @@ pub enum HostStatus {
     Unreachable { reason: String },
     /// The host answered.
     Running(Observation),
+    /// The host answered, but its custody is locked (docs/custody.md, "Locked
+    /// custody"): it serves reads only, and what its rooms hold is not observed until
+    /// `gridctl custody unlock` — so nothing is planned at it.
+    Locked(Observation),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -374,6 +378,7 @@ impl HostObservation {
         match &self.status {
             HostStatus::Missing => hasher.update(b"missing"),
             HostStatus::Unreachable { .. } => hasher.update(b"unreachable"),
+            HostStatus::Locked(_) => hasher.update(b"locked"),
             HostStatus::Running(o) => {
                 // Batches applied are not part of it: inputs flowing into a model do
                 // not make a plan about the model's definition stale.
@@ -418,6 +423,7 @@ impl HostObservation {
         match &self.status {
             HostStatus::Missing => config,
             HostStatus::Unreachable { .. } => format!("{config}; not reachable"),
+            HostStatus::Locked(_) => format!("{config}; custody locked"),
             HostStatus::Running(o) => {
                 let models: Vec<String> = o
                     .models
@@ -520,6 +526,9 @@ pub fn observe_host(name: &str, dir: &Path) -> HostObservation {
         }
     }
     observation.status = match Client::connect(dir).and_then(|mut c| c.call(&Call::Observe)) {
+        Ok(Reply::Observation(o)) if o.keys.as_ref().is_some_and(|k| k.locked) => {
+            HostStatus::Locked(o)
+        }
         Ok(Reply::Observation(o)) => HostStatus::Running(o),
         Ok(other) => HostStatus::Unreachable {
             reason: format!("unexpected reply {other:?}"),

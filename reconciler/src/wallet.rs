@@ -65,6 +65,13 @@ fn ask_owner(name: &str, dir: &Path, host: &str) -> Vec<Observed> {
                 ),
             )];
         }
+        HostStatus::Locked(_) => {
+            return vec![unobserved(
+                name,
+                holds,
+                "its custody is locked: it serves reads only until `gridctl custody unlock`; nothing it holds is shown",
+            )];
+        }
         HostStatus::Missing => return Vec::new(),
     };
     let mut out = Vec::new();

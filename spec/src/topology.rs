@@ -151,6 +151,10 @@ pub struct Host {
     pub mail_key_generation: Option<u32>,
     /// `keys tls-generation=N`: the TLS-key generation the host should hold.
     pub tls_key_generation: Option<u32>,
+    /// `custody locked=#true`: the host's signing and mail keys are encrypted at rest
+    /// under a passphrase only its operator holds (`gridctl custody lock`); the plan
+    /// asks for it until they are.
+    pub custody_locked: bool,
     /// `capacity …`: delivery capacity of the routes this host publishes.
     pub capacity: DeliveryCapacity,
     /// `capacity membership=M …`: the capacity of the routes of M this host publishes,

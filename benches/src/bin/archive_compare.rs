@@ -60,7 +60,7 @@ type Segment = (String, Vec<u8>, Vec<(String, archive::Located)>);
 fn segments(args: &Args, path: &str, round: usize) -> Vec<Segment> {
     let key = SigningKey::from_bytes(&[5; 32]);
     let sign: grid_engine::store::high_water::Signer =
-        std::sync::Arc::new(move |m: &[u8]| (1, key.sign(m).to_bytes()));
+        std::sync::Arc::new(move |m: &[u8]| Ok((1, key.sign(m).to_bytes())));
     (0..args.segments)
         .map(|i| {
             let seq = (round * args.segments + i + 1) as u64;
@@ -76,7 +76,7 @@ fn segments(args: &Args, path: &str, round: usize) -> Vec<Segment> {
                     .into_bytes(),
                 })
                 .collect();
-            let encoded = archive::encode("edge-a", seq, &entries, &sign);
+            let encoded = archive::encode("edge-a", seq, &entries, &sign).expect("the bench key signs");
             let name = format!("{path}/{}", archive::segment_name(seq));
             (name, encoded.bytes, encoded.located)
         })

@@ -178,7 +178,7 @@ fn archived_lookups(
     let files = LocalFiles::open(&dir)?;
     let key = SigningKey::from_bytes(&[5; 32]);
     let sign: grid_engine::store::high_water::Signer =
-        std::sync::Arc::new(move |m: &[u8]| (1, key.sign(m).to_bytes()));
+        std::sync::Arc::new(move |m: &[u8]| Ok((1, key.sign(m).to_bytes())));
     let entries: Vec<Entry> = (0..args.records)
         .map(|i| Entry {
             key: id(i),
@@ -191,7 +191,7 @@ fn archived_lookups(
             .into_bytes(),
         })
         .collect();
-    let encoded = archive::encode("bench", 1, &entries, &sign);
+    let encoded = archive::encode("bench", 1, &entries, &sign).map_err(std::io::Error::other)?;
     let name = archive::segment_name(1);
     files.put_if_absent(&name, &encoded.bytes)?;
     let table = server.table("index-bench", &server.endpoint())?;

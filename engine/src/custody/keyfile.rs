@@ -5,17 +5,32 @@
 //! 64 hexadecimal digits, is still read: an installation made before starts unchanged,
 //! and nothing rewrites it unless asked (`custody::rewrite_as_pem`).
 //!
-//! Invariants: encoding and decoding go through the `pkcs8`/`der` crates, never
-//! hand-written DER; a file decodes only as the kind of key its name holds (an X25519
-//! key in `signing.key` is malformed, not a signing key).
+//! A locked custody's signing and mail keys are **encrypted PKCS#8**
+//! (`-----BEGIN ENCRYPTED PRIVATE KEY-----`, RFC 5958 with PBES2, RFC 8018): scrypt
+//! (`CUSTODY_SCRYPT_LOG_N`, r = 8, p = 1, a fresh 16-byte salt) derives an AES-256-GCM
+//! key (a fresh 12-byte nonce) from the passphrase; the tag authenticates the whole
+//! key, so a wrong passphrase is told apart from a damaged file only by the manifest's
+//! fingerprint check after it.
+//!
+//! Invariants: encoding and decoding go through the `pkcs8`/`der`/`pkcs5` crates, never
+//! hand-written DER or cryptography; a file decodes only as the kind of key its name
+//! holds (an X25519 key in `signing.key` is malformed, not a signing key); no
+//! encrypted file is decrypted with a key derivation weaker than
+//! `CUSTODY_SCRYPT_LOG_N_MIN`, nor costlier than `CUSTODY_SCRYPT_LOG_N_MAX`.
 
 use pkcs8::der::asn1::OctetStringRef;
 use pkcs8::der::{Decode, Encode};
+use pkcs8::pkcs5::pbes2;
 use pkcs8::{
-    AlgorithmIdentifierRef, EncodePrivateKey, LineEnding, ObjectIdentifier, PrivateKeyInfoRef,
-    SecretDocument,
+    AlgorithmIdentifierRef, EncodePrivateKey, EncryptedPrivateKeyInfoRef, LineEnding,
+    ObjectIdentifier, PrivateKeyInfoRef, SecretDocument,
 };
 use zeroize::Zeroizing;
+
+use crate::limits::{
+    CUSTODY_SCRYPT_LOG_N, CUSTODY_SCRYPT_LOG_N_MAX, CUSTODY_SCRYPT_LOG_N_MIN, CUSTODY_SCRYPT_P_MAX,
+    CUSTODY_SCRYPT_R_MAX,
+};
 
 /// The algorithm of a key file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +48,32 @@ pub enum KeyFormat {
     Pem,
     /// 64 hexadecimal digits: what Grid wrote before, still read.
     Hex,
+    /// Encrypted PEM PKCS#8 (`-----BEGIN ENCRYPTED PRIVATE KEY-----`): a locked
+    /// custody's signing and mail keys.
+    Encrypted,
+}
+
+/// Why a key file's text gives no secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    /// It is encrypted and no passphrase was given.
+    Encrypted,
+    /// The passphrase does not decrypt it (or the file was altered: the AEAD tag
+    /// covers both).
+    WrongPassphrase,
+    /// Encrypted with a scheme a locked custody refuses (why).
+    Weak(String),
+    /// Not a key of this kind (why).
+    Malformed(String),
+}
+
+/// The PEM label of an encrypted PKCS#8 private key (RFC 7468 §11).
+const ENCRYPTED_KEY_LABEL: &str = "ENCRYPTED PRIVATE KEY";
+
+/// Whether a key file's text is an encrypted key (read without a passphrase).
+pub fn is_encrypted(text: &str) -> bool {
+    text.trim_start()
+        .starts_with("-----BEGIN ENCRYPTED PRIVATE KEY-----")
 }
 
 /// `id-X25519` (RFC 8410 §3).
@@ -59,12 +100,51 @@ impl KeyKind {
 
 /// The PEM PKCS#8 v1 text of a 32-byte secret of `kind`.
 pub fn encode_pem(kind: KeyKind, secret: &[u8; 32]) -> Zeroizing<String> {
-    let pem = match kind {
+    encode_der(kind, secret)
+        .to_pem(PRIVATE_KEY_LABEL, LineEnding::LF)
+        .expect("a PKCS#8 document encodes as PEM")
+}
+
+/// The encrypted PEM PKCS#8 text of a 32-byte secret of `kind` under `passphrase`
+/// (scrypt at `CUSTODY_SCRYPT_LOG_N`, AES-256-GCM; fresh salt and nonce from the
+/// operating system's random source). `Err`: the random source failed.
+pub fn encode_encrypted_pem(
+    kind: KeyKind,
+    secret: &[u8; 32],
+    passphrase: &[u8],
+) -> Result<Zeroizing<String>, String> {
+    let mut salt = [0u8; 16];
+    let mut nonce = [0u8; 12];
+    getrandom::fill(&mut salt).map_err(|e| e.to_string())?;
+    getrandom::fill(&mut nonce).map_err(|e| e.to_string())?;
+    let cost = pkcs8::pkcs5::scrypt::Params::new(CUSTODY_SCRYPT_LOG_N, 8, 1)
+        .expect("the named scrypt cost is valid");
+    let params = pbes2::Parameters::scrypt_aes256gcm(cost, &salt, nonce)
+        .expect("a 16-byte salt is a valid scrypt salt");
+    let plain = encode_der(kind, secret);
+    let sealed = params
+        .encrypt(passphrase, plain.as_bytes())
+        .map_err(|e| format!("encrypting the key: {e}"))?;
+    let der = EncryptedPrivateKeyInfoRef {
+        encryption_algorithm: params.into(),
+        encrypted_data: OctetStringRef::new(&sealed).map_err(|e| e.to_string())?,
+    }
+    .to_der()
+    .map_err(|e| e.to_string())?;
+    Ok(Zeroizing::new(
+        pkcs8::der::pem::encode_string(ENCRYPTED_KEY_LABEL, LineEnding::LF, &der)
+            .expect("DER encodes as PEM"),
+    ))
+}
+
+/// The PKCS#8 v1 document of a 32-byte secret of `kind`.
+fn encode_der(kind: KeyKind, secret: &[u8; 32]) -> SecretDocument {
+    let der = match kind {
         KeyKind::Ed25519 => ed25519_dalek::pkcs8::KeypairBytes {
             secret_key: *secret,
             public_key: None,
         }
-        .to_pkcs8_pem(LineEnding::LF),
+        .to_pkcs8_der(),
         KeyKind::X25519 => {
             // RFC 8410 §7: the private key is `CurvePrivateKey ::= OCTET STRING`, itself
             // the content of PKCS#8's privateKey OCTET STRING.
@@ -84,35 +164,124 @@ pub fn encode_pem(kind: KeyKind, secret: &[u8; 32]) -> Zeroizing<String> {
                         private_key,
                         public_key: None,
                     }
-                    .to_pkcs8_pem(LineEnding::LF)
+                    .to_pkcs8_der()
                 })
         }
     };
-    pem.expect("a 32-byte secret encodes as PKCS#8")
+    der.expect("a 32-byte secret encodes as PKCS#8")
 }
 
-/// The 32-byte secret of `kind` a key file holds, and its format; `Err` says why the
-/// text is not such a key.
-pub fn decode(kind: KeyKind, text: &str) -> Result<(Zeroizing<[u8; 32]>, KeyFormat), String> {
+/// Checks how an encrypted key file's text is encrypted, without a passphrase: scrypt
+/// within `CUSTODY_SCRYPT_LOG_N_MIN..=CUSTODY_SCRYPT_LOG_N_MAX` and AES-256-GCM, else
+/// [`DecodeError::Weak`] saying why. Text that is not an encrypted key is malformed.
+pub fn check_encryption(text: &str) -> Result<(), DecodeError> {
+    let (label, document) = SecretDocument::from_pem(text.trim())
+        .map_err(|e| DecodeError::Malformed(format!("not an encrypted PEM PKCS#8 key: {e}")))?;
+    if label != ENCRYPTED_KEY_LABEL {
+        return Err(DecodeError::Malformed(format!(
+            "its label is `{label}`, not `{ENCRYPTED_KEY_LABEL}`"
+        )));
+    }
+    let info = EncryptedPrivateKeyInfoRef::from_der(document.as_bytes())
+        .map_err(|e| DecodeError::Malformed(format!("not an encrypted PKCS#8 key: {e}")))?;
+    strong_enough(&info)
+}
+
+fn strong_enough(info: &EncryptedPrivateKeyInfoRef<'_>) -> Result<(), DecodeError> {
+    let weak = |why: String| Err(DecodeError::Weak(why));
+    let Some(params) = info.encryption_algorithm.pbes2() else {
+        return weak("it is not encrypted with PBES2 (a PBES1 scheme)".to_owned());
+    };
+    let Some(scrypt) = params.kdf.scrypt() else {
+        return weak(format!(
+            "its key derivation is {}, not scrypt",
+            params.kdf.oid()
+        ));
+    };
+    if !matches!(params.encryption, pbes2::EncryptionScheme::Aes256Gcm { .. }) {
+        return weak(format!(
+            "its cipher is {}, not AES-256-GCM",
+            params.encryption.oid()
+        ));
+    }
+    let n = scrypt.cost_parameter;
+    if !n.is_power_of_two() {
+        return weak(format!("its scrypt cost N = {n} is not a power of two"));
+    }
+    let log_n = n.trailing_zeros();
+    if log_n < u32::from(CUSTODY_SCRYPT_LOG_N_MIN) {
+        return weak(format!(
+            "its scrypt cost is 2^{log_n}, below 2^{CUSTODY_SCRYPT_LOG_N_MIN} (CUSTODY_SCRYPT_LOG_N_MIN)"
+        ));
+    }
+    if log_n > u32::from(CUSTODY_SCRYPT_LOG_N_MAX)
+        || scrypt.block_size > CUSTODY_SCRYPT_R_MAX
+        || scrypt.parallelization > CUSTODY_SCRYPT_P_MAX
+    {
+        return weak(format!(
+            "its scrypt cost (2^{log_n}, r = {}, p = {}) is above what a host decrypts (CUSTODY_SCRYPT_LOG_N_MAX, CUSTODY_SCRYPT_R_MAX, CUSTODY_SCRYPT_P_MAX)",
+            scrypt.block_size, scrypt.parallelization
+        ));
+    }
+    if scrypt.block_size < 8 {
+        return weak(format!(
+            "its scrypt block size r = {} is below 8",
+            scrypt.block_size
+        ));
+    }
+    Ok(())
+}
+
+/// The 32-byte secret of `kind` a key file holds, and its format: an encrypted file
+/// only with `passphrase` (and only if [`check_encryption`] accepts how it is
+/// encrypted); `Err` says why there is no secret.
+pub fn decode(
+    kind: KeyKind,
+    text: &str,
+    passphrase: Option<&[u8]>,
+) -> Result<(Zeroizing<[u8; 32]>, KeyFormat), DecodeError> {
     let text = text.trim();
     if !text.starts_with("-----BEGIN") {
         return super::unhex(text)
             .map(|secret| (Zeroizing::new(secret), KeyFormat::Hex))
             .ok_or_else(|| {
-                format!(
+                DecodeError::Malformed(format!(
                     "expected a PEM PKCS#8 {} key (or the older 64 hexadecimal digits)",
                     kind.name()
-                )
+                ))
             });
     }
-    let pem = |e: &dyn std::fmt::Display| format!("not a PEM PKCS#8 {} key: {e}", kind.name());
-    let (label, document) = SecretDocument::from_pem(text).map_err(|e| pem(&e))?;
-    if label != PRIVATE_KEY_LABEL {
-        return Err(pem(&format!(
-            "its label is `{label}`, not `{PRIVATE_KEY_LABEL}`"
-        )));
+    if is_encrypted(text) {
+        check_encryption(text)?;
+        let Some(passphrase) = passphrase else {
+            return Err(DecodeError::Encrypted);
+        };
+        let (_, document) =
+            SecretDocument::from_pem(text).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+        let info = EncryptedPrivateKeyInfoRef::from_der(document.as_bytes())
+            .map_err(|e| DecodeError::Malformed(e.to_string()))?;
+        let plain = info
+            .decrypt(passphrase)
+            .map_err(|_| DecodeError::WrongPassphrase)?;
+        let secret = decode_der(kind, plain.as_bytes()).map_err(DecodeError::Malformed)?;
+        return Ok((secret, KeyFormat::Encrypted));
     }
-    let info = PrivateKeyInfoRef::from_der(document.as_bytes()).map_err(|e| pem(&e))?;
+    let pem = |e: &dyn std::fmt::Display| format!("not a PEM PKCS#8 {} key: {e}", kind.name());
+    let (label, document) =
+        SecretDocument::from_pem(text).map_err(|e| DecodeError::Malformed(pem(&e)))?;
+    if label != PRIVATE_KEY_LABEL {
+        return Err(DecodeError::Malformed(pem(&format!(
+            "its label is `{label}`, not `{PRIVATE_KEY_LABEL}`"
+        ))));
+    }
+    let secret = decode_der(kind, document.as_bytes()).map_err(DecodeError::Malformed)?;
+    Ok((secret, KeyFormat::Pem))
+}
+
+/// The secret of a PKCS#8 v1 document of `kind`.
+fn decode_der(kind: KeyKind, der: &[u8]) -> Result<Zeroizing<[u8; 32]>, String> {
+    let pem = |e: &dyn std::fmt::Display| format!("not a PEM PKCS#8 {} key: {e}", kind.name());
+    let info = PrivateKeyInfoRef::from_der(der).map_err(|e| pem(&e))?;
     if info.algorithm.oid != kind.oid() || info.algorithm.parameters.is_some() {
         return Err(pem(&format!(
             "its algorithm is {}, not {} ({})",
@@ -124,7 +293,7 @@ pub fn decode(kind: KeyKind, text: &str) -> Result<(Zeroizing<[u8; 32]>, KeyForm
     let octets = <&OctetStringRef>::from_der(info.private_key.as_bytes()).map_err(|e| pem(&e))?;
     let secret = <[u8; 32]>::try_from(octets.as_bytes())
         .map_err(|_| pem(&format!("its secret is {} bytes, not 32", octets.len())))?;
-    Ok((Zeroizing::new(secret), KeyFormat::Pem))
+    Ok(Zeroizing::new(secret))
 }
 
 #[cfg(test)]
@@ -137,20 +306,97 @@ mod tests {
         for kind in [KeyKind::Ed25519, KeyKind::X25519] {
             let pem = encode_pem(kind, &secret);
             assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----\n"), "{}", *pem);
-            let (decoded, format) = decode(kind, &pem).unwrap();
+            let (decoded, format) = decode(kind, &pem, None).unwrap();
             assert_eq!((*decoded, format), (secret, KeyFormat::Pem));
-            let (decoded, format) = decode(kind, &hex::encode(secret)).unwrap();
+            let (decoded, format) = decode(kind, &hex::encode(secret), None).unwrap();
             assert_eq!((*decoded, format), (secret, KeyFormat::Hex));
         }
         // A key of the other kind is not this kind's key.
         let mail = encode_pem(KeyKind::X25519, &secret);
+        assert!(matches!(
+            decode(KeyKind::Ed25519, &mail, None),
+            Err(DecodeError::Malformed(why)) if why.contains("1.3.101.110")
+        ));
         assert!(
-            decode(KeyKind::Ed25519, &mail)
-                .unwrap_err()
-                .contains("1.3.101.110")
+            decode(
+                KeyKind::Ed25519,
+                "-----BEGIN PRIVATE KEY-----\nAAAA\n",
+                None
+            )
+            .is_err()
         );
-        assert!(decode(KeyKind::Ed25519, "-----BEGIN PRIVATE KEY-----\nAAAA\n").is_err());
-        assert!(decode(KeyKind::X25519, "not a key").is_err());
+        assert!(decode(KeyKind::X25519, "not a key", None).is_err());
+    }
+
+    #[test]
+    fn an_encrypted_key_opens_with_its_passphrase_only() {
+        let secret = [9u8; 32];
+        for kind in [KeyKind::Ed25519, KeyKind::X25519] {
+            let text = encode_encrypted_pem(kind, &secret, b"correct horse battery").unwrap();
+            assert!(is_encrypted(&text), "{}", *text);
+            assert_eq!(check_encryption(&text), Ok(()));
+            let (decoded, format) = decode(kind, &text, Some(b"correct horse battery")).unwrap();
+            assert_eq!((*decoded, format), (secret, KeyFormat::Encrypted));
+            assert_eq!(
+                decode(kind, &text, None).unwrap_err(),
+                DecodeError::Encrypted
+            );
+            assert_eq!(
+                decode(kind, &text, Some(b"correct horse batterz")).unwrap_err(),
+                DecodeError::WrongPassphrase
+            );
+            // Fresh salt and nonce each time: the same key never encrypts alike.
+            let again = encode_encrypted_pem(kind, &secret, b"correct horse battery").unwrap();
+            assert_ne!(*text, *again);
+        }
+        // Decrypted, the other kind's key is still not this kind's.
+        let mail = encode_encrypted_pem(KeyKind::X25519, &secret, b"pass phrase 12").unwrap();
+        assert!(matches!(
+            decode(KeyKind::Ed25519, &mail, Some(b"pass phrase 12")),
+            Err(DecodeError::Malformed(_))
+        ));
+    }
+
+    /// A file encrypted with a weak scheme is refused before any passphrase is tried.
+    #[test]
+    fn weak_encryption_is_refused() {
+        let plain = encode_der(KeyKind::Ed25519, &[3u8; 32]);
+        let encrypt = |params: pbes2::Parameters| {
+            let sealed = params.encrypt(b"pass phrase 12", plain.as_bytes()).unwrap();
+            let der = EncryptedPrivateKeyInfoRef {
+                encryption_algorithm: params.into(),
+                encrypted_data: OctetStringRef::new(&sealed).unwrap(),
+            }
+            .to_der()
+            .unwrap();
+            pkcs8::der::pem::encode_string(ENCRYPTED_KEY_LABEL, LineEnding::LF, &der).unwrap()
+        };
+        let cheap = pkcs8::pkcs5::scrypt::Params::new(10, 8, 1).unwrap();
+        let low =
+            encrypt(pbes2::Parameters::scrypt_aes256gcm(cheap, &[1u8; 16], [2u8; 12]).unwrap());
+        let pbkdf2 = encrypt(pbes2::Parameters {
+            kdf: pbes2::Pbkdf2Params::hmac_sha256(1_000, &[1u8; 16])
+                .unwrap()
+                .into(),
+            encryption: pbes2::EncryptionScheme::Aes256Cbc { iv: [2u8; 16] },
+        });
+        let cost = pkcs8::pkcs5::scrypt::Params::new(CUSTODY_SCRYPT_LOG_N_MIN, 8, 1).unwrap();
+        let cbc = encrypt(pbes2::Parameters {
+            kdf: pbes2::ScryptParams::from_params_and_salt(cost, &[1u8; 16])
+                .unwrap()
+                .into(),
+            encryption: pbes2::EncryptionScheme::Aes256Cbc { iv: [2u8; 16] },
+        });
+        for (text, says) in [
+            (low, "2^10"),
+            (pbkdf2, "not scrypt"),
+            (cbc, "not AES-256-GCM"),
+        ] {
+            match decode(KeyKind::Ed25519, &text, Some(b"pass phrase 12")) {
+                Err(DecodeError::Weak(why)) => assert!(why.contains(says), "{why}"),
+                other => panic!("{says}: {other:?}"),
+            }
+        }
     }
 
     /// PKCS#8 v1 for Ed25519 is 48 bytes of DER (RFC 8410 §10.3's example); the

@@ -8,6 +8,8 @@
 //!   tls.key            0600  Ed25519 secret for the TLS identity, PEM PKCS#8 v1
 //!   custody.toml       0600  manifest: generation and every public fingerprint,
 //!                            retired signing keys (verify-only) included
+//!   locked             0600  present once the custody is locked: signing.key,
+//!                            mail.key and mail.key.N are then encrypted PKCS#8
 //! ```
 //! The `sources` profile adds the OPC UA application certificate (`opcua.rs`:
 //! `opcua-cert.der`, `opcua-key.pem`, `opcua.toml`, each 0600).
@@ -19,7 +21,11 @@
 //!   host (never "re-trusted"); a missing key refuses; weaker permissions refuse;
 //! - rotation never deletes a public key: the old signing key is kept in the manifest as
 //!   retired, so what it signed still verifies, and it cannot sign again;
-//! - secrets are generated from the operating system's random source only.
+//! - secrets are generated from the operating system's random source only;
+//! - a locked custody's signing and mail keys are never written unencrypted, and one
+//!   found unencrypted (or encrypted weakly) is refused by name; a custody opened
+//!   without its passphrase holds no signing or mail secret, so it signs and opens
+//!   nothing (`Custody::is_locked`; gridd then runs no room until it is unlocked).
 
 use std::path::{Path, PathBuf};
 
@@ -42,6 +48,8 @@ pub const SIGNING_KEY_FILE: &str = "signing.key";
 pub const MAIL_KEY_FILE: &str = "mail.key";
 pub const TLS_KEY_FILE: &str = "tls.key";
 pub const MANIFEST_FILE: &str = "custody.toml";
+/// Present once the custody is locked (docs/custody.md, "Locked custody").
+pub const LOCKED_FILE: &str = "locked";
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -73,6 +81,16 @@ pub enum CustodyError {
     },
     #[error(transparent)]
     Private(#[from] crate::store::PrivateDirError),
+    #[error(
+        "the custody in {dir} is locked: its signing and mail keys are encrypted at rest and not unlocked (gridctl custody unlock HOST --passphrase-file FILE)"
+    )]
+    Locked { dir: PathBuf },
+    #[error("the passphrase does not decrypt {path}: the custody stays locked")]
+    WrongPassphrase { path: PathBuf },
+    #[error("{path} is refused: {reason}")]
+    WeakKey { path: PathBuf, reason: String },
+    #[error("the passphrase is refused: {0}")]
+    Passphrase(String),
 }
 
 /// The key files of a custody, each with its algorithm, in the order they are checked.
@@ -192,10 +210,17 @@ pub struct Custody {
 /// One verified state of a custody.
 struct Keys {
     manifest: Manifest,
-    signing: SigningKey,
-    mail: StaticSecret,
-    /// Earlier mail secrets, newest first: open-only.
+    /// `None`: locked (its file is encrypted and no passphrase was given).
+    signing: Option<SigningKey>,
+    /// `None`: locked.
+    mail: Option<StaticSecret>,
+    /// Earlier mail secrets, newest first: open-only (empty while locked).
     retired_mail: Vec<StaticSecret>,
+    /// The passphrase a locked custody was unlocked with, kept while gridd runs so a
+    /// rotation writes its new key encrypted too.
+    passphrase: Option<zeroize::Zeroizing<Vec<u8>>>,
+    /// Whether the key files are encrypted at rest (`keys/locked`).
+    encrypted: bool,
 }
 
 impl std::fmt::Debug for Custody {
@@ -258,12 +283,19 @@ fn write_key(path: &Path, kind: KeyKind, secret: &[u8; 32]) -> Result<(), Custod
     write_private(path, keyfile::encode_pem(kind, secret).as_bytes())
 }
 
-/// The secret of `kind` in key file `path` (PEM PKCS#8, or the older hex) and its
-/// format.
+/// The secret of `kind` in key file `path` (PEM PKCS#8, encrypted with `passphrase`,
+/// or the older hex) and its format.
 pub fn read_key(
     path: &Path,
     kind: KeyKind,
+    passphrase: Option<&[u8]>,
 ) -> Result<(zeroize::Zeroizing<[u8; 32]>, KeyFormat), CustodyError> {
+    let text = read_key_text(path)?;
+    decode_key(path, kind, &text, passphrase)
+}
+
+/// A key file's text.
+fn read_key_text(path: &Path) -> Result<zeroize::Zeroizing<String>, CustodyError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -278,15 +310,83 @@ pub fn read_key(
             });
         }
     };
-    let text = zeroize::Zeroizing::new(text);
-    keyfile::decode(kind, &text).map_err(|reason| CustodyError::Malformed {
-        path: path.to_owned(),
-        reason,
+    Ok(zeroize::Zeroizing::new(text))
+}
+
+/// [`keyfile::decode`] of `path`'s text, its refusals named by `path`.
+fn decode_key(
+    path: &Path,
+    kind: KeyKind,
+    text: &str,
+    passphrase: Option<&[u8]>,
+) -> Result<(zeroize::Zeroizing<[u8; 32]>, KeyFormat), CustodyError> {
+    keyfile::decode(kind, text, passphrase).map_err(|e| match e {
+        keyfile::DecodeError::Encrypted => CustodyError::Locked {
+            dir: path
+                .parent()
+                .and_then(Path::parent)
+                .unwrap_or(path)
+                .to_owned(),
+        },
+        keyfile::DecodeError::WrongPassphrase => CustodyError::WrongPassphrase {
+            path: path.to_owned(),
+        },
+        keyfile::DecodeError::Weak(reason) => CustodyError::WeakKey {
+            path: path.to_owned(),
+            reason: format!("a locked custody's key must be strongly encrypted: {reason}"),
+        },
+        keyfile::DecodeError::Malformed(reason) => CustodyError::Malformed {
+            path: path.to_owned(),
+            reason,
+        },
     })
 }
 
-fn read_secret(path: &Path, kind: KeyKind) -> Result<[u8; 32], CustodyError> {
-    read_key(path, kind).map(|(secret, _)| *secret)
+fn read_secret(
+    path: &Path,
+    kind: KeyKind,
+    passphrase: Option<&[u8]>,
+) -> Result<[u8; 32], CustodyError> {
+    read_key(path, kind, passphrase).map(|(secret, _)| *secret)
+}
+
+/// Whether `dir`'s custody is locked: its signing and mail keys encrypted at rest.
+pub fn encrypted_at_rest(dir: &Path) -> bool {
+    dir.join(KEYS_DIR).join(LOCKED_FILE).exists()
+}
+
+/// The key files a lock encrypts: the signing key, the mail key and each retired mail
+/// key (never the TLS key: a locked host still answers reads over TLS).
+fn evidence_files(manifest: &Manifest) -> Vec<(String, KeyKind)> {
+    let mut files = vec![
+        (SIGNING_KEY_FILE.to_owned(), KeyKind::Ed25519),
+        (MAIL_KEY_FILE.to_owned(), KeyKind::X25519),
+    ];
+    files.extend(
+        manifest
+            .retired_mail
+            .iter()
+            .map(|r| (retired_mail_file(r.generation), KeyKind::X25519)),
+    );
+    files
+}
+
+/// Writes a 32-byte secret of `kind` to `path`: encrypted under `passphrase` when one
+/// is given (a locked custody's signing and mail keys), else PEM PKCS#8 v1.
+fn write_key_as(
+    path: &Path,
+    kind: KeyKind,
+    secret: &[u8; 32],
+    passphrase: Option<&[u8]>,
+) -> Result<(), CustodyError> {
+    match passphrase {
+        None => write_key(path, kind, secret),
+        Some(passphrase) => {
+            let text = keyfile::encode_encrypted_pem(kind, secret, passphrase)
+                .map_err(CustodyError::Random)?;
+            write_private(path, text.as_bytes())
+        }
+    }
 }
 
 fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), CustodyError> {
@@ -362,10 +462,38 @@ pub fn create(dir: &Path) -> Result<Manifest, CustodyError> {
     Ok(manifest)
 }
 
-/// Reads every key and checks it against the manifest.
+/// Reads every key and checks it against the manifest. A locked custody opens locked
+/// (no signing or mail secret; [`Custody::unlock`]).
 pub fn verify(dir: &Path) -> Result<Custody, CustodyError> {
+    open(dir, None)
+}
+
+/// Reads every key — a locked custody's encrypted ones with `passphrase` — and checks
+/// it against the manifest. Without the passphrase a locked custody opens locked: its
+/// encrypted files are checked for how they are encrypted (a weak one refuses) but
+/// not decrypted; an unencrypted signing or mail key in a locked custody refuses.
+pub fn open(dir: &Path, passphrase: Option<&[u8]>) -> Result<Custody, CustodyError> {
     let manifest = manifest(dir)?;
     let keys = dir.join(KEYS_DIR);
+    let encrypted = encrypted_at_rest(dir);
+    // Each evidence key's secret, `None` while encrypted and no passphrase is given.
+    let evidence = |file: &str, kind: KeyKind| -> Result<Option<[u8; 32]>, CustodyError> {
+        let path = keys.join(file);
+        let text = read_key_text(&path)?;
+        if encrypted && !keyfile::is_encrypted(&text) {
+            return Err(CustodyError::WeakKey {
+                path,
+                reason: format!(
+                    "the custody is locked ({KEYS_DIR}/{LOCKED_FILE}) but this key is stored unencrypted"
+                ),
+            });
+        }
+        match decode_key(&path, kind, &text, passphrase) {
+            Ok((secret, _)) => Ok(Some(*secret)),
+            Err(CustodyError::Locked { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
     let check = |file: &str, found: String, expected: &str| {
         if found == expected {
             Ok(())
@@ -377,18 +505,23 @@ pub fn verify(dir: &Path) -> Result<Custody, CustodyError> {
             })
         }
     };
-    let signing = SigningKey::from_bytes(&read_secret(
-        &keys.join(SIGNING_KEY_FILE),
+    let signing = evidence(SIGNING_KEY_FILE, KeyKind::Ed25519)?.map(|s| SigningKey::from_bytes(&s));
+    if let Some(signing) = &signing {
+        check(
+            SIGNING_KEY_FILE,
+            signing_fingerprint(&signing.verifying_key()),
+            &manifest.signing,
+        )?;
+    }
+    let mail = evidence(MAIL_KEY_FILE, KeyKind::X25519)?.map(StaticSecret::from);
+    if let Some(mail) = &mail {
+        check(MAIL_KEY_FILE, mail_fingerprint(mail), &manifest.mail)?;
+    }
+    let tls = SigningKey::from_bytes(&read_secret(
+        &keys.join(TLS_KEY_FILE),
         KeyKind::Ed25519,
+        None,
     )?);
-    check(
-        SIGNING_KEY_FILE,
-        signing_fingerprint(&signing.verifying_key()),
-        &manifest.signing,
-    )?;
-    let mail = StaticSecret::from(read_secret(&keys.join(MAIL_KEY_FILE), KeyKind::X25519)?);
-    check(MAIL_KEY_FILE, mail_fingerprint(&mail), &manifest.mail)?;
-    let tls = SigningKey::from_bytes(&read_secret(&keys.join(TLS_KEY_FILE), KeyKind::Ed25519)?);
     check(
         TLS_KEY_FILE,
         signing_fingerprint(&tls.verifying_key()),
@@ -397,15 +530,22 @@ pub fn verify(dir: &Path) -> Result<Custody, CustodyError> {
     let mut retired_mail = Vec::with_capacity(manifest.retired_mail.len());
     for retired in manifest.retired_mail.iter().rev() {
         let file = retired_mail_file(retired.generation);
-        let secret = StaticSecret::from(read_secret(&keys.join(&file), KeyKind::X25519)?);
-        check(&file, mail_fingerprint(&secret), &retired.mail)?;
-        retired_mail.push(secret);
+        if let Some(secret) = evidence(&file, KeyKind::X25519)?.map(StaticSecret::from) {
+            check(&file, mail_fingerprint(&secret), &retired.mail)?;
+            retired_mail.push(secret);
+        }
+    }
+    let locked = signing.is_none() || mail.is_none();
+    if locked {
+        // Some keys may be unencrypted (a lock a crash interrupted): none is used.
+        retired_mail.clear();
     }
     // A retired TLS secret is kept only while a certificate names it: absent is fine.
     for retired in &manifest.retired_tls {
         let file = retired_tls_file(retired.generation);
         if keys.join(&file).exists() {
-            let secret = SigningKey::from_bytes(&read_secret(&keys.join(&file), KeyKind::Ed25519)?);
+            let secret =
+                SigningKey::from_bytes(&read_secret(&keys.join(&file), KeyKind::Ed25519, None)?);
             check(
                 &file,
                 signing_fingerprint(&secret.verifying_key()),
@@ -416,9 +556,13 @@ pub fn verify(dir: &Path) -> Result<Custody, CustodyError> {
     Ok(Custody {
         keys: std::sync::Arc::new(std::sync::RwLock::new(std::sync::Arc::new(Keys {
             manifest,
-            signing,
-            mail,
+            signing: signing.filter(|_| !locked),
+            mail: mail.filter(|_| !locked),
             retired_mail,
+            passphrase: passphrase
+                .filter(|_| !locked)
+                .map(|p| zeroize::Zeroizing::new(p.to_vec())),
+            encrypted,
         }))),
         dir: std::sync::Arc::new(dir.to_owned()),
         book: std::sync::Arc::default(),
@@ -449,7 +593,7 @@ pub fn tls_secret_for(dir: &Path, certified: &str) -> Result<[u8; 32], CustodyEr
         });
     };
     let path = keys.join(&file);
-    let secret = read_secret(&path, KeyKind::Ed25519)?;
+    let secret = read_secret(&path, KeyKind::Ed25519, None)?;
     let found = signing_fingerprint(&SigningKey::from_bytes(&secret).verifying_key());
     if found != certified {
         return Err(CustodyError::ReplacedKey {
@@ -500,7 +644,10 @@ pub fn legacy_key_files(dir: &Path) -> Result<Vec<String>, CustodyError> {
     let keys = dir.join(KEYS_DIR);
     let mut legacy = Vec::new();
     for (file, kind) in KEY_FILES {
-        if read_key(&keys.join(file), kind)?.1 == KeyFormat::Hex {
+        let text = read_key_text(&keys.join(file))?;
+        if !keyfile::is_encrypted(&text)
+            && read_key(&keys.join(file), kind, None)?.1 == KeyFormat::Hex
+        {
             legacy.push(file.to_owned());
         }
     }
@@ -520,7 +667,10 @@ pub fn rewrite_as_pem(dir: &Path) -> Result<Vec<String>, CustodyError> {
     let mut rewritten = Vec::new();
     for (file, kind) in KEY_FILES {
         let path = keys.join(file);
-        let (secret, format) = read_key(&path, kind)?;
+        if keyfile::is_encrypted(&read_key_text(&path)?) {
+            continue;
+        }
+        let (secret, format) = read_key(&path, kind, None)?;
         if format == KeyFormat::Hex {
             write_key(&path, kind, &secret)?;
             rewritten.push(file.to_owned());
@@ -562,10 +712,118 @@ impl Custody {
         *self.keys.write().unwrap_or_else(|p| p.into_inner()) = keys;
     }
 
-    /// Signs with the current signing key.
-    pub fn sign(&self, message: &[u8]) -> (u32, Signature) {
+    /// Whether this custody holds no signing or mail secret: opened without the
+    /// passphrase of its encrypted keys. Nothing may sign or open with it until
+    /// [`Custody::unlock`]; gridd runs no room meanwhile (`root::locked`).
+    pub fn is_locked(&self) -> bool {
+        self.keys().signing.is_none()
+    }
+
+    /// Whether the key files are encrypted at rest (`keys/locked`).
+    pub fn is_encrypted(&self) -> bool {
+        self.keys().encrypted
+    }
+
+    /// The passphrase this custody was unlocked with (`None`: not encrypted at rest):
+    /// a rotation writes its new key under it.
+    pub(crate) fn passphrase(&self) -> Option<zeroize::Zeroizing<Vec<u8>>> {
+        self.keys().passphrase.clone()
+    }
+
+    /// Unlocks a custody opened locked: finishes a rotation a crash left waiting for
+    /// the passphrase, decrypts every key with `passphrase` and checks it against the
+    /// manifest, then installs the keys in this custody and every clone of it. A wrong
+    /// passphrase changes nothing. What was done, one line each.
+    pub fn unlock(&self, passphrase: &[u8]) -> Result<Vec<String>, CustodyError> {
+        let done = finish_rotation(&self.dir, Some(passphrase))?;
+        let opened = open(&self.dir, Some(passphrase))?;
+        if opened.is_locked() {
+            // Only an encrypted file without its passphrase leaves a custody locked.
+            return Err(CustodyError::Locked {
+                dir: self.dir.as_ref().clone(),
+            });
+        }
+        self.replace(opened);
+        Ok(done)
+    }
+
+    /// Locks the custody at rest: the signing key, the mail key and every retired mail
+    /// key rewritten encrypted under `passphrase` (each atomically, the same secret:
+    /// fingerprints unchanged), then `keys/locked` written. The running keys stay in
+    /// use; the next start needs the passphrase. Locking a locked custody again changes
+    /// its passphrase. Refused while locked, and for a passphrase shorter than
+    /// `CUSTODY_PASSPHRASE_BYTES_MIN`. The files rewritten.
+    pub fn lock(&self, passphrase: &[u8]) -> Result<Vec<String>, CustodyError> {
+        use crate::limits::{CUSTODY_PASSPHRASE_BYTES_MAX, CUSTODY_PASSPHRASE_BYTES_MIN};
+        if passphrase.len() < CUSTODY_PASSPHRASE_BYTES_MIN {
+            return Err(CustodyError::Passphrase(format!(
+                "it is {} bytes, fewer than {CUSTODY_PASSPHRASE_BYTES_MIN} (CUSTODY_PASSPHRASE_BYTES_MIN)",
+                passphrase.len()
+            )));
+        }
+        if passphrase.len() > CUSTODY_PASSPHRASE_BYTES_MAX {
+            return Err(CustodyError::Passphrase(format!(
+                "it is more than {CUSTODY_PASSPHRASE_BYTES_MAX} bytes (CUSTODY_PASSPHRASE_BYTES_MAX)"
+            )));
+        }
         let keys = self.keys();
-        (keys.manifest.generation, keys.signing.sign(message))
+        if keys.signing.is_none() {
+            return Err(CustodyError::Locked {
+                dir: self.dir.as_ref().clone(),
+            });
+        }
+        let dir = self.dir.as_ref();
+        let folder = dir.join(KEYS_DIR);
+        crate::store::ensure_private_dir(&folder)?;
+        let current = keys.passphrase.as_deref().map(Vec::as_slice);
+        let mut rewritten = Vec::new();
+        for (file, kind) in evidence_files(&keys.manifest) {
+            let path = folder.join(&file);
+            let secret = read_secret(&path, kind, current)?;
+            write_key_as(&path, kind, &secret, Some(passphrase))?;
+            rewritten.push(file);
+        }
+        write_private(
+            &folder.join(LOCKED_FILE),
+            b"signing.key, mail.key and mail.key.N are encrypted PKCS#8 (scrypt, AES-256-GCM)\n",
+        )?;
+        std::fs::File::open(&folder)
+            .and_then(|d| d.sync_all())
+            .map_err(|source| CustodyError::Io {
+                path: folder.clone(),
+                source,
+            })?;
+        let opened = open(dir, Some(passphrase))?;
+        self.replace(opened);
+        Ok(rewritten)
+    }
+
+    fn signing(&self) -> (std::sync::Arc<Keys>, u32) {
+        let keys = self.keys();
+        assert!(
+            keys.signing.is_some(),
+            "a locked custody never signs: gridd runs no room before it is unlocked"
+        );
+        let generation = keys.manifest.generation;
+        (keys, generation)
+    }
+
+    /// Signs with the current signing key. Never called on a locked custody.
+    pub fn sign(&self, message: &[u8]) -> (u32, Signature) {
+        let (keys, generation) = self.signing();
+        let key = keys.signing.as_ref().expect("checked by signing()");
+        (generation, key.sign(message))
+    }
+
+    /// Signs with the current signing key, or refuses while the custody is locked.
+    pub fn try_sign(&self, message: &[u8]) -> Result<(u32, Signature), CustodyError> {
+        let keys = self.keys();
+        match &keys.signing {
+            Some(key) => Ok((keys.manifest.generation, key.sign(message))),
+            None => Err(CustodyError::Locked {
+                dir: self.dir.as_ref().clone(),
+            }),
+        }
     }
 
     /// Signs `message` with the current key: its generation and the 64-byte signature
@@ -586,14 +844,17 @@ impl Custody {
     }
 
     pub fn mail_public(&self) -> MailPublicKey {
-        MailPublicKey::from(&self.keys().mail)
+        mail_key_of(&self.keys().manifest).expect("a verified manifest names its mail key")
     }
 
     /// Signs with the current signing key and its generation, for signers that sign
-    /// their own formats (receipts).
+    /// their own formats (receipts). Never called on a locked custody.
     pub(crate) fn with_signing_key<T>(&self, sign: impl FnOnce(&SigningKey, u32) -> T) -> T {
-        let keys = self.keys();
-        sign(&keys.signing, keys.manifest.generation)
+        let (keys, generation) = self.signing();
+        sign(
+            keys.signing.as_ref().expect("checked by signing()"),
+            generation,
+        )
     }
 
     /// Opens something sealed to this host: with the current mail secret, else with
@@ -603,8 +864,12 @@ impl Custody {
         &self,
         open: impl Fn(&StaticSecret) -> Result<T, E>,
     ) -> Result<T, E> {
-        let keys = self.keys();
-        let first = open(&keys.mail);
+        let (keys, _) = self.signing();
+        let first = open(
+            keys.mail
+                .as_ref()
+                .expect("an unlocked custody holds its mail key"),
+        );
         if first.is_ok() {
             return first;
         }

@@ -7,6 +7,11 @@
 //! a `.next` the manifest names is renamed into place — the rotation completes; a
 //! `.next` the manifest does not name is removed — the old generation stays. Anything
 //! else (a key matching neither) is refused by `verify`, never guessed.
+//!
+//! In a locked custody the signing and mail keys (the staged one and the kept old mail
+//! secret too) are written encrypted under the passphrase the custody was unlocked
+//! with; a rotation a crash interrupted there finishes at unlock, when the passphrase
+//! is known ([`finish_rotation`] without one leaves it waiting).
 
 use std::path::{Path, PathBuf};
 
@@ -16,8 +21,9 @@ use x25519_dalek::StaticSecret;
 use super::keyfile::KeyKind;
 use super::{
     CustodyError, KEYS_DIR, MAIL_KEY_FILE, Manifest, RetiredKey, RetiredMailKey, RetiredTlsKey,
-    SIGNING_KEY_FILE, TLS_KEY_FILE, mail_fingerprint, manifest, random_secret, read_secret,
-    retired_mail_file, retired_tls_file, signing_fingerprint, verify, write_key, write_manifest,
+    SIGNING_KEY_FILE, TLS_KEY_FILE, encrypted_at_rest, mail_fingerprint, manifest, open,
+    random_secret, read_secret, retired_mail_file, retired_tls_file, signing_fingerprint,
+    write_key_as, write_manifest,
 };
 use crate::store::{Failpoint, Failpoints};
 
@@ -149,24 +155,33 @@ fn sync_keys_dir(dir: &Path) -> Result<(), CustodyError> {
 /// Keeps the old secret of `key` (generation `from`) in its own file, before any
 /// manifest names the new one: values sealed to an old mail key still open, and an old
 /// TLS key serves until the new one is certified.
-fn keep_old(dir: &Path, key: Rotating, from: u32) -> Result<(), CustodyError> {
+fn keep_old(dir: &Path, key: Rotating, from: u32, lock: Option<&[u8]>) -> Result<(), CustodyError> {
     let keys = dir.join(KEYS_DIR);
     let file = key.kept_file(from).expect("a kept key");
-    let old = read_secret(&keys.join(key.file()), key.kind())?;
-    write_key(&keys.join(file), key.kind(), &old)
+    let old = read_secret(&keys.join(key.file()), key.kind(), lock)?;
+    write_key_as(&keys.join(file), key.kind(), &old, lock)
 }
 
 /// Rotates `key` to `generation`: a new key, the old one kept in the manifest as
 /// retired (signing: verify-only; mail: its secret kept in `mail.key.N`, open-only).
-/// Rotating to the current generation is a no-op.
+/// Rotating to the current generation is a no-op. `passphrase`: what a locked custody
+/// was unlocked with (its new signing or mail key is written encrypted under it).
 /// `failpoints`: `rotation-before-manifest`, `rotation-before-rename`.
 pub fn rotate(
     dir: &Path,
     key: Rotating,
     generation: u32,
+    passphrase: Option<&[u8]>,
     failpoints: &Failpoints,
 ) -> Result<Manifest, CustodyError> {
-    let current = verify(dir)?;
+    let current = open(dir, passphrase)?;
+    if current.is_locked() {
+        return Err(CustodyError::Locked {
+            dir: dir.to_owned(),
+        });
+    }
+    // The TLS key is never encrypted; the others are in a locked custody.
+    let lock = passphrase.filter(|_| key != Rotating::Tls && encrypted_at_rest(dir));
     let mut manifest = current.manifest();
     let from = key.generation(&manifest);
     if generation == from {
@@ -182,7 +197,7 @@ pub fn rotate(
     let keys = dir.join(KEYS_DIR);
     let secret = random_secret()?;
     let staged = next_path(dir, key);
-    write_key(&staged, key.kind(), &secret)?;
+    write_key_as(&staged, key.kind(), &secret, lock)?;
     match key {
         Rotating::Signing => {
             manifest.retired.push(RetiredKey {
@@ -193,7 +208,7 @@ pub fn rotate(
             manifest.signing = key.fingerprint(secret);
         }
         Rotating::Mail => {
-            keep_old(dir, key, from)?;
+            keep_old(dir, key, from, lock)?;
             manifest.retired_mail.push(RetiredMailKey {
                 generation: from,
                 mail: manifest.mail.clone(),
@@ -202,7 +217,7 @@ pub fn rotate(
             manifest.mail = key.fingerprint(secret);
         }
         Rotating::Tls => {
-            keep_old(dir, key, from)?;
+            keep_old(dir, key, from, lock)?;
             manifest.retired_tls.push(RetiredTlsKey {
                 generation: from,
                 tls: manifest.tls.clone(),
@@ -220,27 +235,38 @@ pub fn rotate(
     Ok(manifest)
 }
 
-/// At a host's open, before its keys are verified: finishes each rotation a crash
-/// interrupted. What it did, one line per key (empty when no rotation was under way).
-pub fn finish_rotation(dir: &Path) -> Result<Vec<String>, CustodyError> {
+/// At a host's open, before its keys are verified (and at unlock, with the passphrase):
+/// finishes each rotation a crash interrupted. What it did, one line per key (empty
+/// when no rotation was under way). An encrypted key without `passphrase` waits.
+pub fn finish_rotation(dir: &Path, passphrase: Option<&[u8]>) -> Result<Vec<String>, CustodyError> {
     let mut done = Vec::new();
     for key in Rotating::ALL {
-        if let Some(what) = finish(dir, key)? {
-            done.push(what);
+        match finish(dir, key, passphrase) {
+            Ok(Some(what)) => done.push(what),
+            Ok(None) => {}
+            Err(CustodyError::Locked { .. }) => done.push(format!(
+                "the rotation of the {} key a stop interrupted finishes when the custody is unlocked",
+                key.name()
+            )),
+            Err(e) => return Err(e),
         }
     }
     Ok(done)
 }
 
-fn finish(dir: &Path, key: Rotating) -> Result<Option<String>, CustodyError> {
+fn finish(
+    dir: &Path,
+    key: Rotating,
+    passphrase: Option<&[u8]>,
+) -> Result<Option<String>, CustodyError> {
     let staged = next_path(dir, key);
     if !staged.exists() {
         return Ok(None);
     }
     let manifest = manifest(dir)?;
-    let next = key.fingerprint(read_secret(&staged, key.kind())?);
+    let next = key.fingerprint(read_secret(&staged, key.kind(), passphrase)?);
     let path = dir.join(KEYS_DIR).join(key.file());
-    let current = key.fingerprint(read_secret(&path, key.kind())?);
+    let current = key.fingerprint(read_secret(&path, key.kind(), passphrase)?);
     let generation = key.generation(&manifest);
     let name = key.name();
     if next == key.current(&manifest) {

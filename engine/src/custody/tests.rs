@@ -26,7 +26,7 @@ fn created_keys_verify_and_replaced_or_missing_keys_refuse() {
 fn as_hex(d: &Path) {
     for (file, kind) in KEY_FILES {
         let path = d.join(KEYS_DIR).join(file);
-        let (secret, _) = read_key(&path, kind).unwrap();
+        let (secret, _) = read_key(&path, kind, None).unwrap();
         write_private(&path, hex::encode(*secret).as_bytes()).unwrap();
     }
 }
@@ -60,6 +60,7 @@ fn created_keys_are_pem_pkcs8_that_openssl_reads() {
         &d,
         Rotating::Signing,
         2,
+        None,
         &crate::store::Failpoints::default(),
     )
     .unwrap();
@@ -171,6 +172,7 @@ fn rotation_keeps_old_signatures_verifying_and_never_goes_back() {
         &d,
         Rotating::Signing,
         2,
+        None,
         &crate::store::Failpoints::default(),
     )
     .unwrap();
@@ -193,6 +195,7 @@ fn rotation_keeps_old_signatures_verifying_and_never_goes_back() {
             &d,
             Rotating::Signing,
             1,
+            None,
             &crate::store::Failpoints::default()
         ),
         Err(CustodyError::GenerationNotGrowing { .. })
@@ -211,11 +214,14 @@ fn an_interrupted_rotation_completes_or_keeps_the_old_generation() {
     let d = dir("rotate-before-manifest");
     create(&d).unwrap();
     write_key(&next(&d), KeyKind::Ed25519, &random_secret().unwrap()).unwrap();
-    let done = finish_rotation(&d).unwrap().join("; ");
+    let done = finish_rotation(&d, None).unwrap().join("; ");
     assert!(done.contains("generation 1 kept"), "{done}");
     assert!(!next(&d).exists());
     assert_eq!(verify(&d).unwrap().generation(), 1);
-    assert!(finish_rotation(&d).unwrap().is_empty(), "nothing under way");
+    assert!(
+        finish_rotation(&d, None).unwrap().is_empty(),
+        "nothing under way"
+    );
     std::fs::remove_dir_all(&d).unwrap();
     // Crashed before the rename: the manifest names the staged key, the old one is
     // in place — the rotation completes.
@@ -226,13 +232,14 @@ fn an_interrupted_rotation_completes_or_keeps_the_old_generation() {
         &d,
         Rotating::Signing,
         2,
+        None,
         &crate::store::Failpoints::default(),
     )
     .unwrap();
     std::fs::rename(keys(&d).join(SIGNING_KEY_FILE), next(&d)).unwrap();
     write_private(&keys(&d).join(SIGNING_KEY_FILE), &old).unwrap();
     assert!(matches!(verify(&d), Err(CustodyError::ReplacedKey { .. })));
-    let done = finish_rotation(&d).unwrap().join("; ");
+    let done = finish_rotation(&d, None).unwrap().join("; ");
     assert!(done.contains("generation 2"), "{done}");
     assert_eq!(verify(&d).unwrap().manifest(), manifest);
     // A signing key that is neither the retired nor the new one: left for verify
@@ -244,7 +251,7 @@ fn an_interrupted_rotation_completes_or_keeps_the_old_generation() {
         &random_secret().unwrap(),
     )
     .unwrap();
-    assert!(finish_rotation(&d).unwrap().is_empty());
+    assert!(finish_rotation(&d, None).unwrap().is_empty());
     assert!(next(&d).exists(), "untouched");
     assert!(matches!(verify(&d), Err(CustodyError::ReplacedKey { .. })));
     std::fs::remove_dir_all(&d).unwrap();
@@ -268,7 +275,14 @@ fn mail_rotation_keeps_old_values_opening_and_reaches_every_clone() {
     let custody = verify(&d).unwrap();
     let room = custody.clone();
     let old = seal_to(&custody.mail_public(), 1.5);
-    let manifest = rotate(&d, Rotating::Mail, 2, &crate::store::Failpoints::default()).unwrap();
+    let manifest = rotate(
+        &d,
+        Rotating::Mail,
+        2,
+        None,
+        &crate::store::Failpoints::default(),
+    )
+    .unwrap();
     assert_eq!((manifest.generation, manifest.mail_generation), (1, 2));
     assert_eq!(manifest.retired_mail[0].generation, 1);
     assert!(keys_dir(&d).join(retired_mail_file(1)).exists());
@@ -286,6 +300,7 @@ fn mail_rotation_keeps_old_values_opening_and_reaches_every_clone() {
         &d,
         Rotating::Signing,
         3,
+        None,
         &crate::store::Failpoints::default(),
     )
     .unwrap();
@@ -302,7 +317,13 @@ fn mail_rotation_keeps_old_values_opening_and_reaches_every_clone() {
         "nor another identity"
     );
     assert!(matches!(
-        rotate(&d, Rotating::Mail, 1, &crate::store::Failpoints::default()),
+        rotate(
+            &d,
+            Rotating::Mail,
+            1,
+            None,
+            &crate::store::Failpoints::default()
+        ),
         Err(CustodyError::GenerationNotGrowing { key: "mail", .. })
     ));
     // A retired mail secret replaced: refused by name, like any key.
@@ -344,7 +365,7 @@ fn an_interrupted_mail_rotation_completes_or_keeps_the_old_generation() {
     write_key(&next(&d), KeyKind::X25519, &random_secret().unwrap()).unwrap();
     let old = std::fs::read(keys_dir(&d).join(MAIL_KEY_FILE)).unwrap();
     write_private(&keys_dir(&d).join(retired_mail_file(1)), &old).unwrap();
-    let done = finish_rotation(&d).unwrap().join("; ");
+    let done = finish_rotation(&d, None).unwrap().join("; ");
     assert!(done.contains("mail key: generation 1 kept"), "{done}");
     assert!(!next(&d).exists() && !keys_dir(&d).join(retired_mail_file(1)).exists());
     assert_eq!(verify(&d).unwrap().manifest(), created);
@@ -355,10 +376,17 @@ fn an_interrupted_mail_rotation_completes_or_keeps_the_old_generation() {
     let custody = verify(&d).unwrap();
     let sealed = seal_to(&custody.mail_public(), 4.0);
     let old = std::fs::read(keys_dir(&d).join(MAIL_KEY_FILE)).unwrap();
-    let manifest = rotate(&d, Rotating::Mail, 2, &crate::store::Failpoints::default()).unwrap();
+    let manifest = rotate(
+        &d,
+        Rotating::Mail,
+        2,
+        None,
+        &crate::store::Failpoints::default(),
+    )
+    .unwrap();
     std::fs::rename(keys_dir(&d).join(MAIL_KEY_FILE), next(&d)).unwrap();
     write_private(&keys_dir(&d).join(MAIL_KEY_FILE), &old).unwrap();
-    let done = finish_rotation(&d).unwrap().join("; ");
+    let done = finish_rotation(&d, None).unwrap().join("; ");
     assert!(done.contains("mail key to generation 2"), "{done}");
     let rotated = verify(&d).unwrap();
     assert_eq!(rotated.manifest(), manifest);
@@ -384,6 +412,7 @@ fn peers_rotated_keys_are_learned_and_replaced_identities_are_not() {
         &peer,
         Rotating::Mail,
         2,
+        None,
         &crate::store::Failpoints::default(),
     )
     .unwrap();
@@ -414,7 +443,14 @@ fn tls_rotation_serves_the_certified_key_until_it_is_forgotten() {
     let d = dir("rotate-tls");
     let created = create(&d).unwrap();
     let old = tls_secret_for(&d, &super::manifest(&d).unwrap().tls).unwrap();
-    let manifest = rotate(&d, Rotating::Tls, 2, &crate::store::Failpoints::default()).unwrap();
+    let manifest = rotate(
+        &d,
+        Rotating::Tls,
+        2,
+        None,
+        &crate::store::Failpoints::default(),
+    )
+    .unwrap();
     assert_eq!((manifest.generation, manifest.tls_generation), (1, 2));
     assert_eq!(manifest.retired_tls[0].tls, created.tls);
     assert_eq!(
@@ -445,5 +481,128 @@ fn tls_rotation_serves_the_certified_key_until_it_is_forgotten() {
         manifest,
         "the custody verifies without it"
     );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Locked custody (docs/custody.md, "Locked custody"): the evidence keys encrypted at
+/// rest, opened locked without the passphrase, unlocked only with the right one; an
+/// unencrypted key in a locked custody refused; rotation keeps the keys encrypted and
+/// one a crash interrupted finishes at unlock.
+#[test]
+fn a_locked_custody_opens_locked_and_unlocks_with_its_passphrase_only() {
+    const PASS: &[u8] = b"correct horse battery staple";
+    let d = dir("locked");
+    let manifest = create(&d).unwrap();
+    let custody = verify(&d).unwrap();
+    assert!(!custody.is_locked() && !custody.is_encrypted());
+    assert!(matches!(
+        custody.lock(b"short"),
+        Err(CustodyError::Passphrase(why)) if why.contains("CUSTODY_PASSPHRASE_BYTES_MIN")
+    ));
+    let rewritten = custody.lock(PASS).unwrap();
+    assert_eq!(rewritten, vec![SIGNING_KEY_FILE, MAIL_KEY_FILE]);
+    // Still unlocked in memory, now encrypted at rest; the fingerprints unchanged.
+    assert!(!custody.is_locked() && custody.is_encrypted());
+    assert_eq!(custody.manifest(), manifest);
+    let (generation, signature) = custody.try_sign(b"after the lock").unwrap();
+    for file in [SIGNING_KEY_FILE, MAIL_KEY_FILE] {
+        let text = std::fs::read_to_string(d.join(KEYS_DIR).join(file)).unwrap();
+        assert!(keyfile::is_encrypted(&text), "{file}");
+    }
+    // The TLS key stays readable: a locked host answers reads over TLS.
+    assert!(
+        std::fs::read_to_string(d.join(KEYS_DIR).join(TLS_KEY_FILE))
+            .unwrap()
+            .starts_with("-----BEGIN PRIVATE KEY-----")
+    );
+    // A start without the passphrase: locked, signing refused, the manifest readable.
+    let locked = verify(&d).unwrap();
+    assert!(locked.is_locked());
+    assert_eq!(locked.manifest(), manifest);
+    assert!(matches!(
+        locked.try_sign(b"x"),
+        Err(CustodyError::Locked { .. })
+    ));
+    assert!(matches!(
+        rotate(
+            &d,
+            Rotating::Signing,
+            2,
+            None,
+            &crate::store::Failpoints::default()
+        ),
+        Err(CustodyError::Locked { .. })
+    ));
+    // A wrong passphrase changes nothing.
+    assert!(matches!(
+        locked.unlock(b"correct horse battery stapler"),
+        Err(CustodyError::WrongPassphrase { path }) if path.ends_with(SIGNING_KEY_FILE)
+    ));
+    assert!(locked.is_locked());
+    locked.unlock(PASS).unwrap();
+    assert!(!locked.is_locked());
+    assert!(verify_signature(
+        &manifest,
+        generation,
+        b"after the lock",
+        &signature
+    ));
+    let (_, again) = locked.try_sign(b"after the unlock").unwrap();
+    assert!(verify_signature(&manifest, 1, b"after the unlock", &again));
+    // A rotation of a locked custody writes its new keys encrypted; the old mail
+    // secret kept open-only is encrypted too.
+    for key in [Rotating::Signing, Rotating::Mail] {
+        rotate(&d, key, 2, Some(PASS), &crate::store::Failpoints::default()).unwrap();
+    }
+    for file in [SIGNING_KEY_FILE, MAIL_KEY_FILE, "mail.key.1"] {
+        let text = std::fs::read_to_string(d.join(KEYS_DIR).join(file)).unwrap();
+        assert!(keyfile::is_encrypted(&text), "{file}");
+    }
+    let rotated = open(&d, Some(PASS)).unwrap();
+    assert_eq!(
+        (rotated.generation(), rotated.manifest().mail_generation),
+        (2, 2)
+    );
+    // A rotation interrupted before its rename waits for the passphrase, then completes.
+    let next = d.join(KEYS_DIR).join(format!("{SIGNING_KEY_FILE}.next"));
+    let old = std::fs::read(d.join(KEYS_DIR).join(SIGNING_KEY_FILE)).unwrap();
+    let third = rotate(
+        &d,
+        Rotating::Signing,
+        3,
+        Some(PASS),
+        &crate::store::Failpoints::default(),
+    )
+    .unwrap();
+    std::fs::rename(d.join(KEYS_DIR).join(SIGNING_KEY_FILE), &next).unwrap();
+    write_private(&d.join(KEYS_DIR).join(SIGNING_KEY_FILE), &old).unwrap();
+    let waiting = finish_rotation(&d, None).unwrap().join("; ");
+    assert!(
+        waiting.contains("finishes when the custody is unlocked"),
+        "{waiting}"
+    );
+    let locked = verify(&d).unwrap();
+    assert!(locked.is_locked());
+    let done = locked.unlock(PASS).unwrap().join("; ");
+    assert!(done.contains("generation 3"), "{done}");
+    assert_eq!(locked.manifest(), third);
+    // A weak key file: the signing key put back unencrypted in a locked custody.
+    let secret = read_secret(
+        &d.join(KEYS_DIR).join(SIGNING_KEY_FILE),
+        KeyKind::Ed25519,
+        Some(PASS),
+    )
+    .unwrap();
+    write_key(
+        &d.join(KEYS_DIR).join(SIGNING_KEY_FILE),
+        KeyKind::Ed25519,
+        &secret,
+    )
+    .unwrap();
+    assert!(matches!(
+        verify(&d),
+        Err(CustodyError::WeakKey { path, reason })
+            if path.ends_with(SIGNING_KEY_FILE) && reason.contains("unencrypted")
+    ));
     std::fs::remove_dir_all(&d).unwrap();
 }

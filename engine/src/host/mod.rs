@@ -709,6 +709,9 @@ impl Host {
                             .to_owned(),
                 })
             }
+            Call::Custody { .. } => Handled::Reply(Reply::Refused {
+                reason: "custody calls are taken on the host's control socket only".to_owned(),
+            }),
             Call::VerifyArchive => Handled::Reply(Reply::Refused {
                 reason: "archive verification is taken on the host's control socket only"
                     .to_owned(),
@@ -806,6 +809,8 @@ impl Host {
                     mail_generation: manifest.mail_generation,
                     retired_mail: manifest.retired_mail.iter().map(|r| r.generation).collect(),
                     tls_generation: manifest.tls_generation,
+                    encrypted: self.custody.is_encrypted(),
+                    locked: self.custody.is_locked(),
                 }
             }),
             host: self.config.name.clone(),

@@ -32,7 +32,7 @@ impl Host {
         config.check_profiles(dir)?;
         // A rotation a crash interrupted completes, or the old generation stays
         // (custody/rotation.rs) — never a hand fix.
-        for done in crate::custody::finish_rotation(dir)? {
+        for done in crate::custody::finish_rotation(dir, None)? {
             tracing::warn!(host = config.name, "{done}");
         }
         // Every host has its keys; missing, replaced or exposed keys refuse (SPEC §1.6).
@@ -205,8 +205,8 @@ impl Host {
     pub(super) fn signer(custody: &crate::custody::Custody) -> high_water::Signer {
         let custody = custody.clone();
         std::sync::Arc::new(move |message: &[u8]| {
-            let (generation, signature) = custody.sign(message);
-            (generation, signature.to_bytes())
+            let (generation, signature) = custody.try_sign(message).map_err(|e| e.to_string())?;
+            Ok((generation, signature.to_bytes()))
         })
     }
 

@@ -251,7 +251,7 @@ pub(super) mod tests {
         let [meta] = crate::store::open_keyspaces(&database, ["meta"]).unwrap();
         let key = SigningKey::from_bytes(&[7u8; 32]);
         let sign: crate::store::high_water::Signer =
-            std::sync::Arc::new(move |m: &[u8]| (1, key.sign(m).to_bytes()));
+            std::sync::Arc::new(move |m: &[u8]| Ok((1, key.sign(m).to_bytes())));
         let mark = HighWater::open(&dir, &"0".repeat(32), 0, None, sign).unwrap();
         let durable = Durable::new(database, meta, 0, mark, Failpoints::default());
         let ks = Keyspaces::open(&durable).unwrap();

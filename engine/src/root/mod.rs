@@ -5,6 +5,7 @@
 
 mod control;
 mod ledger_transfer;
+mod locked;
 pub mod metrics;
 mod model_eval;
 pub mod socket;
@@ -53,6 +54,10 @@ pub fn start(
         format!("gridd: cannot start the host in {}: {e}", dir.display())
     };
     let mut host = Host::open(dir, failpoints.clone()).map_err(|e| refuse(&e))?;
+    // A locked custody: reads only, until the passphrase unlocks every key.
+    if host.custody_locked() {
+        locked::serve_until_unlocked(&mut host).map_err(|e| refuse(&e))?;
+    }
     // Checked before anything is served; bound once the rooms have started.
     let metrics_address = host.config().metrics.clone();
     if let Some(declared) = &metrics_address {
@@ -211,6 +216,7 @@ pub fn start(
         None
     };
     let mut wallet = None;
+    let host_custody = host.custody().clone();
     let host = Arc::new(Mutex::new(host));
     if let (Some(missions), Some(delivery)) = (&missions, &delivery) {
         // The publishing rights of the routes this host publishes: a departure
@@ -287,7 +293,8 @@ pub fn start(
         }
         // The archive wallet's five Processes (interface `wallet@1.1.0`).
         if let Some(name) = &archive_wallet {
-            let custody = crate::custody::verify(dir).map_err(|e| refuse(&e))?;
+            // The host's own custody: unlocked, and sharing every rotation.
+            let custody = host_custody.clone();
             let opened = crate::wallet::service::Wallet::open(
                 dir,
                 name,

@@ -22,17 +22,7 @@ pub fn serve(started: Started) -> Result<(), HostError> {
         let host = started.host.lock().unwrap_or_else(|p| p.into_inner());
         (socket_path(host.dir()), host.name().to_owned())
     };
-    let io = |source| HostError::Io {
-        path: path.clone(),
-        source,
-    };
-    match std::fs::remove_file(&path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io(e)),
-    }
-    let listener = UnixListener::bind(&path).map_err(io)?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+    let listener = bind(&path)?;
     tracing::info!(host = name, socket = %path.display(), "serving the control socket");
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for stream in listener.incoming() {
@@ -66,7 +56,25 @@ pub fn serve(started: Started) -> Result<(), HostError> {
     Ok(())
 }
 
-fn reply(stream: &mut UnixStream, reply: &Reply) -> std::io::Result<()> {
+/// Binds the control socket at `path` (0600), replacing a stale one: the store's lock
+/// already proved no other gridd runs on this directory.
+pub(super) fn bind(path: &std::path::Path) -> Result<UnixListener, HostError> {
+    let io = |source| HostError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(e)),
+    }
+    let listener = UnixListener::bind(path).map_err(io)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+    Ok(listener)
+}
+
+/// One reply line.
+pub(super) fn reply(stream: &mut UnixStream, reply: &Reply) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(reply).expect("replies serialize");
     line.push(b'\n');
     stream.write_all(&line)
@@ -159,6 +167,14 @@ fn connection(stream: UnixStream, started: &Started) {
                     reason: "this host does not run the `exports` profile".to_owned(),
                 },
             }),
+            // The custody: locking or unlocking its keys, on this socket only.
+            Call::Custody { request } => Handled::Reply(
+                started
+                    .host
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .custody_call(&request),
+            ),
             // Reading back the archive reads every segment: outside the host's lock.
             Call::VerifyArchive => {
                 let verify = started

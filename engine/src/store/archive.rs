@@ -324,7 +324,7 @@ pub struct Encoded {
 /// Encodes `entries` as segment `seq` of `host`, signed by `sign`. Each entry is
 /// `u32` length, then: key length `u16`, key, `at_ms` `u64`, the value compressed
 /// (LZ4 block with its size prepended); all integers big-endian.
-pub fn encode(host: &str, seq: u64, entries: &[Entry], sign: &Signer) -> Encoded {
+pub fn encode(host: &str, seq: u64, entries: &[Entry], sign: &Signer) -> Result<Encoded, String> {
     let mut bytes = Vec::with_capacity(HEADER + TRAILER + entries.len() * 64);
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(&seq.to_be_bytes());
@@ -355,11 +355,11 @@ pub fn encode(host: &str, seq: u64, entries: &[Entry], sign: &Signer) -> Encoded
         bytes.extend_from_slice(&body);
     }
     let digest: [u8; 32] = Sha256::digest(&bytes).into();
-    let (generation, signature) = sign(&signed(host, seq, &digest));
+    let (generation, signature) = sign(&signed(host, seq, &digest))?;
     bytes.extend_from_slice(&digest);
     bytes.extend_from_slice(&generation.to_be_bytes());
     bytes.extend_from_slice(&signature);
-    Encoded { bytes, located }
+    Ok(Encoded { bytes, located })
 }
 
 /// Where each entry of segment `seq` lives, read from its whole `bytes` (which
@@ -504,7 +504,7 @@ mod tests {
     fn keys() -> (Signer, impl Fn(u32, &[u8], &[u8; 64]) -> bool) {
         let key = SigningKey::from_bytes(&[7; 32]);
         let public = key.verifying_key();
-        let sign: Signer = std::sync::Arc::new(move |m: &[u8]| (1, key.sign(m).to_bytes()));
+        let sign: Signer = std::sync::Arc::new(move |m: &[u8]| Ok((1, key.sign(m).to_bytes())));
         let check = move |g: u32, m: &[u8], s: &[u8; 64]| {
             g == 1
                 && public
@@ -533,7 +533,7 @@ mod tests {
         let blobs = LocalFiles::open(&dir).unwrap();
         let (sign, check) = keys();
         let written = entries(50);
-        let encoded = encode("solo", 3, &written, &sign);
+        let encoded = encode("solo", 3, &written, &sign).unwrap();
         let name = segment_name(3);
         assert_eq!(segment_seq(&name), Some(3));
         assert!(blobs.put_if_absent(&name, &encoded.bytes).unwrap());
@@ -567,7 +567,7 @@ mod tests {
     #[test]
     fn every_flipped_byte_and_every_truncation_is_refused_never_read_differently() {
         let (sign, check) = keys();
-        let encoded = encode("solo", 1, &entries(3), &sign);
+        let encoded = encode("solo", 1, &entries(3), &sign).unwrap();
         let name = segment_name(1);
         for i in 0..encoded.bytes.len() {
             let mut bytes = encoded.bytes.clone();

@@ -28,8 +28,9 @@ const SLOT: usize = 512;
 const SIGNED: usize = 8 + 8 + 16 + 8 + 4;
 const RECORD: usize = SIGNED + 64;
 
-/// Signs a record with the host's current signing key: its generation and signature.
-pub type Signer = std::sync::Arc<dyn Fn(&[u8]) -> (u32, [u8; 64]) + Send + Sync>;
+/// Signs a record with the host's current signing key: its generation and signature,
+/// or why it cannot (a locked custody signs nothing).
+pub type Signer = std::sync::Arc<dyn Fn(&[u8]) -> Result<(u32, [u8; 64]), String> + Send + Sync>;
 /// Verifies a record's signature by the host's signing key of a generation.
 pub type Verifier<'a> = &'a dyn Fn(u32, &[u8], &[u8; 64]) -> bool;
 
@@ -97,7 +98,7 @@ pub fn path(dir: &Path) -> PathBuf {
     dir.join("keys").join(HIGH_WATER_FILE)
 }
 
-fn encode(mark: &Mark, sign: &Signer) -> [u8; SLOT] {
+fn encode(mark: &Mark, sign: &Signer) -> std::io::Result<[u8; SLOT]> {
     let mut slot = [0u8; SLOT];
     slot[..8].copy_from_slice(MAGIC);
     slot[8..16].copy_from_slice(&mark.writes.to_le_bytes());
@@ -106,10 +107,10 @@ fn encode(mark: &Mark, sign: &Signer) -> [u8; SLOT] {
     let _ = hex::decode_to_slice(&mark.store, &mut id);
     slot[16..32].copy_from_slice(&id);
     slot[32..40].copy_from_slice(&mark.at_ms.to_le_bytes());
-    let (generation, signature) = sign(&slot[..SIGNED - 4]);
+    let (generation, signature) = sign(&slot[..SIGNED - 4]).map_err(std::io::Error::other)?;
     slot[40..44].copy_from_slice(&generation.to_le_bytes());
     slot[SIGNED..RECORD].copy_from_slice(&signature);
-    slot
+    Ok(slot)
 }
 
 fn decode(slot: &[u8], at: usize, verify: Verifier) -> Option<Mark> {
@@ -241,7 +242,7 @@ impl HighWater {
                 at_ms: super::now_ms(),
                 slot: 0,
             };
-            let mut both = encode(&record, &sign).to_vec();
+            let mut both = encode(&record, &sign).map_err(io)?.to_vec();
             both.extend_from_slice(&[0u8; SLOT]);
             super::write_private(&mark, &both).map_err(io)?;
         }
@@ -274,7 +275,7 @@ impl HighWater {
                 slot: self.next as usize,
             },
             &self.sign,
-        );
+        )?;
         self.file.write_all_at(&record, self.next * SLOT as u64)?;
         crate::metrics::fsync(|| self.file.sync_data())?;
         self.next ^= 1;
@@ -295,7 +296,7 @@ mod tests {
     fn keys() -> (Signer, impl Fn(u32, &[u8], &[u8; 64]) -> bool) {
         let key = SigningKey::from_bytes(&[7u8; 32]);
         let public = key.verifying_key();
-        let sign: Signer = std::sync::Arc::new(move |m: &[u8]| (1, key.sign(m).to_bytes()));
+        let sign: Signer = std::sync::Arc::new(move |m: &[u8]| Ok((1, key.sign(m).to_bytes())));
         let verify = move |g: u32, m: &[u8], s: &[u8; 64]| {
             g == 1
                 && public

@@ -25,6 +25,7 @@ mod hosts;
 mod input;
 pub(crate) mod journal;
 mod ledger;
+mod locks;
 mod objects;
 mod partition;
 mod peers;
@@ -110,6 +111,8 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("expire-certificate", custody::parse_expire_certificate),
     ("renew", custody::parse_renew),
     ("revoke", custody::parse_revoke),
+    ("lock", locks::parse_lock),
+    ("unlock", locks::parse_unlock),
     ("expect-answer", answers::parse),
     ("process-cycles", processes::parse_cycles),
     ("expect-tag-journal", sources::parse),

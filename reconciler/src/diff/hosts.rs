@@ -147,7 +147,8 @@ pub fn transitions(
     out.extend(keys(desired, observation));
     let observed = match &observation.status {
         HostStatus::Running(o) => o,
-        HostStatus::Missing => return out,
+        // `keys` said why: nothing is planned at a locked host.
+        HostStatus::Locked(_) | HostStatus::Missing => return out,
         HostStatus::Unreachable { reason } => {
             let models = index.models(name).len();
             out.push(Draft::attention(
@@ -402,6 +403,33 @@ fn keys(desired: &grid_spec::Host, observation: &HostObservation) -> Vec<Draft> 
         HostStatus::Running(o) => o.keys.as_ref(),
         _ => None,
     };
+    // Locked custody (docs/custody.md): the passphrase is the operator's, so locking
+    // and unlocking are the operator's commands, which the plan names.
+    if matches!(observation.status, HostStatus::Locked(_)) {
+        out.push(Draft::attention(
+            "keys",
+            name,
+            name,
+            format!("custody locked: gridd serves reads only, signs and admits nothing, until `gridctl custody unlock {name} --passphrase-file FILE`; nothing else is planned at it"),
+        ));
+        return out;
+    }
+    let encrypted = grid_engine::custody::encrypted_at_rest(&observation.dir);
+    if desired.custody_locked && !encrypted {
+        out.push(Draft::attention(
+            "keys",
+            name,
+            name,
+            format!("the files say `custody locked=#true`, its signing and mail keys are not encrypted at rest: `gridctl custody lock {name} --passphrase-file FILE` (the passphrase is never in the files)"),
+        ));
+    } else if !desired.custody_locked && encrypted {
+        out.push(Draft::attention(
+            "keys",
+            name,
+            name,
+            "its signing and mail keys are encrypted at rest, the files do not say `custody locked=#true`: add it (Grid never writes them back unencrypted)".to_owned(),
+        ));
+    }
     // (key, wanted, held, what the old one stays, transition key prefix, the request).
     let rotations = [
         (

@@ -62,6 +62,8 @@ impl FileReader<'_> {
         let mut key_generation = None;
         let mut mail_key_generation = None;
         let mut tls_key_generation = None;
+        let mut custody_locked = false;
+        let mut custody_seen = false;
         let mut capacity = crate::topology::DeliveryCapacity::default();
         let mut capacity_seen = false;
         let mut membership_capacity = std::collections::BTreeMap::new();
@@ -160,6 +162,17 @@ impl FileReader<'_> {
                         tls_key_generation = Some(generation as u32);
                     }
                 }
+                "custody" => {
+                    if std::mem::replace(&mut custody_seen, true) {
+                        self.error(
+                            child.name().span(),
+                            "`custody` is given twice",
+                            "second",
+                            "one `custody locked=#true` per host",
+                        );
+                    }
+                    custody_locked = c.bool_prop(self, "locked").unwrap_or(false);
+                }
                 "capacity" => {
                     let membership = c.string_prop(self, "membership", false);
                     let max = crate::limits::DELIVERY_CAPACITY_MAX as i128;
@@ -221,7 +234,7 @@ impl FileReader<'_> {
                         child.name().span(),
                         format!("unknown child `{other}` of host"),
                         "not a host setting",
-                        "a host holds `member M`, `profiles P…`, `keys generation=N`, `capacity …`, `retain …` and `archive …`",
+                        "a host holds `member M`, `profiles P…`, `keys generation=N`, `custody locked=#true`, `capacity …`, `retain …` and `archive …`",
                     )
                 }
             }
@@ -275,6 +288,7 @@ impl FileReader<'_> {
             key_generation,
             mail_key_generation,
             tls_key_generation,
+            custody_locked,
             capacity,
             membership_capacity,
             metrics,

@@ -645,7 +645,7 @@ impl Shelf {
         self.publish(database)?;
         let seq = next_segment(&self.meta)
             .unwrap_or_else(|e| fatal(&self.dir, "reading the archive's next segment", e));
-        let encoded = archive::encode(host, seq, entries, sign);
+        let encoded = archive::encode(host, seq, entries, sign)?;
         let name = archive::segment_name(seq);
         self.put_segment(seq, &name, &encoded.bytes)?;
         before_index();

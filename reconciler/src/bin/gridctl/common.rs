@@ -112,7 +112,9 @@ pub fn owner_of(state: &Path, model: &str) -> anyhow::Result<PathBuf> {
     for (name, status) in observed {
         let dir = observe::host_dir(state, &name);
         match status {
-            grid_reconciler::observe::HostStatus::Running(o) => {
+            // A locked host still serves reads (docs/custody.md, "Locked custody").
+            grid_reconciler::observe::HostStatus::Running(o)
+            | grid_reconciler::observe::HostStatus::Locked(o) => {
                 if o.models.iter().any(|m| m.name == model && !m.retired) {
                     return Ok(dir);
                 }

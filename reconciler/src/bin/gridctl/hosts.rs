@@ -141,6 +141,9 @@ struct Identity<'a> {
     profiles: &'a [String],
     running: bool,
     keys: Option<Keys<'a>>,
+    /// `unencrypted`, `encrypted` (the signing and mail keys at rest, docs/custody.md
+    /// "Locked custody") or `locked` (gridd runs and waits for `gridctl custody unlock`).
+    custody: &'static str,
     memberships: Vec<Member<'a>>,
 }
 
@@ -189,6 +192,14 @@ impl Report for Identity<'_> {
                 k.tls_generation
             );
         }
+        text += &match self.custody {
+            "locked" => format!(
+                "  custody     locked: serves reads only until `gridctl custody unlock {}`\n",
+                self.name
+            ),
+            "encrypted" => "  custody     signing and mail keys encrypted at rest\n".to_owned(),
+            other => format!("  custody     {other}\n"),
+        };
         for e in &self.memberships {
             text += &format!(
                 "  member      {} as participant {} (serial {}, until {})\n",
@@ -212,10 +223,15 @@ pub fn status(host: &str, output: &Output) -> anyhow::Result<ExitCode> {
         .into_iter()
         .filter_map(|m| read_enrollment(&dir, &m).ok().flatten())
         .collect();
-    emit(
-        &identity(config, &observation.status, manifest.as_ref(), &enrollments),
-        output.json,
-    );
+    let mut identity = identity(config, &observation.status, manifest.as_ref(), &enrollments);
+    identity.custody = if matches!(observation.status, HostStatus::Locked(_)) {
+        "locked"
+    } else if grid_engine::custody::encrypted_at_rest(&dir) {
+        "encrypted"
+    } else {
+        "unencrypted"
+    };
+    emit(&identity, output.json);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -229,7 +245,7 @@ fn identity<'a>(
         name: &config.name,
         listen: &config.listen,
         profiles: &config.profiles,
-        running: matches!(status, HostStatus::Running(_)),
+        running: matches!(status, HostStatus::Running(_) | HostStatus::Locked(_)),
         keys: manifest.map(|k| Keys {
             generation: k.generation,
             signing: &k.signing,
@@ -241,6 +257,7 @@ fn identity<'a>(
             tls_generation: k.tls_generation,
             retired_tls: k.retired_tls.iter().map(|r| r.generation).collect(),
         }),
+        custody: "unencrypted",
         memberships: enrollments
             .iter()
             .map(|e| Member {

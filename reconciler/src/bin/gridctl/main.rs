@@ -19,6 +19,7 @@ mod output;
 mod check;
 mod claim;
 mod common;
+mod custody;
 mod export;
 mod hosts;
 mod inspect;
@@ -192,6 +193,10 @@ enum Command {
         #[command(flatten)]
         output: Output,
     },
+    /// Lock a host's keys at rest under a passphrase, or unlock a gridd that started
+    /// locked (docs/custody.md, "Locked custody").
+    #[command(subcommand)]
+    Custody(custody::CustodyCli),
     /// Verify an operation's answer offline: the owner's retained answer, its signature
     /// checked with the public keys of the owner's custody manifest (retired
     /// generations included).
@@ -313,6 +318,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Process(command) => process::process(command),
         Command::Status { host, output } => hosts::status(&host, &output),
         Command::Verify { host, op, output } => hosts::verify(&host, &op, &output),
+        Command::Custody(command) => custody::custody(command),
         Command::Remote(command) => hosts::remote(command),
         Command::Journey(command) => journey::journey(command),
         Command::Claim(command) => claim::claim(command),
