@@ -404,8 +404,9 @@ pub const EXPORT_PUBLISH_WAIT: Duration = Duration::from_secs(10);
 pub const CREDENTIALS_CHECK_INTERVAL: Duration = Duration::from_millis(200);
 
 /// scrypt's cost (log2 N; r = 8, p = 1) when a locked custody encrypts a key file
-/// (docs/custody.md, "Locked custody"): 32 MiB and about 0.1 s per key on this machine
-/// — what unlocking costs, and what each guess at a stolen file costs.
+/// (docs/custody.md, "Locked custody"): 32 MiB and about 50 ms per key on this machine
+/// (BENCHMARKS.md §18) — what unlocking costs, and what each guess at a stolen file
+/// costs.
 pub const CUSTODY_SCRYPT_LOG_N: u8 = 15;
 /// A locked custody's key file encrypted with a lower scrypt cost (OpenSSL 3's default
 /// is 14), with PBKDF2, or with a cipher other than AES-256-GCM is refused as weak.
