@@ -35,6 +35,8 @@ use crate::process::{
 };
 use crate::{Binaries, HOST_EXIT_TIMEOUT, HOST_READY_TIMEOUT, POLL_INTERVAL, STEP_TIMEOUT};
 
+mod packed;
+
 /// The environment variable that arms crash points in `gridd`.
 pub const FAILPOINTS_ENV: &str = "GRID_FAILPOINTS";
 /// How far gridd's retention clock is moved (`advance-clock`).
@@ -73,6 +75,9 @@ pub struct Context<'a> {
     /// How far each host's retention clock was moved (`advance-clock`): given to its
     /// gridd as `GRID_RETENTION_CLOCK_OFFSET_S` from its next start on.
     clocks: std::collections::BTreeMap<String, u64>,
+    /// A passphrase file given to the next gridd started, as
+    /// `--custody-passphrase-file` (`start HOST passphrase=…`), once.
+    start_passphrase: Option<PathBuf>,
 }
 
 impl<'a> Context<'a> {
@@ -119,6 +124,7 @@ impl<'a> Context<'a> {
             held: Vec::new(),
             hushed: None,
             clocks: Default::default(),
+            start_passphrase: None,
         };
         let _ = writeln!(cx.out, "journey \"{}\" ({})", title, journey_path.display());
         let _ = writeln!(cx.out, "work directory: {}", cx.work.display());
@@ -517,6 +523,11 @@ impl<'a> Context<'a> {
         Err(failure)
     }
 
+    /// The next gridd started gets `--custody-passphrase-file FILE` (once).
+    pub fn set_start_passphrase(&mut self, file: PathBuf) {
+        self.start_passphrase = Some(file);
+    }
+
     /// Starts gridd for the host and returns at once (no readiness wait): for steps
     /// that expect gridd to refuse to start. A host with a non-loopback IPv4 listen
     /// address is started as `ip netns exec NS gridd …` in its namespace (`ip` execs
@@ -535,6 +546,7 @@ impl<'a> Context<'a> {
         let namespace = self.host_namespace(host)?;
         let generation = self.hosts.map.get(host).map_or(0, |p| p.generation) + 1;
         let log = self.logs.join(format!("host-{host}-{generation}.log"));
+        let passphrase = self.start_passphrase.take();
         let spawn = || -> std::io::Result<Child> {
             let file = File::create(&log)?;
             let mut command = match &namespace {
@@ -547,6 +559,9 @@ impl<'a> Context<'a> {
                 }
                 None => Command::new(&self.binaries.gridd),
             };
+            if let Some(file) = &passphrase {
+                command.arg("--custody-passphrase-file").arg(file);
+            }
             command
                 .arg("--dir")
                 .arg(self.host_dir(host))
@@ -590,94 +605,6 @@ impl<'a> Context<'a> {
                 exit_reported: false,
             },
         );
-        Ok(())
-    }
-
-    /// Starts one `gridd --dir … --dir …` running every host of `hosts` (light hosts
-    /// packed into one process), registered as the process `name`, and waits until
-    /// every host's control socket accepts a connection (within
-    /// [`HOST_READY_TIMEOUT`] from the last host's first answer).
-    pub fn start_packed(&mut self, name: &str, hosts: &[String]) -> Result<(), Failure> {
-        let expected = format!(
-            "the {} hosts of `{name}` to start in one gridd",
-            hosts.len()
-        );
-        if self.host_running(name) {
-            return Err(Failure::new(expected, "its gridd is still running"));
-        }
-        let generation = self.hosts.map.get(name).map_or(0, |p| p.generation) + 1;
-        let log = self.logs.join(format!("pack-{name}-{generation}.log"));
-        let mut command = Command::new(&self.binaries.gridd);
-        for host in hosts {
-            command.arg("--dir").arg(self.host_dir(host));
-        }
-        let child = File::create(&log)
-            .and_then(|file| {
-                command
-                    .current_dir(&self.work)
-                    .stdin(Stdio::null())
-                    .stdout(file.try_clone()?)
-                    .stderr(file)
-                    .env_remove(FAILPOINTS_ENV);
-                die_with_parent(&mut command);
-                command.spawn()
-            })
-            .map_err(|e| Failure::new(expected.clone(), format!("could not start gridd: {e}")))?;
-        self.hosts_started += 1;
-        self.hosts.map.insert(
-            name.to_string(),
-            HostProcess {
-                child,
-                generation,
-                log,
-                abort_at: Vec::new(),
-                exited: None,
-                exit_reported: false,
-            },
-        );
-        let started = Instant::now();
-        let mut last_progress = Instant::now();
-        let mut ready = 0;
-        while ready < hosts.len() {
-            let socket = self.host_dir(&hosts[ready]).join(CONTROL_SOCKET);
-            if UnixStream::connect(&socket).is_ok() {
-                ready += 1;
-                last_progress = Instant::now();
-                continue;
-            }
-            let process = self.hosts.map.get_mut(name).expect("just started");
-            if let Some(status) = process.poll() {
-                return Err(Failure::new(
-                    expected,
-                    format!(
-                        "gridd exited ({}) with {ready} hosts ready; it printed: {}",
-                        describe_status(&status),
-                        quote_output(&process.read_log())
-                    ),
-                ));
-            }
-            if last_progress.elapsed() >= HOST_READY_TIMEOUT {
-                let log = process.read_log();
-                self.hosts.kill(name);
-                return Err(Failure::new(
-                    format!(
-                        "{expected}, each within HOST_READY_TIMEOUT ({} s) of the one before",
-                        HOST_READY_TIMEOUT.as_secs()
-                    ),
-                    format!(
-                        "{ready} ready, then none (killed); gridd printed: {}",
-                        quote_output(&log)
-                    ),
-                ));
-            }
-            std::thread::sleep(POLL_INTERVAL);
-        }
-        let pid = self.hosts.map[name].child.id();
-        self.say(format_args!(
-            "{} hosts ready in one gridd `{name}` (pid {pid}) after {} ms",
-            hosts.len(),
-            started.elapsed().as_millis()
-        ));
         Ok(())
     }
 

@@ -36,6 +36,12 @@ struct Cli {
     /// applies to Grid's crates, others log from `warn` unless named).
     #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
     log_format: LogFormat,
+    /// Unlock a locked custody at start with the passphrase in FILE (e.g. a systemd
+    /// credential, `$CREDENTIALS_DIRECTORY/grid-passphrase`; one trailing newline
+    /// ignored); a wrong one refuses the start. Without it, a host whose keys are
+    /// locked serves reads only until `gridctl custody unlock` (docs/custody.md).
+    #[arg(long, value_name = "FILE")]
+    custody_passphrase_file: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -214,6 +220,18 @@ fn main() -> ExitCode {
         fail(format, &format!("gridd: cannot watch for signals: {e}"));
         return ExitCode::FAILURE;
     }
+    // Read once, for every locked host given (never logged).
+    let passphrase = match &cli.custody_passphrase_file {
+        Some(file) => match grid_engine::custody::read_passphrase_file(file) {
+            Ok(text) => Some(text),
+            Err(e) => {
+                fail(format, &format!("gridd: --custody-passphrase-file: {e}"));
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
+    let passphrase = passphrase.as_ref().map(|p| p.as_bytes());
     // One runtime for every host's transport, authorities and delivery.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -237,7 +255,7 @@ fn main() -> ExitCode {
                 loop {
                     let index = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     let Some(dir) = others.get(index) else { return };
-                    let s = match start(dir, &failpoints, &runtime) {
+                    let s = match start(dir, &failpoints, &runtime, passphrase) {
                         Ok(s) => s,
                         Err(e) => {
                             fail(format, &e);
@@ -263,7 +281,7 @@ fn main() -> ExitCode {
             });
         }
     });
-    let last = match start(last_dir, &failpoints, &runtime) {
+    let last = match start(last_dir, &failpoints, &runtime, passphrase) {
         Ok(s) => s,
         Err(e) => {
             fail(format, &e);

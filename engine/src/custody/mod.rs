@@ -35,6 +35,7 @@ use x25519_dalek::{PublicKey as MailPublicKey, StaticSecret};
 
 pub mod book;
 pub mod keyfile;
+mod lock;
 pub mod membership;
 pub mod opcua;
 mod rotation;
@@ -355,22 +356,6 @@ pub fn encrypted_at_rest(dir: &Path) -> bool {
     dir.join(KEYS_DIR).join(LOCKED_FILE).exists()
 }
 
-/// The key files a lock encrypts: the signing key, the mail key and each retired mail
-/// key (never the TLS key: a locked host still answers reads over TLS).
-fn evidence_files(manifest: &Manifest) -> Vec<(String, KeyKind)> {
-    let mut files = vec![
-        (SIGNING_KEY_FILE.to_owned(), KeyKind::Ed25519),
-        (MAIL_KEY_FILE.to_owned(), KeyKind::X25519),
-    ];
-    files.extend(
-        manifest
-            .retired_mail
-            .iter()
-            .map(|r| (retired_mail_file(r.generation), KeyKind::X25519)),
-    );
-    files
-}
-
 /// Writes a 32-byte secret of `kind` to `path`: encrypted under `passphrase` when one
 /// is given (a locked custody's signing and mail keys), else PEM PKCS#8 v1.
 fn write_key_as(
@@ -688,6 +673,7 @@ pub fn rewrite_as_pem(dir: &Path) -> Result<Vec<String>, CustodyError> {
     Ok(rewritten)
 }
 
+pub use lock::{finish_lock, read_passphrase_file};
 pub use rotation::{Rotating, finish_rotation, rotate};
 
 impl Custody {
@@ -728,74 +714,6 @@ impl Custody {
     /// a rotation writes its new key under it.
     pub(crate) fn passphrase(&self) -> Option<zeroize::Zeroizing<Vec<u8>>> {
         self.keys().passphrase.clone()
-    }
-
-    /// Unlocks a custody opened locked: finishes a rotation a crash left waiting for
-    /// the passphrase, decrypts every key with `passphrase` and checks it against the
-    /// manifest, then installs the keys in this custody and every clone of it. A wrong
-    /// passphrase changes nothing. What was done, one line each.
-    pub fn unlock(&self, passphrase: &[u8]) -> Result<Vec<String>, CustodyError> {
-        let done = finish_rotation(&self.dir, Some(passphrase))?;
-        let opened = open(&self.dir, Some(passphrase))?;
-        if opened.is_locked() {
-            // Only an encrypted file without its passphrase leaves a custody locked.
-            return Err(CustodyError::Locked {
-                dir: self.dir.as_ref().clone(),
-            });
-        }
-        self.replace(opened);
-        Ok(done)
-    }
-
-    /// Locks the custody at rest: the signing key, the mail key and every retired mail
-    /// key rewritten encrypted under `passphrase` (each atomically, the same secret:
-    /// fingerprints unchanged), then `keys/locked` written. The running keys stay in
-    /// use; the next start needs the passphrase. Locking a locked custody again changes
-    /// its passphrase. Refused while locked, and for a passphrase shorter than
-    /// `CUSTODY_PASSPHRASE_BYTES_MIN`. The files rewritten.
-    pub fn lock(&self, passphrase: &[u8]) -> Result<Vec<String>, CustodyError> {
-        use crate::limits::{CUSTODY_PASSPHRASE_BYTES_MAX, CUSTODY_PASSPHRASE_BYTES_MIN};
-        if passphrase.len() < CUSTODY_PASSPHRASE_BYTES_MIN {
-            return Err(CustodyError::Passphrase(format!(
-                "it is {} bytes, fewer than {CUSTODY_PASSPHRASE_BYTES_MIN} (CUSTODY_PASSPHRASE_BYTES_MIN)",
-                passphrase.len()
-            )));
-        }
-        if passphrase.len() > CUSTODY_PASSPHRASE_BYTES_MAX {
-            return Err(CustodyError::Passphrase(format!(
-                "it is more than {CUSTODY_PASSPHRASE_BYTES_MAX} bytes (CUSTODY_PASSPHRASE_BYTES_MAX)"
-            )));
-        }
-        let keys = self.keys();
-        if keys.signing.is_none() {
-            return Err(CustodyError::Locked {
-                dir: self.dir.as_ref().clone(),
-            });
-        }
-        let dir = self.dir.as_ref();
-        let folder = dir.join(KEYS_DIR);
-        crate::store::ensure_private_dir(&folder)?;
-        let current = keys.passphrase.as_deref().map(Vec::as_slice);
-        let mut rewritten = Vec::new();
-        for (file, kind) in evidence_files(&keys.manifest) {
-            let path = folder.join(&file);
-            let secret = read_secret(&path, kind, current)?;
-            write_key_as(&path, kind, &secret, Some(passphrase))?;
-            rewritten.push(file);
-        }
-        write_private(
-            &folder.join(LOCKED_FILE),
-            b"signing.key, mail.key and mail.key.N are encrypted PKCS#8 (scrypt, AES-256-GCM)\n",
-        )?;
-        std::fs::File::open(&folder)
-            .and_then(|d| d.sync_all())
-            .map_err(|source| CustodyError::Io {
-                path: folder.clone(),
-                source,
-            })?;
-        let opened = open(dir, Some(passphrase))?;
-        self.replace(opened);
-        Ok(rewritten)
     }
 
     fn signing(&self) -> (std::sync::Arc<Keys>, u32) {

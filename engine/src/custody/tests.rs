@@ -496,10 +496,12 @@ fn a_locked_custody_opens_locked_and_unlocks_with_its_passphrase_only() {
     let custody = verify(&d).unwrap();
     assert!(!custody.is_locked() && !custody.is_encrypted());
     assert!(matches!(
-        custody.lock(b"short"),
+        custody.lock(b"short", &crate::store::Failpoints::default()),
         Err(CustodyError::Passphrase(why)) if why.contains("CUSTODY_PASSPHRASE_BYTES_MIN")
     ));
-    let rewritten = custody.lock(PASS).unwrap();
+    let rewritten = custody
+        .lock(PASS, &crate::store::Failpoints::default())
+        .unwrap();
     assert_eq!(rewritten, vec![SIGNING_KEY_FILE, MAIL_KEY_FILE]);
     // Still unlocked in memory, now encrypted at rest; the fingerprints unchanged.
     assert!(!custody.is_locked() && custody.is_encrypted());
@@ -604,5 +606,57 @@ fn a_locked_custody_opens_locked_and_unlocks_with_its_passphrase_only() {
         Err(CustodyError::WeakKey { path, reason })
             if path.ends_with(SIGNING_KEY_FILE) && reason.contains("unencrypted")
     ));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A lock (here a change of passphrase) a crash interrupts is all or nothing
+/// (custody/lock.rs): staged keys without the commit are discarded, the old passphrase
+/// still unlocks; after the commit the open completes the renames, the new one does.
+#[test]
+fn an_interrupted_lock_is_discarded_before_its_commit_and_completed_after() {
+    const OLD: &[u8] = b"correct horse battery staple";
+    const NEW: &[u8] = b"another horse battery staple";
+    let d = dir("relock");
+    let manifest = create(&d).unwrap();
+    verify(&d)
+        .unwrap()
+        .lock(OLD, &crate::store::Failpoints::default())
+        .unwrap();
+    let keys = d.join(KEYS_DIR);
+    let stage = |d: &Path| {
+        for (file, kind) in [
+            (SIGNING_KEY_FILE, KeyKind::Ed25519),
+            (MAIL_KEY_FILE, KeyKind::X25519),
+        ] {
+            let secret = read_secret(&keys.join(file), kind, Some(OLD)).unwrap();
+            let staged = d.join(KEYS_DIR).join(format!("{file}.relock"));
+            write_key_as(&staged, kind, &secret, Some(NEW)).unwrap();
+        }
+    };
+    // Stopped before the commit: discarded.
+    stage(&d);
+    let done = finish_lock(&d).unwrap().unwrap();
+    assert!(done.contains("before its commit"), "{done}");
+    assert!(!keys.join("signing.key.relock").exists());
+    assert!(matches!(
+        open(&d, Some(NEW)),
+        Err(CustodyError::WrongPassphrase { .. })
+    ));
+    assert_eq!(open(&d, Some(OLD)).unwrap().manifest(), manifest);
+    assert_eq!(finish_lock(&d).unwrap(), None, "nothing under way");
+    // Stopped after the commit, the signing key renamed, the mail key not: completed.
+    stage(&d);
+    write_private(&keys.join("relock"), b"staged keys replace the keys\n").unwrap();
+    std::fs::rename(keys.join("signing.key.relock"), keys.join(SIGNING_KEY_FILE)).unwrap();
+    let done = finish_lock(&d).unwrap().unwrap();
+    assert!(done.contains("after its commit"), "{done}");
+    assert!(!keys.join("relock").exists() && !keys.join("mail.key.relock").exists());
+    assert!(matches!(
+        open(&d, Some(OLD)),
+        Err(CustodyError::WrongPassphrase { .. })
+    ));
+    let unlocked = open(&d, Some(NEW)).unwrap();
+    assert!(!unlocked.is_locked() && unlocked.is_encrypted());
+    assert_eq!(unlocked.manifest(), manifest);
     std::fs::remove_dir_all(&d).unwrap();
 }

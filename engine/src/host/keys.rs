@@ -56,7 +56,8 @@ impl Host {
         let said = match request {
             CustodyCall::Lock { passphrase } => {
                 let again = self.custody.is_encrypted();
-                self.custody.lock(passphrase.as_bytes()).map(|files| {
+                let locked = self.custody.lock(passphrase.as_bytes(), &self.failpoints);
+                locked.map(|files| {
                     let what = if again { "passphrase changed" } else { "locked" };
                     tracing::info!(host = name, files = files.join(", "), "custody {what}");
                     format!(

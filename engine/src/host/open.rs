@@ -32,6 +32,10 @@ impl Host {
         config.check_profiles(dir)?;
         // A rotation a crash interrupted completes, or the old generation stays
         // (custody/rotation.rs) — never a hand fix.
+        // So does a custody lock: all or nothing (custody/lock.rs).
+        if let Some(done) = crate::custody::finish_lock(dir)? {
+            tracing::warn!(host = config.name, "{done}");
+        }
         for done in crate::custody::finish_rotation(dir, None)? {
             tracing::warn!(host = config.name, "{done}");
         }

@@ -45,10 +45,14 @@ pub struct Started {
     pub exports: Option<Arc<crate::exports::service::Exports>>,
 }
 
+/// `passphrase`: what unlocks a locked custody at once (gridd's
+/// `--custody-passphrase-file`); without it such a host serves reads only until
+/// `gridctl custody unlock`.
 pub fn start(
     dir: &Path,
     failpoints: &Failpoints,
     runtime: &tokio::runtime::Runtime,
+    passphrase: Option<&[u8]>,
 ) -> Result<Started, String> {
     let refuse = |e: &dyn std::fmt::Display| {
         format!("gridd: cannot start the host in {}: {e}", dir.display())
@@ -56,7 +60,16 @@ pub fn start(
     let mut host = Host::open(dir, failpoints.clone()).map_err(|e| refuse(&e))?;
     // A locked custody: reads only, until the passphrase unlocks every key.
     if host.custody_locked() {
-        locked::serve_until_unlocked(&mut host).map_err(|e| refuse(&e))?;
+        match passphrase {
+            // A wrong passphrase refuses the start: never a host waiting unnoticed.
+            Some(passphrase) => {
+                for line in host.custody().unlock(passphrase).map_err(|e| refuse(&e))? {
+                    tracing::warn!(host = host.name(), "{line}");
+                }
+                tracing::info!(host = host.name(), "custody unlocked at start");
+            }
+            None => locked::serve_until_unlocked(&mut host).map_err(|e| refuse(&e))?,
+        }
     }
     // Checked before anything is served; bound once the rooms have started.
     let metrics_address = host.config().metrics.clone();

@@ -91,11 +91,17 @@ pub enum Failpoint {
     RotationBeforeManifest,
     /// A signing-key rotation's manifest names the new key; it is not renamed into place.
     RotationBeforeRename,
+    /// A custody lock staged every key under the new passphrase; its commit
+    /// (`keys/relock`) is not written.
+    CustodyLockBeforeCommit,
+    /// A custody lock committed and renamed the first staged key (the signing key)
+    /// into place; the others are not.
+    CustodyLockMidway,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order an operation reaches them.
-    pub const ALL: [Failpoint; 30] = [
+    pub const ALL: [Failpoint; 32] = [
         Failpoint::SubmitBeforeCommit,
         Failpoint::SubmitAfterCommit,
         Failpoint::BatchAfterCommit,
@@ -126,6 +132,8 @@ impl Failpoint {
         Failpoint::ExportAfterPublish,
         Failpoint::RotationBeforeManifest,
         Failpoint::RotationBeforeRename,
+        Failpoint::CustodyLockBeforeCommit,
+        Failpoint::CustodyLockMidway,
     ];
 
     /// The name `GRID_FAILPOINTS` and journeys use.
@@ -161,6 +169,8 @@ impl Failpoint {
             Failpoint::ExportAfterPublish => "export-after-publish",
             Failpoint::RotationBeforeManifest => "rotation-before-manifest",
             Failpoint::RotationBeforeRename => "rotation-before-rename",
+            Failpoint::CustodyLockBeforeCommit => "custody-lock-before-commit",
+            Failpoint::CustodyLockMidway => "custody-lock-midway",
         }
     }
 

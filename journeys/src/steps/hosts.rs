@@ -1,7 +1,9 @@
 //! Host processes: `start`, `kill`, `kill … at=`, `lose-reply`, `restart`.
 //!
-//! - `start HOST [failpoints="POINT=ACTION,…"]` — runs `gridd --dir <state>/hosts/HOST`
-//!   and waits until its control socket accepts a connection. Inside `expect-refused`,
+//! - `start HOST [failpoints="POINT=ACTION,…"] [passphrase="TEXT"]` — runs `gridd --dir
+//!   <state>/hosts/HOST` (with `passphrase`: TEXT written to a private file given as
+//!   `--custody-passphrase-file`, docs/custody.md) and waits until its control socket
+//!   accepts a connection. Inside `expect-refused`,
 //!   gridd must instead exit non-zero with a message.
 //!   A host whose listen address is a non-loopback IPv4 address (e.g. `10.77.1.1:7521`)
 //!   runs as `ip netns exec NS gridd …` in a network namespace of its own, made the
@@ -35,6 +37,8 @@ enum HostStep {
     Start {
         host: String,
         failpoints: Option<String>,
+        /// `passphrase=`: given to gridd as `--custody-passphrase-file`.
+        passphrase: Option<String>,
         refused: bool,
     },
     Kill {
@@ -54,10 +58,12 @@ enum HostStep {
 pub fn parse_start(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let host = node.host("a host name")?;
     let failpoints = node.string("failpoints")?;
+    let passphrase = node.string("passphrase")?;
     let refused = node.expects_refusal();
     Ok(Box::new(HostStep::Start {
         host,
         failpoints,
+        passphrase,
         refused,
     }))
 }
@@ -147,13 +153,18 @@ impl Step for HostStep {
             HostStep::Start {
                 host,
                 failpoints,
-                refused: false,
-            } => cx.start_host(host, failpoints.as_deref()),
-            HostStep::Start {
-                host,
-                failpoints,
-                refused: true,
-            } => start_refused(cx, host, failpoints.as_deref()),
+                passphrase,
+                refused,
+            } => {
+                if let Some(text) = passphrase {
+                    let file = super::locks::write_passphrase(cx, text)?;
+                    cx.set_start_passphrase(file);
+                }
+                match refused {
+                    false => cx.start_host(host, failpoints.as_deref()),
+                    true => start_refused(cx, host, failpoints.as_deref()),
+                }
+            }
             HostStep::Kill { host } => {
                 let (status, killed) = cx.kill_host(host)?;
                 if killed {

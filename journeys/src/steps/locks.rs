@@ -50,26 +50,7 @@ fn parse(node: &mut Node<'_>, verb: &'static str) -> Result<Box<dyn Step>, Parse
 
 impl Step for Custody {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
-        let failed = |e: std::io::Error| Failure::new("the passphrase file written", e.to_string());
-        let mut n = 1;
-        let file = loop {
-            let file = cx.work_dir().join(format!("passphrase-{n}"));
-            if !file.exists() {
-                break file;
-            }
-            n += 1;
-        };
-        {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&file)
-                .map_err(failed)?;
-            writeln!(f, "{}", self.passphrase).map_err(failed)?;
-        }
+        let file = write_passphrase(cx, &self.passphrase)?;
         let args: Vec<OsString> = vec![
             "custody".into(),
             self.verb.into(),
@@ -85,6 +66,33 @@ impl Step for Custody {
         }
         Ok(())
     }
+}
+
+/// Writes `text` and a newline to the next free `$WORK/passphrase-N` (0600), as an
+/// operator keeps a passphrase file: its path.
+pub(super) fn write_passphrase(
+    cx: &Context<'_>,
+    text: &str,
+) -> Result<std::path::PathBuf, Failure> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let failed = |e: std::io::Error| Failure::new("the passphrase file written", e.to_string());
+    let mut n = 1;
+    let file = loop {
+        let file = cx.work_dir().join(format!("passphrase-{n}"));
+        if !file.exists() {
+            break file;
+        }
+        n += 1;
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&file)
+        .map_err(failed)?;
+    writeln!(f, "{text}").map_err(failed)?;
+    Ok(file)
 }
 
 /// Waits until `host` runs with its custody unlocked.

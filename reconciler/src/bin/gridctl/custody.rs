@@ -2,13 +2,12 @@
 //! custody"): the operator's passphrase reaches the running host over its control
 //! socket (0600) and nowhere else — never an argument, never the files, never a log.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use clap::Subcommand;
-use grid_engine::host::control::Client;
-use grid_engine::limits::CUSTODY_PASSPHRASE_BYTES_MAX;
+use grid_engine::host::control::{CallError, Client};
 use grid_engine::protocol::{Call, CustodyCall, Passphrase, Reply};
 use grid_reconciler::observe;
 use serde::Serialize;
@@ -24,7 +23,8 @@ pub enum CustodyCli {
     /// serves reads and retained answers only, signing and admitting nothing, until
     /// `gridctl custody unlock`. The TLS key stays unencrypted (reads are served over
     /// TLS). Exit 0 locked, 4 refused (a passphrase shorter than
-    /// CUSTODY_PASSPHRASE_BYTES_MIN), 1 the host could not be asked.
+    /// CUSTODY_PASSPHRASE_BYTES_MIN), 3 unknown (the reply was lost: the same command
+    /// again completes it), 1 the host could not be asked.
     Lock {
         /// The host (it must run).
         host: String,
@@ -36,7 +36,8 @@ pub enum CustodyCli {
     /// Unlock HOST's custody with the passphrase in FILE: every key is decrypted and
     /// checked against the custody manifest, then a gridd that started locked starts
     /// its rooms. A wrong passphrase is refused and changes nothing. Exit 0 unlocked
-    /// (or already), 4 refused, 1 the host could not be asked.
+    /// (or already), 4 refused, 3 unknown (the reply was lost), 1 the host could not be
+    /// asked.
     Unlock {
         /// The host (it must run).
         host: String,
@@ -59,7 +60,7 @@ pub struct PassphraseFile {
 #[derive(Serialize)]
 struct Done {
     host: String,
-    /// `succeeded` or `refused`.
+    /// `succeeded`, `refused` or `unknown` (the reply was lost).
     outcome: &'static str,
     encrypted: Option<bool>,
     locked: Option<bool>,
@@ -85,16 +86,36 @@ pub fn custody(command: CustodyCli) -> anyhow::Result<ExitCode> {
             output,
         } => (host, passphrase.passphrase_file, output, false),
     };
-    let passphrase = read_passphrase(&file)?;
+    let passphrase = grid_engine::custody::read_passphrase_file(&file)
+        .map(|text| Passphrase::new(text.to_string()))?;
     let request = if lock {
         CustodyCall::Lock { passphrase }
     } else {
         CustodyCall::Unlock { passphrase }
     };
     let dir = observe::host_dir(&output.state, &host);
-    let reply = Client::connect(&dir)
-        .and_then(|mut c| c.call(&Call::Custody { request }))
-        .with_context(|| format!("asking host `{host}` (is its gridd running?)"))?;
+    let reply = match Client::connect(&dir).and_then(|mut c| c.call(&Call::Custody { request })) {
+        Ok(reply) => reply,
+        // Sent, and no answer came: the lock may have happened in part; its files
+        // say (`gridctl status`), and the same command again completes it.
+        Err(CallError::Lost { detail }) => {
+            let done = Done {
+                host,
+                outcome: "unknown",
+                encrypted: None,
+                locked: None,
+                detail: format!(
+                    "the reply was lost ({detail}): `gridctl status` shows the custody; the same command again completes it"
+                ),
+            };
+            emit(&done, output.json);
+            return Ok(ExitCode::from(3));
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e))
+                .with_context(|| format!("asking host `{host}` (is its gridd running?)"));
+        }
+    };
     let (done, code) = match reply {
         Reply::Custody {
             encrypted,
@@ -124,39 +145,4 @@ pub fn custody(command: CustodyCli) -> anyhow::Result<ExitCode> {
     };
     emit(&done, output.json);
     Ok(ExitCode::from(code))
-}
-
-/// The passphrase in `file`: UTF-8, one trailing newline (`\n` or `\r\n`) dropped,
-/// at most CUSTODY_PASSPHRASE_BYTES_MAX bytes read.
-fn read_passphrase(file: &Path) -> anyhow::Result<Passphrase> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(file)
-        .and_then(|f| {
-            f.take(CUSTODY_PASSPHRASE_BYTES_MAX as u64 + 2)
-                .read_to_end(&mut bytes)
-        })
-        .with_context(|| format!("reading the passphrase file {}", file.display()))?;
-    let bytes = zeroize::Zeroizing::new(bytes);
-    let mut text = match std::str::from_utf8(&bytes) {
-        Ok(text) => zeroize::Zeroizing::new(text.to_owned()),
-        Err(_) => bail!("the passphrase file {} is not UTF-8 text", file.display()),
-    };
-    for end in ["\r\n", "\n"] {
-        if text.ends_with(end) {
-            let keep = text.len() - end.len();
-            text.truncate(keep);
-            break;
-        }
-    }
-    if text.len() > CUSTODY_PASSPHRASE_BYTES_MAX {
-        bail!(
-            "the passphrase in {} is longer than CUSTODY_PASSPHRASE_BYTES_MAX ({CUSTODY_PASSPHRASE_BYTES_MAX} bytes)",
-            file.display()
-        );
-    }
-    if text.is_empty() {
-        bail!("the passphrase file {} is empty", file.display());
-    }
-    Ok(Passphrase::new(text.to_string()))
 }
