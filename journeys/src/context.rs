@@ -36,6 +36,7 @@ use crate::process::{
 use crate::{Binaries, HOST_EXIT_TIMEOUT, HOST_READY_TIMEOUT, POLL_INTERVAL, STEP_TIMEOUT};
 
 mod packed;
+mod refusal;
 
 /// The environment variable that arms crash points in `gridd`.
 pub const FAILPOINTS_ENV: &str = "GRID_FAILPOINTS";
@@ -316,9 +317,30 @@ impl<'a> Context<'a> {
     /// directory, without failpoints in its environment). A command that cannot start
     /// or does not finish in time fails the step; any exit status is returned.
     pub fn gridctl(&mut self, args: &[OsString]) -> Result<CommandOutput, Failure> {
+        self.run_gridctl(args, None)
+    }
+
+    /// [`Context::gridctl`] with `GRID_FAILPOINTS=failpoints` (gridctl's own crash
+    /// points: an installation transfer's steps).
+    pub fn gridctl_armed(
+        &mut self,
+        args: &[OsString],
+        failpoints: &str,
+    ) -> Result<CommandOutput, Failure> {
+        self.run_gridctl(args, Some(failpoints))
+    }
+
+    fn run_gridctl(
+        &mut self,
+        args: &[OsString],
+        failpoints: Option<&str>,
+    ) -> Result<CommandOutput, Failure> {
         self.commands += 1;
         let number = self.commands;
-        let command = gridctl_command(&self.binaries.gridctl, args, &self.state, &self.work);
+        let mut command = gridctl_command(&self.binaries.gridctl, args, &self.state, &self.work);
+        if let Some(failpoints) = failpoints {
+            command.env(FAILPOINTS_ENV, failpoints);
+        }
         let shown = std::iter::once("gridctl".to_string())
             .chain(args.iter().map(|arg| self.show_path(Path::new(arg))))
             .collect::<Vec<_>>()

@@ -220,6 +220,7 @@ fn took_effect(plan: &Plan, t: &Transition) -> bool {
         Action::Submit { .. } | Action::Resolve { .. } => operation::answered(&dir, &t.id),
         Action::Recover { op } => operation::answered(&dir, op),
         Action::WriteHostConfig { config, .. } => hosts::written(&dir, config),
+        Action::Transfer { destination, .. } => crate::transfer::done(state, &t.host, destination),
         Action::WriteArchive {
             archive,
             leaving,
@@ -278,6 +279,10 @@ fn effect(plan: &Plan, t: &Transition) -> Effect {
             (leaving.as_ref(), index_leaving.as_ref()),
         ),
         Action::WriteSnapshots { store } => crate::diff::snapshots::write_store(&dir, store),
+        Action::Transfer {
+            source,
+            destination,
+        } => crate::transfer::apply(state, &t.host, &t.id, source, destination),
         Action::CreateCustody => hosts::create_custody(&dir),
         Action::RewriteKeysAsPem => hosts::rewrite_keys_as_pem(&dir),
         Action::Submit { request } => operation::submit(&dir, &t.id, request.clone()),

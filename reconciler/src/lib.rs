@@ -21,6 +21,7 @@ pub mod processes;
 pub mod resolve;
 pub mod routes;
 pub mod sources;
+pub mod transfer;
 pub mod transition;
 pub mod up;
 pub mod wallet;

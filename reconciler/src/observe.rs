@@ -89,6 +89,10 @@ pub struct HostObservation {
     /// Key files of its custody still in the older hex form.
     #[serde(default)]
     pub hex_keys: Vec<String>,
+    /// The installation's transfer journal (`DIR/transfer.toml`, docs/transfer.md):
+    /// an open transfer resumes under its own operation id.
+    #[serde(default)]
+    pub transfer: Option<grid_engine::store::transfer::Record>,
     /// The models its custody says the installation ever held (`DIR/keys/held-models`,
     /// `grid_engine::store::held`): one its store does not hold is never planned afresh.
     #[serde(default)]
@@ -291,6 +295,7 @@ fn observe_planned(topology: &Topology, state: &Path, name: &str, dir: &Path) ->
     if matches!(o.keys, Keys::Held(_)) {
         o.hex_keys = grid_engine::custody::legacy_key_files(dir).unwrap_or_default();
     }
+    o.transfer = grid_engine::store::transfer::record(dir).ok().flatten();
     let desired = topology.host(name);
     let mut memberships: Vec<String> = desired.map(|h| h.memberships.clone()).unwrap_or_default();
     memberships.extend(o.custody.1.iter().cloned());
@@ -481,6 +486,7 @@ impl HostObservation {
             authority: BTreeMap::new(),
             claims: BTreeMap::new(),
             hex_keys: Vec::new(),
+            transfer: None,
             held_models: BTreeSet::new(),
             held_ledgers: BTreeSet::new(),
             obligations: BTreeMap::new(),

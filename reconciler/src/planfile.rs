@@ -141,6 +141,14 @@ pub fn render(plan: &Plan) -> String {
             Action::DistributeRevocations { membership } => {
                 children.push(format!("distribute-revocations {}", quote(membership)))
             }
+            Action::Transfer {
+                source,
+                destination,
+            } => children.push(format!(
+                "transfer source={} destination={}",
+                quote(&source.display().to_string()),
+                quote(&destination.display().to_string())
+            )),
             Action::PublishKeys {
                 membership,
                 members,
@@ -335,6 +343,10 @@ pub fn load(path: &Path) -> Result<Plan, String> {
                         },
                         "distribute-revocations" => Action::DistributeRevocations {
                             membership: argument(c)?,
+                        },
+                        "transfer" => Action::Transfer {
+                            source: PathBuf::from(string(c, "source")?),
+                            destination: PathBuf::from(string(c, "destination")?),
                         },
                         "publish-keys" => Action::PublishKeys {
                             membership: argument(c)?,

@@ -101,6 +101,12 @@ pub enum Action {
         membership: String,
         members: Vec<String>,
     },
+    /// Move the stopped host's installation from `source` to `destination`
+    /// (docs/transfer.md): resumed under the same operation id after a stop.
+    Transfer {
+        source: PathBuf,
+        destination: PathBuf,
+    },
     /// Send an operation to the host.
     Submit { request: Request },
     /// Send an operation to the host whose request names values known only after

@@ -27,6 +27,14 @@ impl Host {
                 reason: "no host installation here (gridctl reconcile creates it)".to_owned(),
             });
         }
+        // A transfer's source, or its copy not yet activated, is never served
+        // (store/transfer.rs).
+        if let Some(reason) = crate::store::transfer::refusal(dir) {
+            return Err(HostError::Config {
+                path: dir.join(crate::store::transfer::TRANSFER_FILE),
+                reason,
+            });
+        }
         ensure_private_dir(dir)?;
         let config = HostConfig::read(dir)?;
         config.check_profiles(dir)?;

@@ -97,11 +97,19 @@ pub enum Failpoint {
     /// A custody lock committed and renamed the first staged key (the signing key)
     /// into place; the others are not.
     CustodyLockMidway,
+    /// An installation transfer journaled `prepared` in its source (gridctl).
+    TransferAfterPrepare,
+    /// An installation transfer copied its first file (gridctl).
+    TransferMidCopy,
+    /// An installation transfer verified the copy; the destination is not activated.
+    TransferBeforeActivate,
+    /// An installation transfer activated the destination; the source is not retired.
+    TransferBeforeRetire,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order an operation reaches them.
-    pub const ALL: [Failpoint; 32] = [
+    pub const ALL: [Failpoint; 36] = [
         Failpoint::SubmitBeforeCommit,
         Failpoint::SubmitAfterCommit,
         Failpoint::BatchAfterCommit,
@@ -134,6 +142,10 @@ impl Failpoint {
         Failpoint::RotationBeforeRename,
         Failpoint::CustodyLockBeforeCommit,
         Failpoint::CustodyLockMidway,
+        Failpoint::TransferAfterPrepare,
+        Failpoint::TransferMidCopy,
+        Failpoint::TransferBeforeActivate,
+        Failpoint::TransferBeforeRetire,
     ];
 
     /// The name `GRID_FAILPOINTS` and journeys use.
@@ -171,6 +183,10 @@ impl Failpoint {
             Failpoint::RotationBeforeRename => "rotation-before-rename",
             Failpoint::CustodyLockBeforeCommit => "custody-lock-before-commit",
             Failpoint::CustodyLockMidway => "custody-lock-midway",
+            Failpoint::TransferAfterPrepare => "transfer-after-prepare",
+            Failpoint::TransferMidCopy => "transfer-mid-copy",
+            Failpoint::TransferBeforeActivate => "transfer-before-activate",
+            Failpoint::TransferBeforeRetire => "transfer-before-retire",
         }
     }
 

@@ -24,6 +24,7 @@ pub mod records;
 pub mod s3;
 pub mod sealed;
 pub mod shelf;
+pub mod transfer;
 pub mod usage;
 
 pub use commit::Syncer;

@@ -40,6 +40,7 @@ mod stored;
 mod tamper;
 mod tls;
 mod topology;
+mod transfer;
 mod values;
 mod wallet;
 
@@ -111,6 +112,7 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("expire-certificate", custody::parse_expire_certificate),
     ("renew", custody::parse_renew),
     ("revoke", custody::parse_revoke),
+    ("transfer", transfer::parse),
     ("lock", locks::parse_lock),
     ("unlock", locks::parse_unlock),
     ("expect-answer", answers::parse),

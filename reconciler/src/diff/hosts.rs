@@ -90,22 +90,10 @@ pub fn transitions(
         .key(format!("host:{name}"))
     };
     // Where the installation is against where the files want it: moving it is an
-    // installation transfer (SPEC C11), which is never inferred from an edit.
+    // installation transfer (SPEC C11, docs/transfer.md), planned explicitly with its
+    // operation id — an open one resumes under its own.
     if observation.config.is_some() && observation.link.as_deref() != desired.dir.as_deref() {
-        let now = observation.link.as_ref().map_or_else(
-            || observation.dir.display().to_string(),
-            |l| l.display().to_string(),
-        );
-        let wanted = desired.dir.as_ref().map_or_else(
-            || observation.dir.display().to_string(),
-            |d| d.display().to_string(),
-        );
-        out.push(Draft::attention(
-            "host",
-            name,
-            name,
-            format!("installed in {now}, the files say {wanted}: moving an installation is a transfer, which this version does not perform"),
-        ));
+        out.push(transfer(desired, observation));
     }
     let fresh = match (&observation.config, &observation.status) {
         (None, HostStatus::Missing) => {
@@ -343,6 +331,74 @@ fn install_model(host: &str, model: &grid_spec::Model, canonical: Option<String>
     )
     .key(format!("model:{host}:{}", model.name))
     .after([format!("host:{host}")])
+}
+
+/// `~ host H: transfer installation A -> B`, or why it cannot be planned now.
+fn transfer(desired: &grid_spec::Host, observation: &HostObservation) -> Draft {
+    let name = &observation.name;
+    let source = observation
+        .link
+        .clone()
+        .unwrap_or_else(|| observation.dir.clone());
+    let Some(destination) = desired.dir.clone() else {
+        return Draft::attention(
+            "host",
+            name,
+            name,
+            format!(
+                "installed in {}, the files name no `dir`: moving an installation back into the state directory is not a transfer this version performs (name its new place with `dir=`)",
+                source.display()
+            ),
+        );
+    };
+    if !destination.is_absolute() {
+        return Draft::attention(
+            "host",
+            name,
+            name,
+            format!(
+                "the files move it to `{}`: a transfer's destination is an absolute path",
+                destination.display()
+            ),
+        );
+    }
+    if matches!(
+        observation.status,
+        HostStatus::Running(_) | HostStatus::Locked(_)
+    ) {
+        return Draft::attention(
+            "host",
+            name,
+            name,
+            format!(
+                "transfer of {} to {} waits for its gridd to stop (a transfer copies a stopped installation)",
+                source.display(),
+                destination.display()
+            ),
+        );
+    }
+    let (files, bytes) = crate::transfer::size(&source);
+    let generation = observation.keys.manifest().map_or(0, |m| m.generation);
+    let draft = Draft::new(
+        Op::Change,
+        "host",
+        name,
+        name,
+        format!(
+            "transfer installation {} -> {} ({files} files, {bytes} bytes, keys generation {generation})",
+            source.display(),
+            destination.display()
+        ),
+        Action::Transfer {
+            source,
+            destination: destination.clone(),
+        },
+    )
+    .key(format!("transfer:{name}"));
+    match &observation.transfer {
+        Some(open) if open.destination == destination => draft.id(open.op.clone()),
+        _ => draft,
+    }
 }
 
 /// The operation that rotates one key to a generation.

@@ -1,0 +1,165 @@
+//! `transfer HOST to=DIR [at=POINT] [expect=OUTCOME]` (SPEC §5, docs/transfer.md) — the
+//! operator moves HOST's installation: its `host` node's `dir` becomes `$WORK/DIR` in
+//! the files (written as the next edited copy of the topology, like `edit-topology`)
+//! and `gridctl reconcile` runs.
+//!
+//! - With `at`, gridctl runs with `GRID_FAILPOINTS=POINT=abort` (`transfer-after-prepare`,
+//!   `transfer-mid-copy`, `transfer-before-activate`, `transfer-before-retire`) and must
+//!   abort there: the transfer stops midway, journaled; the next `transfer` (or
+//!   `reconcile`) resumes it under the same operation id.
+//! - Without, the reconcile's outcome must be `expect` (default `succeeded`; a stopped
+//!   host's plan also says `! host H` unreachable: `attention`); once HOST's link names
+//!   the new place, the step also checks that a gridd started on the old installation
+//!   (or `<state>/transferred/H.OP`, when it was the state directory's own) refuses,
+//!   naming the new place: the source is retired, never served again.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use kdl::KdlDocument;
+
+use super::{Outcome, Step, check_outcome};
+use crate::context::Context;
+use crate::error::Failure;
+use crate::process::{describe_status, quote_output};
+use crate::step::{Node, ParseError};
+
+struct Transfer {
+    host: String,
+    to: String,
+    at: Option<String>,
+    expect: Outcome,
+}
+
+pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
+    let host = node.host("the host whose installation moves")?;
+    let to = node.required("to", "DIR")?;
+    let at = node.string("at")?;
+    if let Some(point) = &at
+        && !point.starts_with("transfer-")
+    {
+        return Err(node.error(format!(
+            "`at` is a transfer's crash point (transfer-after-prepare, transfer-mid-copy, transfer-before-activate, transfer-before-retire), not `{point}`"
+        )));
+    }
+    let expect = Outcome::expected(node)?;
+    Ok(Box::new(Transfer {
+        host,
+        to,
+        at,
+        expect,
+    }))
+}
+
+/// `text` with `host`'s `dir` set to `dir`.
+fn moved(text: &str, host: &str, dir: &Path) -> Result<String, String> {
+    let mut doc: KdlDocument = text
+        .parse()
+        .map_err(|e| format!("the topology does not parse: {e}"))?;
+    let node = doc
+        .nodes_mut()
+        .iter_mut()
+        .find(|n| {
+            n.name().value() == "host"
+                && n.entry(0)
+                    .and_then(|e| e.value().as_string())
+                    .is_some_and(|n| n == host)
+        })
+        .ok_or_else(|| format!("no `host {host:?}` node in the topology file"))?;
+    node.insert("dir", dir.display().to_string());
+
+    Ok(doc.to_string())
+}
+
+impl Step for Transfer {
+    fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
+        let destination = cx.work_dir().join(&self.to);
+        let link = cx.host_dir(&self.host);
+        let source = std::fs::read_link(&link).unwrap_or_else(|_| link.clone());
+        let (current, text) = super::topology::read_current(cx)?;
+        let edited = moved(&text, &self.host, &destination)
+            .map_err(|e| Failure::new("the host's dir set in the files", e))?;
+        let path = super::topology::write_edited(cx, &current, &edited)?;
+        cx.say(format_args!(
+            "{}: dir={} ({})",
+            self.host,
+            cx.show_path(&destination),
+            cx.show_path(&path)
+        ));
+        let args: Vec<OsString> = vec!["reconcile".into(), path.into(), "--json".into()];
+        if let Some(point) = &self.at {
+            let output = cx.gridctl_armed(&args, &format!("{point}=abort"))?;
+            use std::os::unix::process::ExitStatusExt;
+            if output.status.signal() != Some(6) {
+                return Err(Failure::new(
+                    format!("gridctl to abort at {point}"),
+                    format!(
+                        "{}; stdout: {}; stderr: {}",
+                        describe_status(&output.status),
+                        quote_output(&output.stdout),
+                        quote_output(&output.stderr)
+                    ),
+                ));
+            }
+            cx.say(format_args!(
+                "gridctl aborted at {point} (the transfer stops there, journaled)"
+            ));
+            return Ok(());
+        }
+        let output = cx.gridctl(&args)?;
+        check_outcome(cx, &output, self.expect)?;
+        // Moved (the host's link names the new place): the old place refuses.
+        if std::fs::read_link(&link).is_ok_and(|target| target == destination) {
+            source_refuses(cx, &self.host, &source, &destination)?;
+        }
+        Ok(())
+    }
+}
+
+/// A gridd started on the old installation refuses, naming `destination`.
+fn source_refuses(
+    cx: &mut Context<'_>,
+    host: &str,
+    source: &Path,
+    destination: &Path,
+) -> Result<(), Failure> {
+    // The state directory's own `hosts/H` was kept as `transferred/H.OP`.
+    let retired: PathBuf = if source == cx.host_dir(host) {
+        std::fs::read_dir(cx.state_dir().join("transferred"))
+            .ok()
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{host}.")))
+            })
+            .ok_or_else(|| {
+                Failure::new(
+                    format!("the retired installation kept as <state>/transferred/{host}.OP"),
+                    "none found",
+                )
+            })?
+    } else {
+        source.to_owned()
+    };
+    let refusal = cx.start_dir_refusal(&retired)?;
+    let expected = format!("transferred to {}", destination.display());
+    if !refusal.contains(&expected) {
+        return Err(Failure::new(
+            format!(
+                "a gridd on {} to refuse, naming {}",
+                retired.display(),
+                destination.display()
+            ),
+            refusal,
+        ));
+    }
+    cx.say(format_args!(
+        "a gridd on the old installation {} refuses: {}",
+        cx.show_path(&retired),
+        super::shorten(&refusal, 300)
+    ));
+    Ok(())
+}
