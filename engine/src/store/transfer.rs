@@ -262,7 +262,25 @@ fn copy_installation(
     failpoints: &Failpoints,
 ) -> Result<(), TransferError> {
     match record(destination)? {
-        Some(r) if r.op == op && r.role == Role::Destination => {}
+        // An earlier copy of this transfer a stop interrupted: started again from
+        // nothing (a file cut short, a temporary one left, is never kept).
+        Some(r) if r.op == op && r.role == Role::Destination => {
+            for entry in entries(destination)? {
+                if entry.file_name() == TRANSFER_FILE {
+                    continue;
+                }
+                let path = entry.path();
+                let removed = if std::fs::symlink_metadata(&path)
+                    .map_err(io(&path))?
+                    .is_dir()
+                {
+                    std::fs::remove_dir_all(&path)
+                } else {
+                    std::fs::remove_file(&path)
+                };
+                removed.map_err(io(&path))?;
+            }
+        }
         Some(_) => return Err(TransferError::Occupied(destination.to_owned())),
         None => {
             let empty = match std::fs::read_dir(destination) {
@@ -354,7 +372,8 @@ fn entries(dir: &Path) -> Result<Vec<std::fs::DirEntry>, TransferError> {
 
 /// Copies one file, written whole to a temporary name, synced, renamed into place.
 fn copy_file(from: &Path, to: &Path, mode: u32) -> Result<(), TransferError> {
-    let partial = to.with_extension("transfer-partial");
+    let name = to.file_name().unwrap_or_default().to_string_lossy();
+    let partial = to.with_file_name(format!(".{name}.transfer-partial"));
     let mut input = std::fs::File::open(from).map_err(io(from))?;
     let mut output = std::fs::OpenOptions::new()
         .write(true)
@@ -545,10 +564,23 @@ mod tests {
             Err(TransferError::Occupied(_))
         ));
         assert!(refusal(&source).unwrap().contains("under way"));
-        // Emptied, the same id resumes; a copy changed before its verification is
+        // Emptied, the same id resumes; a copy a stop cut short (a temporary file
+        // left) starts again from nothing; a copy changed before its verification is
         // refused and never activated.
         std::fs::remove_file(destination.join("other")).unwrap();
         copy_installation(&source, &destination, "t1", &none).unwrap();
+        std::fs::write(
+            destination.join("keys/.signing.key.transfer-partial"),
+            b"se",
+        )
+        .unwrap();
+        copy_installation(&source, &destination, "t1", &none).unwrap();
+        assert!(
+            !destination
+                .join("keys/.signing.key.transfer-partial")
+                .exists()
+        );
+        verify(&source, &destination).unwrap();
         std::fs::write(destination.join("host.toml"), b"name = \"b\"\n").unwrap();
         assert!(matches!(
             verify(&source, &destination),
