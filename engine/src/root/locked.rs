@@ -8,14 +8,14 @@
 //! room's call) is served here; a wrong passphrase leaves nothing changed; the
 //! passphrase is never logged or answered back.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::BufReader;
 use std::os::unix::net::UnixStream;
 
 use super::socket::reply as reply_line;
 
 use crate::host::control::socket_path;
 use crate::host::{Handled, Host, HostError};
-use crate::limits::{CONTROL_LINE_BYTES_MAX, LOCKED_CONTROL_IDLE};
+use crate::limits::LOCKED_CONTROL_IDLE;
 use crate::protocol::{Call, CustodyCall, Reply};
 
 /// Serves `host`'s control socket, one connection at a time (each closed after
@@ -47,19 +47,15 @@ fn connection(stream: UnixStream, host: &mut Host) -> bool {
     };
     let mut reader = BufReader::new(stream);
     loop {
-        let mut line = String::new();
-        match (&mut reader)
-            .take(CONTROL_LINE_BYTES_MAX)
-            .read_line(&mut line)
-        {
-            Ok(0) | Err(_) => return false,
-            Ok(_) => {}
-        }
-        let reply = match serde_json::from_str::<Call>(&line) {
-            Err(e) => Reply::Refused {
-                reason: format!("malformed call: {e}"),
-            },
-            Ok(Call::Custody { request }) => {
+        let reply = match super::socket::next_call(&mut reader) {
+            None => return false,
+            Some(Err((refusal, close))) => {
+                if reply_line(&mut writer, &refusal).is_err() || close {
+                    return false;
+                }
+                continue;
+            }
+            Some(Ok(Call::Custody { request })) => {
                 let unlocking = matches!(request, CustodyCall::Unlock { .. });
                 let reply = host.custody_call(&request);
                 if unlocking && !host.custody_locked() {
@@ -68,18 +64,18 @@ fn connection(stream: UnixStream, host: &mut Host) -> bool {
                 }
                 reply
             }
-            Ok(
+            Some(Ok(
                 call @ (Call::Observe
                 | Call::Answer { .. }
                 | Call::Values { .. }
                 | Call::Storage
                 | Call::Tag { .. }
                 | Call::Obligations { .. }),
-            ) => match host.handle(call) {
+            )) => match host.handle(call) {
                 Handled::Reply(reply) => reply,
                 Handled::DropReply => return false,
             },
-            Ok(_) => Reply::Refused {
+            Some(Ok(_)) => Reply::Refused {
                 reason: format!(
                     "the custody of `{}` is locked: it serves reads and retained answers only, signs and admits nothing, until `gridctl custody unlock {} --passphrase-file FILE`",
                     host.name(),

@@ -80,40 +80,39 @@ pub(super) fn reply(stream: &mut UnixStream, reply: &Reply) -> std::io::Result<(
     stream.write_all(&line)
 }
 
+/// The next call on a connection: `None` once it ends; `Err((refusal, close))` for a
+/// line that is no call — a malformed one (the connection goes on) or one longer than
+/// CONTROL_LINE_BYTES_MAX (it closes: the rest of that line is never read as calls).
+pub(super) fn next_call(reader: &mut BufReader<UnixStream>) -> Option<Result<Call, (Reply, bool)>> {
+    let mut line = String::new();
+    match reader.take(CONTROL_LINE_BYTES_MAX).read_line(&mut line) {
+        Ok(0) | Err(_) => return None,
+        Ok(_) => {}
+    }
+    if !line.ends_with('\n') {
+        let reason =
+            format!("call longer than CONTROL_LINE_BYTES_MAX ({CONTROL_LINE_BYTES_MAX} bytes)");
+        return Some(Err((Reply::Refused { reason }, true)));
+    }
+    Some(serde_json::from_str(&line).map_err(|e| {
+        let reason = format!("malformed call: {e}");
+        (Reply::Refused { reason }, false)
+    }))
+}
+
 fn connection(stream: UnixStream, started: &Started) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
     let mut reader = BufReader::new(stream);
     loop {
-        let mut line = String::new();
-        match (&mut reader)
-            .take(CONTROL_LINE_BYTES_MAX)
-            .read_line(&mut line)
-        {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        if !line.ends_with('\n') {
-            let _ = reply(
-                &mut writer,
-                &Reply::Refused {
-                    reason: format!(
-                        "call longer than CONTROL_LINE_BYTES_MAX ({CONTROL_LINE_BYTES_MAX} bytes)"
-                    ),
-                },
-            );
-            return;
-        }
-        let call: Call = match serde_json::from_str(&line) {
-            Ok(call) => call,
-            Err(e) => {
-                let _ = reply(
-                    &mut writer,
-                    &Reply::Refused {
-                        reason: format!("malformed call: {e}"),
-                    },
-                );
+        let call = match next_call(&mut reader) {
+            None => return,
+            Some(Ok(call)) => call,
+            Some(Err((refusal, close))) => {
+                if reply(&mut writer, &refusal).is_err() || close {
+                    return;
+                }
                 continue;
             }
         };
