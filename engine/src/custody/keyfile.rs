@@ -121,9 +121,18 @@ pub fn encode_encrypted_pem(
         .expect("the named scrypt cost is valid");
     let params = pbes2::Parameters::scrypt_aes256gcm(cost, &salt, nonce)
         .expect("a 16-byte salt is a valid scrypt salt");
-    let plain = encode_der(kind, secret);
+    encrypted_pem(params, passphrase, encode_der(kind, secret).as_bytes())
+}
+
+/// The encrypted PEM PKCS#8 text of the PKCS#8 document `plain` under `passphrase`
+/// with `params`.
+fn encrypted_pem(
+    params: pbes2::Parameters,
+    passphrase: &[u8],
+    plain: &[u8],
+) -> Result<Zeroizing<String>, String> {
     let sealed = params
-        .encrypt(passphrase, plain.as_bytes())
+        .encrypt(passphrase, plain)
         .map_err(|e| format!("encrypting the key: {e}"))?;
     let der = EncryptedPrivateKeyInfoRef {
         encryption_algorithm: params.into(),
@@ -362,14 +371,7 @@ mod tests {
     fn weak_encryption_is_refused() {
         let plain = encode_der(KeyKind::Ed25519, &[3u8; 32]);
         let encrypt = |params: pbes2::Parameters| {
-            let sealed = params.encrypt(b"pass phrase 12", plain.as_bytes()).unwrap();
-            let der = EncryptedPrivateKeyInfoRef {
-                encryption_algorithm: params.into(),
-                encrypted_data: OctetStringRef::new(&sealed).unwrap(),
-            }
-            .to_der()
-            .unwrap();
-            pkcs8::der::pem::encode_string(ENCRYPTED_KEY_LABEL, LineEnding::LF, &der).unwrap()
+            encrypted_pem(params, b"pass phrase 12", plain.as_bytes()).unwrap()
         };
         let cheap = pkcs8::pkcs5::scrypt::Params::new(10, 8, 1).unwrap();
         let low =

@@ -728,9 +728,8 @@ impl Custody {
 
     /// Signs with the current signing key. Never called on a locked custody.
     pub fn sign(&self, message: &[u8]) -> (u32, Signature) {
-        let (keys, generation) = self.signing();
-        let key = keys.signing.as_ref().expect("checked by signing()");
-        (generation, key.sign(message))
+        self.try_sign(message)
+            .expect("a locked custody never signs: gridd runs no room before it is unlocked")
     }
 
     /// Signs with the current signing key, or refuses while the custody is locked.

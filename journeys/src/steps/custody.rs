@@ -51,7 +51,7 @@ fn parse(text: &str) -> Result<KdlDocument, String> {
 }
 
 /// The top-level `kind NAME` node of `doc`.
-fn node_named<'d>(
+pub(super) fn node_named<'d>(
     doc: &'d mut KdlDocument,
     kind: &str,
     name: &str,

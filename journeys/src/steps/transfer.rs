@@ -56,16 +56,7 @@ fn moved(text: &str, host: &str, dir: &Path) -> Result<String, String> {
     let mut doc: KdlDocument = text
         .parse()
         .map_err(|e| format!("the topology does not parse: {e}"))?;
-    let node = doc
-        .nodes_mut()
-        .iter_mut()
-        .find(|n| {
-            n.name().value() == "host"
-                && n.entry(0)
-                    .and_then(|e| e.value().as_string())
-                    .is_some_and(|n| n == host)
-        })
-        .ok_or_else(|| format!("no `host {host:?}` node in the topology file"))?;
+    let node = super::custody::node_named(&mut doc, "host", host)?;
     node.insert("dir", dir.display().to_string());
 
     Ok(doc.to_string())

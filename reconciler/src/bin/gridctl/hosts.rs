@@ -223,15 +223,17 @@ pub fn status(host: &str, output: &Output) -> anyhow::Result<ExitCode> {
         .into_iter()
         .filter_map(|m| read_enrollment(&dir, &m).ok().flatten())
         .collect();
-    let mut identity = identity(config, &observation.status, manifest.as_ref(), &enrollments);
-    identity.custody = if matches!(observation.status, HostStatus::Locked(_)) {
-        "locked"
-    } else if grid_engine::custody::encrypted_at_rest(&dir) {
-        "encrypted"
-    } else {
-        "unencrypted"
-    };
-    emit(&identity, output.json);
+    let encrypted = grid_engine::custody::encrypted_at_rest(&dir);
+    emit(
+        &identity(
+            config,
+            &observation.status,
+            manifest.as_ref(),
+            &enrollments,
+            encrypted,
+        ),
+        output.json,
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -240,6 +242,7 @@ fn identity<'a>(
     status: &HostStatus,
     manifest: Option<&'a Manifest>,
     enrollments: &'a [Enrollment],
+    encrypted: bool,
 ) -> Identity<'a> {
     Identity {
         name: &config.name,
@@ -257,7 +260,11 @@ fn identity<'a>(
             tls_generation: k.tls_generation,
             retired_tls: k.retired_tls.iter().map(|r| r.generation).collect(),
         }),
-        custody: "unencrypted",
+        custody: match (status, encrypted) {
+            (HostStatus::Locked(_), _) => "locked",
+            (_, true) => "encrypted",
+            (_, false) => "unencrypted",
+        },
         memberships: enrollments
             .iter()
             .map(|e| Member {
