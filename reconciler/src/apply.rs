@@ -221,6 +221,7 @@ fn took_effect(plan: &Plan, t: &Transition) -> bool {
         Action::Recover { op } => operation::answered(&dir, op),
         Action::WriteHostConfig { config, .. } => hosts::written(&dir, config),
         Action::Transfer { destination, .. } => crate::transfer::done(state, &t.host, destination),
+        Action::ReplaceStorage { generation, .. } => crate::replace::done(&dir, *generation),
         Action::WriteArchive {
             archive,
             leaving,
@@ -283,6 +284,7 @@ fn effect(plan: &Plan, t: &Transition) -> Effect {
             source,
             destination,
         } => crate::transfer::apply(state, &t.host, &t.id, source, destination),
+        Action::ReplaceStorage { from, .. } => crate::replace::effect(state, &t.host, &t.id, from),
         Action::CreateCustody => hosts::create_custody(&dir),
         Action::RewriteKeysAsPem => hosts::rewrite_keys_as_pem(&dir),
         Action::Submit { request } => operation::submit(&dir, &t.id, request.clone()),

@@ -18,6 +18,7 @@ pub mod operation;
 pub mod plan;
 pub mod planfile;
 pub mod processes;
+pub mod replace;
 pub mod resolve;
 pub mod routes;
 pub mod sources;

@@ -93,6 +93,14 @@ pub struct HostObservation {
     /// an open transfer resumes under its own operation id.
     #[serde(default)]
     pub transfer: Option<grid_engine::store::transfer::Record>,
+    /// The installation's storage generation (`DIR/keys/storage.toml`; 1 when it has
+    /// none, or when it does not read — the replacement itself then refuses by name),
+    /// and an open replacement's journal (`DIR/replace.toml`), which resumes under its
+    /// own operation id.
+    #[serde(default)]
+    pub storage_generation: u64,
+    #[serde(default)]
+    pub replacement: Option<grid_engine::store::replace::Journal>,
     /// The models its custody says the installation ever held (`DIR/keys/held-models`,
     /// `grid_engine::store::held`): one its store does not hold is never planned afresh.
     #[serde(default)]
@@ -296,6 +304,8 @@ fn observe_planned(topology: &Topology, state: &Path, name: &str, dir: &Path) ->
         o.hex_keys = grid_engine::custody::legacy_key_files(dir).unwrap_or_default();
     }
     o.transfer = grid_engine::store::transfer::record(dir).ok().flatten();
+    o.storage_generation = grid_engine::store::replace::storage(dir).map_or(1, |s| s.generation);
+    o.replacement = grid_engine::store::replace::journal(dir).ok().flatten();
     let desired = topology.host(name);
     let mut memberships: Vec<String> = desired.map(|h| h.memberships.clone()).unwrap_or_default();
     memberships.extend(o.custody.1.iter().cloned());
@@ -487,6 +497,8 @@ impl HostObservation {
             claims: BTreeMap::new(),
             hex_keys: Vec::new(),
             transfer: None,
+            storage_generation: 1,
+            replacement: None,
             held_models: BTreeSet::new(),
             held_ledgers: BTreeSet::new(),
             obligations: BTreeMap::new(),

@@ -149,6 +149,10 @@ pub fn render(plan: &Plan) -> String {
                 quote(&source.display().to_string()),
                 quote(&destination.display().to_string())
             )),
+            Action::ReplaceStorage { from, generation } => children.push(format!(
+                "replace-storage from={} generation={generation}",
+                quote(&from.display().to_string())
+            )),
             Action::PublishKeys {
                 membership,
                 members,
@@ -347,6 +351,10 @@ pub fn load(path: &Path) -> Result<Plan, String> {
                         "transfer" => Action::Transfer {
                             source: PathBuf::from(string(c, "source")?),
                             destination: PathBuf::from(string(c, "destination")?),
+                        },
+                        "replace-storage" => Action::ReplaceStorage {
+                            from: PathBuf::from(string(c, "from")?),
+                            generation: integer(c, "generation")? as u64,
                         },
                         "publish-keys" => Action::PublishKeys {
                             membership: argument(c)?,

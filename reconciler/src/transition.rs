@@ -107,6 +107,10 @@ pub enum Action {
         source: PathBuf,
         destination: PathBuf,
     },
+    /// Replace the stopped host's store by the copy `from` under storage generation
+    /// `generation` (docs/transfer.md, "Storage replacement"): resumed under the same
+    /// operation id after a stop.
+    ReplaceStorage { from: PathBuf, generation: u64 },
     /// Send an operation to the host.
     Submit { request: Request },
     /// Send an operation to the host whose request names values known only after

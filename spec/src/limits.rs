@@ -280,6 +280,7 @@ pub const NAMES: &[&str] = &[
     "RETAIN_HOT_DAYS_DEFAULT",
     "RETAIN_HOT_DAYS_MAX",
     "RETAIN_ARCHIVE_DAYS_MAX",
+    "STORAGE_GENERATION_MAX",
 ];
 
 // Ledgers (SPEC C6, docs/ledger.md).
@@ -316,6 +317,12 @@ pub const RETAIN_HOT_DAYS_MAX: u32 = 366;
 /// The longest `archive-days=` (a century): without it the archive keeps answers for
 /// ever.
 pub const RETAIN_ARCHIVE_DAYS_MAX: u32 = 36_525;
+
+/// The highest storage generation (`storage generation=N`, `gridctl host
+/// replace-storage`, docs/transfer.md): each replacement fences its predecessor's
+/// generation, and an installation at this one refuses another replacement rather
+/// than reuse one.
+pub const STORAGE_GENERATION_MAX: u64 = 1_000;
 
 const _: () = assert!(RETAIN_DAYS_MIN <= RETAIN_HOT_DAYS_DEFAULT);
 const _: () = assert!(RETAIN_HOT_DAYS_DEFAULT <= RETAIN_HOT_DAYS_MAX);

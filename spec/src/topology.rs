@@ -133,6 +133,14 @@ impl Profile {
     }
 }
 
+/// A host's `storage generation=N [from="PATH"]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageGeneration {
+    pub generation: u64,
+    /// An absolute path: the copy of the host's store a replacement puts in place.
+    pub from: Option<PathBuf>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Host {
     pub name: String,
@@ -155,6 +163,10 @@ pub struct Host {
     /// under a passphrase only its operator holds (`gridctl custody lock`); the plan
     /// asks for it until they are.
     pub custody_locked: bool,
+    /// `storage generation=N [from="PATH"]`: the storage generation the installation
+    /// should be at; one above it plans a replacement of its store by the copy at
+    /// `from` (docs/transfer.md, "Storage replacement").
+    pub storage: Option<StorageGeneration>,
     /// `capacity …`: delivery capacity of the routes this host publishes.
     pub capacity: DeliveryCapacity,
     /// `capacity membership=M …`: the capacity of the routes of M this host publishes,

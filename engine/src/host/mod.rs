@@ -30,6 +30,7 @@ mod observations;
 mod open;
 pub mod pid;
 mod purge;
+pub mod replace;
 mod retained;
 mod rooms;
 mod submit;

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::journal::decode_batch;
 use crate::model::Runtime;
-use crate::store::{Failpoints, ensure_private_dir, high_water, mark};
+use crate::store::{Failpoints, ensure_private_dir, high_water, mark, replace};
 
 impl Host {
     /// Opens the host in `dir`: private permissions, configuration, profiles, store,
@@ -32,6 +32,13 @@ impl Host {
         if let Some(reason) = crate::store::transfer::refusal(dir) {
             return Err(HostError::Config {
                 path: dir.join(crate::store::transfer::TRANSFER_FILE),
+                reason,
+            });
+        }
+        // Nor one whose storage is being replaced (store/replace.rs).
+        if let Some(reason) = crate::store::replace::refusal(dir) {
+            return Err(HostError::Config {
+                path: dir.join(crate::store::replace::REPLACE_FILE),
                 reason,
             });
         }
@@ -99,9 +106,31 @@ impl Host {
             mark::Verdict::Create { id } | mark::Verdict::Adopt { id } => id.clone(),
             mark::Verdict::Same => held.expect("a store agreeing with its mark has an id"),
         };
+        // A store its installation replaced is fenced (store/replace.rs), whatever it
+        // holds.
+        if !matches!(verdict, mark::Verdict::Create { .. }) {
+            let held = meta.get(replace::GENERATION_KEY).map_err(storage)?;
+            replace::judge(dir, held.as_deref()).map_err(|reason| HostError::Config {
+                path: store.clone(),
+                reason,
+            })?;
+        }
         // Judged before anything is written into the store.
         let writes = Self::acknowledged(&store, &meta)?;
         let writes = high_water::judge(dir, &store, &id, writes, high_water.clone())?;
+        // A new store takes the installation's generation.
+        if let mark::Verdict::Create { .. } = &verdict {
+            let generation = replace::storage(dir)
+                .map_err(|e| HostError::Config {
+                    path: store.clone(),
+                    reason: e.to_string(),
+                })?
+                .generation;
+            if generation > 1 {
+                meta.insert(replace::GENERATION_KEY, generation.to_string())
+                    .map_err(storage)?;
+            }
+        }
         match meta.get("format").map_err(storage)? {
             Some(found) if found.as_ref() != HOST_STORE_FORMAT.as_bytes() => {
                 return Err(HostError::UnsupportedFormat {
@@ -223,7 +252,7 @@ impl Host {
     }
 
     /// The store's own count of acknowledged writes (`None`: it never counted).
-    fn acknowledged(store: &Path, meta: &Keyspace) -> Result<Option<u64>, HostError> {
+    pub(super) fn acknowledged(store: &Path, meta: &Keyspace) -> Result<Option<u64>, HostError> {
         let held = meta
             .get(high_water::ACKNOWLEDGED_KEY)
             .map_err(|source| HostError::Storage {

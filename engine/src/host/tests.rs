@@ -692,3 +692,100 @@ fn a_tag_journal_is_purged_below_what_its_models_projected_and_continues_after_a
     drop(host);
     pid::remove(&installation.dir);
 }
+
+/// A storage replacement's copy is judged as gridd judges its store at start: another
+/// format, no store at all, another installation's store and a copy behind what was
+/// acknowledged are refused by name; the host's own copy is installed under
+/// generation 2, answers as before, and the store it replaced is fenced.
+#[test]
+fn a_replacement_copy_is_judged_as_a_store_and_its_predecessor_is_fenced() {
+    use crate::store::replace as store_replace;
+    let cp = |from: &Path, to: &Path| {
+        let _ = std::fs::remove_dir_all(to);
+        let ok = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(from)
+            .arg(to)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    };
+    let installation = Installation::new("replace");
+    let dir = installation.dir.clone();
+    let mut host = installation.open();
+    install(&mut host, "i1", "m", "input x default=0\ncell y \"x * 2\"");
+    input(&mut host, "b1", "m", &[("x", 1.0)]);
+    drop(host);
+    let behind = dir.with_extension("behind");
+    cp(&dir.join("store"), &behind);
+    let mut host = installation.open();
+    input(&mut host, "b2", "m", &[("x", 2.0)]);
+    drop(host);
+    let copy = dir.with_extension("copy");
+    cp(&dir.join("store"), &copy);
+
+    let judge = |staged: &Path| replace::judge_copy(&dir, staged, 2);
+    let format = dir.with_extension("format");
+    cp(&copy, &format);
+    {
+        let database = fjall::Database::builder(&format).open().unwrap();
+        let meta = database
+            .keyspace("meta", crate::store::keyspace_options)
+            .unwrap();
+        meta.insert("format", "grid-host-store/0").unwrap();
+        database.persist(fjall::PersistMode::SyncAll).unwrap();
+    }
+    let e = judge(&format).unwrap_err();
+    assert!(
+        e.contains("store format `grid-host-store/0`, which this gridd does not read (it reads `grid-host-store/1`)"),
+        "{e}"
+    );
+    let empty = dir.with_extension("empty");
+    let _ = std::fs::remove_dir_all(&empty);
+    std::fs::create_dir_all(&empty).unwrap();
+    let e = judge(&empty).unwrap_err();
+    assert!(e.contains("not a host's store"), "{e}");
+    let other = Installation::new("replace-other");
+    drop(other.open());
+    let e = judge(&other.dir.join("store")).unwrap_err();
+    assert!(e.contains("another store"), "{e}");
+    let e = judge(&behind).unwrap_err();
+    assert!(e.contains("store rolled back"), "{e}");
+
+    let replaced = store_replace::replace(
+        &dir,
+        &copy,
+        "r1",
+        |_| false,
+        |staged, generation| replace::judge_copy(&dir, staged, generation),
+        &Failpoints::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        (replaced.record.replaced, replaced.record.generation),
+        (1, 2)
+    );
+    let mut host = installation.open();
+    assert_eq!(values(&mut host, "m")["y"], 4.0);
+    drop(host);
+    std::fs::rename(dir.join("store"), dir.with_extension("generation-2")).unwrap();
+    std::fs::rename(dir.join("replaced/store.1"), dir.join("store")).unwrap();
+    privatize(&dir);
+    let error = match Host::open(&dir, Failpoints::default()) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a replaced store opened"),
+    };
+    assert!(
+        error.contains("fenced: storage generation 1 was replaced by 2 (op r1"),
+        "{error}"
+    );
+    for path in [
+        behind,
+        copy,
+        format,
+        empty,
+        dir.with_extension("generation-2"),
+    ] {
+        let _ = std::fs::remove_dir_all(path);
+    }
+}

@@ -103,6 +103,26 @@ pub fn deadline_ms(deadline: &str) -> Result<i64, String> {
     Ok((at.unix_timestamp_nanos() / 1_000_000) as i64)
 }
 
+/// The missions a store no host serves holds still reserved (not settled, closed or
+/// refused), by name and state: a storage replacement's copy is refused while one is
+/// (store/replace.rs).
+pub fn held_in(database: &fjall::Database) -> Result<Vec<(String, &'static str)>, String> {
+    let [records] =
+        open_keyspaces(database, [RECORDS]).map_err(|e| format!("missions keyspace: {e}"))?;
+    let mut held = Vec::new();
+    for entry in records.iter() {
+        let (_, value) = entry
+            .into_inner()
+            .map_err(|e| format!("reading a mission: {e}"))?;
+        let record: HostRecord = serde_json::from_slice(&value)
+            .map_err(|e| format!("a mission record does not decode: {e}"))?;
+        if machine::held(record.state) {
+            held.push((record.terms.name.clone(), record.state.name()));
+        }
+    }
+    Ok(held)
+}
+
 impl Missions {
     #[allow(clippy::too_many_arguments)]
     pub fn open(

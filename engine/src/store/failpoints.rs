@@ -105,11 +105,19 @@ pub enum Failpoint {
     TransferBeforeActivate,
     /// An installation transfer activated the destination; the source is not retired.
     TransferBeforeRetire,
+    /// A storage replacement journaled `prepared` (gridctl).
+    ReplaceAfterPrepare,
+    /// A storage replacement copied its first file (gridctl).
+    ReplaceMidCopy,
+    /// A storage replacement checked and stamped its copy; nothing is installed.
+    ReplaceBeforeInstall,
+    /// A storage replacement installed its copy; `keys/storage.toml` is not written.
+    ReplaceBeforeRecord,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order an operation reaches them.
-    pub const ALL: [Failpoint; 36] = [
+    pub const ALL: [Failpoint; 40] = [
         Failpoint::SubmitBeforeCommit,
         Failpoint::SubmitAfterCommit,
         Failpoint::BatchAfterCommit,
@@ -146,6 +154,10 @@ impl Failpoint {
         Failpoint::TransferMidCopy,
         Failpoint::TransferBeforeActivate,
         Failpoint::TransferBeforeRetire,
+        Failpoint::ReplaceAfterPrepare,
+        Failpoint::ReplaceMidCopy,
+        Failpoint::ReplaceBeforeInstall,
+        Failpoint::ReplaceBeforeRecord,
     ];
 
     /// The name `GRID_FAILPOINTS` and journeys use.
@@ -187,6 +199,10 @@ impl Failpoint {
             Failpoint::TransferMidCopy => "transfer-mid-copy",
             Failpoint::TransferBeforeActivate => "transfer-before-activate",
             Failpoint::TransferBeforeRetire => "transfer-before-retire",
+            Failpoint::ReplaceAfterPrepare => "replace-after-prepare",
+            Failpoint::ReplaceMidCopy => "replace-mid-copy",
+            Failpoint::ReplaceBeforeInstall => "replace-before-install",
+            Failpoint::ReplaceBeforeRecord => "replace-before-record",
         }
     }
 

@@ -21,6 +21,7 @@ pub mod keys;
 pub mod mark;
 mod private;
 pub mod records;
+pub mod replace;
 pub mod s3;
 pub mod sealed;
 pub mod shelf;

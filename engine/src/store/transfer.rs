@@ -360,6 +360,26 @@ fn copy_dir(
     sync_dir(to)
 }
 
+/// Copies the directory `from` into `to` (created 0700, or left as it is), as a
+/// transfer copies an installation; `each` is called after every file.
+pub(super) fn copy_tree(
+    from: &Path,
+    to: &Path,
+    each: &mut dyn FnMut(),
+) -> Result<(), TransferError> {
+    match std::fs::DirBuilder::new().mode(0o700).create(to) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io(to)(e)),
+    }
+    copy_dir(from, to, true, &mut |_| each())
+}
+
+/// Compares two directories' manifests whole, as a transfer verifies its copy.
+pub(super) fn compare(from: &Path, to: &Path) -> Result<(), TransferError> {
+    verify(from, to).map(|_| ())
+}
+
 /// `dir`'s entries in name order.
 fn entries(dir: &Path) -> Result<Vec<std::fs::DirEntry>, TransferError> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)

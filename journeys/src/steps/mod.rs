@@ -34,6 +34,7 @@ mod processes;
 mod reconcile;
 mod records;
 mod refused;
+mod replace;
 mod sources;
 mod storage;
 mod stored;
@@ -113,6 +114,7 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("renew", custody::parse_renew),
     ("revoke", custody::parse_revoke),
     ("transfer", transfer::parse),
+    ("replace-storage", replace::parse),
     ("lock", locks::parse_lock),
     ("unlock", locks::parse_unlock),
     ("expect-answer", answers::parse),

@@ -34,14 +34,12 @@ struct Transfer {
 pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let host = node.host("the host whose installation moves")?;
     let to = node.required("to", "DIR")?;
-    let at = node.string("at")?;
-    if let Some(point) = &at
-        && !point.starts_with("transfer-")
-    {
-        return Err(node.error(format!(
-            "`at` is a transfer's crash point (transfer-after-prepare, transfer-mid-copy, transfer-before-activate, transfer-before-retire), not `{point}`"
-        )));
-    }
+    let at = crash_point(
+        node,
+        "a transfer's",
+        "transfer-",
+        "transfer-after-prepare, transfer-mid-copy, transfer-before-activate, transfer-before-retire",
+    )?;
     let expect = Outcome::expected(node)?;
     Ok(Box::new(Transfer {
         host,
@@ -49,6 +47,52 @@ pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         at,
         expect,
     }))
+}
+
+/// The `at` of a step whose gridctl runs armed with one crash point named PREFIX…
+/// (`what`: whose crash points, `points`: their names, for the diagnostic).
+pub(super) fn crash_point(
+    node: &mut Node<'_>,
+    what: &str,
+    prefix: &str,
+    points: &str,
+) -> Result<Option<String>, ParseError> {
+    let at = node.string("at")?;
+    if let Some(point) = &at
+        && !point.starts_with(prefix)
+    {
+        return Err(node.error(format!(
+            "`at` is {what} crash point ({points}), not `{point}`"
+        )));
+    }
+    Ok(at)
+}
+
+/// Runs gridctl with `args` armed to abort at `point`: it must abort there (`what`
+/// stops midway, journaled).
+pub(super) fn aborts_at(
+    cx: &mut Context<'_>,
+    args: &[OsString],
+    point: &str,
+    what: &str,
+) -> Result<(), Failure> {
+    let output = cx.gridctl_armed(args, &format!("{point}=abort"))?;
+    use std::os::unix::process::ExitStatusExt;
+    if output.status.signal() != Some(6) {
+        return Err(Failure::new(
+            format!("gridctl to abort at {point}"),
+            format!(
+                "{}; stdout: {}; stderr: {}",
+                describe_status(&output.status),
+                quote_output(&output.stdout),
+                quote_output(&output.stderr)
+            ),
+        ));
+    }
+    cx.say(format_args!(
+        "gridctl aborted at {point} ({what} stops there, journaled)"
+    ));
+    Ok(())
 }
 
 /// `text` with `host`'s `dir` set to `dir`.
@@ -79,23 +123,7 @@ impl Step for Transfer {
         ));
         let args: Vec<OsString> = vec!["reconcile".into(), path.into(), "--json".into()];
         if let Some(point) = &self.at {
-            let output = cx.gridctl_armed(&args, &format!("{point}=abort"))?;
-            use std::os::unix::process::ExitStatusExt;
-            if output.status.signal() != Some(6) {
-                return Err(Failure::new(
-                    format!("gridctl to abort at {point}"),
-                    format!(
-                        "{}; stdout: {}; stderr: {}",
-                        describe_status(&output.status),
-                        quote_output(&output.stdout),
-                        quote_output(&output.stderr)
-                    ),
-                ));
-            }
-            cx.say(format_args!(
-                "gridctl aborted at {point} (the transfer stops there, journaled)"
-            ));
-            return Ok(());
+            return aborts_at(cx, &args, point, "the transfer");
         }
         let output = cx.gridctl(&args)?;
         check_outcome(cx, &output, self.expect)?;

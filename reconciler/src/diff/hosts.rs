@@ -95,6 +95,14 @@ pub fn transitions(
     if observation.config.is_some() && observation.link.as_deref() != desired.dir.as_deref() {
         out.push(transfer(desired, observation));
     }
+    // The storage generation the files want: one above the installation's is a
+    // storage replacement (docs/transfer.md), planned explicitly with its operation id.
+    if observation.config.is_some()
+        && let Some(wanted) = &desired.storage
+        && let Some(draft) = storage(wanted, observation)
+    {
+        out.push(draft);
+    }
     let fresh = match (&observation.config, &observation.status) {
         (None, HostStatus::Missing) => {
             out.push(write(
@@ -399,6 +407,67 @@ fn transfer(desired: &grid_spec::Host, observation: &HostObservation) -> Draft {
         Some(open) if open.destination == destination => draft.id(open.op.clone()),
         _ => draft,
     }
+}
+
+/// `~ host H: replace storage (generation N -> N+1)`, why it cannot be planned, or
+/// nothing when the installation is at the generation the files name.
+fn storage(wanted: &grid_spec::StorageGeneration, observation: &HostObservation) -> Option<Draft> {
+    let name = &observation.name;
+    let at = observation.storage_generation;
+    let attention = |detail: String| Some(Draft::attention("host", name, name, detail));
+    if wanted.generation == at {
+        return None;
+    }
+    if wanted.generation < at {
+        return attention(format!(
+            "the installation is at storage generation {at}, the files say {}: a generation never goes back (the stores it replaced are fenced); write `storage generation={at}`",
+            wanted.generation
+        ));
+    }
+    if wanted.generation > at + 1 {
+        return attention(format!(
+            "the installation is at storage generation {at}, the files say {}: a replacement raises it by one (write `storage generation={}`)",
+            wanted.generation,
+            at + 1
+        ));
+    }
+    let Some(from) = wanted.from.clone() else {
+        return attention(format!(
+            "storage generation {} needs `from=\"PATH\"`: the copy of the store to put in place",
+            wanted.generation
+        ));
+    };
+    if matches!(
+        observation.status,
+        HostStatus::Running(_) | HostStatus::Locked(_)
+    ) {
+        return attention(format!(
+            "replace storage (generation {at} -> {}) waits for its gridd to stop (a store is replaced under a stopped host)",
+            wanted.generation
+        ));
+    }
+    let draft = Draft::new(
+        Op::Change,
+        "host",
+        name,
+        name,
+        format!(
+            "replace storage (generation {at} -> {}) from {}",
+            wanted.generation,
+            from.display()
+        ),
+        Action::ReplaceStorage {
+            from: from.clone(),
+            generation: wanted.generation,
+        },
+    )
+    .key(format!("storage:{name}"));
+    Some(match &observation.replacement {
+        Some(open) if open.from == from && open.generation == wanted.generation => {
+            draft.id(open.op.clone())
+        }
+        _ => draft,
+    })
 }
 
 /// The operation that rotates one key to a generation.

@@ -929,3 +929,69 @@ fn profiles_in_another_order_need_no_restart() {
         &list("transport ledger")
     ));
 }
+
+/// `storage generation=N from=…`: one above the installation's plans the replacement
+/// of its stopped host's store with its op id; while the host runs, a generation going
+/// back or skipping one, and one without `from` are attention; the installation's own
+/// generation plans nothing.
+#[test]
+fn storage_generations_plan_one_replacement_at_a_time_never_backwards() {
+    use crate::plan::Action;
+    let storage = |said: &str, at: u64, running: bool| {
+        let t = topology(&format!(
+            "grid version=1\nhost solo listen=\"127.0.0.1:7001\" {{\n    storage {said}\n}}\n"
+        ));
+        let mut world = if running {
+            running_empty(&t)
+        } else {
+            installed(&t)
+        };
+        world.hosts[0].storage_generation = at;
+        let plan = from_world(&t, &[], &world);
+        plan.transitions
+            .into_iter()
+            .filter(|t| t.detail.contains("storage") || t.detail.contains("generation"))
+            .map(|t| (t.action, t.detail))
+            .collect::<Vec<_>>()
+    };
+    let planned = storage("generation=2 from=\"/mnt/copy\"", 1, false);
+    assert_eq!(planned.len(), 1, "{planned:?}");
+    assert_eq!(
+        planned[0].0,
+        Action::ReplaceStorage {
+            from: PathBuf::from("/mnt/copy"),
+            generation: 2
+        }
+    );
+    assert_eq!(
+        planned[0].1,
+        "replace storage (generation 1 -> 2) from /mnt/copy"
+    );
+    assert!(storage("generation=2 from=\"/mnt/copy\"", 2, false).is_empty());
+    for (said, at, running, why) in [
+        (
+            "generation=2 from=\"/mnt/copy\"",
+            1,
+            true,
+            "waits for its gridd to stop",
+        ),
+        (
+            "generation=1 from=\"/mnt/copy\"",
+            2,
+            false,
+            "a generation never goes back",
+        ),
+        (
+            "generation=4 from=\"/mnt/copy\"",
+            2,
+            false,
+            "write `storage generation=3`",
+        ),
+        ("generation=3", 2, false, "needs `from=\"PATH\"`"),
+    ] {
+        let planned = storage(said, at, running);
+        assert_eq!(planned.len(), 1, "{said}: {planned:?}");
+        assert_eq!(planned[0].0, Action::None, "{said}");
+        assert!(planned[0].1.contains(why), "{said}: {}", planned[0].1);
+    }
+}

@@ -64,6 +64,8 @@ impl FileReader<'_> {
         let mut tls_key_generation = None;
         let mut custody_locked = false;
         let mut custody_seen = false;
+        let mut storage = None;
+        let mut storage_seen = false;
         let mut capacity = crate::topology::DeliveryCapacity::default();
         let mut capacity_seen = false;
         let mut membership_capacity = std::collections::BTreeMap::new();
@@ -173,6 +175,44 @@ impl FileReader<'_> {
                     }
                     custody_locked = c.bool_prop(self, "locked").unwrap_or(false);
                 }
+                "storage" => {
+                    if std::mem::replace(&mut storage_seen, true) {
+                        self.error(
+                            child.name().span(),
+                            "`storage` is given twice",
+                            "second",
+                            "one `storage generation=N [from=\"PATH\"]` per host",
+                        );
+                    }
+                    let max = crate::limits::STORAGE_GENERATION_MAX as i128;
+                    let generation = c.limited_int_prop(
+                        self,
+                        "generation",
+                        true,
+                        (1, "1"),
+                        (max, "STORAGE_GENERATION_MAX"),
+                    );
+                    let from = c.string_prop(self, "from", false);
+                    if let Some((path, span)) = &from
+                        && !path.starts_with('/')
+                    {
+                        self.error(
+                            *span,
+                            format!(
+                                "`from` is `{}`: the copy of a store to put in place is named by an absolute path",
+                                crate::diagnostic::quoted(path)
+                            ),
+                            "not absolute",
+                            "name the copy from the root: from=\"/mnt/…\"",
+                        );
+                    }
+                    if let Some((generation, _)) = generation {
+                        storage = Some(crate::topology::StorageGeneration {
+                            generation: generation as u64,
+                            from: from.map(|(p, _)| PathBuf::from(p)),
+                        });
+                    }
+                }
                 "capacity" => {
                     let membership = c.string_prop(self, "membership", false);
                     let max = crate::limits::DELIVERY_CAPACITY_MAX as i128;
@@ -234,7 +274,7 @@ impl FileReader<'_> {
                         child.name().span(),
                         format!("unknown child `{other}` of host"),
                         "not a host setting",
-                        "a host holds `member M`, `profiles P…`, `keys generation=N`, `custody locked=#true`, `capacity …`, `retain …` and `archive …`",
+                        "a host holds `member M`, `profiles P…`, `keys generation=N`, `custody locked=#true`, `storage generation=N`, `capacity …`, `retain …` and `archive …`",
                     )
                 }
             }
@@ -289,6 +329,7 @@ impl FileReader<'_> {
             mail_key_generation,
             tls_key_generation,
             custody_locked,
+            storage,
             capacity,
             membership_capacity,
             metrics,

@@ -21,6 +21,7 @@ mod claim;
 mod common;
 mod custody;
 mod export;
+mod host;
 mod hosts;
 mod inspect;
 mod journey;
@@ -270,6 +271,10 @@ enum Command {
     /// read its archive back and verify it (docs/storage.md).
     #[command(subcommand)]
     Storage(storage::StorageCli),
+    /// A host's installation: replace its store by a copy under a new storage
+    /// generation, the replaced one fenced (docs/transfer.md).
+    #[command(subcommand)]
+    Host(host::HostCli),
 }
 
 fn main() -> ExitCode {
@@ -319,6 +324,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status { host, output } => hosts::status(&host, &output),
         Command::Verify { host, op, output } => hosts::verify(&host, &op, &output),
         Command::Custody(command) => custody::custody(command),
+        Command::Host(command) => host::host(command),
         Command::Remote(command) => hosts::remote(command),
         Command::Journey(command) => journey::journey(command),
         Command::Claim(command) => claim::claim(command),
