@@ -53,6 +53,20 @@ impl FileReader<'_> {
                 "empty path",
                 "omit `dir` to use <state>/hosts/NAME",
             );
+        } else if let Some((dir, span)) = &dir
+            && !dir.starts_with('/')
+        {
+            // A relative one would be read against whichever directory gridctl runs
+            // in, and the state directory's link to it against its own.
+            self.error(
+                *span,
+                format!(
+                    "`dir` is `{}`: an installation's directory is an absolute path",
+                    crate::diagnostic::quoted(dir)
+                ),
+                "not absolute",
+                "name it from the root (dir=\"/srv/grid/NAME\"), or omit `dir` to use <state>/hosts/NAME",
+            );
         }
         let retired = n.bool_prop(self, "retired").unwrap_or(false);
         let mut memberships: Vec<String> = Vec::new();
