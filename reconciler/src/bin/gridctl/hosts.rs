@@ -144,7 +144,20 @@ struct Identity<'a> {
     /// `unencrypted`, `encrypted` (the signing and mail keys at rest, docs/custody.md
     /// "Locked custody") or `locked` (gridd runs and waits for `gridctl custody unlock`).
     custody: &'static str,
+    /// The installation's storage generation (docs/transfer.md, "Storage
+    /// replacement").
+    storage: Storage,
     memberships: Vec<Member<'a>>,
+}
+
+#[derive(Serialize)]
+struct Storage {
+    /// 1 until its store is first replaced.
+    generation: u64,
+    /// Replacements done.
+    replacements: usize,
+    /// The op id of a replacement under way (gridd does not start meanwhile).
+    open: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -200,6 +213,16 @@ impl Report for Identity<'_> {
             "encrypted" => "  custody     signing and mail keys encrypted at rest\n".to_owned(),
             other => format!("  custody     {other}\n"),
         };
+        text += &format!(
+            "  storage     generation {} ({} replacement(s){})\n",
+            self.storage.generation,
+            self.storage.replacements,
+            self.storage
+                .open
+                .as_ref()
+                .map(|op| format!("; replacement {op} under way"))
+                .unwrap_or_default()
+        );
         for e in &self.memberships {
             text += &format!(
                 "  member      {} as participant {} (serial {}, until {})\n",
@@ -224,16 +247,20 @@ pub fn status(host: &str, output: &Output) -> anyhow::Result<ExitCode> {
         .filter_map(|m| read_enrollment(&dir, &m).ok().flatten())
         .collect();
     let encrypted = grid_engine::custody::encrypted_at_rest(&dir);
-    emit(
-        &identity(
-            config,
-            &observation.status,
-            manifest.as_ref(),
-            &enrollments,
-            encrypted,
-        ),
-        output.json,
+    let mut shown = identity(
+        config,
+        &observation.status,
+        manifest.as_ref(),
+        &enrollments,
+        encrypted,
     );
+    let replace = grid_engine::store::replace::storage(&dir)?;
+    shown.storage = Storage {
+        generation: replace.generation,
+        replacements: replace.replacements.len(),
+        open: grid_engine::store::replace::journal(&dir)?.map(|j| j.op),
+    };
+    emit(&shown, output.json);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -264,6 +291,11 @@ fn identity<'a>(
             (HostStatus::Locked(_), _) => "locked",
             (_, true) => "encrypted",
             (_, false) => "unencrypted",
+        },
+        storage: Storage {
+            generation: 1,
+            replacements: 0,
+            open: None,
         },
         memberships: enrollments
             .iter()
