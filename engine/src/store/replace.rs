@@ -319,6 +319,12 @@ pub fn replace(
         write_toml(&journal_path, &journal)?;
     }
     failpoints.abort_if_armed(Failpoint::ReplaceBeforeInstall);
+    // Asked again before anything moves: a gridd that started between the prepare's
+    // question and its journal (a start refuses once the journal exists) still holds
+    // the store.
+    if running(dir) {
+        return Err(ReplaceError::Running(dir.to_owned()));
+    }
     let replaced = journal.generation - 1;
     let kept = dir.join(REPLACED).join(format!("store.{replaced}"));
     let store = dir.join("store");
@@ -457,7 +463,12 @@ mod tests {
         let ok = |_: &Path, _: u64| Ok(());
         let e = replace(&dir, &from, "r2", |_| false, ok, &Failpoints::default()).unwrap_err();
         assert!(matches!(e, ReplaceError::Open { .. }), "{e}");
-        let done = replace(&dir, &from, "r1", |_| true, ok, &Failpoints::default()).unwrap();
+        // A gridd serving it meanwhile: nothing is installed, the journal stays.
+        let e = replace(&dir, &from, "r1", |_| true, ok, &Failpoints::default()).unwrap_err();
+        assert!(matches!(e, ReplaceError::Running(_)), "{e}");
+        assert_eq!(std::fs::read(dir.join("store/data")).unwrap(), b"old");
+        assert!(refusal(&dir).unwrap().contains("op r1"));
+        let done = replace(&dir, &from, "r1", |_| false, ok, &Failpoints::default()).unwrap();
         assert_eq!(done.record.generation, 2);
         assert!(!dir.join("store/leftover").exists());
         assert_eq!(storage(&dir).unwrap().generation, 2);
