@@ -44,12 +44,7 @@ fn staged(folder: &Path, file: &str) -> PathBuf {
 }
 
 fn sync_dir(folder: &Path) -> Result<(), CustodyError> {
-    std::fs::File::open(folder)
-        .and_then(|d| d.sync_all())
-        .map_err(|source| CustodyError::Io {
-            path: folder.to_owned(),
-            source,
-        })
+    crate::store::sync_dir(folder).map_err(io(folder))
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CustodyError + '_ {
@@ -203,8 +198,8 @@ impl Custody {
             write_key_as(&staged(&folder, file), *kind, &secret, Some(passphrase))?;
         }
         failpoints.abort_if_armed(Failpoint::CustodyLockBeforeCommit);
+        // Synced with its directory: the staged keys are committed.
         write_private(&folder.join(RELOCK_FILE), b"staged keys replace the keys\n")?;
-        sync_dir(&folder)?;
         for (file, _) in &files {
             let to = folder.join(file);
             std::fs::rename(staged(&folder, file), &to).map_err(io(&to))?;

@@ -51,12 +51,8 @@ pub fn judge_copy(dir: &Path, staged: &Path, generation: u64) -> Result<(), Stri
         .get(mark::STORE_ID_KEY)
         .map_err(failed)?
         .map(|id| String::from_utf8_lossy(&id).into_owned());
-    let id = match mark::judge(dir, staged, installed, held).map_err(|e| e.to_string())? {
-        mark::Verdict::Same | mark::Verdict::Adopt { .. } => meta
-            .get(mark::STORE_ID_KEY)
-            .map_err(failed)?
-            .map(|id| String::from_utf8_lossy(&id).into_owned())
-            .unwrap_or_default(),
+    let id = match mark::judge(dir, staged, installed, held.clone()).map_err(|e| e.to_string())? {
+        mark::Verdict::Same | mark::Verdict::Adopt { .. } => held.unwrap_or_default(),
         mark::Verdict::Create { .. } => {
             return Err("it has no store id: it is no store this installation served".to_owned());
         }

@@ -31,7 +31,7 @@ pub mod usage;
 pub use commit::Syncer;
 pub use durable::Durable;
 pub use failpoints::{Action, Failpoint, Failpoints};
-pub use private::{PrivateDirError, ensure_private_dir, key_file, write_private};
+pub use private::{PrivateDirError, ensure_private_dir, key_file, sync_dir, write_private};
 
 /// A storage failure in the middle of an operation: the host cannot know what is
 /// durable, so it stops; a restart recovers from the store.

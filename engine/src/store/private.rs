@@ -104,9 +104,15 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     file.sync_all()?;
     std::fs::rename(&temporary, path)?;
     match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => std::fs::File::open(parent)?.sync_all(),
+        Some(parent) if !parent.as_os_str().is_empty() => sync_dir(parent),
         _ => Ok(()),
     }
+}
+
+/// Syncs the directory `dir` itself: the names a rename, a removal or a new file put
+/// in it are durable once this returns.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// A 32-byte secret key in the private file `path`: read (a regular file of mode 600,

@@ -141,16 +141,14 @@ fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, R
     }
 }
 
+/// Writes a record (0600, synced, renamed into place, its directory synced).
 fn write_toml<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), ReplaceError> {
     let text = toml::to_string(value).expect("records serialize");
-    super::write_private(path, text.as_bytes()).map_err(io(path))?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
+    super::write_private(path, text.as_bytes()).map_err(io(path))
 }
 
 fn sync_dir(dir: &Path) -> Result<(), ReplaceError> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io(dir))
+    super::sync_dir(dir).map_err(io(dir))
 }
 
 fn storage_path(dir: &Path) -> PathBuf {

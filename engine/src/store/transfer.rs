@@ -128,17 +128,15 @@ pub fn record(dir: &Path) -> Result<Option<Record>, TransferError> {
     }
 }
 
+/// Writes the journal (0600, synced, renamed into place, `dir` synced).
 fn write_record(dir: &Path, record: &Record) -> Result<(), TransferError> {
     let path = dir.join(TRANSFER_FILE);
     let text = toml::to_string(record).expect("records serialize");
-    super::write_private(&path, text.as_bytes()).map_err(io(&path))?;
-    sync_dir(dir)
+    super::write_private(&path, text.as_bytes()).map_err(io(&path))
 }
 
 fn sync_dir(dir: &Path) -> Result<(), TransferError> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io(dir))
+    super::sync_dir(dir).map_err(io(dir))
 }
 
 /// Why a gridd must not serve `dir` now (a transfer's source, or a destination not yet
