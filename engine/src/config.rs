@@ -118,6 +118,35 @@ pub struct HostConfig {
     /// in (docs/storage.md, "Authority snapshots"); absent: its own files only.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub snapshots: std::collections::BTreeMap<String, S3ArchiveConfig>,
+    /// `storage authority="M"` of the host (docs/transfer.md, "Fenced at the
+    /// authority"): the store's generation is the claim `store:HOST` at M's authority,
+    /// confirmed at every start before anything is served; absent: the installation's
+    /// own record fences replaced stores, nothing else.
+    #[serde(
+        default,
+        rename = "storage-claim",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub storage_claim: Option<StorageClaimConfig>,
+}
+
+/// Where the claim `store:HOST` is held: the membership and its voters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageClaimConfig {
+    pub membership: String,
+    /// The authority's voters (the first `authority voters=N` member hosts selecting
+    /// `authority`, in the files' order), asked in turn.
+    #[serde(default)]
+    pub voters: Vec<VoterAddress>,
+}
+
+/// One voter of an authority: its participant name and listen address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VoterAddress {
+    pub participant: String,
+    pub address: String,
 }
 
 /// `archive "s3://…"` or `archive "dynamodb://…"` in `host.toml` (and an authority's
@@ -373,6 +402,14 @@ impl HostConfig {
             archive_index_leaving: None,
             // Written apart, per membership (the reconciler's `diff::snapshots`).
             snapshots: Default::default(),
+            // The voters are filled in from the other hosts (the reconciler's
+            // `diff::hosts`).
+            storage_claim: host.storage.as_ref().and_then(|s| s.authority.clone()).map(
+                |membership| StorageClaimConfig {
+                    membership,
+                    voters: Vec::new(),
+                },
+            ),
         }
     }
 
@@ -445,6 +482,7 @@ mod tests {
             archive_leaving: None,
             archive_index_leaving: None,
             snapshots: Default::default(),
+            storage_claim: None,
         };
         let text = config.to_toml();
         assert_eq!(

@@ -179,6 +179,13 @@ pub const PEER_REPLY_BYTES_MAX: usize = 64 * 1024 * 1024;
 pub const ANSWERS_RETAINED_MAX: usize = 1_000_000;
 /// The longest claim name, in bytes.
 pub const CLAIM_NAME_LENGTH_MAX: usize = 256;
+/// How long a start of a host whose store is fenced at an authority (`storage
+/// authority="M"`, docs/transfer.md) waits for the authority's voters to confirm the
+/// claim `store:HOST` before it refuses to start (nothing served meanwhile): long
+/// enough for a few elections (`ELECTION_TIMEOUT_MS_MAX`).
+pub const STORE_CLAIM_START_WAIT: Duration = Duration::from_secs(12);
+/// How long one call of that start waits for one voter's answer.
+pub const STORE_CLAIM_CALL_TIMEOUT: Duration = Duration::from_secs(6);
 
 // The authority's voters.
 

@@ -630,8 +630,9 @@ impl<'a> Context<'a> {
         Ok(())
     }
 
-    /// Waits (within [`HOST_EXIT_TIMEOUT`]) for a host process started by
-    /// [`Context::start_host_process`] to exit, returning its status and output.
+    /// Waits for a host process started by [`Context::start_host_process`] to exit,
+    /// returning its status and output: within [`HOST_READY_TIMEOUT`], the time a start
+    /// may take to decide (a start refused after waiting for an authority, too).
     pub fn wait_host_exit(&mut self, host: &str) -> Result<(ExitStatus, String), Failure> {
         let process = self.hosts.map.get_mut(host).ok_or_else(|| {
             Failure::new(
@@ -641,7 +642,7 @@ impl<'a> Context<'a> {
         })?;
         let status = match process.exited {
             Some(status) => Some(status),
-            None => wait_bounded(&mut process.child, HOST_EXIT_TIMEOUT)
+            None => wait_bounded(&mut process.child, HOST_READY_TIMEOUT)
                 .ok()
                 .flatten(),
         };
@@ -653,8 +654,8 @@ impl<'a> Context<'a> {
             }
             None => Err(Failure::new(
                 format!(
-                    "gridd for host `{host}` to exit within HOST_EXIT_TIMEOUT ({} s)",
-                    HOST_EXIT_TIMEOUT.as_secs()
+                    "gridd for host `{host}` to exit within HOST_READY_TIMEOUT ({} s)",
+                    HOST_READY_TIMEOUT.as_secs()
                 ),
                 "it is still running",
             )),

@@ -95,6 +95,25 @@ pub fn host_config(before: &HostConfig, after: &HostConfig) -> Vec<Change> {
             after.membership_capacity.get(m).unwrap_or(&none),
         );
     }
+    let claim = |c: &Option<grid_engine::config::StorageClaimConfig>| {
+        c.as_ref().map_or_else(
+            || ABSENT.to_owned(),
+            |c| {
+                let hosts: Vec<String> = c
+                    .voters
+                    .iter()
+                    .map(|v| format!("{}@{}", v.participant, v.address))
+                    .collect();
+                format!("{} ({})", quote(&c.membership), hosts.join(" "))
+            },
+        )
+    };
+    field(
+        &mut out,
+        "storage authority",
+        claim(&before.storage_claim),
+        claim(&after.storage_claim),
+    );
     let (b, a) = (&before.retain, &after.retain);
     for (name, b, a) in [
         ("hot-days", b.hot_days, a.hot_days),

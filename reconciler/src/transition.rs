@@ -382,6 +382,9 @@ pub struct Index<'t> {
     pub hosts: std::collections::HashMap<&'t str, &'t grid_spec::Host>,
     /// Each host's models, in file order.
     pub models: std::collections::HashMap<&'t str, Vec<&'t grid_spec::Model>>,
+    /// Per membership with an authority: its hosts (those selecting `authority`, voters
+    /// first, in file order) and their listen addresses.
+    pub authority_hosts: std::collections::HashMap<&'t str, Vec<(String, String)>>,
 }
 
 impl<'t> Index<'t> {
@@ -398,6 +401,23 @@ impl<'t> Index<'t> {
                 .map(|h| (h.name.as_str(), h))
                 .collect(),
             models,
+            authority_hosts: topology
+                .memberships
+                .iter()
+                .filter(|m| m.authority_voters.is_some())
+                .map(|m| {
+                    let hosts = topology
+                        .hosts
+                        .iter()
+                        .filter(|h| {
+                            h.memberships.contains(&m.name)
+                                && h.profiles.contains(&grid_spec::Profile::Authority)
+                        })
+                        .map(|h| (h.name.clone(), h.listen.to_string()))
+                        .collect();
+                    (m.name.as_str(), hosts)
+                })
+                .collect(),
         }
     }
 

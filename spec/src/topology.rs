@@ -133,12 +133,16 @@ impl Profile {
     }
 }
 
-/// A host's `storage generation=N [from="PATH"]`.
+/// A host's `storage generation=N [from="PATH"] [authority="M"]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StorageGeneration {
     pub generation: u64,
     /// An absolute path: the copy of the host's store a replacement puts in place.
     pub from: Option<PathBuf>,
+    /// `authority="M"`: the store's generation is the claim `store:HOST` at the
+    /// authority of membership M, taken at every start before the host serves
+    /// (docs/transfer.md, "Fenced at the authority").
+    pub authority: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

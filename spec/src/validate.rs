@@ -485,6 +485,7 @@ fn hosts(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
 
 fn authorities(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
     let t = &parsed.topology;
+    storage_authorities(parsed, problems);
     for membership in &t.memberships {
         let Some(voters) = membership.authority_voters else {
             continue;
@@ -511,6 +512,52 @@ fn authorities(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
                     "too many voters",
                 )
                 .with_help("add `profiles … authority` to more member hosts or lower `voters`"),
+            );
+        }
+    }
+}
+
+/// `storage authority="M"`: M declares an authority, and the host reaches it as a
+/// client — over the transport, not as one of its voters (its start waits for the
+/// authority's answer before it serves anything, its own Raft included).
+fn storage_authorities(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
+    let t = &parsed.topology;
+    for (file, span, host_name, membership) in &parsed.storage_authority_spans {
+        let Some(host) = t.hosts.iter().find(|h| &h.name == host_name) else {
+            continue;
+        };
+        let mut refuse = |message: String, label: &str, help: String| {
+            problems.push(Diagnostic::at(file, *span, message, label).with_help(help));
+        };
+        let declared = t.memberships.iter().find(|m| &m.name == membership);
+        if declared.is_some_and(|m| m.authority_voters.is_none()) {
+            refuse(
+                format!(
+                    "`storage authority={membership}`: membership `{membership}` declares no authority"
+                ),
+                "no authority",
+                format!(
+                    "add `authority voters=N` to membership `{membership}`, or name a membership that has one"
+                ),
+            );
+        } else if host.profiles.contains(&Profile::Authority) {
+            refuse(
+                format!(
+                    "`storage authority={membership}`: host `{host_name}` selects the `authority` profile"
+                ),
+                "a voter of its own fence",
+                format!(
+                    "a host whose store is fenced at an authority asks it at every start before it serves, its own Raft included: keep `{host_name}` out of the authority's hosts"
+                ),
+            );
+        } else if !host.profiles.contains(&Profile::Transport) {
+            refuse(
+                format!(
+                    "`storage authority={membership}`: host `{host_name}` does not select the `transport` profile"
+                ),
+                "no transport",
+                "the host asks the authority's voters over the transport: add `profiles … transport`"
+                    .to_owned(),
             );
         }
     }

@@ -33,6 +33,7 @@ mod purge;
 pub mod replace;
 mod retained;
 mod rooms;
+pub mod store_claim;
 mod submit;
 mod tags;
 

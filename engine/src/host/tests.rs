@@ -30,6 +30,7 @@ impl Installation {
             archive_leaving: None,
             archive_index_leaving: None,
             snapshots: Default::default(),
+            storage_claim: None,
         };
         crate::custody::write_private(
             &dir.join(config::HOST_CONFIG_FILE),

@@ -9,6 +9,7 @@ mod locked;
 pub mod metrics;
 mod model_eval;
 pub mod socket;
+mod store_claim;
 mod tag_read;
 mod wallet_owners;
 
@@ -70,6 +71,12 @@ pub fn start(
             }
             None => locked::serve_until_unlocked(&mut host).map_err(|e| refuse(&e))?,
         }
+    }
+    // A store fenced at an authority confirms its claim before anything is served.
+    if let Some(said) =
+        store_claim::confirm(&mut host, runtime, failpoints).map_err(|e| refuse(&e))?
+    {
+        tracing::info!(host = host.name(), "{said}");
     }
     // Checked before anything is served; bound once the rooms have started.
     let metrics_address = host.config().metrics.clone();

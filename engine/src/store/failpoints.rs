@@ -113,11 +113,14 @@ pub enum Failpoint {
     ReplaceBeforeInstall,
     /// A storage replacement installed its copy; `keys/storage.toml` is not written.
     ReplaceBeforeRecord,
+    /// A start took the claim `store:HOST` at the authority; the store has not
+    /// recorded its epoch (docs/transfer.md, "Fenced at the authority").
+    StoreClaimBeforeRecord,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order an operation reaches them.
-    pub const ALL: [Failpoint; 40] = [
+    pub const ALL: [Failpoint; 41] = [
         Failpoint::SubmitBeforeCommit,
         Failpoint::SubmitAfterCommit,
         Failpoint::BatchAfterCommit,
@@ -158,6 +161,7 @@ impl Failpoint {
         Failpoint::ReplaceMidCopy,
         Failpoint::ReplaceBeforeInstall,
         Failpoint::ReplaceBeforeRecord,
+        Failpoint::StoreClaimBeforeRecord,
     ];
 
     /// The name `GRID_FAILPOINTS` and journeys use.
@@ -203,6 +207,7 @@ impl Failpoint {
             Failpoint::ReplaceMidCopy => "replace-mid-copy",
             Failpoint::ReplaceBeforeInstall => "replace-before-install",
             Failpoint::ReplaceBeforeRecord => "replace-before-record",
+            Failpoint::StoreClaimBeforeRecord => "store-claim-before-record",
         }
     }
 

@@ -392,6 +392,7 @@ fn host(listen: &str, profiles: &[&str]) -> HostConfig {
         archive_leaving: None,
         archive_index_leaving: None,
         snapshots: Default::default(),
+        storage_claim: None,
     }
 }
 

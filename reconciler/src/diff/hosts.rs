@@ -49,6 +49,19 @@ pub fn transitions(
         return out;
     }
     let mut config = HostConfig::from_host(desired);
+    // A store fenced at an authority asks its hosts (`storage authority=`).
+    if let Some(claim) = &mut config.storage_claim {
+        claim.voters = index
+            .authority_hosts
+            .get(claim.membership.as_str())
+            .into_iter()
+            .flatten()
+            .map(|(participant, address)| grid_engine::config::VoterAddress {
+                participant: participant.clone(),
+                address: address.clone(),
+            })
+            .collect();
+    }
     // The archive is its own transition (`diff::archive`): the host's writes keep the
     // one its host.toml holds.
     let wanted_archive = std::mem::replace(

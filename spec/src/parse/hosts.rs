@@ -80,6 +80,7 @@ impl FileReader<'_> {
         let mut custody_seen = false;
         let mut storage = None;
         let mut storage_seen = false;
+        let mut storage_authority_span: Option<(String, SourceSpan)> = None;
         let mut capacity = crate::topology::DeliveryCapacity::default();
         let mut capacity_seen = false;
         let mut membership_capacity = std::collections::BTreeMap::new();
@@ -195,7 +196,7 @@ impl FileReader<'_> {
                             child.name().span(),
                             "`storage` is given twice",
                             "second",
-                            "one `storage generation=N [from=\"PATH\"]` per host",
+                            "one `storage generation=N [from=\"PATH\"] [authority=\"M\"]` per host",
                         );
                     }
                     let max = crate::limits::STORAGE_GENERATION_MAX as i128;
@@ -220,10 +221,15 @@ impl FileReader<'_> {
                             "name the copy from the root: from=\"/mnt/…\"",
                         );
                     }
+                    let authority = c.string_prop(self, "authority", false);
+                    if let Some((m, span)) = &authority {
+                        storage_authority_span = Some((m.clone(), *span));
+                    }
                     if let Some((generation, _)) = generation {
                         storage = Some(crate::topology::StorageGeneration {
                             generation: generation as u64,
                             from: from.map(|(p, _)| PathBuf::from(p)),
+                            authority: authority.map(|(m, _)| m),
                         });
                     }
                 }
@@ -325,9 +331,32 @@ impl FileReader<'_> {
                 );
             }
         }
+        if let Some((membership, span)) = &storage_authority_span
+            && !memberships.contains(membership)
+        {
+            let host = name.as_ref().map_or("?", |(n, _)| n.as_str()).to_owned();
+            self.error(
+                *span,
+                format!(
+                    "`storage authority={membership}`: host `{host}` is not a member of `{membership}`"
+                ),
+                "not a membership of the host",
+                &format!(
+                    "the claim `store:{host}` is held at the authority of a membership the host is in: add `member {membership}` or name another"
+                ),
+            );
+        }
         let (Some((name, name_span)), Some((listen, listen_span))) = (name, listen) else {
             return;
         };
+        if let Some((membership, span)) = storage_authority_span {
+            self.parsed.storage_authority_spans.push((
+                self.file.clone(),
+                span,
+                name.clone(),
+                membership,
+            ));
+        }
         self.parsed
             .host_spans
             .push((self.file.clone(), listen_span, dir.as_ref().map(|d| d.1)));

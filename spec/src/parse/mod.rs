@@ -141,6 +141,8 @@ pub(crate) struct Parsed {
     pub destination_spans: Vec<Vec<(File, SourceSpan)>>,
     /// Host index → (file, listen entry span, dir entry span).
     pub host_spans: Vec<(File, SourceSpan, Option<SourceSpan>)>,
+    /// Every `storage authority="M"`: its span, the host's name and M.
+    pub storage_authority_spans: Vec<(File, SourceSpan, String, String)>,
     /// Every profile a host selects, with its span and the host's name.
     pub profile_spans: Vec<(File, SourceSpan, Profile, String)>,
     /// Every name declared per kind, also of objects that failed to read, so a
@@ -171,6 +173,7 @@ pub(crate) fn topology(
         authority_spans: HashMap::new(),
         destination_spans: Vec::new(),
         host_spans: Vec::new(),
+        storage_authority_spans: Vec::new(),
         profile_spans: Vec::new(),
         declared: HashMap::new(),
         incomplete_models: Default::default(),
