@@ -21,6 +21,8 @@ use crate::observe::{self, HostStatus};
 pub const UP_PID_FILE: &str = "up.pid";
 /// How long `down` waits for `gridctl up` to stop its children and exit.
 pub const UP_STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a stopped gridd may take to exit before it is killed.
+pub const HOST_STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One installation under `STATE/hosts`, as `gridctl inspect hosts` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -129,6 +131,42 @@ pub fn gridd_pid(dir: &Path) -> Option<u32> {
             && std::fs::canonicalize(cwd.join(&pair[1])).is_ok_and(|served| served == serving)
     });
     serves.then_some(pid)
+}
+
+/// Stops the gridd serving the installation `dir` (SIGTERM; SIGKILL after `timeout`),
+/// as a transfer's prepare does once the source is journaled: `Ok(None)` when none
+/// answers on its control socket, `Ok(Some(how))` once it has exited, or why it
+/// cannot be stopped ([`stoppable`]).
+pub fn stop_serving(dir: &Path, timeout: Duration) -> Result<Option<String>, String> {
+    if grid_engine::host::control::Client::connect(dir).is_err() {
+        return Ok(None);
+    }
+    let pid = stoppable(dir)?;
+    match stop(pid, libc::SIGTERM, timeout) {
+        "still running" => Err(format!(
+            "its gridd (pid {pid}) did not exit after SIGTERM and SIGKILL"
+        )),
+        how => Ok(Some(format!("its gridd (pid {pid}) {how}"))),
+    }
+}
+
+/// The gridd serving `dir` and nothing else, or why stopping it for `dir` is refused:
+/// its pid file names no gridd serving `dir`, or that gridd serves other
+/// installations too (stopping it would stop them all).
+pub fn stoppable(dir: &Path) -> Result<u32, String> {
+    let pid = gridd_pid(dir).ok_or_else(|| {
+        format!(
+            "a gridd answers on the control socket of {}, but its pid file names no gridd serving it: stop that gridd first",
+            dir.display()
+        )
+    })?;
+    let served = command_line(pid).map_or(0, |a| a.iter().filter(|a| *a == "--dir").count());
+    if served > 1 {
+        return Err(format!(
+            "its gridd (pid {pid}) serves {served} installations (`--dir` {served} times): stopping it would stop them all — run this host in a gridd of its own, or stop that gridd first"
+        ));
+    }
+    Ok(pid)
 }
 
 /// The `gridctl up` running the hosts of `state`, when `STATE/up.pid` names a live
@@ -279,5 +317,60 @@ mod tests {
         std::fs::write(dir.join(PID_FILE), "not a pid").unwrap();
         assert_eq!(gridd_pid(&dir), None);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A process whose command line reads `gridd -c … --dir D…` (python3 with its
+    /// argv[0] set), its pid in D's pid file.
+    fn pretend_gridd(dirs: &[&Path]) -> std::process::Child {
+        use std::os::unix::process::CommandExt;
+        // The interpreter itself (a `python3` on PATH may be a launcher that execs
+        // it, which would not keep argv[0]).
+        let found = std::process::Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .expect("python3 runs");
+        let python = String::from_utf8(found.stdout).unwrap().trim().to_owned();
+        let mut command = std::process::Command::new(python);
+        command
+            .arg0("gridd")
+            .args(["-c", "import time; time.sleep(30)"]);
+        for dir in dirs {
+            command.arg("--dir").arg(dir);
+        }
+        let child = command.spawn().expect("python runs");
+        std::fs::write(dirs[0].join(PID_FILE), format!("{}\n", child.id())).unwrap();
+        child
+    }
+
+    #[test]
+    fn a_gridd_serving_other_installations_too_is_not_stopped_for_one() {
+        let base = std::env::temp_dir().join(format!("grid-stoppable-{}", std::process::id()));
+        let (a, b) = (base.join("a"), base.join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let mut alone = pretend_gridd(&[&a]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while gridd_pid(&a).is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(stoppable(&a), Ok(alone.id()));
+        alone.kill().unwrap();
+        alone.wait().unwrap();
+        let mut packed = pretend_gridd(&[&a, &b]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while gridd_pid(&a).is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let refused = stoppable(&a).unwrap_err();
+        assert!(refused.contains("serves 2 installations"), "{refused}");
+        packed.kill().unwrap();
+        packed.wait().unwrap();
+        // Gone: no gridd serves it.
+        assert!(
+            stoppable(&a)
+                .unwrap_err()
+                .contains("names no gridd serving it")
+        );
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }

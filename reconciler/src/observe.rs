@@ -113,6 +113,46 @@ pub struct HostObservation {
     /// it still owes there (`Call::Obligations`; asked only of a running host).
     #[serde(default)]
     pub obligations: BTreeMap<String, Result<Vec<String>, String>>,
+    /// What a running installation the files move holds (asked only of a running host
+    /// whose `dir` the files change), for the transfer's plan line.
+    #[serde(default)]
+    pub inventory: Option<Inventory>,
+}
+
+/// What an installation holds, as its running gridd tells it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inventory {
+    /// Models not retired.
+    pub models: usize,
+    /// Runs it received, by where they stand (`None`: it does not run `processes`).
+    pub runs: Option<grid_engine::processes::api::RunCounts>,
+    /// Grants it issued.
+    pub grants: usize,
+    /// Open obligations in its memberships (`Call::Obligations`: values owed or not
+    /// receipted, runs not terminal, units held), or why they could not be read.
+    pub obligations: Result<usize, String>,
+}
+
+impl Inventory {
+    /// `models 3, runs 120 (2 unknown), grants 2, open obligations 41`.
+    pub fn describe(&self) -> String {
+        let runs = match &self.runs {
+            Some(r) => format!(
+                "runs {} ({} unknown), ",
+                r.succeeded + r.failed + r.unknown + r.running,
+                r.unknown
+            ),
+            None => String::new(),
+        };
+        let obligations = match &self.obligations {
+            Ok(n) => n.to_string(),
+            Err(_) => "unknown".to_owned(),
+        };
+        format!(
+            "models {}, {runs}grants {}, open obligations {obligations}",
+            self.models, self.grants
+        )
+    }
 }
 
 /// An installation's key custody as found.
@@ -326,6 +366,12 @@ fn observe_planned(topology: &Topology, state: &Path, name: &str, dir: &Path) ->
         return o;
     }
     let Some(desired) = desired else { return o };
+    if desired.dir.is_some()
+        && o.link.as_deref() != desired.dir.as_deref()
+        && let HostStatus::Running(observed) = &o.status
+    {
+        o.inventory = Some(inventory(topology, name, dir, observed, &o.custody.1));
+    }
     for m in desired.leaving.iter().filter(|m| o.custody.1.contains(m)) {
         let grants = leave_grants(topology, name, m);
         o.obligations.insert(m.clone(), obligations(dir, m, grants));
@@ -502,6 +548,7 @@ impl HostObservation {
             held_models: BTreeSet::new(),
             held_ledgers: BTreeSet::new(),
             obligations: BTreeMap::new(),
+            inventory: None,
         }
     }
 }
@@ -651,6 +698,47 @@ pub fn leave_grants(topology: &Topology, host: &str, membership: &str) -> Vec<St
         .collect()
 }
 
+/// What the running installation `dir` of `name` holds ([`Inventory`]).
+fn inventory(
+    topology: &Topology,
+    name: &str,
+    dir: &Path,
+    observed: &Observation,
+    memberships: &[String],
+) -> Inventory {
+    let runs = observed
+        .profiles
+        .as_ref()
+        .is_some_and(|p| p.iter().any(|p| p == "processes"))
+        .then(|| {
+            let mut client = Client::connect(dir).ok()?;
+            match client.call(&Call::Process {
+                request: grid_engine::processes::api::ProcessCall::Processes,
+            }) {
+                Ok(Reply::Process(reply)) => match *reply {
+                    grid_engine::processes::api::ProcessReply::Processes { runs, .. } => Some(runs),
+                    _ => None,
+                },
+                _ => None,
+            }
+        })
+        .flatten();
+    let mut open = Ok(0);
+    for m in memberships {
+        let owed = obligations(dir, m, leave_grants(topology, name, m));
+        open = match (open, owed) {
+            (Ok(n), Ok(list)) => Ok(n + list.len()),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
+    }
+    Inventory {
+        models: observed.models.iter().filter(|m| !m.retired).count(),
+        runs,
+        grants: observed.grants.len(),
+        obligations: open,
+    }
+}
+
 /// What the host at `dir` still owes in `membership` (`Call::Obligations`).
 pub fn obligations(
     dir: &Path,
@@ -721,6 +809,29 @@ pub fn export_install(state: &Path, name: &str, issuer: &str) -> Result<Request,
             issuer_keys,
         },
     })
+}
+
+/// Files and bytes below `dir` (what a transfer copies), for the plan's line.
+pub fn installation_size(dir: &Path) -> (u64, u64) {
+    let mut total = (0, 0);
+    let mut pending = vec![dir.to_owned()];
+    while let Some(at) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&at) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+                continue;
+            };
+            if meta.is_dir() {
+                pending.push(entry.path());
+            } else if meta.is_file() {
+                total.0 += 1;
+                total.1 += meta.len();
+            }
+        }
+    }
+    total
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! `~ host H: transfer installation A -> B` (SPEC C11, docs/transfer.md): applying it
-//! runs the engine's transfer of the stopped installation
-//! (`grid_engine::store::transfer`: prepare, copy, verify, activate, retire, each
-//! journaled in the source), then points `<state>/hosts/H` at the destination. When
+//! runs the engine's transfer of the installation (`grid_engine::store::transfer`:
+//! prepare — then a gridd serving it alone is stopped —, copy, verify, activate,
+//! retire, each journaled in the source), then points `<state>/hosts/H` at the destination. When
 //! the installation was the state directory's own `hosts/H`, the link and that
 //! directory are exchanged atomically (`renameat2(RENAME_EXCHANGE)`) and the retired
 //! source is kept as `<state>/transferred/H.OP`: there is never a moment without
@@ -38,8 +38,25 @@ pub fn apply(state: &Path, host: &str, op: &str, source: &Path, destination: &Pa
         },
         Err(_) => Failpoints::default(),
     };
-    let running = |dir: &Path| Client::connect(dir).is_ok();
-    let moved = match transfer::transfer(source, destination, op, running, &failpoints) {
+    // A gridd serving the source is stopped once the prepare is journaled (no gridd
+    // starts there again); one that cannot be stopped for it alone refuses first.
+    let open = transfer::record(source).ok().flatten().is_some();
+    if !open
+        && Client::connect(source).is_ok()
+        && let Err(reason) = crate::local::stoppable(source)
+    {
+        return Effect::new(
+            Status::Refused,
+            format!("{reason}; nothing was transferred"),
+        );
+    }
+    let stopped = std::cell::RefCell::new(None);
+    let stop = |dir: &Path| {
+        let how = crate::local::stop_serving(dir, crate::local::HOST_STOP_TIMEOUT)?;
+        *stopped.borrow_mut() = how;
+        Ok(())
+    };
+    let moved = match transfer::transfer(source, destination, op, stop, &failpoints) {
         Ok(moved) => moved,
         Err(e) => return Effect::new(Status::Failed, e.to_string()),
     };
@@ -49,10 +66,13 @@ pub fn apply(state: &Path, host: &str, op: &str, source: &Path, destination: &Pa
             format!("transferred, but `hosts/{host}` was not pointed at it: {e}; reconcile again"),
         );
     }
+    let stopped = stopped.into_inner().map_or(String::new(), |how| {
+        format!("{how} once the source was prepared; ")
+    });
     let mut effect = Effect::new(
         Status::Succeeded,
         format!(
-            "transferred {} files ({} bytes, manifest sha256:{}) to {}; {} is retired (a gridd started there refuses)",
+            "{stopped}transferred {} files ({} bytes, manifest sha256:{}) to {}; {} is retired (a gridd started there refuses)",
             moved.files,
             moved.bytes,
             moved.digest,
@@ -62,29 +82,6 @@ pub fn apply(state: &Path, host: &str, op: &str, source: &Path, destination: &Pa
     );
     effect.replayed = moved.already;
     effect
-}
-
-/// Files and bytes below `dir` (what a transfer copies), for the plan's line.
-pub fn size(dir: &Path) -> (u64, u64) {
-    let mut total = (0, 0);
-    let mut pending = vec![dir.to_owned()];
-    while let Some(at) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&at) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
-                continue;
-            };
-            if meta.is_dir() {
-                pending.push(entry.path());
-            } else if meta.is_file() {
-                total.0 += 1;
-                total.1 += meta.len();
-            }
-        }
-    }
-    total
 }
 
 /// Whether the transfer to `destination` is done: `hosts/H` names it, activated.

@@ -33,8 +33,7 @@ use crate::plan::{self, Action, Op};
 
 /// How long a started gridd may take to answer on its control socket.
 pub const HOST_READY_TIMEOUT: Duration = Duration::from_secs(20);
-/// How long a stopped gridd may take to exit before it is killed.
-pub const HOST_STOP_TIMEOUT: Duration = Duration::from_secs(5);
+pub use crate::local::HOST_STOP_TIMEOUT;
 /// How often the live view refreshes.
 pub const VIEW_REFRESH: Duration = Duration::from_millis(500);
 /// The log of a gridd started by `up`, inside its installation.

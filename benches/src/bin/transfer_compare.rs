@@ -96,7 +96,7 @@ fn grid(source: &Path, destination: &Path, round: usize) -> Result<Duration> {
         source,
         destination,
         &format!("bench-{round}"),
-        |_: &Path| false,
+        |_: &Path| Ok::<(), String>(()),
         &Failpoints::default(),
     )
     .map_err(|e| e.to_string())?;

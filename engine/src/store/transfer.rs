@@ -1,11 +1,12 @@
-//! Installation transfer (SPEC C11, docs/transfer.md): a stopped host's whole
-//! installation copied to another directory with its identity unchanged — same keys,
-//! certificates, store, operation ids and answers — in steps, each journaled in the
-//! source (`DIR/transfer.toml`, 0600, synced) before the next acts, each resumable by
-//! the same operation id:
+//! Installation transfer (SPEC C11, docs/transfer.md): a host's whole installation
+//! copied to another directory with its identity unchanged — same keys, certificates,
+//! store, operation ids and answers — in steps, each journaled in the source
+//! (`DIR/transfer.toml`, 0600, synced) before the next acts, each resumable by the
+//! same operation id:
 //!
 //! 1. **prepare** — the source records `transferring to DEST`: from then on a gridd
-//!    started on it refuses (no new work is taken there);
+//!    started on it refuses (no new work is taken there); a gridd serving it is then
+//!    stopped (the caller's `stop`) before anything is copied;
 //! 2. **copy** — every file and directory, permissions kept, each file synced (the
 //!    destination marked `copying` until it is verified);
 //! 3. **verify** — a manifest of every file (path, size, SHA-256) of both sides,
@@ -15,8 +16,9 @@
 //! 5. **retire** — the source records `transferred`: a gridd started on it refuses,
 //!    naming the destination.
 //!
-//! Invariants, stated as absences: no gridd serves a source once it is prepared, nor a
-//! destination before it is activated; no destination is activated whose files differ
+//! Invariants, stated as absences: no gridd starts on a source once it is prepared,
+//! nothing is copied while one still serves it, no gridd serves a destination before
+//! it is activated; no destination is activated whose files differ
 //! from the source's; no second transfer starts while one is open; nothing in the
 //! source is removed.
 
@@ -96,8 +98,8 @@ pub enum TransferError {
         to: PathBuf,
         op: String,
     },
-    #[error("a gridd serves {}: stop it first (a transfer copies a stopped installation)", .0.display())]
-    Running(PathBuf),
+    #[error("a gridd still serves {}: {reason}; nothing is copied (a transfer copies a stopped installation) — the same op id resumes it", path.display())]
+    Running { path: PathBuf, reason: String },
     #[error("the destination {} holds files of no transfer of this installation: refusing to write over them", .0.display())]
     Occupied(PathBuf),
     #[error("{} is not a file or directory a host installation holds (a link or a device): refusing to copy it", .0.display())]
@@ -177,15 +179,17 @@ pub struct Moved {
     pub already: bool,
 }
 
-/// Transfers the stopped installation `source` to `destination` under operation id
-/// `op`, from wherever an earlier call with the same id stopped. `running`: whether a
-/// gridd serves `source` now (asked at prepare). Failpoints: `transfer-after-prepare`,
-/// `transfer-mid-copy`, `transfer-before-activate`, `transfer-before-retire`.
+/// Transfers the installation `source` to `destination` under operation id `op`, from
+/// wherever an earlier call with the same id stopped. `stop`: makes sure no gridd
+/// serves `source` — stops one that does, or says why it could not; asked once the
+/// journal says `prepared` (so no gridd starts on the source again) and before
+/// anything is copied. Failpoints: `transfer-after-prepare`, `transfer-mid-copy`,
+/// `transfer-before-activate`, `transfer-before-retire`.
 pub fn transfer(
     source: &Path,
     destination: &Path,
     op: &str,
-    running: impl Fn(&Path) -> bool,
+    stop: impl Fn(&Path) -> Result<(), String>,
     failpoints: &Failpoints,
 ) -> Result<Moved, TransferError> {
     // A destination's record of a finished transfer is no open transfer: this
@@ -202,9 +206,6 @@ pub fn transfer(
         }
         Some(r) => r,
         None => {
-            if running(source) {
-                return Err(TransferError::Running(source.to_owned()));
-            }
             let r = Record {
                 op: op.to_owned(),
                 role: Role::Source,
@@ -222,6 +223,10 @@ pub fn transfer(
     };
     let already = journal.step == Step::Retired;
     if journal.step == Step::Prepared {
+        stop(source).map_err(|reason| TransferError::Running {
+            path: source.to_owned(),
+            reason,
+        })?;
         copy_installation(source, destination, op, failpoints)?;
         journal.step = Step::Copied;
         write_record(source, &journal)?;
@@ -537,7 +542,7 @@ mod tests {
     fn a_transfer_copies_verifies_activates_and_retires_once() {
         let (source, destination) = (dir("source"), dir("destination"));
         installation(&source);
-        let idle = |_: &Path| false;
+        let idle = |_: &Path| Ok::<(), String>(());
         let none = Failpoints::default();
         let moved = transfer(&source, &destination, "t1", idle, &none).unwrap();
         assert_eq!((moved.files, moved.already), (2, false));
@@ -570,15 +575,26 @@ mod tests {
         let (source, destination) = (dir("busy"), dir("occupied"));
         installation(&source);
         let none = Failpoints::default();
+        // A gridd that could not be stopped: journaled `prepared` (no gridd starts
+        // there again), nothing copied; the same id resumes.
+        let busy = |_: &Path| Err("it did not stop".to_owned());
         assert!(matches!(
-            transfer(&source, &destination, "t1", |_: &Path| true, &none),
-            Err(TransferError::Running(_))
+            transfer(&source, &destination, "t1", busy, &none),
+            Err(TransferError::Running { .. })
         ));
-        assert_eq!(record(&source).unwrap(), None, "nothing journaled");
+        let held = record(&source).unwrap().expect("journaled");
+        assert_eq!((held.step, held.op.as_str()), (Step::Prepared, "t1"));
+        assert!(!destination.exists(), "nothing copied");
         std::fs::create_dir_all(&destination).unwrap();
         std::fs::write(destination.join("other"), b"x").unwrap();
         assert!(matches!(
-            transfer(&source, &destination, "t1", |_: &Path| false, &none),
+            transfer(
+                &source,
+                &destination,
+                "t1",
+                |_: &Path| Ok::<(), String>(()),
+                &none
+            ),
             Err(TransferError::Occupied(_))
         ));
         assert!(refusal(&source).unwrap().contains("under way"));

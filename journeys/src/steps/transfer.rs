@@ -1,14 +1,16 @@
-//! `transfer HOST to=DIR [at=POINT] [expect=OUTCOME]` (SPEC §5, docs/transfer.md) — the
-//! operator moves HOST's installation: its `host` node's `dir` becomes `$WORK/DIR` in
-//! the files (written as the next edited copy of the topology, like `edit-topology`)
-//! and `gridctl reconcile` runs.
+//! `transfer HOST to=DIR [at=POINT] [expect=OUTCOME] [plan-mention=TEXT]` (SPEC §5,
+//! docs/transfer.md) — the operator moves HOST's installation: its `host` node's `dir`
+//! becomes `$WORK/DIR` in the files (written as the next edited copy of the topology,
+//! like `edit-topology`), `gridctl plan` shows TEXT (when given) and `gridctl
+//! reconcile` runs.
 //!
 //! - With `at`, gridctl runs with `GRID_FAILPOINTS=POINT=abort` (`transfer-after-prepare`,
 //!   `transfer-mid-copy`, `transfer-before-activate`, `transfer-before-retire`) and must
 //!   abort there: the transfer stops midway, journaled; the next `transfer` (or
 //!   `reconcile`) resumes it under the same operation id.
 //! - Without, the reconcile's outcome must be `expect` (default `succeeded`; a stopped
-//!   host's plan also says `! host H` unreachable: `attention`); once HOST's link names
+//!   host's plan also says `! host H` unreachable: `attention`). A gridd serving HOST
+//!   is stopped by the transfer's prepare: its exit is reported, not a crash. Once HOST's link names
 //!   the new place, the step also checks that a gridd started on the old installation
 //!   (or `<state>/transferred/H.OP`, when it was the state directory's own) refuses,
 //!   naming the new place: the source is retired, never served again.
@@ -29,6 +31,8 @@ struct Transfer {
     to: String,
     at: Option<String>,
     expect: Outcome,
+    /// Text the plan of the edited files must show first (`plan-mention`).
+    plan_mention: Option<String>,
 }
 
 pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
@@ -41,11 +45,13 @@ pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         "transfer-after-prepare, transfer-mid-copy, transfer-before-activate, transfer-before-retire",
     )?;
     let expect = Outcome::expected(node)?;
+    let plan_mention = node.string("plan-mention")?;
     Ok(Box::new(Transfer {
         host,
         to,
         at,
         expect,
+        plan_mention,
     }))
 }
 
@@ -121,11 +127,24 @@ impl Step for Transfer {
             cx.show_path(&destination),
             cx.show_path(&path)
         ));
+        if let Some(mention) = &self.plan_mention {
+            let output = cx.gridctl(&["plan".into(), path.clone().into()])?;
+            if !output.stdout.contains(mention.as_str()) {
+                return Err(Failure::new(
+                    format!("the plan to mention `{mention}`"),
+                    quote_output(&output.stdout),
+                ));
+            }
+            cx.say(format_args!("the plan mentions `{mention}`"));
+        }
         let args: Vec<OsString> = vec!["reconcile".into(), path.into(), "--json".into()];
+        let was_running = cx.host_running(&self.host);
         if let Some(point) = &self.at {
-            return aborts_at(cx, &args, point, "the transfer");
+            aborts_at(cx, &args, point, "the transfer")?;
+            return stopped_by_transfer(cx, &self.host, was_running);
         }
         let output = cx.gridctl(&args)?;
+        stopped_by_transfer(cx, &self.host, was_running)?;
         check_outcome(cx, &output, self.expect)?;
         // Moved (the host's link names the new place): the old place refuses.
         if std::fs::read_link(&link).is_ok_and(|target| target == destination) {
@@ -133,6 +152,19 @@ impl Step for Transfer {
         }
         Ok(())
     }
+}
+
+/// A gridd the transfer stopped (its prepare stops the one serving the source): its
+/// exit is the transfer's, not a crash.
+fn stopped_by_transfer(cx: &mut Context<'_>, host: &str, was_running: bool) -> Result<(), Failure> {
+    if was_running && !cx.host_running(host) {
+        let (status, _) = cx.wait_host_exit(host)?;
+        cx.say(format_args!(
+            "the transfer stopped the gridd of {host} ({})",
+            describe_status(&status)
+        ));
+    }
+    Ok(())
 }
 
 /// A gridd started on the old installation refuses, naming `destination`.

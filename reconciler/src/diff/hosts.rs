@@ -383,22 +383,16 @@ fn transfer(desired: &grid_spec::Host, observation: &HostObservation) -> Draft {
             ),
         );
     }
-    if matches!(
+    // A gridd serving it is stopped by the prepare, once no gridd can start there again.
+    let stops = if matches!(
         observation.status,
         HostStatus::Running(_) | HostStatus::Locked(_)
     ) {
-        return Draft::attention(
-            "host",
-            name,
-            name,
-            format!(
-                "transfer of {} to {} waits for its gridd to stop (a transfer copies a stopped installation)",
-                source.display(),
-                destination.display()
-            ),
-        );
-    }
-    let (files, bytes) = crate::transfer::size(&source);
+        "; its gridd is stopped first"
+    } else {
+        ""
+    };
+    let (files, bytes) = crate::observe::installation_size(&source);
     let generation = observation.keys.manifest().map_or(0, |m| m.generation);
     let draft = Draft::new(
         Op::Change,
@@ -406,9 +400,13 @@ fn transfer(desired: &grid_spec::Host, observation: &HostObservation) -> Draft {
         name,
         name,
         format!(
-            "transfer installation {} -> {} ({files} files, {bytes} bytes, keys generation {generation})",
+            "transfer installation {} -> {} ({}{files} files, {bytes} bytes, keys generation {generation}{stops})",
             source.display(),
-            destination.display()
+            destination.display(),
+            observation
+                .inventory
+                .as_ref()
+                .map_or(String::new(), |i| format!("{}; ", i.describe()))
         ),
         Action::Transfer {
             source,

@@ -995,3 +995,31 @@ fn storage_generations_plan_one_replacement_at_a_time_never_backwards() {
         assert!(planned[0].1.contains(why), "{said}: {}", planned[0].1);
     }
 }
+
+/// A changed `dir=` plans the transfer with its op id, stopped or running: a running
+/// gridd is stopped by the transfer's prepare, and the line says so.
+#[test]
+fn a_transfer_is_planned_for_a_running_host_saying_its_gridd_stops_first() {
+    use crate::plan::Action;
+    let t = topology(
+        "grid version=1\nhost solo listen=\"127.0.0.1:7001\" dir=\"/srv/new/solo\" {\n}\n",
+    );
+    for (mut world, stops) in [(installed(&t), false), (running_empty(&t), true)] {
+        world.hosts[0].link = None;
+        let plan = from_world(&t, &[], &world);
+        let transfers: Vec<_> = plan
+            .transitions
+            .iter()
+            .filter(|t| matches!(t.action, Action::Transfer { .. }))
+            .collect();
+        assert_eq!(transfers.len(), 1, "{:?}", plan.transitions);
+        let detail = &transfers[0].detail;
+        assert!(detail.starts_with("transfer installation "), "{detail}");
+        assert!(detail.contains("-> /srv/new/solo ("), "{detail}");
+        assert_eq!(
+            detail.contains("its gridd is stopped first"),
+            stops,
+            "{detail}"
+        );
+    }
+}
