@@ -16,11 +16,14 @@
 //! benchmark and the ratio IronCalc / Grid.
 
 use std::hint::black_box;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use criterion::Criterion;
 use grid_benches::report::human_ns as human;
+use grid_benches::report::{
+    criterion_directory as output_directory, criterion_estimate_ns as estimate_ns,
+};
 use grid_benches::{FREE_INPUT, Setup, grid_slot};
 
 const SCENARIOS: [(&str, &str); 3] = [
@@ -119,46 +122,6 @@ fn benches(c: &mut Criterion, setup: &mut Setup) {
         });
         group.finish();
     }
-}
-
-/// Where criterion writes its estimates: the same rule criterion follows, made
-/// explicit so the summary reads the files this run wrote.
-fn output_directory() -> PathBuf {
-    if let Some(home) = std::env::var_os("CRITERION_HOME") {
-        return PathBuf::from(home);
-    }
-    if let Some(target) = std::env::var_os("CARGO_TARGET_DIR") {
-        return PathBuf::from(target).join("criterion");
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("target")
-        .join("criterion")
-}
-
-/// Criterion's estimate (ns per iteration) in `estimates.json`, the figure its report
-/// prints as `time`: the slope of the linear regression when criterion computed one
-/// (linear sampling), the mean otherwise. Read without a JSON library: each estimate
-/// is `"slope":{"confidence_interval":{...},"point_estimate":X,...}`. Only a file this
-/// run wrote (modified after `started`) counts.
-fn estimate_ns(directory: &Path, group: &str, engine: &str, started: SystemTime) -> Option<f64> {
-    let path = directory
-        .join(group)
-        .join(engine)
-        .join("new")
-        .join("estimates.json");
-    if std::fs::metadata(&path).ok()?.modified().ok()? < started {
-        return None;
-    }
-    let text = std::fs::read_to_string(path).ok()?;
-    let point_estimate = |key: &str| -> Option<f64> {
-        let section = &text[text.find(&format!("\"{key}\":{{"))?..];
-        let field = "\"point_estimate\":";
-        let value = &section[section.find(field)? + field.len()..];
-        let end = value.find([',', '}'])?;
-        value[..end].trim().parse().ok()
-    };
-    point_estimate("slope").or_else(|| point_estimate("mean"))
 }
 
 fn summary(directory: &Path, started: SystemTime, setup: &Setup) {

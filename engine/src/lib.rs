@@ -7,6 +7,7 @@ pub mod config;
 pub mod custody;
 pub mod delivery;
 pub mod exports;
+pub mod grdx;
 pub mod host;
 pub mod journal;
 pub mod ledger;
