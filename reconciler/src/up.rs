@@ -308,13 +308,27 @@ pub fn up(
             // Installations and their certificates settle before any host starts.
             continue;
         }
-        // Start every host of the files that is installed but not running.
+        // Start every host of the files that is installed but not running. A host
+        // whose store is fenced at an authority (`storage authority=`) asks it before
+        // it serves: it starts once every other host runs and a round reconciled
+        // since (which bootstraps the authority).
         let mut started_any = false;
+        let fenced =
+            |config: &grid_engine::host::config::HostConfig| config.storage_claim.is_some();
+        let others_down = topology.hosts.iter().any(|host| {
+            let observation = observe::observe_host(&host.name, &plan::host_dir(state, host));
+            matches!(
+                (&observation.status, &observation.config),
+                (HostStatus::Unreachable { .. }, Some(config)) if !fenced(config)
+            )
+        });
         for host in &topology.hosts {
             let dir = plan::host_dir(state, host);
             let observation = observe::observe_host(&host.name, &dir);
             match (&observation.status, &observation.config) {
-                (HostStatus::Unreachable { .. }, Some(_)) => {
+                (HostStatus::Unreachable { .. }, Some(config))
+                    if !(others_down && fenced(config)) =>
+                {
                     children.start(&host.name, &dir)?;
                     let _ = writeln!(out, "started host {} ({})", host.name, dir.display());
                     started_any = true;

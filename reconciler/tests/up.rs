@@ -3,7 +3,7 @@
 //! receipts verified, grants, authority), and leaves no host running when `--seconds`
 //! elapse. A host with a profile it cannot run stops `up` with the host's own refusal.
 //! A child gridd killed while `up` runs is reported (how it ended, its log) and makes
-//! `up` exit 1. The view's drawing and its screen (redrawn in place on a terminal,
+//! `up` exit 1. A host fenced at the authority starts after the authority's hosts. The view's drawing and its screen (redrawn in place on a terminal,
 //! appended only on change otherwise) are checked on their own, without hosts.
 
 use std::io::BufRead;
@@ -21,6 +21,18 @@ mod common;
 
 fn work(name: &str) -> PathBuf {
     common::work_dir(&format!("up-{name}"))
+}
+
+/// `gridctl up FILE --state state --seconds 1` in `dir`.
+fn up_for_a_second(dir: &std::path::Path, file: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_gridctl"))
+        .env_remove("CARGO")
+        .current_dir(dir)
+        .arg("up")
+        .arg(file)
+        .args(["--state", "state", "--seconds", "1"])
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -121,18 +133,64 @@ fn up_stops_with_the_refusal_of_a_host_that_cannot_run_its_profiles() {
         "grid version=1\nhost edge-a listen=\"127.0.0.1:7459\" { profiles control; }\n",
     )
     .unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_gridctl"))
-        .env_remove("CARGO")
-        .current_dir(&dir)
-        .arg("up")
-        .arg(&plant)
-        .args(["--state", "state", "--seconds", "1"])
-        .output()
-        .unwrap();
+    let output = up_for_a_second(&dir, &plant);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(stderr.contains("profile `control` cannot run"), "{stderr}");
     assert!(Client::connect(&dir.join("state/hosts/edge-a")).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A host whose store is fenced at the authority (`storage authority="ops"`) asks it
+/// before it serves: `up` starts it only after the authority's host runs and a round
+/// bootstrapped the authority — its first start takes `store:edge` and the plan
+/// becomes empty.
+#[test]
+fn up_starts_a_host_fenced_at_the_authority_after_the_authority_runs() {
+    let dir = work("fenced");
+    let plant = dir.join("plant.kdl");
+    // The fenced host comes first in the files: `up` still starts it last.
+    std::fs::write(
+        &plant,
+        "grid version=1
+membership ops {
+    authority voters=1
+}
+host edge listen=\"127.0.0.1:7464\" {
+    member ops
+    profiles transport
+    storage generation=1 authority=\"ops\"
+}
+host hq listen=\"127.0.0.1:7463\" {
+    member ops
+    profiles transport authority
+}
+",
+    )
+    .unwrap();
+    let output = up_for_a_second(&dir, &plant);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let at = |text: &str| {
+        stdout
+            .find(text)
+            .unwrap_or_else(|| panic!("`{text}` not in: {stdout}"))
+    };
+    assert!(at("started host hq") < at("+ authority ops @ hq: succeeded"));
+    assert!(at("+ authority ops @ hq: succeeded") < at("started host edge"));
+    assert!(
+        stdout.contains("plan is empty; 2 host(s) running"),
+        "{stdout}"
+    );
+    let log = std::fs::read_to_string(dir.join("state/hosts/edge/gridd.log")).unwrap();
+    assert!(
+        log.contains("took `store:edge` at epoch 1 for storage generation 1"),
+        "{log}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
