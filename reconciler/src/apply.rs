@@ -30,6 +30,10 @@ pub struct Report {
     pub applied: Vec<Applied>,
     /// The hosts waiting transitions need running, with their installations.
     pub start: Vec<(String, std::path::PathBuf)>,
+    /// Those of `start` whose store is fenced at an authority (`storage authority=`):
+    /// each asks it before it serves, so it starts in a gridd of its own once the
+    /// authority runs.
+    pub fenced: Vec<String>,
 }
 
 impl Report {
@@ -68,19 +72,35 @@ impl Report {
                 .count();
             let max = grid_spec::limits::PLAN_HOSTS_SHOWN_MAX;
             let names: Vec<String> = self.start.iter().map(|(h, _)| h.clone()).collect();
+            let (fenced, plain): (Vec<_>, Vec<_>) = self
+                .start
+                .iter()
+                .take(max)
+                .partition(|(h, _)| self.fenced.contains(h));
+            let mut commands = String::new();
+            if !plain.is_empty() {
+                commands.push_str(&format!(
+                    "  gridd{}{}\n",
+                    plain
+                        .iter()
+                        .map(|(_, d)| format!(" --dir {}", d.display()))
+                        .collect::<String>(),
+                    if self.start.len() > max {
+                        format!(" … ({} hosts in all: --json lists them)", self.start.len())
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+            for (_, dir) in fenced {
+                commands.push_str(&format!(
+                    "  gridd --dir {}   # once its authority runs: its store is fenced there (storage authority=)\n",
+                    dir.display()
+                ));
+            }
             out.push_str(&format!(
-                "{waiting} transition(s) wait for {} to run. Start them, then reconcile again:\n  gridd{}{}\nor run the whole topology with `gridctl up FILES`.\n",
+                "{waiting} transition(s) wait for {} to run. Start them, then reconcile again:\n{commands}or run the whole topology with `gridctl up FILES`.\n",
                 crate::plan::shown(&names, max),
-                self.start
-                    .iter()
-                    .take(max)
-                    .map(|(_, d)| format!(" --dir {}", d.display()))
-                    .collect::<String>(),
-                if self.start.len() > max {
-                    format!(" … ({} hosts in all: --json lists them)", self.start.len())
-                } else {
-                    String::new()
-                }
             ));
         }
         out
@@ -105,6 +125,7 @@ impl Report {
             "start": self.start.iter().map(|(h, d)| serde_json::json!({
                 "host": h,
                 "dir": d,
+                "fenced": self.fenced.contains(h),
             })).collect::<Vec<_>>(),
         })
     }
@@ -440,16 +461,55 @@ pub fn apply(plan: &Plan) -> Report {
     }
     start.sort();
     start.dedup();
+    let start: Vec<(String, std::path::PathBuf)> = start
+        .into_iter()
+        .map(|h| {
+            let dir = observe::host_dir(&plan.state, &h);
+            (h, dir)
+        })
+        .collect();
+    let fenced = start
+        .iter()
+        .filter(|(_, dir)| {
+            grid_engine::host::config::HostConfig::read(dir)
+                .is_ok_and(|c| c.storage_claim.is_some())
+        })
+        .map(|(h, _)| h.clone())
+        .collect();
     Report {
         outcome,
         reason,
         applied,
-        start: start
-            .into_iter()
-            .map(|h| {
-                let dir = observe::host_dir(&plan.state, &h);
-                (h, dir)
-            })
-            .collect(),
+        start,
+        fenced,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host fenced at an authority is named in a gridd of its own, after the others.
+    #[test]
+    fn the_start_hint_keeps_a_fenced_host_out_of_the_packed_gridd() {
+        let report = Report {
+            outcome: Status::Waiting,
+            reason: None,
+            applied: Vec::new(),
+            start: vec![
+                ("edge".to_owned(), "st/hosts/edge".into()),
+                ("hq".to_owned(), "st/hosts/hq".into()),
+                ("site".to_owned(), "st/hosts/site".into()),
+            ],
+            fenced: vec!["edge".to_owned()],
+        };
+        let text = report.render();
+        assert!(
+            text.contains("\n  gridd --dir st/hosts/hq --dir st/hosts/site\n  gridd --dir st/hosts/edge   # once its authority runs"),
+            "{text}"
+        );
+        let json = report.to_json();
+        assert_eq!(json["start"][0]["fenced"], true);
+        assert_eq!(json["start"][1]["fenced"], false);
     }
 }
