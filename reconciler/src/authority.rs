@@ -123,15 +123,6 @@ impl ClaimResult {
     }
 }
 
-pub fn command_claim(command: &ClaimCommand) -> &str {
-    match command {
-        ClaimCommand::Acquire { claim }
-        | ClaimCommand::EnrollSuccessor { claim, .. }
-        | ClaimCommand::Handoff { claim }
-        | ClaimCommand::Release { claim } => claim,
-    }
-}
-
 /// Sends one claim command as host `caller`, once.
 pub fn claim(
     state: &Path,
@@ -151,7 +142,7 @@ pub fn claim(
             }
         }
     };
-    let claim_name = command_claim(&command).to_owned();
+    let claim_name = command.claim().to_owned();
     let mut result = ClaimResult {
         op: op.to_owned(),
         claim: claim_name,

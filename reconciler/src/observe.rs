@@ -59,6 +59,13 @@ pub enum HostStatus {
     Locked(Observation),
 }
 
+impl HostStatus {
+    /// Whether a gridd serves the installation (locked or not).
+    pub fn serves(&self) -> bool {
+        matches!(self, HostStatus::Running(_) | HostStatus::Locked(_))
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostObservation {
     pub name: String,
@@ -711,14 +718,9 @@ fn inventory(
         .as_ref()
         .is_some_and(|p| p.iter().any(|p| p == "processes"))
         .then(|| {
-            let mut client = Client::connect(dir).ok()?;
-            match client.call(&Call::Process {
-                request: grid_engine::processes::api::ProcessCall::Processes,
-            }) {
-                Ok(Reply::Process(reply)) => match *reply {
-                    grid_engine::processes::api::ProcessReply::Processes { runs, .. } => Some(runs),
-                    _ => None,
-                },
+            use grid_engine::processes::api::{ProcessCall, ProcessReply};
+            match process_call(dir, ProcessCall::Processes) {
+                Ok(ProcessReply::Processes { runs, .. }) => Some(runs),
                 _ => None,
             }
         })
@@ -736,6 +738,20 @@ fn inventory(
         runs,
         grants: observed.grants.len(),
         obligations: open,
+    }
+}
+
+/// One processes call to the host at `dir` (its control socket).
+pub fn process_call(
+    dir: &Path,
+    request: grid_engine::processes::api::ProcessCall,
+) -> Result<grid_engine::processes::api::ProcessReply, String> {
+    let mut client = Client::connect(dir).map_err(|e| e.to_string())?;
+    match client.call(&Call::Process { request }) {
+        Ok(Reply::Process(reply)) => Ok(*reply),
+        Ok(Reply::Refused { reason }) => Err(reason),
+        Ok(other) => Err(format!("unexpected reply {other:?}")),
+        Err(e) => Err(e.to_string()),
     }
 }
 

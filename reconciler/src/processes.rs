@@ -6,9 +6,8 @@
 
 use std::path::Path;
 
-use grid_engine::host::control::Client;
 use grid_engine::processes::api::{GrantIssue, MailboxAt, Peer, ProcessCall, ProcessReply};
-use grid_engine::protocol::{Call, Reply, Request};
+use grid_engine::protocol::Request;
 use grid_spec::Topology;
 
 use crate::diff;
@@ -278,14 +277,7 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
 
 /// One processes call to the host `host` (its control socket).
 pub fn call(state: &Path, host: &str, request: ProcessCall) -> Result<ProcessReply, String> {
-    let dir = observe::installed(state, host)?;
-    let mut client = Client::connect(&dir).map_err(|e| e.to_string())?;
-    match client.call(&Call::Process { request }) {
-        Ok(Reply::Process(reply)) => Ok(*reply),
-        Ok(Reply::Refused { reason }) => Err(reason),
-        Ok(other) => Err(format!("unexpected reply {other:?}")),
-        Err(e) => Err(e.to_string()),
-    }
+    observe::process_call(&observe::installed(state, host)?, request)
 }
 
 /// Another host as a caller names it: listen address from its `host.toml`, public

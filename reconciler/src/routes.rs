@@ -595,7 +595,7 @@ pub fn claim(
 
 /// Whether `host` (its installation at `dir`) holds the claim `command` names.
 pub fn claim_held(dir: &Path, membership: &str, host: &str, command: &ClaimCommand) -> bool {
-    let claim = crate::authority::command_claim(command).to_owned();
+    let claim = command.claim().to_owned();
     matches!(
         observe::authority_call(dir, membership, AuthorityCall::Show { claim }),
         Ok(AuthorityReply::Shown { claim: Some(c), .. })

@@ -315,21 +315,28 @@ pub fn up(
         let mut started_any = false;
         let fenced =
             |config: &grid_engine::host::config::HostConfig| config.storage_claim.is_some();
-        let others_down = topology.hosts.iter().any(|host| {
-            let observation = observe::observe_host(&host.name, &plan::host_dir(state, host));
+        let observed: Vec<_> = topology
+            .hosts
+            .iter()
+            .map(|host| {
+                let dir = plan::host_dir(state, host);
+                let observation = observe::observe_host(&host.name, &dir);
+                (host, dir, observation)
+            })
+            .collect();
+        let others_down = observed.iter().any(|(_, _, observation)| {
             matches!(
                 (&observation.status, &observation.config),
                 (HostStatus::Unreachable { .. }, Some(config)) if !fenced(config)
             )
         });
-        for host in &topology.hosts {
-            let dir = plan::host_dir(state, host);
-            let observation = observe::observe_host(&host.name, &dir);
+        for (host, dir, observation) in &observed {
+            let dir = dir.as_path();
             match (&observation.status, &observation.config) {
                 (HostStatus::Unreachable { .. }, Some(config))
                     if !(others_down && fenced(config)) =>
                 {
-                    children.start(&host.name, &dir)?;
+                    children.start(&host.name, dir)?;
                     let _ = writeln!(out, "started host {} ({})", host.name, dir.display());
                     started_any = true;
                 }
@@ -343,7 +350,7 @@ pub fn up(
                         }) =>
                 {
                     children.stop(&host.name);
-                    children.start(&host.name, &dir)?;
+                    children.start(&host.name, dir)?;
                     let _ = writeln!(
                         out,
                         "restarted host {} to run profiles {}",

@@ -18,6 +18,16 @@ pub enum ClaimCommand {
 }
 
 impl ClaimCommand {
+    /// The claim the command is about.
+    pub fn claim(&self) -> &str {
+        match self {
+            ClaimCommand::Acquire { claim }
+            | ClaimCommand::EnrollSuccessor { claim, .. }
+            | ClaimCommand::Handoff { claim }
+            | ClaimCommand::Release { claim } => claim,
+        }
+    }
+
     pub fn by(self, caller: &str) -> Command {
         let caller = caller.to_owned();
         match self {

@@ -12,6 +12,7 @@
 //! the leader) is taken as the authority's; no operation id is sent before the store
 //! synced the intent naming it; nothing is retried under a new id.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::authority::api::{AuthorityCall, AuthorityReply, ClaimCommand, ClaimOutcome, Forwarded};
@@ -40,11 +41,7 @@ pub(super) fn confirm(
             "its store is fenced at the authority of `{membership}` (storage authority=), but host.toml names none of its voters: reconcile writes them"
         ));
     }
-    let asker = Asker {
-        dir: host.dir().to_owned(),
-        config,
-        deadline: Instant::now() + STORE_CLAIM_START_WAIT,
-    };
+    let asker = Asker::new(host.dir(), config);
     let (generation, recorded, intent) = host.storage_claim_held().map_err(|e| e.to_string())?;
     let intent = match intent.filter(|i| i.generation == generation) {
         // A start that stopped after journaling its intent sends the same ids again.
@@ -79,12 +76,30 @@ pub(super) fn confirm(
 
 /// Asks the voters in turn until one answers, or the start's wait is over.
 struct Asker {
-    dir: std::path::PathBuf,
-    config: StorageClaimConfig,
+    membership: String,
+    /// Each voter's participant name and its client (built once; or why not).
+    voters: Vec<(String, Result<PeerClient, String>)>,
     deadline: Instant,
 }
 
 impl Asker {
+    fn new(dir: &std::path::Path, config: StorageClaimConfig) -> Asker {
+        let voters = config
+            .voters
+            .iter()
+            .map(|v| {
+                let client = PeerClient::new(dir, &config.membership, &v.participant, &v.address)
+                    .map_err(|e| e.to_string());
+                (v.participant.clone(), client)
+            })
+            .collect();
+        Asker {
+            membership: config.membership,
+            voters,
+            deadline: Instant::now() + STORE_CLAIM_START_WAIT,
+        }
+    }
+
     /// The claim as a voter shows it after its read barrier.
     async fn show(&self, claim: &str) -> Result<Option<Claim>, String> {
         let call = AuthorityCall::Show {
@@ -115,12 +130,7 @@ impl Asker {
 
     /// One command, decided by the leader (`succeeded`: the epoch after it).
     async fn command(&self, op: String, command: ClaimCommand) -> Result<u64, String> {
-        let claim = match &command {
-            ClaimCommand::Acquire { claim }
-            | ClaimCommand::EnrollSuccessor { claim, .. }
-            | ClaimCommand::Handoff { claim }
-            | ClaimCommand::Release { claim } => claim.clone(),
-        };
+        let claim = command.claim().to_owned();
         let call = AuthorityCall::Claim {
             op: op.clone(),
             command,
@@ -140,7 +150,7 @@ impl Asker {
             (ClaimOutcome::Succeeded, epoch, _) => Ok(epoch),
             (_, _, detail) => Err(format!(
                 "the authority of `{}` refused `{op}`: {detail}; nothing is served",
-                self.config.membership
+                self.membership
             )),
         }
     }
@@ -153,24 +163,20 @@ impl Asker {
         claim: &str,
         decided: impl Fn(AuthorityReply) -> Option<T>,
     ) -> Result<T, String> {
-        let membership = &self.config.membership;
+        let membership = &self.membership;
         let path = format!("/authority/{membership}/forward");
-        let mut heard = Vec::new();
+        // The last answer (or failure) of each voter, for the refusal.
+        let mut heard: BTreeMap<&str, String> = BTreeMap::new();
         loop {
-            for voter in &self.config.voters {
+            for (voter, client) in &self.voters {
                 let remaining = self.deadline.saturating_duration_since(Instant::now());
                 if remaining.is_zero() {
                     break;
                 }
-                let client = match PeerClient::new(
-                    &self.dir,
-                    membership,
-                    &voter.participant,
-                    &voter.address,
-                ) {
+                let client = match client {
                     Ok(client) => client,
                     Err(e) => {
-                        heard.push(format!("{}: {e}", voter.participant));
+                        heard.insert(voter, e.clone());
                         continue;
                     }
                 };
@@ -184,26 +190,21 @@ impl Asker {
                         let said = format!("{reply:?}");
                         match decided(reply) {
                             Some(taken) => return Ok(taken),
-                            None => heard.push(format!(
-                                "{}: {}",
-                                voter.participant,
-                                grid_spec::diagnostic::quoted(&said)
-                            )),
-                        }
+                            None => heard
+                                .insert(voter, grid_spec::diagnostic::quoted(&said).into_owned()),
+                        };
                     }
-                    Err(e) => heard.push(format!("{}: {e}", voter.participant)),
+                    Err(e) => {
+                        heard.insert(voter, e.to_string());
+                    }
                 }
             }
             if Instant::now() >= self.deadline {
-                let last: Vec<_> = heard.iter().rev().take(self.config.voters.len()).collect();
+                let last: Vec<String> = heard.iter().map(|(v, e)| format!("{v}: {e}")).collect();
                 return Err(format!(
                     "unknown: no voter of `{membership}` answered for `{claim}` within STORE_CLAIM_START_WAIT ({} s) (last: {}); nothing was served — start it again once its authority runs",
                     STORE_CLAIM_START_WAIT.as_secs(),
-                    last.into_iter()
-                        .rev()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join("; ")
+                    last.join("; ")
                 ));
             }
             tokio::time::sleep(Duration::from_millis(500)).await;

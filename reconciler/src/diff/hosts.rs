@@ -384,10 +384,7 @@ fn transfer(desired: &grid_spec::Host, observation: &HostObservation) -> Draft {
         );
     }
     // A gridd serving it is stopped by the prepare, once no gridd can start there again.
-    let stops = if matches!(
-        observation.status,
-        HostStatus::Running(_) | HostStatus::Locked(_)
-    ) {
+    let stops = if observation.status.serves() {
         "; its gridd is stopped first"
     } else {
         ""
@@ -448,10 +445,7 @@ fn storage(wanted: &grid_spec::StorageGeneration, observation: &HostObservation)
             wanted.generation
         ));
     };
-    if matches!(
-        observation.status,
-        HostStatus::Running(_) | HostStatus::Locked(_)
-    ) {
+    if observation.status.serves() {
         return attention(format!(
             "replace storage (generation {at} -> {}) waits for its gridd to stop (a store is replaced under a stopped host)",
             wanted.generation

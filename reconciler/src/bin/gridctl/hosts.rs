@@ -275,7 +275,7 @@ fn identity<'a>(
         name: &config.name,
         listen: &config.listen,
         profiles: &config.profiles,
-        running: matches!(status, HostStatus::Running(_) | HostStatus::Locked(_)),
+        running: status.serves(),
         keys: manifest.map(|k| Keys {
             generation: k.generation,
             signing: &k.signing,
