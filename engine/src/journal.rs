@@ -18,12 +18,15 @@ use std::path::{Path, PathBuf};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use grid_spec::{Item, Model};
 
+use crate::grdx::Matrix;
 use crate::model::{AdmissionError, BatchError, Runtime};
 
 /// What the `meta` keyspace's `format` key holds for this version of the format.
 pub const JOURNAL_FORMAT: &str = "grid-model-journal/1";
 
 const BATCH_ENCODING_VERSION: u8 = 1;
+/// The first byte of a batch that applies one matrix's whole value.
+const MATRIX_BATCH_ENCODING_VERSION: u8 = 2;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -95,6 +98,10 @@ pub fn definition(model: &Model) -> String {
                 None => out.push_str(&format!("input {}\n", input.name)),
             },
             Item::Cell(cell) => out.push_str(&format!("cell {} {:?}\n", cell.name, cell.formula)),
+            Item::Matrix(m) => out.push_str(&format!(
+                "matrix {} rows={} cols={}\n",
+                m.name, m.rows, m.cols
+            )),
         }
     }
     out
@@ -123,6 +130,31 @@ pub fn encode_batch(batch: &[(&str, f64)]) -> Vec<u8> {
         out.extend_from_slice(&value.to_bits().to_le_bytes());
     }
     out
+}
+
+/// Encodes a batch that applies the whole value of matrix `name` (format in
+/// `docs/model-journal.md`): version 2, the name, then the matrix in GRDX.
+pub fn encode_matrix_batch(name: &str, matrix: &Matrix) -> Vec<u8> {
+    let grdx = matrix.encode();
+    let mut out = Vec::with_capacity(3 + name.len() + grdx.len());
+    out.push(MATRIX_BATCH_ENCODING_VERSION);
+    out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(&grdx);
+    out
+}
+
+/// Decodes a matrix batch; `None` for anything else or a matrix GRDX refuses.
+pub fn decode_matrix_batch(bytes: &[u8]) -> Option<(String, Matrix)> {
+    let (&version, rest) = bytes.split_first()?;
+    if version != MATRIX_BATCH_ENCODING_VERSION {
+        return None;
+    }
+    let (len, rest) = rest.split_at_checked(2)?;
+    let len = u16::from_le_bytes(len.try_into().ok()?) as usize;
+    let (name, grdx) = rest.split_at_checked(len)?;
+    let name = std::str::from_utf8(name).ok()?.to_owned();
+    Some((name, Matrix::decode(grdx).ok()?))
 }
 
 /// Decodes one batch; `None` for anything short, long or malformed.
@@ -236,12 +268,15 @@ impl DurableModel {
                     "batch {number} follows batch {batches_applied}"
                 )));
             }
-            let batch = decode_batch(&value)
-                .ok_or_else(|| damaged(format!("batch {number} does not decode")))?;
-            let named: Vec<(&str, f64)> = batch.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-            runtime
-                .apply(&named)
-                .map_err(|e| damaged(format!("batch {number} no longer applies: {e}")))?;
+            let applied = if let Some((name, matrix)) = decode_matrix_batch(&value) {
+                runtime.apply_matrix(&name, &matrix)
+            } else {
+                let batch = decode_batch(&value)
+                    .ok_or_else(|| damaged(format!("batch {number} does not decode")))?;
+                let named: Vec<(&str, f64)> = batch.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                runtime.apply(&named)
+            };
+            applied.map_err(|e| damaged(format!("batch {number} no longer applies: {e}")))?;
             batches_applied = number;
         }
         Ok(DurableModel {
@@ -257,17 +292,37 @@ impl DurableModel {
     /// Applies one batch atomically and returns its number once it is durable. A
     /// refused batch changes nothing, in memory or on disk.
     pub fn apply(&mut self, batch: &[(&str, f64)]) -> Result<u64, JournalError> {
+        self.refuse_if_poisoned()?;
+        // Validation happens inside `apply`, before anything changes.
+        self.runtime.apply(batch)?;
+        self.journal(encode_batch(batch))
+    }
+
+    /// Applies the whole value of matrix `name` as one batch and returns its number
+    /// once it is durable: every cell of it lands at once, the cells reading it
+    /// recompute once. Refused, changing nothing, for a name that is not a matrix of
+    /// the model or another geometry.
+    pub fn apply_matrix(&mut self, name: &str, matrix: &Matrix) -> Result<u64, JournalError> {
+        self.refuse_if_poisoned()?;
+        self.runtime.apply_matrix(name, matrix)?;
+        self.journal(encode_matrix_batch(name, matrix))
+    }
+
+    fn refuse_if_poisoned(&self) -> Result<(), JournalError> {
         if self.poisoned {
             return Err(JournalError::Poisoned {
                 path: self.dir.clone(),
             });
         }
-        // Validation happens inside `apply`, before anything changes.
-        self.runtime.apply(batch)?;
+        Ok(())
+    }
+
+    /// Journals an applied batch as the next one, synced.
+    fn journal(&mut self, encoded: Vec<u8>) -> Result<u64, JournalError> {
         let number = self.batches_applied + 1;
         let written = self
             .batches
-            .insert(number.to_be_bytes(), encode_batch(batch))
+            .insert(number.to_be_bytes(), encoded)
             .and_then(|()| self.database.persist(PersistMode::SyncAll));
         if let Err(source) = written {
             // Memory is now ahead of the disk: nothing more may be acknowledged.

@@ -15,6 +15,15 @@ pub const OPERATION_ID_LENGTH_MAX: usize = 128;
 /// The most unacknowledged answers one `observe` lists (in operation-id order).
 pub const OBSERVE_UNACKNOWLEDGED_MAX: usize = 256;
 
+// Matrices (docs/grdx.md).
+
+/// The largest matrix file (`.grdx` or `.csv`) an operator gives, in bytes: a GRDX
+/// of GRDX_CELLS_MAX cells is 131,088 bytes; a CSV table of as many cells in full
+/// precision fits too.
+pub const MATRIX_FILE_BYTES_MAX: u64 = 1024 * 1024;
+// A file of the largest GRDX matrix (a 16-byte header and 8 bytes a cell) is accepted.
+const _: () = assert!(MATRIX_FILE_BYTES_MAX >= (16 + GRDX_CELLS_MAX * 8) as u64);
+
 // The control API.
 
 /// The longest call line accepted, in bytes.

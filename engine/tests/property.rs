@@ -152,7 +152,7 @@ fn build(shape: &Shape) -> Model {
         .iter()
         .map(|item| match item {
             Item::Cell(cell) => cell.expr.operations(),
-            Item::Input(_) => 0,
+            Item::Input(_) | Item::Matrix(_) => 0,
         })
         .sum();
     Model {

@@ -96,6 +96,7 @@ fn reference_model_loads_within_limits() {
                 assert!(input.default.is_some_and(f64::is_finite));
             }
             Item::Cell(cell) => assert!(index >= INPUTS, "cell {} among inputs", cell.name),
+            Item::Matrix(matrix) => panic!("the reference model holds no matrix: {}", matrix.name),
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod diff;
 pub mod exports;
 pub mod ledger;
 pub mod local;
+pub mod mappings;
 pub mod missions;
 pub mod observe;
 pub mod operation;

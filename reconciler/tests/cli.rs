@@ -1,7 +1,7 @@
 //! gridctl as a Unix tool and as a new user meets it: a file no parser can crash it on,
 //! closed pipes, profiles this build lacks, a `--state` that is not a directory,
-//! `GRID_STATE`, completions, `--version`, `check --json`. Each test runs the real
-//! binary as a child process.
+//! `GRID_STATE`, completions, `--version`, `check --json`, `model eval|run --matrix`.
+//! Each test runs the real binary as a child process.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -265,4 +265,124 @@ fn version_names_the_commit() {
         version,
         format!("gridctl {} ({commit})\n", env!("CARGO_PKG_VERSION"))
     );
+}
+
+/// The tariff table of `valid/matrices.kdl` as CSV: `rows` × `cols`, cell [r, c] = 10r + c.
+fn tariff_csv(rows: u32, cols: u32) -> String {
+    (0..rows)
+        .map(|r| {
+            let line: Vec<String> = (0..cols).map(|c| (10 * r + c).to_string()).collect();
+            line.join(", ") + "\n"
+        })
+        .collect()
+}
+
+/// The same table as GRDX bytes, written by hand from docs/grdx.md.
+fn tariff_grdx(rows: u32, cols: u32) -> Vec<u8> {
+    let mut out = b"GRDX\x01\x02\x00\x00".to_vec();
+    out.extend_from_slice(&rows.to_le_bytes());
+    out.extend_from_slice(&cols.to_le_bytes());
+    for r in 0..rows {
+        for c in 0..cols {
+            out.extend_from_slice(&f64::from(10 * r + c).to_le_bytes());
+        }
+    }
+    out
+}
+
+fn values(output: &Output) -> serde_json::Map<String, serde_json::Value> {
+    assert!(
+        output.status.success(),
+        "{:?}\n{}",
+        output.status,
+        text_of(&output.stderr)
+    );
+    match serde_json::from_slice(&output.stdout).unwrap() {
+        serde_json::Value::Object(map) => map,
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn model_eval_and_run_take_a_whole_matrix_from_a_csv_or_grdx_file() {
+    let dir = work("matrix");
+    let topology =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/tests/data/valid/matrices.kdl");
+    std::fs::write(dir.join("t.csv"), tariff_csv(24, 7)).unwrap();
+    std::fs::write(dir.join("t.grdx"), tariff_grdx(24, 7)).unwrap();
+    std::fs::write(dir.join("turned.csv"), tariff_csv(7, 24)).unwrap();
+    std::fs::write(dir.join("nan.csv"), "1, 2\n3, NaN\n").unwrap();
+    std::fs::write(dir.join("t.txt"), tariff_csv(24, 7)).unwrap();
+    let eval = |extra: &[&str]| {
+        run(gridctl(&dir)
+            .args(["model", "eval"])
+            .arg(&topology)
+            .args(["--model", "cost", "--json"])
+            .args(extra))
+    };
+
+    // No value applied yet: every read is #N/A; a matrix is not listed as a value.
+    let before = values(&eval(&[]));
+    assert_eq!(before["price"], "#N/A");
+    assert!(!before.contains_key("tariff"), "{before:?}");
+
+    for file in ["t.csv", "t.grdx"] {
+        let matrix = format!("tariff={file}");
+        let after = values(&eval(&[
+            "--matrix", &matrix, "--set", "hour=3", "--set", "day=2",
+        ]));
+        assert_eq!(after["price"], 32.0 * 1.2, "{file}");
+        assert_eq!(after["tomorrow"], 33.0, "{file}");
+        // Outside the table: #REF!, never a panic.
+        let outside = values(&eval(&["--matrix", &matrix, "--set", "hour=24"]));
+        assert_eq!(outside["price"], "#REF!", "{file}");
+    }
+
+    for (entry, says) in [
+        (
+            "tariff=turned.csv",
+            "matrix `tariff` is declared 24 × 7; the value given is 7 × 24",
+        ),
+        (
+            "tariff=nan.csv",
+            "nan.csv: line 2: `NaN` is not a finite number",
+        ),
+        (
+            "tariff=t.txt",
+            "t.txt: a matrix file ends in .grdx (GRDX bytes) or .csv",
+        ),
+        ("tariff=absent.csv", "absent.csv: cannot read it"),
+        ("hour=t.csv", "`hour` is not a matrix of the model"),
+        ("tariff", "--matrix `tariff` is not NAME=FILE"),
+    ] {
+        let refused = eval(&["--matrix", entry]);
+        let stderr = text_of(&refused.stderr);
+        assert!(!refused.status.success(), "{entry}");
+        assert!(stderr.contains(says), "{entry}: {stderr}");
+    }
+
+    // A durable instance journals the matrix as one batch of its own and replays it.
+    let instance = dir.join("instance");
+    let run_model = |extra: &[&str]| {
+        run(gridctl(&dir)
+            .args(["model", "run"])
+            .arg(&topology)
+            .args(["--model", "cost", "--json", "--dir"])
+            .arg(&instance)
+            .args(extra))
+    };
+    let applied = values(&run_model(&[
+        "--matrix",
+        "tariff=t.grdx",
+        "--set",
+        "hour=1",
+    ]));
+    assert_eq!(applied["price"], 10.0 * 1.2);
+    let recovered = values(&run_model(&["--set", "hour=23", "--set", "day=6"]));
+    assert_eq!(recovered["price"], 236.0 * 1.2);
+    assert_eq!(recovered["tomorrow"], 236.0);
+    let refused = run_model(&["--matrix", "tariff=turned.csv"]);
+    assert!(!refused.status.success());
+    let unchanged = values(&run_model(&[]));
+    assert_eq!(unchanged, recovered, "a refused matrix changes nothing");
 }

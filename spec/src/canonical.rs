@@ -69,6 +69,16 @@ pub fn model(model: &Model) -> String {
                     quote(&cell.formula)
                 );
             }
+            Item::Matrix(matrix) => {
+                let _ = writeln!(
+                    out,
+                    "    matrix {} rows={} cols={} from={}",
+                    quote(&matrix.name),
+                    matrix.rows,
+                    matrix.cols,
+                    quote(&format!("mapping:{}", matrix.mapping))
+                );
+            }
         }
     }
     for output in &model.outputs {
@@ -471,6 +481,28 @@ model m host=h ceiling=64 {
         let topology2 = crate::load_str("again.kdl", &again).unwrap();
         assert_eq!(super::model(&topology2.models[0]), canonical);
         assert_eq!(topology2.models[0].items, topology.models[0].items);
+    }
+
+    #[test]
+    fn a_model_with_a_matrix_reads_back_to_the_same_text() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/valid/matrices.kdl"
+        ))
+        .unwrap();
+        let topology = crate::load_str("matrices.kdl", &text).unwrap();
+        let model = topology.model("cost").unwrap();
+        let canonical = super::model(model);
+        assert!(
+            canonical.contains("    matrix \"tariff\" rows=24 cols=7 from=\"mapping:tariffs\"\n"),
+            "{canonical}"
+        );
+        let start = text.find("\nmodel cost").unwrap() + 1;
+        let again = format!("{}{canonical}", &text[..start]);
+        let topology2 = crate::load_str("again.kdl", &again).unwrap();
+        let model2 = topology2.model("cost").unwrap();
+        assert_eq!(super::model(model2), canonical);
+        assert_eq!(model2.items, model.items);
     }
 
     #[test]

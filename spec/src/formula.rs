@@ -3,7 +3,9 @@
 //! Precedence, loosest first: comparisons `< <= > >= = <>` (1 or 0), `+ -`, `* /`,
 //! unary `-`, `^` (right-associative, tighter than unary minus: `-2^2` is −4). Calls:
 //! `IF(c,a,b)`, `MIN MAX SUM AVERAGE` (variadic, may take ranges `a:b`), `ABS`, `SQRT`,
-//! `ROUND(x,digits)`. Function names are case-insensitive; cell names are not.
+//! `ROUND(x,digits)`. Function names are case-insensitive; cell names are not. A
+//! matrix is read one value at a time: `tariff[row, col]`, both indices expressions,
+//! counted from 0 (docs/grdx.md, "Matrices in models").
 //!
 //! Every node and every error carries a byte span *within the formula text*; the
 //! topology parser shifts it to the file so a diagnostic points inside the string.
@@ -40,6 +42,12 @@ pub enum ExprKind {
     Negate(Box<Expr>),
     Binary(BinaryOp, Box<Expr>, Box<Expr>),
     Call(Function, Vec<Expr>),
+    /// `matrix[row, col]`: one value of a matrix item, row then column, from 0.
+    Index {
+        matrix: NameRef,
+        row: Box<Expr>,
+        col: Box<Expr>,
+    },
 }
 
 /// A name inside a range, with its own span.
@@ -153,12 +161,18 @@ impl fmt::Display for Function {
 
 impl Expr {
     /// Counted operations of this formula (the admission rule of `docs/models.md`):
-    /// every literal, name reference, range, operator and function call counts 1.
+    /// every literal, name reference, range, operator, function call and matrix read
+    /// counts 1.
     pub fn operations(&self) -> u64 {
         match &self.kind {
             ExprKind::Number(_) | ExprKind::Name(_) | ExprKind::Range { .. } => 1,
             ExprKind::Negate(inner) => 1 + inner.operations(),
-            ExprKind::Binary(_, left, right) => 1 + left.operations() + right.operations(),
+            ExprKind::Binary(_, left, right)
+            | ExprKind::Index {
+                row: left,
+                col: right,
+                ..
+            } => 1 + left.operations() + right.operations(),
             ExprKind::Call(_, args) => 1 + args.iter().map(Expr::operations).sum::<u64>(),
         }
     }
@@ -169,7 +183,12 @@ impl Expr {
         match &self.kind {
             ExprKind::Number(_) | ExprKind::Name(_) | ExprKind::Range { .. } => {}
             ExprKind::Negate(inner) => inner.walk(visit),
-            ExprKind::Binary(_, left, right) => {
+            ExprKind::Binary(_, left, right)
+            | ExprKind::Index {
+                row: left,
+                col: right,
+                ..
+            } => {
                 left.walk(visit);
                 right.walk(visit);
             }
@@ -210,8 +229,8 @@ enum Token {
     End,
 }
 
-const OPERATORS: [&str; 15] = [
-    "<=", ">=", "<>", "<", ">", "=", "+", "-", "*", "/", "^", "(", ")", ",", ":",
+const OPERATORS: [&str; 17] = [
+    "<=", ">=", "<>", "<", ">", "=", "+", "-", "*", "/", "^", "(", ")", ",", ":", "[", "]",
 ];
 
 fn is_name_start(c: u8) -> bool {
@@ -305,7 +324,9 @@ fn tokenize(text: &str) -> Result<Vec<(Token, Span)>, FormulaError> {
         return Err(error(
             format!("unexpected character `{}`", &text[at..at + width]),
             at..at + width,
-            Some("formulas use numbers, names, ( ), + - * / ^, comparisons and functions"),
+            Some(
+                "formulas use numbers, names, ( ), + - * / ^, comparisons, functions and matrix reads m[row, col]",
+            ),
         ));
     }
     tokens.push((Token::End, bytes.len()..bytes.len()));
@@ -482,6 +503,9 @@ impl Parser {
                 if matches!(self.peek(), Token::Op("(")) {
                     return self.call(name, span);
                 }
+                if matches!(self.peek(), Token::Op("[")) {
+                    return self.index(name, span);
+                }
                 if matches!(self.peek(), Token::Op(":")) {
                     let colon = self.span();
                     return Err(error(
@@ -531,6 +555,49 @@ impl Parser {
                 None,
             )),
         }
+    }
+
+    /// `NAME[row, col]`, the `[` next: one value of a matrix.
+    fn index(&mut self, name: String, name_span: Span) -> Result<Expr, FormulaError> {
+        let open = self.span();
+        self.at += 1; // `[`
+        self.enter(&open)?;
+        let row = self.comparison()?;
+        let comma = self.span();
+        if !self.eat(",") {
+            return Err(error(
+                format!(
+                    "expected `,` after the row of `{name}[…]`, found {}",
+                    describe(self.peek())
+                ),
+                comma,
+                Some("a matrix is read as m[row, col], both counted from 0"),
+            ));
+        }
+        let col = self.comparison()?;
+        self.depth -= 1;
+        let close = self.span();
+        if !self.eat("]") {
+            return Err(error(
+                format!(
+                    "expected `]` to close `{name}[`, found {}",
+                    describe(self.peek())
+                ),
+                close,
+                Some("a matrix is read as m[row, col]: two indices, no more"),
+            ));
+        }
+        Ok(Expr {
+            span: name_span.start..close.end,
+            kind: ExprKind::Index {
+                matrix: NameRef {
+                    name,
+                    span: name_span,
+                },
+                row: Box::new(row),
+                col: Box::new(col),
+            },
+        })
     }
 
     fn call(&mut self, name: String, name_span: Span) -> Result<Expr, FormulaError> {
@@ -658,6 +725,37 @@ mod tests {
                 "{f}({})",
                 args.iter().map(shape).collect::<Vec<_>>().join(", ")
             ),
+            ExprKind::Index { matrix, row, col } => {
+                format!("{}[{}, {}]", matrix.name, shape(row), shape(col))
+            }
+        }
+    }
+
+    #[test]
+    fn matrix_reads_parse_and_count() {
+        let expr = parse("tariff[hour, day + 1] * 1.2").unwrap();
+        assert_eq!(shape(&expr), "(tariff[hour, (day + 1)] * 1.2)");
+        // tariff[…] 1, hour 1, day + 1 3, * 1, 1.2 1 = 7
+        assert_eq!(expr.operations(), 7);
+        let ExprKind::Binary(_, read, _) = &expr.kind else {
+            panic!("{expr:?}")
+        };
+        assert_eq!(read.span, 0..21);
+        assert_eq!(shape(&parse("-m[0,0]^2").unwrap()), "(-(m[0, 0] ^ 2))");
+        assert_eq!(
+            shape(&parse("SUM(m[a, b], m[1, IF(c, 2, 3)])").unwrap()),
+            "SUM(m[a, b], m[1, IF(c, 2, 3)])"
+        );
+        for (text, fragment, at) in [
+            ("m[1]", "expected `,` after the row", 3),
+            ("m[1, 2", "expected `]` to close `m[`", 6),
+            ("m[1, 2, 3]", "expected `]` to close `m[`", 6),
+            ("m[]", "expected a number, a name or `(`", 2),
+            ("m[1, 2]]", "unexpected `]` after a complete expression", 7),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(e.message.contains(fragment), "{text}: {}", e.message);
+            assert_eq!(e.span.start, at, "{text}: {e:?}");
         }
     }
 

@@ -14,6 +14,7 @@ pub mod format;
 pub mod formula;
 pub mod j1939;
 pub mod limits;
+mod matrices;
 pub mod nesting;
 mod parse;
 pub mod serving;

@@ -34,6 +34,8 @@ pub struct Topology {
     pub hosts: Vec<Host>,
     pub models: Vec<Model>,
     pub routes: Vec<Route>,
+    /// `mapping` nodes: matrices on mappings of their own (issue 34, docs/grdx.md).
+    pub mappings: Vec<Mapping>,
     pub grants: Vec<Grant>,
     pub missions: Vec<Mission>,
     pub tags: Vec<Tag>,
@@ -261,23 +263,32 @@ impl Model {
     pub fn inputs(&self) -> impl Iterator<Item = &Input> {
         self.items.iter().filter_map(|i| match i {
             Item::Input(input) => Some(input),
-            Item::Cell(_) => None,
+            Item::Cell(_) | Item::Matrix(_) => None,
         })
     }
 
     pub fn cells(&self) -> impl Iterator<Item = &Cell> {
         self.items.iter().filter_map(|i| match i {
             Item::Cell(cell) => Some(cell),
-            Item::Input(_) => None,
+            Item::Input(_) | Item::Matrix(_) => None,
+        })
+    }
+
+    pub fn matrices(&self) -> impl Iterator<Item = &MatrixItem> {
+        self.items.iter().filter_map(|i| match i {
+            Item::Matrix(matrix) => Some(matrix),
+            Item::Input(_) | Item::Cell(_) => None,
         })
     }
 }
 
-/// An input or a formula cell; they share one declaration order.
+/// An input, a formula cell or a matrix; they share one declaration order and one
+/// namespace.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Item {
     Input(Input),
     Cell(Cell),
+    Matrix(MatrixItem),
 }
 
 impl Item {
@@ -285,8 +296,20 @@ impl Item {
         match self {
             Item::Input(input) => &input.name,
             Item::Cell(cell) => &cell.name,
+            Item::Matrix(matrix) => &matrix.name,
         }
     }
+}
+
+/// `matrix NAME rows=R cols=C from="mapping:M"`: a matrix of the model, read by
+/// formulas as `NAME[row, col]`; its values come from mapping M (docs/grdx.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MatrixItem {
+    pub name: String,
+    pub rows: u32,
+    pub cols: u32,
+    /// The mapping its values come from.
+    pub mapping: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -340,6 +363,36 @@ pub struct Route {
     pub membership: String,
     pub class: RouteClass,
     pub encrypted: bool,
+    pub publisher: String,
+    pub destinations: Vec<Destination>,
+    pub retired: bool,
+    pub origin: Origin,
+}
+
+/// The encoding a mapping carries (`format=`); GRDX dense is the one there is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatrixFormat {
+    Grdx,
+}
+
+impl MatrixFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            MatrixFormat::Grdx => "grdx",
+        }
+    }
+}
+
+/// A `mapping`: a publisher's matrices of one geometry to its destinations — its own
+/// kind beside routes (Ordered, encrypted always, signed receipts), never carrying a
+/// scalar (issue 34, docs/grdx.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mapping {
+    pub name: String,
+    pub membership: String,
+    pub format: MatrixFormat,
+    pub rows: u32,
+    pub cols: u32,
     pub publisher: String,
     pub destinations: Vec<Destination>,
     pub retired: bool,

@@ -27,6 +27,7 @@ pub(crate) fn topology(parsed: &Parsed, options: crate::Options, problems: &mut 
     authorities(parsed, problems);
     exports(&parsed.topology, problems);
     crate::serving::check(parsed, problems);
+    crate::matrices::check(parsed, problems);
     ledgers(parsed, problems);
     for (index, model) in parsed.topology.models.iter().enumerate() {
         if !parsed.incomplete_models.contains(&index) {
@@ -252,16 +253,23 @@ fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
     let memberships = declared("membership");
     let routes = declared("route");
     let tags = declared("tag");
+    let mappings = declared("mapping");
     for reference in &parsed.references {
         let known = match reference.kind {
             RefKind::Host => &hosts,
             RefKind::Membership => &memberships,
             RefKind::Route => &routes,
             RefKind::Tag => &tags,
+            RefKind::Mapping => &mappings,
         };
         let noun = reference.kind.noun();
         if !known.contains(reference.name.as_str()) {
             let help = match suggestion(&reference.name, known) {
+                _ if reference.kind == RefKind::Route
+                    && mappings.contains(reference.name.as_str()) =>
+                {
+                    crate::matrices::NOT_A_ROUTE_HELP.to_owned()
+                }
                 Some(near) => format!("did you mean `{near}`?"),
                 None => format!(
                     "declare `{noun} {} …` or fix the name",
@@ -419,6 +427,17 @@ fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
                             profile.name()
                         ),
                         format!("add `{}` to the `profiles` line of host `{}`", profile.name(), reference.name),
+                    )
+                })
+            }),
+            Some(Requirement::MapsTo(host)) => t.mappings.iter().find(|m| m.name == reference.name).and_then(|mapping| {
+                (!mapping.destinations.iter().any(|d| d.host == *host)).then(|| {
+                    (
+                        format!(
+                            "{} reads mapping `{}`, which has no destination `{host}`",
+                            reference.context, reference.name
+                        ),
+                        format!("add `destination {host}` to mapping `{}`", reference.name),
                     )
                 })
             }),

@@ -72,6 +72,30 @@ fn describe(path: &Path, text: &str) -> String {
                 )
                 .unwrap();
             }
+            for m in &topology.mappings {
+                writeln!(
+                    out,
+                    "mapping {} {} {}x{} publisher={} destinations={}{}",
+                    m.name,
+                    m.format.name(),
+                    m.rows,
+                    m.cols,
+                    m.publisher,
+                    m.destinations.len(),
+                    if m.retired { " retired" } else { "" }
+                )
+                .unwrap();
+            }
+            for m in &topology.models {
+                for x in m.matrices() {
+                    writeln!(
+                        out,
+                        "matrix {}.{} {}x{} from={}",
+                        m.name, x.name, x.rows, x.cols, x.mapping
+                    )
+                    .unwrap();
+                }
+            }
             for g in &topology.grants {
                 writeln!(
                     out,

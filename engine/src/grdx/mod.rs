@@ -247,5 +247,8 @@ fn not_finite(cols: u32, at: usize, value: f64) -> GrdxError {
     }
 }
 
+mod file;
+pub use file::MatrixFileError;
+
 #[cfg(test)]
 mod tests;

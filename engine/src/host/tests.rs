@@ -790,3 +790,56 @@ fn a_replacement_copy_is_judged_as_a_store_and_its_predecessor_is_fenced() {
         let _ = std::fs::remove_dir_all(path);
     }
 }
+
+/// A model with a matrix installs and takes input batches on a host; its matrix reads
+/// `#N/A` (this build delivers no mapping yet), a batch naming the matrix is refused
+/// changing nothing, and a reopen replays the same state.
+#[test]
+fn a_model_reading_a_matrix_installs_and_refuses_a_batch_naming_the_matrix() {
+    let installation = Installation::new("matrix");
+    let mut host = installation.open();
+    let text = "grid version=1\nhost solo listen=\"127.0.0.1:7999\"\nmodel cost host=solo {\n    input hour default=0\n    matrix tariff rows=24 cols=7 from=\"mapping:tariffs\"\n    cell price \"tariff[hour, 0] * 1.2\"\n    cell next \"hour + 1\"\n}\n";
+    let options = grid_spec::Options {
+        references: false,
+        ..grid_spec::Options::default()
+    };
+    let topology = grid_spec::load_str_with("t.kdl", text, options).unwrap();
+    let answer = submit(
+        &mut host,
+        "i1",
+        Request::InstallModel {
+            name: "cost".to_owned(),
+            model: grid_spec::canonical::model(topology.model("cost").unwrap()),
+            serves: Vec::new(),
+        },
+    );
+    assert_eq!(answer.outcome, Outcome::Succeeded, "{}", answer.detail);
+    input(&mut host, "b1", "cost", &[("hour", 3.0)]);
+    let refused = submit(
+        &mut host,
+        "b2",
+        Request::Input {
+            model: "cost".to_owned(),
+            values: vec![("tariff".to_owned(), 1.0)],
+            fence: None,
+        },
+    );
+    assert_eq!(refused.outcome, Outcome::Failed, "{}", refused.detail);
+    assert!(
+        refused.detail.contains("`tariff` is a matrix"),
+        "{}",
+        refused.detail
+    );
+    let now = values(&mut host, "cost");
+    assert_eq!(
+        now,
+        BTreeMap::from([("hour".to_owned(), 3.0), ("next".to_owned(), 4.0)])
+    );
+    drop(host);
+    let mut host = installation.open();
+    assert_eq!(
+        values(&mut host, "cost"),
+        now,
+        "recovery replays the same state"
+    );
+}

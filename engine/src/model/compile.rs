@@ -8,7 +8,7 @@ use grid_spec::limits::MODEL_OPERATIONS_CEILING_MAX;
 use grid_spec::{Item, Model};
 
 use super::error::AdmissionError;
-use super::eval::Op;
+use super::eval::{Op, Table};
 use super::value::NOT_AVAILABLE;
 
 /// Names to declaration indices.
@@ -41,6 +41,10 @@ pub(crate) struct Plan {
     pub stack_size: usize,
     /// Counted operations of all formulas.
     pub operations: u64,
+    /// The declaration index of each matrix item, by ordinal (its position among the
+    /// model's matrices), and its table without values.
+    pub matrix_items: Vec<u32>,
+    pub tables: Vec<Table>,
 }
 
 fn malformed(model: &Model, cell: &str, reason: impl Into<String>) -> AdmissionError {
@@ -90,6 +94,10 @@ pub(crate) fn compile(model: &Model) -> Result<Plan, AdmissionError> {
     let mut names = Vec::with_capacity(count);
     let mut is_input = Vec::with_capacity(count);
     let mut initial = Vec::with_capacity(count);
+    // Matrix ordinals by declaration index.
+    let mut ordinal: HashMap<u32, u32> = HashMap::new();
+    let mut matrix_items = Vec::new();
+    let mut tables = Vec::new();
     for (i, item) in model.items.iter().enumerate() {
         let name = item.name();
         if index.insert(name.to_owned(), i as u32).is_some() {
@@ -118,6 +126,31 @@ pub(crate) fn compile(model: &Model) -> Result<Plan, AdmissionError> {
                 is_input.push(false);
                 initial.push(NOT_AVAILABLE);
             }
+            Item::Matrix(matrix) => {
+                let cells = u64::from(matrix.rows) * u64::from(matrix.cols);
+                if matrix.rows == 0
+                    || matrix.cols == 0
+                    || cells > grid_spec::limits::GRDX_CELLS_MAX as u64
+                {
+                    return Err(malformed(
+                        model,
+                        name,
+                        format!(
+                            "matrix of {} × {} is outside 1 ≤ rows, cols and rows × cols ≤ GRDX_CELLS_MAX",
+                            matrix.rows, matrix.cols
+                        ),
+                    ));
+                }
+                is_input.push(false);
+                initial.push(NOT_AVAILABLE);
+                ordinal.insert(i as u32, matrix_items.len() as u32);
+                matrix_items.push(i as u32);
+                tables.push(Table {
+                    rows: matrix.rows,
+                    cols: matrix.cols,
+                    cells: Vec::new(),
+                });
+            }
         }
     }
 
@@ -143,6 +176,13 @@ pub(crate) fn compile(model: &Model) -> Result<Plan, AdmissionError> {
                             first: first.name.clone(),
                             last: last.name.clone(),
                         });
+                    }
+                    ExprKind::Index { matrix, .. } => {
+                        problem = Some(malformed(
+                            model,
+                            &cell.name,
+                            format!("a scalar model reads no matrix (`{}[…]`)", matrix.name),
+                        ));
                     }
                     _ => {}
                 }
@@ -181,13 +221,42 @@ pub(crate) fn compile(model: &Model) -> Result<Plan, AdmissionError> {
                             name: name.to_owned(),
                         })
                 };
+                let is_matrix = |d: u32| ordinal.contains_key(&d);
                 match &e.kind {
                     ExprKind::Name(name) => match resolve(name) {
+                        Ok(d) if is_matrix(d) => {
+                            problem = Some(malformed(
+                                model,
+                                &cell.name,
+                                format!("`{name}` is a matrix: read one value as {name}[row, col]"),
+                            ));
+                        }
                         Ok(d) => add(d, &mut reads),
+                        Err(err) => problem = Some(err),
+                    },
+                    ExprKind::Index { matrix, .. } => match resolve(&matrix.name) {
+                        Ok(d) if is_matrix(d) => add(d, &mut reads),
+                        Ok(_) => {
+                            problem = Some(malformed(
+                                model,
+                                &cell.name,
+                                format!("`{}` is not a matrix", matrix.name),
+                            ));
+                        }
                         Err(err) => problem = Some(err),
                     },
                     ExprKind::Range { first, last } => {
                         match (resolve(&first.name), resolve(&last.name)) {
+                            (Ok(a), Ok(b)) if a <= b && (a..=b).any(is_matrix) => {
+                                problem = Some(malformed(
+                                    model,
+                                    &cell.name,
+                                    format!(
+                                        "the range `{}:{}` covers a matrix",
+                                        first.name, last.name
+                                    ),
+                                ));
+                            }
                             (Ok(a), Ok(b)) if a <= b => (a..=b).for_each(|d| add(d, &mut reads)),
                             (Ok(_), Ok(_)) => {
                                 problem = Some(AdmissionError::BadRange {
@@ -211,7 +280,11 @@ pub(crate) fn compile(model: &Model) -> Result<Plan, AdmissionError> {
     }
     let reads_of = |i: usize| &reads[reads_start[i] as usize..reads_start[i + 1] as usize];
 
-    let order = topological_order(model, &is_input, &reads_of)?;
+    // Inputs and matrices read nothing: the sources of the graph.
+    let is_source: Vec<bool> = (0..count)
+        .map(|i| is_input[i] || ordinal.contains_key(&(i as u32)))
+        .collect();
+    let order = topological_order(model, &is_source, &reads_of)?;
 
     // Compile every cell on its own (jump targets relative to its start).
     let mut compiled: Vec<Vec<Op>> = vec![Vec::new(); count];
@@ -224,6 +297,7 @@ pub(crate) fn compile(model: &Model) -> Result<Plan, AdmissionError> {
             model,
             cell: &cell.name,
             index: &index,
+            ordinal: &ordinal,
             code: &mut compiled[item as usize],
             depth: 0,
             max_depth: 0,
@@ -298,8 +372,8 @@ pub(crate) fn compile(model: &Model) -> Result<Plan, AdmissionError> {
     }
     let mut fill = dependents_start.clone();
     let mut dependents = vec![0u32; reads.len()];
-    for (i, &is_input) in is_input.iter().enumerate() {
-        if is_input {
+    for (i, &is_source) in is_source.iter().enumerate() {
+        if is_source {
             continue;
         }
         for &d in reads_of(i) {
@@ -323,6 +397,8 @@ pub(crate) fn compile(model: &Model) -> Result<Plan, AdmissionError> {
         dependents,
         stack_size: max_depth + 1,
         operations,
+        matrix_items,
+        tables,
     })
 }
 
@@ -331,21 +407,21 @@ pub(crate) fn compile(model: &Model) -> Result<Plan, AdmissionError> {
 /// order they are written.
 fn topological_order<'a>(
     model: &Model,
-    is_input: &[bool],
+    is_source: &[bool],
     reads_of: &dyn Fn(usize) -> &'a [u32],
 ) -> Result<Vec<u32>, AdmissionError> {
     const WHITE: u8 = 0;
     const GRAY: u8 = 1;
     const BLACK: u8 = 2;
-    let mut color: Vec<u8> = is_input
+    let mut color: Vec<u8> = is_source
         .iter()
-        .map(|&input| if input { BLACK } else { WHITE })
+        .map(|&source| if source { BLACK } else { WHITE })
         .collect();
-    let mut order = Vec::with_capacity(is_input.len());
+    let mut order = Vec::with_capacity(is_source.len());
     // An explicit stack of (item, next read to visit): chains of thousands of cells
     // must not exhaust the thread's stack.
     let mut stack: Vec<(u32, usize)> = Vec::new();
-    for root in 0..is_input.len() {
+    for root in 0..is_source.len() {
         if color[root] != WHITE {
             continue;
         }
@@ -393,6 +469,8 @@ struct Emitter<'a> {
     model: &'a Model,
     cell: &'a str,
     index: &'a NameIndex,
+    /// Matrix ordinals by declaration index.
+    ordinal: &'a HashMap<u32, u32>,
     code: &'a mut Vec<Op>,
     depth: usize,
     max_depth: usize,
@@ -567,6 +645,15 @@ impl Emitter<'_> {
                 }
             }
             ExprKind::Call(function, args) => self.call(*function, args)?,
+            ExprKind::Index { matrix, row, col } => {
+                let item = self.resolve(&matrix.name)?;
+                let Some(&m) = self.ordinal.get(&item) else {
+                    return Err(self.malformed(format!("`{}` is not a matrix", matrix.name)));
+                };
+                self.expr(row)?;
+                self.expr(col)?;
+                self.emit(Op::MatrixRead(m), -1);
+            }
         }
         Ok(())
     }

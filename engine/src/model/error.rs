@@ -136,4 +136,21 @@ pub enum BatchError {
     /// An [`InputSlot`](super::InputSlot) that this runtime did not resolve.
     #[error("input slot {slot} does not name an input of this model")]
     UnknownSlot { slot: u32 },
+
+    #[error("`{name}` is a matrix: it takes a whole matrix value, not a number in a batch")]
+    MatrixInBatch { name: String },
+
+    #[error("`{name}` is not a matrix of the model")]
+    NotAMatrix { name: String },
+
+    #[error(
+        "matrix `{name}` is declared {rows} × {cols}; the value given is {given_rows} × {given_cols}"
+    )]
+    MatrixGeometry {
+        name: String,
+        rows: u32,
+        cols: u32,
+        given_rows: u32,
+        given_cols: u32,
+    },
 }

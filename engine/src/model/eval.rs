@@ -20,7 +20,31 @@
 //! not matter.
 
 use super::round::round;
-use super::value::{DIV_ZERO, NUM};
+use super::value::{DIV_ZERO, NOT_AVAILABLE, NUM, REF};
+
+/// The values of one matrix item: `rows × cols` cells, row-major; none until a value
+/// is applied (every read is `#N/A`).
+#[derive(Debug, Clone)]
+pub(crate) struct Table {
+    pub rows: u32,
+    pub cols: u32,
+    pub cells: Vec<f64>,
+}
+
+/// `m[row, col]`: an error index is that error; an index that is not an integer or
+/// outside the matrix is `#REF!`; a matrix without a value is `#N/A`.
+#[inline]
+fn matrix_read(table: &Table, row: f64, col: f64) -> f64 {
+    if row.is_nan() || col.is_nan() {
+        return error_of(row, col, NUM);
+    }
+    let inside = |i: f64, n: u32| i.fract() == 0.0 && i >= 0.0 && i < f64::from(n);
+    if !inside(row, table.rows) || !inside(col, table.cols) {
+        return REF;
+    }
+    let at = row as usize * table.cols as usize + col as usize;
+    table.cells.get(at).copied().unwrap_or(NOT_AVAILABLE)
+}
 
 /// One instruction. `…L(i)` takes its right operand from value slot `i`, `…C(c)` from
 /// the literal `c`, and the plain form from the stack. Jump targets are absolute
@@ -115,6 +139,9 @@ pub(crate) enum Op {
     EndSum,
     /// Turns the sum of `count` values into their average.
     EndAverage(u32),
+    /// Pops the column, then the row; pushes that value of the matrix with this
+    /// ordinal (its position among the model's matrices).
+    MatrixRead(u32),
     /// Pops the cell's value into its slot; the stack is empty afterwards.
     Store(u32),
 }
@@ -250,6 +277,7 @@ pub(crate) fn run<S: Store>(
     mut pc: usize,
     end: usize,
     values: &mut [f64],
+    tables: &[Table],
     stack: &mut [f64],
     mut store: S,
 ) -> S {
@@ -389,6 +417,7 @@ pub(crate) fn run<S: Store>(
                     };
                 }
             }
+            Op::MatrixRead(m) => acc = matrix_read(&tables[m as usize], pop!(), acc),
             Op::Store(item) => {
                 debug_assert_eq!(sp, 1, "a cell's code leaves exactly one value");
                 sp = 0;

@@ -22,7 +22,11 @@
 //!   by name; also refuses an unknown name or a formula cell's name.
 //! - [`Runtime::value`]`(&self, name) -> Option<Value>`; [`Runtime::values`] iterates
 //!   `(name, Value)` over inputs and cells in declaration order.
-//! - [`Value`] is a finite number or an [`ErrorValue`] (`#DIV/0!`, `#NUM!`, `#N/A`); its
+//! - [`Runtime::apply_matrix`]`(&mut self, name, &grdx::Matrix) -> Result<(), BatchError>`:
+//!   the whole value of a matrix item at once (its declared geometry only); the cells
+//!   reading it recompute once. [`Runtime::matrices`] lists the matrices.
+//! - [`Value`] is a finite number or an [`ErrorValue`] (`#DIV/0!`, `#NUM!`, `#N/A`,
+//!   `#REF!`); its
 //!   `Display` prints the number with Rust's shortest round-trip formatting or the error
 //!   text.
 //!
@@ -38,6 +42,10 @@
 //! - `ROUND(x, digits)` truncates `digits` toward zero, refuses `|digits| >
 //!   ROUND_DIGITS_MAX` with `#NUM!`, and rounds half away from zero in decimal, on the
 //!   shortest round-trip representation of `x`: `ROUND(2.675, 2)` is 2.68.
+//! - `m[row, col]` reads one value of matrix `m`, row then column, from 0: an index
+//!   that is not an integer or lies outside the matrix yields `#REF!` (never a panic),
+//!   a matrix no value was applied to yet reads `#N/A`. A matrix is not a value:
+//!   [`Runtime::values`] leaves it out.
 //! - Cycles are found on the static dependency graph: a reference inside an `IF`
 //!   branch that is never taken still counts (see [`AdmissionError::Cycle`]).
 //!
@@ -80,7 +88,9 @@ use grid_spec::limits::BATCH_INPUTS_MAX;
 pub use error::{AdmissionError, BatchError};
 pub use value::{ErrorValue, Value, number_text};
 
+use crate::grdx::Matrix;
 use compile::Plan;
+use eval::Table;
 use value::decode;
 
 /// An input of one [`Runtime`], resolved once by [`Runtime::input_slot`] so batches
@@ -100,8 +110,10 @@ impl InputSlot {
 #[derive(Debug, Clone)]
 pub struct Runtime {
     plan: Plan,
-    /// Encoded values by declaration index.
+    /// Encoded values by declaration index (a matrix item's is `#N/A`).
     values: Vec<f64>,
+    /// The values of each matrix, by ordinal.
+    tables: Vec<Table>,
     /// The evaluator's stack, sized for the deepest cell.
     stack: Vec<f64>,
     /// Cells to recompute.
@@ -122,6 +134,7 @@ impl Runtime {
         let words = plan.cell_starts.len().div_ceil(64);
         let mut runtime = Runtime {
             values: plan.initial.clone(),
+            tables: plan.tables.clone(),
             stack: vec![0.0; plan.stack_size],
             dirty: Dirty {
                 words: vec![0; words],
@@ -154,6 +167,7 @@ impl Runtime {
             0,
             code.len(),
             &mut self.values,
+            &self.tables,
             &mut self.stack,
             eval::Sequential,
         );
@@ -231,6 +245,12 @@ impl Runtime {
                     });
                     break;
                 }
+                Some(&index) if self.plan.matrix_items.contains(&index) => {
+                    resolved = Err(BatchError::MatrixInBatch {
+                        name: name.to_owned(),
+                    });
+                    break;
+                }
                 Some(&index) if !self.plan.is_input[index as usize] => {
                     resolved = Err(BatchError::NotAnInput {
                         name: name.to_owned(),
@@ -245,9 +265,68 @@ impl Runtime {
         result
     }
 
-    /// The current value of input or cell `name`.
+    /// Sets the whole value of matrix `name` at once: refused, changing nothing, when
+    /// `name` is not a matrix of the model or `matrix` has another geometry. Then the
+    /// cells reading it recompute, each once, in dependency order (none when the value
+    /// is the one it holds, bit for bit).
+    pub fn apply_matrix(&mut self, name: &str, matrix: &Matrix) -> Result<(), BatchError> {
+        let not_a_matrix = || BatchError::NotAMatrix {
+            name: name.to_owned(),
+        };
+        let &index = self.plan.index.get(name).ok_or_else(not_a_matrix)?;
+        let ordinal = self
+            .plan
+            .matrix_items
+            .iter()
+            .position(|&i| i == index)
+            .ok_or_else(not_a_matrix)?;
+        let table = &mut self.tables[ordinal];
+        if (table.rows, table.cols) != (matrix.rows(), matrix.cols()) {
+            return Err(BatchError::MatrixGeometry {
+                name: name.to_owned(),
+                rows: table.rows,
+                cols: table.cols,
+                given_rows: matrix.rows(),
+                given_cols: matrix.cols(),
+            });
+        }
+        let same = table.cells.len() == matrix.cells().len()
+            && table
+                .cells
+                .iter()
+                .zip(matrix.cells())
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+        if same {
+            self.recomputed = 0;
+            return Ok(());
+        }
+        table.cells.clear();
+        table.cells.extend_from_slice(matrix.cells());
+        self.dirty.mark(&self.plan, index as usize);
+        self.recompute_dirty();
+        Ok(())
+    }
+
+    /// Every matrix of the model: its name, rows, columns and value (none until one is
+    /// applied), in declaration order.
+    pub fn matrices(&self) -> impl Iterator<Item = (&str, u32, u32, Option<&[f64]>)> + '_ {
+        self.plan
+            .matrix_items
+            .iter()
+            .zip(&self.tables)
+            .map(|(&i, t)| {
+                let cells = (!t.cells.is_empty()).then_some(t.cells.as_slice());
+                (self.plan.names[i as usize].as_str(), t.rows, t.cols, cells)
+            })
+    }
+
+    /// The current value of input or cell `name` (`None` for a matrix: read it with
+    /// [`Runtime::matrices`]).
     pub fn value(&self, name: &str) -> Option<Value> {
         let &index = self.plan.index.get(name)?;
+        if self.plan.matrix_items.contains(&index) {
+            return None;
+        }
         Some(decode(self.values[index as usize]))
     }
 
@@ -256,13 +335,17 @@ impl Runtime {
         self.values.get(slot.index()).copied().map(decode)
     }
 
-    /// `(name, value)` of every input and cell, in declaration order.
-    pub fn values(&self) -> impl ExactSizeIterator<Item = (&str, Value)> + '_ {
+    /// `(name, value)` of every input and cell, in declaration order (matrices are
+    /// not values: [`Runtime::matrices`]).
+    pub fn values(&self) -> impl Iterator<Item = (&str, Value)> + '_ {
+        let matrices = &self.plan.matrix_items;
         self.plan
             .names
             .iter()
             .zip(&self.values)
-            .map(|(name, &raw)| (name.as_str(), decode(raw)))
+            .enumerate()
+            .filter(move |(i, _)| matrices.is_empty() || !matrices.contains(&(*i as u32)))
+            .map(|(_, (name, &raw))| (name.as_str(), decode(raw)))
     }
 
     /// The model's name.
@@ -300,6 +383,7 @@ impl Runtime {
                 start,
                 self.plan.code.len(),
                 &mut self.values,
+                &self.tables,
                 &mut self.stack,
                 propagate,
             );

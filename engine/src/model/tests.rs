@@ -2,12 +2,12 @@
 
 use grid_spec::formula::parse;
 use grid_spec::limits::{BATCH_INPUTS_MAX, MODEL_OPERATIONS_CEILING_MAX};
-use grid_spec::{Cell, Input, Item, Model, Origin};
+use grid_spec::{Cell, Input, Item, MatrixItem, Model, Origin};
 
 use super::*;
 
-/// Builds a model from lines `input NAME`, `input NAME = DEFAULT` and
-/// `cell NAME = FORMULA`.
+/// Builds a model from lines `input NAME`, `input NAME = DEFAULT`,
+/// `cell NAME = FORMULA` and `matrix NAME = ROWSxCOLS`.
 pub(crate) fn model_with(lines: &[&str], declared_ceiling: Option<u32>, scalar: bool) -> Model {
     let items: Vec<Item> = lines
         .iter()
@@ -31,6 +31,15 @@ pub(crate) fn model_with(lines: &[&str], declared_ceiling: Option<u32>, scalar: 
                         expr: parse(formula).unwrap_or_else(|e| panic!("{formula}: {e}")),
                     })
                 }
+                "matrix" => {
+                    let (rows, cols) = value.and_then(|v| v.split_once('x')).expect("RxC");
+                    Item::Matrix(MatrixItem {
+                        name: name.to_owned(),
+                        rows: rows.parse().expect("rows"),
+                        cols: cols.parse().expect("cols"),
+                        mapping: "tables".to_owned(),
+                    })
+                }
                 other => panic!("unknown kind {other}"),
             }
         })
@@ -39,7 +48,7 @@ pub(crate) fn model_with(lines: &[&str], declared_ceiling: Option<u32>, scalar: 
         .iter()
         .map(|item| match item {
             Item::Cell(cell) => cell.expr.operations(),
-            Item::Input(_) => 0,
+            Item::Input(_) | Item::Matrix(_) => 0,
         })
         .sum();
     Model {
@@ -648,4 +657,164 @@ fn long_chains_and_wide_models() {
         r.value(&format!("c{}", n - 1)),
         Some(Value::Number((n + 9) as f64))
     );
+}
+
+/// A model reading a 2 × 3 matrix `t` (values 0..6 once applied) at (`r`, `c`).
+fn matrix_model(extra: &[&str]) -> Runtime {
+    let mut lines = vec![
+        "input r = 1",
+        "input c = 2",
+        "matrix t = 2x3",
+        "cell at = t[r, c]",
+        "cell scaled = t[r, c] * 10 + t[0, 0]",
+        "cell plain = r + c",
+    ];
+    lines.extend_from_slice(extra);
+    runtime(&lines)
+}
+
+fn table(rows: u32, cols: u32) -> crate::grdx::Matrix {
+    let cells = (0..rows * cols).map(f64::from).collect();
+    crate::grdx::Matrix::new(rows, cols, cells).unwrap()
+}
+
+#[test]
+fn a_matrix_reads_not_available_until_applied_then_each_value_by_row_and_column() {
+    let mut rt = matrix_model(&[]);
+    assert_eq!(rt.value("at"), Some(Value::Error(ErrorValue::NotAvailable)));
+    assert_eq!(rt.value("t"), None, "a matrix is not a value");
+    assert_eq!(
+        rt.values().map(|(n, _)| n).collect::<Vec<_>>(),
+        ["r", "c", "at", "scaled", "plain"]
+    );
+    let listed: Vec<_> = rt
+        .matrices()
+        .map(|(n, r, c, v)| (n, r, c, v.is_some()))
+        .collect();
+    assert_eq!(listed, [("t", 2, 3, false)]);
+
+    rt.apply_matrix("t", &table(2, 3)).unwrap();
+    assert_eq!(
+        rt.last_recomputed(),
+        2,
+        "the two cells reading t, once each"
+    );
+    assert_eq!(rt.value("at"), Some(Value::Number(5.0)));
+    assert_eq!(rt.value("scaled"), Some(Value::Number(50.0)));
+    assert_eq!(
+        rt.matrices().next().unwrap().3,
+        Some(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0][..])
+    );
+
+    rt.apply_matrix("t", &table(2, 3)).unwrap();
+    assert_eq!(rt.last_recomputed(), 0, "the same value recomputes nothing");
+
+    for (r, c, expected) in [
+        (0.0, 0.0, Value::Number(0.0)),
+        (-0.0, 1.0, Value::Number(1.0)),
+        (1.0, 0.0, Value::Number(3.0)),
+        (2.0, 0.0, Value::Error(ErrorValue::Ref)),
+        (0.0, 3.0, Value::Error(ErrorValue::Ref)),
+        (-1.0, 0.0, Value::Error(ErrorValue::Ref)),
+        (0.5, 0.0, Value::Error(ErrorValue::Ref)),
+        (0.0, 1e300, Value::Error(ErrorValue::Ref)),
+        (f64::MAX, f64::MAX, Value::Error(ErrorValue::Ref)),
+    ] {
+        rt.apply(&[("r", r), ("c", c)]).unwrap();
+        assert_eq!(rt.value("at"), Some(expected), "t[{r}, {c}]");
+        // A full evaluation gives the same value as the incremental one.
+        let mut again = rt.clone();
+        again.evaluate_all();
+        assert!(
+            again.value("at").unwrap().identical(expected),
+            "t[{r}, {c}]"
+        );
+    }
+}
+
+#[test]
+fn an_error_index_is_that_error() {
+    let mut rt = matrix_model(&[
+        "input z = 0",
+        "cell bad = t[1 / z, 0]",
+        "cell worse = t[na2, 1/z]",
+        "input na2",
+    ]);
+    rt.apply_matrix("t", &table(2, 3)).unwrap();
+    assert_eq!(rt.value("bad"), Some(Value::Error(ErrorValue::DivZero)));
+    assert_eq!(
+        rt.value("worse"),
+        Some(Value::Error(ErrorValue::NotAvailable)),
+        "left first"
+    );
+}
+
+#[test]
+fn a_matrix_value_of_another_geometry_or_name_is_refused_changing_nothing() {
+    let mut rt = matrix_model(&[]);
+    rt.apply_matrix("t", &table(2, 3)).unwrap();
+    let before: Vec<_> = rt.values().map(|(n, v)| (n.to_owned(), v)).collect();
+    assert_eq!(
+        rt.apply_matrix("t", &table(3, 2)),
+        Err(BatchError::MatrixGeometry {
+            name: "t".into(),
+            rows: 2,
+            cols: 3,
+            given_rows: 3,
+            given_cols: 2
+        })
+    );
+    assert_eq!(
+        rt.apply_matrix("r", &table(2, 3)),
+        Err(BatchError::NotAMatrix { name: "r".into() })
+    );
+    assert_eq!(
+        rt.apply_matrix("nope", &table(2, 3)),
+        Err(BatchError::NotAMatrix {
+            name: "nope".into()
+        })
+    );
+    assert_eq!(
+        rt.apply(&[("t", 1.0)]),
+        Err(BatchError::MatrixInBatch { name: "t".into() })
+    );
+    let after: Vec<_> = rt.values().map(|(n, v)| (n.to_owned(), v)).collect();
+    assert_eq!(before, after);
+}
+
+#[test]
+fn admission_refuses_a_matrix_read_as_a_number_ranged_over_or_in_a_scalar_model() {
+    for (lines, fragment) in [
+        (&["matrix t = 2x2", "cell x = t + 1"][..], "`t` is a matrix"),
+        (
+            &[
+                "input a = 1",
+                "matrix t = 2x2",
+                "input b = 1",
+                "cell x = SUM(a:b)",
+            ][..],
+            "covers a matrix",
+        ),
+        (
+            &["input a = 1", "cell x = a[0, 0]"][..],
+            "`a` is not a matrix",
+        ),
+        (&["matrix t = 0x2", "cell x = 1"][..], "GRDX_CELLS_MAX"),
+        (&["matrix t = 200x200", "cell x = 1"][..], "GRDX_CELLS_MAX"),
+    ] {
+        let refused = Runtime::new(&model(lines)).unwrap_err().to_string();
+        assert!(refused.contains(fragment), "{lines:?}: {refused}");
+    }
+    let scalar = model_with(&["matrix t = 2x2", "cell x = t[0, 0]"], None, true);
+    let refused = Runtime::new(&scalar).unwrap_err().to_string();
+    assert!(
+        refused.contains("scalar model reads no matrix"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn matrix_reads_are_counted_operations() {
+    // t[r, c] = 3; t[r, c] * 10 + t[0, 0] = 3 + 1 + 1 + 1 + 3 = 9; r + c = 3.
+    assert_eq!(matrix_model(&[]).operations(), 15);
 }

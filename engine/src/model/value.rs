@@ -23,23 +23,28 @@ pub enum ErrorValue {
     /// with too many digits.
     Num,
     /// `#N/A`: an input that has no value yet (declared without `default` and not
-    /// set by any batch).
+    /// set by any batch), or a matrix no value was applied to yet.
     NotAvailable,
+    /// `#REF!`: a matrix read `m[row, col]` whose row or column is not an integer or
+    /// lies outside the matrix.
+    Ref,
 }
 
 impl ErrorValue {
-    pub const ALL: [ErrorValue; 3] = [
+    pub const ALL: [ErrorValue; 4] = [
         ErrorValue::DivZero,
         ErrorValue::Num,
         ErrorValue::NotAvailable,
+        ErrorValue::Ref,
     ];
 
-    /// The text users read: `#DIV/0!`, `#NUM!` or `#N/A`.
+    /// The text users read: `#DIV/0!`, `#NUM!`, `#N/A` or `#REF!`.
     pub fn text(self) -> &'static str {
         match self {
             ErrorValue::DivZero => "#DIV/0!",
             ErrorValue::Num => "#NUM!",
             ErrorValue::NotAvailable => "#N/A",
+            ErrorValue::Ref => "#REF!",
         }
     }
 
@@ -129,6 +134,7 @@ const SIGN: u64 = 0x8000_0000_0000_0000;
 pub(crate) const DIV_ZERO: f64 = f64::from_bits(QUIET_NAN | 1);
 pub(crate) const NUM: f64 = f64::from_bits(QUIET_NAN | 2);
 pub(crate) const NOT_AVAILABLE: f64 = f64::from_bits(QUIET_NAN | 3);
+pub(crate) const REF: f64 = f64::from_bits(QUIET_NAN | 4);
 
 /// The encoding of a value.
 #[cfg(test)]
@@ -139,6 +145,7 @@ pub(crate) fn encode(value: Value) -> f64 {
         Value::Error(ErrorValue::DivZero) => DIV_ZERO,
         Value::Error(ErrorValue::Num) => NUM,
         Value::Error(ErrorValue::NotAvailable) => NOT_AVAILABLE,
+        Value::Error(ErrorValue::Ref) => REF,
     }
 }
 
@@ -154,6 +161,8 @@ pub(crate) fn decode(raw: f64) -> Value {
         ErrorValue::DivZero
     } else if bits == NOT_AVAILABLE.to_bits() {
         ErrorValue::NotAvailable
+    } else if bits == REF.to_bits() {
+        ErrorValue::Ref
     } else {
         ErrorValue::Num
     })
@@ -195,6 +204,7 @@ mod tests {
             Value::Error(ErrorValue::DivZero),
             Value::Error(ErrorValue::Num),
             Value::Error(ErrorValue::NotAvailable),
+            Value::Error(ErrorValue::Ref),
         ] {
             assert!(decode(encode(value)).identical(value), "{value:?}");
         }

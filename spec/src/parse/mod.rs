@@ -58,6 +58,7 @@ pub(crate) enum RefKind {
     Membership,
     Route,
     Tag,
+    Mapping,
 }
 
 impl RefKind {
@@ -67,6 +68,7 @@ impl RefKind {
             RefKind::Membership => "membership",
             RefKind::Route => "route",
             RefKind::Tag => "tag",
+            RefKind::Mapping => "mapping",
         }
     }
 }
@@ -84,6 +86,8 @@ pub(crate) enum Requirement {
     PublishedBy(String),
     /// The route must have this host as a destination.
     DeliversTo(String),
+    /// The mapping must have this host as a destination.
+    MapsTo(String),
     /// The tag must be read at this host (a model reads only its own host's tags).
     TagAt(String),
     /// The membership must have this host as a `member` (a Sparkplug tag presents the
@@ -154,6 +158,8 @@ pub(crate) struct Parsed {
     pub ledger_spans: Vec<(File, SourceSpan)>,
     /// Mission index → span of its `deadline=` entry.
     pub mission_deadlines: Vec<(File, SourceSpan)>,
+    /// Every matrix item read: (model index, item index, where its `from=` is).
+    pub matrix_sources: Vec<(usize, usize, File, SourceSpan)>,
 }
 
 pub(crate) fn topology(
@@ -179,6 +185,7 @@ pub(crate) fn topology(
         incomplete_models: Default::default(),
         ledger_spans: Vec::new(),
         mission_deadlines: Vec::new(),
+        matrix_sources: Vec::new(),
     };
     let mut names = Names::default();
     for (index, source) in sources.iter().enumerate() {
@@ -288,7 +295,8 @@ pub(crate) fn syntax_problems(file: &File, text: &str, error: kdl::KdlError) -> 
 /// What a name may hold, said wherever a name is refused.
 pub(crate) const NAME_CHARACTERS_HELP: &str = "names are ASCII: they start with a letter or digit and use letters, digits, `_`, `-`, `.` and `/` (a name becomes a file, a certificate's participant and a claim); other text, in any script, goes in a quoted string value";
 
-const KINDS: &str = "grid, host, membership, model, route, grant, mission, tag, export, ledger";
+const KINDS: &str =
+    "grid, host, membership, model, route, mapping, grant, mission, tag, export, ledger";
 
 impl FileReader<'_> {
     fn error(&mut self, span: SourceSpan, message: impl Into<String>, label: &str, help: &str) {
@@ -331,6 +339,7 @@ impl FileReader<'_> {
                 "membership" => self.membership(node),
                 "model" => self.model(node),
                 "route" => self.route(node),
+                "mapping" => self.mapping(node),
                 "grant" => self.grant(node),
                 "mission" => self.mission(node),
                 "tag" => self.tag(node),

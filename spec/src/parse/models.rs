@@ -32,11 +32,13 @@ impl FileReader<'_> {
         let mut outputs: Vec<Output> = Vec::new();
         let mut serves: Vec<String> = Vec::new();
         let mut item_spans: HashMap<String, SourceSpan> = HashMap::new();
+        // Recorded once the model itself is (a model that fails to read has no index).
+        let mut matrix_sources = Vec::new();
         let mut operations: u64 = 0;
         for child in n.children(self) {
             let mut c = NodeReader::new(child);
             match child.name().value() {
-                kind @ ("input" | "cell") => {
+                kind @ ("input" | "cell" | "matrix") => {
                     let Some((item_name, span)) = c.string_arg(self, 0, "name") else {
                         c.skip_all();
                         c.finish(self);
@@ -57,7 +59,7 @@ impl FileReader<'_> {
                             "second declaration",
                         )
                         .with_label(*first, "first declared here")
-                        .with_help("inputs and cells of one model share one namespace");
+                        .with_help("inputs, cells and matrices of one model share one namespace");
                         self.problems.push(d);
                     } else {
                         item_spans.insert(item_name.clone(), span);
@@ -66,7 +68,19 @@ impl FileReader<'_> {
                     self.parsed
                         .item_names
                         .insert((model_index, item_index), (self.file.clone(), span));
-                    if kind == "input" {
+                    if kind == "matrix" {
+                        let geometry = self.geometry(&mut c);
+                        let from = self.matrix_source(&mut c, name.as_ref(), host.as_ref());
+                        if let (Some((rows, cols)), Some((mapping, span))) = (geometry, from) {
+                            matrix_sources.push((model_index, item_index, self.file.clone(), span));
+                            items.push(Item::Matrix(MatrixItem {
+                                name: item_name,
+                                rows,
+                                cols,
+                                mapping,
+                            }));
+                        }
+                    } else if kind == "input" {
                         let default = c.float_prop(self, "default");
                         let from = c.string_prop(self, "from", false).and_then(|(from, span)| {
                             let source = self.input_source(
@@ -186,7 +200,7 @@ impl FileReader<'_> {
                         child.name().span(),
                         format!("unknown child `{other}` of model"),
                         "not part of a model",
-                        "a model holds `input NAME`, `cell NAME \"FORMULA\"`, `output CELL route=R` and `serve M`",
+                        "a model holds `input NAME`, `cell NAME \"FORMULA\"`, `matrix NAME rows=R cols=C from=\"mapping:M\"`, `output CELL route=R` and `serve M`",
                     )
                 }
             }
@@ -209,6 +223,7 @@ impl FileReader<'_> {
             require: None,
         });
         self.parsed.model_names.push((self.file.clone(), name_span));
+        self.parsed.matrix_sources.extend(matrix_sources);
         let origin = self.origin(name_span);
         self.parsed.topology.models.push(Model {
             name,
@@ -257,6 +272,55 @@ impl FileReader<'_> {
         Some(span)
     }
 
+    /// The `from="mapping:M"` of a matrix: M and the span of the entry, M referenced
+    /// as a mapping that delivers to the model's host.
+    fn matrix_source(
+        &mut self,
+        c: &mut NodeReader,
+        model: Option<&(String, SourceSpan)>,
+        host: Option<&(String, SourceSpan)>,
+    ) -> Option<(String, SourceSpan)> {
+        let (from, span) = c.string_prop(self, "from", true)?;
+        let mapping = match from.split_once(':') {
+            Some(("mapping", m)) if !m.is_empty() => m.to_owned(),
+            Some(("route" | "tag", _)) => {
+                self.error(
+                    span,
+                    format!(
+                        "a matrix is not fed from `{}`: routes and tags carry scalars",
+                        crate::diagnostic::quoted(&from)
+                    ),
+                    "a scalar source",
+                    "a matrix comes from a mapping: from=\"mapping:M\" (docs/grdx.md)",
+                );
+                return None;
+            }
+            _ => {
+                self.error(
+                    span,
+                    format!(
+                        "`{}` is not a matrix source",
+                        crate::diagnostic::quoted(&from)
+                    ),
+                    "expected mapping:NAME",
+                    "a matrix comes from a mapping: from=\"mapping:M\"",
+                );
+                return None;
+            }
+        };
+        if let (Some((model, _)), Some((host, _))) = (model, host) {
+            self.parsed.references.push(Reference {
+                kind: RefKind::Mapping,
+                name: mapping.clone(),
+                file: self.file.clone(),
+                span,
+                context: format!("model `{model}` matrix"),
+                require: Some(Requirement::MapsTo(host.clone())),
+            });
+        }
+        Some((mapping, span))
+    }
+
     pub(super) fn input_source(
         &mut self,
         from: &str,
@@ -267,6 +331,15 @@ impl FileReader<'_> {
         let (kind, target) = match from.split_once(':') {
             Some(("tag", t)) if !t.is_empty() => (RefKind::Tag, t),
             Some(("route", r)) if !r.is_empty() => (RefKind::Route, r),
+            Some(("mapping", m)) if !m.is_empty() => {
+                self.error(
+                    span,
+                    format!("an input takes one number; mapping `{}` carries a matrix", crate::diagnostic::quoted(m)),
+                    "a matrix source",
+                    &format!("declare `matrix NAME rows=R cols=C from=\"mapping:{m}\"` and read it as NAME[row, col]"),
+                );
+                return None;
+            }
             _ => {
                 self.error(
                     span,

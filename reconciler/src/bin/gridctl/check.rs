@@ -28,6 +28,7 @@ pub fn check(files: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
                 tags: t.tags.len(),
                 exports: t.exports.len(),
                 ledgers: t.ledgers.len(),
+                mappings: t.mappings.len(),
             };
             emit(&valid, true);
             Ok(ExitCode::SUCCESS)
@@ -55,6 +56,7 @@ struct Valid {
     tags: usize,
     exports: usize,
     ledgers: usize,
+    mappings: usize,
 }
 
 #[derive(Serialize)]

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use grid_engine::grdx::Matrix;
 use grid_engine::journal::DurableModel;
 use grid_engine::model::{Runtime, Value};
 use grid_spec::Options;
@@ -25,6 +26,10 @@ pub enum ModelCommand {
         /// Set an input for this evaluation (repeatable): NAME=VALUE.
         #[arg(long = "set", value_name = "NAME=VALUE")]
         set: Vec<String>,
+        /// Give matrix NAME the value in FILE (.grdx or .csv), its declared geometry
+        /// (repeatable).
+        #[arg(long = "matrix", value_name = "NAME=FILE")]
+        matrix: Vec<String>,
         /// Print one JSON object {"NAME": number or "#ERR!" text, ...}.
         #[arg(long)]
         json: bool,
@@ -53,6 +58,10 @@ pub enum ModelCommand {
         /// order, each durable before the next; reports `batch N durable` on stderr.
         #[arg(long, value_name = "FILE", conflicts_with = "set")]
         batches: Option<PathBuf>,
+        /// Apply the value in FILE (.grdx or .csv) to matrix NAME as one batch of its
+        /// own, before the --set batch (repeatable; each durable before the next).
+        #[arg(long = "matrix", value_name = "NAME=FILE")]
+        matrix: Vec<String>,
         /// Print one JSON object {"NAME": number or "#ERR!" text, ...}.
         #[arg(long)]
         json: bool,
@@ -76,7 +85,7 @@ pub fn check(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
     };
     let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
     println!(
-        "valid: {}, {}, {}, {}, {}, {}, {}, {}, {}",
+        "valid: {}, {}, {}, {}, {}, {}, {}, {}, {}, {}",
         count(topology.hosts.len(), "host"),
         count(topology.memberships.len(), "membership"),
         count(topology.models.len(), "model"),
@@ -86,21 +95,28 @@ pub fn check(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
         count(topology.tags.len(), "tag"),
         count(topology.exports.len(), "export"),
         count(topology.ledgers.len(), "ledger"),
+        count(topology.mappings.len(), "mapping"),
     );
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn model(command: ModelCommand) -> anyhow::Result<ExitCode> {
     match command {
-        ModelCommand::Eval { target, set, json } => eval(&target, &set, json),
+        ModelCommand::Eval {
+            target,
+            set,
+            matrix,
+            json,
+        } => eval(&target, &set, &matrix, json),
         ModelCommand::Check { target, json } => admission(&target, json),
         ModelCommand::Run {
             target,
             dir,
             set,
             batches,
+            matrix,
             json,
-        } => run(&target, &dir, &set, batches.as_deref(), json),
+        } => run(&target, &dir, &set, batches.as_deref(), &matrix, json),
     }
 }
 
@@ -141,14 +157,42 @@ impl Report for Values {
     }
 }
 
+/// `--matrix NAME=FILE` entries, each file read and validated whole.
+fn read_matrices(matrices: &[String]) -> anyhow::Result<Vec<(String, Matrix)>> {
+    matrices
+        .iter()
+        .map(|entry| {
+            let Some((name, file)) = entry
+                .split_once('=')
+                .filter(|(n, f)| !n.is_empty() && !f.is_empty())
+            else {
+                anyhow::bail!(
+                    "--matrix `{}` is not NAME=FILE",
+                    grid_spec::diagnostic::quoted(entry)
+                );
+            };
+            Ok((name.to_owned(), Matrix::read_file(Path::new(file))?))
+        })
+        .collect()
+}
+
 /// `gridctl model eval`.
-fn eval(target: &Target, set: &[String], json: bool) -> anyhow::Result<ExitCode> {
+fn eval(
+    target: &Target,
+    set: &[String],
+    matrix: &[String],
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let sets = parse_sets("--set", set)?;
+    let matrices = read_matrices(matrix)?;
     let Some(topology) = load(&target.files, Options::default()) else {
         return Ok(ExitCode::FAILURE);
     };
     let model = find_model(&topology, &target.model)?;
     let mut runtime = Runtime::new(model)?;
+    for (name, matrix) in &matrices {
+        runtime.apply_matrix(name, matrix)?;
+    }
     let batch: Vec<(&str, f64)> = sets.iter().map(|(n, v)| (n.as_str(), *v)).collect();
     if !batch.is_empty() {
         runtime.apply(&batch)?;
@@ -163,6 +207,7 @@ struct Admission<'m> {
     model: &'m str,
     inputs: usize,
     cells: usize,
+    matrices: usize,
     items: usize,
     operations: u64,
     ceiling: u32,
@@ -177,6 +222,9 @@ impl Report for Admission<'_> {
         let mut text = format!("model {}\n", self.model);
         text += &format!("  inputs      {}\n", self.inputs);
         text += &format!("  cells       {}\n", self.cells);
+        if self.matrices > 0 {
+            text += &format!("  matrices    {}\n", self.matrices);
+        }
         text += &format!("  operations  {}\n", self.operations);
         text += &format!(
             "  ceiling     {}{}\n",
@@ -215,6 +263,7 @@ fn admission(target: &Target, json: bool) -> anyhow::Result<ExitCode> {
             model: &model.name,
             inputs: model.inputs().count(),
             cells: model.cells().count(),
+            matrices: model.matrices().count(),
             items: model.items.len(),
             operations: model.operations,
             ceiling: model.ceiling(),
@@ -238,8 +287,10 @@ fn run(
     dir: &Path,
     set: &[String],
     batches: Option<&Path>,
+    matrix: &[String],
     json: bool,
 ) -> anyhow::Result<ExitCode> {
+    let matrices = read_matrices(matrix)?;
     let mut planned = vec![parse_sets("--set", set)?];
     if let Some(file) = batches {
         let text = std::fs::read_to_string(file)
@@ -260,6 +311,12 @@ fn run(
     };
     let model = find_model(&topology, &target.model)?;
     let mut instance = DurableModel::open(dir, model)?;
+    for (name, matrix) in &matrices {
+        let number = instance.apply_matrix(name, matrix)?;
+        if batches.is_some() {
+            eprintln!("batch {number} durable");
+        }
+    }
     for sets in planned.iter().filter(|sets| !sets.is_empty()) {
         let batch: Vec<(&str, f64)> = sets.iter().map(|(n, v)| (n.as_str(), *v)).collect();
         let number = instance.apply(&batch)?;
