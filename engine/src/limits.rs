@@ -23,6 +23,21 @@ pub const OBSERVE_UNACKNOWLEDGED_MAX: usize = 256;
 pub const MATRIX_FILE_BYTES_MAX: u64 = 1024 * 1024;
 // A file of the largest GRDX matrix (a 16-byte header and 8 bytes a cell) is accepted.
 const _: () = assert!(MATRIX_FILE_BYTES_MAX >= (16 + GRDX_CELLS_MAX * 8) as u64);
+/// A mapping's own capacity: matrices its publisher retains not yet receipted by every
+/// destination (per destination and in all), beside — never inside — the host's
+/// Ordered pool of scalar routes.
+pub const MAPPING_RETAINED_MAX: u64 = 64;
+/// Matrices one `Staged` reply lists at most (the newest).
+pub const MAPPING_STAGED_REPLY_MAX: usize = 256;
+/// Matrices one push of a mapping carries at most.
+pub const MAPPING_PUSH_MATRICES_MAX: usize = 4;
+// A push of that many of the largest matrices, sealed and hex-encoded (twice their
+// bytes, plus the seal's 64-byte overhead and the JSON around it), fits in a push body.
+const _: () = assert!(
+    MAPPING_PUSH_MATRICES_MAX * (2 * (16 + GRDX_CELLS_MAX * 8 + 64) + 1024) <= PUSH_BODY_BYTES_MAX
+);
+// A published matrix, hex-encoded, fits in one control line.
+const _: () = assert!((2 * (16 + GRDX_CELLS_MAX * 8) + 1024) as u64 <= CONTROL_LINE_BYTES_MAX);
 
 // The control API.
 

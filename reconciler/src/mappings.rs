@@ -1,76 +1,106 @@
-//! Mappings (issue 34, docs/grdx.md): matrices on mappings of their own. This build
-//! checks a mapping and the matrices reading it (geometry, membership, no scalar route
-//! on either side) and evaluates matrix reads in models, but does not deliver a
-//! mapping's matrices yet: each mapping not retired is a `!` line saying so, never a
-//! silent no-op (SPEC §1.1).
+//! Mappings (issue 34, docs/grdx.md): their transitions are a route's (`routes.rs`
+//! plans both: a mapping is an Ordered, encrypted route whose values are whole GRDX
+//! matrices, its right to publish the claim `mapping:NAME`); here the operator's
+//! calls: `gridctl publish-matrix` and `gridctl inspect mapping`.
 
-use grid_spec::Topology;
+use std::path::Path;
 
-use crate::transition::Draft;
+use grid_engine::delivery::api::{DeliveryCall, DeliveryReply, RefusedMatrix, StagedMatrix};
+use grid_engine::grdx::Matrix;
 
-/// `! mapping M @ PUBLISHER` for every mapping not retired.
-pub fn transitions(topology: &Topology) -> Vec<Draft> {
-    topology
-        .mappings
-        .iter()
-        .filter(|m| !m.retired)
-        .map(|m| {
-            let readers: Vec<String> = topology
-                .models
-                .iter()
-                .filter(|model| !model.retired)
-                .flat_map(|model| {
-                    model
-                        .matrices()
-                        .filter(|x| x.mapping == m.name)
-                        .map(|x| format!("{}.{}", model.name, x.name))
-                })
-                .collect();
-            let readers = match readers.as_slice() {
-                [] => String::new(),
-                list => format!("; {} read #N/A until then", list.join(", ")),
-            };
-            Draft::attention(
-                "mapping",
-                &m.name,
-                &m.publisher,
-                format!(
-                    "this build checks mappings but does not deliver their matrices yet (issue 34): nothing is published on `{}`{readers}",
-                    m.name
-                ),
-            )
-        })
-        .collect()
+/// `gridctl publish-matrix MAPPING --as HOST --file FILE`: the matrix in FILE (checked
+/// whole first) published at HOST, the mapping's publisher; its position (the version).
+/// Under `op` it publishes once: asking again with the same id answers the same
+/// position. `Err(Refused)`: nothing was published; `Err(Unknown)`: the reply was lost.
+pub fn publish(
+    state: &Path,
+    mapping: &str,
+    host: &str,
+    matrix: &Matrix,
+    op: Option<&str>,
+) -> Result<u64, Failure> {
+    let call = DeliveryCall::PublishMatrix {
+        route: mapping.to_owned(),
+        grdx: hex::encode(matrix.encode()),
+        op: op.map(str::to_owned),
+    };
+    match crate::routes::call(state, host, call) {
+        Ok(DeliveryReply::Published { position, .. }) => Ok(position),
+        Ok(DeliveryReply::Refused { reason }) => Err(Failure::Refused(reason)),
+        Ok(other) => Err(Failure::Refused(format!("unexpected reply {other:?}"))),
+        Err(e) if e.contains("lost") => Err(Failure::Unknown(e)),
+        Err(e) => Err(Failure::Refused(format!("{e}; nothing was sent"))),
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn every_mapping_not_retired_is_a_line_saying_it_is_not_delivered() {
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../spec/tests/data/valid/matrices.kdl"
-        ))
-        .unwrap();
-        let topology = grid_spec::load_str("matrices.kdl", &text).unwrap();
-        let lines = super::transitions(&topology);
-        assert_eq!(lines.len(), 1, "the retired mapping has no line");
-        let line = &lines[0].transition;
-        assert_eq!(line.op, crate::transition::Op::Attention);
-        assert_eq!(
-            (line.kind.as_str(), line.name.as_str(), line.host.as_str()),
-            ("mapping", "tariffs", "hq")
+/// Why a publication did not answer a position.
+#[derive(Debug)]
+pub enum Failure {
+    Refused(String),
+    Unknown(String),
+}
+
+/// What `host` holds of `mapping` (`gridctl inspect mapping`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Held {
+    pub mapping: String,
+    pub host: String,
+    /// `publisher` or `destination`.
+    pub role: String,
+    pub versions: Vec<StagedMatrix>,
+    pub held_from: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<RefusedMatrix>,
+}
+
+impl Held {
+    pub fn render(&self) -> String {
+        let what = if self.role == "publisher" {
+            "published"
+        } else {
+            "staged"
+        };
+        let mut out = format!(
+            "mapping {} at {} ({}): {} matrices {what}\n",
+            self.mapping,
+            self.host,
+            self.role,
+            self.versions.len()
         );
-        assert!(
-            line.detail.contains("does not deliver their matrices yet"),
-            "{}",
-            line.detail
-        );
-        assert!(
-            line.detail.contains("cost.tariff read #N/A until then"),
-            "{}",
-            line.detail
-        );
-        assert_eq!(line.action, crate::transition::Action::None);
+        for v in &self.versions {
+            out += &format!(
+                "  version {}  {} × {}  sha256 {}\n",
+                v.position, v.rows, v.cols, v.sha256
+            );
+        }
+        if let Some(r) = &self.refused {
+            out += &format!("  refused: {}\n", r.reason);
+        }
+        out
+    }
+}
+
+/// `gridctl inspect mapping MAPPING --host HOST`.
+pub fn held(state: &Path, mapping: &str, host: &str) -> Result<Held, String> {
+    let call = DeliveryCall::Staged {
+        route: mapping.to_owned(),
+    };
+    match crate::routes::call(state, host, call)? {
+        DeliveryReply::Staged {
+            route,
+            role,
+            versions,
+            held_from,
+            refused,
+        } => Ok(Held {
+            mapping: route,
+            host: host.to_owned(),
+            role,
+            versions,
+            held_from,
+            refused,
+        }),
+        DeliveryReply::Refused { reason } => Err(reason),
+        other => Err(format!("unexpected reply {other:?}")),
     }
 }

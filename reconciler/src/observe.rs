@@ -395,19 +395,34 @@ fn observe_planned(topology: &Topology, state: &Path, name: &str, dir: &Path) ->
             }
         }
     }
-    for route in topology
+    // The publishing right of each route and mapping it publishes.
+    let routes = topology
         .routes
         .iter()
         .filter(|r| r.publisher == name && !r.retired)
-    {
+        .map(|r| {
+            (
+                &r.membership,
+                grid_engine::delivery::api::publishing_claim(&r.name),
+            )
+        });
+    let mappings = topology
+        .mappings
+        .iter()
+        .filter(|m| m.publisher == name && !m.retired)
+        .map(|m| {
+            (
+                &m.membership,
+                grid_engine::delivery::api::mapping_claim(&m.name),
+            )
+        });
+    for (membership, claim) in routes.chain(mappings) {
         // A replica that is not initialized yet has nothing to show (its plan adds it).
-        let uninitialized =
-            matches!(o.authority.get(&route.membership), Some(Ok(s)) if !s.initialized);
+        let uninitialized = matches!(o.authority.get(membership), Some(Ok(s)) if !s.initialized);
         if !uninitialized {
-            let claim = grid_engine::delivery::api::publishing_claim(&route.name);
             let shown = authority_call(
                 dir,
-                &route.membership,
+                membership,
                 AuthorityCall::Show {
                     claim: claim.clone(),
                 },

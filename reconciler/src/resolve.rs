@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use grid_engine::delivery::api::{RouteDestination, RouteInstall};
+use grid_engine::delivery::api::{Geometry, RouteDestination, RouteInstall};
 use grid_engine::delivery::receipts::Class;
 use grid_engine::processes::api::{GrantIssue, MailboxAt};
 use grid_engine::protocol::Request;
@@ -27,6 +27,9 @@ pub enum Template {
         /// `(host, address, retired)` of each destination.
         destinations: Vec<(String, String, bool)>,
         at: String,
+        /// A mapping: the geometry of the matrices it carries.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        matrix: Option<Geometry>,
     },
     /// `Request::IssueGrant` at `issuer`.
     Grant {
@@ -62,6 +65,7 @@ impl Template {
                 publisher,
                 destinations,
                 at,
+                matrix,
             } => {
                 let mut install = RouteInstall {
                     name: name.clone(),
@@ -70,6 +74,7 @@ impl Template {
                     encrypted: *encrypted,
                     publisher: publisher.clone(),
                     destinations: Vec::with_capacity(destinations.len()),
+                    matrix: *matrix,
                 };
                 for (host, address, retired) in destinations {
                     install.destinations.push(RouteDestination {

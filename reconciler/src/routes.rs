@@ -1,6 +1,7 @@
-//! Routes (SPEC C4): plan their transitions — the publisher's right to publish (the
-//! claim `route:NAME` in the membership's authority), the route at each destination,
-//! then at the publisher — the apply of that claim (`claim`, `claim_held`), and the
+//! Routes (SPEC C4) and mappings (issue 34: a route carrying whole matrices): plan
+//! their transitions — the publisher's right to publish (the claim `route:NAME`, or
+//! `mapping:NAME`, in the membership's authority), the route at each destination, then
+//! at the publisher — the apply of that claim (`claim`, `claim_held`), and the
 //! operator's calls: `gridctl publish`, `gridctl inspect routes|inbox|receipts`.
 
 use std::path::Path;
@@ -8,7 +9,7 @@ use std::path::Path;
 use grid_engine::authority::claims::ClaimState;
 use grid_engine::authority::service::{AuthorityCall, AuthorityReply, ClaimCommand};
 use grid_engine::delivery::api::{
-    DeliveryCall, DeliveryReply, HeldValue, RouteDestination, RouteInstall, publishing_claim,
+    DeliveryCall, DeliveryReply, Geometry, HeldValue, RouteDestination, RouteInstall,
 };
 use grid_engine::delivery::receipts::Receipt;
 use grid_engine::host::control::Client;
@@ -41,6 +42,7 @@ fn install_at(whole: &Action, at: &str) -> Action {
                     encrypted,
                     publisher,
                     destinations,
+                    matrix,
                     ..
                 },
         } => Action::Resolve {
@@ -56,16 +58,67 @@ fn install_at(whole: &Action, at: &str) -> Action {
                     destinations.iter().filter(|d| d.0 == at).cloned().collect()
                 },
                 at: at.to_owned(),
+                matrix: *matrix,
             },
         },
         other => other.clone(),
     }
 }
 
+/// A route or a mapping, as the plan handles both: a mapping is an Ordered, encrypted
+/// route whose values are whole matrices of one geometry.
+pub(crate) struct Carrier {
+    pub route: grid_spec::Route,
+    pub matrix: Option<Geometry>,
+}
+
+impl Carrier {
+    fn kind(&self) -> &'static str {
+        match self.matrix {
+            None => "route",
+            Some(_) => "mapping",
+        }
+    }
+
+    /// The claim that is its publisher's right to publish.
+    fn claim(&self) -> String {
+        match self.matrix {
+            None => grid_engine::delivery::api::publishing_claim(&self.route.name),
+            Some(_) => grid_engine::delivery::api::mapping_claim(&self.route.name),
+        }
+    }
+}
+
+/// Every route and mapping of the files.
+pub(crate) fn carriers(topology: &Topology) -> Vec<Carrier> {
+    let routes = topology.routes.iter().map(|r| Carrier {
+        route: r.clone(),
+        matrix: None,
+    });
+    let mappings = topology.mappings.iter().map(|m| Carrier {
+        route: grid_spec::Route {
+            name: m.name.clone(),
+            membership: m.membership.clone(),
+            class: grid_spec::RouteClass::Ordered,
+            encrypted: true,
+            publisher: m.publisher.clone(),
+            destinations: m.destinations.clone(),
+            retired: m.retired,
+            origin: m.origin.clone(),
+        },
+        matrix: Some(Geometry {
+            rows: m.rows,
+            cols: m.cols,
+        }),
+    });
+    routes.chain(mappings).collect()
+}
+
 /// The route as the files describe it at its publisher: with each destination's
 /// public keys when every destination's custody holds them, else a template
 /// completed when it is sent (the keys of hosts this plan creates).
-fn install(route: &grid_spec::Route, index: &Index<'_>, world: &World) -> Action {
+fn install(carrier: &Carrier, index: &Index<'_>, world: &World) -> Action {
+    let route = &carrier.route;
     let at = route.publisher.as_str();
     let mut destinations = Vec::with_capacity(route.destinations.len());
     let mut known = true;
@@ -91,6 +144,7 @@ fn install(route: &grid_spec::Route, index: &Index<'_>, world: &World) -> Action
                     .map(|(h, a, r, _)| (h, a, r))
                     .collect(),
                 at: at.to_owned(),
+                matrix: carrier.matrix,
             },
         };
     }
@@ -109,6 +163,7 @@ fn install(route: &grid_spec::Route, index: &Index<'_>, world: &World) -> Action
                 keys: keys.expect("every key is known"),
             })
             .collect(),
+        matrix: carrier.matrix,
     };
     let route = if at == install.publisher {
         install
@@ -168,15 +223,19 @@ fn difference(before: &RouteInstall, after: &RouteInstall) -> String {
     }
 }
 
-fn claim_draft(route: &grid_spec::Route, claim: &str) -> Draft {
+fn claim_draft(carrier: &Carrier, claim: &str) -> Draft {
+    let route = &carrier.route;
     Draft::new(
         Op::Create,
         "claim",
         claim,
         &route.publisher,
         format!(
-            "`{}` acquires the right to publish on route {} in the authority of {}",
-            route.publisher, route.name, route.membership
+            "`{}` acquires the right to publish on {} {} in the authority of {}",
+            route.publisher,
+            carrier.kind(),
+            route.name,
+            route.membership
         ),
         Action::Claim {
             membership: route.membership.clone(),
@@ -198,13 +257,16 @@ pub fn transitions(topology: &Topology, index: &Index<'_>, world: &World) -> Vec
     // One look at each membership's authority, whatever the number of its routes.
     let mut authorities: std::collections::HashMap<&str, AuthorityState<'_>> =
         std::collections::HashMap::new();
-    for route in &topology.routes {
+    let carriers = carriers(topology);
+    for carrier in &carriers {
+        let route = &carrier.route;
+        let kind = carrier.kind();
         if route.retired {
             out.push(Draft::attention(
-                "route",
+                kind,
                 &route.name,
                 &route.publisher,
-                "retired=#true: retiring a whole route is not supported by this version; retire its destinations one by one".to_owned(),
+                format!("retired=#true: retiring a whole {kind} is not supported by this version; retire its destinations one by one"),
             ));
             continue;
         }
@@ -224,7 +286,7 @@ pub fn transitions(topology: &Topology, index: &Index<'_>, world: &World) -> Vec
             .find(|h| !h.profiles.contains(&grid_spec::Profile::Delivery))
         {
             out.push(Draft::attention(
-                "route",
+                kind,
                 &route.name,
                 &h.name,
                 format!(
@@ -235,7 +297,7 @@ pub fn transitions(topology: &Topology, index: &Index<'_>, world: &World) -> Vec
             continue;
         }
         // The publishing right, read after a barrier through the publisher.
-        let claim = publishing_claim(&route.name);
+        let claim = carrier.claim();
         let attention =
             |detail: String| Draft::attention("claim", &claim, &route.publisher, detail);
         let mut claim_key = None;
@@ -246,14 +308,15 @@ pub fn transitions(topology: &Topology, index: &Index<'_>, world: &World) -> Vec
             AuthorityState::Unknown(_) => continue, // the authority's own line says so
             AuthorityState::Undeclared => {
                 out.push(attention(format!(
-                    "membership {} declares no authority (`authority voters=N`) to hold the right to publish on route {}",
+                    "membership {} declares no authority (`authority voters=N`) to hold the right to publish on {kind} {}",
                     route.membership, route.name
                 )));
                 continue;
             }
             AuthorityState::Empty => {
                 out.push(
-                    claim_draft(route, &claim).after([authority::bootstrapped(&route.membership)]),
+                    claim_draft(carrier, &claim)
+                        .after([authority::bootstrapped(&route.membership)]),
                 );
                 claim_key = Some(format!("claim:{claim}"));
             }
@@ -263,7 +326,7 @@ pub fn transitions(topology: &Topology, index: &Index<'_>, world: &World) -> Vec
             {
                 None => {
                     // The publisher does not take part yet: this plan adds it.
-                    out.push(claim_draft(route, &claim));
+                    out.push(claim_draft(carrier, &claim));
                     claim_key = Some(format!("claim:{claim}"));
                 }
                 Some(Ok(AuthorityReply::Shown { claim: Some(c), .. }))
@@ -272,13 +335,13 @@ pub fn transitions(topology: &Topology, index: &Index<'_>, world: &World) -> Vec
                     if c.state == ClaimState::Held =>
                 {
                     out.push(attention(format!(
-                        "the right to publish on route {} is held by `{}` at epoch {}, not by its publisher `{}`; nothing is taken from its owner automatically",
+                        "the right to publish on {kind} {} is held by `{}` at epoch {}, not by its publisher `{}`; nothing is taken from its owner automatically",
                         route.name, c.owner, c.epoch, route.publisher
                     )));
                     continue;
                 }
                 Some(Ok(AuthorityReply::Shown { .. })) => {
-                    out.push(claim_draft(route, &claim));
+                    out.push(claim_draft(carrier, &claim));
                     claim_key = Some(format!("claim:{claim}"));
                 }
                 Some(Ok(other)) => {
@@ -299,14 +362,21 @@ pub fn transitions(topology: &Topology, index: &Index<'_>, world: &World) -> Vec
         }
         // Destinations first: they must know the route before values arrive.
         let mut destination_keys = Vec::new();
-        let whole = install(route, index, world);
+        let whole = install(carrier, index, world);
         for host in hosts.iter().skip(1).chain(hosts.first()) {
             let publisher = *host == route.publisher;
             let action = install_at(&whole, host);
             let held = world
                 .running(host)
                 .and_then(|o| o.routes.iter().find(|r| r.name == route.name));
-            let role = if publisher {
+            let role = if let (true, Some(g)) = (publisher, carrier.matrix) {
+                format!(
+                    "publisher of an encrypted mapping of {} × {} matrices to {} destination(s)",
+                    g.rows,
+                    g.cols,
+                    route.destinations.len()
+                )
+            } else if publisher {
                 format!(
                     "publisher of {} {} route to {} destination(s)",
                     if route.encrypted {
@@ -321,7 +391,7 @@ pub fn transitions(topology: &Topology, index: &Index<'_>, world: &World) -> Vec
                 format!("destination (from `{}`)", route.publisher)
             };
             let draft = match (held, &action) {
-                (None, _) => Draft::new(Op::Create, "route", &route.name, host, role, action),
+                (None, _) => Draft::new(Op::Create, kind, &route.name, host, role, action),
                 (
                     Some(held),
                     Action::Submit {
@@ -330,27 +400,20 @@ pub fn transitions(topology: &Topology, index: &Index<'_>, world: &World) -> Vec
                 ) if *held != ignoring_rotations(held, here) => {
                     let changes = crate::changes::route(held, here);
                     let detail = difference(held, here);
-                    Draft::new(
-                        Op::Change,
-                        "route",
-                        &route.name,
-                        host,
-                        detail,
-                        action.clone(),
-                    )
-                    .changes(changes)
+                    Draft::new(Op::Change, kind, &route.name, host, detail, action.clone())
+                        .changes(changes)
                 }
                 (Some(_), Action::Submit { .. }) => continue,
                 (Some(_), _) => Draft::new(
                     Op::Change,
-                    "route",
+                    kind,
                     &route.name,
                     host,
                     "definition changed".to_owned(),
                     action,
                 ),
             };
-            let key = format!("route:{}:{host}", route.name);
+            let key = format!("{kind}:{}:{host}", route.name);
             let mut draft = draft
                 .key(key.clone())
                 .after(claim_key.clone())
@@ -378,12 +441,12 @@ pub fn transitions(topology: &Topology, index: &Index<'_>, world: &World) -> Vec
     for o in &world.hosts {
         if let HostStatus::Running(observed) = &o.status {
             for held in &observed.routes {
-                if !topology.routes.iter().any(|r| r.name == held.name)
+                if !carriers.iter().any(|c| c.route.name == held.name)
                     && !leaves(&o.name, &held.membership)
                     && !leaves(&held.publisher, &held.membership)
                 {
                     out.push(Draft::attention(
-                        "route",
+                        held.kind(),
                         &held.name,
                         &o.name,
                         "unmanaged: the host holds it but no file declares it; nothing is removed"

@@ -23,6 +23,37 @@ pub(crate) fn check(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
         }
     }
     sources(parsed, problems);
+    names(parsed, problems);
+}
+
+/// A mapping and a route never share a name: a host keeps both in one table of the
+/// values it carries.
+fn names(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
+    let topology = &parsed.topology;
+    for mapping in &topology.mappings {
+        if !topology.routes.iter().any(|r| r.name == mapping.name) {
+            continue;
+        }
+        let Some(source) = topology.sources.get(mapping.origin.source) else {
+            continue;
+        };
+        let file = std::sync::Arc::new(
+            miette::NamedSource::new(source.path.display().to_string(), source.text.clone())
+                .with_language("kdl"),
+        );
+        problems.push(
+            Diagnostic::at(
+                &file,
+                miette::SourceSpan::new(mapping.origin.offset.into(), mapping.origin.length),
+                format!(
+                    "mapping `{}` has the name of a route: a host carries both in one table",
+                    mapping.name
+                ),
+                "a route's name",
+            )
+            .with_help("name the mapping differently (for example `…-table`)"),
+        );
+    }
 }
 
 fn matrix<'a>(model: &'a Model, name: &str) -> Option<&'a crate::topology::MatrixItem> {

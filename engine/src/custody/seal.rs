@@ -209,8 +209,34 @@ pub fn seal_value(
     if !value.is_finite() {
         return Err(SealError::NotFinite { value });
     }
+    seal_payload(recipient, route, membership, position, &value.to_be_bytes())
+}
+
+/// Seals one delivery payload (a scalar's 8 bytes, or a mapping's GRDX matrix) for
+/// `recipient`, bound to its membership, route and position as [`seal_value`] binds.
+pub fn seal_payload(
+    recipient: &PublicKey,
+    route: &str,
+    membership: &str,
+    position: u64,
+    payload: &[u8],
+) -> Result<Sealed, SealError> {
     let binding = value_binding(membership, route, position);
-    seal(recipient, VALUE_INFO, &binding, &value.to_be_bytes())
+    seal(recipient, VALUE_INFO, &binding, payload)
+}
+
+/// Opens one delivery payload sealed by [`seal_payload`] for this membership, route
+/// and position; what it holds is for the caller to check (a mapping decodes it as
+/// GRDX).
+pub fn open_payload(
+    recipient: &StaticSecret,
+    route: &str,
+    membership: &str,
+    position: u64,
+    sealed: &Sealed,
+) -> Result<Vec<u8>, SealError> {
+    let binding = value_binding(membership, route, position);
+    open(recipient, VALUE_INFO, &binding, sealed)
 }
 
 /// Opens one delivery value sealed by [`seal_value`] for this membership, route and position.
@@ -222,8 +248,7 @@ pub fn open_value(
     position: u64,
     sealed: &Sealed,
 ) -> Result<f64, SealError> {
-    let binding = value_binding(membership, route, position);
-    let mut plain = open(recipient, VALUE_INFO, &binding, sealed)?;
+    let mut plain = open_payload(recipient, route, membership, position, sealed)?;
     let bytes: Result<[u8; 8], _> = plain.as_slice().try_into();
     let len = plain.len();
     plain.zeroize();

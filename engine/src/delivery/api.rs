@@ -21,6 +21,17 @@ pub struct RouteInstall {
     pub encrypted: bool,
     pub publisher: String,
     pub destinations: Vec<RouteDestination>,
+    /// A mapping (issue 34, docs/grdx.md): the route carries whole GRDX matrices of
+    /// this geometry, never a scalar; absent on a scalar route.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<Geometry>,
+}
+
+/// The geometry of the matrices a mapping carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Geometry {
+    pub rows: u32,
+    pub cols: u32,
 }
 
 /// One destination of a route, with the public keys its receipts and sealed values
@@ -66,19 +77,36 @@ impl RouteInstall {
                 .filter(|d| d.host == host)
                 .cloned()
                 .collect(),
+            matrix: self.matrix,
         }
     }
 
     /// The claim in the membership's authority that is the publisher's right to
-    /// publish.
+    /// publish: `route:NAME`, or `mapping:NAME` on a mapping.
     pub fn claim(&self) -> String {
-        publishing_claim(&self.name)
+        match self.matrix {
+            None => publishing_claim(&self.name),
+            Some(_) => mapping_claim(&self.name),
+        }
+    }
+
+    /// `route` or `mapping`, as messages name it.
+    pub fn kind(&self) -> &'static str {
+        match self.matrix {
+            None => "route",
+            Some(_) => "mapping",
+        }
     }
 }
 
 /// The claim that is the right to publish on route `route`.
 pub fn publishing_claim(route: &str) -> String {
     format!("route:{route}")
+}
+
+/// The claim that is the right to publish on mapping `mapping`.
+pub fn mapping_claim(mapping: &str) -> String {
+    format!("mapping:{mapping}")
 }
 
 /// A control call of the `delivery` profile (`Call::Delivery`), handled outside the
@@ -88,6 +116,19 @@ pub fn publishing_claim(route: &str) -> String {
 pub enum DeliveryCall {
     /// Publish one value at this host, the route's publisher.
     Publish { route: String, value: f64 },
+    /// Publish one whole matrix (GRDX bytes, hex) at this host, the mapping's
+    /// publisher.
+    /// Under operation id `op` (when given) it is published once: the same id answers
+    /// the same position again, and refuses another matrix.
+    PublishMatrix {
+        route: String,
+        grdx: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        op: Option<String>,
+    },
+    /// The matrices this host holds of mapping `route`: staged at a destination,
+    /// published at the publisher (position, geometry, digest). Changes nothing.
+    Staged { route: String },
     /// The routes this host takes part in. Changes nothing.
     Routes,
     /// What this host holds durably of `route` from position `from`: a destination its
@@ -134,11 +175,39 @@ pub enum DeliveryReply {
         /// Values still owed per destination (no receipt covers them yet).
         outstanding: BTreeMap<String, u64>,
     },
+    Staged {
+        route: String,
+        /// `publisher` or `destination`.
+        role: String,
+        versions: Vec<StagedMatrix>,
+        /// The lowest position this host's journal of the mapping still holds.
+        held_from: u64,
+        /// A destination: the newest matrix it refused (nothing of it staged).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refused: Option<RefusedMatrix>,
+    },
     /// Nothing was published or read: the reason says why (capacity exhausted, fenced,
     /// not finite, unknown route, …).
     Refused {
         reason: String,
     },
+}
+
+/// A matrix a destination refused: its position and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedMatrix {
+    pub position: u64,
+    pub reason: String,
+}
+
+/// One matrix held of a mapping: its position (the version), geometry and the SHA-256
+/// of its GRDX bytes (hex).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagedMatrix {
+    pub position: u64,
+    pub rows: u32,
+    pub cols: u32,
+    pub sha256: String,
 }
 
 /// One route as a host sees it.

@@ -12,6 +12,8 @@
 //! delivery-purged       NAME                     lowest position held (be64)    (both; absent: 1)
 //! delivery-deferred     NAME \0 SEQ(be64)        8 value bytes: waiting for capacity (publisher,
 //!                                                 shared-memberships; deferred.rs)
+//! delivery-matrix-ops   OP                       position(be64) ++ sha256 ++ NAME: a
+//!                                                 publish-matrix's answer (publisher)
 //! checkpoints           delivery \0 NAME \0 …     the outbox at a position      (publisher)
 //! ```
 //!
@@ -58,13 +60,16 @@ const INBOX: &str = "delivery-inbox";
 const INBOX_STATE: &str = "delivery-inbox-state";
 const PURGED: &str = "delivery-purged";
 const DEFERRED: &str = "delivery-deferred";
+const MATRIX_OPS: &str = "delivery-matrix-ops";
 
 mod checkpoint;
 pub use checkpoint::Bounded;
 mod deferred;
 pub use deferred::Staged;
 mod leave;
+mod matrices;
 pub use leave::RouteObligations;
+use matrices::matrix_of;
 mod inbox;
 mod publish;
 mod push;
@@ -102,6 +107,9 @@ struct Keyspaces {
     inbox_state: Keyspace,
     purged: Keyspace,
     deferred: Keyspace,
+    /// `OP` → route, position and SHA-256 of the matrix `publish-matrix --op OP`
+    /// published (`matrices.rs`).
+    matrix_ops: Keyspace,
 }
 
 /// The publishing right, checked against the authority: the newest check that began
@@ -164,6 +172,10 @@ pub struct Delivery {
     stored: (Mutex<u64>, std::sync::Condvar),
     /// Publications deferred and not staged yet, over every route (`deferred.rs`).
     deferred_waiting: std::sync::atomic::AtomicU64,
+    /// The newest matrix refused per mapping this host receives (`matrices.rs`).
+    refused_matrices: Mutex<BTreeMap<String, super::api::RefusedMatrix>>,
+    /// `publish-matrix` operation ids on their way to the disk.
+    matrix_ops_flying: Mutex<std::collections::BTreeSet<String>>,
     /// Each route's capacity, and the Ordered publications the routes of one membership
     /// may retain together: its `capacity membership=M` line over the host's
     /// `capacity`, over the defaults.
@@ -182,6 +194,20 @@ impl Capacities {
         match self.by_membership.get(membership) {
             Some(own) => own.over(&self.host),
             None => self.host,
+        }
+    }
+
+    /// The capacity of `install`: a mapping's own (`MAPPING_RETAINED_MAX`), a route's
+    /// of its membership.
+    fn of(&self, install: &RouteInstall) -> Capacity {
+        use crate::limits::MAPPING_RETAINED_MAX;
+        match install.matrix {
+            Some(_) => Capacity {
+                ordered_per_destination: MAPPING_RETAINED_MAX,
+                ordered_per_publisher: MAPPING_RETAINED_MAX,
+                ..self.route(&install.membership)
+            },
+            None => self.route(&install.membership),
         }
     }
 
@@ -257,6 +283,7 @@ impl Delivery {
                 INBOX_STATE,
                 PURGED,
                 DEFERRED,
+                MATRIX_OPS,
                 crate::store::checkpoint::CHECKPOINTS_KEYSPACE,
             ],
         )
@@ -270,6 +297,7 @@ impl Delivery {
             inbox_state,
             purged,
             deferred,
+            matrix_ops,
             checkpoints,
         ] = opened;
         let ks = Keyspaces {
@@ -281,6 +309,7 @@ impl Delivery {
             inbox_state,
             purged,
             deferred,
+            matrix_ops,
         };
         let syncer = Syncer::start(
             {
@@ -303,6 +332,8 @@ impl Delivery {
             runtime: Mutex::new(None),
             stored: (Mutex::new(0), std::sync::Condvar::new()),
             deferred_waiting: Default::default(),
+            refused_matrices: Default::default(),
+            matrix_ops_flying: Default::default(),
             capacities: Capacities {
                 host: capacity,
                 by_membership,
@@ -365,10 +396,35 @@ impl Delivery {
                 ));
             }
         }
+        if let Some(geometry) = install.matrix {
+            let cells = u64::from(geometry.rows) * u64::from(geometry.cols);
+            if !install.encrypted
+                || install.class != super::receipts::Class::Ordered
+                || geometry.rows == 0
+                || geometry.cols == 0
+                || cells > crate::limits::GRDX_CELLS_MAX as u64
+            {
+                return Err(format!(
+                    "mapping `{}`: a mapping is Ordered and encrypted and carries matrices of 1 ≤ rows, cols and at most GRDX_CELLS_MAX cells; refused",
+                    install.name
+                ));
+            }
+        }
         let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         let existing = routes.get(&install.name);
         if let Some(current) = existing {
             let old = &current.install;
+            if old.matrix != install.matrix {
+                return Err(format!(
+                    "`{}` is installed as a {}{}: what it carries never changes; declare a new one",
+                    install.name,
+                    old.kind(),
+                    match old.matrix {
+                        Some(g) => format!(" of {} × {} matrices", g.rows, g.cols),
+                        None => String::new(),
+                    }
+                ));
+            }
             if old.class != install.class
                 || old.membership != install.membership
                 || old.publisher != install.publisher
@@ -441,7 +497,7 @@ impl Delivery {
                                     &install.name,
                                     &install.membership,
                                     install.class,
-                                    me.capacities.route(&install.membership),
+                                    me.capacities.of(&install),
                                 )
                                 .expect("capacities are at least 1 (validated)");
                                 Role::Publisher(Box::new(Publishing {
@@ -508,6 +564,19 @@ impl Delivery {
                 host: self.host.clone(),
                 routes: self.views(),
             },
+            DeliveryCall::PublishMatrix { route, grdx, op } => {
+                let published = match hex::decode(&grdx) {
+                    Ok(bytes) => self.publish_matrix(&route, &bytes, op.as_deref()).await,
+                    Err(e) => Err(format!(
+                        "mapping `{route}`: the matrix is not hex-encoded GRDX ({e}); nothing was published"
+                    )),
+                };
+                match published {
+                    Ok(position) => DeliveryReply::Published { route, position },
+                    Err(reason) => DeliveryReply::Refused { reason },
+                }
+            }
+            DeliveryCall::Staged { route } => self.staged(&route),
             DeliveryCall::Held { route, from } => self.held(&route, from),
             DeliveryCall::Receipts { route } => self.receipts(&route),
         }

@@ -91,15 +91,7 @@ impl Step for Publish {
         ];
         let output = cx.gridctl(&args)?;
         let json = check_outcome(cx, &output, self.expect)?;
-        if let Some(detail) = &self.detail {
-            let said = json["detail"].as_str().unwrap_or_default();
-            if !said.contains(detail.as_str()) {
-                return Err(Failure::new(
-                    format!("the answer to say {detail:?}"),
-                    format!("{json}"),
-                ));
-            }
-        }
+        super::check_detail(&json, self.detail.as_deref())?;
         let work = cx.work_dir().to_owned();
         record(
             &work,

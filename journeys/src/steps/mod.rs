@@ -26,6 +26,7 @@ mod input;
 pub(crate) mod journal;
 mod ledger;
 mod locks;
+mod matrices;
 mod objects;
 mod partition;
 mod peers;
@@ -102,6 +103,9 @@ pub const REGISTRY: &[(&str, ParseStep)] = &[
     ("expect-delivered", delivered::parse_expect_delivered),
     ("expect-receipts", delivered::parse_expect_receipts),
     ("expect-plaintext", stored::parse_plaintext),
+    ("publish-matrix", matrices::parse_publish),
+    ("expect-staged", matrices::parse_expect_staged),
+    ("push-matrix", matrices::parse_push),
     ("run-process", processes::parse_run),
     ("expect-process", processes::parse_expect_process),
     ("resolve-process", processes::parse_resolve),
@@ -231,6 +235,16 @@ impl Outcome {
 /// Checks an outcome-reporting `gridctl` command (`reconcile`, `input`): its JSON
 /// `"outcome"` must be `expected` and its exit status must match that outcome. Returns
 /// the JSON.
+/// The answer's `detail` says `detail`, when one is expected.
+pub fn check_detail(json: &serde_json::Value, detail: Option<&str>) -> Result<(), Failure> {
+    match detail {
+        Some(detail) if !json["detail"].as_str().unwrap_or_default().contains(detail) => Err(
+            Failure::new(format!("the answer to say {detail:?}"), json.to_string()),
+        ),
+        _ => Ok(()),
+    }
+}
+
 pub fn check_outcome(
     cx: &mut Context<'_>,
     output: &CommandOutput,

@@ -520,6 +520,7 @@ fn route(destinations: Vec<RouteDestination>) -> RouteInstall {
         encrypted: false,
         publisher: "a".to_owned(),
         destinations,
+        matrix: None,
     }
 }
 

@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use super::{Delivery, Role, RouteState, key};
-use crate::custody::seal::open_value;
+use super::{Delivery, Role, RouteState, key, matrix_of};
+use crate::custody::seal::{open_payload, open_value};
 use crate::delivery::api::{Push, PushReply, WirePayload};
 use crate::delivery::ordered::{Accepted, Delivery as Value};
 use crate::delivery::receipts::{Class, Receipt};
-use crate::limits::PUSH_DELIVERIES_MAX;
+use crate::limits::{MAPPING_PUSH_MATRICES_MAX, PUSH_DELIVERIES_MAX};
 use crate::store::{Failpoint, fatal};
 
 impl Delivery {
@@ -41,7 +41,48 @@ impl Delivery {
             }
             // Every value is opened and checked before any is taken.
             let mut values = Vec::with_capacity(push.deliveries.len());
-            for d in &push.deliveries {
+            if let Some(geometry) = install.matrix {
+                if push.deliveries.len() > MAPPING_PUSH_MATRICES_MAX {
+                    return refused(format!(
+                        "a push of a mapping carries at most MAPPING_PUSH_MATRICES_MAX ({MAPPING_PUSH_MATRICES_MAX}) matrices"
+                    ));
+                }
+                for d in &push.deliveries {
+                    let WirePayload::Sealed(sealed) = &d.payload else {
+                        return refused(format!(
+                            "mapping `{}` is encrypted: matrix {} arrived unsealed",
+                            install.name, d.position
+                        ));
+                    };
+                    // Opened and decoded whole before any typed value exists; a
+                    // refusal stores nothing, so the publisher keeps its obligation.
+                    let opened = self.custody.open_sealed(|secret| {
+                        open_payload(
+                            secret,
+                            &install.name,
+                            &install.membership,
+                            d.position,
+                            sealed,
+                        )
+                    });
+                    let payload = match opened {
+                        Ok(p) => p,
+                        Err(e) => {
+                            return refused(self.matrix_refused(
+                                &install.name,
+                                d.position,
+                                &e.to_string(),
+                            ));
+                        }
+                    };
+                    if let Err(reason) = matrix_of(geometry, &payload) {
+                        return refused(self.matrix_refused(&install.name, d.position, &reason));
+                    }
+                    let stored = serde_json::to_vec(sealed).expect("sealed values serialize");
+                    values.push((d, payload, stored));
+                }
+            }
+            for d in push.deliveries.iter().filter(|_| install.matrix.is_none()) {
                 let (value, stored) = match (&d.payload, install.encrypted) {
                     (WirePayload::Sealed(sealed), true) => {
                         match self.custody.open_sealed(|secret| {
@@ -83,7 +124,7 @@ impl Delivery {
                         ));
                     }
                 };
-                values.push((d, value, stored));
+                values.push((d, value.to_be_bytes().to_vec(), stored));
             }
             // A full disk refuses values it would store, before any is taken (the
             // publisher pushes them again later); values already held are receipted.
@@ -94,12 +135,12 @@ impl Delivery {
             }
             let mut write = self.database.batch();
             let mut stored_any = false;
-            for (d, value, stored) in values {
+            for (d, payload, stored) in values {
                 let before = inbox.held();
                 let taken = inbox.accept(&Value {
                     position: d.position,
                     previous: d.previous,
-                    payload: value.to_be_bytes().to_vec(),
+                    payload,
                 });
                 if let Accepted::Stored { .. } = taken {
                     write.insert(&self.ks.inbox, key(&install.name, d.position), stored);

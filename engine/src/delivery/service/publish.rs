@@ -93,8 +93,10 @@ impl Delivery {
                 role: Role::Publisher(p),
             }) => Ok((install.clone(), p.gate.clone())),
             Some(r) => Err(format!(
-                "host `{}` is a destination of route `{route}`; its publisher is `{}`",
-                self.host, r.install.publisher
+                "host `{}` is a destination of {} `{route}`; its publisher is `{}`",
+                self.host,
+                r.install.kind(),
+                r.install.publisher
             )),
             None => Err(format!("host `{}` holds no route `{route}`", self.host)),
         }
@@ -111,6 +113,87 @@ impl Delivery {
         }
         let mut write = self.database.batch();
         let position = self.stage(route, value, epoch, &mut write)?;
+        self.make_durable(route, position, write).await;
+        Ok(position)
+    }
+
+    /// Publishes one whole matrix on mapping `route` (GRDX `bytes`, decoded and
+    /// checked against the mapping's geometry before anything else); returns its
+    /// position (the version) once it is durable.
+    /// Under operation id `op` it publishes once: the same id answers its position
+    /// again (a lost reply is asked again, never published twice).
+    pub async fn publish_matrix(
+        self: &Arc<Self>,
+        route: &str,
+        bytes: &[u8],
+        op: Option<&str>,
+    ) -> Result<u64, String> {
+        let matrix = crate::grdx::Matrix::decode(bytes)
+            .map_err(|e| format!("mapping `{route}`: {e}; nothing was published"))?;
+        if let Some(op) = op
+            && (op.is_empty() || op.len() > crate::limits::OPERATION_ID_LENGTH_MAX)
+        {
+            return Err(format!(
+                "an operation id is 1 to OPERATION_ID_LENGTH_MAX ({}) bytes; nothing was published",
+                crate::limits::OPERATION_ID_LENGTH_MAX
+            ));
+        }
+        if let Some(op) = op
+            && let Some(position) = self.matrix_published(op, route, bytes)?
+        {
+            return Ok(position);
+        }
+        let (install, gate) = self.publishing(route)?;
+        let Some(geometry) = install.matrix else {
+            return Err(format!(
+                "`{route}` is a route: it carries scalar values (gridctl publish), not matrices"
+            ));
+        };
+        if (matrix.rows(), matrix.cols()) != (geometry.rows, geometry.cols) {
+            return Err(format!(
+                "mapping `{route}` carries {} × {} matrices; this one is {} × {}; nothing was published",
+                geometry.rows,
+                geometry.cols,
+                matrix.rows(),
+                matrix.cols()
+            ));
+        }
+        let epoch = self.check_right(&install, &gate).await?;
+        if let Some(reason) = crate::store::usage::full(&self.dir) {
+            return Err(reason);
+        }
+        let mut write = self.database.batch();
+        let position = {
+            let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+            // Asked again while the first is on its way: only the first publishes.
+            if let Some(op) = op {
+                if let Some(position) = self.matrix_published(op, route, bytes)? {
+                    return Ok(position);
+                }
+                self.matrix_op_begins(op)?;
+            }
+            let staged = self.stage_payload(&mut routes, route, matrix.encode(), epoch, &mut write);
+            match (staged, op) {
+                (Ok(position), Some(op)) => {
+                    self.record_matrix_op(op, route, position, bytes, &mut write);
+                    position
+                }
+                (Ok(position), None) => position,
+                (Err(reason), op) => {
+                    op.inspect(|op| self.matrix_op_ends(op));
+                    return Err(reason);
+                }
+            }
+        };
+        self.make_durable(route, position, write).await;
+        if let Some(op) = op {
+            self.matrix_op_ends(op);
+        }
+        Ok(position)
+    }
+
+    /// Commits and syncs a staged publication, then lets pushes carry it.
+    async fn make_durable(&self, route: &str, position: u64, write: OwnedWriteBatch) {
         write
             .commit()
             .unwrap_or_else(|e| fatal(&self.dir, "committing a publication", e));
@@ -120,7 +203,6 @@ impl Delivery {
         self.failpoints
             .abort_if_armed(Failpoint::PublishAfterCommit);
         self.settle(route, position);
-        Ok(position)
     }
 
     /// The publishing right of `route`, confirmed now (blocking: for the host's own
@@ -162,7 +244,9 @@ impl Delivery {
             .values()
             .filter_map(|r| match &r.role {
                 Role::Publisher(p)
-                    if r.install.class == Class::Ordered && r.install.membership == membership =>
+                    if r.install.class == Class::Ordered
+                        && r.install.matrix.is_none()
+                        && r.install.membership == membership =>
                 {
                     Some(p.outbox.retained())
                 }
@@ -181,10 +265,13 @@ impl Delivery {
         more: u64,
     ) -> Result<(), String> {
         let membership = match routes.get(route) {
+            // A mapping's capacity is its own outbox's (MAPPING_RETAINED_MAX).
             Some(RouteState {
                 install,
                 role: Role::Publisher(_),
-            }) if install.class == Class::Ordered => install.membership.as_str(),
+            }) if install.class == Class::Ordered && install.matrix.is_none() => {
+                install.membership.as_str()
+            }
             _ => return Ok(()),
         };
         let retained = self.ordered_retained(routes, membership);
@@ -208,6 +295,26 @@ impl Delivery {
     ) -> Result<u64, String> {
         let payload =
             crate::delivery::ordered::value_payload(route, value).map_err(|e| e.to_string())?;
+        if routes
+            .get(route)
+            .is_some_and(|r| r.install.matrix.is_some())
+        {
+            return Err(format!(
+                "`{route}` is a mapping: it carries whole matrices (gridctl publish-matrix), never a scalar"
+            ));
+        }
+        self.stage_payload(routes, route, payload.to_vec(), epoch, write)
+    }
+
+    /// Stages one checked payload on `route` (see [`Delivery::stage`]).
+    fn stage_payload(
+        &self,
+        routes: &mut BTreeMap<String, RouteState>,
+        route: &str,
+        payload: Vec<u8>,
+        epoch: u64,
+        write: &mut OwnedWriteBatch,
+    ) -> Result<u64, String> {
         self.admit_host(routes, route, 1)?;
         let Some(RouteState {
             install,
@@ -220,7 +327,7 @@ impl Delivery {
         let last = p.outbox.cohort(p.outbox.published()).cloned();
         let position = p
             .outbox
-            .publish(payload.to_vec(), &cohort)
+            .publish(payload.clone(), &cohort)
             .map_err(|e| e.to_string())?;
         p.pending.insert(position);
         let mut record = epoch.to_be_bytes().to_vec();

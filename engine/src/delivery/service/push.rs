@@ -8,11 +8,13 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::{Delivery, Role, RouteState, key, named_key, publisher};
-use crate::custody::seal::seal_value;
+use crate::custody::seal::seal_payload;
 use crate::delivery::api::{Push, PushReply, RouteInstall, WireDelivery, WirePayload};
 use crate::delivery::ordered::{Delivery as Value, ReceiptOutcome};
 use crate::delivery::receipts::Receipt;
-use crate::limits::{PUSH_BACKOFF_MAX, PUSH_DELIVERIES_MAX, PUSH_TIMEOUT};
+use crate::limits::{
+    MAPPING_PUSH_MATRICES_MAX, PUSH_BACKOFF_MAX, PUSH_DELIVERIES_MAX, PUSH_TIMEOUT,
+};
 use crate::store::{Failpoint, fatal};
 use crate::transport::{PeerClient, PeerError};
 
@@ -58,9 +60,11 @@ impl Delivery {
     ) -> Option<(RouteInstall, Vec<WireDelivery>, Arc<Notify>)> {
         let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         let (install, p) = publisher(&routes, route)?;
-        let next: Vec<Value> = p
-            .outbox
-            .next_through(destination, PUSH_DELIVERIES_MAX, p.durable());
+        let most = match install.matrix {
+            Some(_) => MAPPING_PUSH_MATRICES_MAX,
+            None => PUSH_DELIVERIES_MAX,
+        };
+        let next: Vec<Value> = p.outbox.next_through(destination, most, p.durable());
         let install = install.clone();
         let wake = p.wake.clone();
         drop(routes);
@@ -72,13 +76,14 @@ impl Delivery {
         let mut deliveries = Vec::with_capacity(next.len());
         for d in next {
             let payload = if install.encrypted {
-                let value = crate::delivery::ordered::payload_value(route, &d.payload).ok()?;
-                let sealed = seal_value(
+                // The outbox holds checked payloads only: a scalar's 8 bytes of a
+                // finite f64 (sealed as `seal_value` seals it), a mapping's GRDX.
+                let sealed = seal_payload(
                     mail.as_ref()?,
                     route,
                     &install.membership,
                     d.position,
-                    value,
+                    &d.payload,
                 )
                 .ok()?;
                 WirePayload::Sealed(sealed)

@@ -52,13 +52,13 @@ impl Delivery {
                 outstanding: p.outbox.outstanding(),
                 held: 0,
                 held_from: self.held_from(&r.install.name),
-                ordered_pool: (r.install.class == crate::delivery::receipts::Class::Ordered).then(
-                    || OrderedPool {
-                        membership: r.install.membership.clone(),
-                        retained: self.ordered_retained(routes, &r.install.membership),
-                        capacity: self.capacities.ordered_per_host(&r.install.membership),
-                    },
-                ),
+                ordered_pool: (r.install.class == crate::delivery::receipts::Class::Ordered
+                    && r.install.matrix.is_none())
+                .then(|| OrderedPool {
+                    membership: r.install.membership.clone(),
+                    retained: self.ordered_retained(routes, &r.install.membership),
+                    capacity: self.capacities.ordered_per_host(&r.install.membership),
+                }),
                 deferred: p.deferred.len() as u64,
                 destination_keys: r
                     .install
@@ -96,6 +96,13 @@ impl Delivery {
                 None => {
                     return DeliveryReply::Refused {
                         reason: format!("host `{}` holds no route `{route}`", self.host),
+                    };
+                }
+                Some(r) if r.install.matrix.is_some() => {
+                    return DeliveryReply::Refused {
+                        reason: format!(
+                            "`{route}` is a mapping: it holds matrices, not values (gridctl inspect mapping)"
+                        ),
                     };
                 }
                 Some(r) => (

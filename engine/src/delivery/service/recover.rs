@@ -85,7 +85,7 @@ impl Delivery {
     pub(super) fn recover_outbox(&self, install: &RouteInstall) -> Result<Publishing, String> {
         let name = &install.name;
         let damaged = |detail: String| format!("route `{name}`: {detail}");
-        let configured = self.capacities.route(&install.membership);
+        let configured = self.capacities.of(install);
         let (mut outbox, checkpointed, floor) = match self.checkpoints.installed(ROOM, name)? {
             Some(checkpoint) => {
                 let state: PublisherState =

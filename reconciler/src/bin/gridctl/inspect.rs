@@ -85,6 +85,19 @@ pub enum InspectCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// The matrices HOST holds of MAPPING: staged at a destination (each opened with
+    /// HOST's mail key and checked whole again), published at the publisher; each
+    /// version's geometry and SHA-256, and the newest matrix a destination refused.
+    #[command(mut_arg("json", |a| a.help(
+        "{\"mapping\", \"host\", \"role\", \"versions\": [{\"position\", \"rows\", \"cols\", \"sha256\"}], \"held_from\", \"refused\"}"
+    )))]
+    Mapping {
+        mapping: String,
+        #[arg(long, value_name = "NAME")]
+        host: String,
+        #[command(flatten)]
+        output: Output,
+    },
     /// The newest signed receipt of every destination of ROUTE, at its publisher, and
     /// the values still outstanding. With --verify every signature is checked offline
     /// with the recipient's public keys (its custody manifest); exit 1 if one fails.
@@ -232,6 +245,11 @@ pub fn inspect(command: InspectCommand) -> anyhow::Result<ExitCode> {
             verify,
             output,
         } => routes::inspect_receipts(&route, verify, &output),
+        InspectCommand::Mapping {
+            mapping,
+            host,
+            output,
+        } => crate::mapping::inspect(&mapping, &host, &output),
         InspectCommand::Process { id, host, output } => {
             process::inspect_process(&id, &host, &output)
         }

@@ -27,6 +27,7 @@ mod inspect;
 mod journey;
 mod ledger;
 mod local;
+mod mapping;
 mod mission;
 mod model;
 mod plan;
@@ -244,6 +245,30 @@ enum Command {
         #[command(flatten)]
         output: Output,
     },
+    /// Publish one whole matrix on MAPPING at its publisher HOST (issue 34,
+    /// docs/grdx.md): FILE is read whole (`.grdx` GRDX bytes or a `.csv` table) and
+    /// checked before anything is sent; HOST checks it against the mapping's geometry,
+    /// confirms its right to publish (the claim `mapping:MAPPING`) and answers the
+    /// position (the version) once the matrix is durable. Under --op ID it is published
+    /// once: the same id answers the same position again. Exit 0 published, 4 refused
+    /// (nothing published), 3 unknown (the reply was lost; ask again with the same --op).
+    #[command(mut_arg("json", |a| a.help(
+        "One JSON object {\"mapping\", \"op\", \"host\", \"position\", \"rows\", \"cols\", \"outcome\"}"
+    )))]
+    PublishMatrix {
+        mapping: String,
+        /// The mapping's publisher.
+        #[arg(long = "as", value_name = "HOST")]
+        host: String,
+        /// The matrix: GRDX bytes (`.grdx`) or a CSV table of numbers (`.csv`).
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+        /// The operation id under which it is published once.
+        #[arg(long, value_name = "ID")]
+        op: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
     /// Print a completion script for SHELL on stdout, e.g.
     /// `gridctl completions bash > /etc/bash_completion.d/gridctl` or
     /// `gridctl completions zsh > "${fpath[1]}/_gridctl"`.
@@ -335,6 +360,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             host,
             output,
         } => routes::publish(route, &value, &host, &output),
+        Command::PublishMatrix {
+            mapping,
+            host,
+            file,
+            op,
+            output,
+        } => mapping::publish(&mapping, &host, &file, op.as_deref(), &output),
         Command::Completions { shell } => completions(shell),
         Command::Ledger(command) => ledger::ledger(command),
         Command::Wallet(command) => wallet::wallet(command),

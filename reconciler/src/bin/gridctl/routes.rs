@@ -105,6 +105,9 @@ struct RouteLine {
     membership: String,
     class: &'static str,
     encrypted: bool,
+    /// A mapping: the geometry of the matrices it carries (issue 34).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    matrix: Option<grid_engine::delivery::api::Geometry>,
     role: String,
     publisher: String,
     destinations: Vec<DestinationLine>,
@@ -138,6 +141,7 @@ impl RouteLine {
             host,
             class: r.route.class.name(),
             encrypted: r.route.encrypted,
+            matrix: r.route.matrix,
             role: r.role,
             publisher: r.route.publisher,
             destinations: r

@@ -1,0 +1,222 @@
+//! Mappings (issue 34, docs/grdx.md): a route that carries whole GRDX matrices of one
+//! geometry. What differs from a scalar route lives here: the check of a received
+//! matrix (opened and decoded whole before any typed value exists), the record of a
+//! refused one, and the read of the matrices a host holds (staged at a destination,
+//! published at the publisher).
+
+use sha2::{Digest, Sha256};
+
+use super::{Delivery, Role, key, position_of};
+use crate::custody::seal::{Sealed, open_payload};
+use crate::delivery::api::{DeliveryReply, Geometry, RefusedMatrix, StagedMatrix};
+use crate::grdx::Matrix;
+use crate::limits::MAPPING_STAGED_REPLY_MAX;
+use crate::store::fatal;
+
+/// `payload` as a matrix of `geometry`, or why not.
+pub(super) fn matrix_of(geometry: Geometry, payload: &[u8]) -> Result<Matrix, String> {
+    let matrix = Matrix::decode(payload).map_err(|e| e.to_string())?;
+    if (matrix.rows(), matrix.cols()) != (geometry.rows, geometry.cols) {
+        return Err(format!(
+            "a matrix of {} × {} on a mapping of {} × {}",
+            matrix.rows(),
+            matrix.cols(),
+            geometry.rows,
+            geometry.cols
+        ));
+    }
+    Ok(matrix)
+}
+
+impl Delivery {
+    /// The position operation `op` published on `route`, when it did (the same
+    /// matrix); refused when `op` published another matrix or on another mapping.
+    pub(super) fn matrix_published(
+        &self,
+        op: &str,
+        route: &str,
+        bytes: &[u8],
+    ) -> Result<Option<u64>, String> {
+        let Some(record) = self
+            .ks
+            .matrix_ops
+            .get(op)
+            .unwrap_or_else(|e| fatal(&self.dir, "reading a publish-matrix answer", e))
+        else {
+            return Ok(None);
+        };
+        let (Some(position), Some(sha), Some(name)) = (
+            record
+                .get(..8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(u64::from_be_bytes),
+            record.get(8..40),
+            record.get(40..),
+        ) else {
+            fatal(&self.dir, "a publish-matrix answer does not decode", op)
+        };
+        if name != route.as_bytes() || sha != Sha256::digest(bytes).as_slice() {
+            return Err(format!(
+                "operation `{op}` published another matrix (on `{}`, position {position}); an operation id publishes one matrix once; nothing was published",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        Ok(Some(position))
+    }
+
+    /// Adds the answer of operation `op` to `write`, beside the publication.
+    pub(super) fn record_matrix_op(
+        &self,
+        op: &str,
+        route: &str,
+        position: u64,
+        bytes: &[u8],
+        write: &mut fjall::OwnedWriteBatch,
+    ) {
+        let mut record = position.to_be_bytes().to_vec();
+        record.extend_from_slice(&Sha256::digest(bytes));
+        record.extend_from_slice(route.as_bytes());
+        write.insert(&self.ks.matrix_ops, op, record);
+    }
+
+    /// Marks `op` on its way to the disk; refused when it already is (a second call
+    /// with the same id while the first has not answered).
+    pub(super) fn matrix_op_begins(&self, op: &str) -> Result<(), String> {
+        let mut flying = self
+            .matrix_ops_flying
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if !flying.insert(op.to_owned()) {
+            return Err(format!(
+                "operation `{op}` is being published by an earlier call, which answers it; ask again for its answer"
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn matrix_op_ends(&self, op: &str) {
+        self.matrix_ops_flying
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(op);
+    }
+
+    /// Records that matrix `position` of `route` was refused (nothing of it stored: the
+    /// publisher keeps its obligation until a valid value is receipted or the
+    /// destination retired) and says why, for the push's answer.
+    pub(super) fn matrix_refused(&self, route: &str, position: u64, reason: &str) -> String {
+        let reason =
+            format!("mapping `{route}`: matrix {position} refused, nothing staged: {reason}");
+        tracing::warn!(%route, position, %reason, "matrix refused");
+        self.refused_matrices
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                route.to_owned(),
+                RefusedMatrix {
+                    position,
+                    reason: reason.clone(),
+                },
+            );
+        reason
+    }
+
+    /// The matrices this host holds of mapping `route`, newest `MAPPING_STAGED_REPLY_MAX`
+    /// at most: each checked whole again (opened at a destination), with its SHA-256.
+    pub(super) fn staged(&self, route: &str) -> DeliveryReply {
+        let refuse = |reason: String| DeliveryReply::Refused { reason };
+        let (install, publishes, held) = {
+            let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(r) = routes.get(route) else {
+                return refuse(format!("host `{}` holds no mapping `{route}`", self.host));
+            };
+            let held = match &r.role {
+                Role::Publisher(p) => p.durable(),
+                Role::Destination(inbox) => inbox.held(),
+            };
+            (
+                r.install.clone(),
+                matches!(r.role, Role::Publisher(_)),
+                held,
+            )
+        };
+        let Some(geometry) = install.matrix else {
+            return refuse(format!(
+                "`{route}` is a route: it carries scalar values (gridctl inspect inbox)"
+            ));
+        };
+        let keyspace = if publishes {
+            &self.ks.published
+        } else {
+            &self.ks.inbox
+        };
+        let held_from = self.held_from(route);
+        let mut versions = Vec::new();
+        for guard in keyspace
+            .range(key(route, held_from)..=key(route, held))
+            .rev()
+            .take(MAPPING_STAGED_REPLY_MAX)
+        {
+            let (k, v) = guard
+                .into_inner()
+                .unwrap_or_else(|e| fatal(&self.dir, "reading held matrices", e));
+            let Some(position) = position_of(&k, route) else {
+                continue;
+            };
+            let payload = if publishes {
+                v.get(8..)
+                    .map(<[u8]>::to_vec)
+                    .ok_or_else(|| "malformed".to_owned())
+            } else {
+                self.opened(&install.name, &install.membership, position, &v)
+            };
+            let checked = payload.and_then(|p| matrix_of(geometry, &p).map(|m| (m, p)));
+            match checked {
+                Ok((matrix, payload)) => versions.push(StagedMatrix {
+                    position,
+                    rows: matrix.rows(),
+                    cols: matrix.cols(),
+                    sha256: hex::encode(Sha256::digest(&payload)),
+                }),
+                Err(reason) => {
+                    return refuse(format!(
+                        "mapping `{route}`: matrix {position} as held does not check ({reason})"
+                    ));
+                }
+            }
+        }
+        versions.reverse();
+        DeliveryReply::Staged {
+            route: route.to_owned(),
+            role: if publishes {
+                "publisher"
+            } else {
+                "destination"
+            }
+            .to_owned(),
+            versions,
+            held_from,
+            refused: self
+                .refused_matrices
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(route)
+                .cloned(),
+        }
+    }
+
+    /// A payload as a destination of an encrypted route stored it (sealed), opened.
+    fn opened(
+        &self,
+        route: &str,
+        membership: &str,
+        position: u64,
+        stored: &[u8],
+    ) -> Result<Vec<u8>, String> {
+        let sealed: Sealed = serde_json::from_slice(stored)
+            .map_err(|e| format!("sealed matrix {position} does not decode: {e}"))?;
+        self.custody
+            .open_sealed(|secret| open_payload(secret, route, membership, position, &sealed))
+            .map_err(|e| format!("matrix {position}: {e}"))
+    }
+}
