@@ -133,28 +133,35 @@ pub fn encode_batch(batch: &[(&str, f64)]) -> Vec<u8> {
 }
 
 /// Encodes a batch that applies the whole value of matrix `name` (format in
-/// `docs/model-journal.md`): version 2, the name, then the matrix in GRDX.
-pub fn encode_matrix_batch(name: &str, matrix: &Matrix) -> Vec<u8> {
+/// `docs/model-journal.md`): version 2, the name, the version of the mapping's value it
+/// is (0: none, a file given to `gridctl model run`), then the matrix in GRDX.
+pub fn encode_matrix_batch(name: &str, version: u64, matrix: &Matrix) -> Vec<u8> {
     let grdx = matrix.encode();
-    let mut out = Vec::with_capacity(3 + name.len() + grdx.len());
+    let mut out = Vec::with_capacity(11 + name.len() + grdx.len());
     out.push(MATRIX_BATCH_ENCODING_VERSION);
     out.extend_from_slice(&(name.len() as u16).to_le_bytes());
     out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&grdx);
     out
 }
 
+/// A decoded matrix batch: the matrix's name, the version applied, its value.
+pub type MatrixBatch = (String, u64, Matrix);
+
 /// Decodes a matrix batch; `None` for anything else or a matrix GRDX refuses.
-pub fn decode_matrix_batch(bytes: &[u8]) -> Option<(String, Matrix)> {
+pub fn decode_matrix_batch(bytes: &[u8]) -> Option<MatrixBatch> {
     let (&version, rest) = bytes.split_first()?;
     if version != MATRIX_BATCH_ENCODING_VERSION {
         return None;
     }
     let (len, rest) = rest.split_at_checked(2)?;
     let len = u16::from_le_bytes(len.try_into().ok()?) as usize;
-    let (name, grdx) = rest.split_at_checked(len)?;
+    let (name, rest) = rest.split_at_checked(len)?;
     let name = std::str::from_utf8(name).ok()?.to_owned();
-    Some((name, Matrix::decode(grdx).ok()?))
+    let (applied, grdx) = rest.split_at_checked(8)?;
+    let applied = u64::from_le_bytes(applied.try_into().ok()?);
+    Some((name, applied, Matrix::decode(grdx).ok()?))
 }
 
 /// Decodes one batch; `None` for anything short, long or malformed.
@@ -268,7 +275,7 @@ impl DurableModel {
                     "batch {number} follows batch {batches_applied}"
                 )));
             }
-            let applied = if let Some((name, matrix)) = decode_matrix_batch(&value) {
+            let applied = if let Some((name, _, matrix)) = decode_matrix_batch(&value) {
                 runtime.apply_matrix(&name, &matrix)
             } else {
                 let batch = decode_batch(&value)
@@ -305,7 +312,7 @@ impl DurableModel {
     pub fn apply_matrix(&mut self, name: &str, matrix: &Matrix) -> Result<u64, JournalError> {
         self.refuse_if_poisoned()?;
         self.runtime.apply_matrix(name, matrix)?;
-        self.journal(encode_matrix_batch(name, matrix))
+        self.journal(encode_matrix_batch(name, 0, matrix))
     }
 
     fn refuse_if_poisoned(&self) -> Result<(), JournalError> {

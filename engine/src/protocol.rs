@@ -181,6 +181,13 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fence: Option<FenceStamp>,
     },
+    /// Apply version `version` of the mapping matrix `matrix` of `model` reads — a
+    /// matrix staged at this host — as one batch (issue 34, docs/grdx.md).
+    ApplyMatrix {
+        model: String,
+        matrix: String,
+        version: u64,
+    },
     /// Install a route at its publisher or a destination (profile `delivery`), or
     /// update its destinations and their keys.
     InstallRoute {
@@ -281,6 +288,11 @@ impl Request {
                     .unwrap_or_default();
                 format!("input {model} {}{stamp}", sets.join(" "))
             }
+            Request::ApplyMatrix {
+                model,
+                matrix,
+                version,
+            } => format!("apply version {version} to matrix {matrix} of model {model}"),
             Request::InstallRoute { route } => format!("install route {}", route.name),
             Request::IssueGrant { grant } => format!(
                 "issue {} unit(s) of grant {} to {}",
@@ -327,6 +339,7 @@ impl Request {
             Request::RotateMailKey { .. } => "rotate-mail-key",
             Request::RotateTlsKey { .. } => "rotate-tls-key",
             Request::Input { .. } => "input",
+            Request::ApplyMatrix { .. } => "apply-matrix",
             Request::InstallRoute { .. } => "install-route",
             Request::IssueGrant { .. } => "issue-grant",
             Request::SurrenderGrant { .. } => "surrender-grant",
@@ -705,6 +718,10 @@ pub struct ModelState {
     /// The memberships the model was admitted to (`serve M`), as installed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub serves: Vec<String>,
+    /// Matrix → the version of its mapping applied to it (issue 34); a matrix no value
+    /// was applied to is absent.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub matrices: std::collections::BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

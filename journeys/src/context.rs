@@ -929,8 +929,11 @@ pub(crate) fn gridctl_command(
 ) -> Command {
     let mut command = Command::new(gridctl);
     command.args(args);
-    // `gridctl model …` works on topology files alone: it takes no state directory.
-    if args.first().is_none_or(|first| first != "model") {
+    // `gridctl model eval|check|run` work on topology files alone: they take no state
+    // directory (`model apply-matrix` asks a host, and does).
+    let offline = args.first().is_some_and(|first| first == "model")
+        && args.get(1).is_none_or(|second| second != "apply-matrix");
+    if !offline {
         command.arg("--state").arg(state);
     }
     command.current_dir(work).env_remove(FAILPOINTS_ENV);

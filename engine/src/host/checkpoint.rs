@@ -1,7 +1,8 @@
 //! The model runtime's checkpoints (room `model` of `store::checkpoint`): a model's
 //! cells are pure functions of its inputs, so its state at batch N is its generation
-//! and the value of every input a batch of that generation set. Opening applies that
-//! state as one batch and replays only the batches after N; the batches at or below N,
+//! and the value of every input a batch of that generation set, and of every matrix a
+//! version was applied to (issue 34). Opening applies that state and replays only the
+//! batches after N; the batches at or below N,
 //! and every batch of an earlier generation, are then purged — nothing else reads
 //! them (publications, fed positions and answers are kept elsewhere).
 
@@ -24,6 +25,9 @@ pub(super) struct ModelState {
     /// Every input a batch of this generation set (a carried value included), with
     /// its value after the checkpoint's batch.
     pub inputs: Vec<(String, f64)>,
+    /// Every matrix a version of its mapping was applied to, with that value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matrices: Vec<super::matrices::CheckpointedMatrix>,
 }
 
 /// One model checkpointed: its name, the batch it covers and the batches purged.
@@ -103,6 +107,7 @@ impl Host {
         let state = ModelState {
             generation: installed.record.generation,
             inputs,
+            matrices: Host::checkpointed_matrices(installed),
         };
         let checkpoint = Checkpoint {
             position,

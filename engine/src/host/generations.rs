@@ -9,6 +9,9 @@
 //! - every generation after the first starts with batch 1, the recompute: the carried
 //!   inputs (perhaps none) applied to the new definition, journaled in the same synced
 //!   write as the model record and the answer, so recovery replays it exactly once;
+//! - a matrix a version was applied to keeps that value (and version) in the next
+//!   generation when the new definition declares it with the same geometry: one batch
+//!   each after the recompute, in that same write (issue 34);
 //! - the recompute publishes, like any batch, each output (same cell, same route as in
 //!   the previous generation) whose number it changed, staged in that same write after
 //!   the publishing right was confirmed — or the install is refused and changes nothing.
@@ -50,6 +53,12 @@ impl Host {
         runtime
             .apply(&named)
             .expect("carried inputs exist and are finite");
+        let matrices = Host::carried_matrices(current, parsed);
+        for (matrix, _, value) in &matrices {
+            runtime
+                .apply_matrix(matrix, value)
+                .expect("carried matrices exist with their geometry");
+        }
         let published = match current {
             Some(previous) => {
                 self.stage_recompute(previous, parsed, &runtime, serves.len() > 1, write)?
@@ -62,7 +71,14 @@ impl Host {
                 batch_key(name, generation, 1),
                 encode_batch(&named),
             );
-            1
+            for (n, (matrix, version, value)) in (2u64..).zip(&matrices) {
+                write.insert(
+                    &self.batches,
+                    batch_key(name, generation, n),
+                    crate::journal::encode_matrix_batch(matrix, *version, value),
+                );
+            }
+            1 + matrices.len() as u64
         } else {
             0
         };
@@ -90,7 +106,11 @@ impl Host {
             ));
         }
         let set = carried.into_iter().map(|(input, _)| input).collect();
-        let installed = Installed::new(record, runtime, batches, set, parsed);
+        let mut installed = Installed::new(record, runtime, batches, set, parsed);
+        installed.applied = matrices
+            .into_iter()
+            .map(|(matrix, version, _)| (matrix, version))
+            .collect();
         let name = name.to_owned();
         Ok((
             detail,

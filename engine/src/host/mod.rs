@@ -26,6 +26,8 @@ mod generations;
 mod ingest;
 mod keys;
 mod leave;
+mod matrices;
+use matrices::Change;
 mod observations;
 mod open;
 pub mod pid;
@@ -135,6 +137,10 @@ struct Installed {
     tag_fed: RouteLinks,
     /// The batch its installed checkpoint covers (0: none in this generation).
     checkpointed: u64,
+    /// `matrix NAME from="mapping:M"`: matrix → mapping.
+    matrix_sources: BTreeMap<String, String>,
+    /// Matrix → the version of its mapping applied to it (none: never applied).
+    applied: BTreeMap<String, u64>,
 }
 
 impl Installed {
@@ -156,6 +162,11 @@ impl Installed {
             fed,
             tag_fed: tags_of(model),
             checkpointed: 0,
+            matrix_sources: model
+                .matrices()
+                .map(|m| (m.name.clone(), m.mapping.clone()))
+                .collect(),
+            applied: BTreeMap::new(),
         }
     }
 }
@@ -553,6 +564,17 @@ impl Host {
         named: &[(&str, f64)],
         write: &mut fjall::OwnedWriteBatch,
     ) -> Result<(u64, Vec<(String, u64)>), String> {
+        self.change(model, Change::Inputs(named), write)
+    }
+
+    /// [`Host::batch`] of any [`Change`]: a matrix's value is applied, journaled and
+    /// published the same way, as one batch.
+    fn change(
+        &mut self,
+        model: &str,
+        change: Change<'_>,
+        write: &mut fjall::OwnedWriteBatch,
+    ) -> Result<(u64, Vec<(String, u64)>), String> {
         let delivery = self.delivery.clone();
         let installed = self
             .models
@@ -589,7 +611,11 @@ impl Host {
             .map(|(cell, _)| installed.runtime.value(cell))
             .collect();
         let backup = (!installed.outputs.is_empty()).then(|| installed.runtime.clone());
-        installed.runtime.apply(named).map_err(|e| e.to_string())?;
+        match change {
+            Change::Inputs(named) => installed.runtime.apply(named),
+            Change::Matrix { name, matrix, .. } => installed.runtime.apply_matrix(name, matrix),
+        }
+        .map_err(|e| e.to_string())?;
         let mut publications = Vec::new();
         for (((cell, route), was), epoch) in installed.outputs.iter().zip(&before).zip(&epochs) {
             match installed.runtime.value(cell) {
@@ -616,15 +642,28 @@ impl Host {
         let number = installed.batches + 1;
         installed.batches = number;
         crate::metrics::batch_applied();
-        for (input, _) in named {
-            if !installed.set.contains(*input) {
-                installed.set.insert((*input).to_owned());
+        let encoded = match change {
+            Change::Inputs(named) => {
+                for (input, _) in named {
+                    if !installed.set.contains(*input) {
+                        installed.set.insert((*input).to_owned());
+                    }
+                }
+                encode_batch(named)
             }
-        }
+            Change::Matrix {
+                name,
+                version,
+                matrix,
+            } => {
+                installed.applied.insert(name.to_owned(), version);
+                crate::journal::encode_matrix_batch(name, version, matrix)
+            }
+        };
         write.insert(
             &self.batches,
             batch_key(model, installed.record.generation, number),
-            encode_batch(named),
+            encoded,
         );
         Ok((number, published))
     }
@@ -826,6 +865,7 @@ impl Host {
                     generation: installed.record.generation,
                     batches: installed.batches,
                     serves: installed.record.serves.clone(),
+                    matrices: installed.applied.clone(),
                 })
                 .collect(),
             unacknowledged,

@@ -13,7 +13,6 @@ use super::{
     FENCE_KEY, HOST_NAME_KEY, HOST_STORE_FORMAT, Host, HostError, Installed, ModelRecord,
     batch_key, batch_prefix, pid,
 };
-use crate::journal::decode_batch;
 use crate::model::Runtime;
 use crate::store::{Failpoints, ensure_private_dir, high_water, mark, replace};
 
@@ -288,6 +287,7 @@ impl Host {
                 Runtime::new(&model).map_err(|e| self.damaged(format!("model `{name}`: {e}")))?;
             // The installed checkpoint of this generation, then the batches after it.
             let (mut batches, mut set) = (0u64, BTreeSet::new());
+            let mut applied = BTreeMap::new();
             let checkpoint = self.model_checkpoint(&name, record.generation)?;
             let checkpointed = checkpoint.as_ref().map_or(0, |(position, _)| *position);
             if let Some((position, state)) = checkpoint {
@@ -301,6 +301,19 @@ impl Host {
                     })?;
                 }
                 set.extend(state.inputs.into_iter().map(|(input, _)| input));
+                for m in state.matrices {
+                    let matrix = hex::decode(&m.grdx)
+                        .map_err(|e| e.to_string())
+                        .and_then(|b| crate::grdx::Matrix::decode(&b).map_err(|e| e.to_string()))
+                        .and_then(|x| runtime.apply_matrix(&m.name, &x).map_err(|e| e.to_string()));
+                    matrix.map_err(|e| {
+                        self.damaged(format!(
+                            "model `{name}`: matrix `{}` of its checkpoint at batch {position}: {e}",
+                            m.name
+                        ))
+                    })?;
+                    applied.insert(m.name, m.version);
+                }
                 batches = position;
             }
             let prefix = batch_prefix(&name, record.generation);
@@ -322,18 +335,13 @@ impl Host {
                         "model `{name}`: batch {number} follows batch {batches}"
                     )));
                 }
-                let batch = decode_batch(&value).ok_or_else(|| {
-                    self.damaged(format!("model `{name}`: batch {number} does not decode"))
-                })?;
-                let named: Vec<(&str, f64)> = batch.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-                runtime
-                    .apply(&named)
+                super::matrices::replay(&mut runtime, &value, &mut set, &mut applied)
                     .map_err(|e| self.damaged(format!("model `{name}`: batch {number}: {e}")))?;
-                set.extend(batch.into_iter().map(|(input, _)| input));
                 batches = number;
             }
             let mut installed = Installed::new(record, runtime, batches, set, &model);
             installed.checkpointed = checkpointed;
+            installed.applied = applied;
             self.models.insert(name, installed);
         }
         self.recover_tags()

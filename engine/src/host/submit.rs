@@ -517,13 +517,48 @@ impl Host {
                     }
                 }
             },
-            Request::Input { model, .. } if self.quiesced.is_some() => failed(
-                &op,
-                format!(
-                    "model `{model}` is quiesced: {}",
-                    self.quiesced.as_deref().unwrap_or_default()
-                ),
-            ),
+            Request::ApplyMatrix { model, .. } | Request::Input { model, .. }
+                if self.quiesced.is_some() =>
+            {
+                failed(
+                    &op,
+                    format!(
+                        "model `{model}` is quiesced: {}",
+                        self.quiesced.as_deref().unwrap_or_default()
+                    ),
+                )
+            }
+            Request::ApplyMatrix {
+                model,
+                matrix,
+                version,
+            } => match self.staged_for(model, matrix, *version) {
+                Err(reason) => failed(&op, reason),
+                Ok(value) => {
+                    let change = super::Change::Matrix {
+                        name: matrix,
+                        version: *version,
+                        matrix: &value,
+                    };
+                    match self.change(model, change, &mut write) {
+                        Err(reason) => failed(&op, reason),
+                        Ok((number, published)) => {
+                            batch_point = true;
+                            after_commit = Some(Box::new(move |host: &mut Host| {
+                                host.settle(published);
+                            }));
+                            succeeded(
+                                &op,
+                                format!(
+                                    "batch {number}: version {version} applied to matrix {matrix} ({} × {}, every cell in this one batch)",
+                                    value.rows(),
+                                    value.cols()
+                                ),
+                            )
+                        }
+                    }
+                }
+            },
             Request::Input {
                 fence: Some(stamp), ..
             } if self.fence.clone().admit(&stamp.claim, stamp.epoch).is_err() => {

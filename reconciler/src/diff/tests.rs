@@ -258,6 +258,7 @@ fn running_full(topology: &Topology) -> World {
                 generation: 1,
                 batches: 7,
                 serves: m.serves.clone(),
+                matrices: Default::default(),
             });
         }
         for t in topology.tags.iter().filter(|t| t.host == o.name) {
@@ -431,6 +432,7 @@ fn models_change_retire_and_unmanaged() {
             generation: 1,
             batches: 0,
             serves: Vec::new(),
+            matrices: Default::default(),
         });
     }
     check(&t, &world, &["! model stray @ edge-a"]);

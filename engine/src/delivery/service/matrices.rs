@@ -205,6 +205,52 @@ impl Delivery {
         }
     }
 
+    /// Version `position` of mapping `route` as this destination staged it: opened and
+    /// checked whole again, or why not (not a destination of a mapping, not staged,
+    /// purged).
+    pub fn staged_matrix(&self, route: &str, position: u64) -> Result<Matrix, String> {
+        let install = {
+            let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+            match routes.get(route) {
+                Some(r) if r.install.matrix.is_some() => match &r.role {
+                    Role::Destination(inbox) if position >= 1 && position <= inbox.held() => {
+                        r.install.clone()
+                    }
+                    Role::Destination(inbox) => {
+                        return Err(format!(
+                            "host `{}` has not staged version {position} of mapping `{route}` (it holds 1 to {})",
+                            self.host,
+                            inbox.held()
+                        ));
+                    }
+                    Role::Publisher(_) => {
+                        return Err(format!(
+                            "host `{}` publishes mapping `{route}`; a matrix is applied where it is staged, at a destination",
+                            self.host
+                        ));
+                    }
+                },
+                Some(_) => return Err(format!("`{route}` is a route, not a mapping")),
+                None => return Err(format!("host `{}` holds no mapping `{route}`", self.host)),
+            }
+        };
+        let geometry = install.matrix.expect("a mapping");
+        let stored = self
+            .ks
+            .inbox
+            .get(key(route, position))
+            .unwrap_or_else(|e| fatal(&self.dir, "reading a staged matrix", e))
+            .ok_or_else(|| {
+                format!(
+                    "version {position} of mapping `{route}` is no longer held here (purged below {})",
+                    self.held_from(route)
+                )
+            })?;
+        let payload = self.opened(&install.name, &install.membership, position, &stored)?;
+        matrix_of(geometry, &payload)
+            .map_err(|e| format!("version {position} of mapping `{route}` does not check: {e}"))
+    }
+
     /// A payload as a destination of an encrypted route stored it (sealed), opened.
     fn opened(
         &self,

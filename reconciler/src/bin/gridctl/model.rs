@@ -43,6 +43,26 @@ pub enum ModelCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Apply version N of the mapping MATRIX of MODEL reads — staged at the model's
+    /// host — as one batch: every cell at once, the cells reading it recomputed once
+    /// (issue 34, docs/grdx.md). Once under --op ID (the same id answers again, applying
+    /// nothing twice). Exit 0 applied, 1 failed (not staged, another geometry, …),
+    /// 3 unknown (ask again with the same --op), 4 refused.
+    #[command(mut_arg("json", |a| a.help("One JSON object {\"op\", \"outcome\", \"detail\", …}")))]
+    ApplyMatrix {
+        /// The model.
+        model: String,
+        /// Its matrix.
+        matrix: String,
+        /// The version (position) of the mapping's matrix staged at the model's host.
+        #[arg(long, value_name = "N")]
+        version: u64,
+        /// The operation id; re-sending it returns the original answer.
+        #[arg(long, value_name = "ID")]
+        op: String,
+        #[command(flatten)]
+        output: crate::Output,
+    },
     /// Apply one batch to the durable instance in DIR (created if absent) and print
     /// the state; without --set, print the recovered state.
     Run {
@@ -117,6 +137,21 @@ pub fn model(command: ModelCommand) -> anyhow::Result<ExitCode> {
             matrix,
             json,
         } => run(&target, &dir, &set, batches.as_deref(), &matrix, json),
+        ModelCommand::ApplyMatrix {
+            model,
+            matrix,
+            version,
+            op,
+            output,
+        } => {
+            let dir = crate::common::owner_of(&output.state, &model)?;
+            let request = grid_engine::protocol::Request::ApplyMatrix {
+                model,
+                matrix,
+                version,
+            };
+            Ok(crate::hosts::submit(&dir, op, request, &output))
+        }
     }
 }
 

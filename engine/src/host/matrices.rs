@@ -1,0 +1,124 @@
+//! Matrices of the models a host holds (issue 34, docs/grdx.md): a staged version of a
+//! mapping applied to a matrix as one batch, and what keeps an applied matrix — its
+//! batch replayed at open, its value in the model's checkpoint, carried into the next
+//! generation.
+//!
+//! Invariants, stated as absences: no matrix takes a value that is not a version its
+//! mapping staged at this host, opened and checked whole again; no applied matrix is
+//! lost to a checkpoint's purge or a new generation of its model (same name and
+//! geometry); no matrix batch is applied twice (its operation id answers again).
+
+use super::*;
+use crate::grdx::Matrix;
+
+/// What one batch changes: inputs, or one matrix's whole value (the version of its
+/// mapping it is).
+pub(super) enum Change<'a> {
+    Inputs(&'a [(&'a str, f64)]),
+    Matrix {
+        name: &'a str,
+        version: u64,
+        matrix: &'a Matrix,
+    },
+}
+
+/// A matrix's value in a model's checkpoint: the version applied and its GRDX bytes
+/// (hex).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CheckpointedMatrix {
+    pub name: String,
+    pub version: u64,
+    pub grdx: String,
+}
+
+impl Host {
+    /// Version `version` of the mapping matrix `matrix` of `model` reads, as this host
+    /// staged it (checked whole again), or why it cannot be applied.
+    pub(super) fn staged_for(
+        &self,
+        model: &str,
+        matrix: &str,
+        version: u64,
+    ) -> Result<Matrix, String> {
+        let installed = match self.models.get(model) {
+            None => {
+                return Err(format!(
+                    "host `{}` holds no model `{model}`",
+                    self.config.name
+                ));
+            }
+            Some(i) if i.record.retired => return Err(format!("model `{model}` is retired")),
+            Some(i) => i,
+        };
+        let mapping = installed.matrix_sources.get(matrix).ok_or_else(|| {
+            format!("model `{model}` has no matrix `{matrix}` (a matrix is declared `matrix NAME rows=R cols=C from=\"mapping:M\"`)")
+        })?;
+        let delivery = self.delivery.as_ref().ok_or_else(|| {
+            format!("matrix `{matrix}` reads mapping `{mapping}`, delivered by the `delivery` profile this host does not run")
+        })?;
+        delivery.staged_matrix(mapping, version)
+    }
+
+    /// The matrices of `installed` with a value, as its checkpoint holds them.
+    pub(super) fn checkpointed_matrices(installed: &Installed) -> Vec<CheckpointedMatrix> {
+        installed
+            .runtime
+            .matrices()
+            .filter_map(|(name, rows, cols, cells)| {
+                let version = *installed.applied.get(name)?;
+                let matrix = Matrix::new(rows, cols, cells?.to_vec()).ok()?;
+                Some(CheckpointedMatrix {
+                    name: name.to_owned(),
+                    version,
+                    grdx: hex::encode(matrix.encode()),
+                })
+            })
+            .collect()
+    }
+
+    /// The applied matrices of the current generation that `parsed` (the next one)
+    /// still declares with the same geometry: carried as batches after its recompute.
+    pub(super) fn carried_matrices(
+        current: Option<&Installed>,
+        parsed: &grid_spec::Model,
+    ) -> Vec<(String, u64, Matrix)> {
+        let Some(installed) = current.filter(|i| !i.record.retired) else {
+            return Vec::new();
+        };
+        installed
+            .runtime
+            .matrices()
+            .filter_map(|(name, rows, cols, cells)| {
+                let version = *installed.applied.get(name)?;
+                parsed
+                    .matrices()
+                    .find(|m| m.name == name && (m.rows, m.cols) == (rows, cols))?;
+                let matrix = Matrix::new(rows, cols, cells?.to_vec()).ok()?;
+                Some((name.to_owned(), version, matrix))
+            })
+            .collect()
+    }
+}
+
+/// Applies a recorded batch — inputs or a matrix — to `runtime` at open: the inputs it
+/// set are added to `set`, the matrix's version to `applied`.
+pub(super) fn replay(
+    runtime: &mut Runtime,
+    bytes: &[u8],
+    set: &mut BTreeSet<String>,
+    applied: &mut BTreeMap<String, u64>,
+) -> Result<(), String> {
+    if let Some((name, version, matrix)) = crate::journal::decode_matrix_batch(bytes) {
+        runtime
+            .apply_matrix(&name, &matrix)
+            .map_err(|e| e.to_string())?;
+        applied.insert(name, version);
+        return Ok(());
+    }
+    let batch = crate::journal::decode_batch(bytes).ok_or("it does not decode")?;
+    let named: Vec<(&str, f64)> = batch.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+    runtime.apply(&named).map_err(|e| e.to_string())?;
+    set.extend(batch.into_iter().map(|(input, _)| input));
+    Ok(())
+}
