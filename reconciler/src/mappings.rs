@@ -1,12 +1,71 @@
 //! Mappings (issue 34, docs/grdx.md): their transitions are a route's (`routes.rs`
 //! plans both: a mapping is an Ordered, encrypted route whose values are whole GRDX
-//! matrices, its right to publish the claim `mapping:NAME`); here the operator's
-//! calls: `gridctl publish-matrix` and `gridctl inspect mapping`.
+//! matrices, its right to publish the claim `mapping:NAME`); here the version a matrix
+//! pins (`~ matrix MODEL.MATRIX @ HOST: apply version N`) and the operator's calls:
+//! `gridctl publish-matrix` and `gridctl inspect mapping`.
 
 use std::path::Path;
 
 use grid_engine::delivery::api::{DeliveryCall, DeliveryReply, RefusedMatrix, StagedMatrix};
 use grid_engine::grdx::Matrix;
+use grid_engine::protocol::Request;
+use grid_spec::Topology;
+
+use crate::observe::World;
+use crate::transition::{Action, Draft, Op, installed};
+
+/// `~ matrix MODEL.MATRIX @ HOST` for every matrix whose `version=N` is not the version
+/// its host applied: the host applies staged version N as one batch (once, under the
+/// transition's id). A host that does not run has its own line; a version not staged
+/// there yet fails, changing nothing, and the next plan shows the line again.
+pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
+    let mut out = Vec::new();
+    for model in topology.models.iter().filter(|m| !m.retired) {
+        let host = model.host.as_str();
+        if world.running(host).is_none() && !world.missing(host) {
+            continue;
+        }
+        let held = world
+            .running(host)
+            .and_then(|o| o.models.iter().find(|m| m.name == model.name));
+        for matrix in model.matrices() {
+            let Some(version) = matrix.version else {
+                continue;
+            };
+            let applied = held.and_then(|m| m.matrices.get(&matrix.name)).copied();
+            if applied == Some(version) {
+                continue;
+            }
+            let detail = format!(
+                "apply version {version} of mapping {} ({})",
+                matrix.mapping,
+                match applied {
+                    Some(v) => format!("version {v} applied now"),
+                    None => "none applied yet".to_owned(),
+                }
+            );
+            let request = Request::ApplyMatrix {
+                model: model.name.clone(),
+                matrix: matrix.name.clone(),
+                version,
+            };
+            let name = format!("{}.{}", model.name, matrix.name);
+            out.push(
+                Draft::new(
+                    Op::Change,
+                    "matrix",
+                    &name,
+                    host,
+                    detail,
+                    Action::Submit { request },
+                )
+                .after([format!("model:{host}:{}", model.name)])
+                .after(installed(host)),
+            );
+        }
+    }
+    out
+}
 
 /// `gridctl publish-matrix MAPPING --as HOST --file FILE`: the matrix in FILE (checked
 /// whole first) published at HOST, the mapping's publisher; its position (the version).

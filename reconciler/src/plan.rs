@@ -362,6 +362,7 @@ fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
     out.extend(crate::diff::authority::transitions(topology, world));
     out.extend(crate::routes::transitions(topology, &index, world));
     out.extend(crate::exports::transitions(topology, world));
+    out.extend(crate::mappings::transitions(topology, world));
     out.extend(crate::processes::transitions(topology, world));
     out.extend(crate::sources::transitions(topology, world));
     out.extend(crate::ledger::transitions(topology, world));

@@ -310,6 +310,29 @@ pub struct MatrixItem {
     pub cols: u32,
     /// The mapping its values come from.
     pub mapping: String,
+    /// How a staged version enters the model (`apply=`).
+    pub apply: MatrixApply,
+    /// `version=N`: the staged version the files pin (applied by a plan transition;
+    /// not part of the model's definition, like `retired`).
+    pub version: Option<u64>,
+}
+
+/// `apply="explicit"` (the default: `gridctl model apply-matrix`, or the version the
+/// files pin) or `apply="on-receipt"` (the host applies each newest version staged).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MatrixApply {
+    #[default]
+    Explicit,
+    OnReceipt,
+}
+
+impl MatrixApply {
+    pub fn name(self) -> &'static str {
+        match self {
+            MatrixApply::Explicit => "explicit",
+            MatrixApply::OnReceipt => "on-receipt",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

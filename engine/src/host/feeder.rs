@@ -91,6 +91,7 @@ impl Host {
                 }
             }
         }
+        fed_any |= self.apply_received(&mut write, &mut published);
         if !fed_any {
             return;
         }

@@ -60,6 +60,58 @@ impl Host {
         delivery.staged_matrix(mapping, version)
     }
 
+    /// Applies to every matrix declared `apply="on-receipt"` the newest version its
+    /// mapping staged here, when newer than the one applied: one batch each, added to
+    /// `write` (its publications to `published`). Says whether any was applied; one
+    /// that cannot be (an output refused, say) is logged and waits for the next feed.
+    pub(super) fn apply_received(
+        &mut self,
+        write: &mut fjall::OwnedWriteBatch,
+        published: &mut Vec<(String, u64)>,
+    ) -> bool {
+        let Some(delivery) = self.delivery.clone() else {
+            return false;
+        };
+        let mut due = Vec::new();
+        for (model, installed) in self.models.iter().filter(|(_, i)| !i.record.retired) {
+            for matrix in &installed.on_receipt {
+                let Some(mapping) = installed.matrix_sources.get(matrix) else {
+                    continue;
+                };
+                let held = delivery.view(mapping).map_or(0, |v| v.held);
+                if held > installed.applied.get(matrix).copied().unwrap_or(0) {
+                    due.push((model.clone(), matrix.clone(), mapping.clone(), held));
+                }
+            }
+        }
+        let mut any = false;
+        for (model, matrix, mapping, version) in due {
+            if let Some(reason) = self.unserved(&model, &mapping) {
+                tracing::warn!(%model, %matrix, %mapping, %reason, "matrix not applied on receipt");
+                continue;
+            }
+            let applied = delivery.staged_matrix(&mapping, version).and_then(|value| {
+                let change = Change::Matrix {
+                    name: &matrix,
+                    version,
+                    matrix: &value,
+                };
+                self.change(&model, change, write)
+            });
+            match applied {
+                Ok((batch, staged)) => {
+                    tracing::info!(%model, %matrix, %mapping, version, batch, "matrix applied on receipt");
+                    published.extend(staged);
+                    any = true;
+                }
+                Err(reason) => {
+                    tracing::warn!(%model, %matrix, %mapping, version, %reason, "matrix not applied on receipt");
+                }
+            }
+        }
+        any
+    }
+
     /// The matrices of `installed` with a value, as its checkpoint holds them.
     pub(super) fn checkpointed_matrices(installed: &Installed) -> Vec<CheckpointedMatrix> {
         installed

@@ -141,6 +141,8 @@ struct Installed {
     matrix_sources: BTreeMap<String, String>,
     /// Matrix → the version of its mapping applied to it (none: never applied).
     applied: BTreeMap<String, u64>,
+    /// The matrices declared `apply="on-receipt"`.
+    on_receipt: BTreeSet<String>,
 }
 
 impl Installed {
@@ -167,6 +169,11 @@ impl Installed {
                 .map(|m| (m.name.clone(), m.mapping.clone()))
                 .collect(),
             applied: BTreeMap::new(),
+            on_receipt: model
+                .matrices()
+                .filter(|m| m.apply == grid_spec::MatrixApply::OnReceipt)
+                .map(|m| m.name.clone())
+                .collect(),
         }
     }
 }

@@ -38,6 +38,8 @@ pub(crate) fn model_with(lines: &[&str], declared_ceiling: Option<u32>, scalar: 
                         rows: rows.parse().expect("rows"),
                         cols: cols.parse().expect("cols"),
                         mapping: "tables".to_owned(),
+                        apply: Default::default(),
+                        version: None,
                     })
                 }
                 other => panic!("unknown kind {other}"),

@@ -71,13 +71,18 @@ impl FileReader<'_> {
                     if kind == "matrix" {
                         let geometry = self.geometry(&mut c);
                         let from = self.matrix_source(&mut c, name.as_ref(), host.as_ref());
-                        if let (Some((rows, cols)), Some((mapping, span))) = (geometry, from) {
+                        let (apply, version) = self.matrix_policy(&mut c);
+                        if let (Some((rows, cols)), Some((mapping, span)), Some(apply)) =
+                            (geometry, from, apply)
+                        {
                             matrix_sources.push((model_index, item_index, self.file.clone(), span));
                             items.push(Item::Matrix(MatrixItem {
                                 name: item_name,
                                 rows,
                                 cols,
                                 mapping,
+                                apply,
+                                version,
                             }));
                         }
                     } else if kind == "input" {
@@ -270,6 +275,41 @@ impl FileReader<'_> {
         }
         list.push(membership);
         Some(span)
+    }
+
+    /// `apply=` and `version=` of a matrix: a pinned version is applied explicitly (by
+    /// the plan), so `apply="on-receipt"` with `version=` is refused.
+    fn matrix_policy(&mut self, c: &mut NodeReader) -> (Option<MatrixApply>, Option<u64>) {
+        let apply = match c.string_prop(self, "apply", false) {
+            None => Some(MatrixApply::Explicit),
+            Some((text, span)) => match text.as_str() {
+                "explicit" => Some(MatrixApply::Explicit),
+                "on-receipt" => Some(MatrixApply::OnReceipt),
+                other => {
+                    self.error(
+                        span,
+                        format!(
+                            "unknown apply policy `{}`",
+                            crate::diagnostic::quoted(other)
+                        ),
+                        "not a policy",
+                        "apply is \"explicit\" (the default) or \"on-receipt\"",
+                    );
+                    None
+                }
+            },
+        };
+        let version = c.int_prop(self, "version", false, 1, i128::from(u64::MAX));
+        if let (Some(MatrixApply::OnReceipt), Some((_, span))) = (apply, version) {
+            self.error(
+                span,
+                "a matrix applied on receipt takes each newest version; it pins none",
+                "a pinned version",
+                "pin a version with the default apply=\"explicit\", or drop version=",
+            );
+            return (None, None);
+        }
+        (apply, version.map(|(v, _)| v as u64))
     }
 
     /// The `from="mapping:M"` of a matrix: M and the span of the entry, M referenced
