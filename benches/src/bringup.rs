@@ -89,6 +89,30 @@ pub struct GridHosts {
     pub rounds: u32,
 }
 
+/// The usual start of a benchmark of Grid alone: its header (with the gridd it runs), a
+/// work directory `work` (kept with `keep`), free ports for `hosts`, and one gridd per
+/// host started from `topology(ports)` and reconciled.
+pub fn start_bench(
+    title: &str,
+    work: &str,
+    keep: bool,
+    hosts: &[&str],
+    topology: impl Fn(&[u16]) -> String,
+) -> Result<(WorkDir, GridHosts)> {
+    let bin_dir = grid_bin_dir()?;
+    print_header(title, Some(&bin_dir))?;
+    let work = WorkDir::new(work, keep)?;
+    let ports = crate::procs::free_ports(hosts.len())?;
+    let started = GridHosts::start(
+        &bin_dir,
+        &work.path,
+        "topology.kdl",
+        &topology(&ports),
+        &one_gridd_per_host(hosts),
+    )?;
+    Ok((work, started))
+}
+
 impl GridHosts {
     /// Writes `topology` to `dir/file_name`, reconciles, starts `gridds` (with `gridd`
     /// and `gridctl` from `bin_dir`) and reconciles until the plan is empty.

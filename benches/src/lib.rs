@@ -258,6 +258,12 @@ fn write_excel(expr: &Expr, positions: &HashMap<String, (i32, i32)>, out: &mut S
             }
             out.push(')');
         }
+        ExprKind::Index { matrix, .. } => {
+            panic!(
+                "the translation to Excel has no matrices (`{}[…]`)",
+                matrix.name
+            )
+        }
     }
 }
 
@@ -287,6 +293,12 @@ impl IronCalcWorkbook {
                     workbook
                         .set_user_input(0, row, column, formula)
                         .expect("set a formula");
+                }
+                Item::Matrix(matrix) => {
+                    panic!(
+                        "the IronCalc comparison has no matrices (`{}`)",
+                        matrix.name
+                    )
                 }
             }
         }

@@ -59,6 +59,27 @@ impl Publisher {
         }
     }
 
+    /// Publishes one whole matrix (GRDX bytes, hex) on mapping `mapping`: its position
+    /// once it is durable at the publisher, or why not.
+    pub fn publish_matrix(
+        &mut self,
+        mapping: &str,
+        grdx_hex: &str,
+    ) -> std::result::Result<u64, String> {
+        match delivery(
+            &mut self.client,
+            DeliveryCall::PublishMatrix {
+                route: mapping.to_owned(),
+                grdx: grdx_hex.to_owned(),
+                op: None,
+            },
+        )? {
+            DeliveryReply::Published { position, .. } => Ok(position),
+            DeliveryReply::Refused { reason } => Err(reason),
+            other => Err(format!("{other:?}")),
+        }
+    }
+
     /// The highest position of `route` that `destination`'s signed cumulative
     /// receipts cover, as the publisher has applied them (0: none yet).
     pub fn receipted(&mut self, route: &str, destination: &str) -> Result<u64> {

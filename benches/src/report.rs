@@ -125,31 +125,6 @@ pub fn print_header(title: &str, bin_dir: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        let sorted: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&sorted, 0.50), Duration::from_nanos(50));
-        assert_eq!(percentile(&sorted, 0.99), Duration::from_nanos(99));
-        assert_eq!(percentile(&sorted, 1.0), Duration::from_nanos(100));
-        assert_eq!(percentile(&[], 0.5), Duration::ZERO);
-    }
-
-    #[test]
-    fn ratios_and_durations_print_as_before() {
-        assert_eq!(ratio(Some(3.0), Some(2.0)), "1.50×");
-        assert_eq!(ratio(Some(3.0), Some(0.0)), "–");
-        assert_eq!(ratio(None, Some(1.0)), "–");
-        assert_eq!(ms(Duration::from_micros(1_234)), "1.23 ms");
-        assert_eq!(ms(Duration::from_micros(12_345)), "12.3 ms");
-        assert_eq!(per_operation(Duration::from_millis(3), 1_000), "3 µs");
-        assert_eq!(per_operation(Duration::from_millis(3), 0), "–");
-    }
-}
-
 /// Where criterion writes its estimates: the same rule criterion follows, made
 /// explicit so the summary reads the files this run wrote.
 pub fn criterion_directory() -> PathBuf {
@@ -193,4 +168,29 @@ pub fn criterion_estimate_ns(
         value[..end].trim().parse().ok()
     };
     point_estimate("slope").or_else(|| point_estimate("mean"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let sorted: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&sorted, 0.50), Duration::from_nanos(50));
+        assert_eq!(percentile(&sorted, 0.99), Duration::from_nanos(99));
+        assert_eq!(percentile(&sorted, 1.0), Duration::from_nanos(100));
+        assert_eq!(percentile(&[], 0.5), Duration::ZERO);
+    }
+
+    #[test]
+    fn ratios_and_durations_print_as_before() {
+        assert_eq!(ratio(Some(3.0), Some(2.0)), "1.50×");
+        assert_eq!(ratio(Some(3.0), Some(0.0)), "–");
+        assert_eq!(ratio(None, Some(1.0)), "–");
+        assert_eq!(ms(Duration::from_micros(1_234)), "1.23 ms");
+        assert_eq!(ms(Duration::from_micros(12_345)), "12.3 ms");
+        assert_eq!(per_operation(Duration::from_millis(3), 1_000), "3 µs");
+        assert_eq!(per_operation(Duration::from_millis(3), 0), "–");
+    }
 }

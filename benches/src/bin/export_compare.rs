@@ -35,10 +35,10 @@ use grid_engine::delivery::api::{DeliveryCall, DeliveryReply};
 use grid_engine::host::control::Client;
 use grid_engine::protocol::{Call, Reply};
 
-use grid_benches::bringup::{GridHosts, exit_on_error, one_gridd_per_host};
-use grid_benches::procs::{Result, WorkDir, free_ports, grid_bin_dir};
+use grid_benches::bringup::{exit_on_error, start_bench};
+use grid_benches::procs::Result;
 use grid_benches::publisher::Publisher;
-use grid_benches::report::{Table, ms, percentile, print_header};
+use grid_benches::report::{Table, ms, percentile};
 
 const HOSTS: [&str; 3] = ["edge", "gw", "util"];
 /// (route at edge, route at gw) of each side.
@@ -119,19 +119,12 @@ fn main() {
 }
 
 fn run(args: Args) -> Result<()> {
-    let bin_dir = grid_bin_dir()?;
-    print_header(
+    let (_work, hosts) = start_bench(
         "Cross-domain exports: gateway beside two Ordered routes chained by a script",
-        Some(&bin_dir),
-    )?;
-    let work = WorkDir::new("export-compare", args.keep)?;
-    let ports = free_ports(HOSTS.len())?;
-    let hosts = GridHosts::start(
-        &bin_dir,
-        &work.path,
-        "topology.kdl",
-        &topology(&ports),
-        &one_gridd_per_host(&HOSTS),
+        "export-compare",
+        args.keep,
+        &HOSTS,
+        topology,
     )?;
     let edge = hosts.host_dir("edge");
     let gw = hosts.host_dir("gw");

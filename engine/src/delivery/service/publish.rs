@@ -172,7 +172,18 @@ impl Delivery {
                 }
                 self.matrix_op_begins(op)?;
             }
-            let staged = self.stage_payload(&mut routes, route, matrix.encode(), epoch, &mut write);
+            let staged = self
+                .stage_payload(&mut routes, route, matrix.encode(), epoch, &mut write)
+                .map_err(|reason| {
+                    if reason.contains("capacity exhausted") {
+                        format!(
+                            "mapping `{route}`: capacity exhausted: {} matrices not yet receipted by every destination (MAPPING_RETAINED_MAX); nothing was published, nothing dropped",
+                            crate::limits::MAPPING_RETAINED_MAX
+                        )
+                    } else {
+                        reason
+                    }
+                });
             match (staged, op) {
                 (Ok(position), Some(op)) => {
                     self.record_matrix_op(op, route, position, bytes, &mut write);
