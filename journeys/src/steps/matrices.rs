@@ -107,9 +107,10 @@ fn cells(rows: u32, cols: u32, seed: u64) -> Vec<f64> {
 impl Step for PublishMatrix {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
         let mut values = cells(self.rows, self.cols, self.seed);
-        let matrix = Matrix::new(self.rows, self.cols, values.clone())
-            .map_err(|e| Failure::new("a valid seeded matrix", e.to_string()))?;
-        let sha256 = hex::encode(Sha256::digest(matrix.encode()));
+        // A geometry above GRDX_CELLS_MAX is no matrix: nothing to digest (refused).
+        let sha256 = Matrix::new(self.rows, self.cols, values.clone())
+            .map(|m| hex::encode(Sha256::digest(m.encode())))
+            .unwrap_or_default();
         if self.nan {
             *values.last_mut().expect("at least one cell") = f64::NAN;
         }
@@ -301,6 +302,10 @@ enum Craft {
     ThreeD,
     /// A valid 2 × 2 matrix, sealed: not the mapping's geometry.
     Geometry,
+    /// A valid matrix of the mapping's geometry without its last 8 bytes, sealed.
+    Truncated,
+    /// A header of 145 × 113 = 16,385 cells (one above GRDX_CELLS_MAX), sealed.
+    Oversized,
 }
 
 struct PushMatrix {
@@ -313,7 +318,7 @@ struct PushMatrix {
 }
 
 /// `push-matrix MAPPING membership=M from=PUBLISHER to=DEST craft="tampered"|"three-d"|
-/// "geometry" refused="TEXT"` — one push of the destination's next position, made by
+/// "geometry"|"truncated"|"oversized" refused="TEXT"` — one push of the destination's next position, made by
 /// the journey as the publisher (its installation's certificate of M over mutual TLS),
 /// carrying a crafted matrix sealed to DEST's mail key. Passes when DEST refuses it
 /// saying TEXT, records the refusal (`inspect mapping`: `refused` at that position)
@@ -329,10 +334,12 @@ pub fn parse_push(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         Some("tampered") => Craft::Tampered,
         Some("three-d") => Craft::ThreeD,
         Some("geometry") => Craft::Geometry,
+        Some("truncated") => Craft::Truncated,
+        Some("oversized") => Craft::Oversized,
         _ => {
-            return Err(
-                node.error("`push-matrix` needs craft=\"tampered\", \"three-d\" or \"geometry\"")
-            );
+            return Err(node.error(
+                "`push-matrix` needs craft=\"tampered\", \"three-d\", \"geometry\", \"truncated\" or \"oversized\"",
+            ));
         }
     };
     let refused = node.string("refused")?.ok_or_else(|| {
@@ -362,9 +369,9 @@ impl PushMatrix {
         let mail = grid_engine::custody::mail_key_of(&manifest)
             .ok_or_else(|| Failure::new(format!("a mail key of {}", self.to), "none"))?;
         let payload = match self.craft {
-            Craft::Tampered => Matrix::new(rows, cols, cells(rows, cols, 9)),
+            Craft::Tampered | Craft::Truncated => Matrix::new(rows, cols, cells(rows, cols, 9)),
             Craft::Geometry => Matrix::new(2, 2, cells(2, 2, 9)),
-            Craft::ThreeD => Matrix::new(1, 1, vec![1.0]),
+            Craft::ThreeD | Craft::Oversized => Matrix::new(1, 1, vec![1.0]),
         }
         .map_err(|e| Failure::new("a valid matrix", e.to_string()))?
         .encode();
@@ -372,6 +379,13 @@ impl PushMatrix {
             Craft::ThreeD => {
                 let mut bytes = payload;
                 bytes[5] = 3;
+                bytes
+            }
+            Craft::Truncated => payload[..payload.len() - 8].to_vec(),
+            Craft::Oversized => {
+                let mut bytes = payload[..16].to_vec();
+                bytes[8..12].copy_from_slice(&145u32.to_le_bytes());
+                bytes[12..16].copy_from_slice(&113u32.to_le_bytes());
                 bytes
             }
             _ => payload,
