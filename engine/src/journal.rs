@@ -164,6 +164,36 @@ pub fn decode_matrix_batch(bytes: &[u8]) -> Option<MatrixBatch> {
     Some((name, applied, Matrix::decode(grdx).ok()?))
 }
 
+/// What a replayed batch changed: the inputs it set, or the matrix it gave a value
+/// (and that value's version).
+pub enum Recorded {
+    Inputs(Vec<String>),
+    Matrix { name: String, version: u64 },
+}
+
+/// Why a recorded batch could not be replayed.
+pub enum Unreplayable {
+    Undecodable,
+    Refused(BatchError),
+}
+
+/// Applies one recorded batch — inputs (record 1) or a matrix (record 2) — to
+/// `runtime`, as a durable instance and a host replay their journals.
+pub fn replay_batch(runtime: &mut Runtime, bytes: &[u8]) -> Result<Recorded, Unreplayable> {
+    if let Some((name, version, matrix)) = decode_matrix_batch(bytes) {
+        runtime
+            .apply_matrix(&name, &matrix)
+            .map_err(Unreplayable::Refused)?;
+        return Ok(Recorded::Matrix { name, version });
+    }
+    let batch = decode_batch(bytes).ok_or(Unreplayable::Undecodable)?;
+    let named: Vec<(&str, f64)> = batch.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+    runtime.apply(&named).map_err(Unreplayable::Refused)?;
+    Ok(Recorded::Inputs(
+        batch.into_iter().map(|(input, _)| input).collect(),
+    ))
+}
+
 /// Decodes one batch; `None` for anything short, long or malformed.
 pub fn decode_batch(bytes: &[u8]) -> Option<Vec<(String, f64)>> {
     let (&version, mut rest) = bytes.split_first()?;
@@ -275,15 +305,12 @@ impl DurableModel {
                     "batch {number} follows batch {batches_applied}"
                 )));
             }
-            let applied = if let Some((name, _, matrix)) = decode_matrix_batch(&value) {
-                runtime.apply_matrix(&name, &matrix)
-            } else {
-                let batch = decode_batch(&value)
-                    .ok_or_else(|| damaged(format!("batch {number} does not decode")))?;
-                let named: Vec<(&str, f64)> = batch.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-                runtime.apply(&named)
-            };
-            applied.map_err(|e| damaged(format!("batch {number} no longer applies: {e}")))?;
+            replay_batch(&mut runtime, &value).map_err(|e| match e {
+                Unreplayable::Undecodable => damaged(format!("batch {number} does not decode")),
+                Unreplayable::Refused(e) => {
+                    damaged(format!("batch {number} no longer applies: {e}"))
+                }
+            })?;
             batches_applied = number;
         }
         Ok(DurableModel {

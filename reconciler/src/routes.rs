@@ -67,12 +67,13 @@ fn install_at(whole: &Action, at: &str) -> Action {
 
 /// A route or a mapping, as the plan handles both: a mapping is an Ordered, encrypted
 /// route whose values are whole matrices of one geometry.
-pub(crate) struct Carrier {
-    pub route: grid_spec::Route,
+pub(crate) struct Carrier<'t> {
+    /// The files' route itself, or the route a mapping is delivered as.
+    pub route: std::borrow::Cow<'t, grid_spec::Route>,
     pub matrix: Option<Geometry>,
 }
 
-impl Carrier {
+impl Carrier<'_> {
     fn kind(&self) -> &'static str {
         match self.matrix {
             None => "route",
@@ -90,13 +91,13 @@ impl Carrier {
 }
 
 /// Every route and mapping of the files.
-pub(crate) fn carriers(topology: &Topology) -> Vec<Carrier> {
+pub(crate) fn carriers(topology: &Topology) -> Vec<Carrier<'_>> {
     let routes = topology.routes.iter().map(|r| Carrier {
-        route: r.clone(),
+        route: std::borrow::Cow::Borrowed(r),
         matrix: None,
     });
     let mappings = topology.mappings.iter().map(|m| Carrier {
-        route: grid_spec::Route {
+        route: std::borrow::Cow::Owned(grid_spec::Route {
             name: m.name.clone(),
             membership: m.membership.clone(),
             class: grid_spec::RouteClass::Ordered,
@@ -105,7 +106,7 @@ pub(crate) fn carriers(topology: &Topology) -> Vec<Carrier> {
             destinations: m.destinations.clone(),
             retired: m.retired,
             origin: m.origin.clone(),
-        },
+        }),
         matrix: Some(Geometry {
             rows: m.rows,
             cols: m.cols,

@@ -78,7 +78,7 @@ impl Host {
                 let Some(mapping) = installed.matrix_sources.get(matrix) else {
                     continue;
                 };
-                let held = delivery.view(mapping).map_or(0, |v| v.held);
+                let held = delivery.held_position(mapping);
                 if held > installed.applied.get(matrix).copied().unwrap_or(0) {
                     due.push((model.clone(), matrix.clone(), mapping.clone(), held));
                 }
@@ -112,19 +112,26 @@ impl Host {
         any
     }
 
-    /// The matrices of `installed` with a value, as its checkpoint holds them.
-    pub(super) fn checkpointed_matrices(installed: &Installed) -> Vec<CheckpointedMatrix> {
+    /// Every matrix of `installed` a version was applied to: its name, that version
+    /// and its value.
+    fn applied_values(installed: &Installed) -> impl Iterator<Item = (String, u64, Matrix)> + '_ {
         installed
             .runtime
             .matrices()
             .filter_map(|(name, rows, cols, cells)| {
                 let version = *installed.applied.get(name)?;
                 let matrix = Matrix::new(rows, cols, cells?.to_vec()).ok()?;
-                Some(CheckpointedMatrix {
-                    name: name.to_owned(),
-                    version,
-                    grdx: hex::encode(matrix.encode()),
-                })
+                Some((name.to_owned(), version, matrix))
+            })
+    }
+
+    /// The matrices of `installed` with a value, as its checkpoint holds them.
+    pub(super) fn checkpointed_matrices(installed: &Installed) -> Vec<CheckpointedMatrix> {
+        Host::applied_values(installed)
+            .map(|(name, version, matrix)| CheckpointedMatrix {
+                name,
+                version,
+                grdx: hex::encode(matrix.encode()),
             })
             .collect()
     }
@@ -138,39 +145,33 @@ impl Host {
         let Some(installed) = current.filter(|i| !i.record.retired) else {
             return Vec::new();
         };
-        installed
-            .runtime
-            .matrices()
-            .filter_map(|(name, rows, cols, cells)| {
-                let version = *installed.applied.get(name)?;
+        Host::applied_values(installed)
+            .filter(|(name, _, value)| {
                 parsed
                     .matrices()
-                    .find(|m| m.name == name && (m.rows, m.cols) == (rows, cols))?;
-                let matrix = Matrix::new(rows, cols, cells?.to_vec()).ok()?;
-                Some((name.to_owned(), version, matrix))
+                    .any(|m| m.name == *name && (m.rows, m.cols) == (value.rows(), value.cols()))
             })
             .collect()
     }
 }
 
-/// Applies a recorded batch — inputs or a matrix — to `runtime` at open: the inputs it
-/// set are added to `set`, the matrix's version to `applied`.
+/// Applies a recorded batch — inputs or a matrix — to `runtime` at open
+/// (`journal::replay_batch`): the inputs it set are added to `set`, the matrix's
+/// version to `applied`.
 pub(super) fn replay(
     runtime: &mut Runtime,
     bytes: &[u8],
     set: &mut BTreeSet<String>,
     applied: &mut BTreeMap<String, u64>,
 ) -> Result<(), String> {
-    if let Some((name, version, matrix)) = crate::journal::decode_matrix_batch(bytes) {
-        runtime
-            .apply_matrix(&name, &matrix)
-            .map_err(|e| e.to_string())?;
-        applied.insert(name, version);
-        return Ok(());
+    use crate::journal::{Recorded, Unreplayable, replay_batch};
+    match replay_batch(runtime, bytes) {
+        Ok(Recorded::Inputs(inputs)) => set.extend(inputs),
+        Ok(Recorded::Matrix { name, version }) => {
+            applied.insert(name, version);
+        }
+        Err(Unreplayable::Undecodable) => return Err("it does not decode".to_owned()),
+        Err(Unreplayable::Refused(e)) => return Err(e.to_string()),
     }
-    let batch = crate::journal::decode_batch(bytes).ok_or("it does not decode")?;
-    let named: Vec<(&str, f64)> = batch.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-    runtime.apply(&named).map_err(|e| e.to_string())?;
-    set.extend(batch.into_iter().map(|(input, _)| input));
     Ok(())
 }

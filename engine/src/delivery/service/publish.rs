@@ -12,6 +12,7 @@ use super::{Delivery, Gate, ORDERED_PER_HOST_DEFAULT, Role, RouteState, key};
 use crate::authority::claims::ClaimState;
 use crate::authority::service::{AuthorityCall, AuthorityReply};
 use crate::delivery::api::RouteInstall;
+use crate::delivery::ordered::DeliveryError;
 use crate::delivery::receipts::Class;
 use crate::store::{Failpoint, fatal};
 
@@ -172,18 +173,8 @@ impl Delivery {
                 }
                 self.matrix_op_begins(op)?;
             }
-            let staged = self
-                .stage_payload(&mut routes, route, matrix.encode(), epoch, &mut write)
-                .map_err(|reason| {
-                    if reason.contains("capacity exhausted") {
-                        format!(
-                            "mapping `{route}`: capacity exhausted: {} matrices not yet receipted by every destination (MAPPING_RETAINED_MAX); nothing was published, nothing dropped",
-                            crate::limits::MAPPING_RETAINED_MAX
-                        )
-                    } else {
-                        reason
-                    }
-                });
+            // `bytes` decoded exactly to `matrix`: they are its encoding already.
+            let staged = self.stage_payload(&mut routes, route, bytes.to_vec(), epoch, &mut write);
             match (staged, op) {
                 (Ok(position), Some(op)) => {
                     self.record_matrix_op(op, route, position, bytes, &mut write);
@@ -339,7 +330,18 @@ impl Delivery {
         let position = p
             .outbox
             .publish(payload.clone(), &cohort)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| match (e, install.matrix) {
+                // A mapping's capacity is its own, and says so in its own words.
+                (
+                    DeliveryError::PublisherCapacityExhausted { .. }
+                    | DeliveryError::DestinationCapacityExhausted { .. },
+                    Some(_),
+                ) => format!(
+                    "mapping `{route}`: capacity exhausted: {} matrices not yet receipted by every destination (MAPPING_RETAINED_MAX); nothing was published, nothing dropped",
+                    crate::limits::MAPPING_RETAINED_MAX
+                ),
+                (e, _) => e.to_string(),
+            })?;
         p.pending.insert(position);
         let mut record = epoch.to_be_bytes().to_vec();
         record.extend_from_slice(&payload);

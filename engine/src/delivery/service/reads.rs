@@ -25,6 +25,19 @@ impl Delivery {
         routes.get(route).map(|r| r.install.class)
     }
 
+    /// The highest position this destination of `route` holds (0: none, or not a
+    /// destination of it): what the feeder compares, without a whole view.
+    pub fn held_position(&self, route: &str) -> u64 {
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        match routes.get(route) {
+            Some(RouteState {
+                role: Role::Destination(inbox),
+                ..
+            }) => inbox.held(),
+            _ => 0,
+        }
+    }
+
     /// `route` as this host sees it (`inspect routes`), when it holds it.
     pub fn view(&self, route: &str) -> Option<RouteView> {
         let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
