@@ -27,8 +27,14 @@ const _: () = assert!(MATRIX_FILE_BYTES_MAX >= (16 + GRDX_CELLS_MAX * 8) as u64)
 /// destination (per destination and in all), beside — never inside — the host's
 /// Ordered pool of scalar routes.
 pub const MAPPING_RETAINED_MAX: u64 = 64;
+/// The staged versions of a mapping a destination keeps: older ones are superseded
+/// and purged (an applied version's value lives in its model's batches and checkpoint,
+/// not in the inbox; docs/grdx.md, "What a destination keeps"). Not a user knob.
+pub const MAPPING_STAGED_KEPT_MAX: u64 = 16;
 /// Matrices one `Staged` reply lists at most (the newest).
 pub const MAPPING_STAGED_REPLY_MAX: usize = 256;
+// Every version a destination keeps is listed by one reply.
+const _: () = assert!(MAPPING_STAGED_KEPT_MAX as usize <= MAPPING_STAGED_REPLY_MAX);
 /// Matrices one push of a mapping carries at most.
 pub const MAPPING_PUSH_MATRICES_MAX: usize = 4;
 // A push of that many of the largest matrices, sealed and hex-encoded (twice their

@@ -61,6 +61,8 @@ const INBOX_STATE: &str = "delivery-inbox-state";
 const PURGED: &str = "delivery-purged";
 const DEFERRED: &str = "delivery-deferred";
 const MATRIX_OPS: &str = "delivery-matrix-ops";
+const MATRIX_REFUSED: &str = "delivery-matrix-refused";
+const MATRIX_OPS_BY_TIME: &str = "delivery-matrix-ops-by-time";
 
 mod checkpoint;
 pub use checkpoint::Bounded;
@@ -110,6 +112,12 @@ struct Keyspaces {
     /// `OP` → route, position and SHA-256 of the matrix `publish-matrix --op OP`
     /// published (`matrices.rs`).
     matrix_ops: Keyspace,
+    /// Mapping → the newest matrix this destination refused of it (JSON
+    /// `RefusedMatrix`, `matrices.rs`).
+    matrix_refused: Keyspace,
+    /// The `publish-matrix` answers by time (answer time `u64` BE + op → empty): what
+    /// the host's archive pass moves to the shelf past `retain hot-days`.
+    matrix_ops_by_time: Keyspace,
 }
 
 /// The publishing right, checked against the authority: the newest check that began
@@ -163,6 +171,9 @@ pub struct Delivery {
     checkpoints: crate::store::checkpoint::Checkpoints,
     custody: Custody,
     failpoints: Failpoints,
+    /// The host's `retain` and the installation's shelf: where `publish-matrix` answers
+    /// past the hot window live (`matrices.rs`).
+    retention: crate::store::shelf::Retention,
     routes: Mutex<BTreeMap<String, RouteState>>,
     syncer: Syncer,
     /// Set by [`Delivery::start`].
@@ -172,8 +183,6 @@ pub struct Delivery {
     stored: (Mutex<u64>, std::sync::Condvar),
     /// Publications deferred and not staged yet, over every route (`deferred.rs`).
     deferred_waiting: std::sync::atomic::AtomicU64,
-    /// The newest matrix refused per mapping this host receives (`matrices.rs`).
-    refused_matrices: Mutex<BTreeMap<String, super::api::RefusedMatrix>>,
     /// `publish-matrix` operation ids on their way to the disk.
     matrix_ops_flying: Mutex<std::collections::BTreeSet<String>>,
     /// Each route's capacity, and the Ordered publications the routes of one membership
@@ -267,6 +276,7 @@ impl Delivery {
         host: &str,
         custody: Custody,
         failpoints: Failpoints,
+        retention: crate::store::shelf::Retention,
         (capacity, by_membership): (
             crate::config::CapacityConfig,
             BTreeMap<String, crate::config::CapacityConfig>,
@@ -284,6 +294,8 @@ impl Delivery {
                 PURGED,
                 DEFERRED,
                 MATRIX_OPS,
+                MATRIX_REFUSED,
+                MATRIX_OPS_BY_TIME,
                 crate::store::checkpoint::CHECKPOINTS_KEYSPACE,
             ],
         )
@@ -298,6 +310,8 @@ impl Delivery {
             purged,
             deferred,
             matrix_ops,
+            matrix_refused,
+            matrix_ops_by_time,
             checkpoints,
         ] = opened;
         let ks = Keyspaces {
@@ -310,6 +324,8 @@ impl Delivery {
             purged,
             deferred,
             matrix_ops,
+            matrix_refused,
+            matrix_ops_by_time,
         };
         let syncer = Syncer::start(
             {
@@ -327,12 +343,12 @@ impl Delivery {
             checkpoints: crate::store::checkpoint::Checkpoints::new(checkpoints),
             custody,
             failpoints,
+            retention,
             routes: Mutex::new(BTreeMap::new()),
             syncer,
             runtime: Mutex::new(None),
             stored: (Mutex::new(0), std::sync::Condvar::new()),
             deferred_waiting: Default::default(),
-            refused_matrices: Default::default(),
             matrix_ops_flying: Default::default(),
             capacities: Capacities {
                 host: capacity,
@@ -340,6 +356,7 @@ impl Delivery {
             },
         };
         delivery.recover()?;
+        delivery.date_matrix_ops();
         Ok(Arc::new(delivery))
     }
 

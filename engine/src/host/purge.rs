@@ -196,7 +196,8 @@ impl Host {
     /// checkpoints each route it publishes with at least `publications` past its
     /// checkpoint, and purges each Ordered inbox up to what every model fed by the route
     /// took into a durable batch, when at least `values` would go. An inbox no model is
-    /// fed by is never purged (nothing has taken its values).
+    /// fed by is never purged (nothing has taken its values); a mapping's staged
+    /// versions are purged once `MAPPING_STAGED_KEPT_MAX` newer ones supersede them.
     pub(super) fn bound_deliveries(
         &self,
         publications: u64,
@@ -206,6 +207,7 @@ impl Host {
             return Vec::new();
         };
         let mut done = delivery.checkpoint_publishers(publications);
+        done.extend(delivery.purge_staged());
         for (route, least) in self.lowest_fed_routes() {
             done.extend(delivery.purge_inbox(&route, least, values));
         }

@@ -16,6 +16,7 @@ impl Host {
             &self.config.name,
             self.custody.clone(),
             self.failpoints.clone(),
+            self.retention(),
             (
                 self.config.capacity,
                 self.config.membership_capacity.clone(),

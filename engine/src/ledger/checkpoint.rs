@@ -52,7 +52,6 @@ use crate::limits::{
     LEDGER_CHECKPOINT_RECORDS_MAX,
 };
 use crate::store::Failpoint;
-use crate::store::archive::Entry as Shelved;
 use crate::store::checkpoint::{Checkpoint, Checkpoints};
 use crate::store::high_water::Signer;
 use crate::store::keys::Key;
@@ -479,28 +478,16 @@ impl Ledgers {
         let Some(shelf) = &inner.retention.shelf else {
             return Ok(Gathered::default());
         };
-        let candidates = shelf::answered_before(
-            &inner.ids_by_time,
-            &inner.ids,
-            cutoff,
-            &inner.dir,
-            "ledger ids",
-        )
-        .map(|entry| Shelved {
-            key: format!("{SHELF_PREFIX}{}", entry.key),
-            ..entry
-        });
-        shelf::gather(candidates, cutoff, patient, segments_max, |entries| {
-            shelf::shelve_room(
-                shelf,
-                &inner.database,
-                &inner.host,
-                (&entries, SHELF_PREFIX),
-                sign,
-                || self.reach(Failpoint::ArchiveBeforeIndex),
-                [&inner.ids, &inner.ids_by_time],
-                |_| {},
-            )
+        let room = shelf::Room {
+            database: &inner.database,
+            host: &inner.host,
+            dir: &inner.dir,
+            prefix: SHELF_PREFIX,
+            keyspaces: [&inner.ids, &inner.ids_by_time],
+            what: "ledger ids",
+        };
+        shelf::archive_room(shelf, room, (cutoff, patient, segments_max), sign, || {
+            self.reach(Failpoint::ArchiveBeforeIndex)
         })
     }
 

@@ -342,20 +342,16 @@ impl Processes {
             )
         })?;
         let left = segments_max.saturating_sub(runs.segments as usize);
-        let candidates = shelf::answered_before(&ks.waits_by_time, &ks.waits, cutoff, dir, "waits")
-            .map(|entry| Entry {
-                key: format!("{WAIT_PREFIX}{}", entry.key),
-                ..entry
-            });
-        let waits = shelf::gather(candidates, cutoff, patient, left, |entries| {
-            self.shelve(
-                shelf,
-                sign,
-                &entries,
-                WAIT_PREFIX,
-                [&ks.waits, &ks.waits_by_time],
-                |_| {},
-            )
+        let room = shelf::Room {
+            database: &self.database,
+            host: &self.host,
+            dir,
+            prefix: WAIT_PREFIX,
+            keyspaces: [&ks.waits, &ks.waits_by_time],
+            what: "waits",
+        };
+        let waits = shelf::archive_room(shelf, room, (cutoff, patient, left), sign, || {
+            self.failpoint(crate::store::Failpoint::ArchiveBeforeIndex);
         })?;
         Ok(RunsPass { runs, waits, owed })
     }

@@ -1,25 +1,30 @@
 //! Matrices on mappings (issue 34, docs/grdx.md).
 //!
-//! - `publish-matrix MAPPING as=HOST rows=R cols=C seed=S [format="csv"|"grdx"]
+//! - `publish-matrix MAPPING as=HOST rows=R cols=C seed=S [count=N] [format="csv"|"grdx"]
 //!   [op="ID"] [not-finite=#true] [expect=OUTCOME] [position=N] [detail="TEXT"]` — writes the
 //!   seeded matrix (cell [r, c] = S·10⁶ + 1000·r + c + ⅓; `not-finite=#true` makes its last
 //!   cell NaN) into the work directory as FORMAT and runs `gridctl publish-matrix
 //!   MAPPING --as HOST --file F [--op ID] --json`; the outcome must be `expect`
 //!   (default `succeeded`), the position `position` when given, the answer must say
-//!   `detail`. Every publication is recorded in `$WORK/matrices.jsonl` (SHA-256 of its
-//!   GRDX bytes, outcome, position).
-//! - `expect-staged MAPPING [within=S]` — waits (bounded) until every destination's
-//!   receipt covers the publisher's last position, then: each destination stages
-//!   exactly the publisher's matrices (positions 1…n without gap, the same SHA-256
-//!   each, every one checked whole again by its host), every publication the journey
-//!   saw acknowledged is at its position with its SHA-256, and nothing is staged that
-//!   no step published.
+//!   `detail`. `count=N` (1 to 64) publishes N matrices, of seeds S, S+1, … (without
+//!   `op`), the k-th expected at `position` + k. Every publication is recorded in
+//!   `$WORK/matrices.jsonl` (SHA-256 of its GRDX bytes, outcome, position).
+//! - `expect-staged MAPPING [within=S] [held-from=N] [refused-at=HOST refused="TEXT"]` — waits (bounded)
+//!   until every destination's receipt covers the publisher's last position n (and,
+//!   with `held-from`, until each destination holds from N: the older were purged),
+//!   then: the publisher and each destination hold positions without gap up to n, a
+//!   destination at least the newest `MAPPING_STAGED_KEPT_MAX` (none purged that fewer
+//!   newer versions supersede), the same SHA-256 at every position both hold, each
+//!   checked whole again by its host; every publication the journey saw acknowledged is
+//!   at its position with its SHA-256 wherever it is held, and nothing is held that no
+//!   step published. `refused`: HOST's newest refusal of the mapping says TEXT.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::time::Duration;
 
 use grid_engine::grdx::Matrix;
+use grid_engine::limits::MAPPING_STAGED_KEPT_MAX;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -53,6 +58,7 @@ struct PublishMatrix {
     expect: Outcome,
     position: Option<u64>,
     detail: Option<String>,
+    count: u64,
 }
 
 pub fn parse_publish(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
@@ -81,6 +87,15 @@ pub fn parse_publish(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let expect = Outcome::expected(node)?;
     let position = node.count("position")?;
     let detail = node.string("detail")?;
+    let count = match node.count("count")? {
+        None => 1,
+        Some(n) if (1..=64).contains(&n) && op.is_none() => n,
+        Some(_) => {
+            return Err(node.error(
+                "`count` is 1 to 64 matrices, each of its own seed, without `op` (one id publishes one matrix)",
+            ));
+        }
+    };
     Ok(Box::new(PublishMatrix {
         mapping,
         host,
@@ -93,6 +108,7 @@ pub fn parse_publish(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
         expect,
         position,
         detail,
+        count,
     }))
 }
 
@@ -106,7 +122,22 @@ fn cells(rows: u32, cols: u32, seed: u64) -> Vec<f64> {
 
 impl Step for PublishMatrix {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
-        let mut values = cells(self.rows, self.cols, self.seed);
+        for k in 0..self.count {
+            self.publish_one(cx, self.seed + k, self.position.map(|p| p + k))?;
+        }
+        Ok(())
+    }
+}
+
+impl PublishMatrix {
+    /// Publishes the matrix of `seed`, expected at `position` when given.
+    fn publish_one(
+        &self,
+        cx: &mut Context<'_>,
+        seed: u64,
+        position: Option<u64>,
+    ) -> Result<(), Failure> {
+        let mut values = cells(self.rows, self.cols, seed);
         // A geometry above GRDX_CELLS_MAX is no matrix: nothing to digest (refused).
         let sha256 = Matrix::new(self.rows, self.cols, values.clone())
             .map(|m| hex::encode(Sha256::digest(m.encode())))
@@ -120,7 +151,7 @@ impl Step for PublishMatrix {
             self.mapping.replace('/', "_"),
             self.rows,
             self.cols,
-            self.seed,
+            seed,
             if self.nan { "-nan" } else { "" },
             if self.grdx { "grdx" } else { "csv" }
         );
@@ -160,7 +191,7 @@ impl Step for PublishMatrix {
         let output = cx.gridctl(&args)?;
         let json = check_outcome(cx, &output, self.expect)?;
         super::check_detail(&json, self.detail.as_deref())?;
-        if let Some(position) = self.position
+        if let Some(position) = position
             && json["position"].as_u64() != Some(position)
         {
             return Err(Failure::new(
@@ -184,6 +215,9 @@ impl Step for PublishMatrix {
 struct ExpectStaged {
     mapping: String,
     within: Duration,
+    held_from: Option<u64>,
+    /// (destination, what its newest refusal says)
+    refused: Option<(String, String)>,
 }
 
 pub fn parse_expect_staged(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
@@ -198,7 +232,22 @@ pub fn parse_expect_staged(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseEr
         }
         None => DELIVERY_SETTLE_TIMEOUT,
     };
-    Ok(Box::new(ExpectStaged { mapping, within }))
+    let held_from = node.count("held-from")?;
+    let refused = match (node.string("refused-at")?, node.string("refused")?) {
+        (Some(host), Some(text)) => Some((host, text)),
+        (None, None) => None,
+        _ => {
+            return Err(node.error(
+                "`refused` and `refused-at` go together: refused-at=\"HOST\" refused=\"TEXT\"",
+            ));
+        }
+    };
+    Ok(Box::new(ExpectStaged {
+        mapping,
+        within,
+        held_from,
+        refused,
+    }))
 }
 
 /// `gridctl inspect mapping MAPPING --host HOST --json`.
@@ -213,79 +262,142 @@ fn inspect_mapping(
     )
 }
 
-/// `position → sha256` of what `host` holds of `mapping`.
-fn held(cx: &mut Context<'_>, mapping: &str, host: &str) -> Result<BTreeMap<u64, String>, Failure> {
+/// What one host holds of a mapping: the lowest position it holds and `position →
+/// sha256` of each, and its newest refusal.
+struct Held {
+    from: u64,
+    versions: BTreeMap<u64, String>,
+    refused: serde_json::Value,
+}
+
+fn held(cx: &mut Context<'_>, mapping: &str, host: &str) -> Result<Held, Failure> {
     let json = inspect_mapping(cx, mapping, host)?;
-    Ok(json["versions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| Some((v["position"].as_u64()?, v["sha256"].as_str()?.to_owned())))
-        .collect())
+    Ok(Held {
+        from: json["held_from"].as_u64().unwrap_or(1),
+        versions: json["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| Some((v["position"].as_u64()?, v["sha256"].as_str()?.to_owned())))
+            .collect(),
+        refused: json["refused"].clone(),
+    })
+}
+
+impl Held {
+    /// Fails unless `host` holds every position from its `from` up to `newest`.
+    fn gapless(&self, host: &str, newest: u64) -> Result<(), Failure> {
+        let expected: Vec<u64> = (self.from.max(1)..=newest).collect();
+        if self.versions.keys().copied().collect::<Vec<_>>() != expected {
+            return Err(Failure::new(
+                format!("{host} to hold positions {}..={newest}", self.from),
+                format!("{:?}", self.versions.keys().collect::<Vec<_>>()),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Step for ExpectStaged {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
         let mapping = self.mapping.clone();
-        let (publisher, published, destinations) = poll(cx, self.within, |cx| {
+        let wanted_from = self.held_from;
+        let (publisher, published, staged) = poll(cx, self.within, |cx| {
             let (publisher, published, receipted, _) = route_view(cx, &mapping)?;
             let behind: Vec<_> = receipted.iter().filter(|(_, r)| **r < published).collect();
-            if behind.is_empty() {
-                let destinations: Vec<String> = receipted.keys().cloned().collect();
-                Ok(Attempt::Done((publisher, published, destinations)))
-            } else {
-                Ok(Attempt::Again(Failure::new(
+            if !behind.is_empty() {
+                return Ok(Attempt::Again(Failure::new(
                     format!("every destination's receipt to cover position {published}"),
                     format!("{behind:?}"),
-                )))
+                )));
             }
+            let mut staged = BTreeMap::new();
+            for destination in receipted.keys() {
+                let at = held(cx, &mapping, destination)?;
+                if let Some(from) = wanted_from
+                    && at.from != from
+                {
+                    return Ok(Attempt::Again(Failure::new(
+                        format!("{destination} to hold {mapping} from position {from}"),
+                        format!("held from {}", at.from),
+                    )));
+                }
+                staged.insert(destination.clone(), at);
+            }
+            Ok(Attempt::Done((publisher, published, staged)))
         })?;
         let at_publisher = held(cx, &self.mapping, &publisher)?;
-        let gapless: Vec<u64> = (1..=published).collect();
-        if at_publisher.keys().copied().collect::<Vec<_>>() != gapless {
-            return Err(Failure::new(
-                format!("the publisher to hold positions 1..={published}"),
-                format!("{:?}", at_publisher.keys().collect::<Vec<_>>()),
-            ));
-        }
-        for destination in &destinations {
-            let staged = held(cx, &self.mapping, destination)?;
-            if staged != at_publisher {
-                return Err(Failure::new(
-                    format!("{destination} to stage exactly the publisher's {published} matrices"),
-                    format!("{staged:?}"),
-                ));
-            }
-        }
+        at_publisher.gapless(&publisher, published)?;
         let sent: Vec<Sent> = journal::read(cx.work_dir(), MATRICES_FILE)?;
         let sent: Vec<&Sent> = sent.iter().filter(|s| s.mapping == self.mapping).collect();
-        for s in sent.iter().filter(|s| s.outcome == "succeeded") {
-            let position = s.position.unwrap_or_default();
-            if at_publisher.get(&position) != Some(&s.sha256) {
+        let kept_from = published.saturating_sub(MAPPING_STAGED_KEPT_MAX) + 1;
+        for (host, at) in std::iter::once((&publisher, &at_publisher)).chain(&staged) {
+            at.gapless(host, published)?;
+            if host != &publisher && at.from > kept_from {
                 return Err(Failure::new(
-                    format!("the matrix acknowledged at position {position} to be staged there"),
-                    format!("{:?}", at_publisher.get(&position)),
+                    format!(
+                        "{host} to keep the newest MAPPING_STAGED_KEPT_MAX ({MAPPING_STAGED_KEPT_MAX}) versions, from {kept_from}"
+                    ),
+                    format!("held from {}", at.from),
                 ));
             }
-        }
-        if !sent.is_empty() {
-            for (position, sha) in &at_publisher {
-                if !sent
-                    .iter()
-                    .any(|s| &s.sha256 == sha && s.outcome != "refused")
+            for (position, sha) in &at.versions {
+                if let Some(other) = at_publisher.versions.get(position)
+                    && other != sha
                 {
                     return Err(Failure::new(
-                        format!("matrix {position} to be one the journey published"),
+                        format!("{host} to hold the publisher's matrix {position}"),
+                        format!("{sha} beside {other}"),
+                    ));
+                }
+                if !sent.is_empty()
+                    && !sent
+                        .iter()
+                        .any(|s| &s.sha256 == sha && s.outcome != "refused")
+                {
+                    return Err(Failure::new(
+                        format!("matrix {position} at {host} to be one the journey published"),
                         sha.clone(),
                     ));
                 }
             }
+            for s in sent.iter().filter(|s| s.outcome == "succeeded") {
+                let position = s.position.unwrap_or_default();
+                if position >= at.from && at.versions.get(&position) != Some(&s.sha256) {
+                    return Err(Failure::new(
+                        format!(
+                            "the matrix acknowledged at position {position} to be held at {host}"
+                        ),
+                        format!("{:?}", at.versions.get(&position)),
+                    ));
+                }
+            }
+        }
+        if let Some((host, text)) = &self.refused {
+            let said = staged.get(host).map(|at| &at.refused);
+            if !said
+                .and_then(|r| r["reason"].as_str())
+                .is_some_and(|r| r.contains(text.as_str()))
+            {
+                return Err(Failure::new(
+                    format!(
+                        "{host}'s newest refusal of {} to say {text:?}",
+                        self.mapping
+                    ),
+                    format!("{said:?}"),
+                ));
+            }
         }
         cx.say(format_args!(
-            "{} matrices of {} staged at {} destination(s), each as published",
+            "{} matrices of {} staged at {} destination(s), each as published, held from {}",
             published,
             self.mapping,
-            destinations.len()
+            staged.len(),
+            staged
+                .values()
+                .map(|at| at.from.to_string())
+                .collect::<Vec<_>>()
+                .join("/")
         ));
         Ok(())
     }

@@ -12,19 +12,22 @@
 //! **Destination**: an Ordered inbox's values that every model fed by the route took
 //! into a durable batch (the host passes the lowest fed position), below the newest, are
 //! purged; the inbox record (held position and chain digest) is all a push needs.
+//! A mapping's staged versions (issue 34) are taken by no model as inputs are: those
+//! the newest `MAPPING_STAGED_KEPT_MAX` supersede are purged ([`Delivery::purge_staged`]).
 //!
 //! `delivery-purged` NAME → the lowest position the route's journal still holds (absent:
 //! 1). Invariants, stated as absences: no publication is purged that a recipient of its
 //! cohort has not receipted, or that no installed checkpoint covers; no inbox value is
-//! purged that a model fed by the route has not taken; the newest value of a route is
-//! never purged.
+//! purged that a model fed by the route has not taken; no staged matrix is purged that
+//! fewer than `MAPPING_STAGED_KEPT_MAX` newer versions supersede; the newest value of a
+//! route is never purged.
 
 use serde::{Deserialize, Serialize};
 
 use super::{Delivery, Role, RouteState, key};
 use crate::delivery::ordered::Outbox;
 use crate::delivery::receipts::Class;
-use crate::limits::CHECKPOINT_PURGE_ENTRIES_MAX;
+use crate::limits::{CHECKPOINT_PURGE_ENTRIES_MAX, MAPPING_STAGED_KEPT_MAX};
 use crate::store::checkpoint::Checkpoint;
 use crate::store::{Failpoint, fatal};
 
@@ -220,6 +223,17 @@ impl Delivery {
                         Some(kept),
                     ));
                 }
+                Role::Destination(inbox) if state.install.matrix.is_some() => {
+                    views.push(JournalView::held(
+                        "delivery-inbox",
+                        route,
+                        (held_from, inbox.held()),
+                        staged_bound(inbox.held()),
+                        Some(format!(
+                            "the newest MAPPING_STAGED_KEPT_MAX ({MAPPING_STAGED_KEPT_MAX}) staged versions of the mapping"
+                        )),
+                    ));
+                }
                 Role::Destination(inbox) if state.install.class == Class::Ordered => {
                     let newest = inbox.held();
                     let (bound, kept) = match fed.get(route) {
@@ -281,6 +295,40 @@ impl Delivery {
         })
     }
 
+    /// Purges, at every mapping this host is a destination of, the staged versions the
+    /// newest `MAPPING_STAGED_KEPT_MAX` supersede — at most `CHECKPOINT_PURGE_ENTRIES_MAX`
+    /// per mapping per call. A version applied to a model is not needed here: its value
+    /// is in the model's batches and checkpoint.
+    pub fn purge_staged(&self) -> Vec<Bounded> {
+        let staged: Vec<(String, u64)> = self
+            .routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(|(name, r)| match &r.role {
+                Role::Destination(inbox) if r.install.matrix.is_some() => {
+                    Some((name.clone(), inbox.held()))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut done = Vec::new();
+        for (route, held) in staged {
+            let bound = staged_bound(held);
+            if bound < self.held_from(&route) {
+                continue;
+            }
+            let (purged, held_from) = self.purge_below(&route, bound, &self.ks.inbox);
+            done.push(Bounded {
+                route,
+                checkpoint: None,
+                purged,
+                held_from,
+            });
+        }
+        done
+    }
+
     /// Removes `route`'s entries of `keyspace` from its purge position through `bound`
     /// (at most `CHECKPOINT_PURGE_ENTRIES_MAX`) with the new position, in one synced
     /// write: how many went and the lowest position held after.
@@ -316,6 +364,12 @@ fn floor_of(outbox: &Outbox) -> u64 {
         .oldest_retained()
         .map_or(position, |oldest| oldest - 1)
         .min(position.saturating_sub(1))
+}
+
+/// The newest staged version of a mapping a purge may remove, `held` the newest staged:
+/// below the newest `MAPPING_STAGED_KEPT_MAX`.
+fn staged_bound(held: u64) -> u64 {
+    held.saturating_sub(MAPPING_STAGED_KEPT_MAX)
 }
 
 /// The newest inbox value a purge may remove: taken by every model fed by the route

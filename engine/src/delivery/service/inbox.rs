@@ -65,19 +65,18 @@ impl Delivery {
                             sealed,
                         )
                     });
-                    let payload = match opened {
-                        Ok(p) => p,
-                        Err(e) => {
-                            return refused(self.matrix_refused(
-                                &install.name,
-                                d.position,
-                                &e.to_string(),
-                            ));
+                    let checked = opened
+                        .map_err(|e| e.to_string())
+                        .and_then(|payload| matrix_of(geometry, &payload).map(|_| payload));
+                    let payload = match checked {
+                        Ok(payload) => payload,
+                        Err(reason) => {
+                            // Recorded (synced) without holding the routes.
+                            let route = install.name.clone();
+                            drop(routes);
+                            return refused(self.matrix_refused(&route, d.position, &reason));
                         }
                     };
-                    if let Err(reason) = matrix_of(geometry, &payload) {
-                        return refused(self.matrix_refused(&install.name, d.position, &reason));
-                    }
                     let stored = serde_json::to_vec(sealed).expect("sealed values serialize");
                     values.push((d, payload, stored));
                 }

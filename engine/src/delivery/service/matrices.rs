@@ -1,8 +1,14 @@
 //! Mappings (issue 34, docs/grdx.md): a route that carries whole GRDX matrices of one
 //! geometry. What differs from a scalar route lives here: the check of a received
 //! matrix (opened and decoded whole before any typed value exists), the record of a
-//! refused one, and the read of the matrices a host holds (staged at a destination,
-//! published at the publisher).
+//! refused one, the read of the matrices a host holds (staged at a destination,
+//! published at the publisher), and the answers of `publish-matrix --op`: hot, then on
+//! the installation's shelf past `retain hot-days` (key [`MATRIX_OP_PREFIX`] + op).
+//!
+//! Invariants, stated as absences: no operation id publishes twice, whether its answer
+//! is hot or shelved (one whose shelved answer cannot be read is refused, never
+//! published); no answer leaves `delivery-matrix-ops` before the segment holding it is
+//! synced and indexed in the write that removes it.
 
 use sha2::{Digest, Sha256};
 
@@ -11,7 +17,20 @@ use crate::custody::seal::{Sealed, open_payload};
 use crate::delivery::api::{DeliveryReply, Geometry, RefusedMatrix, StagedMatrix};
 use crate::grdx::Matrix;
 use crate::limits::MAPPING_STAGED_REPLY_MAX;
-use crate::store::fatal;
+use crate::store::high_water::Signer;
+use crate::store::shelf::{self, Gathered, time_key};
+use crate::store::{Failpoint, fatal};
+
+/// A `publish-matrix` answer's key on the installation's shelf: this + its operation id
+/// (no operation id holds a control character).
+pub(super) const MATRIX_OP_PREFIX: &str = "publish-matrix\u{0}";
+
+/// A `publish-matrix` answer as stored: position `u64` BE, SHA-256 of the matrix, the
+/// mapping's name.
+fn answer_of(record: &[u8]) -> Option<(u64, &[u8], &[u8])> {
+    let position = u64::from_be_bytes(*record.first_chunk::<8>()?);
+    Some((position, record.get(8..40)?, record.get(40..)?))
+}
 
 /// `payload` as a matrix of `geometry`, or why not.
 pub(super) fn matrix_of(geometry: Geometry, payload: &[u8]) -> Result<Matrix, String> {
@@ -37,22 +56,27 @@ impl Delivery {
         route: &str,
         bytes: &[u8],
     ) -> Result<Option<u64>, String> {
-        let Some(record) = self
+        let hot = self
             .ks
             .matrix_ops
             .get(op)
-            .unwrap_or_else(|e| fatal(&self.dir, "reading a publish-matrix answer", e))
-        else {
-            return Ok(None);
+            .unwrap_or_else(|e| fatal(&self.dir, "reading a publish-matrix answer", e));
+        let record = match hot {
+            Some(record) => record.to_vec(),
+            None => {
+                let shelved = self.retention.find(
+                    &self.host,
+                    &format!("{MATRIX_OP_PREFIX}{op}"),
+                    ["publish-matrix operation", op, "published again"],
+                    |value| Ok(value.to_vec()),
+                )?;
+                match shelved {
+                    Some(record) => record,
+                    None => return Ok(None),
+                }
+            }
         };
-        let (Some(position), Some(sha), Some(name)) = (
-            record
-                .get(..8)
-                .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                .map(u64::from_be_bytes),
-            record.get(8..40),
-            record.get(40..),
-        ) else {
+        let Some((position, sha, name)) = answer_of(&record) else {
             fatal(&self.dir, "a publish-matrix answer does not decode", op)
         };
         if name != route.as_bytes() || sha != Sha256::digest(bytes).as_slice() {
@@ -77,6 +101,66 @@ impl Delivery {
         record.extend_from_slice(&Sha256::digest(bytes));
         record.extend_from_slice(route.as_bytes());
         write.insert(&self.ks.matrix_ops, op, record);
+        let at = crate::store::now_ms();
+        write.insert(&self.ks.matrix_ops_by_time, time_key(at, op), []);
+    }
+
+    /// Lists by time, at the first open of this version, the answers journaled before
+    /// it listed them (once: afterwards every answer is listed in its own write).
+    pub(super) fn date_matrix_ops(&self) {
+        let listed = self.ks.matrix_ops_by_time.first_key_value().is_some();
+        if listed {
+            return;
+        }
+        let at = crate::store::now_ms();
+        let mut write = self.database.batch();
+        let mut any = false;
+        for guard in self.ks.matrix_ops.iter() {
+            let op = guard
+                .key()
+                .unwrap_or_else(|e| fatal(&self.dir, "reading publish-matrix answers", e));
+            write.insert(
+                &self.ks.matrix_ops_by_time,
+                time_key(at, &String::from_utf8_lossy(&op)),
+                [],
+            );
+            any = true;
+        }
+        if any {
+            self.database.commit_or_stop(
+                write,
+                &self.dir,
+                "listing publish-matrix answers by time",
+            );
+        }
+    }
+
+    /// Moves the `publish-matrix` answers given before `cutoff` to the shelf, in at
+    /// most `segments_max` segments signed by `sign` (the host's archive pass calls it,
+    /// with the cutoff of its own answers). A storage failure stops the host; an archive
+    /// that refuses a segment refuses the pass and changes nothing.
+    pub fn archive(
+        &self,
+        cutoff: u64,
+        patient: bool,
+        segments_max: usize,
+        sign: &Signer,
+    ) -> Result<Gathered, String> {
+        let Some(shelf) = &self.retention.shelf else {
+            return Ok(Gathered::default());
+        };
+        let room = shelf::Room {
+            database: &self.database,
+            host: &self.host,
+            dir: &self.dir,
+            prefix: MATRIX_OP_PREFIX,
+            keyspaces: [&self.ks.matrix_ops, &self.ks.matrix_ops_by_time],
+            what: "publish-matrix answers",
+        };
+        shelf::archive_room(shelf, room, (cutoff, patient, segments_max), sign, || {
+            self.failpoints
+                .abort_if_armed(Failpoint::ArchiveBeforeIndex)
+        })
     }
 
     /// Marks `op` on its way to the disk; refused when it already is (a second call
@@ -103,22 +187,41 @@ impl Delivery {
 
     /// Records that matrix `position` of `route` was refused (nothing of it stored: the
     /// publisher keeps its obligation until a valid value is receipted or the
-    /// destination retired) and says why, for the push's answer.
+    /// destination retired) and says why, for the push's answer. The record — the newest
+    /// refusal per mapping, its reason capped — is synced before the push is answered,
+    /// so a restart still shows it.
     pub(super) fn matrix_refused(&self, route: &str, position: u64, reason: &str) -> String {
+        let reason = grid_spec::diagnostic::quoted(reason);
         let reason =
             format!("mapping `{route}`: matrix {position} refused, nothing staged: {reason}");
         tracing::warn!(%route, position, %reason, "matrix refused");
-        self.refused_matrices
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(
-                route.to_owned(),
-                RefusedMatrix {
-                    position,
-                    reason: reason.clone(),
-                },
-            );
+        let record = RefusedMatrix {
+            position,
+            reason: reason.clone(),
+        };
+        let mut write = self.database.batch();
+        write.insert(
+            &self.ks.matrix_refused,
+            route,
+            serde_json::to_vec(&record).expect("refusals serialize"),
+        );
+        self.database
+            .commit_or_stop(write, &self.dir, "recording a refused matrix");
         reason
+    }
+
+    /// The newest matrix this destination refused of mapping `route`.
+    fn refused_matrix(&self, route: &str) -> Option<RefusedMatrix> {
+        let bytes = self
+            .ks
+            .matrix_refused
+            .get(route)
+            .unwrap_or_else(|e| fatal(&self.dir, "reading a refused matrix's record", e))?;
+        Some(
+            serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                fatal(&self.dir, "a refused matrix's record does not decode", e)
+            }),
+        )
     }
 
     /// The matrices this host holds of mapping `route`, newest `MAPPING_STAGED_REPLY_MAX`
@@ -196,12 +299,7 @@ impl Delivery {
             .to_owned(),
             versions,
             held_from,
-            refused: self
-                .refused_matrices
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(route)
-                .cloned(),
+            refused: self.refused_matrix(route),
         }
     }
 
@@ -242,8 +340,9 @@ impl Delivery {
             .unwrap_or_else(|e| fatal(&self.dir, "reading a staged matrix", e))
             .ok_or_else(|| {
                 format!(
-                    "version {position} of mapping `{route}` is no longer held here (purged below {})",
-                    self.held_from(route)
+                    "version {position} of mapping `{route}` is no longer held here (purged below {}: a destination keeps the newest MAPPING_STAGED_KEPT_MAX ({}) staged versions)",
+                    self.held_from(route),
+                    crate::limits::MAPPING_STAGED_KEPT_MAX
                 )
             })?;
         let payload = self.opened(&install.name, &install.membership, position, &stored)?;

@@ -58,6 +58,8 @@ pub struct ArchivePass {
     pub waits: u64,
     /// Ledger answers settled by a checkpoint, archived (in `segments`).
     pub ledger_ids: u64,
+    /// `publish-matrix` answers archived (in `segments`).
+    pub matrix_ops: u64,
     /// Finished runs old enough whose outcome is still owed to a mailbox caller, or
     /// charged to a mission's allocation not settled: kept hot.
     pub owed: u64,
@@ -76,6 +78,11 @@ impl ArchivePass {
             (self.runs, "run", "runs"),
             (self.waits, "wait", "waits"),
             (self.ledger_ids, "ledger answer", "ledger answers"),
+            (
+                self.matrix_ops,
+                "publish-matrix answer",
+                "publish-matrix answers",
+            ),
         ]
         .into_iter()
         .filter(|(n, ..)| *n > 0)
@@ -335,6 +342,13 @@ impl Host {
             pass.ledger_ids = ids.entries;
             pass.segments += ids.segments;
             pass.more |= ids.more;
+        }
+        if let Some(delivery) = &self.delivery {
+            let left = ARCHIVE_SEGMENTS_PER_PASS_MAX.saturating_sub(pass.segments as usize);
+            let ops = delivery.archive(cutoff, patient, left, &signer)?;
+            pass.matrix_ops = ops.entries;
+            pass.segments += ops.segments;
+            pass.more |= ops.more;
         }
         pass.released = self.release_expired(now)?;
         if pass.segments > 0 || pass.released > 0 {

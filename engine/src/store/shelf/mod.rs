@@ -317,6 +317,50 @@ pub fn gather(
     Ok(gathered)
 }
 
+/// A room whose entries are shelved as it holds them, keyed `prefix` + id: what
+/// [`archive_room`] needs of it.
+pub struct Room<'a> {
+    pub database: &'a Durable,
+    pub host: &'a str,
+    pub dir: &'a Path,
+    pub prefix: &'a str,
+    /// The room's hot keyspace and its listing by answer time.
+    pub keyspaces: [&'a Keyspace; 2],
+    /// What its entries are, as a storage failure names them.
+    pub what: &'a str,
+}
+
+/// Moves `room`'s entries answered before `cutoff` to `shelf`, unchanged, in at most
+/// `segments_max` segments signed by `sign` ([`gather`], [`shelve_room`]; `patient`
+/// as there), `before_index` run before each segment's index (a failpoint). A storage
+/// failure stops the process; an archive that refuses a segment refuses the pass.
+pub fn archive_room(
+    shelf: &Shared,
+    room: Room<'_>,
+    (cutoff, patient, segments_max): (u64, bool, usize),
+    sign: &Signer,
+    before_index: impl Fn(),
+) -> Result<Gathered, String> {
+    let [hot, by_time] = room.keyspaces;
+    let candidates =
+        answered_before(by_time, hot, cutoff, room.dir, room.what).map(|entry| Entry {
+            key: format!("{}{}", room.prefix, entry.key),
+            ..entry
+        });
+    gather(candidates, cutoff, patient, segments_max, |entries| {
+        shelve_room(
+            shelf,
+            room.database,
+            room.host,
+            (&entries, room.prefix),
+            sign,
+            &before_index,
+            room.keyspaces,
+            |_| {},
+        )
+    })
+}
+
 /// A room's entries shelved whole: `entries` (keys `prefix` + the room's id) in one
 /// segment of `host`'s, signed by `sign`, synced, `before_index` run (a failpoint),
 /// then indexed in the write that removes each from the room's `hot` keyspace and its
