@@ -119,12 +119,18 @@ impl Held {
         } else {
             "staged"
         };
+        let count = match self.versions.len() {
+            1 => "1 matrix".to_owned(),
+            n => format!("{n} matrices"),
+        };
+        let purged = if self.held_from > 1 {
+            format!(" (held from version {}: older ones purged)", self.held_from)
+        } else {
+            String::new()
+        };
         let mut out = format!(
-            "mapping {} at {} ({}): {} matrices {what}\n",
-            self.mapping,
-            self.host,
-            self.role,
-            self.versions.len()
+            "mapping {} at {} ({}): {count} {what}{purged}\n",
+            self.mapping, self.host, self.role
         );
         for v in &self.versions {
             out += &format!(

@@ -392,3 +392,31 @@ fn the_repositorys_topologies_are_in_canonical_layout() {
     let (code, text) = gridctl_code(root, &["fmt", "--check", "examples", "journeys/topologies"]);
     assert_eq!(code, Some(0), "run `gridctl fmt` on them:\n{text}");
 }
+
+#[test]
+fn the_tariffs_example_checks_and_evaluates_as_docs_grdx_says() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let (code, text) = gridctl_code(root, &["check", "examples/tariffs.kdl"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("1 mapping"), "{text}");
+    let args = [
+        "model",
+        "eval",
+        "examples/tariffs.kdl",
+        "--model",
+        "cost",
+        "--matrix",
+        "tariff=examples/tariffs.csv",
+        "--set",
+        "hour=18",
+        "--set",
+        "day=5",
+        "--json",
+    ];
+    let (code, text) = gridctl_code(root, &args);
+    assert_eq!(code, Some(0), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&text).expect(&text);
+    // tariffs.csv: cell [h, d] = 0.10 + 0.01 h + 0.02 d; price = 1.2 × cell [18, 5].
+    let price = json["price"].as_f64().expect(&text);
+    assert!((price - 0.456).abs() < 1e-9, "{text}");
+}
