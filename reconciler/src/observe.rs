@@ -26,6 +26,17 @@ pub fn host_dir(state: &Path, name: &str) -> PathBuf {
     state.join("hosts").join(name)
 }
 
+/// What a copy on its way back into the state directory adds to its host's name.
+const RETURNING_SUFFIX: &str = ".returning";
+
+/// Where an installation moving back into the state directory's `hosts/H` (`link`) is
+/// copied first, beside it: `hosts/H.returning` (docs/transfer.md).
+pub fn returning(link: &Path) -> PathBuf {
+    let mut name = link.file_name().unwrap_or_default().to_owned();
+    name.push(RETURNING_SUFFIX);
+    link.with_file_name(name)
+}
+
 /// The installed host `host`'s directory (its `host.toml` exists), or why not.
 pub fn installed(state: &Path, host: &str) -> Result<PathBuf, String> {
     let dir = host_dir(state, host);
@@ -630,15 +641,25 @@ pub fn observe_host(name: &str, dir: &Path) -> HostObservation {
     observation
 }
 
-/// Names of host installations present under `<state>/hosts`, sorted.
+/// Names of host installations present under `<state>/hosts`, sorted — not the places
+/// a transfer of host H uses beside `hosts/H` while it moves (`H.relink`, the new link;
+/// `H.returning`, a copy on its way back into the state directory).
 pub fn installed_hosts(state: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(state.join("hosts")) else {
         return Vec::new();
+    };
+    let hosts = state.join("hosts");
+    let moving = |name: &str| {
+        [".relink", RETURNING_SUFFIX].iter().any(|suffix| {
+            name.strip_suffix(suffix)
+                .is_some_and(|host| hosts.join(host).join(HOST_CONFIG_FILE).exists())
+        })
     };
     let mut names: Vec<String> = entries
         .filter_map(|e| e.ok())
         .filter(|e| e.path().join(HOST_CONFIG_FILE).exists())
         .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| !moving(name))
         .collect();
     names.sort();
     names

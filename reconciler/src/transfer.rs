@@ -5,7 +5,9 @@
 //! the installation was the state directory's own `hosts/H`, the link and that
 //! directory are exchanged atomically (`renameat2(RENAME_EXCHANGE)`) and the retired
 //! source is kept as `<state>/transferred/H.OP`: there is never a moment without
-//! `hosts/H`, so no plan ever reads a moved host as a missing one.
+//! `hosts/H`, so no plan ever reads a moved host as a missing one. Back into the state
+//! directory (the files name no `dir`), the copy is made beside the link
+//! ([`observe::returning`]) and then exchanged with it the same way, the link removed.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -56,10 +58,13 @@ pub fn apply(state: &Path, host: &str, op: &str, source: &Path, destination: &Pa
         *stopped.borrow_mut() = how;
         Ok(())
     };
-    let moved = match transfer::transfer(source, destination, op, stop, &failpoints) {
-        Ok(moved) => moved,
-        Err(e) => return Effect::new(Status::Failed, e.to_string()),
-    };
+    let link = observe::host_dir(state, host);
+    let back = (destination == observe::returning(&link)).then_some(link.as_path());
+    let moved =
+        match transfer::transfer_known_as(source, (destination, back), op, stop, &failpoints) {
+            Ok(moved) => moved,
+            Err(e) => return Effect::new(Status::Failed, e.to_string()),
+        };
     if let Err(e) = relink(state, host, destination, op) {
         return Effect::new(
             Status::Failed,
@@ -69,14 +74,18 @@ pub fn apply(state: &Path, host: &str, op: &str, source: &Path, destination: &Pa
     let stopped = stopped.into_inner().map_or(String::new(), |how| {
         format!("{how} once the source was prepared; ")
     });
+    let place = if back.is_some() {
+        format!("{} (back into the state directory)", link.display())
+    } else {
+        destination.display().to_string()
+    };
     let mut effect = Effect::new(
         Status::Succeeded,
         format!(
-            "{stopped}transferred {} files ({} bytes, manifest sha256:{}) to {}; {} is retired (a gridd started there refuses)",
+            "{stopped}transferred {} files ({} bytes, manifest sha256:{}) to {place}; {} is retired (a gridd started there refuses)",
             moved.files,
             moved.bytes,
             moved.digest,
-            destination.display(),
             source.display()
         ),
     );
@@ -84,14 +93,19 @@ pub fn apply(state: &Path, host: &str, op: &str, source: &Path, destination: &Pa
     effect
 }
 
-/// Whether the transfer to `destination` is done: `hosts/H` names it, activated.
+/// Whether the transfer to `destination` is done: `hosts/H` names it, activated — or,
+/// back into the state directory, `hosts/H` is that copy itself.
 pub fn done(state: &Path, host: &str, destination: &Path) -> bool {
     let link = observe::host_dir(state, host);
-    std::fs::read_link(&link).is_ok_and(|target| target == destination)
-        && transfer::record(destination)
-            .ok()
-            .flatten()
-            .is_some_and(|r| r.role == Role::Destination && r.step == Step::Activated)
+    let activated = |dir: &Path| {
+        transfer::record(dir).ok().flatten().is_some_and(|r| {
+            r.role == Role::Destination && r.step == Step::Activated && r.destination == destination
+        })
+    };
+    if destination == observe::returning(&link) {
+        return std::fs::symlink_metadata(&link).is_ok_and(|m| m.is_dir()) && activated(&link);
+    }
+    std::fs::read_link(&link).is_ok_and(|target| target == destination) && activated(destination)
 }
 
 /// Where the state directory keeps a retired installation that was its own
@@ -106,6 +120,18 @@ pub fn kept(state: &Path, host: &str, op: &str) -> PathBuf {
 fn relink(state: &Path, host: &str, destination: &Path, op: &str) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     let link = observe::host_dir(state, host);
+    if destination == observe::returning(&link) {
+        // Back into the state directory: the copy and the link exchanged, then the
+        // link (now at the copy's old name) removed. Resumable at either point.
+        if std::fs::symlink_metadata(&link)?.file_type().is_symlink() {
+            exchange(destination, &link)?;
+        }
+        if std::fs::symlink_metadata(destination).is_ok_and(|m| m.file_type().is_symlink()) {
+            std::fs::remove_file(destination)?;
+        }
+        let parent = link.parent().unwrap_or(Path::new("."));
+        return std::fs::File::open(parent)?.sync_all();
+    }
     let next = link.with_extension("relink");
     if !std::fs::read_link(&link).is_ok_and(|target| target == destination) {
         if std::fs::symlink_metadata(&next).is_ok_and(|m| m.file_type().is_symlink()) {

@@ -26,6 +26,7 @@ pub mod s3;
 pub mod sealed;
 pub mod shelf;
 pub mod transfer;
+mod unpack;
 pub mod usage;
 
 pub use commit::Syncer;

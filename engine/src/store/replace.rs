@@ -10,8 +10,9 @@
 //!
 //! 1. **prepare** — the host is stopped; the new generation is the installation's plus
 //!    one, refused at `STORAGE_GENERATION_MAX`;
-//! 2. **copy** — the replacement copied into `DIR/store.replacing`, each file synced,
-//!    and verified against its source by a manifest of every file (size, SHA-256);
+//! 2. **copy** — the replacement (a copy of a store, or a tar archive of one:
+//!    `unpack.rs`) copied into `DIR/store.replacing`, each file synced, and verified
+//!    against its source by a manifest of every file (size, SHA-256);
 //! 3. **check** — the composition's judge opens the copy: the store format this gridd
 //!    reads, this installation's store (its id), no acknowledged write missing (the
 //!    high-water mark), no mission of the host active; then stamps the new generation
@@ -110,7 +111,7 @@ pub enum ReplaceError {
         "storage generation {generation} is exhausted: it is at its maximum (STORAGE_GENERATION_MAX = {STORAGE_GENERATION_MAX}); this installation's storage is not replaced again (a new installation is a new host)"
     )]
     Exhausted { generation: u64 },
-    #[error("{} is not a directory (the copy of a store to put in place)", .0.display())]
+    #[error("{} is not a directory (a copy of a store to put in place) nor a tar archive of one", .0.display())]
     NoSource(PathBuf),
     #[error("the copy of {}: {source}", from.display())]
     Copy {
@@ -270,7 +271,7 @@ pub fn replace(
                     generation: record.generation,
                 });
             }
-            if !from.is_dir() {
+            if !from.is_dir() && !from.is_file() {
                 return Err(ReplaceError::NoSource(from.to_owned()));
             }
             let j = Journal {
@@ -294,11 +295,15 @@ pub fn replace(
             source,
             from: from.to_owned(),
         };
-        transfer::copy_tree(from, &staged, &mut || {
-            failpoints.abort_if_armed(Failpoint::ReplaceMidCopy)
-        })
-        .map_err(copy)?;
-        transfer::compare(from, &staged).map_err(copy)?;
+        let mut each = || failpoints.abort_if_armed(Failpoint::ReplaceMidCopy);
+        if from.is_file() {
+            // A tar archive of the store: unpacked, then compared with its own bytes.
+            let lines = super::unpack::unpack(from, &staged, &mut each).map_err(copy)?;
+            transfer::compare_unpacked(from, &lines, &staged).map_err(copy)?;
+        } else {
+            transfer::copy_tree(from, &staged, &mut each).map_err(copy)?;
+            transfer::compare(from, &staged).map_err(copy)?;
+        }
         journal.step = Step::Copied;
         write_toml(&journal_path, &journal)?;
     }

@@ -77,6 +77,17 @@ pub struct Record {
     /// SHA-256 of the verified manifest, hex.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// Where the destination is served once moved, when not where it is copied to
+    /// (back into the state directory: renamed after activation); messages name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_as: Option<PathBuf>,
+}
+
+impl Record {
+    /// Where the installation is served once moved.
+    pub fn served_at(&self) -> &Path {
+        self.known_as.as_deref().unwrap_or(&self.destination)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -106,7 +117,14 @@ pub enum TransferError {
     Unexpected(PathBuf),
     #[error("the copy differs from the source at {}: {detail}; nothing is activated", path.display())]
     Differs { path: PathBuf, detail: String },
+    /// A tar archive to unpack refused (`unpack.rs`).
+    #[error("the archive {}: {reason}", path.display())]
+    Archive { path: PathBuf, reason: String },
 }
+
+/// One line of a manifest: a file's path below its root, size, SHA-256 (hex) and
+/// permissions.
+pub(super) type Line = (String, u64, String, u32);
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TransferError + '_ {
     move |source| TransferError::Io {
@@ -152,12 +170,12 @@ pub fn refusal(dir: &Path) -> Option<String> {
     match (record.role, record.step) {
         (Role::Source, Step::Retired) => Some(format!(
             "this installation was transferred to {} (op {}): gridd runs there, never here again",
-            record.destination.display(),
+            record.served_at().display(),
             record.op
         )),
         (Role::Source, _) => Some(format!(
             "a transfer of this installation to {} (op {}) is under way: `gridctl reconcile` resumes it; no gridd serves it meanwhile",
-            record.destination.display(),
+            record.served_at().display(),
             record.op
         )),
         (Role::Destination, Step::Activated) => None,
@@ -192,6 +210,18 @@ pub fn transfer(
     stop: impl Fn(&Path) -> Result<(), String>,
     failpoints: &Failpoints,
 ) -> Result<Moved, TransferError> {
+    transfer_known_as(source, (destination, None), op, stop, failpoints)
+}
+
+/// [`transfer`], the destination to be served at `known_as` once moved (renamed there
+/// after activation): the source's records and refusals name that place.
+pub fn transfer_known_as(
+    source: &Path,
+    (destination, known_as): (&Path, Option<&Path>),
+    op: &str,
+    stop: impl Fn(&Path) -> Result<(), String>,
+    failpoints: &Failpoints,
+) -> Result<Moved, TransferError> {
     // A destination's record of a finished transfer is no open transfer: this
     // installation may move again.
     let held =
@@ -215,6 +245,7 @@ pub fn transfer(
                 files: 0,
                 bytes: 0,
                 digest: None,
+                known_as: known_as.map(Path::to_owned),
             };
             write_record(source, &r)?;
             failpoints.abort_if_armed(Failpoint::TransferAfterPrepare);
@@ -314,6 +345,7 @@ fn copy_installation(
             files: 0,
             bytes: 0,
             digest: None,
+            known_as: None,
         },
     )?;
     let mut copied = 0u64;
@@ -413,19 +445,15 @@ fn copy_file(from: &Path, to: &Path, mode: u32) -> Result<(), TransferError> {
     std::fs::rename(&partial, to).map_err(io(to))
 }
 
-/// One line of a manifest: a file's path below the installation, size and SHA-256.
-fn manifest(dir: &Path) -> Result<Vec<(String, u64, String, u32)>, TransferError> {
+/// `dir`'s manifest: every file's path below it, size, SHA-256 and permissions, depth
+/// first, each directory's entries by name.
+fn manifest(dir: &Path) -> Result<Vec<Line>, TransferError> {
     let mut lines = Vec::new();
     walk(dir, dir, true, &mut lines)?;
     Ok(lines)
 }
 
-fn walk(
-    root: &Path,
-    dir: &Path,
-    top: bool,
-    lines: &mut Vec<(String, u64, String, u32)>,
-) -> Result<(), TransferError> {
+fn walk(root: &Path, dir: &Path, top: bool, lines: &mut Vec<Line>) -> Result<(), TransferError> {
     for entry in entries(dir)? {
         let name = entry.file_name();
         if top && NOT_COPIED.iter().any(|n| name == *n) {
@@ -467,8 +495,22 @@ fn walk(
 /// Compares the manifests of both sides whole: the files, bytes and digest, or the
 /// first difference.
 fn verify(source: &Path, destination: &Path) -> Result<(u64, u64, String), TransferError> {
-    let (from, to) = (manifest(source)?, manifest(destination)?);
-    for (a, b) in from.iter().zip(&to) {
+    differ(source, &manifest(source)?, &manifest(destination)?)
+}
+
+/// Compares `unpacked`'s manifest whole with the one its archive's bytes gave.
+pub(super) fn compare_unpacked(
+    archive: &Path,
+    lines: &[Line],
+    unpacked: &Path,
+) -> Result<(), TransferError> {
+    differ(archive, lines, &manifest(unpacked)?).map(|_| ())
+}
+
+/// The first difference of two manifests (paths named below `source`), or the files,
+/// bytes and digest of the first.
+fn differ(source: &Path, from: &[Line], to: &[Line]) -> Result<(u64, u64, String), TransferError> {
+    for (a, b) in from.iter().zip(to) {
         if a != b {
             let (path, detail) = if a.0 != b.0 {
                 (&a.0, format!("the copy has `{}` there", b.0))
@@ -494,7 +536,7 @@ fn verify(source: &Path, destination: &Path) -> Result<(u64, u64, String), Trans
         });
     }
     let mut digest = Sha256::new();
-    for (path, size, hash, mode) in &from {
+    for (path, size, hash, mode) in from {
         writeln!(
             DigestWriter(&mut digest),
             "{path}\t{size}\t{hash}\t{mode:o}"

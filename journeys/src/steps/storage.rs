@@ -2,8 +2,9 @@
 //! or an operator's mistake leaves it (docs/storage.md). Paths are relative to the
 //! host's directory (`<state>/hosts/HOST`); the host should be stopped (`kill`) first.
 //!
-//! - `save HOST "PATH" as="NAME"` — copies PATH (a file or a directory) to
-//!   `$WORK/saved/NAME`: a backup taken while the host is stopped.
+//! - `save HOST "PATH" as="NAME" [tar=#true]` — copies PATH (a file or a directory) to
+//!   `$WORK/saved/NAME`: a backup taken while the host is stopped. `tar=#true`: the
+//!   system's `tar -C HOSTDIR -cf $WORK/saved/NAME PATH` makes it a tar archive.
 //! - `restore HOST "PATH" from="NAME"` — PATH is replaced by that copy.
 //! - `truncate HOST "PATH" [ext="EXT"] [bytes=N]` — the file PATH, or every file under
 //!   the directory PATH whose name ends in `.EXT`, cut to N bytes (default: half its
@@ -49,6 +50,29 @@ fn copy_name(node: &mut Node<'_>, key: &str) -> Result<String, ParseError> {
         return Err(node.error(format!("`{name}` must be a plain name (no `/`)")));
     }
     Ok(name)
+}
+
+/// `tar -C dir -cf to path`, the system's tar (what an operator's backup runs).
+fn archive(dir: &Path, path: &str, to: &Path) -> Result<(), Failure> {
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| io_failure("the saved copies' directory".to_owned(), parent, e))?;
+    }
+    let output = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(dir)
+        .arg("-cf")
+        .arg(to)
+        .arg(path)
+        .output()
+        .map_err(|e| Failure::new("tar to run", e.to_string()))?;
+    if !output.status.success() {
+        return Err(Failure::new(
+            format!("tar -cf {} {path} to succeed", to.display()),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        ));
+    }
+    Ok(())
 }
 
 /// Copies the file or directory `from` to `to` (which must not exist), keeping
@@ -121,6 +145,7 @@ enum Storage {
         host: String,
         path: String,
         name: String,
+        tar: bool,
     },
     Restore {
         host: String,
@@ -143,7 +168,13 @@ enum Storage {
 pub fn parse_save(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let (host, path) = relative(node)?;
     let name = copy_name(node, "as")?;
-    Ok(Box::new(Storage::Save { host, path, name }))
+    let tar = node.flag("tar")?.unwrap_or(false);
+    Ok(Box::new(Storage::Save {
+        host,
+        path,
+        name,
+        tar,
+    }))
 }
 
 pub fn parse_restore(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
@@ -193,13 +224,23 @@ fn chosen(
 impl Step for Storage {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
         match self {
-            Storage::Save { host, path, name } => {
+            Storage::Save {
+                host,
+                path,
+                name,
+                tar,
+            } => {
                 let (from, to) = (cx.host_dir(host).join(path), saved(cx, name));
                 if to.exists() {
                     return Err(Failure::new(
                         format!("no copy saved as `{name}` yet"),
                         "one is (names are written once)",
                     ));
+                }
+                if *tar {
+                    archive(&cx.host_dir(host), path, &to)?;
+                    cx.say(format_args!("{host}: {path} archived as {name} (tar)"));
+                    return Ok(());
                 }
                 copy_tree(&from, &to)?;
                 let files = files_at(&to, None)?.len();

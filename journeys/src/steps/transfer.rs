@@ -1,8 +1,9 @@
-//! `transfer HOST to=DIR [at=POINT] [expect=OUTCOME] [plan-mention=TEXT]` (SPEC §5,
-//! docs/transfer.md) — the operator moves HOST's installation: its `host` node's `dir`
-//! becomes `$WORK/DIR` in the files (written as the next edited copy of the topology,
-//! like `edit-topology`), `gridctl plan` shows TEXT (when given) and `gridctl
-//! reconcile` runs.
+//! `transfer HOST to=DIR|back=#true [at=POINT] [expect=OUTCOME] [plan-mention=TEXT]`
+//! (SPEC §5, docs/transfer.md) — the operator moves HOST's installation: its `host`
+//! node's `dir` becomes `$WORK/DIR` in the files (`back=#true`: the `dir` is removed,
+//! back into the state directory; written as the next edited copy of the topology, like
+//! `edit-topology`), `gridctl plan` shows TEXT (when given) and `gridctl reconcile`
+//! runs.
 //!
 //! - With `at`, gridctl runs with `GRID_FAILPOINTS=POINT=abort` (`transfer-after-prepare`,
 //!   `transfer-mid-copy`, `transfer-before-activate`, `transfer-before-retire`) and must
@@ -28,7 +29,8 @@ use crate::step::{Node, ParseError};
 
 struct Transfer {
     host: String,
-    to: String,
+    /// The new `dir` below `$WORK`; none: back into the state directory.
+    to: Option<String>,
     at: Option<String>,
     expect: Outcome,
     /// Text the plan of the edited files must show first (`plan-mention`).
@@ -37,7 +39,13 @@ struct Transfer {
 
 pub fn parse(node: &mut Node<'_>) -> Result<Box<dyn Step>, ParseError> {
     let host = node.host("the host whose installation moves")?;
-    let to = node.required("to", "DIR")?;
+    let to = node.string("to")?;
+    let back = node.flag("back")?.unwrap_or(false);
+    if to.is_some() == back {
+        return Err(node.error(
+            "`transfer` moves to=\"DIR\" (below the work directory) or back=#true (into the state directory), one of them",
+        ));
+    }
     let at = crash_point(
         node,
         "a transfer's",
@@ -101,30 +109,46 @@ pub(super) fn aborts_at(
     Ok(())
 }
 
-/// `text` with `host`'s `dir` set to `dir`.
-fn moved(text: &str, host: &str, dir: &Path) -> Result<String, String> {
+/// `text` with `host`'s `dir` set to `dir`, or removed.
+fn moved(text: &str, host: &str, dir: Option<&Path>) -> Result<String, String> {
     let mut doc: KdlDocument = text
         .parse()
         .map_err(|e| format!("the topology does not parse: {e}"))?;
     let node = super::custody::node_named(&mut doc, "host", host)?;
-    node.insert("dir", dir.display().to_string());
+    match dir {
+        Some(dir) => {
+            node.insert("dir", dir.display().to_string());
+        }
+        // By value: kdl's `remove` compares the parsed name's representation too.
+        None => node
+            .entries_mut()
+            .retain(|e| e.name().is_none_or(|n| n.value() != "dir")),
+    }
 
     Ok(doc.to_string())
 }
 
 impl Step for Transfer {
     fn run(&self, cx: &mut Context<'_>) -> Result<(), Failure> {
-        let destination = cx.work_dir().join(&self.to);
         let link = cx.host_dir(&self.host);
+        let new_dir = self.to.as_ref().map(|to| cx.work_dir().join(to));
+        // Back into the state directory, the copy is made beside the link first.
+        let destination = new_dir
+            .clone()
+            .unwrap_or_else(|| link.with_file_name(format!("{}.returning", self.host)));
         let source = std::fs::read_link(&link).unwrap_or_else(|_| link.clone());
         let (current, text) = super::topology::read_current(cx)?;
-        let edited = moved(&text, &self.host, &destination)
+        let edited = moved(&text, &self.host, new_dir.as_deref())
             .map_err(|e| Failure::new("the host's dir set in the files", e))?;
         let path = super::topology::write_edited(cx, &current, &edited)?;
         cx.say(format_args!(
-            "{}: dir={} ({})",
+            "{}: {} ({})",
             self.host,
-            cx.show_path(&destination),
+            new_dir
+                .as_ref()
+                .map_or("no dir: back into the state directory".to_owned(), |d| {
+                    format!("dir={}", cx.show_path(d))
+                }),
             cx.show_path(&path)
         ));
         if let Some(mention) = &self.plan_mention {
@@ -146,9 +170,15 @@ impl Step for Transfer {
         let output = cx.gridctl(&args)?;
         stopped_by_transfer(cx, &self.host, was_running)?;
         check_outcome(cx, &output, self.expect)?;
-        // Moved (the host's link names the new place): the old place refuses.
-        if std::fs::read_link(&link).is_ok_and(|target| target == destination) {
-            source_refuses(cx, &self.host, &source, &destination)?;
+        // Moved (the host's link names the new place, or back: `hosts/H` is the copy
+        // itself): the old place refuses.
+        let arrived = match &new_dir {
+            Some(_) => std::fs::read_link(&link).is_ok_and(|target| target == destination),
+            None => std::fs::symlink_metadata(&link).is_ok_and(|m| m.is_dir()) && source != link,
+        };
+        if arrived {
+            let served = new_dir.unwrap_or(link);
+            source_refuses(cx, &self.host, &source, &served)?;
         }
         Ok(())
     }

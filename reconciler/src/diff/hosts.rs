@@ -361,16 +361,13 @@ fn transfer(desired: &grid_spec::Host, observation: &HostObservation) -> Draft {
         .link
         .clone()
         .unwrap_or_else(|| observation.dir.clone());
-    let Some(destination) = desired.dir.clone() else {
-        return Draft::attention(
-            "host",
-            name,
-            name,
-            format!(
-                "installed in {}, the files name no `dir`: moving an installation back into the state directory is not a transfer this version performs (name its new place with `dir=`)",
-                source.display()
-            ),
-        );
+    // No `dir`: back into the state directory's own `hosts/H`, copied beside it first.
+    let (destination, back) = match desired.dir.clone() {
+        Some(dir) => (dir, ""),
+        None => (
+            crate::observe::returning(&observation.dir),
+            " (back into the state directory)",
+        ),
     };
     if !destination.is_absolute() {
         return Draft::attention(
@@ -397,9 +394,14 @@ fn transfer(desired: &grid_spec::Host, observation: &HostObservation) -> Draft {
         name,
         name,
         format!(
-            "transfer installation {} -> {} ({}{files} files, {bytes} bytes, keys generation {generation}{stops})",
+            "transfer installation {} -> {}{back} ({}{files} files, {bytes} bytes, keys generation {generation}{stops})",
             source.display(),
-            destination.display(),
+            if back.is_empty() {
+                &destination
+            } else {
+                &observation.dir
+            }
+            .display(),
             observation
                 .inventory
                 .as_ref()

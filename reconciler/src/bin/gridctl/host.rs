@@ -1,6 +1,7 @@
-//! `gridctl host replace-storage HOST --from COPY --op ID` (docs/transfer.md, "Storage
-//! replacement"): a stopped host's store replaced by a copy of it under a new storage
-//! generation, the store it replaces fenced and kept.
+//! `gridctl host replace-storage HOST --from COPY|ARCHIVE --op ID` (docs/transfer.md,
+//! "Storage replacement"): a stopped host's store replaced by a copy of it (a directory
+//! or a tar archive) under a new storage generation, the store it replaces fenced and
+//! kept.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,8 +16,10 @@ use crate::report::{Report, emit};
 #[derive(Subcommand, Debug)]
 pub enum HostCli {
     /// Replace the store of HOST (stopped) by COPY, a copy of its store directory
-    /// (`DIR/store`, copied while gridd was stopped), under storage generation N+1:
-    /// COPY is copied in, verified file by file and judged as gridd would (this
+    /// (`DIR/store`, copied while gridd was stopped), or ARCHIVE, a tar archive of it
+    /// (`tar -C DIR -cf store.tar store`), under storage generation N+1: COPY is
+    /// copied in (ARCHIVE unpacked, refused when an entry leaves the store, is a link
+    /// or is cut short), verified file by file and judged as gridd would (this
     /// installation's store, its format, no acknowledged write missing, no mission of
     /// the host active); the store it replaces is kept in `DIR/replaced/store.N` and
     /// fenced — a gridd refuses it if it ever comes back. A stop midway is finished by
@@ -25,8 +28,9 @@ pub enum HostCli {
     ReplaceStorage {
         /// The host.
         host: String,
-        /// The copy of the host's store directory to put in place.
-        #[arg(long, value_name = "COPY")]
+        /// The copy of the host's store directory to put in place, or a tar archive
+        /// of it.
+        #[arg(long, value_name = "COPY|ARCHIVE")]
         from: PathBuf,
         /// The operation id.
         #[arg(long, value_name = "ID")]
