@@ -34,6 +34,18 @@ impl Host {
                 reason,
             });
         }
+        // A transferred installation's first open: its files checked against the
+        // manifest its transfer verified, before anything writes (store/arrival.rs).
+        match crate::store::arrival::check(dir) {
+            Ok(Some(said)) => tracing::info!(installation = %dir.display(), "{said}"),
+            Ok(None) => {}
+            Err(reason) => {
+                return Err(HostError::Config {
+                    path: dir.join(crate::store::arrival::MANIFEST_FILE),
+                    reason,
+                });
+            }
+        }
         // Nor one whose storage is being replaced (store/replace.rs).
         if let Some(reason) = crate::store::replace::refusal(dir) {
             return Err(HostError::Config {
@@ -239,6 +251,12 @@ impl Host {
             let signature = ed25519_dalek::Signature::from_bytes(signature);
             crate::custody::verify_signature(&custody.manifest(), generation, message, &signature)
         }
+    }
+
+    /// Signs, once, the checked arrival of this transferred installation
+    /// (store/arrival.rs): called once its custody signs.
+    pub fn sign_arrival(&self) -> Result<Option<String>, String> {
+        crate::store::arrival::sign(&self.dir, &self.config.name, &Self::signer(&self.custody))
     }
 
     /// Signs a record with this host's current signing key.

@@ -72,6 +72,10 @@ pub fn start(
             None => locked::serve_until_unlocked(&mut host).map_err(|e| refuse(&e))?,
         }
     }
+    // A transferred installation's checked arrival is signed, once, by its own key.
+    if let Some(said) = host.sign_arrival().map_err(|e| refuse(&e))? {
+        tracing::info!(host = host.name(), "{said}");
+    }
     // A store fenced at an authority confirms its claim before anything is served.
     if let Some(said) =
         store_claim::confirm(&mut host, runtime, failpoints).map_err(|e| refuse(&e))?

@@ -10,6 +10,7 @@
 //! before an fsync that began after it covered it.
 
 pub mod archive;
+pub mod arrival;
 pub mod checkpoint;
 pub mod commit;
 mod durable;

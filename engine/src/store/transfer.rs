@@ -34,7 +34,12 @@ use super::{Failpoint, Failpoints};
 pub const TRANSFER_FILE: &str = "transfer.toml";
 /// Files of an installation a transfer does not copy: its own journal, the control
 /// socket and the pid file of a gridd that served it.
-const NOT_COPIED: [&str; 3] = [TRANSFER_FILE, "control.sock", "gridd.pid"];
+const NOT_COPIED: [&str; 4] = [
+    TRANSFER_FILE,
+    super::arrival::MANIFEST_FILE,
+    "control.sock",
+    "gridd.pid",
+];
 
 /// Where a transfer stands, as an installation's journal records it.
 #[derive(
@@ -81,6 +86,10 @@ pub struct Record {
     /// (back into the state directory: renamed after activation); messages name it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub known_as: Option<PathBuf>,
+    /// A destination's first open: its files checked against the verified manifest,
+    /// then signed (`arrival.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival: Option<super::arrival::Arrival>,
 }
 
 impl Record {
@@ -126,6 +135,9 @@ pub enum TransferError {
 /// permissions.
 pub(super) type Line = (String, u64, String, u32);
 
+/// What a manifest holds in all: files, bytes, and its SHA-256 (hex).
+type Summary = (u64, u64, String);
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TransferError + '_ {
     move |source| TransferError::Io {
         path: path.to_owned(),
@@ -149,7 +161,7 @@ pub fn record(dir: &Path) -> Result<Option<Record>, TransferError> {
 }
 
 /// Writes the journal (0600, synced, renamed into place, `dir` synced).
-fn write_record(dir: &Path, record: &Record) -> Result<(), TransferError> {
+pub(super) fn write_record(dir: &Path, record: &Record) -> Result<(), TransferError> {
     let path = dir.join(TRANSFER_FILE);
     let text = toml::to_string(record).expect("records serialize");
     super::write_private(&path, text.as_bytes()).map_err(io(&path))
@@ -246,6 +258,7 @@ pub fn transfer_known_as(
                 bytes: 0,
                 digest: None,
                 known_as: known_as.map(Path::to_owned),
+                arrival: None,
             };
             write_record(source, &r)?;
             failpoints.abort_if_armed(Failpoint::TransferAfterPrepare);
@@ -263,7 +276,9 @@ pub fn transfer_known_as(
         write_record(source, &journal)?;
     }
     if journal.step == Step::Copied {
-        let (files, bytes, digest) = verify(source, destination)?;
+        let (lines, (files, bytes, digest)) = verify(source, destination)?;
+        // Left at the destination: its first open checks the files against it.
+        super::arrival::write_manifest(destination, &lines)?;
         (journal.files, journal.bytes, journal.digest) = (files, bytes, Some(digest));
         journal.step = Step::Verified;
         write_record(source, &journal)?;
@@ -346,6 +361,7 @@ fn copy_installation(
             bytes: 0,
             digest: None,
             known_as: None,
+            arrival: None,
         },
     )?;
     let mut copied = 0u64;
@@ -447,7 +463,7 @@ fn copy_file(from: &Path, to: &Path, mode: u32) -> Result<(), TransferError> {
 
 /// `dir`'s manifest: every file's path below it, size, SHA-256 and permissions, depth
 /// first, each directory's entries by name.
-fn manifest(dir: &Path) -> Result<Vec<Line>, TransferError> {
+pub(super) fn manifest(dir: &Path) -> Result<Vec<Line>, TransferError> {
     let mut lines = Vec::new();
     walk(dir, dir, true, &mut lines)?;
     Ok(lines)
@@ -494,8 +510,26 @@ fn walk(root: &Path, dir: &Path, top: bool, lines: &mut Vec<Line>) -> Result<(),
 
 /// Compares the manifests of both sides whole: the files, bytes and digest, or the
 /// first difference.
-fn verify(source: &Path, destination: &Path) -> Result<(u64, u64, String), TransferError> {
-    differ(source, &manifest(source)?, &manifest(destination)?)
+fn verify(source: &Path, destination: &Path) -> Result<(Vec<Line>, Summary), TransferError> {
+    let lines = manifest(source)?;
+    let summary = differ(source, &lines, &manifest(destination)?)?;
+    Ok((lines, summary))
+}
+
+/// Compares the installation `dir`'s manifest whole with `lines`, the one its transfer
+/// verified (`arrival.rs`): the files, bytes and digest of `lines`, or the first
+/// difference (`here`: the manifest, `there`: the files now).
+pub(super) fn compare_arrived(dir: &Path, lines: &[Line]) -> Result<(u64, u64, String), String> {
+    differ(dir, lines, &manifest(dir).map_err(|e| e.to_string())?).map_err(|e| match e {
+        TransferError::Differs { path, detail } => format!(
+            "{} differs: {}",
+            path.display(),
+            detail
+                .replace(" in the copy", " now")
+                .replace("the copy has", "the installation has")
+        ),
+        other => other.to_string(),
+    })
 }
 
 /// Compares `unpacked`'s manifest whole with the one its archive's bytes gave.

@@ -147,7 +147,27 @@ struct Identity<'a> {
     /// The installation's storage generation (docs/transfer.md, "Storage
     /// replacement").
     storage: Storage,
+    /// The transfer this installation arrived by, when it did (docs/transfer.md,
+    /// "Arrival").
+    transfer: Option<Arrived>,
     memberships: Vec<Member<'a>>,
+}
+
+#[derive(Serialize)]
+struct Arrived {
+    op: String,
+    from: String,
+    files: u64,
+    bytes: u64,
+    /// SHA-256 of the verified manifest.
+    manifest: String,
+    /// When its first open checked the files against the manifest (RFC 3339; null:
+    /// not opened since).
+    checked: Option<String>,
+    /// Whether the host signed that check, and whether the signature verifies with its
+    /// custody manifest, offline.
+    signed: bool,
+    verified: bool,
 }
 
 #[derive(Serialize)]
@@ -223,6 +243,24 @@ impl Report for Identity<'_> {
                 .map(|op| format!("; replacement {op} under way"))
                 .unwrap_or_default()
         );
+        if let Some(t) = &self.transfer {
+            text += &format!(
+                "  transfer    arrived from {} (op {}): {} files, {} bytes, manifest sha256:{}; {}\n",
+                t.from,
+                t.op,
+                t.files,
+                t.bytes,
+                t.manifest,
+                match (&t.checked, t.signed, t.verified) {
+                    (None, ..) => "not yet checked (at its first start)".to_owned(),
+                    (Some(at), false, _) => format!("checked {at}, not yet signed"),
+                    (Some(at), true, true) =>
+                        format!("checked {at}, signed by the host (verified)"),
+                    (Some(at), true, false) =>
+                        format!("checked {at}, its signature DOES NOT VERIFY"),
+                }
+            );
+        }
         for e in &self.memberships {
             text += &format!(
                 "  member      {} as participant {} (serial {}, until {})\n",
@@ -260,8 +298,44 @@ pub fn status(host: &str, output: &Output) -> anyhow::Result<ExitCode> {
         replacements: replace.replacements.len(),
         open: grid_engine::store::replace::journal(&dir)?.map(|j| j.op),
     };
+    use grid_engine::store::transfer::{Role, Step};
+    shown.transfer = grid_engine::store::transfer::record(&dir)?
+        .filter(|r| r.role == Role::Destination && r.step == Step::Activated)
+        .map(|r| Arrived {
+            op: r.op.clone(),
+            from: r.source.display().to_string(),
+            files: r.files,
+            bytes: r.bytes,
+            manifest: r.digest.clone().unwrap_or_default(),
+            checked: r
+                .arrival
+                .as_ref()
+                .map(|a| grid_engine::store::rfc3339_ms(a.checked_ms)),
+            signed: r.arrival.as_ref().is_some_and(|a| a.signature.is_some()),
+            verified: manifest
+                .as_ref()
+                .is_some_and(|m| arrival_verifies(host, &r, m)),
+        });
     emit(&shown, output.json);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether `record`'s arrival is signed by `host` and the signature verifies with its
+/// custody `manifest` (docs/transfer.md, "Arrival").
+fn arrival_verifies(
+    host: &str,
+    record: &grid_engine::store::transfer::Record,
+    manifest: &Manifest,
+) -> bool {
+    let Some(arrival) = &record.arrival else {
+        return false;
+    };
+    let statement = grid_engine::store::arrival::statement(host, record, arrival.checked_ms);
+    (arrival.signature.as_deref())
+        .zip(arrival.generation)
+        .is_some_and(|(signature, generation)| {
+            grid_engine::custody::verify_hex_signature(manifest, generation, &statement, signature)
+        })
 }
 
 fn identity<'a>(
@@ -297,6 +371,7 @@ fn identity<'a>(
             replacements: 0,
             open: None,
         },
+        transfer: None,
         memberships: enrollments
             .iter()
             .map(|e| Member {

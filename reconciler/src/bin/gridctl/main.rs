@@ -187,7 +187,8 @@ enum Command {
     Process(process::ProcessCli),
     /// A host's identity as its installation holds it: memberships (participant
     /// certificates), profiles, the generations of its signing, mail and TLS keys,
-    /// and whether it runs.
+    /// its storage generation, the transfer it arrived by (checked at its first
+    /// start, signed by the host, the signature verified here), and whether it runs.
     Status {
         /// The host.
         #[arg(long, value_name = "NAME")]
