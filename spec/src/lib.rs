@@ -8,6 +8,7 @@
 
 pub mod bacnet;
 pub mod canonical;
+mod decisions;
 pub mod diagnostic;
 pub mod endpoint;
 pub mod format;

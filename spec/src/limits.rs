@@ -281,6 +281,8 @@ pub const NAMES: &[&str] = &[
     "RETAIN_HOT_DAYS_MAX",
     "RETAIN_ARCHIVE_DAYS_MAX",
     "STORAGE_GENERATION_MAX",
+    "DECISION_ROSTER_MAX",
+    "DECISION_EXPIRY_HOURS_MAX",
 ];
 
 // Ledgers (SPEC C6, docs/ledger.md).
@@ -323,6 +325,13 @@ pub const RETAIN_ARCHIVE_DAYS_MAX: u32 = 36_525;
 /// generation, and an installation at this one refuses another replacement rather
 /// than reuse one.
 pub const STORAGE_GENERATION_MAX: u64 = 1_000;
+
+/// The most hosts a decision's roster names (docs/decisions.md): the roster is fixed
+/// and signed whole in the decision's Open record.
+pub const DECISION_ROSTER_MAX: usize = 64;
+
+/// The longest a decision stays open for ballots (`expires-after-hours`): a year.
+pub const DECISION_EXPIRY_HOURS_MAX: u32 = 8_760;
 
 const _: () = assert!(RETAIN_DAYS_MIN <= RETAIN_HOT_DAYS_DEFAULT);
 const _: () = assert!(RETAIN_HOT_DAYS_DEFAULT <= RETAIN_HOT_DAYS_MAX);

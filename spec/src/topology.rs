@@ -41,6 +41,8 @@ pub struct Topology {
     pub tags: Vec<Tag>,
     pub exports: Vec<Export>,
     pub ledgers: Vec<Ledger>,
+    /// `decision` nodes (issue 35, docs/decisions.md).
+    pub decisions: Vec<Decision>,
 }
 
 impl Topology {
@@ -95,10 +97,14 @@ pub enum Profile {
     /// routes and receipts per membership, inputs through tickets into one journal
     /// (issue 30; not provided by this build yet: refused by name).
     SharedMemberships,
+    /// Decisions (issue 35, docs/decisions.md): a roster's signed ballots, a human
+    /// gate and one effect applied once (not provided by this build yet: refused by
+    /// name).
+    Decisions,
 }
 
 impl Profile {
-    pub const ALL: [Profile; 12] = [
+    pub const ALL: [Profile; 13] = [
         Profile::Transport,
         Profile::Authority,
         Profile::Delivery,
@@ -111,6 +117,7 @@ impl Profile {
         Profile::WireObservation,
         Profile::ArchiveWallet,
         Profile::SharedMemberships,
+        Profile::Decisions,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -127,12 +134,53 @@ impl Profile {
             Profile::WireObservation => "wire-observation",
             Profile::ArchiveWallet => "archive-wallet",
             Profile::SharedMemberships => "shared-memberships",
+            Profile::Decisions => "decisions",
         }
     }
 
     pub fn from_name(name: &str) -> Option<Profile> {
         Profile::ALL.into_iter().find(|p| p.name() == name)
     }
+}
+
+/// A `decision` (issue 35, docs/decisions.md): who may vote (a roster fixed when a
+/// decision opens), how many ballots in favour carry it, whose operator approves after
+/// them, what it applies once, and how long it stays open.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub name: String,
+    /// The host that keeps it (profile `decisions`).
+    pub host: String,
+    /// Declared hosts sharing a membership with `host`, each at most once.
+    pub roster: Vec<String>,
+    /// Ballots in favour needed: 1 to the roster's size.
+    pub threshold: u32,
+    /// `human-gate operator=HOST`: the host whose operator signs the approval.
+    pub gate: String,
+    pub effect: DecisionEffect,
+    pub expires_after_hours: u32,
+    pub origin: Origin,
+}
+
+/// What a decision applies once it is approved.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecisionEffect {
+    /// `effect "input" model=M input=I`: the decided value into an input nothing else
+    /// feeds.
+    Input {
+        model: String,
+        input: String,
+        at: Origin,
+    },
+    /// `effect "ledger.transfer" ledger=L debit=A credit=B currency=C`: one transfer
+    /// of the decided amount.
+    LedgerTransfer {
+        ledger: String,
+        debit: String,
+        credit: String,
+        currency: String,
+        at: Origin,
+    },
 }
 
 /// A host's `storage generation=N [from="PATH"] [authority="M"]`.

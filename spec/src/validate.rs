@@ -14,6 +14,7 @@ use crate::topology::{Item, Model, Profile, Topology};
 pub(crate) fn topology(parsed: &Parsed, options: crate::Options, problems: &mut Vec<Diagnostic>) {
     if options.references {
         references(parsed, problems);
+        crate::decisions::check(parsed, options.provided_profiles, problems);
     }
     hosts(parsed, problems);
     if let Some(provided) = options.provided_profiles {
@@ -414,6 +415,21 @@ fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
                             others.iter().map(|o| format!("`{o}`")).collect::<Vec<_>>().join(" and ")
                         ),
                         "the parties of a grant reach each other over mutual TLS in one membership: add a common `member` line".to_owned(),
+                    )
+                })
+            }),
+            Some(Requirement::SharesWith(other)) => t.host(&reference.name).zip(t.host(other)).and_then(|(host, other)| {
+                let shared = host.memberships.iter().any(|m| other.memberships.contains(m));
+                (!shared).then(|| {
+                    (
+                        format!(
+                            "{} `{}` shares no membership with `{}`",
+                            reference.context, reference.name, other.name
+                        ),
+                        format!(
+                            "its ballots and approvals reach `{}` over mutual TLS in one membership: add a common `member` line",
+                            other.name
+                        ),
                     )
                 })
             }),

@@ -25,6 +25,7 @@ use crate::topology::*;
 use crate::validate;
 
 mod bacnet;
+mod decisions;
 mod grants;
 mod hosts;
 mod j1939;
@@ -98,6 +99,9 @@ pub(crate) enum Requirement {
     Processes(Vec<String>),
     /// The host selects this profile (for the reason given: "keeping a ledger needs").
     Selects(Profile, &'static str),
+    /// The host shares a membership with this one (a decision's roster member or
+    /// gate operator and the decision's host).
+    SharesWith(String),
 }
 
 /// Where a cell's formula text starts in its file, so formula spans map into the file.
@@ -296,7 +300,7 @@ pub(crate) fn syntax_problems(file: &File, text: &str, error: kdl::KdlError) -> 
 pub(crate) const NAME_CHARACTERS_HELP: &str = "names are ASCII: they start with a letter or digit and use letters, digits, `_`, `-`, `.` and `/` (a name becomes a file, a certificate's participant and a claim); other text, in any script, goes in a quoted string value";
 
 const KINDS: &str =
-    "grid, host, membership, model, route, mapping, grant, mission, tag, export, ledger";
+    "grid, host, membership, model, route, mapping, grant, mission, tag, export, ledger, decision";
 
 impl FileReader<'_> {
     fn error(&mut self, span: SourceSpan, message: impl Into<String>, label: &str, help: &str) {
@@ -345,6 +349,7 @@ impl FileReader<'_> {
                 "tag" => self.tag(node),
                 "export" => self.export(node),
                 "ledger" => self.ledger(node),
+                "decision" => self.decision(node),
                 other => self.error(
                     node.name().span(),
                     format!("unknown node `{other}`"),
