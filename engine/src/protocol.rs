@@ -552,6 +552,11 @@ pub struct Observation {
     /// says so. `None` from a gridd older than this field.
     #[serde(default)]
     pub profiles: Option<Vec<String>>,
+    /// Mapping → (lowest, highest) version staged here, for every mapping this host is
+    /// a destination of (issue 34; empty from a gridd older than this field): a pinned
+    /// version outside it is planned as `!`, not applied.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub staged: std::collections::BTreeMap<String, (u64, u64)>,
 }
 
 /// A tag a host holds, as `observe` reports it.

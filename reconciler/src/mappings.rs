@@ -16,8 +16,9 @@ use crate::transition::{Action, Draft, Op, installed};
 
 /// `~ matrix MODEL.MATRIX @ HOST` for every matrix whose `version=N` is not the version
 /// its host applied: the host applies staged version N as one batch (once, under the
-/// transition's id). A host that does not run has its own line; a version not staged
-/// there yet fails, changing nothing, and the next plan shows the line again.
+/// transition's id). A host that does not run has its own line. A version the host
+/// says it has not staged yet, or has purged, is `!` (nothing applied); a host that
+/// does not say (older) fails the line at reconcile, changing nothing.
 pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
     let mut out = Vec::new();
     for model in topology.models.iter().filter(|m| !m.retired) {
@@ -36,6 +37,31 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
             if applied == Some(version) {
                 continue;
             }
+            let name = format!("{}.{}", model.name, matrix.name);
+            let staged = world
+                .running(host)
+                .and_then(|o| o.staged.get(&matrix.mapping))
+                .copied();
+            if let Some((from, newest)) = staged
+                && !(from..=newest).contains(&version)
+            {
+                let why = if version > newest {
+                    format!(
+                        "version {version} of mapping {} is not staged at {host} yet (it holds {}): applied once it is",
+                        matrix.mapping,
+                        holds(from, newest)
+                    )
+                } else {
+                    format!(
+                        "version {version} of mapping {} was purged at {host} (it holds {}: a destination keeps the newest MAPPING_STAGED_KEPT_MAX ({}) staged versions); pin one it holds",
+                        matrix.mapping,
+                        holds(from, newest),
+                        grid_engine::limits::MAPPING_STAGED_KEPT_MAX
+                    )
+                };
+                out.push(Draft::attention("matrix", &name, host, why));
+                continue;
+            }
             let detail = format!(
                 "apply version {version} of mapping {} ({})",
                 matrix.mapping,
@@ -49,7 +75,6 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
                 matrix: matrix.name.clone(),
                 version,
             };
-            let name = format!("{}.{}", model.name, matrix.name);
             out.push(
                 Draft::new(
                     Op::Change,
@@ -65,6 +90,15 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
         }
     }
     out
+}
+
+/// `versions 3 to 18`, `nothing yet`.
+fn holds(from: u64, newest: u64) -> String {
+    if newest < from {
+        "nothing yet".to_owned()
+    } else {
+        format!("versions {from} to {newest}")
+    }
 }
 
 /// `gridctl publish-matrix MAPPING --as HOST --file FILE`: the matrix in FILE (checked

@@ -899,6 +899,11 @@ impl Host {
                 .map(|e| e.states())
                 .unwrap_or_default(),
             profiles: Some(self.config.profiles.clone()),
+            staged: self
+                .delivery
+                .as_ref()
+                .map(|d| d.staged_ranges())
+                .unwrap_or_default(),
         }
     }
 

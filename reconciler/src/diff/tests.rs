@@ -191,6 +191,7 @@ fn empty_observation(host: &str) -> Observation {
         missions: Vec::new(),
         exports: Vec::new(),
         profiles: None,
+        staged: Default::default(),
     }
 }
 

@@ -300,20 +300,8 @@ impl Delivery {
     /// per mapping per call. A version applied to a model is not needed here: its value
     /// is in the model's batches and checkpoint.
     pub fn purge_staged(&self) -> Vec<Bounded> {
-        let staged: Vec<(String, u64)> = self
-            .routes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .filter_map(|(name, r)| match &r.role {
-                Role::Destination(inbox) if r.install.matrix.is_some() => {
-                    Some((name.clone(), inbox.held()))
-                }
-                _ => None,
-            })
-            .collect();
         let mut done = Vec::new();
-        for (route, held) in staged {
+        for (route, held) in self.staged_mappings() {
             let bound = staged_bound(held);
             if bound < self.held_from(&route) {
                 continue;

@@ -303,6 +303,33 @@ impl Delivery {
         }
     }
 
+    /// Every mapping this host is a destination of, with the newest version it stages.
+    pub(super) fn staged_mappings(&self) -> Vec<(String, u64)> {
+        self.routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(|(name, r)| match &r.role {
+                Role::Destination(inbox) if r.install.matrix.is_some() => {
+                    Some((name.clone(), inbox.held()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Mapping → (lowest, highest) version this host stages, for every mapping it is a
+    /// destination of (nothing staged yet: (1, 0)).
+    pub fn staged_ranges(&self) -> std::collections::BTreeMap<String, (u64, u64)> {
+        self.staged_mappings()
+            .into_iter()
+            .map(|(name, held)| {
+                let from = self.held_from(&name);
+                (name, (from, held))
+            })
+            .collect()
+    }
+
     /// Version `position` of mapping `route` as this destination staged it: opened and
     /// checked whole again, or why not (not a destination of a mapping, not staged,
     /// purged).
