@@ -475,9 +475,6 @@ impl Ledgers {
         sign: &Signer,
     ) -> Result<Gathered, String> {
         let inner = &self.0;
-        let Some(shelf) = &inner.retention.shelf else {
-            return Ok(Gathered::default());
-        };
         let room = shelf::Room {
             database: &inner.database,
             host: &inner.host,
@@ -486,7 +483,8 @@ impl Ledgers {
             keyspaces: [&inner.ids, &inner.ids_by_time],
             what: "ledger ids",
         };
-        shelf::archive_room(shelf, room, (cutoff, patient, segments_max), sign, || {
+        let pass = (cutoff, patient, segments_max);
+        inner.retention.archive_room(room, pass, sign, || {
             self.reach(Failpoint::ArchiveBeforeIndex)
         })
     }

@@ -146,9 +146,6 @@ impl Delivery {
         segments_max: usize,
         sign: &Signer,
     ) -> Result<Gathered, String> {
-        let Some(shelf) = &self.retention.shelf else {
-            return Ok(Gathered::default());
-        };
         let room = shelf::Room {
             database: &self.database,
             host: &self.host,
@@ -157,7 +154,8 @@ impl Delivery {
             keyspaces: [&self.ks.matrix_ops, &self.ks.matrix_ops_by_time],
             what: "publish-matrix answers",
         };
-        shelf::archive_room(shelf, room, (cutoff, patient, segments_max), sign, || {
+        let pass = (cutoff, patient, segments_max);
+        self.retention.archive_room(room, pass, sign, || {
             self.failpoints
                 .abort_if_armed(Failpoint::ArchiveBeforeIndex)
         })
@@ -228,30 +226,13 @@ impl Delivery {
     /// at most: each checked whole again (opened at a destination), with its SHA-256.
     pub(super) fn staged(&self, route: &str) -> DeliveryReply {
         let refuse = |reason: String| DeliveryReply::Refused { reason };
-        let (install, publishes, held) = {
-            let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(r) = routes.get(route) else {
-                return refuse(format!("host `{}` holds no mapping `{route}`", self.host));
-            };
-            let held = match &r.role {
-                Role::Publisher(p) => p.durable(),
-                Role::Destination(inbox) => inbox.held(),
-            };
-            (
-                r.install.clone(),
-                matches!(r.role, Role::Publisher(_)),
-                held,
-            )
+        let Some((install, publishes, held, keyspace)) = self.journal_of(route) else {
+            return refuse(format!("host `{}` holds no mapping `{route}`", self.host));
         };
         let Some(geometry) = install.matrix else {
             return refuse(format!(
                 "`{route}` is a route: it carries scalar values (gridctl inspect inbox)"
             ));
-        };
-        let keyspace = if publishes {
-            &self.ks.published
-        } else {
-            &self.ks.inbox
         };
         let held_from = self.held_from(route);
         let mut versions = Vec::new();

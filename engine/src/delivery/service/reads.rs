@@ -102,37 +102,31 @@ impl Delivery {
         }
     }
 
+    /// What this host's journal of `route` holds, as a read of it sees it: the route's
+    /// definition, whether this host publishes it, the newest position durable here
+    /// (published, or held), and the keyspace of its entries. `None`: no such route.
+    pub(super) fn journal_of(
+        &self,
+        route: &str,
+    ) -> Option<(RouteInstall, bool, u64, &fjall::Keyspace)> {
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let r = routes.get(route)?;
+        Some(match &r.role {
+            Role::Publisher(p) => (r.install.clone(), true, p.durable(), &self.ks.published),
+            Role::Destination(i) => (r.install.clone(), false, i.held(), &self.ks.inbox),
+        })
+    }
+
     pub(super) fn held(&self, route: &str, from: u64) -> DeliveryReply {
-        let (install, publishes, durable) = {
-            let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-            match routes.get(route) {
-                None => {
-                    return DeliveryReply::Refused {
-                        reason: format!("host `{}` holds no route `{route}`", self.host),
-                    };
-                }
-                Some(r) if r.install.matrix.is_some() => {
-                    return DeliveryReply::Refused {
-                        reason: format!(
-                            "`{route}` is a mapping: it holds matrices, not values (gridctl inspect mapping)"
-                        ),
-                    };
-                }
-                Some(r) => (
-                    r.install.clone(),
-                    matches!(r.role, Role::Publisher(_)),
-                    match &r.role {
-                        Role::Publisher(p) => p.durable(),
-                        Role::Destination(i) => i.held(),
-                    },
-                ),
-            }
+        let refuse = |reason: String| DeliveryReply::Refused { reason };
+        let Some((install, publishes, durable, keyspace)) = self.journal_of(route) else {
+            return refuse(format!("host `{}` holds no route `{route}`", self.host));
         };
-        let keyspace = if publishes {
-            &self.ks.published
-        } else {
-            &self.ks.inbox
-        };
+        if install.matrix.is_some() {
+            return refuse(format!(
+                "`{route}` is a mapping: it holds matrices, not values (gridctl inspect mapping)"
+            ));
+        }
         let held_from = self.held_from(route);
         let mut values = Vec::new();
         let mut next = None;

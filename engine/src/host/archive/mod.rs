@@ -327,28 +327,28 @@ impl Host {
         pass.more = answers.more;
         // The rooms' own answers (a receiver's finished runs, a caller's closed
         // waits), in the segments left.
+        // Each room in the segments the ones before left; its entries counted.
+        let left = |pass: &ArchivePass| {
+            ARCHIVE_SEGMENTS_PER_PASS_MAX.saturating_sub(pass.segments as usize)
+        };
+        let add = |pass: &mut ArchivePass, gathered: crate::store::shelf::Gathered| {
+            pass.segments += gathered.segments;
+            pass.more |= gathered.more;
+            gathered.entries
+        };
         if let Some(processes) = &self.processes {
-            let left = ARCHIVE_SEGMENTS_PER_PASS_MAX.saturating_sub(pass.segments as usize);
-            let rooms = processes.archive(cutoff, patient, left, &signer)?;
-            pass.runs = rooms.runs.entries;
-            pass.waits = rooms.waits.entries;
-            pass.segments += rooms.runs.segments + rooms.waits.segments;
-            pass.more |= rooms.runs.more || rooms.waits.more;
+            let rooms = processes.archive(cutoff, patient, left(&pass), &signer)?;
+            pass.runs = add(&mut pass, rooms.runs);
+            pass.waits = add(&mut pass, rooms.waits);
             pass.owed = rooms.owed;
         }
         if let Some(ledgers) = &self.ledgers {
-            let left = ARCHIVE_SEGMENTS_PER_PASS_MAX.saturating_sub(pass.segments as usize);
-            let ids = ledgers.archive(cutoff, patient, left, &signer)?;
-            pass.ledger_ids = ids.entries;
-            pass.segments += ids.segments;
-            pass.more |= ids.more;
+            let ids = ledgers.archive(cutoff, patient, left(&pass), &signer)?;
+            pass.ledger_ids = add(&mut pass, ids);
         }
         if let Some(delivery) = &self.delivery {
-            let left = ARCHIVE_SEGMENTS_PER_PASS_MAX.saturating_sub(pass.segments as usize);
-            let ops = delivery.archive(cutoff, patient, left, &signer)?;
-            pass.matrix_ops = ops.entries;
-            pass.segments += ops.segments;
-            pass.more |= ops.more;
+            let ops = delivery.archive(cutoff, patient, left(&pass), &signer)?;
+            pass.matrix_ops = add(&mut pass, ops);
         }
         pass.released = self.release_expired(now)?;
         if pass.segments > 0 || pass.released > 0 {

@@ -159,6 +159,20 @@ pub struct Retention {
 }
 
 impl Retention {
+    /// [`archive_room`] on this installation's shelf; nothing without one.
+    pub fn archive_room(
+        &self,
+        room: Room<'_>,
+        pass: (u64, bool, usize),
+        sign: &Signer,
+        before_index: impl Fn(),
+    ) -> Result<Gathered, String> {
+        match &self.shelf {
+            Some(shelf) => archive_room(shelf, room, pass, sign, before_index),
+            None => Ok(Gathered::default()),
+        }
+    }
+
     /// Now, as the retention windows read it.
     pub fn now(&self) -> u64 {
         super::now_ms().saturating_add_signed(self.clock_offset_ms)

@@ -320,21 +320,47 @@ pub fn status(host: &str, output: &Output) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A transferred installation's signed arrival, as host `host` signed it
+/// (docs/transfer.md, "Arrival").
+struct SignedArrival<'a> {
+    host: &'a str,
+    record: &'a grid_engine::store::transfer::Record,
+    checked_ms: u64,
+    generation: u32,
+    signature: &'a str,
+}
+
+impl grid_engine::custody::Signed for SignedArrival<'_> {
+    fn signed_bytes(&self) -> Vec<u8> {
+        grid_engine::store::arrival::statement(self.host, self.record, self.checked_ms)
+    }
+    fn signature(&self) -> (u32, &str) {
+        (self.generation, self.signature)
+    }
+}
+
 /// Whether `record`'s arrival is signed by `host` and the signature verifies with its
-/// custody `manifest` (docs/transfer.md, "Arrival").
+/// custody `manifest`.
 fn arrival_verifies(
     host: &str,
     record: &grid_engine::store::transfer::Record,
     manifest: &Manifest,
 ) -> bool {
+    use grid_engine::custody::Signed;
     let Some(arrival) = &record.arrival else {
         return false;
     };
-    let statement = grid_engine::store::arrival::statement(host, record, arrival.checked_ms);
     (arrival.signature.as_deref())
         .zip(arrival.generation)
         .is_some_and(|(signature, generation)| {
-            grid_engine::custody::verify_hex_signature(manifest, generation, &statement, signature)
+            let signed = SignedArrival {
+                host,
+                record,
+                checked_ms: arrival.checked_ms,
+                generation,
+                signature,
+            };
+            signed.verify(manifest)
         })
 }
 
