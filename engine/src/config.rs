@@ -32,7 +32,7 @@ pub enum ConfigError {
 
 /// Profiles this build of gridd can run; every other one refuses to start. gridctl's
 /// `check`, `plan`, `reconcile` and `up` refuse them too (`grid_spec::Options`).
-pub const PROVIDED_PROFILES: [Profile; 11] = [
+pub const PROVIDED_PROFILES: [Profile; 12] = [
     Profile::Transport,
     Profile::WireObservation,
     Profile::Authority,
@@ -44,6 +44,7 @@ pub const PROVIDED_PROFILES: [Profile; 11] = [
     Profile::Missions,
     Profile::SharedMemberships,
     Profile::Exports,
+    Profile::Decisions,
 ];
 
 /// [`PROVIDED_PROFILES`] by name.

@@ -5,6 +5,7 @@
 pub mod authority;
 pub mod config;
 pub mod custody;
+pub mod decisions;
 pub mod delivery;
 pub mod exports;
 pub mod grdx;

@@ -458,3 +458,14 @@ pub const CUSTODY_SCRYPT_P_MAX: u16 = 4;
 pub const CUSTODY_PASSPHRASE_BYTES_MIN: usize = 12;
 /// ... and at most this many (a passphrase file is read no further).
 pub const CUSTODY_PASSPHRASE_BYTES_MAX: usize = 1_024;
+
+// Decisions (profile `decisions`, docs/decisions.md).
+
+/// The longest decision id (its open's `--op`): `decision:ID` names its apply run and
+/// `process:HOST:decision:ID` a ledger transfer, within REQUEST_ID_LENGTH_MAX.
+pub const DECISION_ID_LENGTH_MAX: usize = 64;
+/// Provenance entries one Open record carries at most.
+pub const DECISION_PROVENANCE_MAX: usize = 16;
+/// Decisions a host holds not closed at once; a new open past it is refused (closed
+/// decisions are kept as evidence).
+pub const DECISIONS_OPEN_MAX: usize = 1_024;

@@ -75,6 +75,11 @@ pub enum Call {
     Export {
         request: crate::exports::api::ExportCall,
     },
+    /// A call to the host's `decisions` profile (open, cast a ballot or gate, apply,
+    /// show). Handled outside the host's lock.
+    Decision {
+        request: crate::decisions::api::DecisionCall,
+    },
     /// What this host still owes in `membership` — what a leave waits for
     /// (docs/memberships.md, "Leaving"): values on its routes there not yet receipted,
     /// waiting for capacity or not yet taken by its models; of the `grants` named
@@ -250,6 +255,11 @@ pub enum Request {
     /// At the gateway: retire an export — nothing crosses from its commit on; its
     /// mappings are kept.
     RetireExport { export: String },
+    /// At a decision's host (profile `decisions`): install or change a decision's
+    /// policy; decisions opened after fix it, open ones keep theirs.
+    InstallDecision {
+        decision: Box<crate::decisions::api::DecisionInstall>,
+    },
 }
 
 /// A write's fencing stamp: the claim its writer holds and the epoch it holds it at.
@@ -325,6 +335,9 @@ impl Request {
             }
             Request::InstallExport { export } => format!("install export {}", export.name()),
             Request::RetireExport { export } => format!("retire export {export}"),
+            Request::InstallDecision { decision } => {
+                format!("install decision {}", decision.policy.name)
+            }
         }
     }
 
@@ -354,6 +367,7 @@ impl Request {
             Request::WithdrawDisclosure { .. } => "withdraw-disclosure",
             Request::InstallExport { .. } => "install-export",
             Request::RetireExport { .. } => "retire-export",
+            Request::InstallDecision { .. } => "install-decision",
         }
     }
 }
@@ -494,6 +508,8 @@ pub enum Reply {
     },
     /// What the exports profile answered.
     Export(Box<crate::exports::api::ExportReply>),
+    /// What the decisions profile answered.
+    Decision(Box<crate::decisions::api::DecisionReply>),
     /// What a custody call did (`Call::Custody`): whether the keys are encrypted at
     /// rest, whether gridd still waits for them to be unlocked, and what was done.
     Custody {
@@ -547,6 +563,9 @@ pub struct Observation {
     /// Disclosures this host signed and exports it runs (profile `exports`).
     #[serde(default)]
     pub exports: Vec<crate::exports::api::ExportState>,
+    /// Decision policies installed at this host (profile `decisions`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<crate::decisions::api::DecisionInstall>,
     /// The profiles this gridd runs: those `host.toml` selected when it started. A
     /// profile selected since takes effect only when gridd restarts, and the plan
     /// says so. `None` from a gridd older than this field.

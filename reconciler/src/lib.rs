@@ -8,6 +8,7 @@
 pub mod apply;
 pub mod authority;
 pub mod changes;
+pub mod decisions;
 pub mod diff;
 pub mod exports;
 pub mod ledger;

@@ -367,5 +367,6 @@ fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
     out.extend(crate::sources::transitions(topology, world));
     out.extend(crate::ledger::transitions(topology, world));
     out.extend(crate::missions::transitions(topology, world));
+    out.extend(crate::decisions::transitions(topology, world));
     out
 }

@@ -44,6 +44,13 @@ pub enum Template {
     /// `Request::InstallExport` at the gateway: the disclosure its issuer signed, read
     /// from the issuer when it is sent.
     Export { name: String, issuer: String },
+    /// `Request::InstallDecision` at the decision's host: the parties' public keys
+    /// and the owner's membership read when it is sent.
+    Decision {
+        policy: grid_engine::decisions::api::Policy,
+        /// The effect's owner's address.
+        address: String,
+    },
 }
 
 impl Template {
@@ -54,6 +61,7 @@ impl Template {
                 .map_err(|e| format!("the public keys of `{host}` cannot be read: {e}"))
         };
         match self {
+            Template::Decision { policy, address } => decision_install(state, policy, address),
             Template::Export { name, issuer } => {
                 crate::observe::export_install(state, name, issuer)
             }
@@ -125,4 +133,43 @@ impl Template {
             }
         }
     }
+}
+
+/// The install of `policy` with the parties' keys and the owner's membership read
+/// from their installations now (a template completed when it is sent).
+fn decision_install(
+    state: &Path,
+    policy: &grid_engine::decisions::api::Policy,
+    address: &str,
+) -> Result<Request, String> {
+    let keys = |host: &str| {
+        grid_engine::custody::manifest(&observe::host_dir(state, host))
+            .map_err(|e| format!("the public keys of `{host}` cannot be read: {e}"))
+    };
+    let mut parties: std::collections::BTreeMap<String, grid_engine::custody::Manifest> =
+        std::collections::BTreeMap::new();
+    for party in policy.roster.iter().chain([&policy.gate]) {
+        if *party != policy.host && !parties.contains_key(party) {
+            parties.insert(party.clone(), keys(party)?);
+        }
+    }
+    let membership =
+        observe::common_membership(state, &[&policy.host, &policy.owner]).ok_or_else(|| {
+            format!(
+                "`{}` and the effect's owner `{}` share no enrolled membership",
+                policy.host, policy.owner
+            )
+        })?;
+    Ok(Request::InstallDecision {
+        decision: Box::new(grid_engine::decisions::api::DecisionInstall {
+            policy: policy.clone(),
+            owner: grid_engine::processes::api::Peer {
+                name: policy.owner.clone(),
+                address: address.to_owned(),
+                keys: keys(&policy.owner)?,
+            },
+            membership,
+            keys: parties,
+        }),
+    })
 }

@@ -23,10 +23,73 @@ pub(crate) fn check(parsed: &Parsed, provided: Option<&[Profile]>, problems: &mu
                     "decision `{}` cannot run: this build does not provide the `decisions` profile",
                     decision.name
                 ), "not provided by this build")
-                .with_help("decisions are not built yet (issue 35): remove the decision, or use a build that provides `decisions`"),
+                .with_help("remove the decision, or use a build that provides `decisions`"),
             );
         }
         effect(parsed, decision, problems);
+        owner(parsed, decision, problems);
+    }
+}
+
+/// The host that applies a decision's effect: the model's or the ledger's.
+pub fn effect_owner<'a>(t: &'a crate::Topology, decision: &Decision) -> Option<&'a str> {
+    match &decision.effect {
+        DecisionEffect::Input { model, .. } => t.model(model).map(|m| m.host.as_str()),
+        DecisionEffect::LedgerTransfer { ledger, .. } => t
+            .ledgers
+            .iter()
+            .find(|l| l.name == *ledger)
+            .map(|l| l.host.as_str()),
+    }
+}
+
+/// The effect is applied as a Process charged to the decision host's grant at its
+/// owner: another host, serving Processes, in a membership the decision's host shares.
+fn owner(parsed: &Parsed, decision: &Decision, problems: &mut Vec<Diagnostic>) {
+    let t = &parsed.topology;
+    let (Some(owner), Some(host)) = (effect_owner(t, decision), t.host(&decision.host)) else {
+        return;
+    };
+    let origin = match &decision.effect {
+        DecisionEffect::Input { at, .. } | DecisionEffect::LedgerTransfer { at, .. } => at,
+    };
+    let problem = if owner == decision.host {
+        Some((
+            format!(
+                "decision `{}` applies its effect at its own host `{owner}`: the effect runs as a Process charged to the decision host's grant at another host",
+                decision.name
+            ),
+            "keep the decision at another host than the model's or ledger's".to_owned(),
+        ))
+    } else {
+        t.host(owner).and_then(|o| {
+            if let Some(missing) = [Profile::Decisions, Profile::Processes]
+                .iter()
+                .find(|p| !o.profiles.contains(p))
+            {
+                Some((
+                    format!(
+                        "decision `{}` applies its effect at `{owner}`, which does not select the `{}` profile (it runs the effect as a Process for the decision's host)",
+                        decision.name,
+                        missing.name()
+                    ),
+                    format!("add `{}` to the `profiles` line of host `{owner}`", missing.name()),
+                ))
+            } else if !o.memberships.iter().any(|m| host.memberships.contains(m)) {
+                Some((
+                    format!(
+                        "decision `{}` applies its effect at `{owner}`, which shares no membership with `{}`",
+                        decision.name, decision.host
+                    ),
+                    "the apply run reaches the owner over mutual TLS in one membership: add a common `member` line".to_owned(),
+                ))
+            } else {
+                None
+            }
+        })
+    };
+    if let Some((message, help)) = problem {
+        problems.push(at(parsed, origin, message, "effect's owner").with_help(help));
     }
 }
 

@@ -25,6 +25,7 @@ mod validate;
 
 use std::path::{Path, PathBuf};
 
+pub use decisions::effect_owner;
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use topology::*;
 

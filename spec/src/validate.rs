@@ -419,6 +419,15 @@ fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
                 })
             }),
             Some(Requirement::SharesWith(other)) => t.host(&reference.name).zip(t.host(other)).and_then(|(host, other)| {
+                if let Some(missing) = [Profile::Decisions, Profile::Processes].iter().find(|p| !host.profiles.contains(p)) {
+                    return Some((
+                        format!(
+                            "{} `{}` does not select the `{}` profile, which signing and sending its ballot or approval needs",
+                            reference.context, reference.name, missing.name()
+                        ),
+                        format!("add `{}` to the `profiles` line of host `{}`", missing.name(), reference.name),
+                    ));
+                }
                 let shared = host.memberships.iter().any(|m| other.memberships.contains(m));
                 (!shared).then(|| {
                     (

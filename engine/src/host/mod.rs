@@ -343,6 +343,8 @@ pub struct Host {
     /// The `exports` profile, when selected: its disclosures, exports and mappings
     /// live in this store.
     exports: Option<std::sync::Arc<crate::exports::service::Exports>>,
+    /// The `decisions` profile, when selected: its policies and records.
+    decisions: Option<std::sync::Arc<crate::decisions::service::Decisions>>,
     /// Why the models take no batch from outside now (a mission not settled).
     quiesced: Option<String>,
     /// Answers past the hot window (`archive.rs`).
@@ -750,10 +752,11 @@ impl Host {
             Call::Ledger { .. } => Handled::Reply(Reply::Refused {
                 reason: "ledger calls are taken on the host's control socket only".to_owned(),
             }),
-            Call::Wallet { .. } | Call::Mission { .. } | Call::Export { .. } => {
+            Call::Wallet { .. } | Call::Mission { .. } | Call::Export { .. }
+            | Call::Decision { .. } => {
                 Handled::Reply(Reply::Refused {
                     reason:
-                        "wallet, mission and export calls are taken on the host's control socket only"
+                        "wallet, mission, export and decision calls are taken on the host's control socket only"
                             .to_owned(),
                 })
             }
@@ -897,6 +900,11 @@ impl Host {
                 .exports
                 .as_ref()
                 .map(|e| e.states())
+                .unwrap_or_default(),
+            decisions: self
+                .decisions
+                .as_ref()
+                .map(|d| d.installed())
                 .unwrap_or_default(),
             profiles: Some(self.config.profiles.clone()),
             staged: self

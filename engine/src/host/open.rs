@@ -224,6 +224,7 @@ impl Host {
             processes: None,
             ledgers: None,
             exports: None,
+            decisions: None,
             quiesced: None,
             archive,
             retention_offset_ms: failpoints_offset,

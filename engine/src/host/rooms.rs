@@ -57,6 +57,28 @@ impl Host {
         Ok(exports)
     }
 
+    /// Opens the `decisions` profile in this host's store; its ballots, gates and
+    /// apply run go through `processes`.
+    pub fn open_decisions(
+        &mut self,
+        processes: std::sync::Arc<crate::processes::service::Processes>,
+    ) -> Result<std::sync::Arc<crate::decisions::service::Decisions>, HostError> {
+        let decisions = crate::decisions::service::Decisions::open(
+            &self.database,
+            &self.dir,
+            &self.config.name,
+            self.custody.clone(),
+            processes,
+            self.retention_offset_ms,
+        )
+        .map_err(|detail| HostError::Damaged {
+            path: self.dir.join("store"),
+            detail,
+        })?;
+        self.decisions = Some(decisions.clone());
+        Ok(decisions)
+    }
+
     /// The host's `retain` and the installation's shelf, as its rooms archive by them.
     pub(super) fn retention(&self) -> crate::store::shelf::Retention {
         crate::store::shelf::Retention {

@@ -431,6 +431,19 @@ impl Host {
                     }
                 }
             },
+            Request::InstallDecision { decision } => match &self.decisions {
+                None => failed(
+                    &op,
+                    format!(
+                        "host `{}` does not run the `decisions` profile; add `decisions` to its `profiles` line",
+                        self.config.name
+                    ),
+                ),
+                Some(decisions) => match decisions.prepare_install(decision, &mut write) {
+                    Ok(detail) => succeeded(&op, detail),
+                    Err(reason) => failed(&op, reason),
+                },
+            },
             Request::Checkpoint {} => {
                 let taken = self.checkpoint_models(1, true);
                 let purged = self.purge_tag_journals(1);

@@ -8,6 +8,7 @@ mod ledger_transfer;
 mod locked;
 pub mod metrics;
 mod model_eval;
+mod model_input;
 pub mod socket;
 mod store_claim;
 mod tag_read;
@@ -44,6 +45,8 @@ pub struct Started {
     pub missions: Option<Arc<crate::missions::service::Missions>>,
     /// The `exports` profile: disclosures signed here, exports run here.
     pub exports: Option<Arc<crate::exports::service::Exports>>,
+    /// The `decisions` profile: the decisions kept here, the ballots and gates cast here.
+    pub decisions: Option<Arc<crate::decisions::service::Decisions>>,
 }
 
 /// `passphrase`: what unlocks a locked custody at once (gridd's
@@ -239,6 +242,19 @@ pub fn start(
     } else {
         None
     };
+    let decisions = if host.config().selects(grid_spec::Profile::Decisions) {
+        let Some(processes) = &processes else {
+            return Err(refuse(
+                &"profile `decisions` sends ballots, gates and its effect as Processes and needs the `processes` profile, which is not selected",
+            ));
+        };
+        Some(
+            host.open_decisions(processes.clone())
+                .map_err(|e| refuse(&e))?,
+        )
+    } else {
+        None
+    };
     let mut wallet = None;
     let host_custody = host.custody().clone();
     let host = Arc::new(Mutex::new(host));
@@ -300,6 +316,28 @@ pub fn start(
                 host: Arc::downgrade(&host),
             }),
         );
+        if let Some(decisions) = &decisions {
+            // Opt-in: a host sets a model input for a caller only when it selects
+            // `decisions` (a decision's effect owner).
+            processes.serve(
+                crate::decisions::api::INPUT_PROCESS,
+                Arc::new(model_input::ModelInput {
+                    host: Arc::downgrade(&host),
+                }),
+            );
+            for process in [
+                crate::decisions::api::BALLOT_PROCESS,
+                crate::decisions::api::GATE_PROCESS,
+            ] {
+                processes.serve(
+                    process,
+                    Arc::new(crate::decisions::process::CastProcess {
+                        decisions: decisions.clone(),
+                        process,
+                    }),
+                );
+            }
+        }
         processes.serve(
             "tag.read",
             Arc::new(TagRead {
@@ -349,6 +387,10 @@ pub fn start(
             tracing::info!(recovered, "unknown runs recovered their outcomes");
         }
         processes.start(runtime.handle().clone());
+        // Approved decisions without their receipt ask their one run again.
+        if let Some(decisions) = &decisions {
+            decisions.resume();
+        }
     }
     // Models fed from routes take what this host's inboxes stored (also what was
     // stored before a restart and not fed yet).
@@ -467,6 +509,7 @@ pub fn start(
         wallet,
         missions,
         exports,
+        decisions,
     };
     if let Some(declared) = metrics_address {
         let address = metrics::address(&declared).map_err(|e| refuse(&e))?;

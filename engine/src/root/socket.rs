@@ -166,6 +166,13 @@ fn connection(stream: UnixStream, started: &Started) {
                     reason: "this host does not run the `exports` profile".to_owned(),
                 },
             }),
+            // And decisions: a cast or an apply waits for a Process.
+            Call::Decision { request } => Handled::Reply(match &started.decisions {
+                Some(decisions) => Reply::Decision(Box::new(decisions.handle_local(request))),
+                None => Reply::Refused {
+                    reason: "this host does not run the `decisions` profile".to_owned(),
+                },
+            }),
             // The custody: locking or unlocking its keys, on this socket only.
             Call::Custody { request } => Handled::Reply(
                 started

@@ -280,7 +280,8 @@ impl Failpoints {
 
     /// Shifts the clock the host's retention windows read (`retain hot-days`,
     /// `archive-days`) by `seconds`: gridd's `GRID_RETENTION_CLOCK_OFFSET_S`, for
-    /// tests and journeys that cannot wait days. Nothing else reads this clock.
+    /// tests and journeys that cannot wait days. Only decisions' expiry reads it too
+    /// (docs/decisions.md); nothing else does.
     pub fn with_retention_clock_offset(mut self, seconds: i64) -> Failpoints {
         self.retention_offset_ms = seconds.saturating_mul(1_000);
         self

@@ -190,6 +190,7 @@ fn empty_observation(host: &str) -> Observation {
         ledgers: Vec::new(),
         missions: Vec::new(),
         exports: Vec::new(),
+        decisions: Vec::new(),
         profiles: None,
         staged: Default::default(),
     }

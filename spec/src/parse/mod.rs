@@ -99,8 +99,8 @@ pub(crate) enum Requirement {
     Processes(Vec<String>),
     /// The host selects this profile (for the reason given: "keeping a ledger needs").
     Selects(Profile, &'static str),
-    /// The host shares a membership with this one (a decision's roster member or
-    /// gate operator and the decision's host).
+    /// The host selects `decisions` and `processes` and shares a membership with this
+    /// one (a decision's roster member or gate operator and the decision's host).
     SharesWith(String),
 }
 

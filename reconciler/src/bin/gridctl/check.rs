@@ -29,6 +29,7 @@ pub fn check(files: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
                 exports: t.exports.len(),
                 ledgers: t.ledgers.len(),
                 mappings: t.mappings.len(),
+                decisions: t.decisions.len(),
             };
             emit(&valid, true);
             Ok(ExitCode::SUCCESS)
@@ -57,6 +58,7 @@ struct Valid {
     exports: usize,
     ledgers: usize,
     mappings: usize,
+    decisions: usize,
 }
 
 #[derive(Serialize)]

@@ -206,6 +206,25 @@ pub enum InspectCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// The decisions of NAME at their host (profile `decisions`, docs/decisions.md),
+    /// or the one with --id: its state (open, passed, rejected, expired, declined,
+    /// applying, applied, failed), ballots, gate, the one apply run and its outcome,
+    /// and every signed document — Open, ballots, gate, the owner's run outcome, the
+    /// applied receipt — verified offline with its signer's public keys from the
+    /// operator's state, and whether each names the ones before it (`chain`). Exit 0
+    /// when everything verifies, 1 when something does not, 4 when no host keeps it.
+    #[command(mut_arg("json", |a| a.help(
+        "With --id: {\"id\", \"name\", \"host\", \"state\", \"yes\", \"no\", \"expired\", \"record\": {\"opened\", \"ballots\", \"gate\", \"apply\", \"applied\"}, \"verified\": [{\"document\", \"signer\", \"verified\"}], \"chain\"}; without: {\"host\", \"name\", \"decisions\": [those]}"
+    )))]
+    Decision {
+        name: String,
+        #[arg(long, value_name = "D")]
+        id: Option<String>,
+        #[arg(long, value_name = "NAME")]
+        host: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
     /// A cross-domain export at its gateway (profile `exports`, docs/exports.md): its
     /// state (forwarding, refusing with the reason, retired), the disclosure its issuer
     /// signed, every signed mapping (`from` position → `to` position, value, epoch),
@@ -266,6 +285,17 @@ pub fn inspect(command: InspectCommand) -> anyhow::Result<ExitCode> {
         InspectCommand::Mission { name, host, output } => {
             Ok(crate::mission::inspect(&name, host.as_deref(), &output))
         }
+        InspectCommand::Decision {
+            name,
+            id,
+            host,
+            output,
+        } => Ok(crate::decision::inspect(
+            &name,
+            id,
+            host.as_deref(),
+            &output,
+        )),
         InspectCommand::Export { name, host, output } => {
             crate::export::inspect(&name, host.as_deref(), &output)
         }

@@ -20,6 +20,7 @@ mod check;
 mod claim;
 mod common;
 mod custody;
+mod decision;
 mod export;
 mod host;
 mod hosts;
@@ -293,6 +294,12 @@ enum Command {
     /// from the files (`+ mission`, `returned=#true`).
     #[command(subcommand)]
     Mission(mission::MissionCli),
+    /// Decisions (profile `decisions`, docs/decisions.md): open one at its host, cast
+    /// a roster member's signed ballot, the gate operator's signed approval, and ask
+    /// for the one apply run's outcome. Policies are installed from the files
+    /// (`+ decision`).
+    #[command(subcommand)]
+    Decision(decision::DecisionCli),
     /// A host's storage: checkpoint and purge now, move old answers to its archive now,
     /// read its archive back and verify it (docs/storage.md).
     #[command(subcommand)]
@@ -372,6 +379,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ledger(command) => ledger::ledger(command),
         Command::Wallet(command) => wallet::wallet(command),
         Command::Mission(command) => mission::mission(command),
+        Command::Decision(command) => decision::decision(command),
         Command::Storage(command) => storage::storage(command),
     }
 }

@@ -105,7 +105,7 @@ pub fn check(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
     };
     let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
     println!(
-        "valid: {}, {}, {}, {}, {}, {}, {}, {}, {}, {}",
+        "valid: {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}",
         count(topology.hosts.len(), "host"),
         count(topology.memberships.len(), "membership"),
         count(topology.models.len(), "model"),
@@ -116,6 +116,7 @@ pub fn check(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
         count(topology.exports.len(), "export"),
         count(topology.ledgers.len(), "ledger"),
         count(topology.mappings.len(), "mapping"),
+        count(topology.decisions.len(), "decision"),
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,20 @@
+//! Decisions (SPEC C13's decision workflow, issue 35, docs/decisions.md): profile
+//! `decisions`. A decision's host opens a decision under an installed policy (a
+//! fixed roster, a threshold, a human gate, one effect, an expiry) in a signed Open
+//! record; roster members send signed ballots and the gate operator a signed
+//! approval, each as a Process under a grant the host issued them; once approved, the
+//! host applies the effect exactly once as a Process under its own grant at the
+//! effect's owner and signs the applied receipt joining them all.
+//!
+//! - `api`: the policy, the four signed documents, the record, calls;
+//! - `machine`: what the host admits given its record and the time, pure;
+//! - `service`: the room — records, casts, the one apply run;
+//! - `process`: `decision.ballot` and `decision.gate`.
+
+pub mod api;
+pub mod machine;
+pub mod process;
+pub mod service;
+
+#[cfg(test)]
+mod tests;
