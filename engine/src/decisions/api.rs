@@ -499,6 +499,34 @@ impl Cast {
             Cast::Gate(g) => &g.decision,
         }
     }
+
+    /// The decision's host it was signed for.
+    pub fn host(&self) -> &str {
+        match self {
+            Cast::Ballot(b) => &b.host,
+            Cast::Gate(g) => &g.host,
+        }
+    }
+
+    /// What was asked of its signer (its time and signature aside): the same ask under
+    /// the same op re-sends it; another is refused.
+    pub fn ask(&self) -> Ask {
+        match self.clone() {
+            Cast::Ballot(b) => Ask::Ballot {
+                name: b.name,
+                decision: b.decision,
+                open: b.open,
+                yes: b.yes,
+            },
+            Cast::Gate(g) => Ask::Gate {
+                name: g.name,
+                decision: g.decision,
+                open: g.open,
+                ballots: g.ballots,
+                approve: g.approve,
+            },
+        }
+    }
 }
 
 // One per call, moved once: its size does not matter.

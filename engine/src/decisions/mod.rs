@@ -9,9 +9,11 @@
 //! - `api`: the policy, the four signed documents, the record, calls;
 //! - `machine`: what the host admits given its record and the time, pure;
 //! - `service`: the room — records, casts, the one apply run;
-//! - `process`: `decision.ballot` and `decision.gate`.
+//! - `process`: `decision.ballot` and `decision.gate`;
+//! - `archive`: closed decisions and kept documents moved to the installation's shelf.
 
 pub mod api;
+mod archive;
 pub mod machine;
 pub mod process;
 pub mod service;

@@ -19,32 +19,44 @@ use crate::custody::{Custody, Signed};
 use crate::limits::{DECISION_ID_LENGTH_MAX, DECISION_PROVENANCE_MAX, DECISIONS_OPEN_MAX};
 use crate::processes::api::{Peer, ProcessCall, ProcessReply, RunOutcome, RunRequest, RunView};
 use crate::processes::service::Processes;
-use crate::store::{Durable, fatal, now_ms, open_keyspaces};
+use crate::store::shelf::{Retention, time_key};
+use crate::store::{Durable, Failpoints, fatal, open_keyspaces};
 
 const RECORDS: &str = "decisions";
 const POLICIES: &str = "decision-policies";
 const CAST: &str = "decision-cast";
+const RECORDS_BY_TIME: &str = "decisions-by-time";
+const CAST_BY_TIME: &str = "decision-cast-by-time";
+/// The shelf keys of an archived decision record and of an archived signed document.
+pub(super) const RECORD_PREFIX: &str = "decision\u{0}";
+pub(super) const CAST_PREFIX: &str = "decision-cast\u{0}";
 
 /// What a member or operator keeps per op id: the signed document and its run.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-struct CastRecord {
+pub(super) struct CastRecord {
     cast: Cast,
     request: String,
 }
 
 pub struct Decisions {
-    host: String,
-    dir: PathBuf,
-    database: Durable,
-    records: Keyspace,
+    pub(super) host: String,
+    pub(super) dir: PathBuf,
+    pub(super) database: Durable,
+    pub(super) records: Keyspace,
     policies: Keyspace,
-    cast: Keyspace,
+    pub(super) cast: Keyspace,
+    /// Closed decisions and kept documents by the time they closed or were signed:
+    /// what the archive pass reads, oldest first.
+    pub(super) records_by_time: Keyspace,
+    pub(super) cast_by_time: Keyspace,
     custody: Custody,
     processes: Arc<Processes>,
-    /// The expiry clock's shift (gridd's `GRID_RETENTION_CLOCK_OFFSET_S`).
-    clock_offset_ms: i64,
+    /// The installation's shelf and retention clock (also the expiry clock, shifted
+    /// by gridd's `GRID_RETENTION_CLOCK_OFFSET_S`).
+    pub(super) retention: Retention,
+    pub(super) failpoints: Failpoints,
     /// Serializes each record's read, check and write.
-    lock: Mutex<()>,
+    pub(super) lock: Mutex<()>,
     /// One apply run asked at a time.
     applying: Mutex<()>,
 }
@@ -56,10 +68,13 @@ impl Decisions {
         host: &str,
         custody: Custody,
         processes: Arc<Processes>,
-        clock_offset_ms: i64,
+        (retention, failpoints): (Retention, Failpoints),
     ) -> Result<Arc<Decisions>, String> {
-        let [records, policies, cast] = open_keyspaces(database, [RECORDS, POLICIES, CAST])
-            .map_err(|e| format!("decisions keyspaces: {e}"))?;
+        let [records, policies, cast, records_by_time, cast_by_time] = open_keyspaces(
+            database,
+            [RECORDS, POLICIES, CAST, RECORDS_BY_TIME, CAST_BY_TIME],
+        )
+        .map_err(|e| format!("decisions keyspaces: {e}"))?;
         Ok(Arc::new(Decisions {
             host: host.to_owned(),
             dir: dir.to_owned(),
@@ -67,16 +82,19 @@ impl Decisions {
             records,
             policies,
             cast,
+            records_by_time,
+            cast_by_time,
             custody,
             processes,
-            clock_offset_ms,
+            retention,
+            failpoints,
             lock: Mutex::new(()),
             applying: Mutex::new(()),
         }))
     }
 
-    fn now(&self) -> u64 {
-        now_ms().saturating_add_signed(self.clock_offset_ms)
+    pub(super) fn now(&self) -> u64 {
+        self.retention.now()
     }
 
     fn get<T: serde::de::DeserializeOwned>(&self, keyspace: &Keyspace, key: &str) -> Option<T> {
@@ -89,14 +107,43 @@ impl Decisions {
             })
     }
 
-    fn put<T: serde::Serialize>(&self, keyspace: &Keyspace, key: &str, value: &T, doing: &str) {
+    /// Writes `value` under `key`, listed by time at `dated` (`(by_time, at)`) in the
+    /// same synced write when given.
+    fn put<T: serde::Serialize>(
+        &self,
+        (keyspace, key): (&Keyspace, &str),
+        value: &T,
+        dated: Option<(&Keyspace, u64)>,
+        doing: &str,
+    ) {
         let mut write = self.database.batch();
         write.insert(
             keyspace,
             key,
             serde_json::to_vec(value).expect("decisions serialize"),
         );
+        if let Some((by_time, at)) = dated {
+            write.insert(by_time, time_key(at, key), []);
+        }
         self.database.commit_or_stop(write, &self.dir, doing);
+    }
+
+    /// What `keyspace` holds at `key`, or the archive under `prefix` + `key` once it
+    /// moved there (`what`: as a refusal names it). `Err`: archived and unreadable or
+    /// past `archive-days` — never "not found".
+    fn kept<T: serde::de::DeserializeOwned>(
+        &self,
+        (keyspace, prefix): (&Keyspace, &str),
+        key: &str,
+        what: [&str; 3],
+    ) -> Result<Option<T>, String> {
+        if let Some(value) = self.get(keyspace, key) {
+            return Ok(Some(value));
+        }
+        self.retention
+            .find(&self.host, &format!("{prefix}{key}"), what, |bytes| {
+                serde_json::from_slice(bytes).map_err(|e| e.to_string())
+            })
     }
 
     fn all<T: serde::de::DeserializeOwned>(&self, keyspace: &Keyspace) -> Vec<T> {
@@ -184,21 +231,27 @@ impl Decisions {
                 Err(reason) => refused(reason),
             },
             DecisionCall::Show { name, decision } => {
-                let decisions: Vec<DecisionView> = self
-                    .all::<DecisionRecord>(&self.records)
-                    .into_iter()
-                    .filter(|r| r.opened.policy.name == name)
-                    .filter(|r| decision.as_ref().is_none_or(|d| *d == r.opened.decision))
-                    .map(|r| self.view(r))
-                    .collect();
-                if let Some(id) = &decision
-                    && decisions.is_empty()
-                {
-                    return refused(format!(
-                        "`{}` holds no decision `{id}` of `{name}`",
-                        self.host
-                    ));
-                }
+                let decisions: Vec<DecisionView> = match &decision {
+                    // One: also from the archive.
+                    Some(id) => match self.record(id) {
+                        Ok(r) if r.opened.policy.name == name => vec![self.view(r)],
+                        Ok(_) => {
+                            return refused(format!(
+                                "`{}` holds no decision `{}` of `{name}`",
+                                self.host,
+                                capped(id)
+                            ));
+                        }
+                        Err(reason) => return refused(reason),
+                    },
+                    // All those still in the hot store.
+                    None => self
+                        .all::<DecisionRecord>(&self.records)
+                        .into_iter()
+                        .filter(|r| r.opened.policy.name == name)
+                        .map(|r| self.view(r))
+                        .collect(),
+                };
                 DecisionReply::Decisions {
                     host: self.host.clone(),
                     name,
@@ -223,16 +276,23 @@ impl Decisions {
         }
     }
 
-    fn record(&self, id: &str) -> Result<DecisionRecord, String> {
-        self.get(&self.records, id)
-            .ok_or_else(|| format!("`{}` holds no decision `{}`", self.host, capped(id)))
+    /// Decision `id`, from the hot store or the archive.
+    pub(super) fn record(&self, id: &str) -> Result<DecisionRecord, String> {
+        self.kept(
+            (&self.records, RECORD_PREFIX),
+            id,
+            ["decision", id, "applied again"],
+        )?
+        .ok_or_else(|| format!("`{}` holds no decision `{}`", self.host, capped(id)))
     }
 
+    /// Synced; a closed decision is listed by the time it closed (for the archive).
     fn save(&self, record: &DecisionRecord) {
+        let closed = super::archive::closed_at(record, self.now());
         self.put(
-            &self.records,
-            &record.opened.decision,
+            (&self.records, &record.opened.decision),
             record,
+            closed.map(|at| (&self.records_by_time, at)),
             "journaling a decision",
         );
     }
@@ -257,10 +317,14 @@ impl Decisions {
             ));
         }
         let _held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(record) = self.get::<DecisionRecord>(&self.records, op) {
-            let same = record.opened.policy.name == name
-                && record.opened.value == value
-                && record.opened.provenance == provenance;
+        let earlier: Option<DecisionRecord> = self.kept(
+            (&self.records, RECORD_PREFIX),
+            op,
+            ["decision", op, "opened again"],
+        )?;
+        if let Some(record) = earlier {
+            // The provenance read for a re-sent id may be newer: the original stands.
+            let same = record.opened.policy.name == name && record.opened.value == value;
             if same {
                 return Ok(self.view(record));
             }
@@ -355,9 +419,15 @@ impl Decisions {
         }
         let cast = {
             let _held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-            match self.get::<CastRecord>(&self.cast, op) {
-                Some(kept) => {
-                    if !asks(&kept.cast, &ask, &host.name) {
+            let earlier: Result<Option<CastRecord>, String> = self.kept(
+                (&self.cast, CAST_PREFIX),
+                op,
+                ["signed ballot or gate", op, "signed again"],
+            );
+            match earlier {
+                Err(reason) => return refused(reason),
+                Ok(Some(kept)) => {
+                    if kept.cast.ask() != ask || kept.cast.host() != host.name {
                         return refused(format!(
                             "op `{op}` was already used to sign another {} (decision `{}`): its original answer stands",
                             kept.cast.process(),
@@ -366,18 +436,18 @@ impl Decisions {
                     }
                     kept.cast
                 }
-                None => {
+                Ok(None) => {
                     if let Some(reason) = crate::store::usage::full(&self.dir) {
                         return refused(reason);
                     }
                     let cast = self.sign(&host.name, ask);
                     self.put(
-                        &self.cast,
-                        op,
+                        (&self.cast, op),
                         &CastRecord {
                             cast: cast.clone(),
                             request: request.clone(),
                         },
+                        Some((&self.cast_by_time, self.now())),
                         "journaling a signed ballot or gate",
                     );
                     cast
@@ -747,44 +817,5 @@ impl Apply {
             ApplyState::Succeeded => "succeeded",
             ApplyState::Failed => "failed",
         }
-    }
-}
-
-/// Whether a kept document answers the same ask (its time and signature aside).
-fn asks(kept: &Cast, ask: &Ask, host: &str) -> bool {
-    match (kept, ask) {
-        (
-            Cast::Ballot(b),
-            Ask::Ballot {
-                name,
-                decision,
-                open,
-                yes,
-            },
-        ) => {
-            b.name == *name
-                && b.decision == *decision
-                && b.open == *open
-                && b.yes == *yes
-                && b.host == host
-        }
-        (
-            Cast::Gate(g),
-            Ask::Gate {
-                name,
-                decision,
-                open,
-                ballots,
-                approve,
-            },
-        ) => {
-            g.name == *name
-                && g.decision == *decision
-                && g.open == *open
-                && g.ballots == *ballots
-                && g.approve == *approve
-                && g.host == host
-        }
-        _ => false,
     }
 }

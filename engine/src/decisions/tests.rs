@@ -233,3 +233,26 @@ fn signed_documents_verify_and_a_changed_field_does_not() {
         ])
     );
 }
+
+#[test]
+fn a_decision_is_listed_for_the_archive_once_closed_never_before() {
+    use super::archive::closed_at;
+    let mut r = record(&["a", "b"], 2);
+    assert_eq!(closed_at(&r, 1_500), None);
+    // Expired: at its expiry, whatever the time of the pass.
+    assert_eq!(
+        closed_at(&r, r.opened.expires_ms + 99),
+        Some(r.opened.expires_ms)
+    );
+    r.ballots.push(ballot(&r, "a", false));
+    assert_eq!(closed_at(&r, 1_500), Some(2_000)); // rejected: 2 yes can no longer come
+    let mut passed = record(&["a"], 1);
+    passed.ballots.push(ballot(&passed, "a", true));
+    assert_eq!(closed_at(&passed, 1_500), None);
+    let mut g = gate(&passed, "hq");
+    g.approve = false;
+    passed.gate = Some(g);
+    assert_eq!(closed_at(&passed, 1_500), Some(3_000)); // declined at the gate
+    passed.gate.as_mut().unwrap().approve = true;
+    assert_eq!(closed_at(&passed, passed.opened.expires_ms + 1), None); // applying: never
+}

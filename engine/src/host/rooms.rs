@@ -69,7 +69,7 @@ impl Host {
             &self.config.name,
             self.custody.clone(),
             processes,
-            self.retention_offset_ms,
+            (self.retention(), self.failpoints.clone()),
         )
         .map_err(|detail| HostError::Damaged {
             path: self.dir.join("store"),

@@ -60,6 +60,10 @@ pub struct ArchivePass {
     pub ledger_ids: u64,
     /// `publish-matrix` answers archived (in `segments`).
     pub matrix_ops: u64,
+    /// Closed decisions and the ballots and gates this host signed, archived (in
+    /// `segments`).
+    pub decisions: u64,
+    pub casts: u64,
     /// Finished runs old enough whose outcome is still owed to a mailbox caller, or
     /// charged to a mission's allocation not settled: kept hot.
     pub owed: u64,
@@ -82,6 +86,12 @@ impl ArchivePass {
                 self.matrix_ops,
                 "publish-matrix answer",
                 "publish-matrix answers",
+            ),
+            (self.decisions, "decision", "decisions"),
+            (
+                self.casts,
+                "signed ballot or gate",
+                "signed ballots and gates",
             ),
         ]
         .into_iter()
@@ -349,6 +359,11 @@ impl Host {
         if let Some(delivery) = &self.delivery {
             let ops = delivery.archive(cutoff, patient, left(&pass), &signer)?;
             pass.matrix_ops = add(&mut pass, ops);
+        }
+        if let Some(decisions) = &self.decisions {
+            let (closed, casts) = decisions.archive(cutoff, patient, left(&pass), &signer)?;
+            pass.decisions = add(&mut pass, closed);
+            pass.casts = add(&mut pass, casts);
         }
         pass.released = self.release_expired(now)?;
         if pass.segments > 0 || pass.released > 0 {

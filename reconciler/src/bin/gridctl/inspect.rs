@@ -206,8 +206,8 @@ pub enum InspectCommand {
         #[command(flatten)]
         output: Output,
     },
-    /// The decisions of NAME at their host (profile `decisions`, docs/decisions.md),
-    /// or the one with --id: its state (open, passed, rejected, expired, declined,
+    /// The decisions of NAME still in their host's hot store (profile `decisions`,
+    /// docs/decisions.md), or the one with --id (also from the host's archive): its state (open, passed, rejected, expired, declined,
     /// applying, applied, failed), ballots, gate, the one apply run and its outcome,
     /// and every signed document — Open, ballots, gate, the owner's run outcome, the
     /// applied receipt — verified offline with its signer's public keys from the
