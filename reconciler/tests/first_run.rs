@@ -420,3 +420,14 @@ fn the_tariffs_example_checks_and_evaluates_as_docs_grdx_says() {
     let price = json["price"].as_f64().expect(&text);
     assert!((price - 0.456).abs() < 1e-9, "{text}");
 }
+
+#[test]
+fn the_decisions_example_checks_as_docs_decisions_says() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let (code, text) = gridctl_code(root, &["check", "examples/decisions.kdl"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("4 grants") && text.contains("1 decision"),
+        "{text}"
+    );
+}

@@ -134,9 +134,14 @@ impl Report for Shown<'_> {
             grid_engine::store::rfc3339_ms(o.expires_ms),
         );
         for p in &o.provenance {
+            let values: Vec<String> = p.values.iter().map(|(k, v)| format!("{k}={v}")).collect();
             out.push_str(&format!(
-                "  saw {} at {} (generation {}, batch {})\n",
-                p.object, p.owner, p.generation, p.batch
+                "  saw {} at {} (generation {}, batch {}): {}\n",
+                p.object,
+                p.owner,
+                p.generation,
+                p.batch,
+                values.join(" ")
             ));
         }
         for b in &r.ballots {
@@ -154,9 +159,17 @@ impl Report for Shown<'_> {
             ));
         }
         if let Some(a) = &r.apply {
+            let state = serde_json::to_value(a.state).unwrap_or_default();
             out.push_str(&format!(
-                "  apply {} at {}: {:?} — {}\n",
-                a.request, a.receiver, a.state, a.detail
+                "  apply {} at {}: {}{}\n",
+                a.request,
+                a.receiver,
+                state.as_str().unwrap_or_default(),
+                if a.detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" — {}", a.detail)
+                }
             ));
         }
         for v in &self.verified {
@@ -247,13 +260,30 @@ struct CastShown {
 
 impl Report for CastShown {
     fn text(&self) -> String {
-        format!(
-            "{} {}: {} — {}\n",
-            self.reply["cast"]["document"].as_str().unwrap_or("cast"),
-            self.reply["op"].as_str().unwrap_or(""),
-            self.reply["outcome"].as_str().unwrap_or(""),
-            self.reply["detail"].as_str().unwrap_or("")
-        )
+        let r = &self.reply;
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+        let cast = &r["cast"];
+        let signer = cast["member"].as_str().or(cast["operator"].as_str());
+        let mut out = format!(
+            "{} {} by {} on decision {}: {}",
+            text(&cast["document"]),
+            text(&r["op"]),
+            signer.unwrap_or("?"),
+            text(&cast["decision"]),
+            text(&r["outcome"])
+        );
+        let result = &r["run"]["result"];
+        if let Some(state) = result["state"].as_str() {
+            out += &format!(
+                " (the decision is {state}: {} yes, {} no)",
+                result["yes"], result["no"]
+            );
+        }
+        let detail = text(&r["detail"]);
+        if !detail.is_empty() && r["outcome"] != "succeeded" {
+            out += &format!(" — {detail}");
+        }
+        out + "\n"
     }
 }
 
