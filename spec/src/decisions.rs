@@ -28,6 +28,7 @@ pub(crate) fn check(parsed: &Parsed, provided: Option<&[Profile]>, problems: &mu
         }
         effect(parsed, decision, problems);
         owner(parsed, decision, problems);
+        grants(parsed, decision, problems);
     }
 }
 
@@ -167,4 +168,61 @@ fn at(parsed: &Parsed, origin: &Origin, message: String, label: &str) -> Diagnos
         message,
         label,
     )
+}
+
+/// Each party's Processes run under a grant: a roster member and a gate operator other
+/// than the decision's host under one the host issued them, the host under one the
+/// effect's owner issued it. A missing one is refused here rather than at the first
+/// ballot or apply.
+fn grants(parsed: &Parsed, decision: &Decision, problems: &mut Vec<Diagnostic>) {
+    let t = &parsed.topology;
+    let granted = |issuer: &str, caller: &str| {
+        t.grants
+            .iter()
+            .any(|g| g.issuer == issuer && g.caller == caller && !g.retired)
+    };
+    let mut parties: Vec<&String> = decision.roster.iter().collect();
+    parties.push(&decision.gate);
+    parties.dedup();
+    let mut missing: Vec<String> = Vec::new();
+    for party in parties {
+        if *party != decision.host
+            && t.host(party).is_some()
+            && !granted(&decision.host, party)
+            && !missing.contains(party)
+        {
+            missing.push(party.clone());
+        }
+    }
+    if !missing.is_empty() {
+        problems.push(
+            at(parsed, &decision.origin, format!(
+                "decision `{}`: {} {} no grant from `{}`, under which a ballot or approval runs there",
+                decision.name,
+                missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
+                if missing.len() == 1 { "holds" } else { "hold" },
+                decision.host
+            ), "no grant")
+            .with_help(format!(
+                "declare one each: grant NAME issuer={} caller={} units=N",
+                decision.host, missing[0]
+            )),
+        );
+    }
+    if let Some(owner) = effect_owner(t, decision)
+        && owner != decision.host
+        && t.host(owner).is_some()
+        && !granted(owner, &decision.host)
+    {
+        problems.push(
+            at(parsed, &decision.origin, format!(
+                "decision `{}`: `{}` holds no grant from `{owner}`, under which its effect runs there",
+                decision.name, decision.host
+            ), "no grant")
+            .with_help(format!(
+                "declare one: grant NAME issuer={owner} caller={} units=N",
+                decision.host
+            )),
+        );
+    }
 }
