@@ -282,6 +282,7 @@ pub const NAMES: &[&str] = &[
     "RETAIN_ARCHIVE_DAYS_MAX",
     "STORAGE_GENERATION_MAX",
     "DECISION_ROSTER_MAX",
+    "CONTROL_LISTENS_MAX",
     "DECISION_EXPIRY_HOURS_MAX",
 ];
 
@@ -329,6 +330,11 @@ pub const STORAGE_GENERATION_MAX: u64 = 1_000;
 /// The most hosts a decision's roster names (docs/decisions.md): the roster is fixed
 /// and signed whole in the decision's Open record.
 pub const DECISION_ROSTER_MAX: usize = 64;
+
+// The operator control plane (issue 36, docs/control-plane.md).
+
+/// The most `control` lines (addresses serving the control plane) one host has.
+pub const CONTROL_LISTENS_MAX: usize = 4;
 
 /// The longest a decision stays open for ballots (`expires-after-hours`): a year.
 pub const DECISION_EXPIRY_HOURS_MAX: u32 = 8_760;

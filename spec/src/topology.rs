@@ -183,6 +183,16 @@ pub enum DecisionEffect {
     },
 }
 
+/// A host's `control listen="IP:PORT" [operators="PATH"]`: an address serving the
+/// control plane; anything but loopback only with operator mutual TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlListen {
+    pub listen: SocketAddr,
+    /// The PEM file of the certificate authority operators' certificates chain to:
+    /// required off loopback.
+    pub operators: Option<PathBuf>,
+}
+
 /// A host's `storage generation=N [from="PATH"] [authority="M"]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StorageGeneration {
@@ -229,6 +239,9 @@ pub struct Host {
     pub membership_capacity: std::collections::BTreeMap<String, DeliveryCapacity>,
     /// `metrics="IP:PORT"`: where gridd serves Prometheus text; loopback only.
     pub metrics: Option<SocketAddr>,
+    /// `control listen="IP:PORT" [operators="PATH"]` lines: where the host serves the
+    /// operator control plane (profile `control`, docs/control-plane.md).
+    pub control: Vec<ControlListen>,
     /// `retain hot-days=N [archive-days=M]`: unset values are the engine's defaults.
     pub retain: Retention,
     /// `archive "file"|"s3://…"|"dynamodb://…"`: where the host keeps what it archives.

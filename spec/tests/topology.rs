@@ -25,6 +25,18 @@ fn describe(path: &Path, text: &str) -> String {
                     .metrics
                     .map(|m| format!(" metrics={m}"))
                     .unwrap_or_default();
+                let control: Vec<String> = h
+                    .control
+                    .iter()
+                    .map(|c| match &c.operators {
+                        Some(ca) => format!("{} operators={}", c.listen, ca.display()),
+                        None => c.listen.to_string(),
+                    })
+                    .collect();
+                let metrics = match control.is_empty() {
+                    true => metrics,
+                    false => format!("{metrics} control={control:?}"),
+                };
                 let leaving = match h.leaving.is_empty() {
                     true => String::new(),
                     false => format!(" leaving={:?}", h.leaving),

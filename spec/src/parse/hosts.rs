@@ -91,6 +91,9 @@ impl FileReader<'_> {
         let mut archive_files_named = false;
         let mut archive_seen = false;
         let mut profiles_seen = false;
+        let mut control: Vec<(ControlListen, SourceSpan)> = Vec::new();
+        let mut control_seen = 0;
+        let host_name = name.as_ref().map_or("?", |(n, _)| n.as_str()).to_owned();
         for child in n.children(self) {
             let mut c = NodeReader::new(child);
             match child.name().value() {
@@ -288,13 +291,19 @@ impl FileReader<'_> {
                     archive_seen = true;
                     archive = self.archive(&mut c, &mut archive_files_named);
                 }
+                "control" => {
+                    control_seen += 1;
+                    if let Some(line) = self.control_listen(&mut c, &host_name) {
+                        control.push(line);
+                    }
+                }
                 other => {
                     c.skip_all();
                     self.error(
                         child.name().span(),
                         format!("unknown child `{other}` of host"),
                         "not a host setting",
-                        "a host holds `member M`, `profiles P…`, `keys generation=N`, `custody locked=#true`, `storage generation=N`, `capacity …`, `retain …` and `archive …`",
+                        "a host holds `member M`, `profiles P…`, `keys generation=N`, `custody locked=#true`, `storage generation=N`, `capacity …`, `retain …`, `archive …` and `control listen=…`",
                     )
                 }
             }
@@ -304,6 +313,10 @@ impl FileReader<'_> {
             c.finish(self);
         }
         n.finish(self);
+        if let Some((host, span)) = &name {
+            let taken = [listen.map(|(l, _)| l), metrics];
+            self.control_lines((host, *span), &profiles, taken, (&control, control_seen));
+        }
         for (membership, span) in leave_spans {
             if memberships.contains(&membership) {
                 self.error(
@@ -376,6 +389,7 @@ impl FileReader<'_> {
             capacity,
             membership_capacity,
             metrics,
+            control: control.into_iter().map(|(c, _)| c).collect(),
             retain,
             archive,
             archive_files_named,

@@ -25,6 +25,7 @@ use crate::topology::*;
 use crate::validate;
 
 mod bacnet;
+mod control;
 mod decisions;
 mod grants;
 mod hosts;
