@@ -127,24 +127,18 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
     out
 }
 
-/// A call to `host`'s decisions room. Nothing sent and a refusal are `Ok(Refused)`;
-/// only a call sent whose reply was lost is `Err` (unknown).
+/// A call to `host`'s decisions room (refusals and unknowns as
+/// [`crate::operation::room_call`] tells them apart).
 pub fn call(state: &Path, host: &str, request: DecisionCall) -> Result<DecisionReply, String> {
-    let refused = |reason: String| Ok(DecisionReply::Refused { reason });
-    let dir = match observe::installed(state, host) {
-        Ok(dir) => dir,
-        Err(e) => return refused(format!("{e}; nothing was sent")),
-    };
-    let mut client = match Client::connect(&dir) {
-        Ok(client) => client,
-        Err(e) => return refused(format!("host `{host}`: {e}; nothing was sent")),
-    };
-    match client.call(&Call::Decision { request }) {
-        Ok(Reply::Decision(reply)) => Ok(*reply),
-        Ok(Reply::Refused { reason }) => refused(format!("host `{host}`: {reason}")),
-        Ok(other) => Err(format!("unexpected reply {other:?}")),
-        Err(e) => Err(e.to_string()),
-    }
+    crate::operation::room_call(
+        (state, host),
+        Call::Decision { request },
+        |reply| match reply {
+            Reply::Decision(reply) => Ok(*reply),
+            other => Err(Box::new(other)),
+        },
+        |reason| DecisionReply::Refused { reason },
+    )
 }
 
 /// The installed host keeping decision `name` (`host` when given) and its policy.

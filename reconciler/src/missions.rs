@@ -8,7 +8,6 @@
 use std::path::Path;
 
 use grid_engine::custody::Signed;
-use grid_engine::host::control::Client;
 use grid_engine::missions::api::{
     MissionCall, MissionReply, MissionState, MissionTerms, MissionView,
 };
@@ -284,26 +283,18 @@ pub fn terms(state: &Path, step: &Step) -> Result<Option<MissionTerms>, String> 
     }))
 }
 
-/// One missions call to `host` (its control socket).
+/// One missions call to `host` (its control socket; refusals and unknowns as
+/// [`crate::operation::room_call`] tells them apart).
 pub fn call(state: &Path, host: &str, request: MissionCall) -> Result<MissionReply, String> {
-    // Nothing sent (no installation, no gridd answering) and a host that refuses the
-    // call (it does not run `missions`) are refusals: the outcome is known, nothing
-    // was done. Only a call sent whose reply was lost is `Err` (unknown).
-    let refused = |reason: String| Ok(MissionReply::Refused { reason });
-    let dir = match observe::installed(state, host) {
-        Ok(dir) => dir,
-        Err(e) => return refused(format!("{e}; nothing was sent")),
-    };
-    let mut client = match Client::connect(&dir) {
-        Ok(client) => client,
-        Err(e) => return refused(format!("host `{host}`: {e}; nothing was sent")),
-    };
-    match client.call(&Call::Mission { request }) {
-        Ok(Reply::Mission(reply)) => Ok(*reply),
-        Ok(Reply::Refused { reason }) => refused(format!("host `{host}`: {reason}")),
-        Ok(other) => Err(format!("unexpected reply {other:?}")),
-        Err(e) => Err(e.to_string()),
-    }
+    crate::operation::room_call(
+        (state, host),
+        Call::Mission { request },
+        |reply| match reply {
+            Reply::Mission(reply) => Ok(*reply),
+            other => Err(Box::new(other)),
+        },
+        |reason| MissionReply::Refused { reason },
+    )
 }
 
 /// The host holding mission `name`: `host` when given, else the one installed host

@@ -96,3 +96,29 @@ pub fn retained(dir: &Path, op: &str) -> Option<Reply> {
 pub fn answered(dir: &Path, op: &str) -> bool {
     matches!(retained(dir, op), Some(Reply::Answer(_)))
 }
+
+/// One call to a room of `host` (its control socket), its reply taken by `pick`.
+/// Nothing sent (no installation, no gridd answering) and a host that refuses the call
+/// (it does not run the room's profile) are `Ok(refused(reason))`: the outcome is
+/// known, nothing was done. Only a call sent whose reply was lost, or is not the
+/// room's, is `Err` (unknown).
+pub fn room_call<T>(
+    (state, host): (&Path, &str),
+    call: Call,
+    pick: impl FnOnce(Reply) -> Result<T, Box<Reply>>,
+    refused: impl Fn(String) -> T,
+) -> Result<T, String> {
+    let dir = match crate::observe::installed(state, host) {
+        Ok(dir) => dir,
+        Err(e) => return Ok(refused(format!("{e}; nothing was sent"))),
+    };
+    let mut client = match Client::connect(&dir) {
+        Ok(client) => client,
+        Err(e) => return Ok(refused(format!("host `{host}`: {e}; nothing was sent"))),
+    };
+    match client.call(&call) {
+        Ok(Reply::Refused { reason }) => Ok(refused(format!("host `{host}`: {reason}"))),
+        Ok(reply) => pick(reply).map_err(|other| format!("unexpected reply {other:?}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
