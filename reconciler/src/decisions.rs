@@ -198,17 +198,63 @@ pub fn show(state: &Path, host: &str, name: &str, id: &str) -> Result<DecisionVi
     }
 }
 
-/// What the opener saw of the effect's target: the model's generation, batch and
-/// values at its owner, when its installation answers here (none otherwise).
+/// What the opener saw of the effect's target at its owner, when its installation
+/// answers here (none otherwise): the model's generation, batch and values; or the
+/// ledger's journal position and the two accounts' posted and pending totals.
 pub fn provenance(state: &Path, policy: &Policy) -> Vec<Provenance> {
-    let Effect::Input { model, .. } = &policy.effect else {
-        return Vec::new();
-    };
     let Ok(dir) = observe::installed(state, &policy.owner) else {
         return Vec::new();
     };
     let Ok(mut client) = Client::connect(&dir) else {
         return Vec::new();
+    };
+    let model = match &policy.effect {
+        Effect::Input { model, .. } => model,
+        Effect::LedgerTransfer {
+            ledger,
+            debit,
+            credit,
+            ..
+        } => {
+            let request = grid_engine::ledger::api::LedgerCall::Inspect {
+                ledger: ledger.clone(),
+                account: None,
+            };
+            let Ok(Reply::Ledger(reply)) = client.call(&Call::Ledger { request }) else {
+                return Vec::new();
+            };
+            let grid_engine::ledger::api::LedgerReply::Inspected(view) = *reply else {
+                return Vec::new();
+            };
+            let mut values = BTreeMap::new();
+            for a in view
+                .accounts
+                .iter()
+                .filter(|a| [debit, credit].contains(&&a.definition.name))
+            {
+                let name = &a.definition.name;
+                values.insert(format!("{name}:debits_posted"), a.debits_posted.to_string());
+                values.insert(
+                    format!("{name}:debits_pending"),
+                    a.debits_pending.to_string(),
+                );
+                values.insert(
+                    format!("{name}:credits_posted"),
+                    a.credits_posted.to_string(),
+                );
+                values.insert(
+                    format!("{name}:credits_pending"),
+                    a.credits_pending.to_string(),
+                );
+            }
+            return vec![Provenance {
+                owner: policy.owner.clone(),
+                object: format!("ledger:{ledger}"),
+                generation: 0,
+                batch: view.sequence,
+                values,
+            }];
+        }
     };
     let Ok(Reply::Observation(o)) = client.call(&Call::Observe) else {
         return Vec::new();

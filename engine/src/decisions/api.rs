@@ -162,9 +162,11 @@ pub struct Provenance {
     pub object: String,
     /// The model's generation (0 for a ledger).
     pub generation: u32,
-    /// Batches applied to that generation (a model) when it was read.
+    /// Batches applied to that generation (a model), or journal records applied (a
+    /// ledger), when it was read.
     pub batch: u64,
-    /// Name → value as text.
+    /// Name → value as text (a ledger's: `ACCOUNT:debits_posted`, `…:debits_pending`,
+    /// `…:credits_posted`, `…:credits_pending` of the transfer's two accounts).
     pub values: BTreeMap<String, String>,
 }
 
