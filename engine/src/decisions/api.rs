@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::custody::{Manifest, Signed};
 use crate::processes::api::{Peer, RunView};
+use grid_spec::diagnostic::quoted;
 
 /// The Process a roster member's ballot runs at the decision's host.
 pub const BALLOT_PROCESS: &str = "decision.ballot";
@@ -91,22 +92,13 @@ impl Effect {
                 .ok()
                 .filter(|v| v.is_finite())
                 .map(|_| ())
-                .ok_or_else(|| format!("`{}` is not a finite number", capped(value))),
+                .ok_or_else(|| format!("`{}` is not a finite number", quoted(value))),
             Effect::LedgerTransfer { .. } => (!value.is_empty()
                 && value.bytes().all(|b| b.is_ascii_digit())
                 && value.parse::<u128>().is_ok())
             .then_some(())
-            .ok_or_else(|| format!("`{}` is not a whole number of minor units", capped(value))),
+            .ok_or_else(|| format!("`{}` is not a whole number of minor units", quoted(value))),
         }
-    }
-}
-
-/// Quoted input in a message is capped.
-pub fn capped(text: &str) -> String {
-    const SHOWN: usize = 64;
-    match text.char_indices().nth(SHOWN) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
     }
 }
 
@@ -344,6 +336,17 @@ pub enum ApplyState {
     Unknown,
     Succeeded,
     Failed,
+}
+
+impl ApplyState {
+    pub fn name(self) -> &'static str {
+        match self {
+            ApplyState::Applying => "applying",
+            ApplyState::Unknown => "unknown",
+            ApplyState::Succeeded => "succeeded",
+            ApplyState::Failed => "failed",
+        }
+    }
 }
 
 /// The one apply run: its request id (`decision:ID`), where it went, what is known.

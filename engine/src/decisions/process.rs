@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
-use super::api::{Cast, DOCUMENT_ARGUMENT, capped};
+use super::api::{Cast, DOCUMENT_ARGUMENT};
 use super::service::Decisions;
 use crate::processes::service::{Failed, Invocation, Process, Recovered};
+use grid_spec::diagnostic::quoted;
 
 pub struct CastProcess {
     pub decisions: Arc<Decisions>,
@@ -24,7 +25,7 @@ impl CastProcess {
             return Err(format!(
                 "{} takes one argument `{DOCUMENT_ARGUMENT}`, not `{}`",
                 self.process,
-                capped(other)
+                quoted(other)
             ));
         }
         let text = invocation
@@ -34,7 +35,7 @@ impl CastProcess {
         let cast: Cast = serde_json::from_str(text).map_err(|e| {
             format!(
                 "the argument `{DOCUMENT_ARGUMENT}` is not a signed ballot or gate: {}",
-                capped(&e.to_string())
+                quoted(&e.to_string())
             )
         })?;
         if cast.process() != self.process {

@@ -21,6 +21,7 @@ use crate::processes::api::{Peer, ProcessCall, ProcessReply, RunOutcome, RunRequ
 use crate::processes::service::Processes;
 use crate::store::shelf::{Retention, time_key};
 use crate::store::{Durable, Failpoints, fatal, open_keyspaces};
+use grid_spec::diagnostic::quoted;
 
 const RECORDS: &str = "decisions";
 const POLICIES: &str = "decision-policies";
@@ -239,7 +240,7 @@ impl Decisions {
                             return refused(format!(
                                 "`{}` holds no decision `{}` of `{name}`",
                                 self.host,
-                                capped(id)
+                                quoted(id)
                             ));
                         }
                         Err(reason) => return refused(reason),
@@ -283,7 +284,7 @@ impl Decisions {
             id,
             ["decision", id, "applied again"],
         )?
-        .ok_or_else(|| format!("`{}` holds no decision `{}`", self.host, capped(id)))
+        .ok_or_else(|| format!("`{}` holds no decision `{}`", self.host, quoted(id)))
     }
 
     /// Synced; a closed decision is listed by the time it closed (for the archive).
@@ -313,7 +314,7 @@ impl Decisions {
         {
             return Err(format!(
                 "a decision's id (its open --op) is 1 to DECISION_ID_LENGTH_MAX ({DECISION_ID_LENGTH_MAX}) letters, digits, `-`, `_` or `.`; `{}` is not",
-                capped(op)
+                quoted(op)
             ));
         }
         let _held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -336,7 +337,7 @@ impl Decisions {
         let install: DecisionInstall = self.get(&self.policies, name).ok_or_else(|| {
             format!(
                 "no decision `{}` is installed at `{}`: reconcile the files that declare it first",
-                capped(name),
+                quoted(name),
                 self.host
             )
         })?;
@@ -414,7 +415,7 @@ impl Decisions {
         {
             return refused(format!(
                 "op `{}` is empty, has control characters or makes the request id longer than REQUEST_ID_LENGTH_MAX",
-                capped(op)
+                quoted(op)
             ));
         }
         let cast = {
@@ -565,7 +566,7 @@ impl Decisions {
         caller: &str,
         cast: &Cast,
     ) -> Result<serde_json::Value, String> {
-        let approved = {
+        let (view, approved) = {
             let _held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
             let mut record = self.record(cast.decision())?;
             let now = self.now();
@@ -620,7 +621,6 @@ impl Decisions {
                 matches!(cast, Cast::Gate(g) if g.approve) && view.state == DecisionState::Applying;
             (view, approved)
         };
-        let (view, approved) = approved;
         if approved {
             // Applied on its own thread: the gate's run answers now; the one apply
             // run is asked under its own request id.
@@ -745,7 +745,7 @@ impl Decisions {
                 record.applied = Some(applied);
                 tracing::info!(
                     decision = id,
-                    outcome = slot.state_name(),
+                    outcome = slot.state.name(),
                     "decision applied"
                 );
             }
@@ -805,17 +805,6 @@ impl Decisions {
             });
         if let Err(e) = spawned {
             tracing::warn!("cannot ask the pending applies again: {e}");
-        }
-    }
-}
-
-impl Apply {
-    fn state_name(&self) -> &'static str {
-        match self.state {
-            ApplyState::Applying => "applying",
-            ApplyState::Unknown => "unknown",
-            ApplyState::Succeeded => "succeeded",
-            ApplyState::Failed => "failed",
         }
     }
 }

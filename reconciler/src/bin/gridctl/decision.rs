@@ -159,12 +159,11 @@ impl Report for Shown<'_> {
             ));
         }
         if let Some(a) = &r.apply {
-            let state = serde_json::to_value(a.state).unwrap_or_default();
             out.push_str(&format!(
                 "  apply {} at {}: {}{}\n",
                 a.request,
                 a.receiver,
-                state.as_str().unwrap_or_default(),
+                a.state.name(),
                 if a.detail.is_empty() {
                     String::new()
                 } else {
