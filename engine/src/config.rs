@@ -1,6 +1,6 @@
 //! `DIR/host.toml`: who this host is. Written by `gridctl reconcile`, read by `gridd`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use grid_spec::Profile;
 use serde::{Deserialize, Serialize};
@@ -32,7 +32,7 @@ pub enum ConfigError {
 
 /// Profiles this build of gridd can run; every other one refuses to start. gridctl's
 /// `check`, `plan`, `reconcile` and `up` refuse them too (`grid_spec::Options`).
-pub const PROVIDED_PROFILES: [Profile; 12] = [
+pub const PROVIDED_PROFILES: [Profile; 13] = [
     Profile::Transport,
     Profile::WireObservation,
     Profile::Authority,
@@ -45,6 +45,7 @@ pub const PROVIDED_PROFILES: [Profile; 12] = [
     Profile::SharedMemberships,
     Profile::Exports,
     Profile::Decisions,
+    Profile::Control,
 ];
 
 /// [`PROVIDED_PROFILES`] by name.
@@ -129,6 +130,42 @@ pub struct HostConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub storage_claim: Option<StorageClaimConfig>,
+    /// `control listen=…` of the host (profile `control`, docs/control-plane.md):
+    /// where it serves the operator control plane, and the owners its panels may
+    /// inspect when an operator asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<ControlConfig>,
+}
+
+/// The control plane of a host: its addresses and the owners it may inspect.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlConfig {
+    pub listen: Vec<ControlListenConfig>,
+    /// Every other host sharing a membership with this one and selecting `transport`
+    /// (written by the reconciler from the files, in file order): asked only by an
+    /// explicit "inspect now", never by opening a panel.
+    #[serde(default)]
+    pub owners: Vec<ControlOwner>,
+}
+
+/// One `control listen="IP:PORT" [operators="PATH"]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlListenConfig {
+    pub listen: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operators: Option<PathBuf>,
+}
+
+/// An owner the control plane reaches: its participant name, the membership it is
+/// called in (the first this host shares with it, in file order) and its address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlOwner {
+    pub name: String,
+    pub membership: String,
+    pub address: String,
 }
 
 /// Where the claim `store:HOST` is held: the membership and its voters.
@@ -411,6 +448,19 @@ impl HostConfig {
                     voters: Vec::new(),
                 },
             ),
+            // The owners are filled in from the other hosts (the reconciler's
+            // `diff::hosts`).
+            control: (!host.control.is_empty()).then(|| ControlConfig {
+                listen: host
+                    .control
+                    .iter()
+                    .map(|c| ControlListenConfig {
+                        listen: c.listen.to_string(),
+                        operators: c.operators.clone(),
+                    })
+                    .collect(),
+                owners: Vec::new(),
+            }),
         }
     }
 
@@ -484,6 +534,7 @@ mod tests {
             archive_index_leaving: None,
             snapshots: Default::default(),
             storage_claim: None,
+            control: None,
         };
         let text = config.to_toml();
         assert_eq!(

@@ -4,6 +4,7 @@
 
 pub mod authority;
 pub mod config;
+pub mod control;
 pub mod custody;
 pub mod decisions;
 pub mod delivery;

@@ -15,6 +15,21 @@ pub const OPERATION_ID_LENGTH_MAX: usize = 128;
 /// The most unacknowledged answers one `observe` lists (in operation-id order).
 pub const OBSERVE_UNACKNOWLEDGED_MAX: usize = 256;
 
+// The control plane (docs/control-plane.md).
+
+/// How long one explicit inspection of another host waits for its observation.
+pub const CONTROL_INSPECT_WAIT: Duration = Duration::from_secs(10);
+/// The longest form a control plane reads (`POST /inspect`), in bytes.
+pub const CONTROL_FORM_BYTES_MAX: usize = 4096;
+/// Browser connections one control plane serves at once; more wait to be accepted.
+pub const CONTROL_PAGE_CONNECTIONS_MAX: usize = 64;
+/// Rows one panel shows of one owner's part (the rest counted, not drawn).
+pub const CONTROL_PANEL_ROWS_MAX: usize = 10_000;
+/// Columns one panel's table draws (the first fields seen).
+pub const CONTROL_PANEL_COLUMNS_MAX: usize = 16;
+/// Characters one table cell shows of a value; longer ones end in `…`.
+pub const CONTROL_CELL_CHARS_MAX: usize = 200;
+
 // Matrices (docs/grdx.md).
 
 /// The largest matrix file (`.grdx` or `.csv`) an operator gives, in bytes: a GRDX

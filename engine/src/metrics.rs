@@ -45,6 +45,8 @@ struct Counted {
     checkpoint_purged: Counter,
     archived: Counter,
     fsync_seconds: Histogram,
+    owner_requests: Family<Labels, Counter>,
+    control_inspections: Family<Labels, Counter>,
 }
 
 static COUNTED: LazyLock<Counted> = LazyLock::new(|| Counted {
@@ -65,6 +67,8 @@ static COUNTED: LazyLock<Counted> = LazyLock::new(|| Counted {
     push_retries: Counter::default(),
     checkpoint_purged: Counter::default(),
     archived: Counter::default(),
+    owner_requests: Family::default(),
+    control_inspections: Family::default(),
     fsync_seconds: Histogram::new(exponential_buckets(
         FSYNC_BUCKET_FIRST_SECONDS,
         2.0,
@@ -98,6 +102,29 @@ pub fn checkpoint_purged(entries: u64) {
 /// Answers moved from the hot store to the archive, durably.
 pub fn archived(answers: u64) {
     COUNTED.archived.inc_by(answers);
+}
+
+/// A control call an owner (`host`) took: `via` its Unix socket (`socket`), a peer's
+/// `POST /control` (`transport`) or its own control plane (`local`). Opening a
+/// control-plane panel moves no host's count; only an explicit inspection does.
+pub fn owner_request(host: &str, via: &'static str) {
+    COUNTED
+        .owner_requests
+        .get_or_create(&vec![("host", host.to_owned()), ("via", via.to_owned())])
+        .inc();
+}
+
+/// One explicit inspection by `host`'s control plane of `owner` ended, leaving it
+/// `state` (`retained`, `uncertain`, `unreachable`).
+pub fn control_inspection(host: &str, owner: &str, state: &'static str) {
+    COUNTED
+        .control_inspections
+        .get_or_create(&vec![
+            ("host", host.to_owned()),
+            ("owner", owner.to_owned()),
+            ("state", state.to_owned()),
+        ])
+        .inc();
 }
 
 /// One destination's receipt recorded at its publisher.
@@ -224,6 +251,16 @@ pub fn render(held: Held) -> String {
         "grid_archived_answers",
         "Answers moved from the hot store to the archive",
         counted.archived.clone(),
+    );
+    registry.register(
+        "grid_owner_requests",
+        "Control calls an owner took, by host and way in (socket, transport, local)",
+        counted.owner_requests.clone(),
+    );
+    registry.register(
+        "grid_control_inspections",
+        "Explicit inspections a control plane made, by host, owner and the state they left",
+        counted.control_inspections.clone(),
     );
     registry.register(
         "grid_fsync_seconds",

@@ -28,6 +28,7 @@ fn installation(name: &str) -> PathBuf {
         archive_index_leaving: None,
         snapshots: Default::default(),
         storage_claim: None,
+        control: None,
     };
     grid_engine::custody::write_private(
         &dir.join(grid_engine::config::HOST_CONFIG_FILE),

@@ -114,6 +114,33 @@ pub fn host_config(before: &HostConfig, after: &HostConfig) -> Vec<Change> {
         claim(&before.storage_claim),
         claim(&after.storage_claim),
     );
+    let control = |c: &Option<grid_engine::config::ControlConfig>| {
+        c.as_ref().map_or_else(
+            || ABSENT.to_owned(),
+            |c| {
+                let listen: Vec<String> = c
+                    .listen
+                    .iter()
+                    .map(|l| match &l.operators {
+                        Some(ca) => format!("{} (operators {})", quote(&l.listen), ca.display()),
+                        None => quote(&l.listen),
+                    })
+                    .collect();
+                let owners: Vec<String> = c
+                    .owners
+                    .iter()
+                    .map(|o| format!("{}@{} in {}", o.name, o.address, o.membership))
+                    .collect();
+                format!("{} owners ({})", listen.join(" "), owners.join(" "))
+            },
+        )
+    };
+    field(
+        &mut out,
+        "control",
+        control(&before.control),
+        control(&after.control),
+    );
     let (b, a) = (&before.retain, &after.retain);
     for (name, b, a) in [
         ("hot-days", b.hot_days, a.hot_days),

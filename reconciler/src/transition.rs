@@ -385,6 +385,8 @@ pub struct Index<'t> {
     /// Per membership with an authority: its hosts (those selecting `authority`, voters
     /// first, in file order) and their listen addresses.
     pub authority_hosts: std::collections::HashMap<&'t str, Vec<(String, String)>>,
+    /// Every host, in file order.
+    pub ordered: Vec<&'t grid_spec::Host>,
 }
 
 impl<'t> Index<'t> {
@@ -395,6 +397,7 @@ impl<'t> Index<'t> {
             models.entry(m.host.as_str()).or_default().push(m);
         }
         Index {
+            ordered: topology.hosts.iter().collect(),
             hosts: topology
                 .hosts
                 .iter()
@@ -427,6 +430,32 @@ impl<'t> Index<'t> {
 
     pub fn models(&self, host: &str) -> &[&'t grid_spec::Model] {
         self.models.get(host).map_or(&[][..], Vec::as_slice)
+    }
+
+    /// The owners `host`'s control plane may inspect (docs/control-plane.md): every
+    /// other host, not retired, sharing a membership with it and selecting
+    /// `transport`, in file order, each called in the first membership of `host`'s
+    /// order it shares.
+    pub fn control_owners(&self, host: &grid_spec::Host) -> Vec<grid_engine::config::ControlOwner> {
+        self.ordered
+            .iter()
+            .filter(|h| {
+                h.name != host.name
+                    && !h.retired
+                    && h.profiles.contains(&grid_spec::Profile::Transport)
+            })
+            .filter_map(|h| {
+                let membership = host
+                    .memberships
+                    .iter()
+                    .find(|m| h.memberships.contains(m))?;
+                Some(grid_engine::config::ControlOwner {
+                    name: h.name.clone(),
+                    membership: membership.clone(),
+                    address: h.listen.to_string(),
+                })
+            })
+            .collect()
     }
 }
 

@@ -126,17 +126,17 @@ fn up_runs_hosts_until_the_plan_is_empty_then_stops_them() {
 #[test]
 fn up_stops_with_the_refusal_of_a_host_that_cannot_run_its_profiles() {
     let dir = work("profiles");
-    // `control` has not landed: its host refuses to start.
+    // `authority` without `transport` can never run: refused before any host starts.
     let plant = dir.join("plant.kdl");
     std::fs::write(
         &plant,
-        "grid version=1\nhost edge-a listen=\"127.0.0.1:7459\" { profiles control; }\n",
+        "grid version=1\nmembership ops\nhost edge-a listen=\"127.0.0.1:7459\" { member ops; profiles authority; }\n",
     )
     .unwrap();
     let output = up_for_a_second(&dir, &plant);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
-    assert!(stderr.contains("profile `control` cannot run"), "{stderr}");
+    assert!(stderr.contains("needs the `transport` profile"), "{stderr}");
     assert!(Client::connect(&dir.join("state/hosts/edge-a")).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -31,6 +31,7 @@ impl Installation {
             archive_index_leaving: None,
             snapshots: Default::default(),
             storage_claim: None,
+            control: None,
         };
         crate::custody::write_private(
             &dir.join(config::HOST_CONFIG_FILE),

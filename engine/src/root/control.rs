@@ -15,8 +15,14 @@ use crate::transport::endpoint::{Endpoint, Inbound, Outbound, Serving};
 
 pub struct ControlEndpoint {
     pub host: Arc<Mutex<Host>>,
+    /// The host's name: the owner a call is counted to (`grid_owner_requests`).
+    pub name: String,
     /// The host's ledgers (profile `ledger`), for an owner's read of its account.
     pub ledgers: Option<Ledgers>,
+    /// The missions the host holds (profile `missions`), joined to its observation.
+    pub missions: Option<Arc<crate::missions::service::Missions>>,
+    /// `observe-reply` armed `slow` holds an observation's reply SLOW_DELAY.
+    pub failpoints: crate::store::Failpoints,
 }
 
 impl ControlEndpoint {
@@ -76,6 +82,8 @@ impl Endpoint for ControlEndpoint {
 
     fn serve(&self, inbound: Inbound) -> Serving<'_> {
         let host = self.host.clone();
+        let missions = self.missions.clone();
+        crate::metrics::owner_request(&self.name, "transport");
         Box::pin(async move {
             let call: Call = match serde_json::from_slice(&inbound.body) {
                 Ok(call) => call,
@@ -95,10 +103,18 @@ impl Endpoint for ControlEndpoint {
                 let reply = self.owned_account(&inbound.peer, ledger, account).await;
                 return Outbound::json(200, &reply);
             }
-            let handled = tokio::task::spawn_blocking(move || {
-                host.lock().unwrap_or_else(|p| p.into_inner()).handle(call)
+            let observe = matches!(call, Call::Observe);
+            let handled = tokio::task::spawn_blocking(move || match call {
+                Call::Observe => super::observe(&host, missions.as_deref()),
+                call => host.lock().unwrap_or_else(|p| p.into_inner()).handle(call),
             })
             .await;
+            if observe
+                && self.failpoints.armed(crate::store::Failpoint::ObserveReply)
+                    == Some(crate::store::failpoints::Action::Slow)
+            {
+                tokio::time::sleep(crate::store::failpoints::SLOW_DELAY).await;
+            }
             match handled {
                 Ok(Handled::Reply(reply)) => Outbound::json(200, &reply),
                 // A failpoint: the operation is durable, its reply is lost.

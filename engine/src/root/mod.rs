@@ -4,6 +4,7 @@
 //! never import this module; `gridd` is argument parsing and a call to [`start`].
 
 mod control;
+mod control_plane;
 mod ledger_transfer;
 mod locked;
 pub mod metrics;
@@ -90,6 +91,7 @@ pub fn start(
     if let Some(declared) = &metrics_address {
         metrics::address(declared).map_err(|e| refuse(&e))?;
     }
+    control_plane::addresses(host.config()).map_err(|e| refuse(&e))?;
     // The transport binds its listen address before anything is served, so a taken
     // address or missing credentials refuse the start.
     let transport = if host.config().selects(grid_spec::Profile::Transport) {
@@ -474,10 +476,20 @@ pub fn start(
             .local_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
+        // (The guard dropped here: a temporary in the literal below would hold it to the
+        // statement's end.)
+        let name = host
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .name()
+            .to_owned();
         let routes = crate::transport::Routes {
             control: Arc::new(ControlEndpoint {
                 host: host.clone(),
+                name,
                 ledgers: ledgers.clone(),
+                missions: missions.clone(),
+                failpoints: failpoints.clone(),
             }),
             endpoints: vec![
                 Arc::new(AuthorityEndpoint {
@@ -515,7 +527,30 @@ pub fn start(
         let address = metrics::address(&declared).map_err(|e| refuse(&e))?;
         metrics::serve(address, started.clone(), runtime.handle()).map_err(|e| refuse(&e))?;
     }
+    control_plane::serve(&started, dir, runtime.handle()).map_err(|e| refuse(&e))?;
     Ok(started)
+}
+
+/// What a host holds (`Call::Observe`), with the missions its room holds (read
+/// outside the host's lock).
+fn observe(
+    host: &Mutex<Host>,
+    missions: Option<&crate::missions::service::Missions>,
+) -> crate::host::Handled {
+    use crate::host::Handled;
+    use crate::protocol::{Call, Reply};
+    let missions = missions.map(|m| m.views());
+    let handled = host
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .handle(Call::Observe);
+    match (handled, missions) {
+        (Handled::Reply(Reply::Observation(mut o)), Some(missions)) => {
+            o.missions = missions;
+            Handled::Reply(Reply::Observation(o))
+        }
+        (handled, _) => handled,
+    }
 }
 
 /// Logs this voter's Raft role changes (state, term, leader) as openraft reports them.

@@ -47,9 +47,10 @@ pub fn serve(started: Started) -> Result<(), HostError> {
         }
         let started = started.clone();
         let open = open.clone();
+        let name = name.clone();
         open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         std::thread::spawn(move || {
-            connection(stream, &started);
+            connection(stream, &started, &name);
             open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         });
     }
@@ -100,7 +101,7 @@ pub(super) fn next_call(reader: &mut BufReader<UnixStream>) -> Option<Result<Cal
     }))
 }
 
-fn connection(stream: UnixStream, started: &Started) {
+fn connection(stream: UnixStream, started: &Started, name: &str) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
@@ -116,6 +117,7 @@ fn connection(stream: UnixStream, started: &Started) {
                 continue;
             }
         };
+        crate::metrics::owner_request(name, "socket");
         let handled = match call {
             // The authority answers outside the host's lock: a write may wait for a
             // quorum.
@@ -190,22 +192,8 @@ fn connection(stream: UnixStream, started: &Started) {
                     .verify_archive();
                 Handled::Reply(Reply::ArchiveVerified(Box::new(verify())))
             }
-            // What the host holds, with the missions its room holds (outside its lock).
-            Call::Observe => {
-                let missions = started.missions.as_ref().map(|m| m.views());
-                let handled = started
-                    .host
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .handle(Call::Observe);
-                match (handled, missions) {
-                    (Handled::Reply(Reply::Observation(mut o)), Some(missions)) => {
-                        o.missions = missions;
-                        Handled::Reply(Reply::Observation(o))
-                    }
-                    (handled, _) => handled,
-                }
-            }
+            // What the host holds, with the missions its room holds.
+            Call::Observe => super::observe(&started.host, started.missions.as_deref()),
             call => started
                 .host
                 .lock()

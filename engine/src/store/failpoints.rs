@@ -116,11 +116,15 @@ pub enum Failpoint {
     /// A start took the claim `store:HOST` at the authority; the store has not
     /// recorded its epoch (docs/transfer.md, "Fenced at the authority").
     StoreClaimBeforeRecord,
+    /// An owner read its observation for a peer's `POST /control`; the reply is not
+    /// sent (armed `slow`: it is sent SLOW_DELAY later — a control plane's inspection
+    /// pending that long).
+    ObserveReply,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order an operation reaches them.
-    pub const ALL: [Failpoint; 41] = [
+    pub const ALL: [Failpoint; 42] = [
         Failpoint::SubmitBeforeCommit,
         Failpoint::SubmitAfterCommit,
         Failpoint::BatchAfterCommit,
@@ -162,6 +166,7 @@ impl Failpoint {
         Failpoint::ReplaceBeforeInstall,
         Failpoint::ReplaceBeforeRecord,
         Failpoint::StoreClaimBeforeRecord,
+        Failpoint::ObserveReply,
     ];
 
     /// The name `GRID_FAILPOINTS` and journeys use.
@@ -208,6 +213,7 @@ impl Failpoint {
             Failpoint::ReplaceBeforeInstall => "replace-before-install",
             Failpoint::ReplaceBeforeRecord => "replace-before-record",
             Failpoint::StoreClaimBeforeRecord => "store-claim-before-record",
+            Failpoint::ObserveReply => "observe-reply",
         }
     }
 

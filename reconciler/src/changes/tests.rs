@@ -393,6 +393,7 @@ fn host(listen: &str, profiles: &[&str]) -> HostConfig {
         archive_index_leaving: None,
         snapshots: Default::default(),
         storage_claim: None,
+        control: None,
     }
 }
 

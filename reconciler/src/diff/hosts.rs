@@ -62,6 +62,10 @@ pub fn transitions(
             })
             .collect();
     }
+    // The control plane's owners are the other hosts it shares a membership with.
+    if let Some(control) = &mut config.control {
+        control.owners = index.control_owners(desired);
+    }
     // The archive is its own transition (`diff::archive`): the host's writes keep the
     // one its host.toml holds.
     let wanted_archive = std::mem::replace(

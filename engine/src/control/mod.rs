@@ -1,0 +1,15 @@
+//! The operator control plane (profile `control`, SPEC C13, docs/control-plane.md): a
+//! web page served by a host with a panel for every original owner's part, drawn from
+//! what this host retained of each owner — with its age — and never from a fresh call.
+//!
+//! - `retained`: the pure state of what is known of each owner (`never`, `retained`,
+//!   `uncertain`, `unreachable`) and the only ways it changes (an explicit inspection
+//!   begun, finished, or abandoned by the panel that asked).
+//! - `page`: the panels, rendered as HTML from that state (maud), and the two assets.
+//! - `server`: the HTTP server on the host's loopback `control listen=` addresses, and
+//!   the `Inspector` the composition root provides (this host's own observation, or a
+//!   peer's over `POST /control`).
+
+pub mod page;
+pub mod retained;
+pub mod server;

@@ -1,0 +1,394 @@
+//! The control plane's HTML, rendered on the host from what it retained (maud: every
+//! value escaped). Nothing here does IO: a page is a pure function of the retained
+//! observations, the owners the files name and the time.
+
+use std::time::{Duration, SystemTime};
+
+use maud::{DOCTYPE, Markup, html};
+
+use super::retained::{Entry, Known, Retained};
+use crate::limits::{CONTROL_CELL_CHARS_MAX, CONTROL_PANEL_COLUMNS_MAX, CONTROL_PANEL_ROWS_MAX};
+
+/// One panel: its address (`/panel/SLUG`), its title, and the part of an owner's
+/// observation it shows (`None`: the panel is drawn otherwise).
+pub struct Panel {
+    pub slug: &'static str,
+    pub title: &'static str,
+    pub key: Option<&'static str>,
+    pub about: &'static str,
+}
+
+/// Every panel, in the navigation's order.
+pub const PANELS: &[Panel] = &[
+    Panel {
+        slug: "overview",
+        title: "Owners",
+        key: None,
+        about: "Every owner this host reaches, what is known of it and since when.",
+    },
+    Panel {
+        slug: "memberships",
+        title: "Memberships",
+        key: None,
+        about: "The membership each owner is called in and its address, as the files installed them here (no owner is asked).",
+    },
+    Panel {
+        slug: "models",
+        title: "Models",
+        key: Some("models"),
+        about: "Models each owner runs: generation, batches applied, memberships served.",
+    },
+    Panel {
+        slug: "routes",
+        title: "Routes",
+        key: Some("routes"),
+        about: "Routes installed at each owner: publisher, destinations, class.",
+    },
+    Panel {
+        slug: "grants",
+        title: "Grants",
+        key: Some("grants"),
+        about: "Grants each owner issued: units allocated, reserved, consumed, unknown.",
+    },
+    Panel {
+        slug: "sources",
+        title: "Sources",
+        key: Some("tags"),
+        about: "Tags each owner reads: observations journaled, debt, connection.",
+    },
+    Panel {
+        slug: "ledgers",
+        title: "Ledgers",
+        key: Some("ledgers"),
+        about: "Ledgers each owner keeps and their accounts.",
+    },
+    Panel {
+        slug: "missions",
+        title: "Missions",
+        key: Some("missions"),
+        about: "Missions each owner holds as their host.",
+    },
+    Panel {
+        slug: "mappings",
+        title: "Exports and mappings",
+        key: Some("exports"),
+        about: "Disclosures each owner signed and the exports it runs.",
+    },
+    Panel {
+        slug: "decisions",
+        title: "Decisions",
+        key: Some("decisions"),
+        about: "Decision policies installed at each owner: history, never a fresh permission.",
+    },
+    Panel {
+        slug: "operations",
+        title: "Unacknowledged operations",
+        key: Some("unacknowledged"),
+        about: "Operations whose answer no caller acknowledged: their reply may have been lost.",
+    },
+];
+
+pub fn find(slug: &str) -> Option<&'static Panel> {
+    PANELS.iter().find(|p| p.slug == slug)
+}
+
+/// An owner as the page names it.
+pub struct OwnerLine<'a> {
+    pub name: &'a str,
+    /// `None`: this host itself, inspected in its own process.
+    pub membership: Option<&'a str>,
+    pub address: Option<&'a str>,
+}
+
+/// What one page is drawn from.
+pub struct View<'a> {
+    pub host: &'a str,
+    pub owners: Vec<OwnerLine<'a>>,
+    pub retained: &'a Retained,
+    pub now: SystemTime,
+    pub csrf: &'a str,
+    /// `?owner=NAME`: the one owner shown (kept in the URL across panels).
+    pub selected: Option<&'a str>,
+    /// A refusal to tell (an inspection not begun).
+    pub notice: Option<String>,
+}
+
+fn query(selected: Option<&str>) -> String {
+    selected.map_or_else(String::new, |o| {
+        format!(
+            "?owner={}",
+            url::form_urlencoded::byte_serialize(o.as_bytes()).collect::<String>()
+        )
+    })
+}
+
+fn ago(now: SystemTime, then: SystemTime) -> u64 {
+    now.duration_since(then).unwrap_or(Duration::ZERO).as_secs()
+}
+
+fn stamp(t: SystemTime) -> String {
+    let t = time::OffsetDateTime::from(t);
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// A value as one short line, capped at CONTROL_CELL_CHARS_MAX characters.
+fn cell(value: &serde_json::Value) -> String {
+    let text = match value {
+        serde_json::Value::Null => "—".to_owned(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if text.chars().count() > CONTROL_CELL_CHARS_MAX {
+        let mut capped: String = text.chars().take(CONTROL_CELL_CHARS_MAX).collect();
+        capped.push('…');
+        capped
+    } else {
+        text
+    }
+}
+
+/// The page for `panel`.
+pub fn render(view: &View, panel: &Panel) -> String {
+    let back = format!("/panel/{}{}", panel.slug, query(view.selected));
+    let shown: Vec<&OwnerLine> = view
+        .owners
+        .iter()
+        .filter(|o| view.selected.is_none_or(|s| s == o.name))
+        .collect();
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (panel.title) " · Grid control plane · " (view.host) }
+                link rel="stylesheet" href="/assets/style.css";
+                script src="/assets/app.js" defer {}
+            }
+            body {
+                a.skip href="#panel" { "Skip to the panel" }
+                header {
+                    h1 { "Grid control plane · " (view.host) }
+                    p.rule {
+                        "Each panel shows what this host retained from each owner, with its age. "
+                        "Opening a panel asks no owner anything; only “Inspect now” does."
+                    }
+                }
+                nav aria-label="Panels" {
+                    ul {
+                        @for p in PANELS {
+                            li {
+                                a href=(format!("/panel/{}{}", p.slug, query(view.selected)))
+                                    aria-current=[(p.slug == panel.slug).then_some("page")] { (p.title) }
+                            }
+                        }
+                    }
+                }
+                nav aria-label="Owners" {
+                    ul {
+                        li { a href=(format!("/panel/{}", panel.slug)) aria-current=[view.selected.is_none().then_some("true")] { "All owners" } }
+                        @for o in &view.owners {
+                            li {
+                                a href=(format!("/panel/{}{}", panel.slug, query(Some(o.name))))
+                                    aria-current=[(view.selected == Some(o.name)).then_some("true")] { (o.name) }
+                            }
+                        }
+                    }
+                }
+                main id="panel" data-panel=(panel.slug) tabindex="-1" {
+                    h2 { (panel.title) }
+                    p { (panel.about) }
+                    @if let Some(notice) = &view.notice {
+                        p.notice role="alert" { (notice) }
+                    }
+                    @if shown.is_empty() {
+                        p { "No owner of that name: choose one above." }
+                    }
+                    @for o in &shown {
+                        (owner(view, panel, o, &back))
+                    }
+                }
+                aside {
+                    label for="notes" { "Notes (kept in this browser, across panels)" }
+                    textarea id="notes" rows="4" {}
+                }
+            }
+        }
+    };
+    page.into_string()
+}
+
+fn owner(view: &View, panel: &Panel, o: &OwnerLine, back: &str) -> Markup {
+    let Some(entry) = view.retained.entry(o.name) else {
+        return html! {};
+    };
+    let heading = format!("owner-{}", o.name);
+    html! {
+        section.owner id=(heading) data-owner=(o.name) data-state=(entry.known.word())
+            data-pending=(entry.pending.is_some()) aria-labelledby=(format!("{heading}-title")) {
+            h3 id=(format!("{heading}-title")) {
+                (o.name)
+                @if o.membership.is_none() { " (this host)" }
+            }
+            (state(view.now, entry))
+            form method="post" action="/inspect" {
+                input type="hidden" name="csrf" value=(view.csrf);
+                input type="hidden" name="owner" value=(o.name);
+                input type="hidden" name="back" value=(back);
+                // Filled by the page's script: names this panel's ask, so that the
+                // panel says when it closes before the reply (`POST /closed`).
+                input type="hidden" name="asker" value="";
+                button type="submit" disabled[entry.pending.is_some()] { "Inspect " (o.name) " now" }
+            }
+            @match panel.key {
+                None if panel.slug == "memberships" => (membership(o)),
+                None => (summary(entry)),
+                Some(key) => (observed(entry, key)),
+            }
+        }
+    }
+}
+
+fn state(now: SystemTime, entry: &Entry) -> Markup {
+    let age = entry.at.map(|at| (ago(now, at), stamp(at)));
+    html! {
+        p.state {
+            @match (&entry.known, &age) {
+                (Known::Never, _) => {
+                    strong { "Never inspected" } " since this host started: nothing is known of this owner."
+                }
+                (Known::Retained, Some((s, at))) => {
+                    strong { "Retained" } ", observed " span data-age-s=(s) { (s) " s" } " ago (" time datetime=(at) { (at) } "). "
+                    "The owner may have changed since; this page never asks it by itself."
+                }
+                (Known::Uncertain, Some((s, _))) => {
+                    strong { "Uncertain" } ": a reply arrived " span data-age-s=(s) { (s) " s" } " ago, after the panel that asked was closed. Inspect again to know."
+                }
+                (Known::Uncertain, None) => {
+                    strong { "Uncertain" } ": the inspection ended after the panel that asked was closed, with no reply. Inspect again to know."
+                }
+                (Known::Unreachable { reason }, _) => {
+                    strong { "Unreachable" } ": the last inspection got no reply (" (reason) "). What the owner holds now is unknown."
+                }
+                (Known::Retained, None) => { strong { "Unknown" } }
+            }
+            @if let Some((_, asked)) = entry.pending {
+                " " em { "An inspection is under way (asked " (ago(now, asked)) " s ago)." }
+            }
+        }
+    }
+}
+
+fn membership(o: &OwnerLine) -> Markup {
+    html! {
+        dl {
+            dt { "Membership" } dd { (o.membership.unwrap_or("— (this host, in its own process)")) }
+            dt { "Address" } dd { (o.address.unwrap_or("—")) }
+        }
+    }
+}
+
+/// The overview: what each part of the observation counts.
+fn summary(entry: &Entry) -> Markup {
+    let Some(observation) = shown(entry) else {
+        return html! {};
+    };
+    let profiles = observation
+        .get("profiles")
+        .and_then(|p| p.as_array())
+        .map(|p| p.iter().map(cell).collect::<Vec<_>>().join(" "));
+    html! {
+        dl {
+            dt { "Profiles" } dd { (profiles.unwrap_or_else(|| "—".to_owned())) }
+            dt { "Signing key" } dd { (observation.get("keys").and_then(|k| k.get("signing")).map_or_else(|| "—".to_owned(), cell)) }
+            @for p in PANELS {
+                @if let Some(key) = p.key {
+                    dt { (p.title) }
+                    dd { (observation.get(key).and_then(|v| v.as_array()).map_or(0, Vec::len)) }
+                }
+            }
+        }
+    }
+}
+
+/// The observation a panel may draw: the retained or uncertain one; after a failed
+/// inspection none (the old one only behind a disclosure, marked as old).
+fn shown(entry: &Entry) -> Option<&serde_json::Value> {
+    match entry.known {
+        Known::Retained | Known::Uncertain => entry.observation.as_ref(),
+        Known::Never | Known::Unreachable { .. } => None,
+    }
+}
+
+fn observed(entry: &Entry, key: &str) -> Markup {
+    match (shown(entry), &entry.known, &entry.observation) {
+        (Some(observation), _, _) => table(observation.get(key)),
+        (None, Known::Unreachable { .. }, Some(old)) => html! {
+            details {
+                summary { "The last value retained before the failed inspection (old, not current)" }
+                (table(old.get(key)))
+            }
+        },
+        _ => html! {},
+    }
+}
+
+/// Items of one part of an observation as a table: a column per field (the first
+/// CONTROL_PANEL_COLUMNS_MAX seen), at most CONTROL_PANEL_ROWS_MAX rows.
+fn table(items: Option<&serde_json::Value>) -> Markup {
+    let items: &[serde_json::Value] = items.and_then(|v| v.as_array()).map_or(&[], Vec::as_slice);
+    if items.is_empty() {
+        return html! { p.empty { "None." } };
+    }
+    let mut columns: Vec<&str> = Vec::new();
+    for item in items.iter().take(CONTROL_PANEL_ROWS_MAX) {
+        if let Some(fields) = item.as_object() {
+            for k in fields.keys() {
+                if !columns.contains(&k.as_str()) && columns.len() < CONTROL_PANEL_COLUMNS_MAX {
+                    columns.push(k);
+                }
+            }
+        }
+    }
+    let rows = items.len().min(CONTROL_PANEL_ROWS_MAX);
+    html! {
+        table {
+            thead { tr { @for c in &columns { th scope="col" { (c) } } } }
+            tbody {
+                @for item in &items[..rows] {
+                    tr {
+                        @for c in &columns {
+                            td { (item.get(*c).map_or_else(String::new, cell)) }
+                        }
+                    }
+                }
+            }
+        }
+        @if items.len() > rows {
+            p { (items.len() - rows) " more not shown (CONTROL_PANEL_ROWS_MAX is " (CONTROL_PANEL_ROWS_MAX) ")." }
+        }
+    }
+}
+
+/// A page for an address that is none of the panels.
+pub fn not_found(path: &str) -> String {
+    let path = grid_spec::diagnostic::quoted(path);
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head { meta charset="utf-8"; title { "Not found · Grid control plane" } link rel="stylesheet" href="/assets/style.css"; }
+            body {
+                main {
+                    h1 { "No panel at " code { (path) } }
+                    p { a href="/panel/overview" { "The owners" } }
+                }
+            }
+        }
+    }
+    .into_string()
+}
+
+/// The script and the style sheet, served by the host itself (no CDN, no build step).
+pub const SCRIPT: &str = include_str!("assets/app.js");
+pub const STYLE: &str = include_str!("assets/style.css");

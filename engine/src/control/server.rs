@@ -1,0 +1,501 @@
+//! The control plane's HTTP server (hyper, HTTP/1): the panels (`GET /panel/SLUG`),
+//! one explicit inspection (`POST /inspect`, CSRF token, same origin) and the two
+//! assets. Every response carries a strict Content-Security-Policy; a request naming
+//! another `Host` than an address this plane listens on is refused (DNS rebinding).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, LOCATION};
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::page::{self, OwnerLine, View};
+use super::retained::Retained;
+use crate::config::ControlListenConfig;
+use crate::limits::{CONTROL_FORM_BYTES_MAX, CONTROL_PAGE_CONNECTIONS_MAX};
+
+/// How the control plane reaches an owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// This host itself, in its own process.
+    Local,
+    /// Another host: `POST /control` over the membership's mutual TLS.
+    Peer { membership: String, address: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub name: String,
+    pub reach: Reach,
+}
+
+/// One explicit inspection of an owner (the composition root's: it joins the rooms).
+pub trait Inspector: Send + Sync + 'static {
+    /// Blocking: called off the runtime's workers. The owner's observation as JSON,
+    /// or why none came.
+    fn inspect(&self, owner: &Owner) -> Result<serde_json::Value, String>;
+}
+
+/// A host's control plane: its owners, what it retained of them, its CSRF token.
+pub struct ControlPlane {
+    host: String,
+    owners: Vec<Owner>,
+    retained: Mutex<Retained>,
+    csrf: String,
+    inspector: Arc<dyn Inspector>,
+    /// The `Host` header values accepted: the addresses listened on.
+    authorities: Vec<String>,
+    /// Inspections under way by the name their panel gave them (`asker`): at most one
+    /// per owner.
+    askers: Mutex<std::collections::BTreeMap<String, (String, u64)>>,
+}
+
+/// The address of one `control listen=…` line, refused unless this build serves it:
+/// loopback, without `operators` (operator mutual TLS is not built yet).
+pub fn address(line: &ControlListenConfig) -> Result<SocketAddr, String> {
+    let listen = &line.listen;
+    let address = listen
+        .parse::<SocketAddr>()
+        .map_err(|_| format!("control listen=\"{listen}\" is not IP:PORT"))?;
+    if let Some(ca) = &line.operators {
+        return Err(format!(
+            "control listen=\"{listen}\" operators=\"{}\": operator mutual TLS is not built by this version; serve the control plane on a loopback address without `operators`",
+            ca.display()
+        ));
+    }
+    if !address.ip().is_loopback() {
+        return Err(format!(
+            "control listen=\"{listen}\" is not a loopback address and names no operators: refused"
+        ));
+    }
+    Ok(address)
+}
+
+impl ControlPlane {
+    pub fn new(
+        host: &str,
+        owners: Vec<Owner>,
+        inspector: Arc<dyn Inspector>,
+        listen: &[SocketAddr],
+    ) -> Result<Arc<ControlPlane>, String> {
+        let mut token = [0u8; 32];
+        getrandom::fill(&mut token).map_err(|e| format!("no randomness for a CSRF token: {e}"))?;
+        let mut authorities = Vec::new();
+        for a in listen {
+            authorities.push(a.to_string());
+            if a.ip().is_loopback() {
+                authorities.push(format!("localhost:{}", a.port()));
+            }
+        }
+        Ok(Arc::new(ControlPlane {
+            host: host.to_owned(),
+            retained: Mutex::new(Retained::new(owners.iter().map(|o| o.name.as_str()))),
+            owners,
+            csrf: hex::encode(token),
+            inspector,
+            authorities,
+            askers: Mutex::default(),
+        }))
+    }
+
+    fn retained(&self) -> std::sync::MutexGuard<'_, Retained> {
+        self.retained.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The page of `slug`, drawn from what is retained now.
+    pub fn page(
+        &self,
+        slug: &str,
+        selected: Option<&str>,
+        notice: Option<String>,
+    ) -> Option<String> {
+        let panel = page::find(slug)?;
+        let retained = self.retained();
+        let view = View {
+            host: &self.host,
+            owners: self
+                .owners
+                .iter()
+                .map(|o| match &o.reach {
+                    Reach::Local => OwnerLine {
+                        name: &o.name,
+                        membership: None,
+                        address: None,
+                    },
+                    Reach::Peer {
+                        membership,
+                        address,
+                    } => OwnerLine {
+                        name: &o.name,
+                        membership: Some(membership),
+                        address: Some(address),
+                    },
+                })
+                .collect(),
+            retained: &retained,
+            now: SystemTime::now(),
+            csrf: &self.csrf,
+            selected,
+            notice,
+        };
+        Some(page::render(&view, panel))
+    }
+}
+
+/// Binds `address` (refusing the start when taken) and serves the plane on `runtime`.
+pub fn serve(
+    plane: Arc<ControlPlane>,
+    address: SocketAddr,
+    runtime: &tokio::runtime::Handle,
+) -> Result<(), String> {
+    let listener = std::net::TcpListener::bind(address)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| format!("control plane on {address}: {e}"))?;
+    let _entered = runtime.enter();
+    let listener = tokio::net::TcpListener::from_std(listener)
+        .map_err(|e| format!("control plane on {address}: {e}"))?;
+    let open = Arc::new(tokio::sync::Semaphore::new(CONTROL_PAGE_CONNECTIONS_MAX));
+    runtime.spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            // At most CONTROL_PAGE_CONNECTIONS_MAX at once: others wait to be accepted.
+            let Ok(permit) = open.clone().acquire_owned().await else {
+                return;
+            };
+            let plane = plane.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request| {
+                    let plane = plane.clone();
+                    async move { Ok::<_, std::convert::Infallible>(handle(plane, request).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+                drop(permit);
+            });
+        }
+    });
+    tracing::info!(%address, "control plane served");
+    Ok(())
+}
+
+/// The headers every response carries: nothing from elsewhere, no framing, no caching.
+fn respond(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .header(
+            "content-security-policy",
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; connect-src 'self'",
+        )
+        .header("x-content-type-options", "nosniff")
+        .header("x-frame-options", "DENY")
+        .header("referrer-policy", "same-origin")
+        .header("cache-control", "no-store")
+        .body(Full::new(body.into()))
+        .expect("valid static headers")
+}
+
+const HTML: &str = "text/html; charset=utf-8";
+const TEXT: &str = "text/plain; charset=utf-8";
+
+fn see_other(location: &str) -> Response<Full<Bytes>> {
+    let mut response = respond(StatusCode::SEE_OTHER, TEXT, Bytes::new());
+    if let Ok(value) = HeaderValue::from_str(location) {
+        response.headers_mut().insert(LOCATION, value);
+    }
+    response
+}
+
+fn query_owner(query: Option<&str>) -> Option<String> {
+    url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .find(|(k, _)| k == "owner")
+        .map(|(_, v)| v.into_owned())
+}
+
+async fn handle(plane: Arc<ControlPlane>, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    let authority = request
+        .headers()
+        .get(hyper::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    if !plane.authorities.contains(&authority) {
+        return respond(
+            StatusCode::MISDIRECTED_REQUEST,
+            TEXT,
+            "this control plane answers only requests addressed to the address it listens on\n",
+        );
+    }
+    let path = request.uri().path().to_owned();
+    let query = request.uri().query().map(str::to_owned);
+    match (request.method().clone(), path.as_str()) {
+        (Method::GET, "/") => see_other("/panel/overview"),
+        (Method::GET, "/assets/app.js") => respond(
+            StatusCode::OK,
+            "text/javascript; charset=utf-8",
+            page::SCRIPT,
+        ),
+        (Method::GET, "/assets/style.css") => {
+            respond(StatusCode::OK, "text/css; charset=utf-8", page::STYLE)
+        }
+        (Method::GET, p) if p.starts_with("/panel/") => {
+            let slug = &p["/panel/".len()..];
+            let selected = query_owner(query.as_deref());
+            match plane.page(slug, selected.as_deref(), None) {
+                Some(html) => respond(StatusCode::OK, HTML, html),
+                None => respond(StatusCode::NOT_FOUND, HTML, page::not_found(p)),
+            }
+        }
+        (Method::POST, "/inspect") => match read_form(&plane, request, &authority).await {
+            Ok(form) => inspect(plane, form).await,
+            Err(refused) => refused,
+        },
+        (Method::POST, "/closed") => match read_form(&plane, request, &authority).await {
+            Ok(form) => closed(&plane, &form),
+            Err(refused) => refused,
+        },
+        (Method::GET, p) => respond(StatusCode::NOT_FOUND, HTML, page::not_found(p)),
+        _ => respond(
+            StatusCode::METHOD_NOT_ALLOWED,
+            TEXT,
+            "the control plane takes GET of its pages, POST /inspect and POST /closed\n",
+        ),
+    }
+}
+
+/// Marks the inspection abandoned when the panel that asked goes away first (its
+/// request dropped: the browser closed the page or navigated elsewhere).
+struct Asking {
+    plane: Arc<ControlPlane>,
+    owner: String,
+    ticket: u64,
+    answered: bool,
+}
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        if !self.answered {
+            tracing::info!(
+                owner = self.owner,
+                ticket = self.ticket,
+                "control plane: the request that asked went away before the reply"
+            );
+            self.plane.retained().abandon(&self.owner, self.ticket);
+        }
+    }
+}
+
+/// A form of one of the plane's own pages, its CSRF token checked.
+struct Form(Bytes);
+
+impl Form {
+    fn field(&self, name: &str) -> Option<String> {
+        url::form_urlencoded::parse(&self.0)
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+    }
+}
+
+/// `POST /closed`: the panel that asked (`asker`) closed before the reply.
+fn closed(plane: &ControlPlane, form: &Form) -> Response<Full<Bytes>> {
+    let asker = form.field("asker").unwrap_or_default();
+    let asked = plane
+        .askers
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&asker);
+    if let Some((owner, ticket)) = asked {
+        tracing::info!(
+            owner,
+            ticket,
+            "control plane: the panel that asked closed before the reply"
+        );
+        plane.retained().abandon(&owner, ticket);
+    }
+    respond(StatusCode::NO_CONTENT, TEXT, Bytes::new())
+}
+
+/// A return address inside the plane only.
+fn back(field: Option<String>) -> String {
+    match field {
+        Some(b)
+            if b.starts_with("/panel/")
+                && !b.contains("//")
+                && b.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || b"/?=&_.%-".contains(&c)) =>
+        {
+            b
+        }
+        _ => "/panel/overview".to_owned(),
+    }
+}
+
+/// The body of a form posted from this plane's own pages: same origin, within
+/// CONTROL_FORM_BYTES_MAX, carrying the page's CSRF token.
+async fn read_form(
+    plane: &ControlPlane,
+    request: Request<Incoming>,
+    authority: &str,
+) -> Result<Form, Response<Full<Bytes>>> {
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_owned)
+    };
+    // Same origin only: a browser says where a form came from.
+    let cross = header("sec-fetch-site").is_some_and(|s| s != "same-origin")
+        || header("origin").is_some_and(|o| o != format!("http://{authority}"));
+    if cross {
+        return Err(respond(
+            StatusCode::FORBIDDEN,
+            TEXT,
+            "refused: a form is taken from this control plane's own pages only\n",
+        ));
+    }
+    let body = match Limited::new(request.into_body(), CONTROL_FORM_BYTES_MAX)
+        .collect()
+        .await
+    {
+        Ok(body) => Form(body.to_bytes()),
+        Err(_) => {
+            return Err(respond(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                TEXT,
+                format!(
+                    "refused: a form longer than CONTROL_FORM_BYTES_MAX ({CONTROL_FORM_BYTES_MAX} bytes)\n"
+                ),
+            ));
+        }
+    };
+    if body.field("csrf").as_deref() != Some(plane.csrf.as_str()) {
+        return Err(respond(
+            StatusCode::FORBIDDEN,
+            TEXT,
+            "refused: the form's CSRF token is not this control plane's (reload the page)\n",
+        ));
+    }
+    Ok(body)
+}
+
+/// `POST /inspect`: one explicit inspection of an owner, answered when its reply came.
+async fn inspect(plane: Arc<ControlPlane>, form: Form) -> Response<Full<Bytes>> {
+    let back = back(form.field("back"));
+    let name = form.field("owner").unwrap_or_default();
+    let Some(owner) = plane.owners.iter().find(|o| o.name == name).cloned() else {
+        return respond(
+            StatusCode::NOT_FOUND,
+            TEXT,
+            format!(
+                "refused: `{}` is no owner this control plane reaches\n",
+                grid_spec::diagnostic::quoted(&name)
+            ),
+        );
+    };
+    let ticket = match plane.retained().begin(&name, SystemTime::now()) {
+        Ok(ticket) => {
+            tracing::info!(owner = name, ticket, "control plane: inspecting");
+            ticket
+        }
+        Err(refused) => {
+            let slug = back["/panel/".len()..]
+                .split('?')
+                .next()
+                .unwrap_or("overview")
+                .to_owned();
+            let html = plane
+                .page(&slug, None, Some(refused.to_string()))
+                .or_else(|| plane.page("overview", None, Some(refused.to_string())))
+                .unwrap_or_default();
+            return respond(StatusCode::CONFLICT, HTML, html);
+        }
+    };
+    let asker = form
+        .field("asker")
+        .filter(|a| !a.is_empty() && a.len() <= 64);
+    if let Some(asker) = &asker {
+        plane
+            .askers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(asker.clone(), (name.clone(), ticket));
+    }
+    let mut asking = Asking {
+        plane: plane.clone(),
+        owner: name.clone(),
+        ticket,
+        answered: false,
+    };
+    let (done, finished) = tokio::sync::oneshot::channel();
+    let inspecting = plane.clone();
+    // The inspection goes on when the panel closes: its reply is then kept as uncertain.
+    tokio::task::spawn_blocking(move || {
+        let reply = inspecting.inspector.inspect(&owner);
+        if let Some(asker) = &asker {
+            inspecting
+                .askers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(asker);
+        }
+        let known = inspecting
+            .retained()
+            .finish(&owner.name, ticket, reply, SystemTime::now());
+        if let Some(known) = known {
+            crate::metrics::control_inspection(&inspecting.host, &owner.name, known.word());
+        }
+        let _ = done.send(());
+    });
+    let _ = finished.await;
+    asking.answered = true;
+    see_other(&back)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_without_operators_is_served() {
+        let line = |listen: &str, operators: Option<&str>| ControlListenConfig {
+            listen: listen.to_owned(),
+            operators: operators.map(Into::into),
+        };
+        assert!(address(&line("127.0.0.1:8480", None)).is_ok());
+        assert!(address(&line("[::1]:8480", None)).is_ok());
+        let refused = address(&line("10.0.0.5:8443", Some("ops-ca.pem"))).unwrap_err();
+        assert!(
+            refused.contains("operator mutual TLS is not built"),
+            "{refused}"
+        );
+        assert!(address(&line("10.0.0.5:8443", None)).is_err());
+        assert!(address(&line("nowhere", None)).is_err());
+    }
+
+    #[test]
+    fn a_return_address_stays_inside_the_plane() {
+        assert_eq!(
+            back(Some("/panel/routes?owner=plant".into())),
+            "/panel/routes?owner=plant"
+        );
+        for outside in [
+            "https://evil.example/",
+            "//evil.example/panel/",
+            "/panel/x\r\nSet-Cookie: a",
+        ] {
+            assert_eq!(back(Some(outside.into())), "/panel/overview");
+        }
+        assert_eq!(back(None), "/panel/overview");
+    }
+}

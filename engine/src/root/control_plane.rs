@@ -1,0 +1,111 @@
+//! The control plane (profile `control`, docs/control-plane.md) wired to this host:
+//! its owners are the host itself and the owners `host.toml` names; an explicit
+//! inspection reads this host's own observation in its process, or asks a peer's
+//! over `POST /control` as this host's participant of their shared membership.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::Started;
+use crate::config::HostConfig;
+use crate::control::server::{self, ControlPlane, Inspector, Owner, Reach};
+use crate::host::Handled;
+use crate::limits::CONTROL_INSPECT_WAIT;
+use crate::protocol::{Call, Reply};
+use crate::transport::PeerClient;
+
+/// The addresses of the host's `control` lines, refused unless each is one this
+/// build serves (checked before anything is served).
+pub fn addresses(config: &HostConfig) -> Result<Vec<SocketAddr>, String> {
+    let Some(control) = &config.control else {
+        return Ok(Vec::new());
+    };
+    if !config.selects(grid_spec::Profile::Control) {
+        return Err(
+            "host.toml has `control` lines but does not select the `control` profile".to_owned(),
+        );
+    }
+    control.listen.iter().map(server::address).collect()
+}
+
+struct HostInspector {
+    started: Started,
+    name: String,
+    dir: PathBuf,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Inspector for HostInspector {
+    fn inspect(&self, owner: &Owner) -> Result<serde_json::Value, String> {
+        let reply = match &owner.reach {
+            Reach::Local => {
+                crate::metrics::owner_request(&self.name, "local");
+                match super::observe(&self.started.host, self.started.missions.as_deref()) {
+                    Handled::Reply(reply) => reply,
+                    Handled::DropReply => return Err("the observation was lost".to_owned()),
+                }
+            }
+            Reach::Peer {
+                membership,
+                address,
+            } => {
+                let client = PeerClient::new(&self.dir, membership, &owner.name, address)
+                    .map_err(|e| format!("cannot reach {}: {e}", owner.name))?;
+                self.runtime
+                    .block_on(client.post::<_, Reply>(
+                        "/control",
+                        &Call::Observe,
+                        CONTROL_INSPECT_WAIT,
+                    ))
+                    .map_err(|e| format!("{} did not answer: {e}", owner.name))?
+            }
+        };
+        match reply {
+            Reply::Observation(o) => serde_json::to_value(o).map_err(|e| e.to_string()),
+            Reply::Refused { reason } => Err(format!("{} refused: {reason}", owner.name)),
+            _ => Err(format!(
+                "{} answered something else than its observation",
+                owner.name
+            )),
+        }
+    }
+}
+
+/// Serves the control plane on every `control` address of the host, if it selects it.
+pub fn serve(
+    started: &Started,
+    dir: &Path,
+    runtime: &tokio::runtime::Handle,
+) -> Result<(), String> {
+    let (name, config) = {
+        let host = started.host.lock().unwrap_or_else(|p| p.into_inner());
+        (host.name().to_owned(), host.config().clone())
+    };
+    let listen = addresses(&config)?;
+    let Some(control) = &config.control else {
+        return Ok(());
+    };
+    let mut owners = vec![Owner {
+        name: name.clone(),
+        reach: Reach::Local,
+    }];
+    owners.extend(control.owners.iter().map(|o| Owner {
+        name: o.name.clone(),
+        reach: Reach::Peer {
+            membership: o.membership.clone(),
+            address: o.address.clone(),
+        },
+    }));
+    let inspector = Arc::new(HostInspector {
+        started: started.clone(),
+        name: name.clone(),
+        dir: dir.to_owned(),
+        runtime: runtime.clone(),
+    });
+    let plane = ControlPlane::new(&name, owners, inspector, &listen)?;
+    for address in listen {
+        server::serve(plane.clone(), address, runtime)?;
+    }
+    Ok(())
+}
