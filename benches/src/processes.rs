@@ -1,11 +1,14 @@
 //! Processes read through a host's control socket, for the benchmarks that run them
-//! (`process_compare`, `mission_compare`): a served connection, one call, and what a
-//! receiver holds.
+//! (`process_compare`, `mission_compare`, `key_rotation`, `control_render`): a served
+//! connection, one call, what a receiver holds, and runs retained in bulk.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use grid_engine::host::control::Client;
-use grid_engine::processes::api::{GrantView, ProcessCall, ProcessReply, RunCounts};
+use grid_engine::processes::api::{
+    GrantView, Peer, ProcessCall, ProcessReply, RunCounts, RunOutcome, RunRequest,
+};
 use grid_engine::protocol::{Call, Reply};
 
 use crate::bringup::connect_served;
@@ -60,4 +63,89 @@ pub fn receiver_totals(host_dir: &Path, host: &str, grant: &str) -> Result<Recei
         demo_count,
         grant,
     })
+}
+
+/// Callers running the retained runs of [`retain_runs`] at once.
+const CALLERS: usize = 16;
+/// How long one of those runs may wait for its outcome.
+const WAIT_MS: u64 = 30_000;
+
+/// `runs` runs of `demo.count` at `receiver`, called by the host at `caller`, from
+/// [`CALLERS`] connections at once; each must succeed.
+pub fn retain_runs(caller: &Path, receiver: &Peer, runs: usize) -> Result<()> {
+    let per = runs.div_ceil(CALLERS);
+    let threads: Vec<_> = (0..CALLERS)
+        .map(|c| {
+            let caller = caller.to_owned();
+            let receiver = receiver.clone();
+            std::thread::spawn(move || -> std::result::Result<(), String> {
+                let mut client = connect(&caller).map_err(|e| e.to_string())?;
+                for i in (c * per)..((c + 1) * per).min(runs) {
+                    let reply = process(
+                        &mut client,
+                        ProcessCall::Run {
+                            request: RunRequest {
+                                request: format!("run-{i}"),
+                                process: "demo.count".to_owned(),
+                                arguments: BTreeMap::new(),
+                            },
+                            receiver: receiver.clone(),
+                            via: None,
+                            membership: "ops".to_owned(),
+                            wait_ms: Some(WAIT_MS),
+                            mission: None,
+                        },
+                    )?;
+                    match reply {
+                        ProcessReply::Ran { run } if run.outcome == RunOutcome::Succeeded => {}
+                        other => return Err(format!("run-{i}: {other:?}")),
+                    }
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().map_err(|_| "a caller panicked")??;
+    }
+    Ok(())
+}
+
+/// Two hosts in `ops` for the benchmarks of history (`key_rotation`, `control_render`):
+/// `edge` (the authority's one voter) publishes `routes` Ordered routes to `peer` and
+/// issues `peer` a grant of `runs + 1` units for [`retain_runs`]. `edge_lines` and
+/// `peer_lines` are more lines of each host's block; `peer_profiles` more profiles.
+pub fn history_topology(
+    bench: &str,
+    ports: &[u16],
+    (routes, runs): (usize, usize),
+    edge_lines: &str,
+    (peer_profiles, peer_lines): (&str, &str),
+) -> String {
+    let mut text = format!(
+        r#"grid version=1
+// Written by benches {bench}.
+membership ops {{
+    authority voters=1
+}}
+host edge listen="127.0.0.1:{}" {{
+    member ops
+    profiles transport authority delivery processes
+{edge_lines}}}
+host peer listen="127.0.0.1:{}" {{
+    member ops
+    profiles transport delivery processes{peer_profiles}
+{peer_lines}}}
+grant peer-on-edge issuer=edge caller=peer units={}
+"#,
+        ports[0],
+        ports[1],
+        runs + 1
+    );
+    for r in 0..routes {
+        text += &format!(
+            "route r{r} membership=ops class=ordered {{\n    publisher edge\n    destination peer\n}}\n"
+        );
+    }
+    text
 }

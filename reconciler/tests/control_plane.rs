@@ -28,8 +28,9 @@ const HQ_METRICS: &str = "127.0.0.1:7693";
 const PLANT_METRICS: &str = "127.0.0.1:7694";
 const CONTROL: &str = "127.0.0.1:7695";
 const DRIVER_PORT: u16 = 7696;
-const PANELS: [&str; 11] = [
+const PANELS: [&str; 13] = [
     "overview",
+    "authority",
     "memberships",
     "models",
     "routes",
@@ -39,6 +40,7 @@ const PANELS: [&str; 11] = [
     "missions",
     "mappings",
     "decisions",
+    "storage",
     "operations",
 ];
 /// A bound on every wait in this test.
@@ -46,9 +48,9 @@ const WAIT: Duration = Duration::from_secs(30);
 
 fn topology() -> String {
     format!(
-        "grid version=1\nmembership ops\n\
-         host hq listen=\"127.0.0.1:7691\" metrics=\"{HQ_METRICS}\" {{ member ops; profiles transport control; control listen=\"{CONTROL}\"; }}\n\
-         host plant listen=\"127.0.0.1:7692\" metrics=\"{PLANT_METRICS}\" {{ member ops; profiles transport; }}\n\
+        "grid version=1\nmembership ops {{ authority voters=2; }}\n\
+         host hq listen=\"127.0.0.1:7691\" metrics=\"{HQ_METRICS}\" {{ member ops; profiles transport authority control; control listen=\"{CONTROL}\"; }}\n\
+         host plant listen=\"127.0.0.1:7692\" metrics=\"{PLANT_METRICS}\" {{ member ops; profiles transport authority; }}\n\
          model counter host=plant {{ input n default=0; cell twice \"n * 2\"; }}\n"
     )
 }
@@ -159,12 +161,11 @@ async fn state(client: &Client, owner: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Presses "Inspect OWNER now" on the page shown and waits until the owner's section
-/// reads `state`: the section.
-async fn inspect(client: &Client, owner: &str, state: &str) -> fantoccini::elements::Element {
-    let section = format!("section[data-owner=\"{owner}\"]");
+/// Presses the first button inside `scope` (a CSS selector) and waits until `scope`
+/// reads `data-state="STATE"`: the element.
+async fn press(client: &Client, scope: &str, state: &str) -> fantoccini::elements::Element {
     client
-        .find(Locator::Css(&format!("{section} button")))
+        .find(Locator::Css(&format!("{scope} button")))
         .await
         .unwrap()
         .click()
@@ -173,7 +174,23 @@ async fn inspect(client: &Client, owner: &str, state: &str) -> fantoccini::eleme
     client
         .wait()
         .at_most(WAIT)
-        .for_element(Locator::Css(&format!("{section}[data-state=\"{state}\"]")))
+        .for_element(Locator::Css(&format!("{scope}[data-state=\"{state}\"]")))
+        .await
+        .unwrap()
+}
+
+/// Presses "Inspect OWNER now" (or its storage's) on the page shown and waits until
+/// the owner's section reads `state`: the section.
+async fn inspect(client: &Client, owner: &str, state: &str) -> fantoccini::elements::Element {
+    press(client, &format!("section[data-owner=\"{owner}\"]"), state).await
+}
+
+/// Presses "Read barrier of ops now" on the authority panel and waits until the
+/// barrier reads `state`: its text.
+async fn read_barrier(client: &Client, state: &str) -> String {
+    press(client, "div.barrier[data-membership=\"ops\"]", state)
+        .await
+        .text()
         .await
         .unwrap()
 }
@@ -210,8 +227,15 @@ fn panels_never_ask_owners_and_inspections_say_what_is_known() {
     )
     .unwrap();
     let _hq = common::start_gridd(&state_dir.join("hq"), &dir.join("hq.log")).unwrap();
-    let (ok, text) = common::gridctl(&dir, &["reconcile", "t.kdl"]);
-    assert!(ok, "{text}");
+    // The authority bootstraps, then takes its second voter (a round each, at most 5).
+    for round in 1..=5 {
+        let (code, text) = common::gridctl_code(&dir, &["reconcile", "t.kdl"]);
+        match code {
+            Some(0) => break,
+            Some(5) if round < 5 => std::thread::sleep(Duration::from_millis(500)),
+            _ => panic!("reconcile round {round}: {text}"),
+        }
+    }
 
     // Refused without asking anyone: another Host, no CSRF token, another origin.
     let before = owner_requests();
@@ -333,6 +357,21 @@ fn panels_never_ask_owners_and_inspections_say_what_is_known() {
         let after = owner_requests();
         assert_eq!(count(&after, "plant", "transport"), count(&before, "plant", "transport") + 1);
         assert_eq!(count(&after, "hq", "local"), count(&before, "hq", "local"));
+
+        // The authority: hq's voter as it reported itself (retained, no quorum
+        // claimed), then one explicit read barrier through the leader: `ok`.
+        client.goto(&format!("{base}/panel/authority")).await.unwrap();
+        let section = inspect(&client, "hq", "retained").await.text().await.unwrap();
+        assert!(section.contains("not a live quorum") && section.contains("leader"), "{section}");
+        let barrier = read_barrier(&client, "retained").await;
+        assert!(barrier.contains("ok"), "{barrier}");
+        // plant's storage, asked apart on its own panel: one more call at plant.
+        client.goto(&format!("{base}/panel/storage")).await.unwrap();
+        let section = inspect(&client, "plant", "retained").await.text().await.unwrap();
+        assert!(section.contains("Journals") && section.contains("Keyspaces"), "{section}");
+        let after = owner_requests();
+        assert_eq!(count(&after, "hq", "local"), count(&before, "hq", "local") + 2);
+        assert_eq!(count(&after, "plant", "transport"), count(&before, "plant", "transport") + 2);
         for panel in PANELS {
             client.goto(&format!("{base}/panel/{panel}")).await.unwrap();
             screenshot(&client, &shots, panel).await;
@@ -393,6 +432,11 @@ fn panels_never_ask_owners_and_inspections_say_what_is_known() {
             "the old value is never shown as current"
         );
         screenshot(&client, &shots, "unreachable").await;
+        // Two voters, one killed: a read barrier cannot be confirmed — `unknown`.
+        client.goto(&format!("{base}/panel/authority")).await.unwrap();
+        let barrier = read_barrier(&client, "unreachable").await;
+        assert!(barrier.contains("unknown"), "{barrier}");
+        screenshot(&client, &shots, "barrier-unknown").await;
         client.close().await.unwrap();
     });
     std::fs::remove_dir_all(&dir).unwrap();

@@ -24,18 +24,14 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
-use grid_engine::processes::api::{Peer, ProcessCall, ProcessReply, RunOutcome, RunRequest};
+use grid_engine::processes::api::Peer;
 
 use grid_benches::bringup::{GridHosts, exit_on_error, one_gridd_per_host};
-use grid_benches::processes::{connect, process};
+use grid_benches::processes::{history_topology, retain_runs};
 use grid_benches::procs::{Result, WorkDir, free_ports, grid_bin_dir};
 use grid_benches::report::{Table, print_header};
 
 const HOSTS: [&str; 2] = ["edge", "peer"];
-/// Callers running the retained runs at once.
-const CALLERS: usize = 16;
-/// How long one run may wait for its outcome.
-const WAIT_MS: u64 = 30_000;
 
 #[derive(Parser)]
 #[command(name = "key_rotation")]
@@ -57,32 +53,7 @@ fn topology(ports: &[u16], routes: usize, runs: usize, rotated: bool) -> String 
     } else {
         ""
     };
-    let mut text = format!(
-        r#"grid version=1
-// Written by benches key_rotation.
-membership ops {{
-    authority voters=1
-}}
-host edge listen="127.0.0.1:{}" {{
-    member ops
-    profiles transport authority delivery processes
-{keys}}}
-host peer listen="127.0.0.1:{}" {{
-    member ops
-    profiles transport delivery processes
-}}
-grant peer-on-edge issuer=edge caller=peer units={}
-"#,
-        ports[0],
-        ports[1],
-        runs + 1
-    );
-    for r in 0..routes {
-        text += &format!(
-            "route r{r} membership=ops class=ordered {{\n    publisher edge\n    destination peer\n}}\n"
-        );
-    }
-    text
+    history_topology("key_rotation", ports, (routes, runs), keys, ("", ""))
 }
 
 /// What one rotation took.
@@ -220,47 +191,6 @@ fn empty_plan(bin_dir: &Path, state: &Path, file: &Path) -> Result<Duration> {
         return Err(format!("the plan of {} is not empty:\n{plan}", file.display()).into());
     }
     Ok(elapsed)
-}
-
-/// `runs` runs of `demo.count` at `receiver`, called by the host at `caller`, from
-/// [`CALLERS`] connections at once; each must succeed.
-fn retain_runs(caller: &Path, receiver: &Peer, runs: usize) -> Result<()> {
-    let per = runs.div_ceil(CALLERS);
-    let threads: Vec<_> = (0..CALLERS)
-        .map(|c| {
-            let caller = caller.to_owned();
-            let receiver = receiver.clone();
-            std::thread::spawn(move || -> std::result::Result<(), String> {
-                let mut client = connect(&caller).map_err(|e| e.to_string())?;
-                for i in (c * per)..((c + 1) * per).min(runs) {
-                    let reply = process(
-                        &mut client,
-                        ProcessCall::Run {
-                            request: RunRequest {
-                                request: format!("run-{i}"),
-                                process: "demo.count".to_owned(),
-                                arguments: BTreeMap::new(),
-                            },
-                            receiver: receiver.clone(),
-                            via: None,
-                            membership: "ops".to_owned(),
-                            wait_ms: Some(WAIT_MS),
-                            mission: None,
-                        },
-                    )?;
-                    match reply {
-                        ProcessReply::Ran { run } if run.outcome == RunOutcome::Succeeded => {}
-                        other => return Err(format!("run-{i}: {other:?}")),
-                    }
-                }
-                Ok(())
-            })
-        })
-        .collect();
-    for thread in threads {
-        thread.join().map_err(|_| "a caller panicked")??;
-    }
-    Ok(())
 }
 
 /// One `gridctl reconcile FILE --json`, timed, with its transitions by kind.

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use maud::{DOCTYPE, Markup, html};
 
-use super::retained::{Entry, Known, Retained};
+use super::retained::{Entry, Known, Part, Retained, barrier_subject};
 use crate::limits::{CONTROL_CELL_CHARS_MAX, CONTROL_PANEL_COLUMNS_MAX, CONTROL_PANEL_ROWS_MAX};
 
 /// One panel: its address (`/panel/SLUG`), its title, and the part of an owner's
@@ -25,6 +25,12 @@ pub const PANELS: &[Panel] = &[
         title: "Owners",
         key: None,
         about: "Every owner this host reaches, what is known of it and since when.",
+    },
+    Panel {
+        slug: "authority",
+        title: "Authority",
+        key: None,
+        about: "The authority voters this host runs, as they reported when this host was last inspected (the leader each believed: not evidence of a live quorum), and explicit read barriers through each membership's leader.",
     },
     Panel {
         slug: "memberships",
@@ -81,6 +87,12 @@ pub const PANELS: &[Panel] = &[
         about: "Decision policies installed at each owner: history, never a fresh permission.",
     },
     Panel {
+        slug: "storage",
+        title: "Storage",
+        key: None,
+        about: "What each owner's stores hold on disk — keyspaces, journals and what a checkpoint would purge, checkpoints, the archive, the disk — as its last explicit storage inspection found it.",
+    },
+    Panel {
         slug: "operations",
         title: "Unacknowledged operations",
         key: Some("unacknowledged"),
@@ -107,6 +119,8 @@ pub struct View<'a> {
     pub retained: &'a Retained,
     pub now: SystemTime,
     pub csrf: &'a str,
+    /// The memberships whose authority this host runs (a read barrier each).
+    pub barriers: &'a [String],
     /// `?owner=NAME`: the one owner shown (kept in the URL across panels).
     pub selected: Option<&'a str>,
     /// A refusal to tell (an inspection not begun).
@@ -134,17 +148,21 @@ fn stamp(t: SystemTime) -> String {
 
 /// A value as one short line, capped at CONTROL_CELL_CHARS_MAX characters.
 fn cell(value: &serde_json::Value) -> String {
-    let text = match value {
+    match value {
         serde_json::Value::Null => "—".to_owned(),
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
+        serde_json::Value::String(s) => capped(s),
+        other => capped(&other.to_string()),
+    }
+}
+
+/// `text`, capped at CONTROL_CELL_CHARS_MAX characters.
+fn capped(text: &str) -> String {
     if text.chars().count() > CONTROL_CELL_CHARS_MAX {
         let mut capped: String = text.chars().take(CONTROL_CELL_CHARS_MAX).collect();
         capped.push('…');
         capped
     } else {
-        text
+        text.to_owned()
     }
 }
 
@@ -220,7 +238,14 @@ pub fn render(view: &View, panel: &Panel) -> String {
 }
 
 fn owner(view: &View, panel: &Panel, o: &OwnerLine, back: &str) -> Markup {
-    let Some(entry) = view.retained.entry(o.name) else {
+    // The storage panel shows the owner's storage, asked apart; every other its
+    // observation.
+    let part = if panel.slug == "storage" {
+        Part::Storage
+    } else {
+        Part::Observation
+    };
+    let Some(entry) = view.retained.entry(&part.subject(o.name)) else {
         return html! {};
     };
     let heading = format!("owner-{}", o.name);
@@ -235,14 +260,20 @@ fn owner(view: &View, panel: &Panel, o: &OwnerLine, back: &str) -> Markup {
             form method="post" action="/inspect" {
                 input type="hidden" name="csrf" value=(view.csrf);
                 input type="hidden" name="owner" value=(o.name);
+                input type="hidden" name="part" value=(part.word());
                 input type="hidden" name="back" value=(back);
                 // Filled by the page's script: names this panel's ask, so that the
                 // panel says when it closes before the reply (`POST /closed`).
                 input type="hidden" name="asker" value="";
-                button type="submit" disabled[entry.pending.is_some()] { "Inspect " (o.name) " now" }
+                button type="submit" disabled[entry.pending.is_some()] {
+                    @if part == Part::Storage { "Inspect the storage of " } @else { "Inspect " }
+                    (o.name) " now"
+                }
             }
             @match panel.key {
                 None if panel.slug == "memberships" => (membership(o)),
+                None if panel.slug == "authority" => (authority(view, o, entry, back)),
+                None if panel.slug == "storage" => (storage(entry)),
                 None => (summary(entry)),
                 Some(key) => (observed(entry, key)),
             }
@@ -269,13 +300,110 @@ fn state(now: SystemTime, entry: &Entry) -> Markup {
                     strong { "Uncertain" } ": the inspection ended after the panel that asked was closed, with no reply. Inspect again to know."
                 }
                 (Known::Unreachable { reason }, _) => {
-                    strong { "Unreachable" } ": the last inspection got no reply (" (reason) "). What the owner holds now is unknown."
+                    strong { "Unreachable" } ": the last inspection got no reply (" (capped(reason)) "). What the owner holds now is unknown."
                 }
                 (Known::Retained, None) => { strong { "Unknown" } }
             }
             @if let Some((_, asked)) = entry.pending {
                 " " em { "An inspection is under way (asked " (ago(now, asked)) " s ago)." }
             }
+        }
+    }
+}
+
+/// The authority panel of one owner: this host's voters and their barriers; of
+/// another owner, only whether it runs a voter (asked through this host's own).
+fn authority(view: &View, o: &OwnerLine, entry: &Entry, back: &str) -> Markup {
+    if o.membership.is_some() {
+        let runs = shown(entry)
+            .and_then(|ob| ob.get("profiles"))
+            .and_then(|p| p.as_array())
+            .is_some_and(|p| p.iter().any(|x| x == "authority"));
+        return html! {
+            p {
+                @if runs {
+                    (o.name) " runs an authority voter. This page reaches an authority through this host's own voters only: a read barrier there goes through the membership's leader."
+                } @else {
+                    "No authority voter here, as far as its last retained observation says."
+                }
+            }
+        };
+    }
+    html! {
+        @if let Some(voters) = shown(entry).and_then(|ob| ob.get("authorities")) {
+            p { "As this host's voters reported when it was inspected — retained, not a live quorum:" }
+            (table(Some(voters), Some(&["membership", "state", "term", "leader", "voters", "learners", "last_applied"])))
+        }
+        @if view.barriers.is_empty() {
+            p { "This host runs no authority." }
+        }
+        @for m in view.barriers {
+            (barrier(view, m, back))
+        }
+    }
+}
+
+/// A membership's read barrier: when one was last run through its leader, and what it
+/// confirmed — `unknown` when it could not.
+fn barrier(view: &View, membership: &str, back: &str) -> Markup {
+    let Some(entry) = view.retained.entry(&barrier_subject(membership)) else {
+        return html! {};
+    };
+    let age = entry.at.map(|at| ago(view.now, at));
+    let detail = entry
+        .observation
+        .as_ref()
+        .and_then(|b| b.get("detail"))
+        .map_or_else(String::new, cell);
+    html! {
+        div.barrier data-membership=(membership) data-state=(entry.known.word()) data-pending=(entry.pending.is_some()) {
+            h4 { "Read barrier of " (membership) }
+            p {
+                @match (&entry.known, age) {
+                    (Known::Retained, Some(s)) => {
+                        strong { "ok" } ", " span data-age-s=(s) { (s) " s" } " ago: " (detail) ". The leader may have changed since."
+                    }
+                    (Known::Unreachable { reason }, _) => {
+                        strong { "unknown" } ": " (capped(reason)) ". Whether the leader this host believes in holds a quorum is unknown."
+                    }
+                    (Known::Uncertain, _) => {
+                        strong { "uncertain" } ": its answer came after the panel that asked was closed. Run it again to know."
+                    }
+                    _ => {
+                        strong { "never run" } " since this host started: whether the leader this host believes in holds a quorum is unknown."
+                    }
+                }
+                @if let Some((_, asked)) = entry.pending {
+                    " " em { "A barrier is under way (asked " (ago(view.now, asked)) " s ago)." }
+                }
+            }
+            form method="post" action="/barrier" {
+                input type="hidden" name="csrf" value=(view.csrf);
+                input type="hidden" name="membership" value=(membership);
+                input type="hidden" name="back" value=(back);
+                input type="hidden" name="asker" value="";
+                button type="submit" disabled[entry.pending.is_some()] { "Read barrier of " (membership) " now" }
+            }
+        }
+    }
+}
+
+/// An owner's storage (`Call::Storage`), as its last storage inspection found it.
+fn storage(entry: &Entry) -> Markup {
+    let Some(view) = shown(entry) else {
+        return html! {};
+    };
+    let scalar = |key: &str| view.get(key).map_or_else(|| "—".to_owned(), cell);
+    html! {
+        dl {
+            dt { "Disk" } dd { (scalar("disk")) }
+            dt { "Store journal (bytes)" } dd { (scalar("journal_bytes")) }
+            dt { "Acknowledged writes" } dd { (scalar("acknowledged_writes")) }
+            dt { "Archive" } dd { (scalar("archive")) }
+        }
+        @for (title, key) in [("Journals", "journals"), ("Keyspaces", "keyspaces"), ("Checkpoints", "checkpoints"), ("Directories", "directories")] {
+            h4 { (title) }
+            (table(view.get(key), None))
         }
     }
 }
@@ -323,26 +451,30 @@ fn shown(entry: &Entry) -> Option<&serde_json::Value> {
 
 fn observed(entry: &Entry, key: &str) -> Markup {
     match (shown(entry), &entry.known, &entry.observation) {
-        (Some(observation), _, _) => table(observation.get(key)),
+        (Some(observation), _, _) => table(observation.get(key), None),
         (None, Known::Unreachable { .. }, Some(old)) => html! {
             details {
                 summary { "The last value retained before the failed inspection (old, not current)" }
-                (table(old.get(key)))
+                (table(old.get(key), None))
             }
         },
         _ => html! {},
     }
 }
 
-/// Items of one part of an observation as a table: a column per field (the first
-/// CONTROL_PANEL_COLUMNS_MAX seen), at most CONTROL_PANEL_ROWS_MAX rows.
-fn table(items: Option<&serde_json::Value>) -> Markup {
+/// Items of one part of an observation as a table: a column per field (`columns`, or
+/// the first CONTROL_PANEL_COLUMNS_MAX seen), at most CONTROL_PANEL_ROWS_MAX rows.
+fn table(items: Option<&serde_json::Value>, columns: Option<&[&str]>) -> Markup {
     let items: &[serde_json::Value] = items.and_then(|v| v.as_array()).map_or(&[], Vec::as_slice);
     if items.is_empty() {
         return html! { p.empty { "None." } };
     }
-    let mut columns: Vec<&str> = Vec::new();
+    let chosen = columns.is_some();
+    let mut columns: Vec<&str> = columns.map(<[&str]>::to_vec).unwrap_or_default();
     for item in items.iter().take(CONTROL_PANEL_ROWS_MAX) {
+        if chosen {
+            break;
+        }
         if let Some(fields) = item.as_object() {
             for k in fields.keys() {
                 if !columns.contains(&k.as_str()) && columns.len() < CONTROL_PANEL_COLUMNS_MAX {

@@ -65,6 +65,40 @@ impl Entry {
     }
 }
 
+/// What an inspection of an owner asks it for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// `observe`: what the owner holds (every panel but storage).
+    Observation,
+    /// `storage`: what its stores hold on disk (the storage panel).
+    Storage,
+}
+
+impl Part {
+    /// The form's `part` field, and the word a message uses.
+    pub fn word(self) -> &'static str {
+        match self {
+            Part::Observation => "observation",
+            Part::Storage => "storage",
+        }
+    }
+
+    /// What `Retained` keeps `owner`'s answer to this part under (`:` is in no name,
+    /// so no owner is called so).
+    pub fn subject(self, owner: &str) -> String {
+        match self {
+            Part::Observation => owner.to_owned(),
+            Part::Storage => format!("storage:{owner}"),
+        }
+    }
+}
+
+/// What a membership's read barrier is kept under, beside the owners (`:` is in no
+/// name, so no owner is called so).
+pub fn barrier_subject(membership: &str) -> String {
+    format!("barrier:{membership}")
+}
+
 /// Why an inspection was not begun.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotBegun {

@@ -13,7 +13,7 @@ use hyper::header::{HeaderValue, LOCATION};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::page::{self, OwnerLine, View};
-use super::retained::Retained;
+use super::retained::{Part, Retained, barrier_subject};
 use crate::config::ControlListenConfig;
 use crate::limits::{CONTROL_FORM_BYTES_MAX, CONTROL_PAGE_CONNECTIONS_MAX};
 
@@ -36,7 +36,11 @@ pub struct Owner {
 pub trait Inspector: Send + Sync + 'static {
     /// Blocking: called off the runtime's workers. The owner's observation as JSON,
     /// or why none came.
-    fn inspect(&self, owner: &Owner) -> Result<serde_json::Value, String>;
+    fn inspect(&self, owner: &Owner, part: Part) -> Result<serde_json::Value, String>;
+    /// Blocking, likewise: a linearizable read barrier through the leader of
+    /// `membership`, asked of this host's own voter — what it confirmed, or why it is
+    /// unknown.
+    fn barrier(&self, membership: &str) -> Result<serde_json::Value, String>;
 }
 
 /// A host's control plane: its owners, what it retained of them, its CSRF token.
@@ -47,7 +51,10 @@ pub struct ControlPlane {
     csrf: String,
     inspector: Arc<dyn Inspector>,
     /// The `Host` header values accepted: the addresses listened on.
-    authorities: Vec<String>,
+    accepted_hosts: Vec<String>,
+    /// The memberships whose authority this host runs: a read barrier may be asked
+    /// through each.
+    barriers: Vec<String>,
     /// Inspections under way by the name their panel gave them (`asker`): at most one
     /// per owner.
     askers: Mutex<std::collections::BTreeMap<String, (String, u64)>>,
@@ -78,25 +85,32 @@ impl ControlPlane {
     pub fn new(
         host: &str,
         owners: Vec<Owner>,
+        barriers: Vec<String>,
         inspector: Arc<dyn Inspector>,
         listen: &[SocketAddr],
     ) -> Result<Arc<ControlPlane>, String> {
         let mut token = [0u8; 32];
         getrandom::fill(&mut token).map_err(|e| format!("no randomness for a CSRF token: {e}"))?;
-        let mut authorities = Vec::new();
+        let mut accepted_hosts = Vec::new();
         for a in listen {
-            authorities.push(a.to_string());
+            accepted_hosts.push(a.to_string());
             if a.ip().is_loopback() {
-                authorities.push(format!("localhost:{}", a.port()));
+                accepted_hosts.push(format!("localhost:{}", a.port()));
             }
         }
+        let subjects: Vec<String> = owners
+            .iter()
+            .flat_map(|o| [Part::Observation, Part::Storage].map(|p| p.subject(&o.name)))
+            .chain(barriers.iter().map(|m| barrier_subject(m)))
+            .collect();
         Ok(Arc::new(ControlPlane {
             host: host.to_owned(),
-            retained: Mutex::new(Retained::new(owners.iter().map(|o| o.name.as_str()))),
+            retained: Mutex::new(Retained::new(subjects.iter().map(String::as_str))),
             owners,
             csrf: hex::encode(token),
             inspector,
-            authorities,
+            accepted_hosts,
+            barriers,
             askers: Mutex::default(),
         }))
     }
@@ -138,6 +152,7 @@ impl ControlPlane {
             retained: &retained,
             now: SystemTime::now(),
             csrf: &self.csrf,
+            barriers: &self.barriers,
             selected,
             notice,
         };
@@ -229,7 +244,7 @@ async fn handle(plane: Arc<ControlPlane>, request: Request<Incoming>) -> Respons
         .and_then(|h| h.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    if !plane.authorities.contains(&authority) {
+    if !plane.accepted_hosts.contains(&authority) {
         return respond(
             StatusCode::MISDIRECTED_REQUEST,
             TEXT,
@@ -260,6 +275,10 @@ async fn handle(plane: Arc<ControlPlane>, request: Request<Incoming>) -> Respons
             Ok(form) => inspect(plane, form).await,
             Err(refused) => refused,
         },
+        (Method::POST, "/barrier") => match read_form(&plane, request, &authority).await {
+            Ok(form) => barrier(plane, form).await,
+            Err(refused) => refused,
+        },
         (Method::POST, "/closed") => match read_form(&plane, request, &authority).await {
             Ok(form) => closed(&plane, &form),
             Err(refused) => refused,
@@ -268,7 +287,7 @@ async fn handle(plane: Arc<ControlPlane>, request: Request<Incoming>) -> Respons
         _ => respond(
             StatusCode::METHOD_NOT_ALLOWED,
             TEXT,
-            "the control plane takes GET of its pages, POST /inspect and POST /closed\n",
+            "the control plane takes GET of its pages and POST /inspect, /barrier and /closed\n",
         ),
     }
 }
@@ -277,7 +296,7 @@ async fn handle(plane: Arc<ControlPlane>, request: Request<Incoming>) -> Respons
 /// request dropped: the browser closed the page or navigated elsewhere).
 struct Asking {
     plane: Arc<ControlPlane>,
-    owner: String,
+    subject: String,
     ticket: u64,
     answered: bool,
 }
@@ -286,11 +305,11 @@ impl Drop for Asking {
     fn drop(&mut self) {
         if !self.answered {
             tracing::info!(
-                owner = self.owner,
+                subject = self.subject,
                 ticket = self.ticket,
                 "control plane: the request that asked went away before the reply"
             );
-            self.plane.retained().abandon(&self.owner, self.ticket);
+            self.plane.retained().abandon(&self.subject, self.ticket);
         }
     }
 }
@@ -314,13 +333,13 @@ fn closed(plane: &ControlPlane, form: &Form) -> Response<Full<Bytes>> {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .remove(&asker);
-    if let Some((owner, ticket)) = asked {
+    if let Some((subject, ticket)) = asked {
         tracing::info!(
-            owner,
+            subject,
             ticket,
             "control plane: the panel that asked closed before the reply"
         );
-        plane.retained().abandon(&owner, ticket);
+        plane.retained().abandon(&subject, ticket);
     }
     respond(StatusCode::NO_CONTENT, TEXT, Bytes::new())
 }
@@ -391,7 +410,6 @@ async fn read_form(
 
 /// `POST /inspect`: one explicit inspection of an owner, answered when its reply came.
 async fn inspect(plane: Arc<ControlPlane>, form: Form) -> Response<Full<Bytes>> {
-    let back = back(form.field("back"));
     let name = form.field("owner").unwrap_or_default();
     let Some(owner) = plane.owners.iter().find(|o| o.name == name).cloned() else {
         return respond(
@@ -403,9 +421,59 @@ async fn inspect(plane: Arc<ControlPlane>, form: Form) -> Response<Full<Bytes>> 
             ),
         );
     };
-    let ticket = match plane.retained().begin(&name, SystemTime::now()) {
+    let part = match form.field("part").as_deref() {
+        None | Some("observation") => Part::Observation,
+        Some("storage") => Part::Storage,
+        Some(other) => {
+            return respond(
+                StatusCode::NOT_FOUND,
+                TEXT,
+                format!(
+                    "refused: `{}` is no part of an owner this control plane inspects (observation, storage)\n",
+                    grid_spec::diagnostic::quoted(other)
+                ),
+            );
+        }
+    };
+    let inspector = plane.inspector.clone();
+    let subject = part.subject(&name);
+    ask(plane, subject, form, move || {
+        inspector.inspect(&owner, part)
+    })
+    .await
+}
+
+/// `POST /barrier`: one explicit read barrier through the leader of a membership whose
+/// authority this host runs.
+async fn barrier(plane: Arc<ControlPlane>, form: Form) -> Response<Full<Bytes>> {
+    let membership = form.field("membership").unwrap_or_default();
+    if !plane.barriers.contains(&membership) {
+        return respond(
+            StatusCode::NOT_FOUND,
+            TEXT,
+            format!(
+                "refused: this host runs no authority of `{}`\n",
+                grid_spec::diagnostic::quoted(&membership)
+            ),
+        );
+    }
+    let inspector = plane.inspector.clone();
+    let subject = barrier_subject(&membership);
+    ask(plane, subject, form, move || inspector.barrier(&membership)).await
+}
+
+/// One explicit ask of `subject` (`work`, blocking), answered when it ended — or left
+/// to finish as `uncertain` when the panel that asked goes away first.
+async fn ask(
+    plane: Arc<ControlPlane>,
+    subject: String,
+    form: Form,
+    work: impl FnOnce() -> Result<serde_json::Value, String> + Send + 'static,
+) -> Response<Full<Bytes>> {
+    let back = back(form.field("back"));
+    let ticket = match plane.retained().begin(&subject, SystemTime::now()) {
         Ok(ticket) => {
-            tracing::info!(owner = name, ticket, "control plane: inspecting");
+            tracing::info!(subject, ticket, "control plane: asking");
             ticket
         }
         Err(refused) => {
@@ -429,31 +497,31 @@ async fn inspect(plane: Arc<ControlPlane>, form: Form) -> Response<Full<Bytes>> 
             .askers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(asker.clone(), (name.clone(), ticket));
+            .insert(asker.clone(), (subject.clone(), ticket));
     }
     let mut asking = Asking {
         plane: plane.clone(),
-        owner: name.clone(),
+        subject: subject.clone(),
         ticket,
         answered: false,
     };
     let (done, finished) = tokio::sync::oneshot::channel();
-    let inspecting = plane.clone();
-    // The inspection goes on when the panel closes: its reply is then kept as uncertain.
+    let asked = plane.clone();
+    // The ask goes on when the panel closes: its reply is then kept as uncertain.
     tokio::task::spawn_blocking(move || {
-        let reply = inspecting.inspector.inspect(&owner);
+        let reply = work();
         if let Some(asker) = &asker {
-            inspecting
+            asked
                 .askers
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(asker);
         }
-        let known = inspecting
+        let known = asked
             .retained()
-            .finish(&owner.name, ticket, reply, SystemTime::now());
+            .finish(&subject, ticket, reply, SystemTime::now());
         if let Some(known) = known {
-            crate::metrics::control_inspection(&inspecting.host, &owner.name, known.word());
+            crate::metrics::control_inspection(&asked.host, &subject, known.word());
         }
         let _ = done.send(());
     });

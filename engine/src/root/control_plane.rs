@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::Started;
+use crate::authority::api::{AuthorityCall, AuthorityReply};
 use crate::config::HostConfig;
+use crate::control::retained::Part;
 use crate::control::server::{self, ControlPlane, Inspector, Owner, Reach};
 use crate::host::Handled;
 use crate::limits::CONTROL_INSPECT_WAIT;
@@ -36,14 +38,66 @@ struct HostInspector {
     runtime: tokio::runtime::Handle,
 }
 
+impl HostInspector {
+    /// What each authority voter of this host reports of itself (no barrier).
+    fn voters(&self) -> serde_json::Value {
+        let statuses: Vec<serde_json::Value> = self
+            .started
+            .authorities
+            .by_membership
+            .values()
+            .map(|a| match a.handle_local(AuthorityCall::Status) {
+                AuthorityReply::Status(status) => {
+                    serde_json::to_value(status).unwrap_or(serde_json::Value::Null)
+                }
+                other => serde_json::json!({ "status": format!("{other:?}") }),
+            })
+            .collect();
+        serde_json::Value::Array(statuses)
+    }
+}
+
 impl Inspector for HostInspector {
-    fn inspect(&self, owner: &Owner) -> Result<serde_json::Value, String> {
+    fn barrier(&self, membership: &str) -> Result<serde_json::Value, String> {
+        let authority = self.started.authorities.pick(Some(membership))?;
+        crate::metrics::owner_request(&self.name, "local");
+        match authority.handle_local(AuthorityCall::Barrier) {
+            AuthorityReply::Barrier {
+                barrier,
+                read_index: Some(read_index),
+                detail,
+            } if barrier == "ok" => Ok(serde_json::json!({
+                "read_index": read_index,
+                "detail": detail,
+            })),
+            AuthorityReply::Barrier { detail, .. } => Err(detail),
+            AuthorityReply::Refused { reason } | AuthorityReply::Unknown { reason } => Err(reason),
+            other => Err(format!("the authority answered {other:?}")),
+        }
+    }
+
+    fn inspect(&self, owner: &Owner, part: Part) -> Result<serde_json::Value, String> {
+        let call = match part {
+            Part::Observation => Call::Observe,
+            Part::Storage => Call::Storage,
+        };
         let reply = match &owner.reach {
             Reach::Local => {
                 crate::metrics::owner_request(&self.name, "local");
-                match super::observe(&self.started.host, self.started.missions.as_deref()) {
+                let handled = match call {
+                    Call::Observe => {
+                        super::observe(&self.started.host, self.started.missions.as_deref())
+                    }
+                    call => self
+                        .started
+                        .host
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .handle(call),
+                };
+                match handled {
                     Handled::Reply(reply) => reply,
-                    Handled::DropReply => return Err("the observation was lost".to_owned()),
+                    Handled::DropReply => return Err("the reply was lost".to_owned()),
                 }
             }
             Reach::Peer {
@@ -53,20 +107,27 @@ impl Inspector for HostInspector {
                 let client = PeerClient::new(&self.dir, membership, &owner.name, address)
                     .map_err(|e| format!("cannot reach {}: {e}", owner.name))?;
                 self.runtime
-                    .block_on(client.post::<_, Reply>(
-                        "/control",
-                        &Call::Observe,
-                        CONTROL_INSPECT_WAIT,
-                    ))
+                    .block_on(client.post::<_, Reply>("/control", &call, CONTROL_INSPECT_WAIT))
                     .map_err(|e| format!("{} did not answer: {e}", owner.name))?
             }
         };
         match reply {
-            Reply::Observation(o) => serde_json::to_value(o).map_err(|e| e.to_string()),
+            Reply::Observation(o) => {
+                let mut observation = serde_json::to_value(o).map_err(|e| e.to_string())?;
+                // This host's own voters, as each reports itself (no barrier).
+                if owner.reach == Reach::Local
+                    && let Some(fields) = observation.as_object_mut()
+                {
+                    fields.insert("authorities".to_owned(), self.voters());
+                }
+                Ok(observation)
+            }
+            Reply::Storage(view) => serde_json::to_value(view).map_err(|e| e.to_string()),
             Reply::Refused { reason } => Err(format!("{} refused: {reason}", owner.name)),
             _ => Err(format!(
-                "{} answered something else than its observation",
-                owner.name
+                "{} answered something else than its {}",
+                owner.name,
+                part.word()
             )),
         }
     }
@@ -103,7 +164,8 @@ pub fn serve(
         dir: dir.to_owned(),
         runtime: runtime.clone(),
     });
-    let plane = ControlPlane::new(&name, owners, inspector, &listen)?;
+    let barriers = started.authorities.by_membership.keys().cloned().collect();
+    let plane = ControlPlane::new(&name, owners, barriers, inspector, &listen)?;
     for address in listen {
         server::serve(plane.clone(), address, runtime)?;
     }
