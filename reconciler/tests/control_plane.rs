@@ -28,11 +28,12 @@ const HQ_METRICS: &str = "127.0.0.1:7693";
 const PLANT_METRICS: &str = "127.0.0.1:7694";
 const CONTROL: &str = "127.0.0.1:7695";
 const DRIVER_PORT: u16 = 7696;
-const PANELS: [&str; 13] = [
+const PANELS: [&str; 14] = [
     "overview",
     "authority",
     "memberships",
     "models",
+    "processes",
     "routes",
     "grants",
     "sources",
@@ -49,7 +50,7 @@ const WAIT: Duration = Duration::from_secs(30);
 fn topology() -> String {
     format!(
         "grid version=1\nmembership ops {{ authority voters=2; }}\n\
-         host hq listen=\"127.0.0.1:7691\" metrics=\"{HQ_METRICS}\" {{ member ops; profiles transport authority control; control listen=\"{CONTROL}\"; }}\n\
+         host hq listen=\"127.0.0.1:7691\" metrics=\"{HQ_METRICS}\" {{ member ops; profiles transport authority processes control; control listen=\"{CONTROL}\"; }}\n\
          host plant listen=\"127.0.0.1:7692\" metrics=\"{PLANT_METRICS}\" {{ member ops; profiles transport authority; }}\n\
          model counter host=plant {{ input n default=0; cell twice \"n * 2\"; }}\n"
     )
@@ -369,8 +370,19 @@ fn panels_never_ask_owners_and_inspections_say_what_is_known() {
         client.goto(&format!("{base}/panel/storage")).await.unwrap();
         let section = inspect(&client, "plant", "retained").await.text().await.unwrap();
         assert!(section.contains("Journals") && section.contains("Keyspaces"), "{section}");
+        // One request asked at hq's processes room: read only, one more local call.
+        client.goto(&format!("{base}/panel/processes")).await.unwrap();
+        client
+            .find(Locator::Id("request"))
+            .await
+            .unwrap()
+            .send_keys("no-such-request")
+            .await
+            .unwrap();
+        let run = press(&client, "div.run", "retained").await.text().await.unwrap();
+        assert!(run.contains("holds nothing of request no-such-request"), "{run}");
         let after = owner_requests();
-        assert_eq!(count(&after, "hq", "local"), count(&before, "hq", "local") + 2);
+        assert_eq!(count(&after, "hq", "local"), count(&before, "hq", "local") + 3);
         assert_eq!(count(&after, "plant", "transport"), count(&before, "plant", "transport") + 2);
         for panel in PANELS {
             client.goto(&format!("{base}/panel/{panel}")).await.unwrap();

@@ -45,6 +45,12 @@ pub const PANELS: &[Panel] = &[
         about: "Models each owner runs: generation, batches applied, memberships served.",
     },
     Panel {
+        slug: "processes",
+        title: "Processes",
+        key: None,
+        about: "The Processes this host serves and its runs by outcome, as its last inspection found them, and one request inspected when asked — read only: nothing here resumes, resolves or replaces a run.",
+    },
+    Panel {
         slug: "routes",
         title: "Routes",
         key: Some("routes"),
@@ -274,6 +280,7 @@ fn owner(view: &View, panel: &Panel, o: &OwnerLine, back: &str) -> Markup {
                 None if panel.slug == "memberships" => (membership(o)),
                 None if panel.slug == "authority" => (authority(view, o, entry, back)),
                 None if panel.slug == "storage" => (storage(entry)),
+                None if panel.slug == "processes" => (processes(view, o, entry, back)),
                 None => (summary(entry)),
                 Some(key) => (observed(entry, key)),
             }
@@ -383,6 +390,61 @@ fn barrier(view: &View, membership: &str, back: &str) -> Markup {
                 input type="hidden" name="back" value=(back);
                 input type="hidden" name="asker" value="";
                 button type="submit" disabled[entry.pending.is_some()] { "Read barrier of " (membership) " now" }
+            }
+        }
+    }
+}
+
+/// The Processes panel of one owner: this host's served Processes and runs, and one
+/// request asked explicitly; another owner's are asked at its own host.
+fn processes(view: &View, o: &OwnerLine, entry: &Entry, back: &str) -> Markup {
+    if o.membership.is_some() {
+        return html! {
+            p { "Processes are inspected at their own host only (a peer's POST /control takes no process call): open " (o.name) "'s control plane." }
+        };
+    }
+    let held = shown(entry).and_then(|ob| ob.get("processes"));
+    let Some(run) = view.retained.entry(&Part::Run.subject(o.name)) else {
+        return html! {};
+    };
+    let asked = shown(run);
+    let request = asked
+        .and_then(|a| a.get("request"))
+        .map_or_else(String::new, cell);
+    html! {
+        @if let Some(held) = held {
+            dl {
+                dt { "Served" } dd { (held.get("served").map_or_else(|| "—".to_owned(), cell)) }
+                dt { "Mailbox deposits held" } dd { (held.get("mailbox_deposits").map_or_else(|| "—".to_owned(), cell)) }
+            }
+            h4 { "Runs by outcome" }
+            (table(held.get("runs").map(|r| serde_json::Value::Array(vec![r.clone()])).as_ref(), None))
+        }
+        div.run data-state=(run.known.word()) data-pending=(run.pending.is_some()) {
+            h4 { "One request" }
+            (state(view.now, run))
+            @if let Some(asked) = asked {
+                @match asked.get("run") {
+                    Some(serde_json::Value::Null) | None => {
+                        p { "This host holds nothing of request " code { (request) } ": it never received or sent it." }
+                    }
+                    Some(found) => {
+                        p { "Request " code { (request) } ":" }
+                        (table(Some(&serde_json::Value::Array(vec![found.clone()])), None))
+                    }
+                }
+            }
+            form method="post" action="/inspect" {
+                input type="hidden" name="csrf" value=(view.csrf);
+                input type="hidden" name="owner" value=(o.name);
+                input type="hidden" name="part" value=(Part::Run.word());
+                input type="hidden" name="back" value=(back);
+                input type="hidden" name="asker" value="";
+                label for="request" { "Request id" }
+                " "
+                input type="text" id="request" name="request" required maxlength=(crate::limits::OPERATION_ID_LENGTH_MAX);
+                " "
+                button type="submit" disabled[run.pending.is_some()] { "Inspect this request now" }
             }
         }
     }

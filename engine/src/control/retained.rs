@@ -72,6 +72,9 @@ pub enum Part {
     Observation,
     /// `storage`: what its stores hold on disk (the storage panel).
     Storage,
+    /// One request id, as this host's processes room holds it (the Processes panel;
+    /// this host only: a peer's `POST /control` takes no process call).
+    Run,
 }
 
 impl Part {
@@ -80,6 +83,7 @@ impl Part {
         match self {
             Part::Observation => "observation",
             Part::Storage => "storage",
+            Part::Run => "run",
         }
     }
 
@@ -89,6 +93,7 @@ impl Part {
         match self {
             Part::Observation => owner.to_owned(),
             Part::Storage => format!("storage:{owner}"),
+            Part::Run => format!("run:{owner}"),
         }
     }
 }

@@ -36,7 +36,13 @@ pub struct Owner {
 pub trait Inspector: Send + Sync + 'static {
     /// Blocking: called off the runtime's workers. The owner's observation as JSON,
     /// or why none came.
-    fn inspect(&self, owner: &Owner, part: Part) -> Result<serde_json::Value, String>;
+    /// `request`: the request id of `Part::Run`.
+    fn inspect(
+        &self,
+        owner: &Owner,
+        part: Part,
+        request: &str,
+    ) -> Result<serde_json::Value, String>;
     /// Blocking, likewise: a linearizable read barrier through the leader of
     /// `membership`, asked of this host's own voter — what it confirmed, or why it is
     /// unknown.
@@ -100,7 +106,13 @@ impl ControlPlane {
         }
         let subjects: Vec<String> = owners
             .iter()
-            .flat_map(|o| [Part::Observation, Part::Storage].map(|p| p.subject(&o.name)))
+            .flat_map(|o| {
+                let parts: &[Part] = match o.reach {
+                    Reach::Local => &[Part::Observation, Part::Storage, Part::Run],
+                    Reach::Peer { .. } => &[Part::Observation, Part::Storage],
+                };
+                parts.iter().map(|p| p.subject(&o.name)).collect::<Vec<_>>()
+            })
             .chain(barriers.iter().map(|m| barrier_subject(m)))
             .collect();
         Ok(Arc::new(ControlPlane {
@@ -424,21 +436,46 @@ async fn inspect(plane: Arc<ControlPlane>, form: Form) -> Response<Full<Bytes>> 
     let part = match form.field("part").as_deref() {
         None | Some("observation") => Part::Observation,
         Some("storage") => Part::Storage,
+        Some("run") if owner.reach == Reach::Local => Part::Run,
+        Some("run") => {
+            return respond(
+                StatusCode::NOT_FOUND,
+                TEXT,
+                format!(
+                    "refused: a request is inspected at its own host only (`{}`'s control plane)\n",
+                    grid_spec::diagnostic::quoted(&name)
+                ),
+            );
+        }
         Some(other) => {
             return respond(
                 StatusCode::NOT_FOUND,
                 TEXT,
                 format!(
-                    "refused: `{}` is no part of an owner this control plane inspects (observation, storage)\n",
+                    "refused: `{}` is no part of an owner this control plane inspects (observation, storage, run)\n",
                     grid_spec::diagnostic::quoted(other)
                 ),
             );
         }
     };
+    let request = form.field("request").unwrap_or_default();
+    if part == Part::Run
+        && (request.is_empty() || request.len() > crate::limits::OPERATION_ID_LENGTH_MAX)
+    {
+        return respond(
+            StatusCode::BAD_REQUEST,
+            TEXT,
+            format!(
+                "refused: `{}` is no request id (1 to OPERATION_ID_LENGTH_MAX = {} bytes)\n",
+                grid_spec::diagnostic::quoted(&request),
+                crate::limits::OPERATION_ID_LENGTH_MAX
+            ),
+        );
+    }
     let inspector = plane.inspector.clone();
     let subject = part.subject(&name);
     ask(plane, subject, form, move || {
-        inspector.inspect(&owner, part)
+        inspector.inspect(&owner, part, &request)
     })
     .await
 }

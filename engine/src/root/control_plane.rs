@@ -14,6 +14,7 @@ use crate::control::retained::Part;
 use crate::control::server::{self, ControlPlane, Inspector, Owner, Reach};
 use crate::host::Handled;
 use crate::limits::CONTROL_INSPECT_WAIT;
+use crate::processes::api::{ProcessCall, ProcessReply};
 use crate::protocol::{Call, Reply};
 use crate::transport::PeerClient;
 
@@ -39,6 +40,48 @@ struct HostInspector {
 }
 
 impl HostInspector {
+    /// What this host's processes room serves and holds (profile `processes`).
+    fn processes(&self) -> Option<serde_json::Value> {
+        let processes = self.started.processes.as_ref()?;
+        match processes.handle_local(ProcessCall::Processes) {
+            ProcessReply::Processes {
+                processes,
+                runs,
+                mailbox_deposits,
+                ..
+            } => Some(serde_json::json!({
+                "served": processes,
+                "runs": runs,
+                "mailbox_deposits": mailbox_deposits,
+            })),
+            other => Some(serde_json::json!({ "status": format!("{other:?}") })),
+        }
+    }
+
+    /// What this host holds of `request`, as its receiver or its caller — read only:
+    /// nothing is resumed, resolved or replaced.
+    fn run(&self, owner: &Owner, request: &str) -> Result<serde_json::Value, String> {
+        if owner.reach != Reach::Local {
+            return Err("a request is inspected at its own host only".to_owned());
+        }
+        let processes = self
+            .started
+            .processes
+            .as_ref()
+            .ok_or("this host does not run the `processes` profile")?;
+        crate::metrics::owner_request(&self.name, "local");
+        match processes.handle_local(ProcessCall::Inspect {
+            request: request.to_owned(),
+        }) {
+            ProcessReply::Inspected { run } => Ok(serde_json::json!({
+                "request": request,
+                "run": run,
+            })),
+            ProcessReply::Refused { reason } => Err(reason),
+            other => Err(format!("the processes room answered {other:?}")),
+        }
+    }
+
     /// What each authority voter of this host reports of itself (no barrier).
     fn voters(&self) -> serde_json::Value {
         let statuses: Vec<serde_json::Value> = self
@@ -76,10 +119,16 @@ impl Inspector for HostInspector {
         }
     }
 
-    fn inspect(&self, owner: &Owner, part: Part) -> Result<serde_json::Value, String> {
+    fn inspect(
+        &self,
+        owner: &Owner,
+        part: Part,
+        request: &str,
+    ) -> Result<serde_json::Value, String> {
         let call = match part {
             Part::Observation => Call::Observe,
             Part::Storage => Call::Storage,
+            Part::Run => return self.run(owner, request),
         };
         let reply = match &owner.reach {
             Reach::Local => {
@@ -119,6 +168,9 @@ impl Inspector for HostInspector {
                     && let Some(fields) = observation.as_object_mut()
                 {
                     fields.insert("authorities".to_owned(), self.voters());
+                    if let Some(processes) = self.processes() {
+                        fields.insert("processes".to_owned(), processes);
+                    }
                 }
                 Ok(observation)
             }
