@@ -50,8 +50,9 @@ const WAIT: Duration = Duration::from_secs(30);
 fn topology() -> String {
     format!(
         "grid version=1\nmembership ops {{ authority voters=2; }}\n\
-         host hq listen=\"127.0.0.1:7691\" metrics=\"{HQ_METRICS}\" {{ member ops; profiles transport authority processes control; control listen=\"{CONTROL}\"; }}\n\
-         host plant listen=\"127.0.0.1:7692\" metrics=\"{PLANT_METRICS}\" {{ member ops; profiles transport authority; }}\n\
+         host hq listen=\"127.0.0.1:7691\" metrics=\"{HQ_METRICS}\" {{ member ops; profiles transport authority delivery processes control; control listen=\"{CONTROL}\"; }}\n\
+         host plant listen=\"127.0.0.1:7692\" metrics=\"{PLANT_METRICS}\" {{ member ops; profiles transport authority delivery; }}\n\
+         route r1 membership=ops class=ordered {{ publisher plant; destination hq; }}\n\
          model counter host=plant {{ input n default=0; cell twice \"n * 2\"; }}\n"
     )
 }
@@ -366,6 +367,16 @@ fn panels_never_ask_owners_and_inspections_say_what_is_known() {
         assert!(section.contains("not a live quorum") && section.contains("leader"), "{section}");
         let barrier = read_barrier(&client, "retained").await;
         assert!(barrier.contains("ok"), "{barrier}");
+        // The same inspection read hq's routes with their positions (no more calls).
+        client.goto(&format!("{base}/panel/routes?owner=hq")).await.unwrap();
+        let section = client
+            .find(Locator::Css("section[data-owner=\"hq\"]"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(section.contains("values owed per destination") && section.contains("r1"), "{section}");
         // plant's storage, asked apart on its own panel: one more call at plant.
         client.goto(&format!("{base}/panel/storage")).await.unwrap();
         let section = inspect(&client, "plant", "retained").await.text().await.unwrap();
@@ -391,7 +402,7 @@ fn panels_never_ask_owners_and_inspections_say_what_is_known() {
         assert_eq!(owner_requests(), after, "opening panels asked an owner");
 
         // Closed while the reply is pending: the late reply is `uncertain`. The page
-        // itself sends the form and, half a second later — plant answers after 3 s —
+        // itself sends the form and, a second later — plant answers after 3 s —
         // opens another panel (in the page: chromedriver holds its own next command
         // until a pending navigation ends).
         client.goto(&format!("{base}/panel/models")).await.unwrap();
@@ -401,12 +412,12 @@ fn panels_never_ask_owners_and_inspections_say_what_is_known() {
             .unwrap();
         client
             .execute(
-                "arguments[0].form.requestSubmit(); setTimeout(() => { window.location.href = '/panel/routes'; }, 500);",
+                "arguments[0].form.requestSubmit(); setTimeout(() => { window.location.href = '/panel/routes'; }, 1000);",
                 vec![serde_json::to_value(&button).unwrap()],
             )
             .await
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(1000)).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
         let deadline = Instant::now() + WAIT;
         loop {
             client.goto(&format!("{base}/panel/models")).await.unwrap();

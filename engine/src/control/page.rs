@@ -284,6 +284,12 @@ fn owner(view: &View, panel: &Panel, o: &OwnerLine, back: &str) -> Markup {
                 None => (summary(entry)),
                 Some(key) => (observed(entry, key)),
             }
+            @if panel.slug == "routes" && o.membership.is_none() {
+                @if let Some(deliveries) = shown(entry).and_then(|ob| ob.get("deliveries")) {
+                    h4 { "At this host: positions, receipts and values owed per destination" }
+                    (table(Some(deliveries), None))
+                }
+            }
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::authority::api::{AuthorityCall, AuthorityReply};
 use crate::config::HostConfig;
 use crate::control::retained::Part;
 use crate::control::server::{self, ControlPlane, Inspector, Owner, Reach};
+use crate::delivery::api::{DeliveryCall, DeliveryReply};
 use crate::host::Handled;
 use crate::limits::CONTROL_INSPECT_WAIT;
 use crate::processes::api::{ProcessCall, ProcessReply};
@@ -40,6 +41,32 @@ struct HostInspector {
 }
 
 impl HostInspector {
+    /// Each route at this host with its positions, receipts and values owed (profile
+    /// `delivery`): what `gridctl inspect routes` reads.
+    fn deliveries(&self) -> Option<serde_json::Value> {
+        let delivery = self.started.delivery.as_ref()?;
+        let routes = match delivery.handle_local(DeliveryCall::Routes) {
+            DeliveryReply::Routes { routes, .. } => routes,
+            other => return Some(serde_json::json!([{ "status": format!("{other:?}") }])),
+        };
+        let rows = routes
+            .into_iter()
+            .map(|r| {
+                serde_json::json!({
+                    "route": r.route.name,
+                    "role": r.role,
+                    "published": r.published,
+                    "receipted": r.receipted,
+                    "outstanding": r.outstanding,
+                    "held": r.held,
+                    "held_from": r.held_from,
+                    "deferred": r.deferred,
+                })
+            })
+            .collect();
+        Some(serde_json::Value::Array(rows))
+    }
+
     /// What this host's processes room serves and holds (profile `processes`).
     fn processes(&self) -> Option<serde_json::Value> {
         let processes = self.started.processes.as_ref()?;
@@ -170,6 +197,9 @@ impl Inspector for HostInspector {
                     fields.insert("authorities".to_owned(), self.voters());
                     if let Some(processes) = self.processes() {
                         fields.insert("processes".to_owned(), processes);
+                    }
+                    if let Some(deliveries) = self.deliveries() {
+                        fields.insert("deliveries".to_owned(), deliveries);
                     }
                 }
                 Ok(observation)
