@@ -444,6 +444,8 @@ pub struct HostRow {
     pub host: String,
     pub listen: String,
     pub state: HostState,
+    /// The host's control plane (its first `control listen=`), shown while it runs.
+    pub control: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -484,6 +486,7 @@ pub fn host_rows(topology: &Topology, state: &Path, children: &Children) -> Vec<
                 host: host.name.clone(),
                 listen: host.listen.to_string(),
                 state,
+                control: host.control.first().map(|c| c.listen.to_string()),
             }
         })
         .collect()
@@ -495,7 +498,13 @@ pub fn render_hosts(hosts: &[HostRow]) -> String {
         .iter()
         .map(|h| {
             let (pid, state) = match &h.state {
-                HostState::Running { pid: Some(pid) } => (format!("pid {pid}"), "running".into()),
+                HostState::Running { pid: Some(pid) } => (
+                    format!("pid {pid}"),
+                    match &h.control {
+                        Some(control) => format!("running; control plane http://{control}/"),
+                        None => "running".into(),
+                    },
+                ),
                 HostState::Running { pid: None } => {
                     ("pid ?".to_owned(), "running (not started by up)".into())
                 }

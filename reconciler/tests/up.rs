@@ -428,9 +428,14 @@ fn the_hosts_section_shows_pid_address_and_how_a_host_ended() {
         host: host.into(),
         listen: "127.0.0.1:7401".into(),
         state,
+        control: None,
     };
     let text = render_hosts(&[
         row("edge-a", HostState::Running { pid: Some(4242) }),
+        HostRow {
+            control: Some("127.0.0.1:7404".into()),
+            ..row("hq", HostState::Running { pid: Some(4244) })
+        },
         row(
             "site-b",
             HostState::Exited {
@@ -444,7 +449,7 @@ fn the_hosts_section_shows_pid_address_and_how_a_host_ended() {
     ]);
     assert_eq!(
         text,
-        "hosts\n  edge-a  pid 4242  127.0.0.1:7401  running\n  site-b  pid 4243  127.0.0.1:7401  exited (signal 9); its log: state/hosts/site-b/gridd.log\n  hq-c    pid ?     127.0.0.1:7401  running (not started by up)\n  d       -         127.0.0.1:7401  not running\n"
+        "hosts\n  edge-a  pid 4242  127.0.0.1:7401  running\n  hq      pid 4244  127.0.0.1:7401  running; control plane http://127.0.0.1:7404/\n  site-b  pid 4243  127.0.0.1:7401  exited (signal 9); its log: state/hosts/site-b/gridd.log\n  hq-c    pid ?     127.0.0.1:7401  running (not started by up)\n  d       -         127.0.0.1:7401  not running\n"
     );
 }
 
