@@ -104,14 +104,16 @@ pub fn archived(answers: u64) {
     COUNTED.archived.inc_by(answers);
 }
 
-/// A control call an owner (`host`) took: `via` its Unix socket (`socket`), a peer's
-/// `POST /control` (`transport`) or its own control plane (`local`). Opening a
-/// control-plane panel moves no host's count; only an explicit inspection does.
-pub fn owner_request(host: &str, via: &'static str) {
+/// The count of control calls an owner (`host`) took `via` its Unix socket
+/// (`socket`), a peer's `POST /control` (`transport`) or its own control plane
+/// (`local`): looked up once by its holder, then one atomic add a call (the socket's
+/// calls are a hot path). Opening a control-plane panel moves no host's count; only an
+/// explicit inspection does.
+pub fn owner_requests(host: &str, via: &'static str) -> Counter {
     COUNTED
         .owner_requests
         .get_or_create(&vec![("host", host.to_owned()), ("via", via.to_owned())])
-        .inc();
+        .clone()
 }
 
 /// One explicit inspection by `host`'s control plane of `owner` ended, leaving it

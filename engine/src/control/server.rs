@@ -172,41 +172,20 @@ impl ControlPlane {
     }
 }
 
-/// Binds `address` (refusing the start when taken) and serves the plane on `runtime`.
+/// Binds `address` (refusing the start when taken) and serves the plane on `runtime`,
+/// at most CONTROL_PAGE_CONNECTIONS_MAX connections at once.
 pub fn serve(
     plane: Arc<ControlPlane>,
     address: SocketAddr,
     runtime: &tokio::runtime::Handle,
 ) -> Result<(), String> {
-    let listener = std::net::TcpListener::bind(address)
-        .and_then(|l| l.set_nonblocking(true).map(|()| l))
-        .map_err(|e| format!("control plane on {address}: {e}"))?;
-    let _entered = runtime.enter();
-    let listener = tokio::net::TcpListener::from_std(listener)
-        .map_err(|e| format!("control plane on {address}: {e}"))?;
-    let open = Arc::new(tokio::sync::Semaphore::new(CONTROL_PAGE_CONNECTIONS_MAX));
-    runtime.spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            // At most CONTROL_PAGE_CONNECTIONS_MAX at once: others wait to be accepted.
-            let Ok(permit) = open.clone().acquire_owned().await else {
-                return;
-            };
-            let plane = plane.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
-                    let plane = plane.clone();
-                    async move { Ok::<_, std::convert::Infallible>(handle(plane, request).await) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-                drop(permit);
-            });
-        }
-    });
+    crate::transport::plain::serve(
+        address,
+        "control plane",
+        Some(CONTROL_PAGE_CONNECTIONS_MAX),
+        runtime,
+        move |request| handle(plane.clone(), request),
+    )?;
     tracing::info!(%address, "control plane served");
     Ok(())
 }

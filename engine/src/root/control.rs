@@ -15,8 +15,8 @@ use crate::transport::endpoint::{Endpoint, Inbound, Outbound, Serving};
 
 pub struct ControlEndpoint {
     pub host: Arc<Mutex<Host>>,
-    /// The host's name: the owner a call is counted to (`grid_owner_requests`).
-    pub name: String,
+    /// This host's count of `transport` calls (`grid_owner_requests`).
+    pub requests: prometheus_client::metrics::counter::Counter,
     /// The host's ledgers (profile `ledger`), for an owner's read of its account.
     pub ledgers: Option<Ledgers>,
     /// The missions the host holds (profile `missions`), joined to its observation.
@@ -83,7 +83,7 @@ impl Endpoint for ControlEndpoint {
     fn serve(&self, inbound: Inbound) -> Serving<'_> {
         let host = self.host.clone();
         let missions = self.missions.clone();
-        crate::metrics::owner_request(&self.name, "transport");
+        self.requests.inc();
         Box::pin(async move {
             let call: Call = match serde_json::from_slice(&inbound.body) {
                 Ok(call) => call,

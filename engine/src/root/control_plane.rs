@@ -35,7 +35,8 @@ pub fn addresses(config: &HostConfig) -> Result<Vec<SocketAddr>, String> {
 
 struct HostInspector {
     started: Started,
-    name: String,
+    /// This host's count of `local` calls (`grid_owner_requests`).
+    requests: prometheus_client::metrics::counter::Counter,
     dir: PathBuf,
     runtime: tokio::runtime::Handle,
 }
@@ -96,7 +97,7 @@ impl HostInspector {
             .processes
             .as_ref()
             .ok_or("this host does not run the `processes` profile")?;
-        crate::metrics::owner_request(&self.name, "local");
+        self.requests.inc();
         match processes.handle_local(ProcessCall::Inspect {
             request: request.to_owned(),
         }) {
@@ -130,7 +131,7 @@ impl HostInspector {
 impl Inspector for HostInspector {
     fn barrier(&self, membership: &str) -> Result<serde_json::Value, String> {
         let authority = self.started.authorities.pick(Some(membership))?;
-        crate::metrics::owner_request(&self.name, "local");
+        self.requests.inc();
         match authority.handle_local(AuthorityCall::Barrier) {
             AuthorityReply::Barrier {
                 barrier,
@@ -159,7 +160,7 @@ impl Inspector for HostInspector {
         };
         let reply = match &owner.reach {
             Reach::Local => {
-                crate::metrics::owner_request(&self.name, "local");
+                self.requests.inc();
                 let handled = match call {
                     Call::Observe => {
                         super::observe(&self.started.host, self.started.missions.as_deref())
@@ -242,7 +243,7 @@ pub fn serve(
     }));
     let inspector = Arc::new(HostInspector {
         started: started.clone(),
-        name: name.clone(),
+        requests: crate::metrics::owner_requests(&name, "local"),
         dir: dir.to_owned(),
         runtime: runtime.clone(),
     });

@@ -32,30 +32,10 @@ pub fn serve(
     started: Started,
     runtime: &tokio::runtime::Handle,
 ) -> Result<(), String> {
-    let listener = std::net::TcpListener::bind(address)
-        .and_then(|l| l.set_nonblocking(true).map(|()| l))
-        .map_err(|e| format!("metrics on {address}: {e}"))?;
-    let _entered = runtime.enter();
-    let listener = tokio::net::TcpListener::from_std(listener)
-        .map_err(|e| format!("metrics on {address}: {e}"))?;
     let started = Arc::new(started);
-    runtime.spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let started = started.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
-                    let started = started.clone();
-                    async move { Ok::<_, std::convert::Infallible>(scrape(request, started).await) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
+    crate::transport::plain::serve(address, "metrics", None, runtime, move |request| {
+        scrape(request, started.clone())
+    })?;
     tracing::info!(%address, "metrics served");
     Ok(())
 }

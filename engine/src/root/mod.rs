@@ -478,15 +478,14 @@ pub fn start(
             .unwrap_or_default();
         // (The guard dropped here: a temporary in the literal below would hold it to the
         // statement's end.)
-        let name = host
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .name()
-            .to_owned();
+        let requests = crate::metrics::owner_requests(
+            host.lock().unwrap_or_else(|p| p.into_inner()).name(),
+            "transport",
+        );
         let routes = crate::transport::Routes {
             control: Arc::new(ControlEndpoint {
                 host: host.clone(),
-                name,
+                requests,
                 ledgers: ledgers.clone(),
                 missions: missions.clone(),
                 failpoints: failpoints.clone(),

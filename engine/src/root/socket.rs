@@ -25,6 +25,7 @@ pub fn serve(started: Started) -> Result<(), HostError> {
     let listener = bind(&path)?;
     tracing::info!(host = name, socket = %path.display(), "serving the control socket");
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let requests = crate::metrics::owner_requests(&name, "socket");
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         if open.load(std::sync::atomic::Ordering::SeqCst) >= CONTROL_CONNECTIONS_MAX {
@@ -47,10 +48,10 @@ pub fn serve(started: Started) -> Result<(), HostError> {
         }
         let started = started.clone();
         let open = open.clone();
-        let name = name.clone();
+        let requests = requests.clone();
         open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         std::thread::spawn(move || {
-            connection(stream, &started, &name);
+            connection(stream, &started, &requests);
             open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         });
     }
@@ -101,7 +102,12 @@ pub(super) fn next_call(reader: &mut BufReader<UnixStream>) -> Option<Result<Cal
     }))
 }
 
-fn connection(stream: UnixStream, started: &Started, name: &str) {
+/// `requests`: this host's count of `socket` calls (`grid_owner_requests`).
+fn connection(
+    stream: UnixStream,
+    started: &Started,
+    requests: &prometheus_client::metrics::counter::Counter,
+) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
@@ -117,7 +123,7 @@ fn connection(stream: UnixStream, started: &Started, name: &str) {
                 continue;
             }
         };
-        crate::metrics::owner_request(name, "socket");
+        requests.inc();
         let handled = match call {
             // The authority answers outside the host's lock: a write may wait for a
             // quorum.

@@ -8,7 +8,8 @@
 //!   limit, how it serves an admitted peer of a membership);
 //! - `server`: the listener — handshake, certification check, routing to endpoints;
 //! - `client`: the HTTPS client every capability (and operator) calls peers with;
-//! - `wire`: wire observation (bytes per peer).
+//! - `wire`: wire observation (bytes per peer);
+//! - `plain`: plain HTTP/1 on a loopback address (metrics, the control plane's page).
 //!
 //! Refused at the handshake: no client certificate, a certificate from an authority
 //! of no membership this host belongs to (another authority, or a participant of no
@@ -22,6 +23,7 @@ use std::net::SocketAddr;
 pub mod client;
 pub mod endpoint;
 pub mod identity;
+pub mod plain;
 pub mod server;
 pub mod tls;
 pub mod wire;
