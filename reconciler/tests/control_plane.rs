@@ -28,7 +28,7 @@ const HQ_METRICS: &str = "127.0.0.1:7693";
 const PLANT_METRICS: &str = "127.0.0.1:7694";
 const CONTROL: &str = "127.0.0.1:7695";
 const DRIVER_PORT: u16 = 7696;
-const PANELS: [&str; 14] = [
+const PANELS: [&str; 15] = [
     "overview",
     "authority",
     "memberships",
@@ -36,6 +36,7 @@ const PANELS: [&str; 14] = [
     "processes",
     "routes",
     "grants",
+    "wallet",
     "sources",
     "ledgers",
     "missions",
@@ -51,7 +52,8 @@ fn topology() -> String {
     format!(
         "grid version=1\nmembership ops {{ authority voters=2; }}\n\
          host hq listen=\"127.0.0.1:7691\" metrics=\"{HQ_METRICS}\" {{ member ops; profiles transport authority delivery processes control; control listen=\"{CONTROL}\"; }}\n\
-         host plant listen=\"127.0.0.1:7692\" metrics=\"{PLANT_METRICS}\" {{ member ops; profiles transport authority delivery; }}\n\
+         host plant listen=\"127.0.0.1:7692\" metrics=\"{PLANT_METRICS}\" {{ member ops; profiles transport authority delivery processes; }}\n\
+         grant hq-on-plant issuer=plant caller=hq units=5\n\
          route r1 membership=ops class=ordered {{ publisher plant; destination hq; }}\n\
          model counter host=plant {{ input n default=0; cell twice \"n * 2\"; }}\n"
     )
@@ -166,13 +168,7 @@ async fn state(client: &Client, owner: &str) -> String {
 /// Presses the first button inside `scope` (a CSS selector) and waits until `scope`
 /// reads `data-state="STATE"`: the element.
 async fn press(client: &Client, scope: &str, state: &str) -> fantoccini::elements::Element {
-    client
-        .find(Locator::Css(&format!("{scope} button")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(client, &format!("{scope} button")).await;
     client
         .wait()
         .at_most(WAIT)
@@ -195,6 +191,41 @@ async fn read_barrier(client: &Client, state: &str) -> String {
         .text()
         .await
         .unwrap()
+}
+
+/// The text of the first element `css` selects on the page shown.
+async fn text_of(client: &Client, css: &str) -> String {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// The text of the element `css` selects, once the page shows one.
+async fn waited_text(client: &Client, css: &str) -> String {
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Clicks the first element `css` selects on the page shown.
+async fn click(client: &Client, css: &str) {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
 }
 
 async fn screenshot(client: &Client, dir: &Path, name: &str) {
@@ -369,13 +400,7 @@ fn panels_never_ask_owners_and_inspections_say_what_is_known() {
         assert!(barrier.contains("ok"), "{barrier}");
         // The same inspection read hq's routes with their positions (no more calls).
         client.goto(&format!("{base}/panel/routes?owner=hq")).await.unwrap();
-        let section = client
-            .find(Locator::Css("section[data-owner=\"hq\"]"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let section = text_of(&client, "section[data-owner=\"hq\"]").await;
         assert!(section.contains("values owed per destination") && section.contains("r1"), "{section}");
         // plant's storage, asked apart on its own panel: one more call at plant.
         client.goto(&format!("{base}/panel/storage")).await.unwrap();
@@ -400,6 +425,87 @@ fn panels_never_ask_owners_and_inspections_say_what_is_known() {
             screenshot(&client, &shots, panel).await;
         }
         assert_eq!(owner_requests(), after, "opening panels asked an owner");
+
+        // The wallet: plant's grant to hq, as plant's retained observation holds it;
+        // its surrender confirmed by the grant's name and units, and guarded: plant
+        // is asked again just before, and other units than it holds are refused.
+        client.goto(&format!("{base}/panel/wallet?owner=plant")).await.unwrap();
+        let section = text_of(&client, "section[data-owner=\"plant\"]").await;
+        assert!(section.contains("hq-on-plant") && section.contains("not settled"), "{section}");
+        client
+            .find(Locator::LinkText("Surrender grant hq-on-plant…"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let confirm = client
+            .wait()
+            .at_most(WAIT)
+            .for_element(Locator::Css("div.confirm[data-grant=\"hq-on-plant\"]"))
+            .await
+            .unwrap();
+        let text = confirm.text().await.unwrap();
+        assert!(text.contains("5 unit(s)") && text.contains("cannot be undone"), "{text}");
+        screenshot(&client, &shots, "wallet-confirm").await;
+        // Not ticked: the browser sends nothing.
+        confirm
+            .find(Locator::Css("button"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let url = client.current_url().await.unwrap();
+        assert!(url.as_str().contains("surrender=hq-on-plant"), "{url}");
+        assert_eq!(owner_requests(), after, "a confirmation asked an owner");
+        // Other units than plant holds: refused, nothing surrendered.
+        client
+            .execute(
+                "document.querySelector(\"input[name='units']\").value = '4'; document.getElementById('confirm').click(); document.querySelector('div.confirm button').click();",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let refused = waited_text(&client, "div.surrender[data-state=\"unreachable\"]").await;
+        assert!(
+            refused.contains("not the 4 confirmed") && refused.contains("nothing was surrendered"),
+            "{refused}"
+        );
+        // Confirmed as shown: surrendered at plant, its signed receipt verified.
+        client
+            .goto(&format!("{base}/panel/wallet?owner=plant&surrender=hq-on-plant"))
+            .await
+            .unwrap();
+        client.find(Locator::Id("confirm")).await.unwrap().click().await.unwrap();
+        click(&client, "div.confirm button").await;
+        let done = waited_text(&client, "div.surrender[data-state=\"retained\"]").await;
+        assert!(
+            done.contains("Surrendered") && done.contains("5 unit(s) surrendered in all") && done.contains("true"),
+            "{done}"
+        );
+        screenshot(&client, &shots, "wallet-surrendered").await;
+        // The retained table is older than the surrender, and says so.
+        let section = text_of(&client, "section[data-owner=\"plant\"]").await;
+        assert!(
+            section.contains("surrendered after this observation was made")
+                && !section.contains("Surrender grant hq-on-plant…"),
+            "{section}"
+        );
+        // plant, inspected again: the grant retired, nothing left to surrender.
+        let section = inspect(&client, "plant", "retained").await.text().await.unwrap();
+        assert!(
+            section.contains("hq-on-plant") && !section.contains("Surrender grant hq-on-plant…"),
+            "{section}"
+        );
+        let after_wallet = owner_requests();
+        assert_eq!(
+            count(&after_wallet, "plant", "transport"),
+            count(&after, "plant", "transport") + 3,
+            "two surrenders asked plant once each, and one inspection"
+        );
+        let after = after_wallet;
 
         // Closed while the reply is pending: the late reply is `uncertain`. The page
         // itself sends the form and, a second later — plant answers after 3 s —

@@ -104,6 +104,12 @@ pub fn barrier_subject(membership: &str) -> String {
     format!("barrier:{membership}")
 }
 
+/// What the last surrender of a grant at `owner` (its issuer) asked from this plane is
+/// kept under: its signed receipt, or why there is none (`:` is in no name).
+pub fn surrender_subject(owner: &str) -> String {
+    format!("surrender:{owner}")
+}
+
 /// Why an inspection was not begun.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotBegun {

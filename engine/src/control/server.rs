@@ -13,7 +13,7 @@ use hyper::header::{HeaderValue, LOCATION};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::page::{self, OwnerLine, View};
-use super::retained::{Part, Retained, barrier_subject};
+use super::retained::{Part, Retained, barrier_subject, surrender_subject};
 use crate::config::ControlListenConfig;
 use crate::limits::{CONTROL_FORM_BYTES_MAX, CONTROL_PAGE_CONNECTIONS_MAX};
 
@@ -47,6 +47,18 @@ pub trait Inspector: Send + Sync + 'static {
     /// `membership`, asked of this host's own voter — what it confirmed, or why it is
     /// unknown.
     fn barrier(&self, membership: &str) -> Result<serde_json::Value, String>;
+    /// Blocking, likewise: this host's surrender, as the grant's recipient, of grant
+    /// `grant` at `owner` (its issuer, the original owner), guarded: refused — nothing
+    /// sent — while this host has open waits there or the issuer, asked just before,
+    /// holds units of it reserved or unknown, or any other number of available units
+    /// than `units`, the number the operator confirmed. The issuer's signed receipt,
+    /// verified, or why there is none.
+    fn surrender(
+        &self,
+        owner: &Owner,
+        grant: &str,
+        units: u64,
+    ) -> Result<serde_json::Value, String>;
 }
 
 /// A host's control plane: its owners, what it retained of them, its CSRF token.
@@ -111,7 +123,11 @@ impl ControlPlane {
                     Reach::Local => &[Part::Observation, Part::Storage, Part::Run],
                     Reach::Peer { .. } => &[Part::Observation, Part::Storage],
                 };
-                parts.iter().map(|p| p.subject(&o.name)).collect::<Vec<_>>()
+                let mut subjects: Vec<String> = parts.iter().map(|p| p.subject(&o.name)).collect();
+                if matches!(o.reach, Reach::Peer { .. }) {
+                    subjects.push(surrender_subject(&o.name));
+                }
+                subjects
             })
             .chain(barriers.iter().map(|m| barrier_subject(m)))
             .collect();
@@ -132,10 +148,12 @@ impl ControlPlane {
     }
 
     /// The page of `slug`, drawn from what is retained now.
+    /// `surrender`: the grant a surrender is being confirmed for (`?surrender=G`).
     pub fn page(
         &self,
         slug: &str,
         selected: Option<&str>,
+        surrender: Option<&str>,
         notice: Option<String>,
     ) -> Option<String> {
         let panel = page::find(slug)?;
@@ -166,6 +184,7 @@ impl ControlPlane {
             csrf: &self.csrf,
             barriers: &self.barriers,
             selected,
+            surrender,
             notice,
         };
         Some(page::render(&view, panel))
@@ -222,9 +241,10 @@ fn see_other(location: &str) -> Response<Full<Bytes>> {
     response
 }
 
-fn query_owner(query: Option<&str>) -> Option<String> {
+/// The field `name` of a page's query (`?owner=…&surrender=…`).
+fn query_field(query: Option<&str>, name: &str) -> Option<String> {
     url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
-        .find(|(k, _)| k == "owner")
+        .find(|(k, _)| k == name)
         .map(|(_, v)| v.into_owned())
 }
 
@@ -256,8 +276,9 @@ async fn handle(plane: Arc<ControlPlane>, request: Request<Incoming>) -> Respons
         }
         (Method::GET, p) if p.starts_with("/panel/") => {
             let slug = &p["/panel/".len()..];
-            let selected = query_owner(query.as_deref());
-            match plane.page(slug, selected.as_deref(), None) {
+            let selected = query_field(query.as_deref(), "owner");
+            let surrender = query_field(query.as_deref(), "surrender");
+            match plane.page(slug, selected.as_deref(), surrender.as_deref(), None) {
                 Some(html) => respond(StatusCode::OK, HTML, html),
                 None => respond(StatusCode::NOT_FOUND, HTML, page::not_found(p)),
             }
@@ -270,6 +291,10 @@ async fn handle(plane: Arc<ControlPlane>, request: Request<Incoming>) -> Respons
             Ok(form) => barrier(plane, form).await,
             Err(refused) => refused,
         },
+        (Method::POST, "/surrender") => match read_form(&plane, request, &authority).await {
+            Ok(form) => surrender(plane, form).await,
+            Err(refused) => refused,
+        },
         (Method::POST, "/closed") => match read_form(&plane, request, &authority).await {
             Ok(form) => closed(&plane, &form),
             Err(refused) => refused,
@@ -278,7 +303,7 @@ async fn handle(plane: Arc<ControlPlane>, request: Request<Incoming>) -> Respons
         _ => respond(
             StatusCode::METHOD_NOT_ALLOWED,
             TEXT,
-            "the control plane takes GET of its pages and POST /inspect, /barrier and /closed\n",
+            "the control plane takes GET of its pages and POST /inspect, /barrier, /surrender and /closed\n",
         ),
     }
 }
@@ -478,6 +503,62 @@ async fn barrier(plane: Arc<ControlPlane>, form: Form) -> Response<Full<Bytes>> 
     ask(plane, subject, form, move || inspector.barrier(&membership)).await
 }
 
+/// `POST /surrender`: this host's guarded surrender of one grant at its issuer, sent
+/// only when the form confirms it by the grant's name and its units.
+async fn surrender(plane: Arc<ControlPlane>, form: Form) -> Response<Full<Bytes>> {
+    let name = form.field("owner").unwrap_or_default();
+    let owner = plane
+        .owners
+        .iter()
+        .find(|o| o.name == name && matches!(o.reach, Reach::Peer { .. }))
+        .cloned();
+    let Some(owner) = owner else {
+        return respond(
+            StatusCode::NOT_FOUND,
+            TEXT,
+            format!(
+                "refused: `{}` is no other owner this control plane reaches (a grant is surrendered at its issuer)\n",
+                grid_spec::diagnostic::quoted(&name)
+            ),
+        );
+    };
+    let grant = form.field("grant").unwrap_or_default();
+    if grant.is_empty() || grant.len() > grid_spec::limits::NAME_LENGTH_MAX {
+        return respond(
+            StatusCode::BAD_REQUEST,
+            TEXT,
+            format!(
+                "refused: `{}` is no grant name (1 to NAME_LENGTH_MAX = {} bytes)\n",
+                grid_spec::diagnostic::quoted(&grant),
+                grid_spec::limits::NAME_LENGTH_MAX
+            ),
+        );
+    }
+    let Some(units) = form.field("units").and_then(|u| u.parse::<u64>().ok()) else {
+        return respond(
+            StatusCode::BAD_REQUEST,
+            TEXT,
+            "refused: the form names no number of units to surrender\n",
+        );
+    };
+    if form.field("confirm").as_deref() != Some(grant.as_str()) {
+        return respond(
+            StatusCode::BAD_REQUEST,
+            TEXT,
+            format!(
+                "refused: the surrender of `{}` was not confirmed (tick the box naming the grant and its units); nothing was sent\n",
+                grid_spec::diagnostic::quoted(&grant)
+            ),
+        );
+    }
+    let inspector = plane.inspector.clone();
+    let subject = surrender_subject(&name);
+    ask(plane, subject, form, move || {
+        inspector.surrender(&owner, &grant, units)
+    })
+    .await
+}
+
 /// One explicit ask of `subject` (`work`, blocking), answered when it ended — or left
 /// to finish as `uncertain` when the panel that asked goes away first.
 async fn ask(
@@ -499,8 +580,8 @@ async fn ask(
                 .unwrap_or("overview")
                 .to_owned();
             let html = plane
-                .page(&slug, None, Some(refused.to_string()))
-                .or_else(|| plane.page("overview", None, Some(refused.to_string())))
+                .page(&slug, None, None, Some(refused.to_string()))
+                .or_else(|| plane.page("overview", None, None, Some(refused.to_string())))
                 .unwrap_or_default();
             return respond(StatusCode::CONFLICT, HTML, html);
         }

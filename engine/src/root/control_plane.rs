@@ -15,7 +15,7 @@ use crate::control::server::{self, ControlPlane, Inspector, Owner, Reach};
 use crate::delivery::api::{DeliveryCall, DeliveryReply};
 use crate::host::Handled;
 use crate::limits::CONTROL_INSPECT_WAIT;
-use crate::processes::api::{ProcessCall, ProcessReply};
+use crate::processes::api::{Peer, ProcessCall, ProcessReply};
 use crate::protocol::{Call, Reply};
 use crate::transport::PeerClient;
 
@@ -128,7 +128,134 @@ impl HostInspector {
     }
 }
 
+impl HostInspector {
+    /// `owner`'s observation, asked over `POST /control` as this host's participant.
+    fn observe_peer(
+        &self,
+        owner: &Owner,
+        membership: &str,
+        address: &str,
+    ) -> Result<crate::protocol::Observation, String> {
+        let client = PeerClient::new(&self.dir, membership, &owner.name, address)
+            .map_err(|e| format!("cannot reach {}: {e}", owner.name))?;
+        match self
+            .runtime
+            .block_on(client.post::<_, Reply>("/control", &Call::Observe, CONTROL_INSPECT_WAIT))
+            .map_err(|e| format!("{} did not answer: {e}", owner.name))?
+        {
+            Reply::Observation(o) => Ok(o),
+            Reply::Refused { reason } => Err(format!("{} refused: {reason}", owner.name)),
+            _ => Err(format!(
+                "{} answered something else than its observation",
+                owner.name
+            )),
+        }
+    }
+}
+
 impl Inspector for HostInspector {
+    fn surrender(
+        &self,
+        owner: &Owner,
+        grant: &str,
+        units: u64,
+    ) -> Result<serde_json::Value, String> {
+        use crate::wallet::view::{available, grant_refusal, waits_refusal};
+        let Reach::Peer {
+            membership,
+            address,
+        } = &owner.reach
+        else {
+            return Err(
+                "refused: a grant is surrendered at its issuer, another host; nothing was sent"
+                    .to_owned(),
+            );
+        };
+        let processes = self.started.processes.as_ref().ok_or(
+            "refused: this host does not run `processes`, so it holds no grant as a caller; nothing was sent",
+        )?;
+        let issuer = &owner.name;
+        let host = {
+            let host = self.started.host.lock().unwrap_or_else(|p| p.into_inner());
+            host.name().to_owned()
+        };
+        let open: Vec<String> = processes
+            .open_wait_views()
+            .into_iter()
+            .filter(|w| &w.receiver == issuer)
+            .map(|w| w.request)
+            .collect();
+        if let Some(refused) = waits_refusal(issuer, &open) {
+            return Err(refused);
+        }
+        // The issuer asked again just before: what it holds now decides, not what
+        // the page retained.
+        let observed = self
+            .observe_peer(owner, membership, address)
+            .map_err(|e| format!("{e}; nothing was surrendered"))?;
+        let held = observed.grants.iter().find(|g| g.name == grant);
+        if let Some(refused) = grant_refusal(&host, issuer, grant, held) {
+            return Err(refused);
+        }
+        let now = held.map_or(0, available);
+        if now != units {
+            return Err(format!(
+                "refused: grant {grant} at {issuer} has {now} available unit(s) now, not the {units} confirmed; nothing was surrendered — look again and confirm anew"
+            ));
+        }
+        // The receipt is checked with the signing key the issuer reported in that
+        // observation (certified as `issuer` by the membership's CA), or a newer one
+        // this host learned of it by a signed rotation.
+        let keys = observed.keys.as_ref().ok_or_else(|| {
+            format!("refused: {issuer} reported no signing key to check its receipt with; nothing was surrendered")
+        })?;
+        let manifest = crate::custody::Manifest {
+            generation: keys.generation,
+            signing: keys.signing.clone(),
+            mail: String::new(),
+            tls: String::new(),
+            retired: Vec::new(),
+            mail_generation: keys.mail_generation,
+            retired_mail: Vec::new(),
+            tls_generation: keys.tls_generation,
+            retired_tls: Vec::new(),
+        };
+        let peer = Peer {
+            name: issuer.clone(),
+            address: address.clone(),
+            keys: manifest,
+        };
+        let (view, receipt) = self
+            .runtime
+            .block_on(processes.surrender_grant(&peer, membership, grant))
+            .map_err(|e| {
+                format!("no signed receipt: {e}. Whether {issuer} surrendered it is unknown: inspect it; surrendering again changes nothing")
+            })?;
+        let detail = format!(
+            "{issuer} surrendered grant {grant} of {} (signed receipt): {} unit(s) surrendered in all, {} reserved and {} unknown still held",
+            receipt.caller, receipt.surrendered, receipt.reserved, receipt.unknown
+        );
+        if let Some(wallet) = &self.started.wallet {
+            wallet
+                .record_surrender(grant, issuer, &detail)
+                .map_err(|e| format!("{detail}, but the wallet's journal did not take it: {e}"))?;
+        }
+        Ok(serde_json::json!({
+            "grant": grant,
+            "issuer": issuer,
+            "confirmed": units,
+            "surrendered": receipt.surrendered,
+            "reserved": receipt.reserved,
+            "unknown": receipt.unknown,
+            "retired": view.retired,
+            "generation": receipt.generation,
+            "signature": receipt.signature,
+            "signature_verified": true,
+            "verified_with": format!("generation {} of {issuer}'s signing key {}", receipt.generation, keys.signing),
+            "detail": detail,
+        }))
+    }
+
     fn barrier(&self, membership: &str) -> Result<serde_json::Value, String> {
         let authority = self.started.authorities.pick(Some(membership))?;
         self.requests.inc();

@@ -369,29 +369,13 @@ impl WalletProcess {
             .filter(|w| w.receiver == issuer)
             .map(|w| w.request)
             .collect();
-        if !open.is_empty() {
-            return Err(format!(
-                "refused: the wallet has unresolved effects at {issuer}: open waits {} (unknown here); nothing was surrendered",
-                open.join(", ")
-            ));
+        if let Some(refused) = super::view::waits_refusal(&issuer, &open) {
+            return Err(refused);
         }
         let observed = self.wallet.owners.observe(&membership, &issuer, &address)?;
-        let Some(view) = observed.grants.iter().find(|g| g.name == grant) else {
-            return Err(format!(
-                "{issuer} holds no grant `{grant}`; nothing was surrendered"
-            ));
-        };
-        if view.caller != host {
-            return Err(format!(
-                "grant `{grant}` at {issuer} is {}'s, not this wallet's; nothing was surrendered",
-                view.caller
-            ));
-        }
-        if view.unknown > 0 || view.reserved > 0 {
-            return Err(format!(
-                "refused: the wallet has unresolved effects under grant {grant}: {} unknown and {} reserved unit(s) at {issuer}; resolve them first, nothing was surrendered",
-                view.unknown, view.reserved
-            ));
+        let held = observed.grants.iter().find(|g| g.name == grant);
+        if let Some(refused) = super::view::grant_refusal(&host, &issuer, &grant, held) {
+            return Err(refused);
         }
         let op_id = format!("wallet-surrender:{host}:{grant}");
         let answer = self.wallet.owners.surrender(
@@ -405,20 +389,9 @@ impl WalletProcess {
         if !answer.succeeded {
             return Err(format!("{issuer} refused the surrender: {}", answer.detail));
         }
-        let mut journal = self.wallet.journal();
-        if !journal.holds(|e| matches!(e, Event::Surrendered { op, .. } if *op == op_id)) {
-            journal
-                .append(
-                    Event::Surrendered {
-                        grant: grant.clone(),
-                        issuer: issuer.clone(),
-                        op: op_id.clone(),
-                        detail: answer.detail.clone(),
-                    },
-                    now_ms(),
-                )
-                .map_err(|e| e.to_string())?;
-        }
+        self.wallet
+            .record_surrender(&grant, &issuer, &answer.detail)
+            .map_err(|e| e.to_string())?;
         Ok(serde_json::json!({
             "grant": grant,
             "issuer": issuer,

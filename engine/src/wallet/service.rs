@@ -141,6 +141,31 @@ impl Wallet {
         self.journal.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Journals this wallet's surrender of `grant` at `issuer` (`detail`: the issuer's
+    /// signed receipt's totals) once, under `wallet-surrender:HOST:GRANT` — whichever
+    /// asked it (`wallet.surrender`, the control plane): fsynced before it returns.
+    pub fn record_surrender(
+        &self,
+        grant: &str,
+        issuer: &str,
+        detail: &str,
+    ) -> Result<(), WalletError> {
+        let op_id = format!("wallet-surrender:{}:{grant}", self.host);
+        let mut journal = self.journal();
+        if !journal.holds(|e| matches!(e, Event::Surrendered { op, .. } if *op == op_id)) {
+            journal.append(
+                Event::Surrendered {
+                    grant: grant.to_owned(),
+                    issuer: issuer.to_owned(),
+                    op: op_id,
+                    detail: detail.to_owned(),
+                },
+                now_ms(),
+            )?;
+        }
+        Ok(())
+    }
+
     /// A foreign archive opened here.
     pub(super) fn foreign(&self, host: &str) -> Option<(Body, String)> {
         self.foreign

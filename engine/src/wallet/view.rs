@@ -322,6 +322,58 @@ pub fn render(view: &WalletView) -> String {
     out
 }
 
+/// Why a recipient's surrender at `issuer` must not be sent while these open waits of
+/// the wallet's host at `issuer` (their request ids) are unresolved, or `None`. The
+/// guard of `wallet.surrender` and of the control plane's surrender, asked before the
+/// issuer is.
+pub fn waits_refusal(issuer: &str, open_waits: &[String]) -> Option<String> {
+    (!open_waits.is_empty()).then(|| {
+        format!(
+            "refused: the wallet has unresolved effects at {issuer}: open waits {} (unknown here); nothing was surrendered",
+            open_waits.join(", ")
+        )
+    })
+}
+
+/// Why `host`'s surrender of `grant` must not be sent, given what its issuer answered
+/// just now (`held`: the issuer's grant of that name, if any), or `None`: the grant must
+/// be `host`'s, and hold no unit `reserved` or `unknown` (unresolved effects).
+pub fn grant_refusal(
+    host: &str,
+    issuer: &str,
+    grant: &str,
+    held: Option<&GrantView>,
+) -> Option<String> {
+    let Some(view) = held else {
+        return Some(format!(
+            "{issuer} holds no grant `{grant}`; nothing was surrendered"
+        ));
+    };
+    if view.caller != host {
+        return Some(format!(
+            "grant `{grant}` at {issuer} is {}'s, not this wallet's; nothing was surrendered",
+            view.caller
+        ));
+    }
+    (view.unknown > 0 || view.reserved > 0).then(|| {
+        format!(
+            "refused: the wallet has unresolved effects under grant {grant}: {} unknown and {} reserved unit(s) at {issuer}; resolve them first, nothing was surrendered",
+            view.unknown, view.reserved
+        )
+    })
+}
+
+/// The units of `grant` its issuer would give back now: neither reserved, consumed,
+/// surrendered nor held by an unknown run.
+pub fn available(grant: &GrantView) -> u64 {
+    grant
+        .allocated
+        .saturating_sub(grant.reserved)
+        .saturating_sub(grant.consumed)
+        .saturating_sub(grant.surrendered)
+        .saturating_sub(grant.unknown)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,6 +437,39 @@ mod tests {
             signature: None,
             archived: false,
         }
+    }
+
+    #[test]
+    fn a_surrender_is_refused_while_anything_of_it_is_unresolved() {
+        assert!(waits_refusal("site", &[]).is_none());
+        let open = waits_refusal("site", &["r2".to_owned()]).unwrap();
+        assert!(
+            open.contains("open waits r2") && open.contains("nothing was surrendered"),
+            "{open}"
+        );
+        assert!(
+            grant_refusal("hq", "site", "g", None)
+                .unwrap()
+                .contains("holds no grant `g`")
+        );
+        // reserved 1, consumed 2, unknown 1 of 10: refused, naming both.
+        let held = grant("hq", 10);
+        let refused = grant_refusal("hq", "site", "hq-g", Some(&held)).unwrap();
+        assert!(refused.contains("1 unknown and 1 reserved"), "{refused}");
+        assert!(
+            grant_refusal("ops", "site", "hq-g", Some(&held))
+                .unwrap()
+                .contains("is hq's")
+        );
+        let settled = GrantView {
+            reserved: 0,
+            unknown: 0,
+            surrendered: 3,
+            ..held
+        };
+        assert!(grant_refusal("hq", "site", "hq-g", Some(&settled)).is_none());
+        assert_eq!(available(&settled), 10 - 2 - 3);
+        assert_eq!(available(&grant("hq", 1)), 0, "never below zero");
     }
 
     #[test]

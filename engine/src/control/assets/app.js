@@ -15,7 +15,7 @@
   // opened, the tab closed) before the reply, it says so: the reply, when it comes, is
   // then kept as uncertain — never shown as current to a panel that was not there.
   let asked = null;
-  for (const form of document.querySelectorAll("form[action='/inspect'], form[action='/barrier']")) {
+  for (const form of document.querySelectorAll("form[action='/inspect'], form[action='/barrier'], form[action='/surrender']")) {
     form.addEventListener("submit", function () {
       const asker = form.querySelector("input[name='asker']");
       const csrf = form.querySelector("input[name='csrf']");
