@@ -7,15 +7,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use grid_engine::custody::{Manifest, Signed};
 use grid_engine::decisions::api::{
     Ask, DecisionCall, DecisionReply, DecisionView, Effect, Policy, Provenance, ballots_digest,
-    run_digest,
 };
 use grid_engine::host::control::Client;
 use grid_engine::protocol::{Call, Reply};
 use grid_spec::{DecisionEffect, Topology};
-use serde::Serialize;
 
 use crate::diff;
 use crate::observe::{self, HostStatus, World};
@@ -312,59 +309,17 @@ pub enum Vote {
     Gate(bool),
 }
 
-/// One signed document and whether it verifies with its signer's installed keys.
-#[derive(Debug, Clone, Serialize)]
-pub struct Verified {
-    pub document: String,
-    pub signer: String,
-    pub verified: bool,
-}
+pub use grid_engine::decisions::verify::Verified;
 
 /// Every signature of the decision verified offline with the signers' installed
 /// manifests (public keys, current and retired), and whether each document names the
-/// ones before it (`chain`).
+/// ones before it (`chain`): the engine's `decisions::verify`, with the keys read from
+/// the state directory.
 pub fn verify(state: &Path, view: &DecisionView) -> (Vec<Verified>, bool) {
     let keys = |host: &str| {
         observe::installed(state, host)
             .and_then(|d| grid_engine::custody::manifest(&d).map_err(|e| e.to_string()))
             .ok()
     };
-    let check = |document: String, signer: &str, ok: &dyn Fn(&Manifest) -> bool| Verified {
-        document,
-        signer: signer.to_owned(),
-        verified: keys(signer).is_some_and(|m| ok(&m)),
-    };
-    let r = &view.record;
-    let mut out = vec![check("open".to_owned(), &view.host, &|m| {
-        r.opened.verify(m)
-    })];
-    let open = r.opened.digest();
-    let mut chain = true;
-    for b in &r.ballots {
-        out.push(check(format!("ballot:{}", b.member), &b.member, &|m| {
-            b.verify(m)
-        }));
-        chain &= b.open == open;
-    }
-    if let Some(g) = &r.gate {
-        out.push(check("gate".to_owned(), &g.operator, &|m| g.verify(m)));
-        chain &= g.open == open && g.ballots == ballots_digest(&r.ballots);
-    }
-    if let Some(run) = r.apply.as_ref().and_then(|a| a.run.as_ref()) {
-        out.push(check("outcome".to_owned(), &run.receiver, &|m| {
-            run.verify(m)
-        }));
-    }
-    if let Some(a) = &r.applied {
-        out.push(check("applied".to_owned(), &view.host, &|m| a.verify(m)));
-        let ballots: Vec<String> = r.ballots.iter().map(|b| b.digest()).collect();
-        chain &= a.open == open
-            && a.ballots == ballots
-            && r.gate.as_ref().is_some_and(|g| g.digest() == a.gate)
-            && r.apply
-                .as_ref()
-                .and_then(|x| x.run.as_ref())
-                .is_some_and(|run| run_digest(run) == a.run && run.outcome.name() == a.outcome);
-    }
-    (out, chain)
+    grid_engine::decisions::verify::verify(view, &keys)
 }

@@ -51,9 +51,12 @@ const WAIT: Duration = Duration::from_secs(30);
 fn topology() -> String {
     format!(
         "grid version=1\nmembership ops {{ authority voters=2; }}\n\
-         host hq listen=\"127.0.0.1:7691\" metrics=\"{HQ_METRICS}\" {{ member ops; profiles transport authority delivery processes control; control listen=\"{CONTROL}\"; }}\n\
-         host plant listen=\"127.0.0.1:7692\" metrics=\"{PLANT_METRICS}\" {{ member ops; profiles transport authority delivery processes; }}\n\
+         host hq listen=\"127.0.0.1:7691\" metrics=\"{HQ_METRICS}\" {{ member ops; profiles transport authority delivery processes control decisions; control listen=\"{CONTROL}\"; }}\n\
+         host plant listen=\"127.0.0.1:7692\" metrics=\"{PLANT_METRICS}\" {{ member ops; profiles transport authority delivery processes decisions; }}\n\
          grant hq-on-plant issuer=plant caller=hq units=5\n\
+         grant ballots-plant issuer=hq caller=plant units=5\n\
+         decision raise host=hq {{ roster plant; threshold 1; human-gate operator=hq; effect \"input\" model=\"counter\" input=\"n\"; expires-after-hours 1; }}\n\
+         route r2 membership=ops class=ordered {{ publisher hq; destination plant; }}\n\
          route r1 membership=ops class=ordered {{ publisher plant; destination hq; }}\n\
          model counter host=plant {{ input n default=0; cell twice \"n * 2\"; }}\n"
     )
@@ -270,6 +273,42 @@ fn panels_never_ask_owners_and_inspections_say_what_is_known() {
         }
     }
 
+    // A decision kept at hq: opened, and plant's signed ballot.
+    for args in [
+        &["decision", "open", "raise", "--value", "5", "--op", "d1"][..],
+        &[
+            "decision",
+            "ballot",
+            "raise",
+            "--decision",
+            "d1",
+            "--as",
+            "plant",
+            "yes",
+            "--op",
+            "b1",
+        ],
+    ] {
+        let (code, text) = common::gridctl_code(&dir, args);
+        assert_eq!(code, Some(0), "{args:?}: {text}");
+    }
+
+    // One value hq publishes on r2, receipted by plant (its signed receipt at hq).
+    let (code, text) = common::gridctl_code(&dir, &["publish", "r2", "7", "--as", "hq"]);
+    assert_eq!(code, Some(0), "{text}");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (_, text) = common::gridctl_code(&dir, &["inspect", "receipts", "r2", "--json"]);
+        if text.contains("\"highest_position\":1") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "plant never receipted r2: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
     // Refused without asking anyone: another Host, no CSRF token, another origin.
     let before = owner_requests();
     let (status, _, _) = http(
@@ -402,6 +441,24 @@ fn panels_never_ask_owners_and_inspections_say_what_is_known() {
         client.goto(&format!("{base}/panel/routes?owner=hq")).await.unwrap();
         let section = text_of(&client, "section[data-owner=\"hq\"]").await;
         assert!(section.contains("values owed per destination") && section.contains("r1"), "{section}");
+        // … and plant's signed receipt of r2, checked with the keys r2 installed.
+        assert!(
+            section.contains("newest receipt of each destination")
+                && section.contains("verified with generation 1 of plant's signing key"),
+            "{section}"
+        );
+        // The same inspection read the decisions hq keeps, each signature checked
+        // with the keys hq's policy installed: the Open (hq's) and plant's ballot.
+        client.goto(&format!("{base}/panel/decisions?owner=hq")).await.unwrap();
+        let section = text_of(&client, "section[data-owner=\"hq\"]").await;
+        assert!(
+            section.contains("d1")
+                && section.contains("passed")
+                && section.contains("plant yes")
+                && section.contains("2 of 2 verified")
+                && section.contains("open → ballot:plant"),
+            "{section}"
+        );
         // plant's storage, asked apart on its own panel: one more call at plant.
         client.goto(&format!("{base}/panel/storage")).await.unwrap();
         let section = inspect(&client, "plant", "retained").await.text().await.unwrap();

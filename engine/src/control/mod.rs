@@ -6,6 +6,7 @@
 //!   `uncertain`, `unreachable`) and the only ways it changes (an explicit inspection
 //!   begun, finished, or abandoned by the panel that asked).
 //! - `page`: the panels, rendered as HTML from that state (maud), and the two assets.
+//! - `wallet`: the wallet panel and the confirmation of a guarded surrender.
 //! - `server`: the HTTP server on the host's loopback `control listen=` addresses, and
 //!   the `Inspector` the composition root provides (this host's own observation, or a
 //!   peer's over `POST /control`).
@@ -13,3 +14,4 @@
 pub mod page;
 pub mod retained;
 pub mod server;
+pub mod wallet;

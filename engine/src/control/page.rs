@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use maud::{DOCTYPE, Markup, html};
 
-use super::retained::{Entry, Known, Part, Retained, barrier_subject, surrender_subject};
+use super::retained::{Entry, Known, Part, Retained, barrier_subject};
 use crate::limits::{CONTROL_CELL_CHARS_MAX, CONTROL_PANEL_COLUMNS_MAX, CONTROL_PANEL_ROWS_MAX};
 
 /// One panel: its address (`/panel/SLUG`), its title, and the part of an owner's
@@ -150,7 +150,7 @@ fn query(selected: Option<&str>) -> String {
     })
 }
 
-fn ago(now: SystemTime, then: SystemTime) -> u64 {
+pub(super) fn ago(now: SystemTime, then: SystemTime) -> u64 {
     now.duration_since(then).unwrap_or(Duration::ZERO).as_secs()
 }
 
@@ -161,7 +161,7 @@ fn stamp(t: SystemTime) -> String {
 }
 
 /// A value as one short line, capped at CONTROL_CELL_CHARS_MAX characters.
-fn cell(value: &serde_json::Value) -> String {
+pub(super) fn cell(value: &serde_json::Value) -> String {
     match value {
         serde_json::Value::Null => "—".to_owned(),
         serde_json::Value::String(s) => capped(s),
@@ -170,7 +170,7 @@ fn cell(value: &serde_json::Value) -> String {
 }
 
 /// `text`, capped at CONTROL_CELL_CHARS_MAX characters.
-fn capped(text: &str) -> String {
+pub(super) fn capped(text: &str) -> String {
     if text.chars().count() > CONTROL_CELL_CHARS_MAX {
         let mut capped: String = text.chars().take(CONTROL_CELL_CHARS_MAX).collect();
         capped.push('…');
@@ -289,14 +289,28 @@ fn owner(view: &View, panel: &Panel, o: &OwnerLine, back: &str) -> Markup {
                 None if panel.slug == "authority" => (authority(view, o, entry, back)),
                 None if panel.slug == "storage" => (storage(entry)),
                 None if panel.slug == "processes" => (processes(view, o, entry, back)),
-                None if panel.slug == "wallet" => (wallet(view, o, entry)),
+                None if panel.slug == "wallet" => (super::wallet::panel(view, o, entry)),
                 None => (summary(entry)),
                 Some(key) => (observed(entry, key)),
+            }
+            @if panel.slug == "decisions" {
+                @if o.membership.is_some() {
+                    p { "A decision's records are inspected at its own host (a peer's POST /control takes no decision call): open " (o.name) "'s control plane." }
+                } @else if let Some(records) = shown(entry).and_then(|ob| ob.get("decision_records")) {
+                    h4 { "Decisions kept at this host: Open, ballots, gate, applied receipt" }
+                    p { "History, never a fresh permission. Every signature was checked by this host when it was inspected, with the keys its policies installed for each signer; " code { "chain" } " says whether each document names the ones before it." }
+                    (table(Some(records), None))
+                }
             }
             @if panel.slug == "routes" && o.membership.is_none() {
                 @if let Some(deliveries) = shown(entry).and_then(|ob| ob.get("deliveries")) {
                     h4 { "At this host: positions, receipts and values owed per destination" }
                     (table(Some(deliveries), None))
+                }
+                @if let Some(receipts) = shown(entry).and_then(|ob| ob.get("receipts")) {
+                    h4 { "The newest receipt of each destination of the routes this host publishes" }
+                    p { "Each signature checked by this host when it was inspected, with the keys the route installed for its destination." }
+                    (table(Some(receipts), None))
                 }
             }
         }
@@ -465,213 +479,6 @@ fn processes(view: &View, o: &OwnerLine, entry: &Entry, back: &str) -> Markup {
     }
 }
 
-/// The grants of an observation issued to `host`.
-fn held<'v>(observation: &'v serde_json::Value, host: &str) -> Vec<&'v serde_json::Value> {
-    observation
-        .get("grants")
-        .and_then(|g| g.as_array())
-        .map(|grants| {
-            grants
-                .iter()
-                .filter(|g| g.get("caller").and_then(|c| c.as_str()) == Some(host))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn units(grant: &serde_json::Value, key: &str) -> u64 {
-    grant
-        .get(key)
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(0)
-}
-
-/// The units of a retained grant its issuer would give back: neither reserved,
-/// consumed, surrendered nor unknown.
-fn available(grant: &serde_json::Value) -> u64 {
-    ["reserved", "consumed", "surrendered", "unknown"]
-        .iter()
-        .fold(units(grant, "allocated"), |a, k| {
-            a.saturating_sub(units(grant, k))
-        })
-}
-
-/// The wallet panel of one owner: what it holds for this host, and the guarded
-/// surrender of a grant it issued to this host.
-fn wallet(view: &View, o: &OwnerLine, entry: &Entry) -> Markup {
-    let observation = shown(entry);
-    let grants: Vec<&serde_json::Value> = observation
-        .map(|ob| held(ob, view.host))
-        .unwrap_or_default();
-    let rows: Vec<serde_json::Value> = grants
-        .iter()
-        .map(|g| {
-            serde_json::json!({
-                "grant": g.get("name"),
-                "allocated": units(g, "allocated"),
-                "reserved": units(g, "reserved"),
-                "consumed": units(g, "consumed"),
-                "surrendered": units(g, "surrendered"),
-                "unknown": units(g, "unknown"),
-                "available": available(g),
-                "retired": g.get("retired"),
-                "settlement": if g.get("settlement").is_some_and(|s| !s.is_null()) { "settled" } else { "not settled" },
-            })
-        })
-        .collect();
-    let accounts: Vec<serde_json::Value> = observation
-        .and_then(|ob| ob.get("ledgers"))
-        .and_then(|l| l.as_array())
-        .map(|ledgers| {
-            ledgers
-                .iter()
-                .flat_map(|l| {
-                    let ledger = l.get("name").cloned();
-                    l.get("accounts")
-                        .and_then(|a| a.as_array())
-                        .into_iter()
-                        .flatten()
-                        .filter(|a| a.get("owner").and_then(|w| w.as_str()) == Some(view.host))
-                        .map(move |a| {
-                            serde_json::json!({
-                                "ledger": ledger,
-                                "account": a.get("name"),
-                                "currency": a.get("currency"),
-                                "retired": a.get("retired"),
-                            })
-                        })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let confirming = view
-        .surrender
-        .filter(|_| view.selected == Some(o.name) && o.membership.is_some());
-    // A grant surrendered from this page after the observation shown was made: the
-    // table is older than the surrender, and says so.
-    let since = view
-        .retained
-        .entry(&surrender_subject(o.name))
-        .filter(|s| s.known == Known::Retained && s.at > entry.at)
-        .and_then(|s| s.observation.as_ref())
-        .and_then(|r| r.get("grant"))
-        .and_then(|g| g.as_str());
-    html! {
-        @if o.membership.is_some() {
-            (surrendered(view, o))
-        }
-        @if observation.is_some() {
-            h4 { "Grants " (o.name) " issued to " (view.host) }
-            (table(Some(&serde_json::Value::Array(rows)), None))
-            @if let Some(grant) = since {
-                p.notice { "Grant " (grant) " was surrendered after this observation was made: inspect " (o.name) " now to see it as it holds it." }
-            }
-            @if o.membership.is_some() {
-                ul.surrenders {
-                    @for g in &grants {
-                        @let name = g.get("name").and_then(|n| n.as_str()).unwrap_or_default();
-                        @if !g.get("retired").and_then(serde_json::Value::as_bool).unwrap_or(false) && since != Some(name) {
-                            li {
-                                a href=(format!("/panel/wallet?owner={}&surrender={}", encoded(o.name), encoded(name))) {
-                                    "Surrender grant " (name) "…"
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            h4 { "Ledger accounts " (view.host) " owns at " (o.name) }
-            (table(Some(&serde_json::Value::Array(accounts)), None))
-            p { "Balances are the keeper's, asked with " code { "gridctl wallet show --host " (view.host) } ": this page retains none." }
-        }
-        @if let Some(grant) = confirming {
-            (confirm(view, o, grant, grants.iter().copied().find(|g| g.get("name").and_then(|n| n.as_str()) == Some(grant))))
-        }
-    }
-}
-
-fn encoded(text: &str) -> String {
-    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
-}
-
-/// The confirmation of a surrender, from what is retained of the grant: refused here
-/// already when it shows units reserved or unknown; the issuer is asked again, just
-/// before the surrender is sent.
-fn confirm(view: &View, o: &OwnerLine, grant: &str, held: Option<&serde_json::Value>) -> Markup {
-    let back = format!("/panel/wallet?owner={}", encoded(o.name));
-    html! {
-        div.confirm role="group" aria-labelledby="confirm-title" data-grant=(grant) {
-            h4 id="confirm-title" { "Surrender grant " (grant) " at " (o.name) }
-            @match held {
-                None => {
-                    p role="alert" { "As last retained, " (o.name) " holds no grant " code { (grant) } " issued to " (view.host) ". Inspect " (o.name) " now, then choose again." }
-                }
-                Some(g) if units(g, "reserved") > 0 || units(g, "unknown") > 0 => {
-                    p.refused role="alert" {
-                        "Refused: unresolved effects under grant " (grant) ": " (units(g, "unknown")) " unknown and " (units(g, "reserved")) " reserved unit(s) at " (o.name)
-                        ", as last retained. Resolve them first; nothing is surrendered."
-                    }
-                }
-                Some(g) if available(g) == 0 => {
-                    p role="alert" { "Grant " (grant) " has no available unit to surrender, as last retained." }
-                }
-                Some(g) => {
-                    @let units = available(g);
-                    p {
-                        (o.name) " gives back every available unit of " (grant) " when it takes the surrender — "
-                        strong { (units) " unit(s)" } " as last retained — and no run may reserve it again. "
-                        "This cannot be undone. " (o.name) " is asked again just before: the surrender is refused, nothing sent, if it then holds any other number, units reserved or unknown, or this host has an open wait there."
-                    }
-                    form method="post" action="/surrender" {
-                        input type="hidden" name="csrf" value=(view.csrf);
-                        input type="hidden" name="owner" value=(o.name);
-                        input type="hidden" name="grant" value=(grant);
-                        input type="hidden" name="units" value=(units);
-                        input type="hidden" name="back" value=(back);
-                        input type="hidden" name="asker" value="";
-                        input type="checkbox" id="confirm" name="confirm" value=(grant) required;
-                        " "
-                        label for="confirm" { "I surrender the " (units) " available unit(s) of grant " (grant) " at " (o.name) "." }
-                        " "
-                        button type="submit" { "Surrender " (units) " unit(s) of " (grant) }
-                    }
-                }
-            }
-            p { a href=(back) { "Do not surrender" } }
-        }
-    }
-}
-
-/// The last surrender asked at `o` from this plane: its verified receipt, or why there
-/// is none.
-fn surrendered(view: &View, o: &OwnerLine) -> Markup {
-    let Some(entry) = view.retained.entry(&surrender_subject(o.name)) else {
-        return html! {};
-    };
-    let age = entry.at.map(|at| ago(view.now, at));
-    html! {
-        div.surrender data-state=(entry.known.word()) data-pending=(entry.pending.is_some()) {
-            h4 { "Last surrender at " (o.name) }
-            @match (&entry.known, age, entry.observation.as_ref()) {
-                (Known::Retained, Some(s), Some(receipt)) => {
-                    p { strong { "Surrendered" } ", " span data-age-s=(s) { (s) " s" } " ago: " (cell(receipt.get("detail").unwrap_or(&serde_json::Value::Null))) }
-                    (table(Some(&serde_json::Value::Array(vec![receipt.clone()])), Some(&["grant", "issuer", "confirmed", "surrendered", "reserved", "unknown", "signature_verified", "verified_with"])))
-                }
-                (Known::Unreachable { reason }, _, _) => {
-                    p role="alert" { strong { "Not surrendered" } ": " (capped(reason)) }
-                }
-                (Known::Uncertain, _, _) => {
-                    p { strong { "Uncertain" } ": the surrender ended after the panel that asked was closed. Inspect " (o.name) " now to know what it holds." }
-                }
-                _ => { p { "No surrender asked from this page since this host started." } }
-            }
-            @if let Some((_, asked)) = entry.pending {
-                p { em { "A surrender is under way (asked " (ago(view.now, asked)) " s ago)." } }
-            }
-        }
-    }
-}
-
 /// An owner's storage (`Call::Storage`), as its last storage inspection found it.
 fn storage(entry: &Entry) -> Markup {
     let Some(view) = shown(entry) else {
@@ -726,7 +533,7 @@ fn summary(entry: &Entry) -> Markup {
 
 /// The observation a panel may draw: the retained or uncertain one; after a failed
 /// inspection none (the old one only behind a disclosure, marked as old).
-fn shown(entry: &Entry) -> Option<&serde_json::Value> {
+pub(super) fn shown(entry: &Entry) -> Option<&serde_json::Value> {
     match entry.known {
         Known::Retained | Known::Uncertain => entry.observation.as_ref(),
         Known::Never | Known::Unreachable { .. } => None,
@@ -734,21 +541,90 @@ fn shown(entry: &Entry) -> Option<&serde_json::Value> {
 }
 
 fn observed(entry: &Entry, key: &str) -> Markup {
+    let part = |observation: &serde_json::Value| match key {
+        "decisions" => observation.get(key).map(policies),
+        "routes" => observation.get(key).map(routes),
+        _ => observation.get(key).cloned(),
+    };
     match (shown(entry), &entry.known, &entry.observation) {
-        (Some(observation), _, _) => table(observation.get(key), None),
+        (Some(observation), _, _) => table(part(observation).as_ref(), None),
         (None, Known::Unreachable { .. }, Some(old)) => html! {
             details {
                 summary { "The last value retained before the failed inspection (old, not current)" }
-                (table(old.get(key), None))
+                (table(part(old).as_ref(), None))
             }
         },
         _ => html! {},
     }
 }
 
+/// Installed routes as rows: each destination by name and address (its keys aside).
+fn routes(installed: &serde_json::Value) -> serde_json::Value {
+    let rows = installed
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            let mut row = r.clone();
+            let destinations: Vec<String> = r
+                .get("destinations")
+                .and_then(|d| d.as_array())
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .map(|d| {
+                    let name = d.get("host").and_then(|h| h.as_str()).unwrap_or_default();
+                    let address = d
+                        .get("address")
+                        .and_then(|a| a.as_str())
+                        .unwrap_or_default();
+                    let retired =
+                        d.get("retired").and_then(serde_json::Value::as_bool) == Some(true);
+                    format!(
+                        "{name} ({address}){}",
+                        if retired { ", retired" } else { "" }
+                    )
+                })
+                .collect();
+            if let Some(fields) = row.as_object_mut() {
+                fields.insert("destinations".to_owned(), destinations.join("; ").into());
+            }
+            row
+        })
+        .collect();
+    serde_json::Value::Array(rows)
+}
+
+/// Installed decision policies as rows: what each fixes, its signers' keys aside.
+fn policies(installed: &serde_json::Value) -> serde_json::Value {
+    let rows = installed
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|d| {
+            let policy = d.get("policy").cloned().unwrap_or_default();
+            let field = |k: &str| policy.get(k).cloned().unwrap_or_default();
+            serde_json::json!({
+                "policy": field("name"),
+                "roster": field("roster"),
+                "threshold": field("threshold"),
+                "gate": field("gate"),
+                "effect": field("effect"),
+                "expires_after_hours": field("expires_after_hours"),
+                "owner": d.get("owner").and_then(|o| o.get("name")),
+                "membership": d.get("membership"),
+                "signers' keys installed": d.get("keys").and_then(|k| k.as_object()).map(|k| k.keys().cloned().collect::<Vec<_>>().join(", ")),
+            })
+        })
+        .collect();
+    serde_json::Value::Array(rows)
+}
+
 /// Items of one part of an observation as a table: a column per field (`columns`, or
 /// the first CONTROL_PANEL_COLUMNS_MAX seen), at most CONTROL_PANEL_ROWS_MAX rows.
-fn table(items: Option<&serde_json::Value>, columns: Option<&[&str]>) -> Markup {
+pub(super) fn table(items: Option<&serde_json::Value>, columns: Option<&[&str]>) -> Markup {
     let items: &[serde_json::Value] = items.and_then(|v| v.as_array()).map_or(&[], Vec::as_slice);
     if items.is_empty() {
         return html! { p.empty { "None." } };

@@ -10,13 +10,15 @@
 //! - `machine`: what the host admits given its record and the time, pure;
 //! - `service`: the room — records, casts, the one apply run;
 //! - `process`: `decision.ballot` and `decision.gate`;
-//! - `archive`: closed decisions and kept documents moved to the installation's shelf.
+//! - `archive`: closed decisions and kept documents moved to the installation's shelf;
+//! - `verify`: a record's signatures and chain checked with the signers' keys, pure.
 
 pub mod api;
 mod archive;
 pub mod machine;
 pub mod process;
 pub mod service;
+pub mod verify;
 
 #[cfg(test)]
 mod tests;

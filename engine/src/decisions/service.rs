@@ -548,6 +548,21 @@ impl Decisions {
         }
     }
 
+    /// `view`'s signatures and chain checked with the keys this host holds of each
+    /// signer: its own, the roster's and the gate operator's its policy installed and
+    /// the effect owner's (each as rotated since, from the key book) — what the control
+    /// plane shows. A signer it holds no keys of is not verified.
+    pub fn verified(&self, view: &DecisionView) -> (Vec<super::verify::Verified>, bool) {
+        let install: Option<DecisionInstall> = self.get(&self.policies, &view.name);
+        let keys = |party: &str| match &install {
+            Some(i) if party == i.owner.name && party != self.host => {
+                Some(self.custody.peer_keys(party, &i.owner.keys))
+            }
+            _ => self.keys_of(&view.name, party),
+        };
+        super::verify::verify(view, &keys)
+    }
+
     /// The public keys of `party` as this host should use them now: its own, or those
     /// the decision's installed policy recorded (a rotation read from the key book).
     fn keys_of(&self, name: &str, party: &str) -> Option<crate::custody::Manifest> {

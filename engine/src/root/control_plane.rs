@@ -12,6 +12,7 @@ use crate::authority::api::{AuthorityCall, AuthorityReply};
 use crate::config::HostConfig;
 use crate::control::retained::Part;
 use crate::control::server::{self, ControlPlane, Inspector, Owner, Reach};
+use crate::decisions::api::{DecisionCall, DecisionReply};
 use crate::delivery::api::{DeliveryCall, DeliveryReply};
 use crate::host::Handled;
 use crate::limits::CONTROL_INSPECT_WAIT;
@@ -44,12 +45,16 @@ struct HostInspector {
 impl HostInspector {
     /// Each route at this host with its positions, receipts and values owed (profile
     /// `delivery`): what `gridctl inspect routes` reads.
-    fn deliveries(&self) -> Option<serde_json::Value> {
+    fn deliveries(&self) -> Option<(serde_json::Value, serde_json::Value)> {
         let delivery = self.started.delivery.as_ref()?;
         let routes = match delivery.handle_local(DeliveryCall::Routes) {
             DeliveryReply::Routes { routes, .. } => routes,
-            other => return Some(serde_json::json!([{ "status": format!("{other:?}") }])),
+            other => {
+                let status = serde_json::json!([{ "status": format!("{other:?}") }]);
+                return Some((status.clone(), status));
+            }
         };
+        let receipts = self.receipts(delivery, &routes);
         let rows = routes
             .into_iter()
             .map(|r| {
@@ -65,7 +70,65 @@ impl HostInspector {
                 })
             })
             .collect();
-        Some(serde_json::Value::Array(rows))
+        Some((serde_json::Value::Array(rows), receipts))
+    }
+
+    /// The newest receipt of every destination of each route this host publishes, its
+    /// signature checked with the keys the route installed for that destination (as
+    /// rotated since, from the key book): what `gridctl inspect receipts --verify`
+    /// checks with the operator's copy of them.
+    fn receipts(
+        &self,
+        delivery: &Arc<crate::delivery::service::Delivery>,
+        routes: &[crate::delivery::api::RouteView],
+    ) -> serde_json::Value {
+        let custody = {
+            let host = self.started.host.lock().unwrap_or_else(|p| p.into_inner());
+            host.custody().clone()
+        };
+        let mut rows = Vec::new();
+        for r in routes.iter().filter(|r| r.role == "publisher") {
+            let DeliveryReply::Receipts { receipts, .. } =
+                delivery.handle_local(DeliveryCall::Receipts {
+                    route: r.route.name.clone(),
+                })
+            else {
+                continue;
+            };
+            for receipt in receipts {
+                let recipient = &receipt.body.recipient;
+                let checked = match r.route.destinations.iter().find(|d| &d.host == recipient) {
+                    None => Err(format!("{recipient} is no destination of the route here")),
+                    Some(d) => {
+                        let keys = custody.peer_keys(recipient, &d.keys);
+                        match crate::custody::signing_key_of(&keys, receipt.generation) {
+                            None => Err(format!(
+                                "{recipient} has no signing key of generation {} here",
+                                receipt.generation
+                            )),
+                            Some(key) => receipt
+                                .verify(&key)
+                                .map(|()| {
+                                    format!(
+                                        "verified with generation {} of {recipient}'s signing key",
+                                        receipt.generation
+                                    )
+                                })
+                                .map_err(|e| e.to_string()),
+                        }
+                    }
+                };
+                rows.push(serde_json::json!({
+                    "route": r.route.name,
+                    "destination": recipient,
+                    "highest_position": receipt.body.highest_position,
+                    "digest": hex::encode(receipt.body.digest),
+                    "verified": checked.is_ok(),
+                    "signature": checked.unwrap_or_else(|e| format!("NOT verified: {e}")),
+                }));
+            }
+        }
+        serde_json::Value::Array(rows)
     }
 
     /// What this host's processes room serves and holds (profile `processes`).
@@ -108,6 +171,61 @@ impl HostInspector {
             ProcessReply::Refused { reason } => Err(reason),
             other => Err(format!("the processes room answered {other:?}")),
         }
+    }
+
+    /// The decisions kept at this host (profile `decisions`), one row each for every
+    /// policy `installed` names: where it stands and every signature of its record
+    /// checked with the keys the host holds of its signers — history, never a fresh
+    /// permission.
+    fn decisions(&self, installed: Option<&serde_json::Value>) -> Option<serde_json::Value> {
+        let decisions = self.started.decisions.as_ref()?;
+        let names = installed?
+            .as_array()?
+            .iter()
+            .filter_map(|d| d.get("policy")?.get("name")?.as_str());
+        let mut rows = Vec::new();
+        for name in names {
+            let views = match decisions.handle_local(DecisionCall::Show {
+                name: name.to_owned(),
+                decision: None,
+            }) {
+                DecisionReply::Decisions { decisions, .. } => decisions,
+                other => {
+                    rows.push(serde_json::json!({ "name": name, "state": format!("{other:?}") }));
+                    continue;
+                }
+            };
+            for view in views {
+                let (verified, chain) = decisions.verified(&view);
+                let failed: Vec<&str> = verified
+                    .iter()
+                    .filter(|v| !v.verified)
+                    .map(|v| v.document.as_str())
+                    .collect();
+                let r = &view.record;
+                rows.push(serde_json::json!({
+                    "decision": view.id,
+                    "name": view.name,
+                    "state": view.state.name(),
+                    "value": r.opened.value,
+                    "yes": view.yes,
+                    "no": view.no,
+                    "ballots": r.ballots.iter().map(|b| format!("{} {}", b.member, if b.yes { "yes" } else { "no" })).collect::<Vec<_>>().join(", "),
+                    "gate": r.gate.as_ref().map(|g| format!("{} {}", g.operator, if g.approve { "approved" } else { "declined" })),
+                    "applied": r.applied.as_ref().map(|a| a.outcome.clone()),
+                    "signatures": format!(
+                        "{} of {} verified{}",
+                        verified.len() - failed.len(),
+                        verified.len(),
+                        if failed.is_empty() { String::new() } else { format!(" (not: {})", failed.join(", ")) }
+                    ),
+                    "documents": verified.iter().map(|v| v.document.as_str()).collect::<Vec<_>>().join(" → "),
+                    "chain": chain,
+                    "expired": view.expired,
+                }));
+            }
+        }
+        Some(serde_json::Value::Array(rows))
     }
 
     /// What each authority voter of this host reports of itself (no barrier).
@@ -326,8 +444,12 @@ impl Inspector for HostInspector {
                     if let Some(processes) = self.processes() {
                         fields.insert("processes".to_owned(), processes);
                     }
-                    if let Some(deliveries) = self.deliveries() {
+                    if let Some((deliveries, receipts)) = self.deliveries() {
                         fields.insert("deliveries".to_owned(), deliveries);
+                        fields.insert("receipts".to_owned(), receipts);
+                    }
+                    if let Some(records) = self.decisions(fields.get("decisions")) {
+                        fields.insert("decision_records".to_owned(), records);
                     }
                 }
                 Ok(observation)
