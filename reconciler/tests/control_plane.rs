@@ -168,14 +168,21 @@ async fn state(client: &Client, owner: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Presses the first button inside `scope` (a CSS selector) and waits until `scope`
-/// reads `data-state="STATE"`: the element.
+/// Presses the first button inside `scope` (a CSS selector) and waits until the page
+/// the form leads to (not the one pressed: it is marked first) shows `scope` reading
+/// `data-state="STATE"`: the element.
 async fn press(client: &Client, scope: &str, state: &str) -> fantoccini::elements::Element {
+    client
+        .execute("document.documentElement.dataset.pressed = 'yes'", vec![])
+        .await
+        .unwrap();
     click(client, &format!("{scope} button")).await;
     client
         .wait()
         .at_most(WAIT)
-        .for_element(Locator::Css(&format!("{scope}[data-state=\"{state}\"]")))
+        .for_element(Locator::Css(&format!(
+            "html:not([data-pressed]) {scope}[data-state=\"{state}\"]"
+        )))
         .await
         .unwrap()
 }
@@ -623,6 +630,22 @@ fn panels_never_ask_owners_and_inspections_say_what_is_known() {
         let barrier = read_barrier(&client, "unreachable").await;
         assert!(barrier.contains("unknown"), "{barrier}");
         screenshot(&client, &shots, "barrier-unknown").await;
+        // A run hq sends to plant, which is down: hq's wait stays open (unknown), and
+        // hq's Processes panel lists it after hq is inspected.
+        let (code, text) = common::gridctl_code(
+            &dir,
+            &["process", "run", "plant", "demo.count", "--as", "hq", "--op", "w9"],
+        );
+        assert_eq!(code, Some(3), "{text}");
+        client.goto(&format!("{base}/panel/processes?owner=hq")).await.unwrap();
+        let section = inspect(&client, "hq", "retained").await.text().await.unwrap();
+        assert!(
+            section.contains("Runs received here and not finished (0)")
+                && section.contains("w9")
+                && section.contains("demo.count"),
+            "{section}"
+        );
+        screenshot(&client, &shots, "processes-open-wait").await;
         client.close().await.unwrap();
     });
     std::fs::remove_dir_all(&dir).unwrap();

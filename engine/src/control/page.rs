@@ -48,7 +48,7 @@ pub const PANELS: &[Panel] = &[
         slug: "processes",
         title: "Processes",
         key: None,
-        about: "The Processes this host serves and its runs by outcome, as its last inspection found them, and one request inspected when asked — read only: nothing here resumes, resolves or replaces a run.",
+        about: "The Processes this host serves, its runs by outcome, the runs it received that have not finished and those it sent without an outcome, as its last inspection found them, and one request inspected when asked — read only: nothing here resumes, resolves or replaces a run.",
     },
     Panel {
         slug: "routes",
@@ -448,6 +448,11 @@ fn processes(view: &View, o: &OwnerLine, entry: &Entry, back: &str) -> Markup {
             }
             h4 { "Runs by outcome" }
             (table(held.get("runs").map(|r| serde_json::Value::Array(vec![r.clone()])).as_ref(), None))
+            h4 { "Runs received here and not finished (" (held.get("unfinished_count").map_or_else(|| "—".to_owned(), cell)) ")" }
+            p { "Running, or unknown: an unknown run holds its units until its operator resolves it (" code { "gridctl process resolve" } "); nothing here resolves it." }
+            (table(held.get("unfinished"), Some(&["request", "process", "caller", "outcome", "detail"])))
+            h4 { "Runs this host sent that have no outcome yet" }
+            (table(held.get("open_waits"), Some(&["request", "process", "receiver", "via", "outcome", "detail"])))
         }
         div.run data-state=(run.known.word()) data-pending=(run.pending.is_some()) {
             h4 { "One request" }

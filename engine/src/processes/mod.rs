@@ -44,6 +44,7 @@ mod recover;
 pub mod runs;
 pub mod service;
 pub mod surrender;
+mod unfinished;
 
 #[cfg(test)]
 mod tests;

@@ -15,7 +15,7 @@ use crate::control::server::{self, ControlPlane, Inspector, Owner, Reach};
 use crate::decisions::api::{DecisionCall, DecisionReply};
 use crate::delivery::api::{DeliveryCall, DeliveryReply};
 use crate::host::Handled;
-use crate::limits::CONTROL_INSPECT_WAIT;
+use crate::limits::{CONTROL_INSPECT_WAIT, CONTROL_PANEL_ROWS_MAX};
 use crate::processes::api::{Peer, ProcessCall, ProcessReply};
 use crate::protocol::{Call, Reply};
 use crate::transport::PeerClient;
@@ -136,15 +136,41 @@ impl HostInspector {
         let processes = self.started.processes.as_ref()?;
         match processes.handle_local(ProcessCall::Processes) {
             ProcessReply::Processes {
-                processes,
+                processes: served,
                 runs,
                 mailbox_deposits,
                 ..
-            } => Some(serde_json::json!({
-                "served": processes,
-                "runs": runs,
-                "mailbox_deposits": mailbox_deposits,
-            })),
+            } => {
+                let row = |r: &crate::processes::api::RunView| {
+                    serde_json::json!({
+                        "request": r.request,
+                        "process": r.process,
+                        "caller": r.caller,
+                        "receiver": r.receiver,
+                        "via": r.via,
+                        "outcome": r.outcome.name(),
+                        "detail": r.detail,
+                    })
+                };
+                let (unfinished, count) = match processes.unfinished_runs(CONTROL_PANEL_ROWS_MAX) {
+                    Ok((runs, count)) => (runs.iter().map(row).collect(), count),
+                    Err(reason) => (vec![serde_json::json!({ "status": reason })], 0),
+                };
+                let waits: Vec<serde_json::Value> = processes
+                    .open_wait_views()
+                    .iter()
+                    .take(CONTROL_PANEL_ROWS_MAX)
+                    .map(row)
+                    .collect();
+                Some(serde_json::json!({
+                    "served": served,
+                    "runs": runs,
+                    "mailbox_deposits": mailbox_deposits,
+                    "unfinished": unfinished,
+                    "unfinished_count": count,
+                    "open_waits": waits,
+                }))
+            }
             other => Some(serde_json::json!({ "status": format!("{other:?}") })),
         }
     }
