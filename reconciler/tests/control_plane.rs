@@ -511,6 +511,14 @@ fn panels_never_ask_owners_and_inspections_say_what_is_known() {
             .unwrap();
         let text = confirm.text().await.unwrap();
         assert!(text.contains("5 unit(s)") && text.contains("cannot be undone"), "{text}");
+        let unlabelled = client
+            .execute(
+                "return [...document.querySelectorAll('button, textarea, input:not([type=hidden])')].filter(e => !(e.labels && e.labels.length) && !e.textContent.trim()).length",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(unlabelled, 0, "every control of the confirmation has a label");
         screenshot(&client, &shots, "wallet-confirm").await;
         // Not ticked: the browser sends nothing.
         confirm
