@@ -8,6 +8,10 @@ use maud::{Markup, html};
 use super::page::{OwnerLine, View, ago, capped, cell, shown, table};
 use super::retained::{Entry, Known, surrender_subject};
 
+/// How a surrender's failure begins when it was sent and no signed receipt came back:
+/// whether the issuer took it is then unknown (every other failure sent nothing).
+pub const NO_RECEIPT: &str = "no signed receipt: ";
+
 /// The grants of an observation issued to `host`.
 fn held<'v>(observation: &'v serde_json::Value, host: &str) -> Vec<&'v serde_json::Value> {
     observation
@@ -201,7 +205,11 @@ fn surrendered(view: &View, o: &OwnerLine) -> Markup {
                     (table(Some(&serde_json::Value::Array(vec![receipt.clone()])), Some(&["grant", "issuer", "confirmed", "surrendered", "reserved", "unknown", "signature_verified", "verified_with"])))
                 }
                 (Known::Unreachable { reason }, _, _) => {
-                    p role="alert" { strong { "Not surrendered" } ": " (capped(reason)) }
+                    @if reason.starts_with(NO_RECEIPT) {
+                        p role="alert" { strong { "Unknown" } ": sent, and " (capped(reason)) }
+                    } @else {
+                        p role="alert" { strong { "Not surrendered" } ": " (capped(reason)) }
+                    }
                 }
                 (Known::Uncertain, _, _) => {
                     p { strong { "Uncertain" } ": the surrender ended after the panel that asked was closed. Inspect " (o.name) " now to know what it holds." }
@@ -211,6 +219,49 @@ fn surrendered(view: &View, o: &OwnerLine) -> Markup {
             @if let Some((_, asked)) = entry.pending {
                 p { em { "A surrender is under way (asked " (ago(view.now, asked)) " s ago)." } }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use super::*;
+    use crate::control::retained::Retained;
+
+    #[test]
+    fn a_surrender_sent_without_a_receipt_reads_unknown_and_one_refused_not_surrendered() {
+        let issuer = OwnerLine {
+            name: "plant",
+            membership: Some("ops"),
+            address: Some("127.0.0.1:7692"),
+        };
+        let subject = surrender_subject("plant");
+        for (reason, word) in [
+            (format!("{NO_RECEIPT}plant did not answer"), "Unknown"),
+            (
+                "refused: … nothing was surrendered".to_owned(),
+                "Not surrendered",
+            ),
+        ] {
+            let mut retained = Retained::new([subject.as_str()]);
+            let ticket = retained.begin(&subject, SystemTime::now()).unwrap();
+            retained.finish(&subject, ticket, Err(reason), SystemTime::now());
+            let view = View {
+                host: "hq",
+                owners: Vec::new(),
+                retained: &retained,
+                now: SystemTime::now(),
+                csrf: "token",
+                barriers: &[],
+                selected: Some("plant"),
+                surrender: None,
+                notice: None,
+            };
+            let html = surrendered(&view, &issuer).into_string();
+            assert!(html.contains(&format!("<strong>{word}</strong>")), "{html}");
+            assert!(html.contains("data-state=\"unreachable\""), "{html}");
         }
     }
 }

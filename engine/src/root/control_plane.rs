@@ -373,7 +373,7 @@ impl Inspector for HostInspector {
             .runtime
             .block_on(processes.surrender_grant(&peer, membership, grant))
             .map_err(|e| {
-                format!("no signed receipt: {e}. Whether {issuer} surrendered it is unknown: inspect it; surrendering again changes nothing")
+                format!("{}{e}. Whether {issuer} surrendered it is unknown: inspect it; surrendering again changes nothing", crate::control::wallet::NO_RECEIPT)
             })?;
         let detail = format!(
             "{issuer} surrendered grant {grant} of {} (signed receipt): {} unit(s) surrendered in all, {} reserved and {} unknown still held",
