@@ -273,6 +273,21 @@ impl HostInspector {
 }
 
 impl HostInspector {
+    /// One control call to `owner` over `POST /control`, as this host's participant.
+    fn call_peer(
+        &self,
+        owner: &Owner,
+        membership: &str,
+        address: &str,
+        call: &Call,
+    ) -> Result<Reply, String> {
+        let client = PeerClient::new(&self.dir, membership, &owner.name, address)
+            .map_err(|e| format!("cannot reach {}: {e}", owner.name))?;
+        self.runtime
+            .block_on(client.post::<_, Reply>("/control", call, CONTROL_INSPECT_WAIT))
+            .map_err(|e| format!("{} did not answer: {e}", owner.name))
+    }
+
     /// `owner`'s observation, asked over `POST /control` as this host's participant.
     fn observe_peer(
         &self,
@@ -280,13 +295,7 @@ impl HostInspector {
         membership: &str,
         address: &str,
     ) -> Result<crate::protocol::Observation, String> {
-        let client = PeerClient::new(&self.dir, membership, &owner.name, address)
-            .map_err(|e| format!("cannot reach {}: {e}", owner.name))?;
-        match self
-            .runtime
-            .block_on(client.post::<_, Reply>("/control", &Call::Observe, CONTROL_INSPECT_WAIT))
-            .map_err(|e| format!("{} did not answer: {e}", owner.name))?
-        {
+        match self.call_peer(owner, membership, address, &Call::Observe)? {
             Reply::Observation(o) => Ok(o),
             Reply::Refused { reason } => Err(format!("{} refused: {reason}", owner.name)),
             _ => Err(format!(
@@ -319,10 +328,7 @@ impl Inspector for HostInspector {
             "refused: this host does not run `processes`, so it holds no grant as a caller; nothing was sent",
         )?;
         let issuer = &owner.name;
-        let host = {
-            let host = self.started.host.lock().unwrap_or_else(|p| p.into_inner());
-            host.name().to_owned()
-        };
+        let host = processes.host_name();
         let open: Vec<String> = processes
             .open_wait_views()
             .into_iter()
@@ -338,7 +344,7 @@ impl Inspector for HostInspector {
             .observe_peer(owner, membership, address)
             .map_err(|e| format!("{e}; nothing was surrendered"))?;
         let held = observed.grants.iter().find(|g| g.name == grant);
-        if let Some(refused) = grant_refusal(&host, issuer, grant, held) {
+        if let Some(refused) = grant_refusal(host, issuer, grant, held) {
             return Err(refused);
         }
         let now = held.map_or(0, available);
@@ -451,13 +457,7 @@ impl Inspector for HostInspector {
             Reach::Peer {
                 membership,
                 address,
-            } => {
-                let client = PeerClient::new(&self.dir, membership, &owner.name, address)
-                    .map_err(|e| format!("cannot reach {}: {e}", owner.name))?;
-                self.runtime
-                    .block_on(client.post::<_, Reply>("/control", &call, CONTROL_INSPECT_WAIT))
-                    .map_err(|e| format!("{} did not answer: {e}", owner.name))?
-            }
+            } => self.call_peer(owner, membership, address, &call)?,
         };
         match reply {
             Reply::Observation(o) => {
