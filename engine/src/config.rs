@@ -149,13 +149,24 @@ pub struct ControlConfig {
     pub owners: Vec<ControlOwner>,
 }
 
-/// One `control listen="IP:PORT" [operators="PATH"]`.
+/// One `control listen="IP:PORT" [operators="PATH" [certificate="PATH" key="PATH"]]`.
+/// The files are named as the topology named them (absolute); gridd reads the private
+/// copies reconcile made of them in the installation (`control::operators`), whose
+/// `digest` this line holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ControlListenConfig {
     pub listen: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operators: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
+    /// SHA-256 of the files above as reconcile copied them (filled in by the
+    /// reconciler, which reads them): a change of any is a change of the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 /// An owner the control plane reaches: its participant name, the membership it is
@@ -454,9 +465,17 @@ impl HostConfig {
                 listen: host
                     .control
                     .iter()
-                    .map(|c| ControlListenConfig {
-                        listen: c.listen.to_string(),
-                        operators: c.operators.clone(),
+                    .map(|c| {
+                        let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or(p.clone());
+                        let o = c.operators.as_ref();
+                        ControlListenConfig {
+                            listen: c.listen.to_string(),
+                            operators: o.map(|o| absolute(&o.ca)),
+                            certificate: o.and_then(|o| o.certificate.as_ref()).map(absolute),
+                            key: o.and_then(|o| o.key.as_ref()).map(absolute),
+                            // Filled in by the reconciler, which reads the files.
+                            digest: None,
+                        }
                     })
                     .collect(),
                 owners: Vec::new(),

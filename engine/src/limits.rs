@@ -23,6 +23,13 @@ pub const CONTROL_INSPECT_WAIT: Duration = Duration::from_secs(10);
 pub const CONTROL_FORM_BYTES_MAX: usize = 4096;
 /// Browser connections one control plane serves at once; more wait to be accepted.
 pub const CONTROL_PAGE_CONNECTIONS_MAX: usize = 64;
+/// How long an operator's browser may take over its TLS handshake with a control
+/// line served with operator mutual TLS before the connection is dropped (it holds
+/// one of CONTROL_PAGE_CONNECTIONS_MAX meanwhile).
+pub const CONTROL_TLS_HANDSHAKE_WAIT: Duration = Duration::from_secs(10);
+/// The largest PEM file a control line names (`operators=`, `certificate=`, `key=`):
+/// a certificate chain is a few kilobytes.
+pub const CONTROL_CREDENTIAL_BYTES_MAX: u64 = 1024 * 1024;
 /// Rows one panel shows of one owner's part (the rest counted, not drawn).
 pub const CONTROL_PANEL_ROWS_MAX: usize = 10_000;
 /// Columns one panel's table draws (the first fields seen).

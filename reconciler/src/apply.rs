@@ -286,7 +286,11 @@ fn effect(plan: &Plan, t: &Transition) -> Effect {
     let state = &plan.state;
     let dir = observe::host_dir(state, &t.host);
     match &t.action {
-        Action::None => Effect::new(Status::Skipped, "needs attention; nothing to apply"),
+        // What needs attention is said again here: a reconcile shows no plan.
+        Action::None => Effect::new(
+            Status::Skipped,
+            format!("needs attention, nothing to apply: {}", t.detail),
+        ),
         Action::WriteHostConfig {
             config,
             dir: custom,
@@ -358,12 +362,29 @@ pub fn apply(plan: &Plan) -> Report {
     let mut start: Vec<String> = Vec::new();
     let mut running: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
     let mut attention = false;
+    // Transitions needing attention, and those planned after them.
+    let mut attended: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for t in &plan.transitions {
         if matches!(outcome, Status::Failed | Status::Unknown | Status::Refused) {
             applied.push(Applied {
                 transition: t.clone(),
                 status: Status::Skipped,
                 detail: "not attempted".to_owned(),
+                replayed: false,
+            });
+            continue;
+        }
+        if let Some(id) = t.after.iter().find(|a| attended.contains(a.as_str())) {
+            attended.insert(&t.id);
+            attention = true;
+            let title = plan.transitions.iter().find(|d| d.id == *id);
+            applied.push(Applied {
+                transition: t.clone(),
+                status: Status::Skipped,
+                detail: format!(
+                    "after {}, which needs attention",
+                    title.map_or_else(|| id.clone(), Transition::title)
+                ),
                 replayed: false,
             });
             continue;
@@ -428,6 +449,9 @@ pub fn apply(plan: &Plan) -> Report {
         }
         if matches!(t.action, Action::None) {
             attention = true;
+            // What is planned after it (an installation refused for its files: its
+            // enrollment) is not applied: it needs the operator first.
+            attended.insert(&t.id);
         }
         let Effect {
             status,

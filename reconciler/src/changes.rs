@@ -121,9 +121,21 @@ pub fn host_config(before: &HostConfig, after: &HostConfig) -> Vec<Change> {
                 let listen: Vec<String> = c
                     .listen
                     .iter()
-                    .map(|l| match &l.operators {
-                        Some(ca) => format!("{} (operators {})", quote(&l.listen), ca.display()),
-                        None => quote(&l.listen),
+                    .map(|l| match (&l.operators, &l.certificate) {
+                        (Some(ca), Some(certificate)) => format!(
+                            "{} (operators {}, certificate {}, files {})",
+                            quote(&l.listen),
+                            ca.display(),
+                            certificate.display(),
+                            short(l.digest.as_deref())
+                        ),
+                        (Some(ca), None) => format!(
+                            "{} (operators {}, participant certificate, files {})",
+                            quote(&l.listen),
+                            ca.display(),
+                            short(l.digest.as_deref())
+                        ),
+                        (None, _) => quote(&l.listen),
                     })
                     .collect();
                 let owners: Vec<String> = c
@@ -296,6 +308,11 @@ fn list(values: impl Iterator<Item = String>) -> String {
     } else {
         values.join(" ")
     }
+}
+
+/// The first 12 hex digits of a digest: enough to see the files changed.
+fn short(digest: Option<&str>) -> String {
+    digest.map_or_else(|| "unread".to_owned(), |d| d.chars().take(12).collect())
 }
 
 fn optional(value: Option<u64>) -> String {

@@ -444,7 +444,8 @@ pub struct HostRow {
     pub host: String,
     pub listen: String,
     pub state: HostState,
-    /// The host's control plane (its first `control listen=`), shown while it runs.
+    /// The address of the host's control plane (its first `control listen=`, `https://`
+    /// with operator mutual TLS), shown while it runs.
     pub control: Option<String>,
 }
 
@@ -486,7 +487,10 @@ pub fn host_rows(topology: &Topology, state: &Path, children: &Children) -> Vec<
                 host: host.name.clone(),
                 listen: host.listen.to_string(),
                 state,
-                control: host.control.first().map(|c| c.listen.to_string()),
+                control: host.control.first().map(|c| match c.operators {
+                    Some(_) => format!("https://{}/", c.listen),
+                    None => format!("http://{}/", c.listen),
+                }),
             }
         })
         .collect()
@@ -501,7 +505,7 @@ pub fn render_hosts(hosts: &[HostRow]) -> String {
                 HostState::Running { pid: Some(pid) } => (
                     format!("pid {pid}"),
                     match &h.control {
-                        Some(control) => format!("running; control plane http://{control}/"),
+                        Some(control) => format!("running; control plane {control}"),
                         None => "running".into(),
                     },
                 ),

@@ -433,7 +433,7 @@ fn the_hosts_section_shows_pid_address_and_how_a_host_ended() {
     let text = render_hosts(&[
         row("edge-a", HostState::Running { pid: Some(4242) }),
         HostRow {
-            control: Some("127.0.0.1:7404".into()),
+            control: Some("http://127.0.0.1:7404/".into()),
             ..row("hq", HostState::Running { pid: Some(4244) })
         },
         row(

@@ -183,14 +183,28 @@ pub enum DecisionEffect {
     },
 }
 
-/// A host's `control listen="IP:PORT" [operators="PATH"]`: an address serving the
-/// control plane; anything but loopback only with operator mutual TLS.
+/// A host's `control listen="IP:PORT" [operators="PATH" certificate="PATH"
+/// key="PATH"]`: an address serving the control plane; anything but loopback only
+/// with operator mutual TLS. Relative paths are resolved against the directory of the
+/// topology file naming them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControlListen {
     pub listen: SocketAddr,
-    /// The PEM file of the certificate authority operators' certificates chain to:
-    /// required off loopback.
-    pub operators: Option<PathBuf>,
+    /// The operator mutual TLS of the line, when it names one: required off loopback.
+    pub operators: Option<Operators>,
+}
+
+/// The three PEM files of a control line served with operator mutual TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Operators {
+    /// The certificate authority (or authorities) operators' certificates chain to.
+    pub ca: PathBuf,
+    /// The certificate chain the page presents to operators' browsers; without it, the
+    /// host's participant certificate of each membership (by server name).
+    pub certificate: Option<PathBuf>,
+    /// Its private key (PKCS#8, SEC1 or PKCS#1 PEM), a file of mode 600; given with
+    /// `certificate` only.
+    pub key: Option<PathBuf>,
 }
 
 /// A host's `storage generation=N [from="PATH"] [authority="M"]`.
@@ -239,7 +253,7 @@ pub struct Host {
     pub membership_capacity: std::collections::BTreeMap<String, DeliveryCapacity>,
     /// `metrics="IP:PORT"`: where gridd serves Prometheus text; loopback only.
     pub metrics: Option<SocketAddr>,
-    /// `control listen="IP:PORT" [operators="PATH"]` lines: where the host serves the
+    /// `control listen="IP:PORT" [operators="PATH" …]` lines: where the host serves the
     /// operator control plane (profile `control`, docs/control-plane.md).
     pub control: Vec<ControlListen>,
     /// `retain hot-days=N [archive-days=M]`: unset values are the engine's defaults.

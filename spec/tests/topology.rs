@@ -29,7 +29,16 @@ fn describe(path: &Path, text: &str) -> String {
                     .control
                     .iter()
                     .map(|c| match &c.operators {
-                        Some(ca) => format!("{} operators={}", c.listen, ca.display()),
+                        Some(o) => format!(
+                            "{} operators={}{}",
+                            c.listen,
+                            o.ca.display(),
+                            match (&o.certificate, &o.key) {
+                                (Some(c), Some(k)) =>
+                                    format!(" certificate={} key={}", c.display(), k.display()),
+                                _ => String::new(),
+                            }
+                        ),
                         None => c.listen.to_string(),
                     })
                     .collect();

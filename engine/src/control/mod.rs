@@ -7,10 +7,13 @@
 //!   begun, finished, or abandoned by the panel that asked).
 //! - `page`: the panels, rendered as HTML from that state (maud), and the two assets.
 //! - `wallet`: the wallet panel and the confirmation of a guarded surrender.
-//! - `server`: the HTTP server on the host's loopback `control listen=` addresses, and
+//! - `operators`: operator mutual TLS of a `control` line (`operators=`): its files
+//!   checked, copied privately into the installation, and served from those copies.
+//! - `server`: the HTTP server on the host's `control listen=` addresses, and
 //!   the `Inspector` the composition root provides (this host's own observation, or a
 //!   peer's over `POST /control`).
 
+pub mod operators;
 pub mod page;
 pub mod retained;
 pub mod server;

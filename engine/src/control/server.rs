@@ -1,7 +1,9 @@
 //! The control plane's HTTP server (hyper, HTTP/1): the panels (`GET /panel/SLUG`),
 //! one explicit inspection (`POST /inspect`, CSRF token, same origin) and the two
-//! assets. Every response carries a strict Content-Security-Policy; a request naming
-//! another `Host` than an address this plane listens on is refused (DNS rebinding).
+//! assets — plain on loopback, or TLS requiring an operator's certificate
+//! (`operators`). Every response carries a strict Content-Security-Policy; a request
+//! naming another `Host` than an address this plane listens on (or, over TLS, a name
+//! its certificate carries) is refused (DNS rebinding).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -12,10 +14,14 @@ use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, LOCATION};
 use hyper::{Method, Request, Response, StatusCode};
 
+use super::operators::{Credentials, Served};
 use super::page::{self, OwnerLine, View};
 use super::retained::{Part, Retained, barrier_subject, surrender_subject};
 use crate::config::ControlListenConfig;
-use crate::limits::{CONTROL_FORM_BYTES_MAX, CONTROL_PAGE_CONNECTIONS_MAX};
+use crate::limits::{
+    CONTROL_FORM_BYTES_MAX, CONTROL_PAGE_CONNECTIONS_MAX, CONTROL_TLS_HANDSHAKE_WAIT,
+};
+use crate::transport::plain::ClientCertificate;
 
 /// How the control plane reaches an owner.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,25 +84,36 @@ pub struct ControlPlane {
     askers: Mutex<std::collections::BTreeMap<String, (String, u64)>>,
 }
 
-/// The address of one `control listen=…` line, refused unless this build serves it:
-/// loopback, without `operators` (operator mutual TLS is not built yet).
-pub fn address(line: &ControlListenConfig) -> Result<SocketAddr, String> {
+/// One address the plane serves: plain (loopback only), or TLS taking only operators'
+/// certificates.
+pub struct Listen {
+    pub address: SocketAddr,
+    pub tls: Option<Served>,
+}
+
+/// One `control listen=…` line of the installation `dir`, refused unless it can be
+/// served: loopback without `operators`; any address with the operators' files
+/// reconcile copied into the installation (`control::operators`), intact.
+pub fn listen(dir: &std::path::Path, line: &ControlListenConfig) -> Result<Listen, String> {
     let listen = &line.listen;
     let address = listen
         .parse::<SocketAddr>()
         .map_err(|_| format!("control listen=\"{listen}\" is not IP:PORT"))?;
-    if let Some(ca) = &line.operators {
-        return Err(format!(
-            "control listen=\"{listen}\" operators=\"{}\": operator mutual TLS is not built by this version; serve the control plane on a loopback address without `operators`",
-            ca.display()
-        ));
-    }
-    if !address.ip().is_loopback() {
-        return Err(format!(
+    match Credentials::read_copies(dir, line)? {
+        Some(credentials) => {
+            let served = credentials
+                .served(dir)
+                .map_err(|e| format!("control listen=\"{listen}\": {e}"))?;
+            Ok(Listen {
+                address,
+                tls: Some(served),
+            })
+        }
+        None if !address.ip().is_loopback() => Err(format!(
             "control listen=\"{listen}\" is not a loopback address and names no operators: refused"
-        ));
+        )),
+        None => Ok(Listen { address, tls: None }),
     }
-    Ok(address)
 }
 
 impl ControlPlane {
@@ -105,16 +122,20 @@ impl ControlPlane {
         owners: Vec<Owner>,
         barriers: Vec<String>,
         inspector: Arc<dyn Inspector>,
-        listen: &[SocketAddr],
+        listen: &[Listen],
     ) -> Result<Arc<ControlPlane>, String> {
         let mut token = [0u8; 32];
         getrandom::fill(&mut token).map_err(|e| format!("no randomness for a CSRF token: {e}"))?;
         let mut accepted_hosts = Vec::new();
-        for a in listen {
+        for l in listen {
+            let a = l.address;
             accepted_hosts.push(a.to_string());
             if a.ip().is_loopback() {
                 accepted_hosts.push(format!("localhost:{}", a.port()));
             }
+            // Over TLS, the names the page's certificate carries.
+            let names = l.tls.iter().flat_map(|t| &t.names);
+            accepted_hosts.extend(names.map(|n| format!("{n}:{}", a.port())));
         }
         let subjects: Vec<String> = owners
             .iter()
@@ -191,21 +212,28 @@ impl ControlPlane {
     }
 }
 
-/// Binds `address` (refusing the start when taken) and serves the plane on `runtime`,
+/// Binds `listen` (refusing the start when taken) and serves the plane on `runtime`,
 /// at most CONTROL_PAGE_CONNECTIONS_MAX connections at once.
 pub fn serve(
     plane: Arc<ControlPlane>,
-    address: SocketAddr,
+    listen: Listen,
     runtime: &tokio::runtime::Handle,
 ) -> Result<(), String> {
-    crate::transport::plain::serve(
+    let address = listen.address;
+    let operators = listen.tls.is_some();
+    let tls = listen.tls.map(|t| crate::transport::plain::Tls {
+        acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(t.config)),
+        handshake: CONTROL_TLS_HANDSHAKE_WAIT,
+    });
+    crate::transport::plain::serve_tls(
         address,
         "control plane",
         Some(CONTROL_PAGE_CONNECTIONS_MAX),
+        tls,
         runtime,
         move |request| handle(plane.clone(), request),
     )?;
-    tracing::info!(%address, "control plane served");
+    tracing::info!(%address, operators, "control plane served");
     Ok(())
 }
 
@@ -264,6 +292,19 @@ async fn handle(plane: Arc<ControlPlane>, request: Request<Incoming>) -> Respons
     }
     let path = request.uri().path().to_owned();
     let query = request.uri().query().map(str::to_owned);
+    // Over operator mutual TLS the handshake verified who asks: named in the log of
+    // every form taken.
+    let operator = request
+        .extensions()
+        .get::<ClientCertificate>()
+        .map(|c| super::operators::operator_of(&c.0));
+    let origin = match &operator {
+        Some(_) => format!("https://{authority}"),
+        None => format!("http://{authority}"),
+    };
+    if let (&Method::POST, Some(operator)) = (request.method(), &operator) {
+        tracing::info!(operator, path, "control plane: a form from an operator");
+    }
     match (request.method().clone(), path.as_str()) {
         (Method::GET, "/") => see_other("/panel/overview"),
         (Method::GET, "/assets/app.js") => respond(
@@ -283,19 +324,19 @@ async fn handle(plane: Arc<ControlPlane>, request: Request<Incoming>) -> Respons
                 None => respond(StatusCode::NOT_FOUND, HTML, page::not_found(p)),
             }
         }
-        (Method::POST, "/inspect") => match read_form(&plane, request, &authority).await {
+        (Method::POST, "/inspect") => match read_form(&plane, request, &origin).await {
             Ok(form) => inspect(plane, form).await,
             Err(refused) => refused,
         },
-        (Method::POST, "/barrier") => match read_form(&plane, request, &authority).await {
+        (Method::POST, "/barrier") => match read_form(&plane, request, &origin).await {
             Ok(form) => barrier(plane, form).await,
             Err(refused) => refused,
         },
-        (Method::POST, "/surrender") => match read_form(&plane, request, &authority).await {
+        (Method::POST, "/surrender") => match read_form(&plane, request, &origin).await {
             Ok(form) => surrender(plane, form).await,
             Err(refused) => refused,
         },
-        (Method::POST, "/closed") => match read_form(&plane, request, &authority).await {
+        (Method::POST, "/closed") => match read_form(&plane, request, &origin).await {
             Ok(form) => closed(&plane, &form),
             Err(refused) => refused,
         },
@@ -380,7 +421,7 @@ fn back(field: Option<String>) -> String {
 async fn read_form(
     plane: &ControlPlane,
     request: Request<Incoming>,
-    authority: &str,
+    origin: &str,
 ) -> Result<Form, Response<Full<Bytes>>> {
     let header = |name: &str| {
         request
@@ -391,7 +432,7 @@ async fn read_form(
     };
     // Same origin only: a browser says where a form came from.
     let cross = header("sec-fetch-site").is_some_and(|s| s != "same-origin")
-        || header("origin").is_some_and(|o| o != format!("http://{authority}"));
+        || header("origin").is_some_and(|o| o != origin);
     if cross {
         return Err(respond(
             StatusCode::FORBIDDEN,
@@ -636,16 +677,22 @@ mod tests {
         let line = |listen: &str, operators: Option<&str>| ControlListenConfig {
             listen: listen.to_owned(),
             operators: operators.map(Into::into),
+            certificate: None,
+            key: None,
+            digest: None,
         };
-        assert!(address(&line("127.0.0.1:8480", None)).is_ok());
-        assert!(address(&line("[::1]:8480", None)).is_ok());
-        let refused = address(&line("10.0.0.5:8443", Some("ops-ca.pem"))).unwrap_err();
+        // An installation holding no copies of operators' files.
+        let dir = std::path::Path::new("/nonexistent/grid-installation");
+        let served = |l| listen(dir, &l).map(|l| l.tls.is_some());
+        assert_eq!(served(line("127.0.0.1:8480", None)), Ok(false));
+        assert_eq!(served(line("[::1]:8480", None)), Ok(false));
+        let refused = served(line("10.0.0.5:8443", Some("ops-ca.pem"))).unwrap_err();
         assert!(
-            refused.contains("operator mutual TLS is not built"),
+            refused.contains("10.0.0.5:8443") && refused.contains("missing"),
             "{refused}"
         );
-        assert!(address(&line("10.0.0.5:8443", None)).is_err());
-        assert!(address(&line("nowhere", None)).is_err());
+        assert!(served(line("10.0.0.5:8443", None)).is_err());
+        assert!(served(line("nowhere", None)).is_err());
     }
 
     #[test]

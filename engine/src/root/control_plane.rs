@@ -3,7 +3,6 @@
 //! inspection reads this host's own observation in its process, or asks a peer's
 //! over `POST /control` as this host's participant of their shared membership.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -20,9 +19,9 @@ use crate::processes::api::{Peer, ProcessCall, ProcessReply};
 use crate::protocol::{Call, Reply};
 use crate::transport::PeerClient;
 
-/// The addresses of the host's `control` lines, refused unless each is one this
-/// build serves (checked before anything is served).
-pub fn addresses(config: &HostConfig) -> Result<Vec<SocketAddr>, String> {
+/// The addresses of the host's `control` lines with their TLS, refused unless each
+/// can be served (checked before anything is served).
+pub fn addresses(dir: &Path, config: &HostConfig) -> Result<Vec<server::Listen>, String> {
     let Some(control) = &config.control else {
         return Ok(Vec::new());
     };
@@ -31,7 +30,11 @@ pub fn addresses(config: &HostConfig) -> Result<Vec<SocketAddr>, String> {
             "host.toml has `control` lines but does not select the `control` profile".to_owned(),
         );
     }
-    control.listen.iter().map(server::address).collect()
+    control
+        .listen
+        .iter()
+        .map(|line| server::listen(dir, line))
+        .collect()
 }
 
 struct HostInspector {
@@ -501,7 +504,7 @@ pub fn serve(
         let host = started.host.lock().unwrap_or_else(|p| p.into_inner());
         (host.name().to_owned(), host.config().clone())
     };
-    let listen = addresses(&config)?;
+    let listen = addresses(dir, &config)?;
     let Some(control) = &config.control else {
         return Ok(());
     };
@@ -524,8 +527,8 @@ pub fn serve(
     });
     let barriers = started.authorities.by_membership.keys().cloned().collect();
     let plane = ControlPlane::new(&name, owners, barriers, inspector, &listen)?;
-    for address in listen {
-        server::serve(plane.clone(), address, runtime)?;
+    for line in listen {
+        server::serve(plane.clone(), line, runtime)?;
     }
     Ok(())
 }

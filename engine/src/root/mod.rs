@@ -91,7 +91,7 @@ pub fn start(
     if let Some(declared) = &metrics_address {
         metrics::address(declared).map_err(|e| refuse(&e))?;
     }
-    control_plane::addresses(host.config()).map_err(|e| refuse(&e))?;
+    control_plane::addresses(dir, host.config()).map_err(|e| refuse(&e))?;
     // The transport binds its listen address before anything is served, so a taken
     // address or missing credentials refuse the start.
     let transport = if host.config().selects(grid_spec::Profile::Transport) {

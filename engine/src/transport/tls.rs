@@ -138,17 +138,41 @@ pub(super) fn server_credentials(
     ),
     TransportError,
 > {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let (resolver, _) = participant_certificates(dir)?;
+    let mut roots = RootCertStore::empty();
+    let mut crls = Vec::new();
+    for m in &membership::enrolled_memberships(dir) {
+        load_membership(dir, m, &mut roots, &mut crls)?;
+    }
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .with_crls(crls)
+        .build()
+        .map_err(|e| TransportError::Tls(e.to_string()))?;
+    let config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| TransportError::Tls(e.to_string()))?
+        .with_client_cert_verifier(verifier.clone())
+        .with_cert_resolver(resolver);
+    Ok((config, verifier))
+}
+
+/// The host's participant certificate of each membership it is enrolled in, chosen by
+/// the server name a client asks for (the first membership's when it asks for none it
+/// knows), and those server names (`participant.membership.grid`).
+pub fn participant_certificates(
+    dir: &Path,
+) -> Result<(Arc<dyn rustls::server::ResolvesServerCert>, Vec<String>), TransportError> {
     let memberships = membership::enrolled_memberships(dir);
     if memberships.is_empty() {
         return Err(TransportError::NoMembership);
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = RootCertStore::empty();
-    let mut crls = Vec::new();
+    let provider = rustls::crypto::ring::default_provider();
     let mut by_name = std::collections::HashMap::new();
+    let mut names = Vec::new();
     let mut default = None;
     for m in &memberships {
-        let chain = load_membership(dir, m, &mut roots, &mut crls)?;
+        let chain = load_membership(dir, m, &mut RootCertStore::empty(), &mut Vec::new())?;
         let signing_key = provider
             .key_provider
             .load_private_key(certified_key(dir, m)?)
@@ -159,23 +183,16 @@ pub(super) fn server_credentials(
             .flatten()
             .map(|e| e.participant)
             .unwrap_or_default();
-        by_name.insert(server_name(&participant, m), certified.clone());
+        let name = server_name(&participant, m);
+        names.push(name.clone());
+        by_name.insert(name, certified.clone());
         default.get_or_insert(certified);
     }
     let resolver = MembershipCertificates {
         by_name,
         default: default.expect("at least one membership"),
     };
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .with_crls(crls)
-        .build()
-        .map_err(|e| TransportError::Tls(e.to_string()))?;
-    let config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(|e| TransportError::Tls(e.to_string()))?
-        .with_client_cert_verifier(verifier.clone())
-        .with_cert_resolver(Arc::new(resolver));
-    Ok((config, verifier))
+    Ok((Arc::new(resolver), names))
 }
 
 /// Binds the listen address now, so a host whose address is taken refuses to start.

@@ -6,6 +6,7 @@
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
+use grid_engine::control::operators::Credentials;
 use grid_engine::host::config::{HOST_CONFIG_FILE, HostConfig};
 use grid_engine::protocol::{Outcome, Request};
 
@@ -62,9 +63,49 @@ pub fn transitions(
             })
             .collect();
     }
-    // The control plane's owners are the other hosts it shares a membership with.
+    // The control plane's owners are the other hosts it shares a membership with; a
+    // line with operator mutual TLS records the digest of the files it names, read now
+    // (copied into the installation when it is written).
+    let mut copies_stale = Vec::new();
     if let Some(control) = &mut config.control {
         control.owners = index.control_owners(desired);
+        for line in &mut control.listen {
+            match Credentials::read_named(line) {
+                Ok(None) => {}
+                Ok(Some(credentials)) => {
+                    let digest = credentials.digest();
+                    // Copies damaged or missing beside an unchanged host.toml are
+                    // written again.
+                    let copied = Credentials::read_copies(&observation.dir, &{
+                        let mut line = line.clone();
+                        line.digest = Some(digest.clone());
+                        line
+                    });
+                    if observation.config.is_some()
+                        && let Err(why) = copied
+                    {
+                        copies_stale.push(why);
+                    }
+                    line.digest = Some(digest);
+                }
+                Err(why) => {
+                    // Keyed as the installation: what needs it waits.
+                    out.push(
+                        Draft::attention(
+                            "host",
+                            name,
+                            name,
+                            format!(
+                                "control listen=\"{}\": {why}; the installation is not written until its files are right",
+                                line.listen
+                            ),
+                        )
+                        .key(format!("host:{name}")),
+                    );
+                    return out;
+                }
+            }
+        }
     }
     // The archive is its own transition (`diff::archive`): the host's writes keep the
     // one its host.toml holds.
@@ -136,6 +177,14 @@ pub fn transitions(
                 format!("installation unreadable: {reason}"),
             ));
             return out;
+        }
+        (Some(found), _) if *found == config && !copies_stale.is_empty() => {
+            let mut detail = copies_stale.join("\n");
+            if matches!(observation.status, HostStatus::Running(_)) {
+                detail.push_str("\n(takes effect when gridd restarts)");
+            }
+            out.push(write(Op::Change, detail));
+            false
         }
         (Some(found), _) if *found != config => {
             let changes = crate::changes::host_config(found, &config);
@@ -696,6 +745,19 @@ fn write_installation(
             std::os::unix::fs::symlink(custom, link).map_err(io)?;
         }
     }
+    // The operators' files of each control line first, read again and refused if
+    // they changed since the plan: host.toml names their digest.
+    for line in config.control.iter().flat_map(|c| &c.listen) {
+        if let Some(credentials) = Credentials::read_named(line)? {
+            if line.digest.as_deref() != Some(credentials.digest().as_str()) {
+                return Err(format!(
+                    "control listen=\"{}\": its files changed since the plan: plan again",
+                    line.listen
+                ));
+            }
+            credentials.install(dir, &line.listen)?;
+        }
+    }
     let path = dir.join(HOST_CONFIG_FILE);
     grid_engine::custody::write_private(&path, config.to_toml().as_bytes())
         .map_err(|e| e.to_string())?;
@@ -713,9 +775,15 @@ fn write_installation(
     }
 }
 
-/// Whether the installation at `dir` holds `config` already.
+/// Whether the installation at `dir` holds `config` already, with intact copies of
+/// its control lines' files.
 pub fn written(dir: &Path, config: &HostConfig) -> bool {
     HostConfig::read(dir).ok().as_ref() == Some(config)
+        && config
+            .control
+            .iter()
+            .flat_map(|c| &c.listen)
+            .all(|line| Credentials::read_copies(dir, line).is_ok())
 }
 
 /// Creates the host's key custody (keys and manifest).

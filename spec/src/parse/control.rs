@@ -1,14 +1,17 @@
-//! A host's `control listen="IP:PORT" [operators="PATH"]` (issue 36,
-//! docs/control-plane.md): where it serves the operator control plane (profile
-//! `control`). A loopback address is served without a client certificate; any other
-//! only with operator mutual TLS — `operators=` names the PEM file of the certificate
-//! authority whose certificates operators present.
+//! A host's `control listen="IP:PORT" [operators="PATH" [certificate="PATH"
+//! key="PATH"]]` (issue 36, docs/control-plane.md): where it serves the operator
+//! control plane (profile `control`). A loopback address may be served without a client
+//! certificate; any other only with operator mutual TLS — `operators=` names the PEM
+//! file of the certificate authority whose certificates operators present,
+//! `certificate=` and `key=` the certificate the page presents to their browsers (the
+//! host's participant certificate without them). Relative paths are resolved against
+//! the directory of the file naming them.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use super::*;
-use crate::topology::ControlListen;
+use crate::topology::{ControlListen, Operators};
 
 impl FileReader<'_> {
     /// One `control` line of host `host`.
@@ -18,6 +21,8 @@ impl FileReader<'_> {
         host: &str,
     ) -> Option<(ControlListen, SourceSpan)> {
         let operators = c.string_prop(self, "operators", false);
+        let certificate = c.string_prop(self, "certificate", false);
+        let key = c.string_prop(self, "key", false);
         let (text, span) = c.string_prop(self, "listen", true)?;
         let listen = match text.parse::<SocketAddr>() {
             Ok(listen) => listen,
@@ -56,13 +61,59 @@ impl FileReader<'_> {
             );
             return None;
         }
-        Some((
-            ControlListen {
-                listen,
-                operators: operators.map(|(p, _)| PathBuf::from(p)),
-            },
-            span,
-        ))
+        for (name, given) in [("certificate", &certificate), ("key", &key)] {
+            if let Some((path, path_span)) = given
+                && path.trim().is_empty()
+            {
+                self.error(
+                    *path_span,
+                    format!("host `{host}`: `{name}` names no file"),
+                    "empty",
+                    "name a PEM file: certificate=\"control.pem\" key=\"control-key.pem\"",
+                );
+                return None;
+            }
+        }
+        if let (Some((_, at)), None) | (None, Some((_, at))) = (&certificate, &key) {
+            self.error(
+                *at,
+                format!("host `{host}`: `certificate` and `key` go together"),
+                "one without the other",
+                "name both the page's certificate and its private key: certificate=\"control.pem\" key=\"control-key.pem\"",
+            );
+            return None;
+        }
+        if operators.is_none()
+            && let Some((_, at)) = &certificate
+        {
+            self.error(
+                *at,
+                format!("host `{host}`: `certificate` without `operators`"),
+                "no operator mutual TLS",
+                "the page presents a certificate only to operators presenting theirs: add operators=\"ops-ca.pem\" (their certificate authority)",
+            );
+            return None;
+        }
+        let resolve = |path: String| self.beside_file(&path);
+        let operators = operators.map(|(ca, _)| Operators {
+            ca: resolve(ca),
+            certificate: certificate.map(|(p, _)| resolve(p)),
+            key: key.map(|(p, _)| resolve(p)),
+        });
+        Some((ControlListen { listen, operators }, span))
+    }
+
+    /// `path` as named in this file: an absolute one as it is, a relative one against
+    /// the directory of the file.
+    fn beside_file(&self, path: &str) -> PathBuf {
+        let path = PathBuf::from(path);
+        if path.is_absolute() {
+            return path;
+        }
+        match std::path::Path::new(self.file.name()).parent() {
+            Some(dir) => dir.join(path),
+            None => path,
+        }
     }
 
     /// The host's `control` lines against its profile, its other addresses and each
