@@ -90,6 +90,13 @@ pub enum Call {
         #[serde(default)]
         grants: Vec<String>,
     },
+    /// The control plane's inspection of this host (docs/control-plane.md): its
+    /// observation with what its rooms hold for an operator to see — each authority
+    /// voter's status as it reports itself, its Processes' unfinished runs and open
+    /// waits, its routes' positions and newest receipts (signatures checked), the
+    /// records of the decisions it keeps (signatures checked). Changes nothing.
+    /// Handled outside the host's lock.
+    Inspect,
     /// Locking or unlocking the host's custody (docs/custody.md, "Locked custody").
     /// Taken on the host's control socket only; the passphrase is never journaled,
     /// logged or answered back.
@@ -482,6 +489,11 @@ pub enum Reply {
     ArchiveVerified(Box<crate::store::shelf::Verification>),
     /// What the authority answered.
     Authority(crate::authority::service::AuthorityReply),
+    /// The control plane's inspection (`Call::Inspect`): the observation's fields and
+    /// the rooms' parts beside them, as the page draws them.
+    Inspection {
+        inspection: serde_json::Value,
+    },
     /// What the delivery profile answered.
     Delivery(Box<crate::delivery::api::DeliveryReply>),
     /// What the processes profile answered.

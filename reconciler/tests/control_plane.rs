@@ -436,6 +436,25 @@ fn panels_never_ask_owners_and_inspections_say_what_is_known() {
         let after = owner_requests();
         assert_eq!(count(&after, "plant", "transport"), count(&before, "plant", "transport") + 1);
         assert_eq!(count(&after, "hq", "local"), count(&before, "hq", "local"));
+        // That one inspection (`Call::Inspect`) brought plant's own parts: its voter
+        // as it reported itself, its routes' positions, its Processes — drawn from
+        // what is retained, asking nobody again.
+        for (panel, expected) in [
+            ("authority", "plant's voters reported"),
+            ("routes", "At plant: positions, receipts and values owed"),
+            ("processes", "Runs received at plant and not finished (0)"),
+        ] {
+            client.goto(&format!("{base}/panel/{panel}?owner=plant")).await.unwrap();
+            let section = text_of(&client, "section[data-owner=\"plant\"]").await;
+            assert!(section.contains(expected), "{panel}: {section}");
+            if panel == "authority" {
+                assert!(section.contains("not a live quorum"), "{section}");
+            }
+            if panel == "routes" {
+                assert!(section.contains("r1") && section.contains("publisher"), "{section}");
+            }
+        }
+        assert_eq!(owner_requests(), after, "opening plant's panels asked nobody");
 
         // The authority: hq's voter as it reported itself (retained, no quorum
         // claimed), then one explicit read barrier through the leader: `ok`.
@@ -648,7 +667,7 @@ fn panels_never_ask_owners_and_inspections_say_what_is_known() {
         client.goto(&format!("{base}/panel/processes?owner=hq")).await.unwrap();
         let section = inspect(&client, "hq", "retained").await.text().await.unwrap();
         assert!(
-            section.contains("Runs received here and not finished (0)")
+            section.contains("Runs received at hq and not finished (0)")
                 && section.contains("w9")
                 && section.contains("demo.count"),
             "{section}"

@@ -294,22 +294,20 @@ fn owner(view: &View, panel: &Panel, o: &OwnerLine, back: &str) -> Markup {
                 Some(key) => (observed(entry, key)),
             }
             @if panel.slug == "decisions" {
-                @if o.membership.is_some() {
-                    p { "A decision's records are inspected at its own host (a peer's POST /control takes no decision call): open " (o.name) "'s control plane." }
-                } @else if let Some(records) = shown(entry).and_then(|ob| ob.get("decision_records")) {
-                    h4 { "Decisions kept at this host: Open, ballots, gate, applied receipt" }
-                    p { "History, never a fresh permission. Every signature was checked by this host when it was inspected, with the keys its policies installed for each signer; " code { "chain" } " says whether each document names the ones before it." }
+                @if let Some(records) = shown(entry).and_then(|ob| ob.get("decision_records")) {
+                    h4 { "Decisions kept at " (o.name) ": Open, ballots, gate, applied receipt" }
+                    p { "History, never a fresh permission. Every signature was checked by " (checker(o)) " when it was inspected, with the keys its policies installed for each signer; " code { "chain" } " says whether each document names the ones before it." }
                     (table(Some(records), None))
                 }
             }
-            @if panel.slug == "routes" && o.membership.is_none() {
+            @if panel.slug == "routes" {
                 @if let Some(deliveries) = shown(entry).and_then(|ob| ob.get("deliveries")) {
-                    h4 { "At this host: positions, receipts and values owed per destination" }
+                    h4 { "At " (o.name) ": positions, receipts and values owed per destination" }
                     (table(Some(deliveries), None))
                 }
                 @if let Some(receipts) = shown(entry).and_then(|ob| ob.get("receipts")) {
-                    h4 { "The newest receipt of each destination of the routes this host publishes" }
-                    p { "Each signature checked by this host when it was inspected, with the keys the route installed for its destination." }
+                    h4 { "The newest receipt of each destination of the routes " (o.name) " publishes" }
+                    p { "Each signature checked by " (checker(o)) " when it was inspected, with the keys the route installed for its destination." }
                     (table(Some(receipts), None))
                 }
             }
@@ -347,21 +345,32 @@ fn state(now: SystemTime, entry: &Entry) -> Markup {
     }
 }
 
-/// The authority panel of one owner: this host's voters and their barriers; of
-/// another owner, only whether it runs a voter (asked through this host's own).
+/// Who checked the signatures an owner's inspection shows: this host itself, or the
+/// owner (as it reported them: this host did not check them again).
+fn checker(o: &OwnerLine) -> Markup {
+    html! {
+        @if o.membership.is_some() {
+            (o.name) " itself (as it reported; this host did not check them again)"
+        } @else {
+            "this host"
+        }
+    }
+}
+
+/// The authority panel of one owner: its voters as each reported itself; this host's
+/// barriers (another owner's authority is reached through this host's own voters).
 fn authority(view: &View, o: &OwnerLine, entry: &Entry, back: &str) -> Markup {
     if o.membership.is_some() {
-        let runs = shown(entry)
-            .and_then(|ob| ob.get("profiles"))
-            .and_then(|p| p.as_array())
-            .is_some_and(|p| p.iter().any(|x| x == "authority"));
+        let voters = shown(entry)
+            .and_then(|ob| ob.get("authorities"))
+            .filter(|v| v.as_array().is_some_and(|a| !a.is_empty()));
         return html! {
-            p {
-                @if runs {
-                    (o.name) " runs an authority voter. This page reaches an authority through this host's own voters only: a read barrier there goes through the membership's leader."
-                } @else {
-                    "No authority voter here, as far as its last retained observation says."
-                }
+            @if let Some(voters) = voters {
+                p { "As " (o.name) "'s voters reported to it when it was inspected — retained, not a live quorum:" }
+                (table(Some(voters), Some(&["membership", "state", "term", "leader", "voters", "learners", "last_applied"])))
+                p { "This page reaches an authority through this host's own voters only: a read barrier goes through the membership's leader from there (the Authority panel of this host)." }
+            } @else {
+                p { "No authority voter at " (o.name) ", as far as its last retained inspection says." }
             }
         };
     }
@@ -424,36 +433,22 @@ fn barrier(view: &View, membership: &str, back: &str) -> Markup {
     }
 }
 
-/// The Processes panel of one owner: this host's served Processes and runs, and one
-/// request asked explicitly; another owner's are asked at its own host.
+/// The Processes panel of one owner: its served Processes and runs as its last
+/// inspection found them; of this host, also one request asked explicitly.
 fn processes(view: &View, o: &OwnerLine, entry: &Entry, back: &str) -> Markup {
-    if o.membership.is_some() {
-        return html! {
-            p { "Processes are inspected at their own host only (a peer's POST /control takes no process call): open " (o.name) "'s control plane." }
-        };
-    }
     let held = shown(entry).and_then(|ob| ob.get("processes"));
     let Some(run) = view.retained.entry(&Part::Run.subject(o.name)) else {
-        return html! {};
+        return html! {
+            (held_runs(o, held))
+            p { "One request is inspected at its own host: open " (o.name) "'s control plane." }
+        };
     };
     let asked = shown(run);
     let request = asked
         .and_then(|a| a.get("request"))
         .map_or_else(String::new, cell);
     html! {
-        @if let Some(held) = held {
-            dl {
-                dt { "Served" } dd { (held.get("served").map_or_else(|| "—".to_owned(), cell)) }
-                dt { "Mailbox deposits held" } dd { (held.get("mailbox_deposits").map_or_else(|| "—".to_owned(), cell)) }
-            }
-            h4 { "Runs by outcome" }
-            (table(held.get("runs").map(|r| serde_json::Value::Array(vec![r.clone()])).as_ref(), None))
-            h4 { "Runs received here and not finished (" (held.get("unfinished_count").map_or_else(|| "—".to_owned(), cell)) ")" }
-            p { "Running, or unknown: an unknown run holds its units until its operator resolves it (" code { "gridctl process resolve" } "); nothing here resolves it." }
-            (table(held.get("unfinished"), Some(&["request", "process", "caller", "outcome", "detail"])))
-            h4 { "Runs this host sent that have no outcome yet" }
-            (table(held.get("open_waits"), Some(&["request", "process", "receiver", "via", "outcome", "detail"])))
-        }
+        (held_runs(o, held))
         div.run data-state=(run.known.word()) data-pending=(run.pending.is_some()) {
             h4 { "One request" }
             (state(view.now, run))
@@ -481,6 +476,26 @@ fn processes(view: &View, o: &OwnerLine, entry: &Entry, back: &str) -> Markup {
                 button type="submit" disabled[run.pending.is_some()] { "Inspect this request now" }
             }
         }
+    }
+}
+
+/// What an owner's Processes room held at its last inspection.
+fn held_runs(o: &OwnerLine, held: Option<&serde_json::Value>) -> Markup {
+    let Some(held) = held else {
+        return html! {};
+    };
+    html! {
+        dl {
+            dt { "Served" } dd { (held.get("served").map_or_else(|| "—".to_owned(), cell)) }
+            dt { "Mailbox deposits held" } dd { (held.get("mailbox_deposits").map_or_else(|| "—".to_owned(), cell)) }
+        }
+        h4 { "Runs by outcome" }
+        (table(held.get("runs").map(|r| serde_json::Value::Array(vec![r.clone()])).as_ref(), None))
+        h4 { "Runs received at " (o.name) " and not finished (" (held.get("unfinished_count").map_or_else(|| "—".to_owned(), cell)) ")" }
+        p { "Running, or unknown: an unknown run holds its units until its operator resolves it (" code { "gridctl process resolve" } "); nothing here resolves it." }
+        (table(held.get("unfinished"), Some(&["request", "process", "caller", "outcome", "detail"])))
+        h4 { "Runs " (o.name) " sent that have no outcome yet" }
+        (table(held.get("open_waits"), Some(&["request", "process", "receiver", "via", "outcome", "detail"])))
     }
 }
 

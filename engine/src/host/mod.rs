@@ -753,10 +753,10 @@ impl Host {
                 reason: "ledger calls are taken on the host's control socket only".to_owned(),
             }),
             Call::Wallet { .. } | Call::Mission { .. } | Call::Export { .. }
-            | Call::Decision { .. } => {
+            | Call::Decision { .. } | Call::Inspect => {
                 Handled::Reply(Reply::Refused {
                     reason:
-                        "wallet, mission, export and decision calls are taken on the host's control socket only"
+                        "wallet, mission, export, decision and inspect calls are taken by the host's rooms, outside its lock"
                             .to_owned(),
                 })
             }

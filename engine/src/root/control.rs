@@ -3,6 +3,8 @@
 //! socket. Ledger calls are the keeper's control socket's, with one exception: an
 //! account's `owner` (the certified participant) may inspect that account
 //! (`Call::Ledger {Inspect {ledger, account}}`) — what a wallet observes of its money.
+//! A peer's control plane inspects this host with `Call::Inspect` (read only: the
+//! observation with its rooms' parts, `super::inspection`).
 
 use std::sync::{Arc, Mutex};
 
@@ -23,6 +25,8 @@ pub struct ControlEndpoint {
     pub missions: Option<Arc<crate::missions::service::Missions>>,
     /// `observe-reply` armed `slow` holds an observation's reply SLOW_DELAY.
     pub failpoints: crate::store::Failpoints,
+    /// The rooms a control plane's inspection (`Call::Inspect`) reads.
+    pub inspection: super::inspection::Inspection,
 }
 
 impl ControlEndpoint {
@@ -83,6 +87,7 @@ impl Endpoint for ControlEndpoint {
     fn serve(&self, inbound: Inbound) -> Serving<'_> {
         let host = self.host.clone();
         let missions = self.missions.clone();
+        let inspection = self.inspection.clone();
         self.requests.inc();
         Box::pin(async move {
             let call: Call = match serde_json::from_slice(&inbound.body) {
@@ -103,9 +108,10 @@ impl Endpoint for ControlEndpoint {
                 let reply = self.owned_account(&inbound.peer, ledger, account).await;
                 return Outbound::json(200, &reply);
             }
-            let observe = matches!(call, Call::Observe);
+            let observe = matches!(call, Call::Observe | Call::Inspect);
             let handled = tokio::task::spawn_blocking(move || match call {
                 Call::Observe => super::observe(&host, missions.as_deref()),
+                Call::Inspect => inspection.inspect(),
                 call => host.lock().unwrap_or_else(|p| p.into_inner()).handle(call),
             })
             .await;

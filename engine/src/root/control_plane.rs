@@ -7,14 +7,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::Started;
+use super::inspection::Inspection;
 use crate::authority::api::{AuthorityCall, AuthorityReply};
 use crate::config::HostConfig;
 use crate::control::retained::Part;
 use crate::control::server::{self, ControlPlane, Inspector, Owner, Reach};
-use crate::decisions::api::{DecisionCall, DecisionReply};
-use crate::delivery::api::{DeliveryCall, DeliveryReply};
 use crate::host::Handled;
-use crate::limits::{CONTROL_INSPECT_WAIT, CONTROL_PANEL_ROWS_MAX};
+use crate::limits::CONTROL_INSPECT_WAIT;
 use crate::processes::api::{Peer, ProcessCall, ProcessReply};
 use crate::protocol::{Call, Reply};
 use crate::transport::PeerClient;
@@ -46,138 +45,6 @@ struct HostInspector {
 }
 
 impl HostInspector {
-    /// Each route at this host with its positions, receipts and values owed (profile
-    /// `delivery`): what `gridctl inspect routes` reads.
-    fn deliveries(&self) -> Option<(serde_json::Value, serde_json::Value)> {
-        let delivery = self.started.delivery.as_ref()?;
-        let routes = match delivery.handle_local(DeliveryCall::Routes) {
-            DeliveryReply::Routes { routes, .. } => routes,
-            other => {
-                let status = serde_json::json!([{ "status": format!("{other:?}") }]);
-                return Some((status.clone(), status));
-            }
-        };
-        let receipts = self.receipts(delivery, &routes);
-        let rows = routes
-            .into_iter()
-            .map(|r| {
-                serde_json::json!({
-                    "route": r.route.name,
-                    "role": r.role,
-                    "published": r.published,
-                    "receipted": r.receipted,
-                    "outstanding": r.outstanding,
-                    "held": r.held,
-                    "held_from": r.held_from,
-                    "deferred": r.deferred,
-                })
-            })
-            .collect();
-        Some((serde_json::Value::Array(rows), receipts))
-    }
-
-    /// The newest receipt of every destination of each route this host publishes, its
-    /// signature checked with the keys the route installed for that destination (as
-    /// rotated since, from the key book): what `gridctl inspect receipts --verify`
-    /// checks with the operator's copy of them.
-    fn receipts(
-        &self,
-        delivery: &Arc<crate::delivery::service::Delivery>,
-        routes: &[crate::delivery::api::RouteView],
-    ) -> serde_json::Value {
-        let custody = {
-            let host = self.started.host.lock().unwrap_or_else(|p| p.into_inner());
-            host.custody().clone()
-        };
-        let mut rows = Vec::new();
-        for r in routes.iter().filter(|r| r.role == "publisher") {
-            let DeliveryReply::Receipts { receipts, .. } =
-                delivery.handle_local(DeliveryCall::Receipts {
-                    route: r.route.name.clone(),
-                })
-            else {
-                continue;
-            };
-            for receipt in receipts {
-                let recipient = &receipt.body.recipient;
-                let checked = match r.route.destinations.iter().find(|d| &d.host == recipient) {
-                    None => Err(format!("{recipient} is no destination of the route here")),
-                    Some(d) => {
-                        let keys = custody.peer_keys(recipient, &d.keys);
-                        match crate::custody::signing_key_of(&keys, receipt.generation) {
-                            None => Err(format!(
-                                "{recipient} has no signing key of generation {} here",
-                                receipt.generation
-                            )),
-                            Some(key) => receipt
-                                .verify(&key)
-                                .map(|()| {
-                                    format!(
-                                        "verified with generation {} of {recipient}'s signing key",
-                                        receipt.generation
-                                    )
-                                })
-                                .map_err(|e| e.to_string()),
-                        }
-                    }
-                };
-                rows.push(serde_json::json!({
-                    "route": r.route.name,
-                    "destination": recipient,
-                    "highest_position": receipt.body.highest_position,
-                    "digest": hex::encode(receipt.body.digest),
-                    "verified": checked.is_ok(),
-                    "signature": checked.unwrap_or_else(|e| format!("NOT verified: {e}")),
-                }));
-            }
-        }
-        serde_json::Value::Array(rows)
-    }
-
-    /// What this host's processes room serves and holds (profile `processes`).
-    fn processes(&self) -> Option<serde_json::Value> {
-        let processes = self.started.processes.as_ref()?;
-        match processes.handle_local(ProcessCall::Processes) {
-            ProcessReply::Processes {
-                processes: served,
-                runs,
-                mailbox_deposits,
-                ..
-            } => {
-                let row = |r: &crate::processes::api::RunView| {
-                    serde_json::json!({
-                        "request": r.request,
-                        "process": r.process,
-                        "caller": r.caller,
-                        "receiver": r.receiver,
-                        "via": r.via,
-                        "outcome": r.outcome.name(),
-                        "detail": r.detail,
-                    })
-                };
-                let (unfinished, count) = match processes.unfinished_runs(CONTROL_PANEL_ROWS_MAX) {
-                    Ok((runs, count)) => (runs.iter().map(row).collect(), count),
-                    Err(reason) => (vec![serde_json::json!({ "status": reason })], 0),
-                };
-                let waits: Vec<serde_json::Value> = processes
-                    .open_wait_views()
-                    .iter()
-                    .take(CONTROL_PANEL_ROWS_MAX)
-                    .map(row)
-                    .collect();
-                Some(serde_json::json!({
-                    "served": served,
-                    "runs": runs,
-                    "mailbox_deposits": mailbox_deposits,
-                    "unfinished": unfinished,
-                    "unfinished_count": count,
-                    "open_waits": waits,
-                }))
-            }
-            other => Some(serde_json::json!({ "status": format!("{other:?}") })),
-        }
-    }
-
     /// What this host holds of `request`, as its receiver or its caller — read only:
     /// nothing is resumed, resolved or replaced.
     fn run(&self, owner: &Owner, request: &str) -> Result<serde_json::Value, String> {
@@ -200,78 +67,6 @@ impl HostInspector {
             ProcessReply::Refused { reason } => Err(reason),
             other => Err(format!("the processes room answered {other:?}")),
         }
-    }
-
-    /// The decisions kept at this host (profile `decisions`), one row each for every
-    /// policy `installed` names: where it stands and every signature of its record
-    /// checked with the keys the host holds of its signers — history, never a fresh
-    /// permission.
-    fn decisions(&self, installed: Option<&serde_json::Value>) -> Option<serde_json::Value> {
-        let decisions = self.started.decisions.as_ref()?;
-        let names = installed?
-            .as_array()?
-            .iter()
-            .filter_map(|d| d.get("policy")?.get("name")?.as_str());
-        let mut rows = Vec::new();
-        for name in names {
-            let views = match decisions.handle_local(DecisionCall::Show {
-                name: name.to_owned(),
-                decision: None,
-            }) {
-                DecisionReply::Decisions { decisions, .. } => decisions,
-                other => {
-                    rows.push(serde_json::json!({ "name": name, "state": format!("{other:?}") }));
-                    continue;
-                }
-            };
-            for view in views {
-                let (verified, chain) = decisions.verified(&view);
-                let failed: Vec<&str> = verified
-                    .iter()
-                    .filter(|v| !v.verified)
-                    .map(|v| v.document.as_str())
-                    .collect();
-                let r = &view.record;
-                rows.push(serde_json::json!({
-                    "decision": view.id,
-                    "name": view.name,
-                    "state": view.state.name(),
-                    "value": r.opened.value,
-                    "yes": view.yes,
-                    "no": view.no,
-                    "ballots": r.ballots.iter().map(|b| format!("{} {}", b.member, if b.yes { "yes" } else { "no" })).collect::<Vec<_>>().join(", "),
-                    "gate": r.gate.as_ref().map(|g| format!("{} {}", g.operator, if g.approve { "approved" } else { "declined" })),
-                    "applied": r.applied.as_ref().map(|a| a.outcome.clone()),
-                    "signatures": format!(
-                        "{} of {} verified{}",
-                        verified.len() - failed.len(),
-                        verified.len(),
-                        if failed.is_empty() { String::new() } else { format!(" (not: {})", failed.join(", ")) }
-                    ),
-                    "documents": verified.iter().map(|v| v.document.as_str()).collect::<Vec<_>>().join(" → "),
-                    "chain": chain,
-                    "expired": view.expired,
-                }));
-            }
-        }
-        Some(serde_json::Value::Array(rows))
-    }
-
-    /// What each authority voter of this host reports of itself (no barrier).
-    fn voters(&self) -> serde_json::Value {
-        let statuses: Vec<serde_json::Value> = self
-            .started
-            .authorities
-            .by_membership
-            .values()
-            .map(|a| match a.handle_local(AuthorityCall::Status) {
-                AuthorityReply::Status(status) => {
-                    serde_json::to_value(status).unwrap_or(serde_json::Value::Null)
-                }
-                other => serde_json::json!({ "status": format!("{other:?}") }),
-            })
-            .collect();
-        serde_json::Value::Array(statuses)
     }
 }
 
@@ -434,7 +229,7 @@ impl Inspector for HostInspector {
         request: &str,
     ) -> Result<serde_json::Value, String> {
         let call = match part {
-            Part::Observation => Call::Observe,
+            Part::Observation => Call::Inspect,
             Part::Storage => Call::Storage,
             Part::Run => return self.run(owner, request),
         };
@@ -442,9 +237,7 @@ impl Inspector for HostInspector {
             Reach::Local => {
                 self.requests.inc();
                 let handled = match call {
-                    Call::Observe => {
-                        super::observe(&self.started.host, self.started.missions.as_deref())
-                    }
+                    Call::Inspect => Inspection::of(&self.started).inspect(),
                     call => self
                         .started
                         .host
@@ -463,26 +256,9 @@ impl Inspector for HostInspector {
             } => self.call_peer(owner, membership, address, &call)?,
         };
         match reply {
-            Reply::Observation(o) => {
-                let mut observation = serde_json::to_value(o).map_err(|e| e.to_string())?;
-                // This host's own voters, as each reports itself (no barrier).
-                if owner.reach == Reach::Local
-                    && let Some(fields) = observation.as_object_mut()
-                {
-                    fields.insert("authorities".to_owned(), self.voters());
-                    if let Some(processes) = self.processes() {
-                        fields.insert("processes".to_owned(), processes);
-                    }
-                    if let Some((deliveries, receipts)) = self.deliveries() {
-                        fields.insert("deliveries".to_owned(), deliveries);
-                        fields.insert("receipts".to_owned(), receipts);
-                    }
-                    if let Some(records) = self.decisions(fields.get("decisions")) {
-                        fields.insert("decision_records".to_owned(), records);
-                    }
-                }
-                Ok(observation)
-            }
+            // The owner's observation with its rooms' parts (`Call::Inspect`): this
+            // host's in process, a peer's as it answered.
+            Reply::Inspection { inspection } if part == Part::Observation => Ok(inspection),
             Reply::Storage(view) => serde_json::to_value(view).map_err(|e| e.to_string()),
             Reply::Refused { reason } => Err(format!("{} refused: {reason}", owner.name)),
             _ => Err(format!(

@@ -5,6 +5,7 @@
 
 mod control;
 mod control_plane;
+mod inspection;
 mod ledger_transfer;
 mod locked;
 pub mod metrics;
@@ -489,6 +490,14 @@ pub fn start(
                 ledgers: ledgers.clone(),
                 missions: missions.clone(),
                 failpoints: failpoints.clone(),
+                inspection: inspection::Inspection {
+                    host: host.clone(),
+                    missions: missions.clone(),
+                    authorities: authorities.clone(),
+                    delivery: delivery.clone(),
+                    processes: processes.clone(),
+                    decisions: decisions.clone(),
+                },
             }),
             endpoints: vec![
                 Arc::new(AuthorityEndpoint {

@@ -200,6 +200,8 @@ fn connection(
             }
             // What the host holds, with the missions its room holds.
             Call::Observe => super::observe(&started.host, started.missions.as_deref()),
+            // What the control plane shows of this host (read only).
+            Call::Inspect => super::inspection::Inspection::of(started).inspect(),
             call => started
                 .host
                 .lock()
