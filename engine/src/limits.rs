@@ -27,6 +27,9 @@ pub const CONTROL_PAGE_CONNECTIONS_MAX: usize = 64;
 /// line served with operator mutual TLS before the connection is dropped (it holds
 /// one of CONTROL_PAGE_CONNECTIONS_MAX meanwhile).
 pub const CONTROL_TLS_HANDSHAKE_WAIT: Duration = Duration::from_secs(10);
+/// The largest record the control plane keeps of one subject across restarts
+/// (`control::kept`): a larger answer is shown from memory and not kept.
+pub const CONTROL_RETAINED_BYTES_MAX: u64 = 32 * 1024 * 1024;
 /// The largest PEM file a control line names (`operators=`, `certificate=`, `key=`):
 /// a certificate chain is a few kilobytes.
 pub const CONTROL_CREDENTIAL_BYTES_MAX: u64 = 1024 * 1024;

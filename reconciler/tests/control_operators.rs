@@ -284,12 +284,40 @@ fn only_operators_reach_a_control_plane_served_with_operators() {
     let (code, text) = common::gridctl_code(&dir, &["reconcile", "t.kdl"]);
     assert_eq!(code, Some(6), "{text}");
     assert!(text.contains("~ host hq @ hq: succeeded"), "{text}");
-    let _hq = common::start_gridd(&host_dir, &dir.join("hq-3.log")).unwrap();
+    let mut hq = common::start_gridd(&host_dir, &dir.join("hq-3.log")).unwrap();
     let (code, text) = curl(
         &dir,
         &[&["--cacert", "page-ca.pem"][..], &ALICE, &[&overview]].concat(),
     );
     assert_eq!((code, status_of(&text)), (Some(0), "200"), "{text}");
+    // What the page retained of hq before the restarts was kept, signed, and reads
+    // so — with its age — never as a fresh inspection.
+    assert!(
+        text.contains("data-state=\"kept\"")
+            && text.contains("Retained before this host restarted"),
+        "{text}"
+    );
+    let record = host_dir.join("control/retained/6871.json");
+    assert_eq!(mode(&record), 0o600);
+
+    // The kept record changed on disk while hq is down: refused by name, nothing of
+    // it shown, the page served.
+    let _ = hq.0.kill();
+    let _ = hq.0.wait();
+    let text = std::fs::read_to_string(&record).unwrap();
+    let changed = text.replacen("\\\"host\\\":\\\"hq\\\"", "\\\"host\\\":\\\"hx\\\"", 1);
+    assert_ne!(changed, text, "{text}");
+    common_write_private(&record, &changed);
+    let _hq = common::start_gridd(&host_dir, &dir.join("hq-4.log")).unwrap();
+    let (code, text) = curl(
+        &dir,
+        &[&["--cacert", "page-ca.pem"][..], &ALICE, &[&overview]].concat(),
+    );
+    assert_eq!((code, status_of(&text)), (Some(0), "200"), "{text}");
+    assert!(
+        text.contains("data-state=\"damaged\"") && text.contains("does not verify"),
+        "{text}"
+    );
 }
 
 /// Overwrites a private copy in place, keeping its mode (damage, not a weakening).

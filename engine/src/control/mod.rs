@@ -5,6 +5,8 @@
 //! - `retained`: the pure state of what is known of each owner (`never`, `retained`,
 //!   `uncertain`, `unreachable`) and the only ways it changes (an explicit inspection
 //!   begun, finished, or abandoned by the panel that asked).
+//! - `kept`: what is retained, kept across restarts as one signed record per subject
+//!   in the installation, verified at start with the host's public keys.
 //! - `page`: the panels, rendered as HTML from that state (maud), and the two assets.
 //! - `wallet`: the wallet panel and the confirmation of a guarded surrender.
 //! - `operators`: operator mutual TLS of a `control` line (`operators=`): its files
@@ -13,6 +15,7 @@
 //!   the `Inspector` the composition root provides (this host's own observation, or a
 //!   peer's over `POST /control`).
 
+pub mod kept;
 pub mod operators;
 pub mod page;
 pub mod retained;

@@ -336,7 +336,14 @@ fn state(now: SystemTime, entry: &Entry) -> Markup {
                 (Known::Unreachable { reason }, _) => {
                     strong { "Unreachable" } ": the last inspection got no reply (" (capped(reason)) "). What the owner holds now is unknown."
                 }
-                (Known::Retained, None) => { strong { "Unknown" } }
+                (Known::Kept, Some((s, at))) => {
+                    strong { "Retained before this host restarted" } ", observed " span data-age-s=(s) { (s) " s" } " ago (" time datetime=(at) { (at) } "), its signed record verified at this start. "
+                    "The owner may have changed since; this page never asks it by itself."
+                }
+                (Known::Damaged { reason }, _) => {
+                    strong { "Damaged" } ": " (capped(reason)) ". Nothing of it is shown; inspect the owner to know."
+                }
+                (Known::Retained | Known::Kept, None) => { strong { "Unknown" } }
             }
             @if let Some((_, asked)) = entry.pending {
                 " " em { "An inspection is under way (asked " (ago(now, asked)) " s ago)." }
@@ -555,8 +562,8 @@ fn summary(entry: &Entry) -> Markup {
 /// inspection none (the old one only behind a disclosure, marked as old).
 pub(super) fn shown(entry: &Entry) -> Option<&serde_json::Value> {
     match entry.known {
-        Known::Retained | Known::Uncertain => entry.observation.as_ref(),
-        Known::Never | Known::Unreachable { .. } => None,
+        Known::Retained | Known::Uncertain | Known::Kept => entry.observation.as_ref(),
+        Known::Never | Known::Unreachable { .. } | Known::Damaged { .. } => None,
     }
 }
 

@@ -21,6 +21,12 @@ pub enum Known {
     Uncertain,
     /// The last explicit inspection got no reply: the owner may hold anything now.
     Unreachable { reason: String },
+    /// An answer retained before this host restarted, read back from its signed record
+    /// (`control::kept`): as old as its time says.
+    Kept,
+    /// The record kept before this host restarted was refused (changed, another's,
+    /// unreadable): nothing of it is shown.
+    Damaged { reason: String },
 }
 
 impl Known {
@@ -31,6 +37,8 @@ impl Known {
             Known::Retained => "retained",
             Known::Uncertain => "uncertain",
             Known::Unreachable { .. } => "unreachable",
+            Known::Kept => "kept",
+            Known::Damaged { .. } => "damaged",
         }
     }
 }
@@ -53,6 +61,28 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// What a record kept before a restart says (`control::kept`).
+    pub(super) fn kept(
+        observation: Option<serde_json::Value>,
+        at: Option<SystemTime>,
+        known: Known,
+    ) -> Entry {
+        Entry {
+            observation,
+            at,
+            known,
+            ..Entry::new()
+        }
+    }
+
+    /// A kept record refused, and why.
+    pub(super) fn damaged(reason: String) -> Entry {
+        Entry {
+            known: Known::Damaged { reason },
+            ..Entry::new()
+        }
+    }
+
     fn new() -> Entry {
         Entry {
             observation: None,
@@ -140,6 +170,21 @@ impl Retained {
 
     pub fn entry(&self, owner: &str) -> Option<&Entry> {
         self.owners.get(owner)
+    }
+
+    /// What was kept of `owner` before this host restarted, at its start (no
+    /// inspection is under way yet): ignored for a subject this plane does not have.
+    pub fn restore(&mut self, owner: &str, kept: Entry) {
+        if let Some(entry) = self.owners.get_mut(owner)
+            && entry.pending.is_none()
+        {
+            *entry = kept;
+        }
+    }
+
+    /// Every subject, by name.
+    pub fn subjects(&self) -> impl Iterator<Item = &str> {
+        self.owners.keys().map(String::as_str)
     }
 
     /// An operator asked to inspect `owner` now: one inspection at a time per owner.

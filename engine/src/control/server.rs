@@ -14,6 +14,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, LOCATION};
 use hyper::{Method, Request, Response, StatusCode};
 
+use super::kept::Kept;
 use super::operators::{Credentials, Served};
 use super::page::{self, OwnerLine, View};
 use super::retained::{Part, Retained, barrier_subject, surrender_subject};
@@ -82,6 +83,8 @@ pub struct ControlPlane {
     /// Inspections under way by the name their panel gave them (`asker`): at most one
     /// per owner.
     askers: Mutex<std::collections::BTreeMap<String, (String, u64)>>,
+    /// Where what is retained is kept across restarts (`None`: in memory only).
+    kept: Option<Kept>,
 }
 
 /// One address the plane serves: plain (loopback only), or TLS taking only operators'
@@ -123,6 +126,7 @@ impl ControlPlane {
         barriers: Vec<String>,
         inspector: Arc<dyn Inspector>,
         listen: &[Listen],
+        kept: Option<Kept>,
     ) -> Result<Arc<ControlPlane>, String> {
         let mut token = [0u8; 32];
         getrandom::fill(&mut token).map_err(|e| format!("no randomness for a CSRF token: {e}"))?;
@@ -152,15 +156,29 @@ impl ControlPlane {
             })
             .chain(barriers.iter().map(|m| barrier_subject(m)))
             .collect();
+        let mut retained = Retained::new(subjects.iter().map(String::as_str));
+        // What was kept before this start, each record verified (or refused by name).
+        if let Some(kept) = &kept {
+            for subject in &subjects {
+                if let Some(entry) = kept.load(subject) {
+                    if let super::retained::Known::Damaged { reason } = &entry.known {
+                        tracing::warn!(subject, "control plane: {reason}");
+                    }
+                    retained.restore(subject, entry);
+                }
+            }
+            kept.purge_others(&subjects);
+        }
         Ok(Arc::new(ControlPlane {
             host: host.to_owned(),
-            retained: Mutex::new(Retained::new(subjects.iter().map(String::as_str))),
+            retained: Mutex::new(retained),
             owners,
             csrf: hex::encode(token),
             inspector,
             accepted_hosts,
             barriers,
             askers: Mutex::default(),
+            kept,
         }))
     }
 
@@ -660,6 +678,13 @@ async fn ask(
             .finish(&subject, ticket, reply, SystemTime::now());
         if let Some(known) = known {
             crate::metrics::control_inspection(&asked.host, &subject, known.word());
+            // Kept across restarts (on this blocking thread: an fsync).
+            let entry = asked.retained().entry(&subject).cloned();
+            if let (Some(kept), Some(entry)) = (&asked.kept, entry)
+                && let Err(why) = kept.keep(&subject, &entry)
+            {
+                tracing::warn!(subject, "control plane: {why}");
+            }
         }
         let _ = done.send(());
     });

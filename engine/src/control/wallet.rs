@@ -99,7 +99,7 @@ pub(super) fn panel(view: &View, o: &OwnerLine, entry: &Entry) -> Markup {
     let since = view
         .retained
         .entry(&surrender_subject(o.name))
-        .filter(|s| s.known == Known::Retained && s.at > entry.at)
+        .filter(|s| matches!(s.known, Known::Retained | Known::Kept) && s.at > entry.at)
         .and_then(|s| s.observation.as_ref())
         .and_then(|r| r.get("grant"))
         .and_then(|g| g.as_str());
@@ -200,7 +200,7 @@ fn surrendered(view: &View, o: &OwnerLine) -> Markup {
         div.surrender data-state=(entry.known.word()) data-pending=(entry.pending.is_some()) {
             h4 { "Last surrender at " (o.name) }
             @match (&entry.known, age, entry.observation.as_ref()) {
-                (Known::Retained, Some(s), Some(receipt)) => {
+                (Known::Retained | Known::Kept, Some(s), Some(receipt)) => {
                     p { strong { "Surrendered" } ", " span data-age-s=(s) { (s) " s" } " ago: " (cell(receipt.get("detail").unwrap_or(&serde_json::Value::Null))) }
                     (table(Some(&serde_json::Value::Array(vec![receipt.clone()])), Some(&["grant", "issuer", "confirmed", "surrendered", "reserved", "unknown", "signature_verified", "verified_with"])))
                 }

@@ -302,7 +302,14 @@ pub fn serve(
         runtime: runtime.clone(),
     });
     let barriers = started.authorities.by_membership.keys().cloned().collect();
-    let plane = ControlPlane::new(&name, owners, barriers, inspector, &listen)?;
+    let custody = started
+        .host
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .custody()
+        .clone();
+    let kept = crate::control::kept::Kept::new(dir, &name, custody);
+    let plane = ControlPlane::new(&name, owners, barriers, inspector, &listen, Some(kept))?;
     for line in listen {
         server::serve(plane.clone(), line, runtime)?;
     }
