@@ -308,16 +308,83 @@ fn only_operators_reach_a_control_plane_served_with_operators() {
     let changed = text.replacen("\\\"host\\\":\\\"hq\\\"", "\\\"host\\\":\\\"hx\\\"", 1);
     assert_ne!(changed, text, "{text}");
     common_write_private(&record, &changed);
-    let _hq = common::start_gridd(&host_dir, &dir.join("hq-4.log")).unwrap();
-    let (code, text) = curl(
-        &dir,
-        &[&["--cacert", "page-ca.pem"][..], &ALICE, &[&overview]].concat(),
-    );
+    let mut hq = common::start_gridd(&host_dir, &dir.join("hq-4.log")).unwrap();
+    let get = || {
+        curl(
+            &dir,
+            &[&["--cacert", "page-ca.pem"][..], &ALICE, &[&overview]].concat(),
+        )
+    };
+    let (code, text) = get();
     assert_eq!((code, status_of(&text)), (Some(0), "200"), "{text}");
     assert!(
         text.contains("data-state=\"damaged\"") && text.contains("does not verify"),
         "{text}"
     );
+
+    // hq inspected again (its record kept anew), its custody locked, hq restarted: the
+    // page serves what it kept, verified with hq's public keys, and asks nobody.
+    let inspect = |page: &str| {
+        let csrf = csrf_of(page);
+        let form = format!("csrf={csrf}&owner=hq&part=observation&back=/panel/overview&asker=");
+        let origin = format!("Origin: https://{PAGE}");
+        curl(
+            &dir,
+            &[
+                &["--cacert", "page-ca.pem"][..],
+                &ALICE,
+                &["-H", &origin, "--data", &form, &page_url("/inspect")],
+            ]
+            .concat(),
+        )
+    };
+    let (_, posted) = inspect(&text);
+    assert_eq!(status_of(&posted), "303", "{posted}");
+    std::fs::write(dir.join("passphrase"), "a passphrase of the operator\n").unwrap();
+    let lock = ["custody", "lock", "hq", "--passphrase-file", "passphrase"];
+    let (code, said) = common::gridctl_code(&dir, &lock);
+    assert_eq!(code, Some(0), "{said}");
+    let _ = hq.0.kill();
+    let _ = hq.0.wait();
+    let _hq = common::start_gridd(&host_dir, &dir.join("hq-5.log")).unwrap();
+    let (code, text) = get();
+    assert_eq!((code, status_of(&text)), (Some(0), "200"), "{text}");
+    assert!(
+        text.contains("custody is locked") && text.contains("data-state=\"kept\""),
+        "{text}"
+    );
+    let (_, posted) = inspect(&text);
+    assert_eq!(status_of(&posted), "303", "{posted}");
+    let (_, text) = get();
+    assert!(
+        text.contains("data-state=\"unreachable\"") && text.contains("nothing was sent"),
+        "an inspection while locked is refused: {text}"
+    );
+    // Unlocked: the whole page takes the same address (bounded wait).
+    let unlock = ["custody", "unlock", "hq", "--passphrase-file", "passphrase"];
+    let (code, said) = common::gridctl_code(&dir, &unlock);
+    assert_eq!(code, Some(0), "{said}");
+    let started = std::time::Instant::now();
+    loop {
+        let (_, text) = get();
+        if status_of(&text) == "200" && !text.contains("custody is locked") {
+            break;
+        }
+        assert!(
+            started.elapsed() < common::READY_TIMEOUT,
+            "the whole page after the unlock: {text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// The CSRF token a page of the plane carries.
+fn csrf_of(page: &str) -> String {
+    page.split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("the page carries its CSRF token")
+        .to_owned()
 }
 
 /// Overwrites a private copy in place, keeping its mode (damage, not a weakening).

@@ -139,6 +139,9 @@ pub struct View<'a> {
     pub surrender: Option<&'a str>,
     /// A refusal to tell (an inspection not begun).
     pub notice: Option<String>,
+    /// The host's custody is locked: what is shown was kept before its restart, and
+    /// nothing is asked.
+    pub locked: bool,
 }
 
 fn query(selected: Option<&str>) -> String {
@@ -205,6 +208,14 @@ pub fn render(view: &View, panel: &Panel) -> String {
                     p.rule {
                         "Each panel shows what this host retained from each owner, with its age. "
                         "Opening a panel asks no owner anything; only “Inspect now” does."
+                    }
+                    @if view.locked {
+                        p.locked role="status" {
+                            strong { "This host's custody is locked." }
+                            " The page shows what it kept before its restart, each record verified with the host's public keys; it asks nobody — not this host's rooms, not another owner, no read barrier — until "
+                            code { "gridctl custody unlock " (view.host) }
+                            "."
+                        }
                     }
                 }
                 nav aria-label="Panels" {
@@ -386,7 +397,9 @@ fn authority(view: &View, o: &OwnerLine, entry: &Entry, back: &str) -> Markup {
             p { "As this host's voters reported when it was inspected — retained, not a live quorum:" }
             (table(Some(voters), Some(&["membership", "state", "term", "leader", "voters", "learners", "last_applied"])))
         }
-        @if view.barriers.is_empty() {
+        @if view.locked {
+            p { "Whether a leader holds a quorum is unknown: no read barrier is run while this host's custody is locked." }
+        } @else if view.barriers.is_empty() {
             p { "This host runs no authority." }
         }
         @for m in view.barriers {

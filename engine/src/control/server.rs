@@ -85,6 +85,8 @@ pub struct ControlPlane {
     askers: Mutex<std::collections::BTreeMap<String, (String, u64)>>,
     /// Where what is retained is kept across restarts (`None`: in memory only).
     kept: Option<Kept>,
+    /// The host's custody is locked: the page shows what was kept, asking nobody.
+    locked: bool,
 }
 
 /// One address the plane serves: plain (loopback only), or TLS taking only operators'
@@ -127,6 +129,7 @@ impl ControlPlane {
         inspector: Arc<dyn Inspector>,
         listen: &[Listen],
         kept: Option<Kept>,
+        locked: bool,
     ) -> Result<Arc<ControlPlane>, String> {
         let mut token = [0u8; 32];
         getrandom::fill(&mut token).map_err(|e| format!("no randomness for a CSRF token: {e}"))?;
@@ -179,6 +182,7 @@ impl ControlPlane {
             barriers,
             askers: Mutex::default(),
             kept,
+            locked,
         }))
     }
 
@@ -225,25 +229,27 @@ impl ControlPlane {
             selected,
             surrender,
             notice,
+            locked: self.locked,
         };
         Some(page::render(&view, panel))
     }
 }
 
 /// Binds `listen` (refusing the start when taken) and serves the plane on `runtime`,
-/// at most CONTROL_PAGE_CONNECTIONS_MAX connections at once.
+/// at most CONTROL_PAGE_CONNECTIONS_MAX connections at once: the accept loop's task
+/// (aborted and awaited, the address is free again).
 pub fn serve(
     plane: Arc<ControlPlane>,
     listen: Listen,
     runtime: &tokio::runtime::Handle,
-) -> Result<(), String> {
+) -> Result<tokio::task::JoinHandle<()>, String> {
     let address = listen.address;
     let operators = listen.tls.is_some();
     let tls = listen.tls.map(|t| crate::transport::plain::Tls {
         acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(t.config)),
         handshake: CONTROL_TLS_HANDSHAKE_WAIT,
     });
-    crate::transport::plain::serve_tls(
+    let accepting = crate::transport::plain::serve_tls(
         address,
         "control plane",
         Some(CONTROL_PAGE_CONNECTIONS_MAX),
@@ -252,7 +258,7 @@ pub fn serve(
         move |request| handle(plane.clone(), request),
     )?;
     tracing::info!(%address, operators, "control plane served");
-    Ok(())
+    Ok(accepting)
 }
 
 /// The headers every response carries: nothing from elsewhere, no framing, no caching.

@@ -258,6 +258,7 @@ mod tests {
                 selected: Some("plant"),
                 surrender: None,
                 notice: None,
+                locked: false,
             };
             let html = surrendered(&view, &issuer).into_string();
             assert!(html.contains(&format!("<strong>{word}</strong>")), "{html}");

@@ -284,17 +284,7 @@ pub fn serve(
     let Some(control) = &config.control else {
         return Ok(());
     };
-    let mut owners = vec![Owner {
-        name: name.clone(),
-        reach: Reach::Local,
-    }];
-    owners.extend(control.owners.iter().map(|o| Owner {
-        name: o.name.clone(),
-        reach: Reach::Peer {
-            membership: o.membership.clone(),
-            address: o.address.clone(),
-        },
-    }));
+    let owners = owners(&name, control);
     let inspector = Arc::new(HostInspector {
         started: started.clone(),
         requests: crate::metrics::owner_requests(&name, "local"),
@@ -309,9 +299,88 @@ pub fn serve(
         .custody()
         .clone();
     let kept = crate::control::kept::Kept::new(dir, &name, custody);
-    let plane = ControlPlane::new(&name, owners, barriers, inspector, &listen, Some(kept))?;
+    let plane = ControlPlane::new(
+        &name,
+        owners,
+        barriers,
+        inspector,
+        &listen,
+        Some(kept),
+        false,
+    )?;
     for line in listen {
         server::serve(plane.clone(), line, runtime)?;
     }
     Ok(())
+}
+
+/// The owners of a control plane: this host itself, then those host.toml names.
+fn owners(name: &str, control: &crate::config::ControlConfig) -> Vec<Owner> {
+    let mut owners = vec![Owner {
+        name: name.to_owned(),
+        reach: Reach::Local,
+    }];
+    owners.extend(control.owners.iter().map(|o| Owner {
+        name: o.name.clone(),
+        reach: Reach::Peer {
+            membership: o.membership.clone(),
+            address: o.address.clone(),
+        },
+    }));
+    owners
+}
+
+/// What the page of a host whose custody is locked asks: nothing.
+struct Locked(String);
+
+impl Locked {
+    fn refused(&self) -> Result<serde_json::Value, String> {
+        Err(format!(
+            "refused: the custody of `{0}` is locked, so this page asks nobody until `gridctl custody unlock {0}`; nothing was sent",
+            self.0
+        ))
+    }
+}
+
+impl Inspector for Locked {
+    fn inspect(&self, _: &Owner, _: Part, _: &str) -> Result<serde_json::Value, String> {
+        self.refused()
+    }
+    fn barrier(&self, _: &str) -> Result<serde_json::Value, String> {
+        self.refused()
+    }
+    fn surrender(&self, _: &Owner, _: &str, _: u64) -> Result<serde_json::Value, String> {
+        self.refused()
+    }
+}
+
+/// The control plane of a host whose custody is locked (docs/control-plane.md, "After
+/// a restart"): what it kept before its restart, each record verified with the
+/// public keys of its custody manifest, asking nobody. The accept loops' tasks: the
+/// caller stops them once the custody is unlocked, before the whole page is served.
+pub fn serve_locked(
+    host: &crate::host::Host,
+    dir: &Path,
+    runtime: &tokio::runtime::Handle,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, String> {
+    let config = host.config();
+    let listen = addresses(dir, config)?;
+    let Some(control) = &config.control else {
+        return Ok(Vec::new());
+    };
+    let name = host.name();
+    let kept = crate::control::kept::Kept::new(dir, name, host.custody().clone());
+    let plane = ControlPlane::new(
+        name,
+        owners(name, control),
+        Vec::new(),
+        Arc::new(Locked(name.to_owned())),
+        &listen,
+        Some(kept),
+        true,
+    )?;
+    listen
+        .into_iter()
+        .map(|line| server::serve(plane.clone(), line, runtime))
+        .collect()
 }

@@ -74,7 +74,19 @@ pub fn start(
                 }
                 tracing::info!(host = host.name(), "custody unlocked at start");
             }
-            None => locked::serve_until_unlocked(&mut host).map_err(|e| refuse(&e))?,
+            None => {
+                // The page shows what it kept, verified with public keys, asking nobody.
+                let page = control_plane::serve_locked(&host, dir, runtime.handle())
+                    .map_err(|e| refuse(&e))?;
+                locked::serve_until_unlocked(&mut host).map_err(|e| refuse(&e))?;
+                // Stopped (its listeners closed) before the whole page binds them.
+                runtime.block_on(async {
+                    for accepting in page {
+                        accepting.abort();
+                        let _ = accepting.await;
+                    }
+                });
+            }
         }
     }
     // A transferred installation's checked arrival is signed, once, by its own key.

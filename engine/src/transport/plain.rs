@@ -39,11 +39,12 @@ where
     H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
     F: Future<Output = Response<Full<Bytes>>> + Send + 'static,
 {
-    serve_tls(address, what, connections, None, runtime, handle)
+    serve_tls(address, what, connections, None, runtime, handle).map(|_| ())
 }
 
 /// [`serve`], over `tls` when given: a connection whose handshake fails, or takes
-/// longer than its bound, ends there without a request.
+/// longer than its bound, ends there without a request. The accept loop's task:
+/// aborting it (and awaiting it) closes the listener.
 pub fn serve_tls<H, F>(
     address: SocketAddr,
     what: &str,
@@ -51,7 +52,7 @@ pub fn serve_tls<H, F>(
     tls: Option<Tls>,
     runtime: &tokio::runtime::Handle,
     handle: H,
-) -> Result<(), String>
+) -> Result<tokio::task::JoinHandle<()>, String>
 where
     H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
     F: Future<Output = Response<Full<Bytes>>> + Send + 'static,
@@ -65,7 +66,7 @@ where
     let open = connections.map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
     let handle = Arc::new(handle);
     let tls = tls.map(Arc::new);
-    runtime.spawn(async move {
+    let accepting = runtime.spawn(async move {
         loop {
             let Ok((stream, peer)) = listener.accept().await else {
                 continue;
@@ -108,7 +109,7 @@ where
             });
         }
     });
-    Ok(())
+    Ok(accepting)
 }
 
 /// One HTTP/1 connection over `io`, each request carrying `certificate` when given.
