@@ -73,6 +73,16 @@ pub struct HostConfig {
     /// (`GET /metrics`); absent when the topology declares none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<String>,
+    /// The participants whose control plane may inspect this host (`Call::Inspect`
+    /// over `POST /control`, docs/control-plane.md): every other host selecting
+    /// `control` that shares a membership with it — written by reconcile; a change is
+    /// `~ host`, effective at restart. Anyone else is refused that call.
+    #[serde(
+        default,
+        rename = "control-viewers",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub control_viewers: Vec<String>,
     /// Delivery capacity of the routes this host publishes (profile `delivery`);
     /// unset values are the engine's defaults.
     #[serde(default, skip_serializing_if = "CapacityConfig::is_default")]
@@ -459,6 +469,8 @@ impl HostConfig {
                     voters: Vec::new(),
                 },
             ),
+            // Filled in from the other hosts (the reconciler's `diff::hosts`).
+            control_viewers: Vec::new(),
             // The owners are filled in from the other hosts (the reconciler's
             // `diff::hosts`).
             control: (!host.control.is_empty()).then(|| ControlConfig {
@@ -545,6 +557,7 @@ mod tests {
             listen: "127.0.0.1:7600".to_owned(),
             profiles: Vec::new(),
             metrics: None,
+            control_viewers: Vec::new(),
             capacity: CapacityConfig::default(),
             membership_capacity: Default::default(),
             retain: RetainConfig::default(),

@@ -20,6 +20,7 @@ fn installation(name: &str) -> PathBuf {
         listen: "127.0.0.1:7689".to_owned(),
         profiles: Vec::new(),
         metrics: None,
+        control_viewers: Vec::new(),
         capacity: Default::default(),
         membership_capacity: Default::default(),
         retain: Default::default(),

@@ -153,6 +153,12 @@ pub fn host_config(before: &HostConfig, after: &HostConfig) -> Vec<Change> {
         control(&before.control),
         control(&after.control),
     );
+    field(
+        &mut out,
+        "control viewers",
+        list(before.control_viewers.iter().cloned()),
+        list(after.control_viewers.iter().cloned()),
+    );
     let (b, a) = (&before.retain, &after.retain);
     for (name, b, a) in [
         ("hot-days", b.hot_days, a.hot_days),

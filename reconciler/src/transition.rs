@@ -436,6 +436,24 @@ impl<'t> Index<'t> {
     /// other host, not retired, sharing a membership with it and selecting
     /// `transport`, in file order, each called in the first membership of `host`'s
     /// order it shares.
+    /// The hosts whose control plane may inspect `host`: every other one selecting
+    /// `control` that shares a membership with it (its owners include `host`).
+    pub fn control_viewers(&self, host: &grid_spec::Host) -> Vec<String> {
+        if !host.profiles.contains(&grid_spec::Profile::Transport) {
+            return Vec::new();
+        }
+        self.ordered
+            .iter()
+            .filter(|h| {
+                h.name != host.name
+                    && !h.retired
+                    && h.profiles.contains(&grid_spec::Profile::Control)
+                    && h.memberships.iter().any(|m| host.memberships.contains(m))
+            })
+            .map(|h| h.name.clone())
+            .collect()
+    }
+
     pub fn control_owners(&self, host: &grid_spec::Host) -> Vec<grid_engine::config::ControlOwner> {
         self.ordered
             .iter()

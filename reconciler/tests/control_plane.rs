@@ -509,6 +509,42 @@ fn panels_never_ask_owners_and_inspections_say_what_is_known() {
         }
         assert_eq!(owner_requests(), after, "opening panels asked an owner");
 
+        // `Call::Inspect` over POST /control is taken only from a control plane the
+        // files name (host.toml `control-viewers`): plant takes hq's; hq, whose files
+        // name no viewer of it, refuses plant's (curl with each one's participant
+        // certificate and TLS key).
+        let control = |from: &str, to: &str, port: u16| -> String {
+            let output = Command::new("curl")
+                .current_dir(&dir)
+                .args(["-sS", "--max-time", "10"])
+                .args(["--cacert", "grid-state/memberships/ops/ca.pem"])
+                .args(["--resolve", &format!("{to}.ops.grid:{port}:127.0.0.1")])
+                .args(["--cert", &format!("grid-state/hosts/{from}/memberships/ops/participant.pem")])
+                .args(["--key", &format!("grid-state/hosts/{from}/keys/tls.key")])
+                .arg(format!("https://{to}.ops.grid:{port}/control"))
+                .args(["-d", r#"{"call":"inspect"}"#])
+                .output()
+                .expect("curl is installed (.ci/run installs it)");
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            )
+        };
+        let taken = control("hq", "plant", 7692);
+        assert!(
+            taken.contains(r#""reply":"inspection""#) && taken.contains(r#""authorities""#),
+            "{taken}"
+        );
+        let refused = control("plant", "hq", 7691);
+        assert!(
+            refused.contains(r#""reply":"refused""#) && refused.contains("control-viewers"),
+            "{refused}"
+        );
+        let plant_toml = std::fs::read_to_string(state_dir.join("plant/host.toml")).unwrap();
+        assert!(plant_toml.contains(r#"control-viewers = ["hq"]"#), "{plant_toml}");
+        let after = owner_requests();
+
         // The wallet: plant's grant to hq, as plant's retained observation holds it;
         // its surrender confirmed by the grant's name and units, and guarded: plant
         // is asked again just before, and other units than it holds are refused.

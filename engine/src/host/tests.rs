@@ -23,6 +23,7 @@ impl Installation {
             listen: "127.0.0.1:7999".to_owned(),
             profiles,
             metrics: None,
+            control_viewers: Vec::new(),
             capacity: Default::default(),
             membership_capacity: Default::default(),
             retain: Default::default(),

@@ -4,7 +4,8 @@
 //! account's `owner` (the certified participant) may inspect that account
 //! (`Call::Ledger {Inspect {ledger, account}}`) — what a wallet observes of its money.
 //! A peer's control plane inspects this host with `Call::Inspect` (read only: the
-//! observation with its rooms' parts, `super::inspection`).
+//! observation with its rooms' parts, `super::inspection`), taken only from the
+//! participants host.toml names as its `control-viewers`.
 
 use std::sync::{Arc, Mutex};
 
@@ -27,6 +28,9 @@ pub struct ControlEndpoint {
     pub failpoints: crate::store::Failpoints,
     /// The rooms a control plane's inspection (`Call::Inspect`) reads.
     pub inspection: super::inspection::Inspection,
+    /// The participants whose control plane may ask `Call::Inspect` (host.toml's
+    /// `control-viewers`).
+    pub viewers: Vec<String>,
 }
 
 impl ControlEndpoint {
@@ -107,6 +111,17 @@ impl Endpoint for ControlEndpoint {
             {
                 let reply = self.owned_account(&inbound.peer, ledger, account).await;
                 return Outbound::json(200, &reply);
+            }
+            if matches!(call, Call::Inspect) && !self.viewers.contains(&inbound.peer) {
+                return Outbound::json(
+                    200,
+                    &Reply::Refused {
+                        reason: format!(
+                            "`{}` is no control plane of this host's files (host.toml control-viewers): its inspection is refused",
+                            inbound.peer
+                        ),
+                    },
+                );
             }
             let observe = matches!(call, Call::Observe | Call::Inspect);
             let handled = tokio::task::spawn_blocking(move || match call {

@@ -495,6 +495,12 @@ pub fn start(
             host.lock().unwrap_or_else(|p| p.into_inner()).name(),
             "transport",
         );
+        let viewers = host
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .config()
+            .control_viewers
+            .clone();
         let routes = crate::transport::Routes {
             control: Arc::new(ControlEndpoint {
                 host: host.clone(),
@@ -502,6 +508,7 @@ pub fn start(
                 ledgers: ledgers.clone(),
                 missions: missions.clone(),
                 failpoints: failpoints.clone(),
+                viewers,
                 inspection: inspection::Inspection {
                     host: host.clone(),
                     missions: missions.clone(),

@@ -385,6 +385,7 @@ fn host(listen: &str, profiles: &[&str]) -> HostConfig {
         listen: listen.to_owned(),
         profiles: profiles.iter().map(|p| (*p).to_owned()).collect(),
         metrics: None,
+        control_viewers: Vec::new(),
         capacity: CapacityConfig::default(),
         membership_capacity: Default::default(),
         retain: Default::default(),

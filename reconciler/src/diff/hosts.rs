@@ -67,6 +67,7 @@ pub fn transitions(
     // line with operator mutual TLS records the digest of the files it names, read now
     // (copied into the installation when it is written).
     let mut copies_stale = Vec::new();
+    config.control_viewers = index.control_viewers(desired);
     if let Some(control) = &mut config.control {
         control.owners = index.control_owners(desired);
         for line in &mut control.listen {
