@@ -81,11 +81,15 @@ pub struct Kept {
     dir: PathBuf,
     host: String,
     custody: Custody,
+    /// Held while a record is written: one write at a time, each of the state read
+    /// under it, so the last write of a subject is of its latest state.
+    writing: std::sync::Mutex<()>,
 }
 
 impl Kept {
     pub fn new(installation: &Path, host: &str, custody: Custody) -> Kept {
         Kept {
+            writing: std::sync::Mutex::default(),
             dir: kept_dir(installation),
             host: host.to_owned(),
             custody,
@@ -94,6 +98,21 @@ impl Kept {
 
     fn path(&self, subject: &str) -> PathBuf {
         self.dir.join(format!("{}.json", hex::encode(subject)))
+    }
+
+    /// Keeps the state of `subject` that `latest` reads, read while no other record
+    /// is written (blocking: file IO and an fsync): two inspections of one subject
+    /// ending together leave the later one's state on disk.
+    pub fn keep_latest(
+        &self,
+        subject: &str,
+        latest: impl FnOnce() -> Option<Entry>,
+    ) -> Result<(), String> {
+        let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+        match latest() {
+            Some(entry) => self.keep(subject, &entry),
+            None => Ok(()),
+        }
     }
 
     /// Keeps `entry` of `subject` as an inspection just left it (blocking: file IO

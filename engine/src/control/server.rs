@@ -685,9 +685,9 @@ async fn ask(
         if let Some(known) = known {
             crate::metrics::control_inspection(&asked.host, &subject, known.word());
             // Kept across restarts (on this blocking thread: an fsync).
-            let entry = asked.retained().entry(&subject).cloned();
-            if let (Some(kept), Some(entry)) = (&asked.kept, entry)
-                && let Err(why) = kept.keep(&subject, &entry)
+            if let Some(kept) = &asked.kept
+                && let Err(why) =
+                    kept.keep_latest(&subject, || asked.retained().entry(&subject).cloned())
             {
                 tracing::warn!(subject, "control plane: {why}");
             }
