@@ -432,46 +432,47 @@ impl<'t> Index<'t> {
         self.models.get(host).map_or(&[][..], Vec::as_slice)
     }
 
-    /// The owners `host`'s control plane may inspect (docs/control-plane.md): every
-    /// other host, not retired, sharing a membership with it and selecting
-    /// `transport`, in file order, each called in the first membership of `host`'s
-    /// order it shares.
+    /// Every other host, not retired, sharing a membership with `host`, in file
+    /// order, with the first membership of `host`'s order it shares.
+    fn sharing<'a>(
+        &'a self,
+        host: &'a grid_spec::Host,
+    ) -> impl Iterator<Item = (&'t grid_spec::Host, &'a String)> + 'a {
+        self.ordered
+            .iter()
+            .filter(move |h| h.name != host.name && !h.retired)
+            .filter_map(move |h| {
+                let shared = host
+                    .memberships
+                    .iter()
+                    .find(|m| h.memberships.contains(m))?;
+                Some((*h, shared))
+            })
+    }
+
     /// The hosts whose control plane may inspect `host`: every other one selecting
     /// `control` that shares a membership with it (its owners include `host`).
     pub fn control_viewers(&self, host: &grid_spec::Host) -> Vec<String> {
         if !host.profiles.contains(&grid_spec::Profile::Transport) {
             return Vec::new();
         }
-        self.ordered
-            .iter()
-            .filter(|h| {
-                h.name != host.name
-                    && !h.retired
-                    && h.profiles.contains(&grid_spec::Profile::Control)
-                    && h.memberships.iter().any(|m| host.memberships.contains(m))
-            })
-            .map(|h| h.name.clone())
+        self.sharing(host)
+            .filter(|(h, _)| h.profiles.contains(&grid_spec::Profile::Control))
+            .map(|(h, _)| h.name.clone())
             .collect()
     }
 
+    /// The owners `host`'s control plane may inspect (docs/control-plane.md): every
+    /// other host, not retired, sharing a membership with it and selecting
+    /// `transport`, in file order, each called in the first membership of `host`'s
+    /// order it shares.
     pub fn control_owners(&self, host: &grid_spec::Host) -> Vec<grid_engine::config::ControlOwner> {
-        self.ordered
-            .iter()
-            .filter(|h| {
-                h.name != host.name
-                    && !h.retired
-                    && h.profiles.contains(&grid_spec::Profile::Transport)
-            })
-            .filter_map(|h| {
-                let membership = host
-                    .memberships
-                    .iter()
-                    .find(|m| h.memberships.contains(m))?;
-                Some(grid_engine::config::ControlOwner {
-                    name: h.name.clone(),
-                    membership: membership.clone(),
-                    address: h.listen.to_string(),
-                })
+        self.sharing(host)
+            .filter(|(h, _)| h.profiles.contains(&grid_spec::Profile::Transport))
+            .map(|(h, membership)| grid_engine::config::ControlOwner {
+                name: h.name.clone(),
+                membership: membership.clone(),
+                address: h.listen.to_string(),
             })
             .collect()
     }

@@ -155,8 +155,11 @@ impl Kept {
                 text.len()
             ));
         }
-        crate::store::ensure_private_dir(&self.dir)
-            .map_err(|e| format!("{subject}: not kept: {e}"))?;
+        // Made private when absent (what is in it was checked as each record was read).
+        if !self.dir.is_dir() {
+            crate::store::ensure_private_dir(&self.dir)
+                .map_err(|e| format!("{subject}: not kept: {e}"))?;
+        }
         crate::store::write_private(&self.path(subject), &text)
             .map_err(|e| format!("{subject}: not kept in {}: {e}", self.dir.display()))
     }
@@ -168,11 +171,14 @@ impl Kept {
             return None;
         }
         let path = self.path(subject);
-        match std::fs::metadata(&path) {
+        let metadata = match std::fs::symlink_metadata(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-            _ => {}
-        }
-        Some(self.read(&path, subject).unwrap_or_else(|why| {
+            other => other,
+        };
+        let read = metadata
+            .map_err(|e| e.to_string())
+            .and_then(|m| self.read(&path, &m, subject));
+        Some(read.unwrap_or_else(|why| {
             Entry::damaged(format!(
                 "refused: {why} — the record kept before this host restarted ({})",
                 path.display()
@@ -180,8 +186,13 @@ impl Kept {
         }))
     }
 
-    fn read(&self, path: &Path, subject: &str) -> Result<Entry, String> {
-        let metadata = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    fn read(
+        &self,
+        path: &Path,
+        metadata: &std::fs::Metadata,
+        subject: &str,
+    ) -> Result<Entry, String> {
+        use std::os::unix::fs::PermissionsExt;
         // No larger record is ever written: one is not read.
         if metadata.len() > CONTROL_RETAINED_BYTES_MAX {
             return Err(format!(
@@ -189,7 +200,19 @@ impl Kept {
                 metadata.len()
             ));
         }
-        crate::store::ensure_private_dir(&self.dir).map_err(|e| e.to_string())?;
+        // Private: a regular file 0600 in a directory 0700.
+        let dir_mode = std::fs::metadata(&self.dir)
+            .map_err(|e| e.to_string())?
+            .permissions()
+            .mode();
+        let mode = metadata.permissions().mode();
+        if !metadata.is_file() || mode & 0o077 != 0 || dir_mode & 0o077 != 0 {
+            return Err(format!(
+                "not private (file mode {:o}, directory mode {:o}; expected 600 and 700)",
+                mode & 0o777,
+                dir_mode & 0o777
+            ));
+        }
         let text = std::fs::read(path).map_err(|e| e.to_string())?;
         let record: Record =
             serde_json::from_slice(&text).map_err(|e| format!("malformed: {e}"))?;

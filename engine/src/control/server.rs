@@ -317,16 +317,14 @@ async fn handle(plane: Arc<ControlPlane>, request: Request<Incoming>) -> Respons
     let path = request.uri().path().to_owned();
     let query = request.uri().query().map(str::to_owned);
     // Over operator mutual TLS the handshake verified who asks: named in the log of
-    // every form taken.
-    let operator = request
-        .extensions()
-        .get::<ClientCertificate>()
-        .map(|c| super::operators::operator_of(&c.0));
-    let origin = match &operator {
+    // every form taken (its certificate parsed for that only).
+    let certificate = request.extensions().get::<ClientCertificate>();
+    let origin = match certificate {
         Some(_) => format!("https://{authority}"),
         None => format!("http://{authority}"),
     };
-    if let (&Method::POST, Some(operator)) = (request.method(), &operator) {
+    if let (&Method::POST, Some(certificate)) = (request.method(), certificate) {
+        let operator = super::operators::operator_of(&certificate.0);
         tracing::info!(operator, path, "control plane: a form from an operator");
     }
     match (request.method().clone(), path.as_str()) {

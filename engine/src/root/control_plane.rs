@@ -271,16 +271,17 @@ impl Inspector for HostInspector {
 }
 
 /// Serves the control plane on every `control` address of the host, if it selects it.
+/// `listen`: what [`addresses`] read at the start.
 pub fn serve(
     started: &Started,
     dir: &Path,
+    listen: Vec<server::Listen>,
     runtime: &tokio::runtime::Handle,
 ) -> Result<(), String> {
     let (name, config) = {
         let host = started.host.lock().unwrap_or_else(|p| p.into_inner());
         (host.name().to_owned(), host.config().clone())
     };
-    let listen = addresses(dir, &config)?;
     let Some(control) = &config.control else {
         return Ok(());
     };

@@ -104,7 +104,8 @@ pub fn start(
     if let Some(declared) = &metrics_address {
         metrics::address(declared).map_err(|e| refuse(&e))?;
     }
-    control_plane::addresses(dir, host.config()).map_err(|e| refuse(&e))?;
+    // The control plane's addresses with their TLS, read once (served at the end).
+    let control_listen = control_plane::addresses(dir, host.config()).map_err(|e| refuse(&e))?;
     // The transport binds its listen address before anything is served, so a taken
     // address or missing credentials refuse the start.
     let transport = if host.config().selects(grid_spec::Profile::Transport) {
@@ -554,7 +555,8 @@ pub fn start(
         let address = metrics::address(&declared).map_err(|e| refuse(&e))?;
         metrics::serve(address, started.clone(), runtime.handle()).map_err(|e| refuse(&e))?;
     }
-    control_plane::serve(&started, dir, runtime.handle()).map_err(|e| refuse(&e))?;
+    control_plane::serve(&started, dir, control_listen, runtime.handle())
+        .map_err(|e| refuse(&e))?;
     Ok(started)
 }
 

@@ -74,20 +74,14 @@ pub fn transitions(
             match Credentials::read_named(line) {
                 Ok(None) => {}
                 Ok(Some(credentials)) => {
-                    let digest = credentials.digest();
+                    line.digest = Some(credentials.digest());
                     // Copies damaged or missing beside an unchanged host.toml are
                     // written again.
-                    let copied = Credentials::read_copies(&observation.dir, &{
-                        let mut line = line.clone();
-                        line.digest = Some(digest.clone());
-                        line
-                    });
                     if observation.config.is_some()
-                        && let Err(why) = copied
+                        && let Err(why) = Credentials::read_copies(&observation.dir, line)
                     {
                         copies_stale.push(why);
                     }
-                    line.digest = Some(digest);
                 }
                 Err(why) => {
                     // Keyed as the installation: what needs it waits.
