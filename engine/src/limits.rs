@@ -143,6 +143,10 @@ pub const TAG_REPORT_DEBT_WINDOWS_MAX: usize = 64;
 /// memtables pinning the oldest journal file (fjall's minimum; its default is 512 MiB):
 /// what an open must replay, whatever the history.
 pub const STORE_JOURNAL_BYTES_MAX: u64 = 64 * 1024 * 1024;
+/// How old a high-water record signed ahead for the next count may be when it is
+/// written (store::high_water): older, it is signed again, so a record's time is
+/// never further than this from its write.
+pub const HIGH_WATER_SPARE_AGE_MS_MAX: u64 = 1_000;
 /// The most bytes one keyspace's memtable holds before it is flushed to a table
 /// (fjall's default is 64 MiB per keyspace).
 pub const STORE_MEMTABLE_BYTES_MAX: u64 = 8 * 1024 * 1024;

@@ -93,7 +93,7 @@ use ed25519_dalek::VerifyingKey;
 use grid_spec::limits::{NAME_LENGTH_MAX, ROUTE_DESTINATIONS_MAX};
 use serde::{Deserialize, Serialize};
 
-use super::receipts::{Class, GENESIS, Receipt, ReceiptError, chain};
+use super::receipts::{Class, GENESIS, Receipt, ReceiptError, Verified, chain};
 
 mod inbox;
 
@@ -806,6 +806,24 @@ impl Outbox {
         receipt: &Receipt,
         key: &VerifyingKey,
     ) -> Result<Released, DeliveryError> {
+        self.check_route(receipt)?;
+        self.apply_verified(receipt.verified(key)?)
+    }
+
+    /// As [`Outbox::apply`], for a receipt verified beforehand (e.g. before a lock
+    /// around this outbox was taken).
+    pub fn apply_verified(&mut self, verified: Verified<'_>) -> Result<Released, DeliveryError> {
+        let receipt = verified.receipt();
+        self.check_route(receipt)?;
+        self.receipt(
+            &receipt.body.recipient,
+            receipt.body.highest_position,
+            &receipt.body.digest,
+        )
+    }
+
+    /// Refuses a receipt of another route, membership or class.
+    fn check_route(&self, receipt: &Receipt) -> Result<(), DeliveryError> {
         if receipt.body.route != self.route
             || receipt.body.membership != self.membership
             || receipt.body.class != self.class
@@ -820,12 +838,7 @@ impl Outbox {
                 other_class: receipt.body.class,
             });
         }
-        receipt.verify(key)?;
-        self.receipt(
-            &receipt.body.recipient,
-            receipt.body.highest_position,
-            &receipt.body.digest,
-        )
+        Ok(())
     }
 
     /// A cumulative receipt of `recipient`: it holds what it owes up to `highest`,

@@ -210,6 +210,12 @@ impl Receipt {
     /// `self.generation` (the caller picks the key by generation, e.g. from the
     /// recipient's custody manifest). Strict Ed25519 verification.
     pub fn verify(&self, key: &VerifyingKey) -> Result<(), ReceiptError> {
+        self.verified(key).map(|_| ())
+    }
+
+    /// This receipt with its signature verified by `key` (as [`Receipt::verify`]): the
+    /// only way to a [`Verified`], which an outbox applies without verifying again.
+    pub fn verified(&self, key: &VerifyingKey) -> Result<Verified<'_>, ReceiptError> {
         key.verify_strict(
             &self.signed_bytes(),
             &Signature::from_bytes(&self.signature),
@@ -221,6 +227,17 @@ impl Receipt {
             highest_position: self.body.highest_position,
             generation: self.generation,
         })
+        .map(|()| Verified(self))
+    }
+}
+
+/// A receipt whose signature was verified ([`Receipt::verified`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Verified<'a>(&'a Receipt);
+
+impl Verified<'_> {
+    pub fn receipt(&self) -> &Receipt {
+        self.0
     }
 }
 

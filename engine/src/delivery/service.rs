@@ -554,7 +554,7 @@ impl Delivery {
     }
 
     /// Handles a control call from this host's operator (blocking; never on a runtime
-    /// thread).
+    /// thread). The call's fsync, if any, is led on this thread (`on_own_thread`).
     pub fn handle_local(self: &Arc<Self>, call: DeliveryCall) -> DeliveryReply {
         let runtime = self
             .runtime
@@ -563,7 +563,9 @@ impl Delivery {
             .as_ref()
             .map(|(r, _)| r.clone());
         match runtime {
-            Some(runtime) => runtime.block_on(self.handle(call)),
+            Some(runtime) => {
+                crate::store::commit::on_own_thread(|| runtime.block_on(self.handle(call)))
+            }
             None => DeliveryReply::Refused {
                 reason: "delivery has not started (it needs the `transport` profile)".to_owned(),
             },

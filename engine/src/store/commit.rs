@@ -3,12 +3,53 @@
 //! A syncer started with a gather pause waits that long before an fsync whenever the
 //! previous one covered more than one writer (writers are arriving concurrently), so
 //! one fsync covers more of them; a lone writer is never kept waiting.
+//!
+//! A lone writer on a thread of its own (a control connection's thread, inside
+//! [`on_own_thread`]), when no other writer of the store is waiting for an fsync, does
+//! not hand its fsync to the thread: it fsyncs on its own thread, without the two
+//! thread switches of asking another thread and being woken by it. Whenever another
+//! writer is waiting, it asks the thread like every writer, so concurrent writers
+//! still share fsyncs (group commit) and are answered together. A runtime worker never
+//! fsyncs itself: it would stall every task on it for a device flush.
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 type Waiter = tokio::sync::oneshot::Sender<Result<(), String>>;
+type Persist = Arc<dyn Fn() -> Result<(), fjall::Error> + Send + Sync>;
+
+thread_local! {
+    /// Whether this thread may block on a device flush ([`on_own_thread`]).
+    static OWN_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with this thread marked as one of its own: a [`Syncer::sync`] awaited
+/// within (e.g. in a `Handle::block_on` on this thread) by a lone writer fsyncs here
+/// instead of asking the fsync thread. Only for threads that serve one caller and may
+/// block, never a runtime worker.
+pub fn on_own_thread<R>(f: impl FnOnce() -> R) -> R {
+    let was = OWN_THREAD.with(|own| own.replace(true));
+    let result = f();
+    OWN_THREAD.with(|own| own.set(was));
+    result
+}
 
 /// The fsync thread of one store.
 pub struct Syncer {
     requests: std::sync::mpsc::Sender<Waiter>,
+    persist: Persist,
+    /// Writers between asking for an fsync and being answered.
+    waiting: Arc<AtomicUsize>,
+}
+
+/// Counts a writer as waiting until dropped.
+struct Waiting(Arc<AtomicUsize>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Syncer {
@@ -16,7 +57,7 @@ impl Syncer {
     /// [`super::Durable::persist`]) whenever asked, once for every request waiting at
     /// that moment.
     pub fn start(
-        persist: impl Fn() -> Result<(), fjall::Error> + Send + 'static,
+        persist: impl Fn() -> Result<(), fjall::Error> + Send + Sync + 'static,
         name: &str,
     ) -> std::io::Result<Syncer> {
         Syncer::start_gathering(persist, name, std::time::Duration::ZERO)
@@ -27,10 +68,12 @@ impl Syncer {
     /// requests arriving meanwhile too (fewer fsyncs under concurrent writers; a write
     /// is still reported durable only after an fsync that began after it).
     pub fn start_gathering(
-        persist: impl Fn() -> Result<(), fjall::Error> + Send + 'static,
+        persist: impl Fn() -> Result<(), fjall::Error> + Send + Sync + 'static,
         name: &str,
         gather: std::time::Duration,
     ) -> std::io::Result<Syncer> {
+        let persist: Persist = Arc::new(persist);
+        let on_thread = persist.clone();
         let (requests, pending) = std::sync::mpsc::channel::<Waiter>();
         std::thread::Builder::new()
             .name(name.to_owned())
@@ -43,24 +86,32 @@ impl Syncer {
                     let mut waiting = vec![first];
                     waiting.extend(pending.try_iter());
                     covered = waiting.len();
-                    let result = persist().map_err(|e| e.to_string());
+                    let result = on_thread().map_err(|e| e.to_string());
                     for w in waiting {
                         let _ = w.send(result.clone());
                     }
                 }
             })?;
-        Ok(Syncer { requests })
+        Ok(Syncer {
+            requests,
+            persist,
+            waiting: Arc::new(AtomicUsize::new(0)),
+        })
     }
 
     /// Waits for an fsync that began after this call: it covers every write committed
-    /// before.
+    /// before. A lone writer on a thread of its own ([`on_own_thread`]) fsyncs here,
+    /// blocking this thread; every other writer asks the fsync thread.
     pub async fn sync(&self) -> Result<(), String> {
+        let alone = self.waiting.fetch_add(1, Ordering::AcqRel) == 0;
+        let _waiting = Waiting(self.waiting.clone());
+        if alone && OWN_THREAD.with(Cell::get) {
+            return (self.persist)().map_err(|e| e.to_string());
+        }
+        let stopped = || "the fsync thread stopped".to_owned();
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.requests
-            .send(tx)
-            .map_err(|_| "the fsync thread stopped".to_owned())?;
-        rx.await
-            .map_err(|_| "the fsync thread stopped".to_owned())?
+        self.requests.send(tx).map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
     }
 }
 
@@ -117,5 +168,77 @@ mod tests {
             }
         });
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A persist that makes durable what was committed when it began (after a
+    /// device-like pause) and records the thread it ran on.
+    fn recording(
+        committed: &Arc<std::sync::atomic::AtomicU64>,
+        durable: &Arc<std::sync::atomic::AtomicU64>,
+        threads: &Arc<std::sync::Mutex<Vec<String>>>,
+        pause: Duration,
+    ) -> impl Fn() -> Result<(), fjall::Error> + Send + Sync + 'static {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (committed, durable, threads) = (committed.clone(), durable.clone(), threads.clone());
+        move || {
+            let covers = committed.load(SeqCst);
+            std::thread::sleep(pause);
+            durable.fetch_max(covers, SeqCst);
+            let name = std::thread::current().name().unwrap_or("").to_owned();
+            threads.lock().unwrap().push(name);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_lone_writer_on_a_thread_of_its_own_fsyncs_there_and_concurrent_ones_share() {
+        use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+        let committed = Arc::new(AtomicU64::new(0));
+        let durable = Arc::new(AtomicU64::new(0));
+        let threads = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let persist = recording(&committed, &durable, &threads, Duration::from_micros(300));
+        let syncer = Arc::new(Syncer::start(persist, "own-thread-test").unwrap());
+        let rt = runtime();
+        // A thread of its own that writes and syncs `writes` times, checking each
+        // answer came after an fsync that began after its write.
+        let writer = |name: String, writes: usize| {
+            let (syncer, committed, durable) = (syncer.clone(), committed.clone(), durable.clone());
+            let handle = rt.handle().clone();
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(move || {
+                    for _ in 0..writes {
+                        let mine = committed.fetch_add(1, SeqCst) + 1;
+                        on_own_thread(|| handle.block_on(syncer.sync())).unwrap();
+                        assert!(durable.load(SeqCst) >= mine, "answered before its fsync");
+                    }
+                })
+                .unwrap()
+        };
+        // One writer at a time: every fsync runs on its thread.
+        writer("lone-writer".to_owned(), 20).join().unwrap();
+        assert_eq!(*threads.lock().unwrap(), vec!["lone-writer".to_owned(); 20]);
+        // Eight at once: they share the fsync thread's fsyncs when they overlap.
+        let writers: Vec<_> = (0..8).map(|w| writer(format!("writer-{w}"), 50)).collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        // Outside `on_own_thread` the fsync thread does it, even alone.
+        rt.block_on(syncer.sync()).unwrap();
+        assert_eq!(
+            threads.lock().unwrap().last().map(String::as_str),
+            Some("own-thread-test")
+        );
+    }
+
+    #[test]
+    fn a_failed_fsync_on_a_thread_of_its_own_fails_its_writer() {
+        let persist = || Err(fjall::Error::Io(std::io::Error::from_raw_os_error(5)));
+        let syncer = Syncer::start(persist, "own-thread-failing").unwrap();
+        let rt = runtime();
+        let failed = on_own_thread(|| rt.block_on(syncer.sync())).unwrap_err();
+        assert!(failed.contains("Input/output error"), "{failed}");
+        let failed = rt.block_on(syncer.sync()).unwrap_err();
+        assert!(failed.contains("Input/output error"), "{failed}");
     }
 }

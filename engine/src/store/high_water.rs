@@ -12,9 +12,20 @@
 //! below what the store holds (the store is fsynced before the mark is written).
 //! Invariants, stated as absences: no answer is given before the mark covering its
 //! write is fsynced; no slot is read without its signature verifying.
+//!
+//! Signing is off the path of a write: once a record is fsynced, a thread of the mark
+//! signs the record of the next count (a "spare"), so the next advance writes it
+//! without an Ed25519 signature in between the store's fsync and the mark's. A spare
+//! is used only for exactly its count and while younger than
+//! [`HIGH_WATER_SPARE_AGE_MS_MAX`] (its time is when it was signed); else the advance
+//! signs its own record, as without a spare. The record written is the same either
+//! way: a spare changes when a record is signed, never what it says.
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
+
+use crate::limits::HIGH_WATER_SPARE_AGE_MS_MAX;
 
 /// The mark's file in the installation's custody directory.
 pub const HIGH_WATER_FILE: &str = "store.high-water";
@@ -206,6 +217,13 @@ pub fn before_open(dir: &Path, store: &Path, mark: Option<&Mark>) -> Result<(), 
     }
 }
 
+/// A record signed ahead for a count not yet written.
+struct Spare {
+    writes: u64,
+    at_ms: u64,
+    record: [u8; SLOT],
+}
+
 /// The mark, open for writing.
 pub struct HighWater {
     file: std::fs::File,
@@ -215,6 +233,50 @@ pub struct HighWater {
     next: u64,
     written: u64,
     sign: Signer,
+    /// The record of the next count, signed by the thread behind `ahead`.
+    spare: Arc<Mutex<Option<Spare>>>,
+    /// Asks that thread to sign the record of a count (`None`: it did not start;
+    /// every advance signs its own record).
+    ahead: Option<mpsc::Sender<u64>>,
+}
+
+/// Starts the thread that signs records ahead: for each count asked (the newest of
+/// those waiting), the record of `store` at that count, kept in `spare` unless one of
+/// a higher count is there. It ends when its [`HighWater`] is dropped.
+fn sign_ahead(
+    store: String,
+    sign: Signer,
+    spare: Arc<Mutex<Option<Spare>>>,
+) -> Option<mpsc::Sender<u64>> {
+    let (ahead, asked) = mpsc::channel::<u64>();
+    std::thread::Builder::new()
+        .name("store-mark-sign".to_owned())
+        .spawn(move || {
+            while let Ok(first) = asked.recv() {
+                let writes = asked.try_iter().fold(first, u64::max);
+                let at_ms = super::now_ms();
+                let mark = Mark {
+                    writes,
+                    store: store.clone(),
+                    at_ms,
+                    slot: 0,
+                };
+                // A locked custody signs nothing: the advance then says why.
+                let Ok(record) = encode(&mark, &sign) else {
+                    continue;
+                };
+                let mut spare = spare.lock().unwrap_or_else(|p| p.into_inner());
+                if spare.as_ref().is_none_or(|s| s.writes < writes) {
+                    *spare = Some(Spare {
+                        writes,
+                        at_ms,
+                        record,
+                    });
+                }
+            }
+        })
+        .ok()
+        .map(|_| ahead)
 }
 
 impl HighWater {
@@ -251,14 +313,46 @@ impl HighWater {
             .open(&mark)
             .map_err(io)?;
         let (newest, written) = existing.map_or((0, writes), |m| (m.slot, m.writes.min(writes)));
-        Ok(HighWater {
+        let spare = Arc::new(Mutex::new(None));
+        let ahead = sign_ahead(store.to_owned(), sign.clone(), spare.clone());
+        let high_water = HighWater {
             file,
             path: mark,
             store: store.to_owned(),
             next: newest as u64 ^ 1,
             written,
             sign,
-        })
+            spare,
+            ahead,
+        };
+        high_water.ask_ahead(writes.max(written) + 1);
+        Ok(high_water)
+    }
+
+    /// Asks for the record of `writes` to be signed ahead.
+    fn ask_ahead(&self, writes: u64) {
+        if let Some(ahead) = &self.ahead {
+            let _ = ahead.send(writes);
+        }
+    }
+
+    /// The spare record of exactly `writes`, if one was signed recently enough; a
+    /// spare of a count already passed is dropped.
+    fn take_spare(&self, writes: u64) -> Option<[u8; SLOT]> {
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        match spare.as_ref() {
+            Some(s)
+                if s.writes == writes
+                    && super::now_ms().saturating_sub(s.at_ms) <= HIGH_WATER_SPARE_AGE_MS_MAX =>
+            {
+                spare.take().map(|s| s.record)
+            }
+            Some(s) if s.writes <= writes => {
+                *spare = None;
+                None
+            }
+            _ => None,
+        }
     }
 
     /// Records that `writes` writes are acknowledged: the record is written to the
@@ -267,19 +361,23 @@ impl HighWater {
         if writes <= self.written {
             return Ok(());
         }
-        let record = encode(
-            &Mark {
-                writes,
-                store: self.store.clone(),
-                at_ms: super::now_ms(),
-                slot: self.next as usize,
-            },
-            &self.sign,
-        )?;
+        let record = match self.take_spare(writes) {
+            Some(record) => record,
+            None => encode(
+                &Mark {
+                    writes,
+                    store: self.store.clone(),
+                    at_ms: super::now_ms(),
+                    slot: self.next as usize,
+                },
+                &self.sign,
+            )?,
+        };
         self.file.write_all_at(&record, self.next * SLOT as u64)?;
         crate::metrics::fsync(|| self.file.sync_data())?;
         self.next ^= 1;
         self.written = writes;
+        self.ask_ahead(writes + 1);
         Ok(())
     }
 
@@ -338,6 +436,71 @@ mod tests {
         let mut again = HighWater::open(&dir, ID, 9, newest, sign).unwrap();
         again.advance(10).unwrap();
         assert_eq!(read(&dir, &verify).unwrap().unwrap().writes, 10);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// For each record signed: its count and the thread that signed it.
+    type Seen = Arc<Mutex<Vec<(u64, String)>>>;
+
+    /// A signer that records what it signs ([`Seen`]).
+    fn recording() -> (Signer, Seen) {
+        let (sign, _) = keys();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let recording: Signer = Arc::new(move |m: &[u8]| {
+            let writes = u64::from_le_bytes(m[8..16].try_into().unwrap());
+            let thread = std::thread::current().name().unwrap_or("").to_owned();
+            log.lock().unwrap().push((writes, thread));
+            sign(m)
+        });
+        (recording, seen)
+    }
+
+    /// Waits (bounded) until the spare holds the record of `writes`.
+    fn spare_of(mark: &HighWater, writes: u64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while mark.spare.lock().unwrap().as_ref().map(|s| s.writes) != Some(writes) {
+            assert!(std::time::Instant::now() < deadline, "no spare of {writes}");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn the_next_record_is_signed_ahead_and_only_used_for_its_own_count() {
+        let dir = installation("ahead");
+        let (_, verify) = keys();
+        let (sign, seen) = recording();
+        let mut mark = HighWater::open(&dir, ID, 0, None, sign).unwrap();
+        spare_of(&mark, 1);
+        mark.advance(1).unwrap();
+        spare_of(&mark, 2);
+        mark.advance(2).unwrap();
+        assert_eq!(read(&dir, &verify).unwrap().unwrap().writes, 2);
+        // Counts 1 and 2 were signed by the mark's thread, none by this one.
+        let signed_here = |w: u64| {
+            seen.lock()
+                .unwrap()
+                .iter()
+                .any(|(writes, thread)| *writes == w && thread != "store-mark-sign")
+        };
+        assert!(
+            !signed_here(1) && !signed_here(2),
+            "{:?}",
+            seen.lock().unwrap()
+        );
+        // A jump past the spare: the advance signs its own record, and it verifies.
+        spare_of(&mark, 3);
+        mark.advance(7).unwrap();
+        assert!(signed_here(7), "{:?}", seen.lock().unwrap());
+        assert_eq!(read(&dir, &verify).unwrap().unwrap().writes, 7);
+        // A spare older than HIGH_WATER_SPARE_AGE_MS_MAX is signed again.
+        spare_of(&mark, 8);
+        mark.spare.lock().unwrap().as_mut().unwrap().at_ms -= HIGH_WATER_SPARE_AGE_MS_MAX + 1;
+        mark.advance(8).unwrap();
+        assert!(signed_here(8), "{:?}", seen.lock().unwrap());
+        let newest = read(&dir, &verify).unwrap().unwrap();
+        assert_eq!(newest.writes, 8);
+        assert!(super::super::now_ms() - newest.at_ms <= HIGH_WATER_SPARE_AGE_MS_MAX);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -211,16 +211,19 @@ impl Delivery {
                 receipt.body.recipient
             ));
         }
-        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(RouteState {
-            install,
-            role: Role::Publisher(p),
-        }) = routes.get_mut(route)
-        else {
-            return Err("the route is no longer published here".to_owned());
+        // The destination's key read (the key book reads files) and the signature
+        // verified before the routes' lock is taken: publishes wait for neither.
+        let recorded = {
+            let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+            match routes.get(route) {
+                Some(RouteState {
+                    install,
+                    role: Role::Publisher(_),
+                }) => install.destination(destination).cloned(),
+                _ => return Err("the route is no longer published here".to_owned()),
+            }
         };
-        let key_of = install
-            .destination(destination)
+        let key_of = recorded
             .and_then(|d| {
                 crate::custody::signing_key_of(
                     &self.custody.peer_keys(&d.host, &d.keys),
@@ -233,9 +236,18 @@ impl Delivery {
                     receipt.generation
                 )
             })?;
+        let verified = receipt.verified(&key_of).map_err(|e| e.to_string())?;
+        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(RouteState {
+            role: Role::Publisher(p),
+            ..
+        }) = routes.get_mut(route)
+        else {
+            return Err("the route is no longer published here".to_owned());
+        };
         let mut released = p
             .outbox
-            .apply(receipt, &key_of)
+            .apply_verified(verified)
             .map_err(|e| e.to_string())?;
         // At or below the newest checkpoint's floor the journal may be purged: the
         // newest value is sent again instead (docs/storage.md, "Delivery").

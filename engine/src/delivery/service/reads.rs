@@ -40,16 +40,46 @@ impl Delivery {
 
     /// `route` as this host sees it (`inspect routes`), when it holds it.
     pub fn view(&self, route: &str) -> Option<RouteView> {
-        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        routes.get(route).map(|r| self.view_of(&routes, r))
+        let view = {
+            let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+            routes.get(route).map(|r| self.view_of(&routes, r))
+        };
+        view.map(|v| self.read_in(v))
     }
 
     pub(super) fn views(&self) -> Vec<RouteView> {
-        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        routes.values().map(|r| self.view_of(&routes, r)).collect()
+        let views: Vec<RouteView> = {
+            let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+            routes.values().map(|r| self.view_of(&routes, r)).collect()
+        };
+        views.into_iter().map(|v| self.read_in(v)).collect()
     }
 
-    /// One route's view (`routes` held: the Ordered pool sums the membership's routes).
+    /// The parts of a view read from the store and the key book, after the routes'
+    /// lock is released: a publish, a push or a receipt never waits for an
+    /// inspection's reads (the key book reads files).
+    fn read_in(&self, mut view: RouteView) -> RouteView {
+        view.held_from = self.held_from(&view.route.name);
+        if view.role == "publisher" {
+            view.destination_keys = view
+                .route
+                .destinations
+                .iter()
+                .map(|d| {
+                    let keys = self.custody.peer_keys(&d.host, &d.keys);
+                    let generations = KeyGenerations {
+                        signing: keys.generation,
+                        mail: keys.mail_generation,
+                    };
+                    (d.host.clone(), generations)
+                })
+                .collect();
+        }
+        view
+    }
+
+    /// One route's view (`routes` held: the Ordered pool sums the membership's routes),
+    /// without what [`Delivery::read_in`] adds.
     fn view_of(&self, routes: &BTreeMap<String, RouteState>, r: &RouteState) -> RouteView {
         match &r.role {
             Role::Publisher(p) => RouteView {
@@ -64,7 +94,7 @@ impl Delivery {
                     .collect(),
                 outstanding: p.outbox.outstanding(),
                 held: 0,
-                held_from: self.held_from(&r.install.name),
+                held_from: 0,
                 ordered_pool: (r.install.class == crate::delivery::receipts::Class::Ordered
                     && r.install.matrix.is_none())
                 .then(|| OrderedPool {
@@ -73,19 +103,7 @@ impl Delivery {
                     capacity: self.capacities.ordered_per_host(&r.install.membership),
                 }),
                 deferred: p.deferred.len() as u64,
-                destination_keys: r
-                    .install
-                    .destinations
-                    .iter()
-                    .map(|d| {
-                        let keys = self.custody.peer_keys(&d.host, &d.keys);
-                        let generations = KeyGenerations {
-                            signing: keys.generation,
-                            mail: keys.mail_generation,
-                        };
-                        (d.host.clone(), generations)
-                    })
-                    .collect(),
+                destination_keys: BTreeMap::new(),
             },
             Role::Destination(inbox) => RouteView {
                 route: r.install.clone(),
@@ -94,7 +112,7 @@ impl Delivery {
                 receipted: BTreeMap::new(),
                 outstanding: BTreeMap::new(),
                 held: inbox.held(),
-                held_from: self.held_from(&r.install.name),
+                held_from: 0,
                 ordered_pool: None,
                 deferred: 0,
                 destination_keys: BTreeMap::new(),
