@@ -90,6 +90,28 @@ impl Publisher {
             .unwrap_or(0))
     }
 
+    /// Waits at the publisher (at most `wait_ms`) until every destination's receipt
+    /// of `route` covers `position`; the highest position they all cover then
+    /// (`DeliveryCall::Receipted`), and whether `position` is complete.
+    pub fn await_receipted(
+        &mut self,
+        route: &str,
+        position: u64,
+        wait_ms: u64,
+    ) -> Result<(u64, bool)> {
+        let call = DeliveryCall::Receipted {
+            route: route.to_owned(),
+            position,
+            wait_ms,
+        };
+        match delivery(&mut self.client, call)? {
+            DeliveryReply::Receipted {
+                covered, complete, ..
+            } => Ok((covered, complete)),
+            other => Err(format!("receipted: {other:?}").into()),
+        }
+    }
+
     /// The size of the JSON of this host's answer to `routes` (what a poll costs).
     pub fn routes_reply_bytes(&mut self) -> Result<usize> {
         let reply = delivery(&mut self.client, DeliveryCall::Routes)?;

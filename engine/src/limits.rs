@@ -270,6 +270,10 @@ pub const PUSH_DELIVERIES_MAX: usize = 512;
 pub const PUSH_BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// Values one `held` reply carries at most (`next` says where to continue).
 pub const HELD_REPLY_MAX: usize = 20_000;
+/// The longest a `receipted` call waits for a publication's receipts (ms).
+pub const RECEIPTED_WAIT_MS_MAX: u64 = 60_000;
+/// The most destinations a `receipted` answer names among those still awaited.
+pub const RECEIPTED_MISSING_MAX: usize = 16;
 /// The longest push body a recipient accepts, in bytes.
 pub const PUSH_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
 

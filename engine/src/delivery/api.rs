@@ -141,6 +141,16 @@ pub enum DeliveryCall {
     /// The newest receipt of every destination of `route`, at its publisher. Changes
     /// nothing.
     Receipts { route: String },
+    /// At the publisher of `route`: waits until every destination of `position`'s
+    /// cohort has a receipt covering it, or `wait_ms` passes (at most
+    /// `RECEIPTED_WAIT_MS_MAX`; 0 answers at once), then answers how far receipts
+    /// cover. Changes nothing.
+    Receipted {
+        route: String,
+        position: u64,
+        #[serde(default)]
+        wait_ms: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -174,6 +184,25 @@ pub enum DeliveryReply {
         receipts: Vec<Receipt>,
         /// Values still owed per destination (no receipt covers them yet).
         outstanding: BTreeMap<String, u64>,
+    },
+    Receipted {
+        route: String,
+        position: u64,
+        /// The last position published (durable) at the publisher.
+        published: u64,
+        /// Whether every destination of the position's cohort has a receipt covering
+        /// it (false for a position not yet published).
+        complete: bool,
+        /// The highest position every destination of that cohort has a receipt
+        /// covering (cumulative receipts: every position up to it is complete for
+        /// them).
+        covered: u64,
+        /// The destinations of the cohort (0: a cohort forgotten, all complete).
+        cohort: u64,
+        /// How many of them have no receipt covering the position yet.
+        awaiting: u64,
+        /// The first of those by name (at most `RECEIPTED_MISSING_MAX`).
+        missing: Vec<String>,
     },
     Staged {
         route: String,

@@ -95,6 +95,7 @@ use serde::{Deserialize, Serialize};
 
 use super::receipts::{Class, GENESIS, Receipt, ReceiptError, Verified, chain};
 
+mod completion;
 mod inbox;
 
 pub use inbox::{Accepted, Inbox};
@@ -540,23 +541,6 @@ impl Outbox {
         match self.class {
             Class::Ordered => d.owed,
             Class::Latest => d.window.len() as u64,
-        }
-    }
-
-    /// Whether every recipient of `position`'s cohort has a receipt covering it.
-    /// False for a position not yet published.
-    pub fn complete(&self, position: u64) -> bool {
-        if position == 0 || position > self.published {
-            return false;
-        }
-        match span(&self.cohorts, self.published, position) {
-            // Forgotten: all of its publications were complete.
-            None => true,
-            Some(c) => c.recipients.iter().all(|r| {
-                self.destinations
-                    .get(r)
-                    .is_some_and(|d| d.receipted >= position)
-            }),
         }
     }
 

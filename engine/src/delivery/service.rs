@@ -135,6 +135,8 @@ struct Publishing {
     /// the first of them on.
     pending: std::collections::BTreeSet<u64>,
     wake: Arc<Notify>,
+    /// Notified whenever a receipt advances (`receipted` calls wait on it).
+    receipted: Arc<Notify>,
     gate: Arc<Gate>,
     /// The position of the installed checkpoint (0: none).
     checkpointed: u64,
@@ -521,6 +523,7 @@ impl Delivery {
                                     outbox,
                                     pending: Default::default(),
                                     wake: Arc::new(Notify::new()),
+                                    receipted: Arc::new(Notify::new()),
                                     gate: Arc::new(Gate::default()),
                                     checkpointed: 0,
                                     floor: 0,
@@ -598,6 +601,11 @@ impl Delivery {
             DeliveryCall::Staged { route } => self.staged(&route),
             DeliveryCall::Held { route, from } => self.held(&route, from),
             DeliveryCall::Receipts { route } => self.receipts(&route),
+            DeliveryCall::Receipted {
+                route,
+                position,
+                wait_ms,
+            } => self.receipted(&route, position, wait_ms).await,
         }
     }
 }

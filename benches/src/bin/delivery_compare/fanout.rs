@@ -15,12 +15,9 @@ use crate::{Args, grid, jetstream};
 
 /// How long one fan-out publication may wait for its last acknowledgement.
 const FANOUT_TIMEOUT: Duration = Duration::from_secs(30);
-/// How often Grid's 1,024 receipts are polled at the publisher in the fan-out: every
-/// tenth of the time waited so far, at least this often. One poll returns the route
-/// with all its destinations and their keys (hundreds of KB of JSON, milliseconds of
-/// the publisher's CPU), so polling every millisecond would load the publisher.
-const FANOUT_POLL_INTERVAL: Duration = Duration::from_millis(2);
-const FANOUT_POLL_FRACTION: u32 = 10;
+/// How long one `receipted` call waits at Grid's publisher for the 1,024 receipts
+/// (it answers as soon as they all cover the publication).
+const FANOUT_RECEIPTED_WAIT_MS: u64 = 5_000;
 /// Consumers per NATS connection in the fan-out row.
 const FANOUT_CONSUMERS_PER_CONNECTION: usize = 64;
 
@@ -74,8 +71,7 @@ pub fn measure_grid(
     let mut publisher = grid::Publisher::connect(host_dir.clone())?;
     let mut poller = grid::Publisher::connect(host_dir)?;
     let window = Window::of(args.measurement.warmup, args.fanout_seconds, t0);
-    let mut polls = 0u64;
-    let mut poll_time = Duration::ZERO;
+    let mut asks = 0u64;
     let mut fanout = Fanout::new("Grid", f.destinations, setup, String::new());
     for n in 0..FANOUT_PUBLICATIONS_MAX {
         let start = Instant::now();
@@ -92,23 +88,21 @@ pub fn measure_grid(
             }
         };
         let mut done = None;
-        let mut covered = 0;
         while start.elapsed() < FANOUT_TIMEOUT {
-            let asked = Instant::now();
-            let receipted = poller.receipted_all(grid::FANOUT_ROUTE);
-            polls += 1;
-            poll_time += asked.elapsed();
+            let receipted =
+                poller.await_receipted(grid::FANOUT_ROUTE, position, FANOUT_RECEIPTED_WAIT_MS);
+            asks += 1;
             match receipted {
-                Ok(r) => {
-                    covered = r.values().filter(|&&p| p >= position).count();
-                    if covered >= f.destinations {
-                        done = Some(since(t0));
-                        break;
-                    }
+                Ok((_, true)) => {
+                    done = Some(since(t0));
+                    break;
                 }
-                Err(e) => fanout.failures.reason(format!("(receipt poll) {e}")),
+                Ok((_, false)) => {}
+                Err(e) => {
+                    fanout.failures.reason(format!("(receipted) {e}"));
+                    std::thread::sleep(FAILURE_PAUSE);
+                }
             }
-            std::thread::sleep(FANOUT_POLL_INTERVAL.max(start.elapsed() / FANOUT_POLL_FRACTION));
         }
         if start < window.measure_from {
             continue;
@@ -118,29 +112,20 @@ pub fn measure_grid(
             None => {
                 fanout.incomplete += 1;
                 fanout.failures.reason(format!(
-                    "{} of {} receipts missing after {FANOUT_TIMEOUT:?}",
-                    f.destinations - covered,
+                    "receipts of {} destinations not all in after {FANOUT_TIMEOUT:?}",
                     f.destinations
                 ));
             }
         }
     }
     f.hosts.procs.check_running()?;
-    let reply_bytes = poller.routes_reply_bytes()?;
     fanout.latencies_ns.sort_unstable();
     fanout.note = format!(
-        "{} destination hosts in {} gridd processes ({} per process) + the publisher's; receipts polled at the \
-         publisher every 1/{FANOUT_POLL_FRACTION} of the time waited (at least {FANOUT_POLL_INTERVAL:?} apart): \
-         {polls} polls of {} KB, {:.1} ms each on average",
+        "{} destination hosts in {} gridd processes ({} per process) + the publisher's; completion awaited at \
+         the publisher (`receipted`, answered when the last receipt is applied): {asks} calls",
         f.destinations,
         f.processes - 1,
         grid::FANOUT_HOSTS_PER_PROCESS,
-        reply_bytes / 1024,
-        if polls == 0 {
-            0.0
-        } else {
-            poll_time.as_secs_f64() * 1e3 / polls as f64
-        }
     );
     Ok(fanout)
 }

@@ -19,8 +19,12 @@ use crate::{Args, grid, jetstream};
 
 /// How long the end-to-end acknowledgements may take to catch up after a window.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
-/// How often Grid's receipts are polled at the publisher.
+/// How often Grid's receipts are polled at the publisher by publishers that share the
+/// duty (64 publishers: no control connection is left for a poller).
 const POLL_INTERVAL: Duration = Duration::from_millis(1);
+/// How long one `receipted` call of the dedicated poller waits at most (it answers as
+/// soon as a receipt covers the position asked).
+const RECEIPTED_WAIT_MS: u64 = 200;
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Row {
@@ -71,6 +75,30 @@ impl Advances {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .reason(format!("(receipt poll) {e}")),
+        }
+    }
+
+    /// Waits at Grid's publisher for the next acknowledged position of `route` (one
+    /// `receipted` call, answered as the receipt is applied) and records how far
+    /// receipts then cover.
+    fn wait_next(&self, publisher: &mut grid::Publisher, route: &str, t0: Instant) {
+        let next = self.highest.load(Ordering::SeqCst) + 1;
+        match publisher.await_receipted(route, next, RECEIPTED_WAIT_MS) {
+            Ok((covered, _)) => {
+                let now = since(t0);
+                let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+                if seen.last().is_none_or(|&(p, _)| covered > p) {
+                    seen.push((covered, now));
+                    self.highest.store(covered, Ordering::SeqCst);
+                }
+            }
+            Err(e) => {
+                self.errors
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .reason(format!("(receipted) {e}"));
+                std::thread::sleep(POLL_INTERVAL);
+            }
         }
     }
 
@@ -219,8 +247,8 @@ fn value_of(i: usize, seq: u64) -> f64 {
     (i as u64 * 1_000_000_000 + seq) as f64
 }
 
-/// Waits until `advances` reaches the drain's target or deadline, polling with
-/// `publisher`.
+/// Waits until `advances` reaches the drain's target or deadline, asking `publisher`
+/// for each next acknowledged position (`receipted`, which waits for the receipt).
 fn drain_grid(
     advances: &Advances,
     publisher: &mut grid::Publisher,
@@ -229,13 +257,12 @@ fn drain_grid(
     drain: &Drain,
 ) {
     loop {
-        advances.poll(publisher, route, t0);
+        advances.wait_next(publisher, route, t0);
         let done = drain.stop.load(Ordering::SeqCst)
             && advances.highest.load(Ordering::SeqCst) >= drain.target.load(Ordering::SeqCst);
         if done || since(t0) > drain.deadline.load(Ordering::SeqCst) {
             return;
         }
-        std::thread::sleep(POLL_INTERVAL);
     }
 }
 

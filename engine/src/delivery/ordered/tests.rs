@@ -182,9 +182,21 @@ fn cohorts_are_frozen_per_publication() {
         !out.complete(2) && !out.complete(4),
         "`a` has not receipted"
     );
+    // What `inspect receipted` answers: position 2's cohort is a and b, b covers it,
+    // a does not; position 3's cohort is a alone; 5 is not published.
+    assert_eq!(out.awaiting(2), Some((2, 0, vec!["a"])));
+    assert_eq!(out.awaiting(3), Some((1, 0, vec!["a"])));
+    assert_eq!(out.awaiting(5), None);
+    assert_eq!(out.awaiting(0), None);
     assert_eq!(out.outstanding(), BTreeMap::from([("a".to_owned(), 4)]));
     deliver_all(&mut out, &mut a);
     assert!((1..=4).all(|p| out.complete(p)));
+    // Every publication complete: nothing awaited, receipts cover all four (a cohort
+    // fully receipted may be forgotten: then it counts no recipients).
+    for p in 1..=4 {
+        let (_, covered, awaited) = out.awaiting(p).expect("published");
+        assert_eq!((covered, awaited.len()), (4, 0), "position {p}");
+    }
     assert!(out.outstanding().is_empty());
     assert_eq!(out.retained(), 0);
 }

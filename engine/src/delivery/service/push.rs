@@ -270,6 +270,7 @@ impl Delivery {
             }
         }
         if released.outcome == ReceiptOutcome::Advanced {
+            p.receipted.notify_waiters();
             // Lazily durable: a lost receipt only resends values answered as duplicates.
             self.ks
                 .receipts

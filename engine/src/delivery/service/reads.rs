@@ -9,8 +9,9 @@ use crate::delivery::api::{
     DeliveryReply, HeldValue, KeyGenerations, OrderedPool, RouteInstall, RouteView,
 };
 use crate::delivery::receipts::Receipt;
-use crate::limits::HELD_REPLY_MAX;
+use crate::limits::{HELD_REPLY_MAX, RECEIPTED_MISSING_MAX, RECEIPTED_WAIT_MS_MAX};
 use crate::store::fatal;
+use std::time::Duration;
 
 impl Delivery {
     /// The membership of `route`, when this host holds it.
@@ -218,15 +219,20 @@ impl Delivery {
         }
     }
 
+    /// Why a receipts call is refused at a host that does not publish `route`.
+    fn not_publisher(&self, route: &str) -> DeliveryReply {
+        DeliveryReply::Refused {
+            reason: format!(
+                "host `{}` does not publish route `{route}`; its publisher holds the receipts",
+                self.host
+            ),
+        }
+    }
+
     pub(super) fn receipts(&self, route: &str) -> DeliveryReply {
         let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         let Some((install, p)) = publisher(&routes, route) else {
-            return DeliveryReply::Refused {
-                reason: format!(
-                    "host `{}` does not publish route `{route}`; its publisher holds the receipts",
-                    self.host
-                ),
-            };
+            return self.not_publisher(route);
         };
         let mut receipts = Vec::new();
         for d in &install.destinations {
@@ -247,6 +253,69 @@ impl Delivery {
             published: p.durable(),
             receipts,
             outstanding: p.outbox.outstanding(),
+        }
+    }
+
+    /// At the publisher of `route`: waits until every destination of `position`'s
+    /// cohort has a receipt covering it, or `wait_ms` passes, then answers how far
+    /// receipts cover ([`DeliveryReply::Receipted`]). A publication completed by a
+    /// cohort change rather than a receipt is seen at the end of the wait.
+    pub(super) async fn receipted(
+        &self,
+        route: &str,
+        position: u64,
+        wait_ms: u64,
+    ) -> DeliveryReply {
+        if wait_ms > RECEIPTED_WAIT_MS_MAX {
+            return DeliveryReply::Refused {
+                reason: format!(
+                    "wait_ms {wait_ms} is above RECEIPTED_WAIT_MS_MAX ({RECEIPTED_WAIT_MS_MAX})"
+                ),
+            };
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+        loop {
+            let (reply, receipted) = {
+                let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+                let Some((install, p)) = publisher(&routes, route) else {
+                    return self.not_publisher(route);
+                };
+                // Armed before the lock is released: a receipt recorded from now on
+                // wakes it.
+                let mut receipted = Box::pin(p.receipted.clone().notified_owned());
+                receipted.as_mut().enable();
+                let published = p.durable();
+                let (cohort, covered, awaited) = match p.outbox.awaiting(position) {
+                    Some(known) if position <= published => known,
+                    _ => (install.destinations.len(), 0, Vec::new()),
+                };
+                let awaiting = if position <= published {
+                    awaited.len()
+                } else {
+                    cohort
+                };
+                let reply = DeliveryReply::Receipted {
+                    route: route.to_owned(),
+                    position,
+                    published,
+                    complete: position >= 1 && position <= published && awaited.is_empty(),
+                    covered,
+                    cohort: cohort as u64,
+                    awaiting: awaiting as u64,
+                    missing: awaited
+                        .into_iter()
+                        .take(RECEIPTED_MISSING_MAX)
+                        .map(str::to_owned)
+                        .collect(),
+                };
+                (reply, receipted)
+            };
+            let done = matches!(reply, DeliveryReply::Receipted { complete: true, .. });
+            if done || tokio::time::Instant::now() >= deadline {
+                return reply;
+            }
+            // Woken by a receipt, or at the deadline: either way answered afresh.
+            let _ = tokio::time::timeout_at(deadline, receipted).await;
         }
     }
 

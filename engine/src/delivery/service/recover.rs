@@ -211,6 +211,7 @@ impl Delivery {
             pending: Default::default(),
             outbox,
             wake: Arc::new(Notify::new()),
+            receipted: Arc::new(Notify::new()),
             gate: Arc::new(Gate::default()),
             checkpointed,
             floor,

@@ -111,6 +111,26 @@ pub enum InspectCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Whether every destination of ROUTE has a receipt covering POSITION, asked at
+    /// the route's publisher: with --wait-ms it answers as soon as they all do (a
+    /// receipt recorded wakes it), or when the wait ends (at most
+    /// RECEIPTED_WAIT_MS_MAX = 60,000). Changes nothing. Exit 0 every destination's
+    /// receipt covers it, 1 not yet (the value stays owed and is pushed again), 4
+    /// refused.
+    #[command(mut_arg("json", |a| a.help(
+        "{\"route\", \"host\", \"position\", \"published\", \"complete\", \"covered\", \"cohort\", \"awaiting\", \"missing\"}"
+    )))]
+    Receipted {
+        route: String,
+        /// The publication's position (as `gridctl publish` answered it).
+        #[arg(long)]
+        position: u64,
+        /// How long to wait for the receipts, in milliseconds (0: answer at once).
+        #[arg(long, value_name = "MS", default_value_t = 0)]
+        wait_ms: u64,
+        #[command(flatten)]
+        output: Output,
+    },
     /// A run as HOST holds it: as its receiver (outcome, grant, unit; a finished run
     /// past the hot window is read from the host's archive, `"archived": true`) or as
     /// its caller (its wait journal). Exit 4 (refused) when the id is known and its
@@ -264,6 +284,12 @@ pub fn inspect(command: InspectCommand) -> anyhow::Result<ExitCode> {
             verify,
             output,
         } => routes::inspect_receipts(&route, verify, &output),
+        InspectCommand::Receipted {
+            route,
+            position,
+            wait_ms,
+            output,
+        } => routes::inspect_receipted(&route, position, wait_ms, &output),
         InspectCommand::Mapping {
             mapping,
             host,

@@ -1,4 +1,4 @@
-//! `gridctl publish` and `gridctl inspect routes|inbox|receipts`: values on routes,
+//! `gridctl publish` and `gridctl inspect routes|inbox|receipts|receipted`: values on routes,
 //! at their publishers and destinations.
 
 use std::collections::BTreeMap;
@@ -293,5 +293,90 @@ pub fn inspect_receipts(route: &str, verify: bool, output: &Output) -> anyhow::R
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    })
+}
+
+/// `gridctl inspect receipted`: whether every destination's receipt covers a position.
+pub fn inspect_receipted(
+    route: &str,
+    position: u64,
+    wait_ms: u64,
+    output: &Output,
+) -> anyhow::Result<ExitCode> {
+    let host =
+        grid_reconciler::routes::publisher_of(&output.state, route).map_err(anyhow::Error::msg)?;
+    let call = DeliveryCall::Receipted {
+        route: route.to_owned(),
+        position,
+        wait_ms,
+    };
+    let refused = |reason: String| {
+        let detail = format!("inspect receipted refused: {reason}");
+        emit(
+            &NotDone {
+                id: serde_json::json!({ "route": route, "position": position }),
+                outcome: "refused",
+                detail: detail.clone(),
+            },
+            output.json,
+        );
+        eprintln!("gridctl: {detail}");
+        Ok(ExitCode::from(4))
+    };
+    let reply = match grid_reconciler::routes::call(&output.state, &host, call) {
+        Ok(reply) => reply,
+        Err(e) => return refused(e),
+    };
+    let DeliveryReply::Receipted {
+        published,
+        complete,
+        covered,
+        cohort,
+        awaiting,
+        missing,
+        ..
+    } = reply
+    else {
+        return match reply {
+            DeliveryReply::Refused { reason } => refused(reason),
+            other => bail!("the host answered {other:?}"),
+        };
+    };
+    let text = if complete {
+        format!(
+            "{route} at {host}: position {position} is receipted by every destination of its cohort ({cohort}); receipts cover through {covered}"
+        )
+    } else if position > published {
+        format!(
+            "{route} at {host}: position {position} is not published yet (published: {published})"
+        )
+    } else {
+        let more = (awaiting as usize).saturating_sub(missing.len());
+        format!(
+            "{route} at {host}: position {position} awaits the receipts of {awaiting} of {cohort} destinations ({}{}); receipts cover through {covered}",
+            missing.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        )
+    };
+    let json = serde_json::json!({
+        "route": route,
+        "host": host,
+        "position": position,
+        "published": published,
+        "complete": complete,
+        "covered": covered,
+        "cohort": cohort,
+        "awaiting": awaiting,
+        "missing": missing,
+    });
+    emit(&Rendered::new(json, text), output.json);
+    Ok(if complete {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     })
 }
