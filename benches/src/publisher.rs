@@ -112,12 +112,6 @@ impl Publisher {
         }
     }
 
-    /// The size of the JSON of this host's answer to `routes` (what a poll costs).
-    pub fn routes_reply_bytes(&mut self) -> Result<usize> {
-        let reply = delivery(&mut self.client, DeliveryCall::Routes)?;
-        Ok(serde_json::to_vec(&Reply::Delivery(Box::new(reply)))?.len())
-    }
-
     /// The highest position of `route` each destination's receipts cover, at the
     /// publisher (a destination without a receipt yet is missing).
     pub fn receipted_all(

@@ -40,13 +40,13 @@ pub struct Syncer {
     requests: std::sync::mpsc::Sender<Waiter>,
     persist: Persist,
     /// Writers between asking for an fsync and being answered.
-    waiting: Arc<AtomicUsize>,
+    waiting: AtomicUsize,
 }
 
 /// Counts a writer as waiting until dropped.
-struct Waiting(Arc<AtomicUsize>);
+struct Waiting<'a>(&'a AtomicUsize);
 
-impl Drop for Waiting {
+impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
@@ -95,7 +95,7 @@ impl Syncer {
         Ok(Syncer {
             requests,
             persist,
-            waiting: Arc::new(AtomicUsize::new(0)),
+            waiting: AtomicUsize::new(0),
         })
     }
 
@@ -104,7 +104,7 @@ impl Syncer {
     /// blocking this thread; every other writer asks the fsync thread.
     pub async fn sync(&self) -> Result<(), String> {
         let alone = self.waiting.fetch_add(1, Ordering::AcqRel) == 0;
-        let _waiting = Waiting(self.waiting.clone());
+        let _waiting = Waiting(&self.waiting);
         if alone && OWN_THREAD.with(Cell::get) {
             return (self.persist)().map_err(|e| e.to_string());
         }

@@ -62,20 +62,26 @@ impl Advances {
     /// Polls Grid's publisher once for the receipted position of `route`.
     fn poll(&self, publisher: &mut grid::Publisher, route: &str, t0: Instant) {
         match publisher.receipted(route, grid::DESTINATION) {
-            Ok(position) => {
-                let now = since(t0);
-                let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-                if seen.last().is_none_or(|&(p, _)| position > p) {
-                    seen.push((position, now));
-                    self.highest.store(position, Ordering::SeqCst);
-                }
-            }
-            Err(e) => self
-                .errors
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .reason(format!("(receipt poll) {e}")),
+            Ok(position) => self.record(position, t0),
+            Err(e) => self.failed(format!("(receipt poll) {e}")),
         }
+    }
+
+    /// Records that receipts cover `position` now, when that is higher than before.
+    fn record(&self, position: u64, t0: Instant) {
+        let now = since(t0);
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.last().is_none_or(|&(p, _)| position > p) {
+            seen.push((position, now));
+            self.highest.store(position, Ordering::SeqCst);
+        }
+    }
+
+    fn failed(&self, reason: String) {
+        self.errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .reason(reason);
     }
 
     /// Waits at Grid's publisher for the next acknowledged position of `route` (one
@@ -84,19 +90,9 @@ impl Advances {
     fn wait_next(&self, publisher: &mut grid::Publisher, route: &str, t0: Instant) {
         let next = self.highest.load(Ordering::SeqCst) + 1;
         match publisher.await_receipted(route, next, RECEIPTED_WAIT_MS) {
-            Ok((covered, _)) => {
-                let now = since(t0);
-                let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-                if seen.last().is_none_or(|&(p, _)| covered > p) {
-                    seen.push((covered, now));
-                    self.highest.store(covered, Ordering::SeqCst);
-                }
-            }
+            Ok((covered, _)) => self.record(covered, t0),
             Err(e) => {
-                self.errors
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .reason(format!("(receipted) {e}"));
+                self.failed(format!("(receipted) {e}"));
                 std::thread::sleep(POLL_INTERVAL);
             }
         }

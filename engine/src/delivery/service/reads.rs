@@ -285,24 +285,27 @@ impl Delivery {
                 let mut receipted = Box::pin(p.receipted.clone().notified_owned());
                 receipted.as_mut().enable();
                 let published = p.durable();
-                let (cohort, covered, awaited) = match p.outbox.awaiting(position) {
-                    Some(known) if position <= published => known,
-                    _ => (install.destinations.len(), 0, Vec::new()),
-                };
-                let awaiting = if position <= published {
-                    awaited.len()
-                } else {
-                    cohort
+                // Not yet durable (or 0): every destination still awaited, none named.
+                let (cohort, covered, awaiting, missing) = match p
+                    .outbox
+                    .awaiting(position)
+                    .filter(|_| position <= published)
+                {
+                    Some((cohort, covered, awaited)) => (cohort, covered, awaited.len(), awaited),
+                    None => {
+                        let all = install.destinations.len();
+                        (all, 0, all, Vec::new())
+                    }
                 };
                 let reply = DeliveryReply::Receipted {
                     route: route.to_owned(),
                     position,
                     published,
-                    complete: position >= 1 && position <= published && awaited.is_empty(),
+                    complete: position >= 1 && position <= published && awaiting == 0,
                     covered,
                     cohort: cohort as u64,
                     awaiting: awaiting as u64,
-                    missing: awaited
+                    missing: missing
                         .into_iter()
                         .take(RECEIPTED_MISSING_MAX)
                         .map(str::to_owned)
