@@ -185,6 +185,25 @@ impl Claims {
         evicted
     }
 
+    /// Drops from memory the released claims among `names` (those an apply named:
+    /// outside an apply memory holds held claims only, so nothing else can be
+    /// released) — without looking at every held claim; how many.
+    pub fn evict_released_among<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) -> u64 {
+        let mut evicted = 0;
+        for name in names {
+            if self
+                .claims
+                .get(name)
+                .is_some_and(|c| c.state == ClaimState::Released)
+            {
+                self.claims.remove(name);
+                evicted += 1;
+            }
+        }
+        self.elsewhere += evicted;
+        evicted
+    }
+
     /// Applies one operation (a committed log entry), its answer retained in `answers`.
     /// An answer store that cannot be read is an error — never "not found, so do it".
     pub fn apply(
@@ -458,6 +477,36 @@ mod tests {
             Applied::Answer(a) => a,
             Applied::Refused(r) => panic!("refused: {r}"),
         }
+    }
+
+    #[test]
+    fn evicting_the_named_claims_leaves_what_evicting_all_leaves() {
+        let mut s = Voter::default();
+        for (i, name) in ["a", "b", "c", "d"].iter().enumerate() {
+            answer(s.apply(&format!("h{i}"), acquire(name, "x")));
+        }
+        s.claims.evict_released();
+        let release = |claim: &str| Command::Release {
+            claim: claim.into(),
+            caller: "x".into(),
+        };
+        // One apply names b (released), c (released, acquired again) and d (held).
+        answer(s.apply("r1", release("b")));
+        answer(s.apply("r2", release("c")));
+        answer(s.apply("r3", acquire("c", "y")));
+        answer(s.apply("r4", acquire("d", "x")));
+        let mut all = s.claims.clone();
+        assert_eq!(all.evict_released(), 1);
+        assert_eq!(
+            s.claims
+                .evict_released_among(["b", "c", "d", "b", "nobody"].into_iter()),
+            1
+        );
+        assert_eq!(s.claims, all);
+        assert_eq!(s.claims.elsewhere(), 1);
+        assert!(s.claim("b").is_none());
+        assert_eq!(s.claim("c").map(|c| c.owner.as_str()), Some("y"));
+        assert_eq!(s.claims.len(), 4);
     }
 
     #[test]

@@ -648,6 +648,9 @@ impl RaftStateMachine<TypeConfig> for Machine {
             answers,
         } = &mut *guard;
         let mut decisions = Vec::new();
+        // The claims this apply names: the only ones it can take back into memory or
+        // release, so the only ones to evict at its end.
+        let mut named: Vec<String> = Vec::new();
         let mut session = match (&*answers, &self.store) {
             (AnswersHome::Stored(retained), Some(store)) => Some(StoredAnswers::new(
                 &store.answers,
@@ -664,6 +667,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
                     let mut decided = Vec::with_capacity(proposals.0.len());
                     for (i, p) in proposals.0.into_iter().enumerate() {
                         let name = p.command.claim().to_owned();
+                        named.push(name.clone());
                         // A released claim is kept in the database only: taken back
                         // into memory until this apply ends.
                         if let (Some(_), Some(store)) = (&session, &self.store)
@@ -706,7 +710,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
         }
         if let (Some(session), Some(store)) = (session, self.store.as_ref()) {
             let (mut batch, retained) = session.finish();
-            claims.evict_released();
+            claims.evict_released_among(named.iter().map(String::as_str));
             store.put_meta(
                 &mut batch,
                 *last_applied,

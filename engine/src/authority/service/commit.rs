@@ -11,7 +11,7 @@ use super::{
     Authority, AuthorityCall, AuthorityReply, CLAIM_WRITE_TIMEOUT, ClaimCommand, ClaimOutcome,
 };
 use crate::authority::claims::{Command, Outcome};
-use crate::authority::types::{Decision, Proposal, Proposals};
+use crate::authority::types::{Decision, Proposal, Proposals, Voter};
 use crate::limits::{BATCH_COMMANDS_MAX, BATCHES_IN_FLIGHT_MAX};
 use crate::transport::PeerError;
 
@@ -163,6 +163,21 @@ impl Authority {
                 );
                 return answer_all(batch, |p| unknown_claim(p, reason.clone()));
             }
+            // A voter that knows another leader forwards at once: its Raft would only
+            // answer ForwardToLeader, a round trip to its core (issue 37). A batch
+            // holding a command forwarded here goes to this voter's Raft: such
+            // commands are never forwarded again.
+            if !batch.iter().any(|p| p.forwarded)
+                && let Some(leader) = self.other_leader()
+            {
+                match self.forward_batch(batch, &leader, remaining).await {
+                    Some(rest) => {
+                        batch = rest;
+                        continue;
+                    }
+                    None => return,
+                }
+            }
             let proposals = Proposals(batch.iter().map(|p| p.proposal.clone()).collect());
             let written = tokio::time::timeout(remaining, self.raft.client_write(proposals)).await;
             let to = match written {
@@ -213,37 +228,67 @@ impl Authority {
                     .await;
                 continue;
             };
-            let call = AuthorityCall::ClaimBatch {
-                claims: batch
-                    .iter()
-                    .map(|p| (p.proposal.op.clone(), stated(&p.proposal.command)))
-                    .collect(),
-            };
-            match self
-                .forward(&leader, call, CLAIM_WRITE_TIMEOUT + Duration::from_secs(2))
-                .await
-            {
-                Ok(AuthorityReply::Claims { replies }) if replies.len() == batch.len() => {
-                    for (pending, reply) in batch.into_iter().zip(replies) {
-                        let _ = pending.reply.send(reply);
-                    }
-                    return;
+            match self.forward_batch(batch, &leader, remaining).await {
+                Some(rest) => batch = rest,
+                None => return,
+            }
+        }
+    }
+
+    /// The leader this voter knows of, when it is another voter.
+    fn other_leader(&self) -> Option<Voter> {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
+        let leader = metrics.current_leader.filter(|l| *l != self.id)?;
+        metrics
+            .membership_config
+            .membership()
+            .get_node(&leader)
+            .cloned()
+    }
+
+    /// Forwards `batch` to `leader` in one request and answers every command — or,
+    /// when the request certainly did not reach it (the connection was refused),
+    /// waits a little for the voters to elect another and gives the batch back.
+    async fn forward_batch(
+        &self,
+        batch: Vec<Pending>,
+        leader: &Voter,
+        remaining: Duration,
+    ) -> Option<Vec<Pending>> {
+        let call = AuthorityCall::ClaimBatch {
+            claims: batch
+                .iter()
+                .map(|p| (p.proposal.op.clone(), stated(&p.proposal.command)))
+                .collect(),
+        };
+        match self
+            .forward(leader, call, CLAIM_WRITE_TIMEOUT + Duration::from_secs(2))
+            .await
+        {
+            Ok(AuthorityReply::Claims { replies }) if replies.len() == batch.len() => {
+                for (pending, reply) in batch.into_iter().zip(replies) {
+                    let _ = pending.reply.send(reply);
                 }
-                Ok(other) => {
-                    let reason = format!("the leader `{}` answered {other:?}", leader.participant);
-                    return answer_all(batch, |p| unknown_claim(p, reason.clone()));
-                }
-                Err(PeerError::NotSent(_)) => {
-                    // The remembered leader is gone: wait for the voters to elect another.
-                    tokio::time::sleep(remaining.min(Duration::from_millis(200))).await;
-                }
-                Err(PeerError::Lost(e)) => {
-                    let reason = format!(
-                        "forwarded to the leader `{}`, no answer: {e}",
-                        leader.participant
-                    );
-                    return answer_all(batch, |p| unknown_claim(p, reason.clone()));
-                }
+                None
+            }
+            Ok(other) => {
+                let reason = format!("the leader `{}` answered {other:?}", leader.participant);
+                answer_all(batch, |p| unknown_claim(p, reason.clone()));
+                None
+            }
+            Err(PeerError::NotSent(_)) => {
+                // The remembered leader is gone: wait for the voters to elect another.
+                tokio::time::sleep(remaining.min(Duration::from_millis(200))).await;
+                Some(batch)
+            }
+            Err(PeerError::Lost(e)) => {
+                let reason = format!(
+                    "forwarded to the leader `{}`, no answer: {e}",
+                    leader.participant
+                );
+                answer_all(batch, |p| unknown_claim(p, reason.clone()));
+                None
             }
         }
     }
