@@ -323,9 +323,20 @@ impl Authority {
         f(&self.machine.state.read().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// The leader this voter knows of.
     fn leader(&self) -> Option<Voter> {
-        let metrics = self.raft.metrics().borrow().clone();
-        let leader = metrics.current_leader?;
+        self.leader_if(|_| true)
+    }
+
+    /// The leader this voter knows of, when it is another voter.
+    fn other_leader(&self) -> Option<Voter> {
+        self.leader_if(|leader| leader != self.id)
+    }
+
+    fn leader_if(&self, keep: impl Fn(NodeId) -> bool) -> Option<Voter> {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
+        let leader = metrics.current_leader.filter(|l| keep(*l))?;
         metrics
             .membership_config
             .membership()

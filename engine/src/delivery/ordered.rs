@@ -790,8 +790,10 @@ impl Outbox {
         receipt: &Receipt,
         key: &VerifyingKey,
     ) -> Result<Released, DeliveryError> {
+        // The route first: a receipt of another route is refused before its
+        // signature is verified.
         self.check_route(receipt)?;
-        self.apply_verified(receipt.verified(key)?)
+        self.record(receipt.verified(key)?.receipt())
     }
 
     /// As [`Outbox::apply`], for a receipt verified beforehand (e.g. before a lock
@@ -799,6 +801,11 @@ impl Outbox {
     pub fn apply_verified(&mut self, verified: Verified<'_>) -> Result<Released, DeliveryError> {
         let receipt = verified.receipt();
         self.check_route(receipt)?;
+        self.record(receipt)
+    }
+
+    /// Records a receipt whose route and signature were checked.
+    fn record(&mut self, receipt: &Receipt) -> Result<Released, DeliveryError> {
         self.receipt(
             &receipt.body.recipient,
             receipt.body.highest_position,

@@ -235,18 +235,6 @@ impl Authority {
         }
     }
 
-    /// The leader this voter knows of, when it is another voter.
-    fn other_leader(&self) -> Option<Voter> {
-        let metrics = self.raft.metrics();
-        let metrics = metrics.borrow();
-        let leader = metrics.current_leader.filter(|l| *l != self.id)?;
-        metrics
-            .membership_config
-            .membership()
-            .get_node(&leader)
-            .cloned()
-    }
-
     /// Forwards `batch` to `leader` in one request and answers every command — or,
     /// when the request certainly did not reach it (the connection was refused),
     /// waits a little for the voters to elect another and gives the batch back.

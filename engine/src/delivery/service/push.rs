@@ -215,13 +215,10 @@ impl Delivery {
         // verified before the routes' lock is taken: publishes wait for neither.
         let recorded = {
             let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-            match routes.get(route) {
-                Some(RouteState {
-                    install,
-                    role: Role::Publisher(_),
-                }) => install.destination(destination).cloned(),
-                _ => return Err("the route is no longer published here".to_owned()),
-            }
+            let Some((install, _)) = publisher(&routes, route) else {
+                return Err("the route is no longer published here".to_owned());
+            };
+            install.destination(destination).cloned()
         };
         let key_of = recorded
             .and_then(|d| {
