@@ -516,4 +516,66 @@ mod tests {
         drop(durable);
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// The grants' issues are kept in memory (a mailbox run reads them without a
+    /// scan): each grant's newest issue, found by its caller, its mailbox listed, and
+    /// the same after the store is opened again.
+    #[test]
+    fn grant_issues_are_found_by_caller_and_mailbox_before_and_after_a_reopen() {
+        use super::super::api::{GrantIssue, MailboxAt};
+        let (dir, durable, _) = super::super::open::tests::store("mailbox-issues");
+        crate::custody::create(&dir).unwrap();
+        let open = || {
+            Processes::open(
+                &durable,
+                &dir,
+                "site",
+                crate::custody::verify(&dir).unwrap(),
+                crate::store::Failpoints::default(),
+                crate::store::shelf::Retention::default(),
+            )
+            .unwrap()
+        };
+        let processes = open();
+        let keys = processes.custody.manifest();
+        let at = |host: &str| MailboxAt {
+            host: host.to_owned(),
+            address: "127.0.0.1:1".to_owned(),
+            membership: "plant".to_owned(),
+        };
+        let issue =
+            |name: &str, caller: &str, before: u64, mailbox: Option<MailboxAt>| GrantIssue {
+                name: name.to_owned(),
+                caller: caller.to_owned(),
+                units: 5,
+                allocated_before: before,
+                caller_keys: keys.clone(),
+                mailbox,
+            };
+        for one in [
+            issue("g-hq", "hq", 0, None),
+            issue("g-edge", "edge", 0, Some(at("box-a"))),
+            // A newer issue of the same grant names another mailbox.
+            issue("g-edge", "edge", 5, Some(at("box-b"))),
+        ] {
+            let mut state = processes.lock();
+            let mut write = processes.database.batch();
+            processes.issue(&mut state, &one, &mut write).unwrap();
+            write.commit().unwrap();
+        }
+        let check = |processes: &Processes| {
+            assert_eq!(processes.issue_of_caller("hq").unwrap().name, "g-hq");
+            let edge = processes.issue_of_caller("edge").unwrap();
+            assert_eq!((edge.name.as_str(), edge.allocated_before), ("g-edge", 5));
+            assert!(processes.issue_of_caller("nobody").is_none());
+            let mailboxes = processes.mailboxes();
+            assert_eq!(mailboxes.keys().collect::<Vec<_>>(), ["box-b"]);
+            assert_eq!(mailboxes["box-b"], at("box-b"));
+        };
+        check(&processes);
+        drop(processes);
+        check(&open());
+        drop(durable);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -8,8 +8,7 @@ use std::time::Instant;
 use fjall::OwnedWriteBatch;
 
 use super::api::{
-    Deposit, DepositKind, Fetch, GrantIssue, Held, MailboxAt, MailboxReply, RunOutcome, RunView,
-    SignedRequest,
+    Deposit, DepositKind, Fetch, Held, MailboxAt, MailboxReply, RunOutcome, RunView, SignedRequest,
 };
 use crate::transport::{PeerClient, PeerError};
 
@@ -43,13 +42,11 @@ impl Processes {
     }
 
     /// The mailboxes the grants this host issued name.
-    fn mailboxes(&self) -> BTreeMap<String, MailboxAt> {
-        self.ks
+    pub(super) fn mailboxes(&self) -> BTreeMap<String, MailboxAt> {
+        self.lock()
             .issues
-            .iter()
-            .filter_map(|g| g.into_inner().ok())
-            .filter_map(|(_, v)| serde_json::from_slice::<GrantIssue>(&v).ok())
-            .filter_map(|i| i.mailbox)
+            .values()
+            .filter_map(|i| i.mailbox.clone())
             .map(|m| (m.host.clone(), m))
             .collect()
     }

@@ -155,6 +155,7 @@ impl Processes {
             "issued grant {} #{}: {} units for {} (allocated {})",
             grant.name, signed.serial, issue.units, issue.caller, grant.allocated
         );
+        state.issues.insert(grant.name.clone(), issue.clone());
         state.grants.insert(grant.name.clone(), grant);
         Ok(detail)
     }
@@ -237,12 +238,11 @@ impl Processes {
 
     /// The stored issue of the caller's grant (its keys, its mailbox).
     pub(super) fn issue_of_caller(&self, caller: &str) -> Option<GrantIssue> {
-        self.ks
+        self.lock()
             .issues
-            .iter()
-            .filter_map(|g| g.into_inner().ok())
-            .filter_map(|(_, v)| serde_json::from_slice::<GrantIssue>(&v).ok())
+            .values()
             .find(|i| i.caller == caller)
+            .cloned()
     }
 
     // ---- the receiver ----

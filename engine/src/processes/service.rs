@@ -176,6 +176,9 @@ pub(super) struct Keyspaces {
 /// holds it commits).
 pub struct State {
     pub(super) grants: BTreeMap<String, GrantView>,
+    /// The newest issue of each grant this host issued (its caller's keys, its
+    /// mailbox), as in `process-issues`: read per mailbox run without a scan.
+    pub(super) issues: BTreeMap<String, super::api::GrantIssue>,
     /// The limits of each allocation (`mission:NAME`, its units account among
     /// `grants`): deadline and whether new work stopped.
     pub(super) limits: BTreeMap<String, super::allocations::AllocationLimits>,
@@ -308,6 +311,13 @@ impl Processes {
                 .map_err(|e| format!("a grant record does not decode: {e}"))?;
             grants.insert(grant.name.clone(), grant);
         }
+        let mut issues = BTreeMap::new();
+        for guard in ks.issues.iter() {
+            let (name, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
+            let issue: super::api::GrantIssue = serde_json::from_slice(&bytes)
+                .map_err(|e| format!("a grant issue record does not decode: {e}"))?;
+            issues.insert(String::from_utf8_lossy(&name).into_owned(), issue);
+        }
         let limits = super::allocations::load(&ks.allocations)?;
         let mut next_sequence = ks
             .mailbox_index
@@ -335,6 +345,7 @@ impl Processes {
             syncer,
             state: Mutex::new(State {
                 grants,
+                issues,
                 limits,
                 running: BTreeMap::new(),
                 counts,
