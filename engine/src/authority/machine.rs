@@ -667,7 +667,6 @@ impl RaftStateMachine<TypeConfig> for Machine {
                     let mut decided = Vec::with_capacity(proposals.0.len());
                     for (i, p) in proposals.0.into_iter().enumerate() {
                         let name = p.command.claim().to_owned();
-                        named.push(name.clone());
                         // A released claim is kept in the database only: taken back
                         // into memory until this apply ends.
                         if let (Some(_), Some(store)) = (&session, &self.store)
@@ -699,6 +698,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
                         {
                             store.put_claim(stored.batch(), claim).map_err(store_err)?;
                         }
+                        named.push(name);
                     }
                     Decisions(decided)
                 }

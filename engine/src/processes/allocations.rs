@@ -8,7 +8,6 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use fjall::Keyspace;
 use serde::{Deserialize, Serialize};
 
 use super::api::{GrantView, RunView};
@@ -40,19 +39,6 @@ pub struct AllocationLimits {
     /// the window like any finished run.
     #[serde(default)]
     pub settled: bool,
-}
-
-pub(super) fn load(
-    keyspace: &Keyspace,
-) -> Result<std::collections::BTreeMap<String, AllocationLimits>, String> {
-    let mut limits = std::collections::BTreeMap::new();
-    for guard in keyspace.iter() {
-        let (key, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
-        let l: AllocationLimits = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("an allocation's limits do not decode: {e}"))?;
-        limits.insert(String::from_utf8_lossy(&key).into_owned(), l);
-    }
-    Ok(limits)
 }
 
 /// Milliseconds since the Unix epoch now.

@@ -304,21 +304,11 @@ impl Processes {
             crate::limits::PROCESSES_FSYNC_GATHER,
         )
         .map_err(|e| format!("cannot start the processes fsync thread: {e}"))?;
-        let mut grants = BTreeMap::new();
-        for guard in ks.grants.iter() {
-            let (_, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
-            let grant: GrantView = serde_json::from_slice(&bytes)
-                .map_err(|e| format!("a grant record does not decode: {e}"))?;
-            grants.insert(grant.name.clone(), grant);
-        }
-        let mut issues = BTreeMap::new();
-        for guard in ks.issues.iter() {
-            let (name, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
-            let issue: super::api::GrantIssue = serde_json::from_slice(&bytes)
-                .map_err(|e| format!("a grant issue record does not decode: {e}"))?;
-            issues.insert(String::from_utf8_lossy(&name).into_owned(), issue);
-        }
-        let limits = super::allocations::load(&ks.allocations)?;
+        // Grants and their issues are keyed by the grant's name.
+        let mut grants: BTreeMap<String, GrantView> =
+            crate::store::decode_all(&ks.grants, "grant record")?;
+        let issues = crate::store::decode_all(&ks.issues, "grant issue record")?;
+        let limits = crate::store::decode_all(&ks.allocations, "allocation limits record")?;
         let mut next_sequence = ks
             .mailbox_index
             .get(super::mailbox::NEXT_SEQUENCE_KEY)

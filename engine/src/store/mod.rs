@@ -95,6 +95,28 @@ pub fn open_keyspaces<const N: usize>(
         .unwrap_or_else(|_| unreachable!("one keyspace per name")))
 }
 
+/// Every record of `keyspace`, decoded from JSON, by its key — what a room reads into
+/// memory at open. A record that does not decode refuses the open, naming `what` and
+/// its key (quoted, capped).
+pub fn decode_all<T: serde::de::DeserializeOwned>(
+    keyspace: &fjall::Keyspace,
+    what: &str,
+) -> Result<std::collections::BTreeMap<String, T>, String> {
+    let mut all = std::collections::BTreeMap::new();
+    for guard in keyspace.iter() {
+        let (key, bytes) = guard.into_inner().map_err(|e| e.to_string())?;
+        let key = String::from_utf8_lossy(&key).into_owned();
+        let value = serde_json::from_slice(&bytes).map_err(|e| {
+            format!(
+                "{what} `{}` does not decode: {e}",
+                grid_spec::diagnostic::quoted(&key)
+            )
+        })?;
+        all.insert(key, value);
+    }
+    Ok(all)
+}
+
 /// Unix milliseconds as RFC 3339 (UTC), or the number itself when out of range.
 pub fn rfc3339_ms(ms: u64) -> String {
     i128::from(ms)
