@@ -11,6 +11,7 @@
 //! operator can learn the outcome of a reply that was lost.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// One request to a host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -159,11 +160,17 @@ pub enum Request {
     /// `serves`: the memberships the topology admits the model to (`serve M`), kept in
     /// the model's record beside its definition: a change of them alone is no new
     /// generation.
+    ///
+    /// `ceilings`: the `models ceiling` of each membership in `serves` as the topology
+    /// declares it (`grid_spec::serving::serve_ceilings`); the host admits the model to
+    /// each only within it, `MEMBERSHIP_MODELS_CEILING_DEFAULT` for one not named.
     InstallModel {
         name: String,
         model: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         serves: Vec<String>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        ceilings: BTreeMap<String, u32>,
     },
     /// Install a tag read at this host, or change an installed one, to the canonical
     /// KDL text `tag` (see `grid_spec::canonical::tag`); profile `sources`. Only

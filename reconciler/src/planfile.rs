@@ -474,6 +474,7 @@ mod tests {
                             name: "m".to_owned(),
                             model: "model \"m\" host=\"solo\" {\n    input \"a\"\n}\n".to_owned(),
                             serves: vec!["ops".to_owned()],
+                            ceilings: [("ops".to_owned(), 4096)].into(),
                         },
                     },
                     after: vec!["plan-x-1".to_owned()],

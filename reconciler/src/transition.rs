@@ -387,6 +387,8 @@ pub struct Index<'t> {
     pub authority_hosts: std::collections::HashMap<&'t str, Vec<(String, String)>>,
     /// Every host, in file order.
     pub ordered: Vec<&'t grid_spec::Host>,
+    /// The whole topology the index was made of.
+    pub topology: &'t Topology,
 }
 
 impl<'t> Index<'t> {
@@ -397,6 +399,7 @@ impl<'t> Index<'t> {
             models.entry(m.host.as_str()).or_default().push(m);
         }
         Index {
+            topology,
             ordered: topology.hosts.iter().collect(),
             hosts: topology
                 .hosts
@@ -430,6 +433,17 @@ impl<'t> Index<'t> {
 
     pub fn models(&self, host: &str) -> &[&'t grid_spec::Model] {
         self.models.get(host).map_or(&[][..], Vec::as_slice)
+    }
+
+    /// The request installing `model` as the files say (`canonical`: its canonical
+    /// text, when already made), with the models ceiling of each membership it serves.
+    pub fn install_model(&self, model: &grid_spec::Model, canonical: Option<String>) -> Request {
+        Request::InstallModel {
+            name: model.name.clone(),
+            model: canonical.unwrap_or_else(|| grid_spec::canonical::model(model)),
+            serves: model.serves.clone(),
+            ceilings: grid_spec::serving::serve_ceilings(self.topology, model),
+        }
     }
 
     /// Every other host, not retired, sharing a membership with `host`, in file

@@ -14,6 +14,10 @@ pub const MODEL_OPERATIONS_CEILING_MAX: u32 = 65_536;
 /// The operation ceiling of a model that declares no `ceiling`.
 pub const MODEL_OPERATIONS_CEILING_DEFAULT: u32 = 128;
 
+/// The most counted operations of a model served to a membership (`serve M`) whose
+/// `membership` declares no `models ceiling=N` (issue 30, docs/memberships.md).
+pub const MEMBERSHIP_MODELS_CEILING_DEFAULT: u32 = MODEL_OPERATIONS_CEILING_DEFAULT;
+
 /// Cells of one GRDX matrix (2-D, row-major, finite `f64`).
 pub const GRDX_CELLS_MAX: usize = 16_384;
 
@@ -50,6 +54,7 @@ pub const BATCH_INPUTS_MAX: usize = 4_096;
 pub const ROUND_DIGITS_MAX: i32 = 15;
 
 const _: () = assert!(MODEL_OPERATIONS_CEILING_DEFAULT <= MODEL_OPERATIONS_CEILING_MAX);
+const _: () = assert!(MEMBERSHIP_MODELS_CEILING_DEFAULT <= MODEL_OPERATIONS_CEILING_MAX);
 // The reference model must fit in a shared membership's scalar admission: every cell is
 // at least one counted operation, so its cell count must stay below the largest ceiling.
 const _: () = assert!(REFERENCE_MODEL_CELLS <= MODEL_OPERATIONS_CEILING_MAX as usize);
@@ -224,6 +229,7 @@ pub const NAMES: &[&str] = &[
     "ROUTE_DESTINATIONS_MAX",
     "MODEL_OPERATIONS_CEILING_MAX",
     "MODEL_OPERATIONS_CEILING_DEFAULT",
+    "MEMBERSHIP_MODELS_CEILING_DEFAULT",
     "GRDX_CELLS_MAX",
     "REFERENCE_MODEL_CELLS",
     "CERTIFICATE_VALID_DAYS_DEFAULT",

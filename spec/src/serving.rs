@@ -5,13 +5,23 @@
 //! one — the only reading that is not a guess; on a host in several, it serves none
 //! until it names them. Serving more than one needs the `shared-memberships` profile.
 //!
+//! Each `serve M` admits the model under M's models ceiling (`models ceiling=N` in
+//! the membership, `MEMBERSHIP_MODELS_CEILING_DEFAULT` when it declares none): a model
+//! counting more operations is refused on that `serve` line, and again by the host
+//! that installs it (the install carries the ceilings, [`serve_ceilings`]). A model
+//! that names no membership is admitted under its own `ceiling` only.
+//!
 //! Invariants, stated as absences: no route of a membership a model does not serve
 //! feeds it or carries its outputs; no model serves a membership its host is not a
-//! member of; no model serves two memberships on a host without `shared-memberships`.
+//! member of; no model serves two memberships on a host without `shared-memberships`;
+//! no model serves a membership whose models ceiling its counted operations exceed.
+
+use std::collections::BTreeMap;
 
 use crate::diagnostic::Diagnostic;
+use crate::limits::{MEMBERSHIP_MODELS_CEILING_DEFAULT, MODEL_OPERATIONS_CEILING_MAX};
 use crate::parse::Parsed;
-use crate::topology::{Model, Profile};
+use crate::topology::{Model, Profile, Topology};
 
 /// The memberships `model` serves, as [`self`] reads them (its `serve` lines, or its
 /// host's one membership).
@@ -23,7 +33,42 @@ pub fn served<'a>(model: &'a Model, host_memberships: &'a [String]) -> &'a [Stri
     }
 }
 
-pub(crate) fn check(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
+/// The models ceiling of each membership `model` names in a `serve` line, as
+/// `topology` declares it (a membership it does not declare is left out: the host
+/// applies `MEMBERSHIP_MODELS_CEILING_DEFAULT` to it).
+pub fn serve_ceilings(topology: &Topology, model: &Model) -> BTreeMap<String, u32> {
+    model
+        .serves
+        .iter()
+        .filter_map(|m| topology.memberships.iter().find(|d| &d.name == m))
+        .map(|m| (m.name.clone(), m.models_ceiling()))
+        .collect()
+}
+
+/// Why a model counting `operations` may not serve `membership` under `ceiling`
+/// (`declared`: whether the membership declared it), or `None` when it may. The one
+/// wording of `check` and of the host that installs the model.
+pub fn over_models_ceiling(
+    model: &str,
+    operations: u64,
+    membership: &str,
+    ceiling: u32,
+    declared: bool,
+) -> Option<String> {
+    (operations > u64::from(ceiling)).then(|| {
+        let which = match declared {
+            true => format!("its models ceiling {ceiling}"),
+            false => format!(
+                "its models ceiling {MEMBERSHIP_MODELS_CEILING_DEFAULT} (MEMBERSHIP_MODELS_CEILING_DEFAULT: it declares no `models ceiling=N`)"
+            ),
+        };
+        format!(
+            "model `{model}` counts {operations} operations: it may not serve membership `{membership}`, above {which}"
+        )
+    })
+}
+
+pub(crate) fn check(parsed: &Parsed, admission: bool, problems: &mut Vec<Diagnostic>) {
     let topology = &parsed.topology;
     for (index, model) in topology.models.iter().enumerate() {
         let Some(host) = topology.host(&model.host) else {
@@ -33,6 +78,25 @@ pub(crate) fn check(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
             let Some((file, span)) = parsed.serve_spans.get(&(index, i)) else {
                 continue;
             };
+            let declared = topology.memberships.iter().find(|m| &m.name == membership);
+            if admission
+                && !parsed.incomplete_models.contains(&index)
+                && let Some(declared) = declared
+                && let Some(refusal) = over_models_ceiling(
+                    &model.name,
+                    model.operations,
+                    membership,
+                    declared.models_ceiling(),
+                    declared.declared_models_ceiling.is_some(),
+                )
+            {
+                problems.push(
+                    Diagnostic::at(file, *span, refusal, "above the membership's models ceiling")
+                        .with_help(format!(
+                            "declare `models ceiling=N` in membership `{membership}` (at most MODEL_OPERATIONS_CEILING_MAX, {MODEL_OPERATIONS_CEILING_MAX}), or serve it a smaller model"
+                        )),
+                );
+            }
             if !host.memberships.contains(membership) {
                 problems.push(
                     Diagnostic::at(
@@ -212,6 +276,119 @@ model gauge host=site {{
             refused(&text, Options::default())[0]
                 .0
                 .contains("given twice")
+        );
+    }
+
+    /// A model counting 199 operations (ceiling 256) serving `ops`, whose membership
+    /// says `ops_models` and `util`'s nothing.
+    fn big_model(ops_models: &str, serves: &str) -> String {
+        let formula = vec!["n"; 100].join(" + ");
+        format!(
+            r#"grid version=1
+membership ops {{
+{ops_models}
+}}
+membership util
+host edge listen="127.0.0.1:7401" {{
+    member ops
+    member util
+    profiles transport delivery shared-memberships
+}}
+model big host=edge ceiling=256 {{
+{serves}
+    input n default=1
+    cell total "{formula}"
+}}
+"#
+        )
+    }
+
+    #[test]
+    fn each_serve_admits_the_model_under_its_memberships_models_ceiling() {
+        // No `models ceiling` declared: the default (128) refuses 199 operations, on
+        // the `serve` line, naming the limit.
+        let text = big_model("", "    serve ops");
+        let problems = refused(&text, Options::default());
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(
+            problems[0].0,
+            "model `big` counts 199 operations: it may not serve membership `ops`, above its models ceiling 128 (MEMBERSHIP_MODELS_CEILING_DEFAULT: it declares no `models ceiling=N`)"
+        );
+        assert_eq!(
+            problems[0].1,
+            text.find(
+                "ops
+    input"
+            )
+        );
+        assert!(
+            problems[0]
+                .2
+                .as_deref()
+                .is_some_and(|h| h.contains("`models ceiling=N` in membership `ops`"))
+        );
+        // Declared below the count: refused naming it; at or above: admitted.
+        let text = big_model("    models ceiling=198", "    serve ops");
+        assert_eq!(
+            refused(&text, Options::default())[0].0,
+            "model `big` counts 199 operations: it may not serve membership `ops`, above its models ceiling 198"
+        );
+        let text = big_model("    models ceiling=199", "    serve ops");
+        assert!(refused(&text, Options::default()).is_empty());
+        // Each `serve` on its own: `util` declares none.
+        let text = big_model(
+            "    models ceiling=4096",
+            "    serve ops
+    serve util",
+        );
+        let problems = refused(&text, Options::default());
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].0.contains("serve membership `util`"),
+            "{problems:?}"
+        );
+        assert_eq!(
+            problems[0].1,
+            text.find(
+                "util
+    input"
+            )
+        );
+        // `gridctl model check` (admission off) leaves it to the owner.
+        let options = Options {
+            admission: false,
+            ..Options::default()
+        };
+        assert!(refused(&text, options).is_empty());
+        // The ceilings an install carries: the declared one, none for the other.
+        let topology = crate::load_str(
+            "t.kdl",
+            &big_model("    models ceiling=4096", "    serve ops"),
+        )
+        .unwrap();
+        let ceilings = super::serve_ceilings(&topology, &topology.models[0]);
+        assert_eq!(
+            ceilings.into_iter().collect::<Vec<_>>(),
+            [("ops".to_owned(), 4096)]
+        );
+        // Out of range or given twice: refused at parse, naming the limit.
+        let text = big_model("    models ceiling=65537", "    serve ops");
+        assert!(
+            refused(&text, Options::default())
+                .iter()
+                .any(|p| p.0.contains("MODEL_OPERATIONS_CEILING_MAX")),
+            "{:?}",
+            refused(&text, Options::default())
+        );
+        let text = big_model(
+            "    models ceiling=300
+    models ceiling=300",
+            "    serve ops",
+        );
+        assert!(
+            refused(&text, Options::default())
+                .iter()
+                .any(|p| p.0 == "`models` is given twice")
         );
     }
 

@@ -72,7 +72,19 @@ pub struct Membership {
     /// within N days (`CERTIFICATE_RENEW_BEFORE_DAYS_DEFAULT`, or less than
     /// `valid-days` when that is shorter).
     pub renew_before_days: u32,
+    /// `models ceiling=N`: the most counted operations of a model admitted to this
+    /// membership by a `serve` line; admission uses [`Membership::models_ceiling`].
+    pub declared_models_ceiling: Option<u32>,
     pub origin: Origin,
+}
+
+impl Membership {
+    /// The most counted operations of a model that serves this membership (`serve M`):
+    /// its `models ceiling`, or `MEMBERSHIP_MODELS_CEILING_DEFAULT`.
+    pub fn models_ceiling(&self) -> u32 {
+        self.declared_models_ceiling
+            .unwrap_or(crate::limits::MEMBERSHIP_MODELS_CEILING_DEFAULT)
+    }
 }
 
 /// Capabilities a host selects explicitly (SPEC §1.1). With none, a host is a plain

@@ -27,7 +27,7 @@ pub(crate) fn topology(parsed: &Parsed, options: crate::Options, problems: &mut 
     }
     authorities(parsed, problems);
     exports(&parsed.topology, problems);
-    crate::serving::check(parsed, problems);
+    crate::serving::check(parsed, options.admission, problems);
     crate::matrices::check(parsed, problems);
     ledgers(parsed, problems);
     for (index, model) in parsed.topology.models.iter().enumerate() {

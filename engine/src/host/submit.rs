@@ -99,6 +99,7 @@ impl Host {
                 name,
                 model,
                 serves,
+                ceilings,
             } => match self.parse_model(model) {
                 Err(reason) => failed(&op, reason),
                 Ok(_)
@@ -123,6 +124,22 @@ impl Host {
                 ),
                 Ok(parsed) => match Runtime::new(&parsed) {
                     Err(e) => failed(&op, e.to_string()),
+                    // Each membership admits it within its models ceiling (issue 30).
+                    Ok(runtime)
+                        if let Some(refusal) = serves.iter().find_map(|m| {
+                            grid_spec::serving::over_models_ceiling(
+                                name,
+                                runtime.operations(),
+                                m,
+                                ceilings.get(m).copied().unwrap_or(
+                                    grid_spec::limits::MEMBERSHIP_MODELS_CEILING_DEFAULT,
+                                ),
+                                ceilings.contains_key(m),
+                            )
+                        }) =>
+                    {
+                        failed(&op, refusal)
+                    }
                     Ok(runtime) => {
                         let canonical = grid_spec::canonical::model(&parsed);
                         let current = self.models.get(name);

@@ -97,6 +97,7 @@ fn install(host: &mut Host, op: &str, name: &str, body: &str) -> Answer {
             name: name.to_owned(),
             model: model_text(name, body),
             serves: Vec::new(),
+            ceilings: Default::default(),
         },
     );
     assert_eq!(
@@ -211,6 +212,7 @@ fn admitting_a_model_to_a_membership_is_its_record_not_a_new_generation() {
         name: "pump".to_owned(),
         model: model_text("pump", body),
         serves: serves.iter().map(|m| (*m).to_owned()).collect(),
+        ceilings: Default::default(),
     };
     let answer = submit(&mut host, "i2", admit(&["ops"]));
     assert_eq!(answer.outcome, Outcome::Succeeded, "{}", answer.detail);
@@ -239,6 +241,7 @@ fn admitting_a_model_to_a_membership_is_its_record_not_a_new_generation() {
             name: "pump".to_owned(),
             model: model_text("pump", "input flow default=1\ncell twice \"flow * 3\""),
             serves: vec!["ops".to_owned(), "util".to_owned()],
+            ceilings: Default::default(),
         },
     );
     assert_eq!(answer.outcome, Outcome::Succeeded, "{}", answer.detail);
@@ -263,6 +266,7 @@ fn serving_two_memberships_without_the_profile_is_refused_by_name() {
             name: "pump".to_owned(),
             model: model_text("pump", body),
             serves: vec!["ops".to_owned(), "util".to_owned()],
+            ceilings: Default::default(),
         },
     );
     assert_eq!(answer.outcome, Outcome::Failed);
@@ -271,6 +275,51 @@ fn serving_two_memberships_without_the_profile_is_refused_by_name() {
         "model `pump` would serve ops and util: one model serving several memberships needs the `shared-memberships` profile, which host `solo` does not select"
     );
     assert!(state(&host, "pump").serves.is_empty(), "nothing changed");
+}
+
+/// The host admits a model to each membership it serves only within that membership's
+/// models ceiling as the install carries it (`MEMBERSHIP_MODELS_CEILING_DEFAULT` for a
+/// membership it does not name), re-checking what `check` checked; a refusal changes
+/// nothing.
+#[test]
+fn a_model_above_a_memberships_models_ceiling_is_refused_by_name() {
+    let installation =
+        Installation::with_profiles("models-ceiling", vec!["shared-memberships".to_owned()]);
+    let mut host = installation.open();
+    // 199 counted operations under the model's own ceiling 256.
+    let text = format!(
+        "grid version=1\nhost solo listen=\"127.0.0.1:7999\"\nmodel pump host=solo ceiling=256 {{\ninput n default=1\ncell total \"{}\"\n}}\n",
+        vec!["n"; 100].join(" + ")
+    );
+    let topology = grid_spec::load_str("test.kdl", &text).expect("a valid model");
+    let text = grid_spec::canonical::model(topology.model("pump").unwrap());
+    let admit = |ceilings: &[(&str, u32)]| Request::InstallModel {
+        name: "pump".to_owned(),
+        model: text.clone(),
+        serves: vec!["ops".to_owned(), "util".to_owned()],
+        ceilings: ceilings
+            .iter()
+            .map(|(m, c)| ((*m).to_owned(), *c))
+            .collect(),
+    };
+    let answer = submit(&mut host, "i1", admit(&[("ops", 4096)]));
+    assert_eq!(answer.outcome, Outcome::Failed);
+    assert_eq!(
+        answer.detail,
+        "model `pump` counts 199 operations: it may not serve membership `util`, above its models ceiling 128 (MEMBERSHIP_MODELS_CEILING_DEFAULT: it declares no `models ceiling=N`)"
+    );
+    let answer = submit(&mut host, "i2", admit(&[("ops", 4096), ("util", 198)]));
+    assert_eq!(
+        answer.detail,
+        "model `pump` counts 199 operations: it may not serve membership `util`, above its models ceiling 198"
+    );
+    assert!(!host.models.contains_key("pump"), "nothing installed");
+    let answer = submit(&mut host, "i3", admit(&[("ops", 4096), ("util", 199)]));
+    assert_eq!(answer.outcome, Outcome::Succeeded, "{}", answer.detail);
+    assert_eq!(
+        state(&host, "pump").serves,
+        vec!["ops".to_owned(), "util".to_owned()]
+    );
 }
 
 /// An input a batch set keeps its value even when it equals the old default, and even
@@ -626,6 +675,7 @@ fn a_tag_journal_is_purged_below_what_its_models_projected_and_continues_after_a
             name: "m".to_owned(),
             model,
             serves: Vec::new(),
+            ceilings: Default::default(),
         },
     );
     assert_eq!(answer.outcome, Outcome::Succeeded, "{}", answer.detail);
@@ -813,6 +863,7 @@ fn a_model_reading_a_matrix_installs_and_refuses_a_batch_naming_the_matrix() {
             name: "cost".to_owned(),
             model: grid_spec::canonical::model(topology.model("cost").unwrap()),
             serves: Vec::new(),
+            ceilings: Default::default(),
         },
     );
     assert_eq!(answer.outcome, Outcome::Succeeded, "{}", answer.detail);

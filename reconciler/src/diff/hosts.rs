@@ -197,7 +197,7 @@ pub fn transitions(
         // An installation that does not exist yet certainly holds nothing: its models
         // are created once it runs.
         for model in index.models(name).iter().filter(|m| !m.retired) {
-            out.push(install_model(name, model, None));
+            out.push(install_model(name, model, index.install_model(model, None)));
         }
         return out;
     }
@@ -263,11 +263,7 @@ pub fn transitions(
     };
     for model in index.models(name) {
         let canonical = grid_spec::canonical::model(model);
-        let install = Request::InstallModel {
-            name: model.name.clone(),
-            model: canonical.clone(),
-            serves: model.serves.clone(),
-        };
+        let install = index.install_model(model, Some(canonical.clone()));
         match held.get(model.name.as_str()) {
             None if model.retired => {}
             // Its custody says this installation held it: the store lost it.
@@ -281,7 +277,7 @@ pub fn transitions(
                     "number its batches from 1 and run its input ids again",
                 ));
             }
-            None => out.push(install_model(name, model, Some(canonical))),
+            None => out.push(install_model(name, model, install)),
             Some(held) if held.retired && !model.retired => out.push(submit(
                 Op::Create,
                 &model.name,
@@ -377,9 +373,9 @@ fn serves_change(held: &[String], wanted: &[String]) -> Option<crate::changes::C
     })
 }
 
-/// `+ model M @ H`: after the installation, when the host does not exist yet.
-fn install_model(host: &str, model: &grid_spec::Model, canonical: Option<String>) -> Draft {
-    let canonical = canonical.unwrap_or_else(|| grid_spec::canonical::model(model));
+/// `+ model M @ H` submitting `request` (its install): after the installation, when the
+/// host does not exist yet.
+fn install_model(host: &str, model: &grid_spec::Model, request: Request) -> Draft {
     Draft::new(
         Op::Create,
         "model",
@@ -390,13 +386,7 @@ fn install_model(host: &str, model: &grid_spec::Model, canonical: Option<String>
             model.inputs().count(),
             model.cells().count()
         ),
-        Action::Submit {
-            request: Request::InstallModel {
-                name: model.name.clone(),
-                model: canonical,
-                serves: model.serves.clone(),
-            },
-        },
+        Action::Submit { request },
     )
     .key(format!("model:{host}:{}", model.name))
     .after([format!("host:{host}")])

@@ -694,6 +694,8 @@ impl FileReader<'_> {
         let mut valid_days = None;
         let mut renew_before = None;
         let mut certificates_seen = false;
+        let mut models_ceiling = None;
+        let mut models_seen = false;
         for child in n.children(self) {
             let mut c = NodeReader::new(child);
             let authority = child.name().value() == "authority";
@@ -801,13 +803,36 @@ impl FileReader<'_> {
                         .map(|(n, span)| (n as u32, span))
                         .or(renew_before);
                 }
+                "models" => {
+                    if std::mem::replace(&mut models_seen, true) {
+                        self.error(
+                            child.name().span(),
+                            "`models` is given twice",
+                            "second",
+                            "one models ceiling per membership",
+                        );
+                    }
+                    models_ceiling = c
+                        .limited_int_prop(
+                            self,
+                            "ceiling",
+                            true,
+                            (1, "1"),
+                            (
+                                crate::limits::MODEL_OPERATIONS_CEILING_MAX as i128,
+                                "MODEL_OPERATIONS_CEILING_MAX",
+                            ),
+                        )
+                        .map(|(n, _)| n as u32)
+                        .or(models_ceiling);
+                }
                 other => {
                     c.skip_all();
                     self.error(
                         child.name().span(),
                         format!("unknown child `{other}` of membership"),
                         "not a membership setting",
-                        "a membership holds `authority voters=N { snapshots … }`, `certificates valid-days=N renew-before-days=M` and `revoke PARTICIPANT`",
+                        "a membership holds `authority voters=N { snapshots … }`, `certificates valid-days=N renew-before-days=M`, `models ceiling=N` and `revoke PARTICIPANT`",
                     )
                 }
             }
@@ -846,6 +871,7 @@ impl FileReader<'_> {
                 revoked,
                 certificate_valid_days,
                 renew_before_days,
+                declared_models_ceiling: models_ceiling,
                 origin,
             });
         }
