@@ -283,11 +283,7 @@ impl Host {
     ) -> Result<ArchivePass, String> {
         // Index entries waiting for their table first (an archive indexed in DynamoDB):
         // while it does not answer, nothing more leaves the hot store.
-        self.archive
-            .shelf
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .publish(&self.database)?;
+        crate::store::shelf::publish(&self.archive.shelf, &self.database)?;
         let now = self.retention_now();
         let cutoff = now.saturating_sub(age_ms);
         let mut pass = ArchivePass::default();
@@ -400,6 +396,10 @@ impl Host {
         if let Some(ledgers) = &self.ledgers {
             ledgers.checkpoint(1, false);
         }
+        // After every other writer of the shelf (its deletes still hold the write
+        // lock: a release is rare, at most once a day per segment).
+        let writer = shelf.read().unwrap_or_else(|p| p.into_inner()).writer();
+        let _alone = writer.lock().unwrap_or_else(|p| p.into_inner());
         shelf
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -408,7 +408,8 @@ impl Host {
 
     /// What the archive holds and how far it is behind (`inspect storage`, metrics).
     /// Verifying the archive, to run without the host's lock: it holds the shelf's
-    /// read lock while it reads every segment (an archive pass waits for it).
+    /// writer lock and read lock while it reads every segment (an archive pass waits
+    /// for it, and it sees no segment half written).
     pub fn verify_archive(
         &self,
     ) -> impl FnOnce() -> crate::store::shelf::Verification + Send + use<> {
@@ -416,6 +417,8 @@ impl Host {
         let host = self.config.name.clone();
         let check = Self::verifier(&self.custody);
         move || {
+            let writer = shelf.read().unwrap_or_else(|p| p.into_inner()).writer();
+            let _alone = writer.lock().unwrap_or_else(|p| p.into_inner());
             shelf
                 .read()
                 .unwrap_or_else(|p| p.into_inner())

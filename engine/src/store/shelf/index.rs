@@ -192,17 +192,29 @@ impl Shelf {
     /// answer or holds another entry for a key; what it took before stays taken.
     /// Answers how many it put.
     pub fn publish(&mut self, database: &Durable) -> Result<u64, String> {
+        let (put, failed) = self.put_waiting_now(database);
+        self.published(put, failed)
+    }
+
+    /// The puts of [`Shelf::publish`] (its remote calls, and the write dropping what
+    /// the table took), changing nothing else: how many it put, and why it stopped.
+    pub(super) fn put_waiting_now(&self, database: &Durable) -> (u64, Option<String>) {
         let Some(remote) = &self.remote_index else {
-            return Ok(0);
+            return (0, None);
         };
         let dir = &self.dir;
-        let (put, failed) = put_waiting(
+        put_waiting(
             dir,
             database,
             (&self.index, &self.unpublished),
             remote,
             |write| database.commit_or_stop(write, dir, "dropping index entries put in the table"),
-        );
+        )
+    }
+
+    /// Counts what [`Shelf::put_waiting_now`] put, and keeps why it stopped as the
+    /// last error (then refused).
+    pub(super) fn published(&mut self, put: u64, failed: Option<String>) -> Result<u64, String> {
         self.waiting -= put;
         match failed {
             Some(why) => {

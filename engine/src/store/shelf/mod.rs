@@ -29,11 +29,13 @@ use super::archive::{self, ArchiveError, Blobs, Entry, Located};
 
 mod index;
 mod moving;
+mod shelving;
 mod verify;
 use super::high_water::Signer;
 use super::{Durable, fatal};
 pub use index::RemoteIndex;
 pub use moving::{IndexMoveRefused, move_index};
+pub use shelving::{publish, shelve_room};
 pub use verify::{SegmentProblem, Verification};
 
 /// The `meta` key of the next segment's sequence number (`u64` BE; absent: 1).
@@ -375,40 +377,6 @@ pub fn archive_room(
     })
 }
 
-/// A room's entries shelved whole: `entries` (keys `prefix` + the room's id) in one
-/// segment of `host`'s, signed by `sign`, synced, `before_index` run (a failpoint),
-/// then indexed in the write that removes each from the room's `hot` keyspace and its
-/// `by_time` one, with what `also` adds; counted in the metrics.
-#[allow(clippy::too_many_arguments)]
-pub fn shelve_room(
-    shelf: &Shared,
-    database: &Durable,
-    host: &str,
-    (entries, prefix): (&[Entry], &str),
-    sign: &Signer,
-    before_index: impl FnOnce(),
-    [hot, by_time]: [&Keyspace; 2],
-    also: impl FnOnce(&mut fjall::OwnedWriteBatch),
-) -> Result<(), String> {
-    shelf.write().unwrap_or_else(|p| p.into_inner()).shelve(
-        database,
-        host,
-        entries,
-        sign,
-        before_index,
-        |write| {
-            for entry in entries {
-                let id = &entry.key[prefix.len()..];
-                write.remove(hot, id);
-                write.remove(by_time, time_key(entry.at_ms, id));
-            }
-            also(write);
-        },
-    )?;
-    crate::metrics::archived(entries.len() as u64);
-    Ok(())
-}
-
 /// An installation's shelf.
 pub struct Shelf {
     blobs: Box<dyn Blobs>,
@@ -435,6 +403,9 @@ pub struct Shelf {
     /// The last segment written, and the last refusal of a write (Unix ms, why).
     last_upload_ms: Option<u64>,
     last_error: Option<(u64, String)>,
+    /// Taken by every writer of the shared shelf first ([`Shelf::writer`],
+    /// `shelving.rs`).
+    writing: std::sync::Arc<std::sync::Mutex<()>>,
 }
 
 /// Where a shelf keeps its segments: a [`Blobs`], how messages name it, and whether it
@@ -514,6 +485,7 @@ impl Shelf {
             unwalked: None,
             last_upload_ms: None,
             last_error: None,
+            writing: Default::default(),
         };
         match shelf.walk() {
             Ok(()) => {}
@@ -684,65 +656,6 @@ impl Shelf {
         }
     }
 
-    /// Shelves `entries` in one segment of `host`'s, signed by `sign`: the segment is
-    /// written and synced, `before_index` runs (a failpoint), then the index entries,
-    /// the segment's record and what `also` adds (the room's removals of those entries)
-    /// are committed in one synced write. A storage failure stops the process; an
-    /// archive that refuses the segment changes nothing. Answers the segment's record.
-    pub fn shelve(
-        &mut self,
-        database: &Durable,
-        host: &str,
-        entries: &[Entry],
-        sign: &Signer,
-        before_index: impl FnOnce(),
-        also: impl FnOnce(&mut fjall::OwnedWriteBatch),
-    ) -> Result<SegmentRecord, String> {
-        // What waits for the index's table first: while it does not answer, nothing
-        // more leaves the hot store.
-        self.publish(database)?;
-        let seq = next_segment(&self.meta)
-            .unwrap_or_else(|e| fatal(&self.dir, "reading the archive's next segment", e));
-        let encoded = archive::encode(host, seq, entries, sign)?;
-        let name = archive::segment_name(seq);
-        self.put_segment(seq, &name, &encoded.bytes)?;
-        before_index();
-        let record = SegmentRecord {
-            entries: entries.len() as u32,
-            bytes: encoded.bytes.len() as u64,
-            first_ms: entries.iter().map(|e| e.at_ms).min().unwrap_or(0),
-            last_ms: entries.iter().map(|e| e.at_ms).max().unwrap_or(0),
-            expired: false,
-        };
-        let mut write = database.batch();
-        for (entry, (key, located)) in entries.iter().zip(&encoded.located) {
-            debug_assert_eq!(&entry.key, key);
-            write.insert(&self.index, key.as_str(), located.to_bytes());
-            if self.remote_index.is_some() {
-                write.insert(&self.ids, index::id_digest(key), []);
-                write.insert(&self.unpublished, index::marker(seq, key), []);
-            }
-        }
-        also(&mut write);
-        write.insert(
-            &self.segments,
-            seq.to_be_bytes(),
-            serde_json::to_vec(&record).expect("records serialize"),
-        );
-        write.insert(&self.meta, NEXT_SEGMENT_KEY, (seq + 1).to_be_bytes());
-        database.commit_or_stop(write, &self.dir, "indexing an archive segment");
-        self.totals.hold(&record);
-        if self.remote_index.is_some() {
-            self.waiting += entries.len() as u64;
-            // Archived either way: entries the table does not take now wait here, and
-            // the next pass puts them first.
-            if let Err(why) = self.publish(database) {
-                tracing::warn!(archive = self.place, %why, "archive index entries wait for their table");
-            }
-        }
-        Ok(record)
-    }
-
     /// Why the shelf archives nothing now: its remote store has not answered since
     /// gridd started, or its last segment was refused (none: it keeps up).
     pub fn failing(&self) -> Option<String> {
@@ -776,26 +689,6 @@ impl Shelf {
             Some(index) => format!("{} (indexed in {})", self.place, index.place()),
             None => self.place.clone(),
         }
-    }
-
-    /// Writes segment `seq` (`name`) to the archive — after the walk a remote one
-    /// waited for — and keeps when it last did, or why it last could not.
-    fn put_segment(&mut self, seq: u64, name: &str, bytes: &[u8]) -> Result<(), String> {
-        let put = self.walked().and_then(|()| match self.blobs.put_if_absent(name, bytes) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(format!(
-                "archive segment {name} exists already; the store's next segment is {seq}: the archive is not the one this store wrote"
-            )),
-            Err(e) => Err(format!("the archive refuses a segment: {e}")),
-        });
-        match &put {
-            Ok(()) => {
-                self.last_upload_ms = Some(super::now_ms());
-                self.last_error = None;
-            }
-            Err(e) => self.last_error = Some((super::now_ms(), e.clone())),
-        }
-        put
     }
 
     /// Whether [`Shelf::release`] with `past` would release a segment now.

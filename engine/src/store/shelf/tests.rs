@@ -444,3 +444,128 @@ fn an_index_moved_out_of_a_table_is_whole_only_when_every_id_archived_there_is_f
     drop(shelf);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Local files whose segment puts wait for the test's word (and say they started).
+struct HeldPuts {
+    files: archive::LocalFiles,
+    started: std::sync::mpsc::Sender<()>,
+    go: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl Blobs for HeldPuts {
+    fn put_if_absent(&self, name: &str, bytes: &[u8]) -> Result<bool, ArchiveError> {
+        self.started.send(()).unwrap();
+        self.go.lock().unwrap().recv().unwrap();
+        self.files.put_if_absent(name, bytes)
+    }
+    fn get(&self, name: &str) -> Result<Option<Vec<u8>>, ArchiveError> {
+        self.files.get(name)
+    }
+    fn get_range(
+        &self,
+        name: &str,
+        offset: u64,
+        len: u32,
+    ) -> Result<Option<Vec<u8>>, ArchiveError> {
+        self.files.get_range(name, offset, len)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<(String, u64)>, ArchiveError> {
+        self.files.list(prefix)
+    }
+    fn delete(&self, name: &str) -> Result<(), ArchiveError> {
+        self.files.delete(name)
+    }
+}
+
+/// While a room's segment is being uploaded, finds go on (the shelf is not held for
+/// writing across the put): an id archived before is found, the ids being shelved are
+/// still in their room's hot keyspace and not yet in the index; once the put answers,
+/// the index commit moves them, in one write.
+#[test]
+fn finds_go_on_while_a_segment_is_uploaded() {
+    let (dir, durable, meta, hot) = installation("upload");
+    let [by_time] = super::super::open_keyspaces(&durable, ["hot-by-time"]).unwrap();
+    let (started, started_rx) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel();
+    let blobs = HeldPuts {
+        files: archive::LocalFiles::open(&dir).unwrap(),
+        started,
+        go: std::sync::Mutex::new(go_rx),
+    };
+    let adapter = Adapter {
+        blobs: Box::new(blobs),
+        place: "held".to_owned(),
+        remote: true,
+        index: None,
+    };
+    let shelf: Shared = std::sync::Arc::new(std::sync::RwLock::new(
+        Shelf::open_on(&dir, &durable, &meta, adapter).unwrap(),
+    ));
+    let room = |entries: &[Entry]| {
+        for e in entries {
+            hot.insert(e.key.as_str(), e.value.as_slice()).unwrap();
+            by_time.insert(time_key(e.at_ms, &e.key), []).unwrap();
+        }
+    };
+    let first = [entry("a", 1)];
+    room(&first);
+    go.send(()).unwrap();
+    shelve_room(
+        &shelf,
+        &durable,
+        "solo",
+        (&first, ""),
+        &sign(),
+        || {},
+        [&hot, &by_time],
+        |_| {},
+    )
+    .unwrap();
+    started_rx.recv().unwrap();
+    let second = [entry("b", 2), entry("c", 3)];
+    room(&second);
+    std::thread::scope(|scope| {
+        let shelving = scope.spawn(|| {
+            shelve_room(
+                &shelf,
+                &durable,
+                "solo",
+                (&second, ""),
+                &sign(),
+                || {},
+                [&hot, &by_time],
+                |_| {},
+            )
+        });
+        started_rx.recv().unwrap();
+        // The put waits: the shelf can be read, and is (the put is let go before any
+        // assertion, so a failure never leaves it waiting).
+        let seen = shelf.try_read().ok().map(|reading| {
+            (
+                matches!(reading.find("a", "a", |_| false), Found::Held { .. }),
+                matches!(reading.find("b", "b", |_| false), Found::Absent),
+            )
+        });
+        let still_hot = hot.get("b").unwrap().is_some();
+        go.send(()).unwrap();
+        shelving.join().unwrap().unwrap();
+        assert_eq!(
+            seen,
+            Some((true, true)),
+            "the shelf is not held across the put"
+        );
+        assert!(still_hot, "still hot until indexed");
+    });
+    let reading = shelf.read().unwrap();
+    for key in ["a", "b", "c"] {
+        assert!(
+            matches!(reading.find(key, key, |_| false), Found::Held { .. }),
+            "{key}"
+        );
+    }
+    assert!(
+        hot.get("b").unwrap().is_none(),
+        "moved in the index's write"
+    );
+    assert_eq!(reading.holding().entries, 3);
+}

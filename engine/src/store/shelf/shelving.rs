@@ -1,0 +1,221 @@
+//! Writing a segment to a shelf the rooms share ([`Shared`]) without keeping their
+//! finds waiting: the remote calls of a write — the segment's put and the index
+//! entries' puts to their table — run under the shelf's *read* lock, beside every
+//! find; the write lock is taken only for what changes the shelf in this store (the
+//! segment's index commit, the counters). Writers take turns on the shelf's own
+//! [`Shelf::writer`] lock first, so no two writes interleave and no writer ever waits
+//! for the write lock while another holds a read guard across a remote call (std's
+//! `RwLock` would then queue new finds behind it).
+//!
+//! Why a find between the phases is still right: until the index commit the entries
+//! are in their room's hot keyspaces (the commit removes them, in the same write); a
+//! segment put and not yet indexed is served to nobody (a crash there leaves it
+//! unrecorded, removed at open); index entries put in their table stay in this store
+//! until the write that drops them, after the table answered.
+//!
+//! Invariants, stated as absences: no find waits for a segment's upload or an index
+//! entry's put; no two writers of one shelf run at once.
+
+use std::sync::{Arc, Mutex};
+
+use super::archive::{self, Encoded, Entry};
+use super::{Durable, NEXT_SEGMENT_KEY, SegmentRecord, Shared, Shelf, Signer, fatal, next_segment};
+
+/// Reads the shared shelf (a poisoned lock is still the shelf).
+fn read(shelf: &Shared) -> std::sync::RwLockReadGuard<'_, Shelf> {
+    shelf.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Changes the shared shelf.
+fn write(shelf: &Shared) -> std::sync::RwLockWriteGuard<'_, Shelf> {
+    shelf.write().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shelf {
+    /// The lock every writer of the shared shelf takes first (a segment's write, the
+    /// index entries' puts, a release, a verification that must see no write half
+    /// done), held for the whole of it.
+    pub fn writer(&self) -> Arc<Mutex<()>> {
+        self.writing.clone()
+    }
+
+    /// Shelves `entries` in one segment of `host`'s, signed by `sign`: the segment is
+    /// written and synced, `before_index` runs (a failpoint), then the index entries,
+    /// the segment's record and what `also` adds (the room's removals of those entries)
+    /// are committed in one synced write. A storage failure stops the process; an
+    /// archive that refuses the segment changes nothing. Answers the segment's record.
+    /// (A shelf the rooms share is written by [`shelve_room`], in the same steps.)
+    pub fn shelve(
+        &mut self,
+        database: &Durable,
+        host: &str,
+        entries: &[Entry],
+        sign: &Signer,
+        before_index: impl FnOnce(),
+        also: impl FnOnce(&mut fjall::OwnedWriteBatch),
+    ) -> Result<SegmentRecord, String> {
+        // What waits for the index's table first: while it does not answer, nothing
+        // more leaves the hot store.
+        self.publish(database)?;
+        self.walked_or_failed()?;
+        let uploaded = self.upload(host, entries, sign);
+        self.uploaded(&uploaded);
+        let (seq, encoded) = uploaded?;
+        before_index();
+        let record = self.index_segment(database, seq, entries, &encoded, also);
+        self.publish_after(database);
+        Ok(record)
+    }
+
+    /// Before a segment is written to an archive whose walk was deferred: the walk,
+    /// now (its refusal kept as the last error).
+    fn walked_or_failed(&mut self) -> Result<(), String> {
+        self.walked().inspect_err(|e| {
+            self.last_error = Some((crate::store::now_ms(), e.clone()));
+        })
+    }
+
+    /// Encodes `entries` as the next segment and writes it to the archive (a remote
+    /// call for a remote one): its sequence number and encoding, or why the archive
+    /// refused it.
+    fn upload(
+        &self,
+        host: &str,
+        entries: &[Entry],
+        sign: &Signer,
+    ) -> Result<(u64, Encoded), String> {
+        let seq = next_segment(&self.meta)
+            .unwrap_or_else(|e| fatal(&self.dir, "reading the archive's next segment", e));
+        let encoded = archive::encode(host, seq, entries, sign)?;
+        let name = archive::segment_name(seq);
+        match self.blobs.put_if_absent(&name, &encoded.bytes) {
+            Ok(true) => Ok((seq, encoded)),
+            Ok(false) => Err(format!(
+                "archive segment {name} exists already; the store's next segment is {seq}: the archive is not the one this store wrote"
+            )),
+            Err(e) => Err(format!("the archive refuses a segment: {e}")),
+        }
+    }
+
+    /// Keeps when a segment was last written, or why the last could not be.
+    fn uploaded<T>(&mut self, upload: &Result<T, String>) {
+        match upload {
+            Ok(_) => {
+                self.last_upload_ms = Some(crate::store::now_ms());
+                self.last_error = None;
+            }
+            Err(e) => self.last_error = Some((crate::store::now_ms(), e.clone())),
+        }
+    }
+
+    /// Commits segment `seq`'s index entries, its record, the next sequence number
+    /// and what `also` adds in one synced write (a storage failure stops the process),
+    /// and counts it. Answers its record.
+    fn index_segment(
+        &mut self,
+        database: &Durable,
+        seq: u64,
+        entries: &[Entry],
+        encoded: &Encoded,
+        also: impl FnOnce(&mut fjall::OwnedWriteBatch),
+    ) -> SegmentRecord {
+        let record = SegmentRecord {
+            entries: entries.len() as u32,
+            bytes: encoded.bytes.len() as u64,
+            first_ms: entries.iter().map(|e| e.at_ms).min().unwrap_or(0),
+            last_ms: entries.iter().map(|e| e.at_ms).max().unwrap_or(0),
+            expired: false,
+        };
+        let mut write = database.batch();
+        for (entry, (key, located)) in entries.iter().zip(&encoded.located) {
+            debug_assert_eq!(&entry.key, key);
+            write.insert(&self.index, key.as_str(), located.to_bytes());
+            if self.remote_index.is_some() {
+                write.insert(&self.ids, super::index::id_digest(key), []);
+                write.insert(&self.unpublished, super::index::marker(seq, key), []);
+            }
+        }
+        also(&mut write);
+        write.insert(
+            &self.segments,
+            seq.to_be_bytes(),
+            serde_json::to_vec(&record).expect("records serialize"),
+        );
+        write.insert(&self.meta, NEXT_SEGMENT_KEY, (seq + 1).to_be_bytes());
+        database.commit_or_stop(write, &self.dir, "indexing an archive segment");
+        self.totals.hold(&record);
+        if self.remote_index.is_some() {
+            self.waiting += entries.len() as u64;
+        }
+        record
+    }
+
+    /// After a segment's index commit: its entries put in the index's table now.
+    /// Archived either way: entries the table does not take now wait here, and the
+    /// next pass puts them first.
+    fn publish_after(&mut self, database: &Durable) {
+        if self.remote_index.is_some()
+            && let Err(why) = self.publish(database)
+        {
+            tracing::warn!(archive = self.place, %why, "archive index entries wait for their table");
+        }
+    }
+}
+
+/// A room's entries shelved whole: `entries` (keys `prefix` + the room's id) in one
+/// segment of `host`'s, signed by `sign`, synced, `before_index` run (a failpoint),
+/// then indexed in the write that removes each from the room's `hot` keyspace and its
+/// `by_time` one, with what `also` adds; counted in the metrics. The steps of
+/// [`Shelf::shelve`], its remote calls under the read lock (module docs).
+#[allow(clippy::too_many_arguments)]
+pub fn shelve_room(
+    shelf: &Shared,
+    database: &Durable,
+    host: &str,
+    (entries, prefix): (&[Entry], &str),
+    sign: &Signer,
+    before_index: impl FnOnce(),
+    [hot, by_time]: [&fjall::Keyspace; 2],
+    also: impl FnOnce(&mut fjall::OwnedWriteBatch),
+) -> Result<(), String> {
+    let writer = read(shelf).writer();
+    let _alone = writer.lock().unwrap_or_else(|p| p.into_inner());
+    publish_alone(shelf, database)?;
+    if read(shelf).unwalked.is_some() {
+        write(shelf).walked_or_failed()?;
+    }
+    let uploaded = read(shelf).upload(host, entries, sign);
+    write(shelf).uploaded(&uploaded);
+    let (seq, encoded) = uploaded?;
+    before_index();
+    write(shelf).index_segment(database, seq, entries, &encoded, |write| {
+        for entry in entries {
+            let id = &entry.key[prefix.len()..];
+            write.remove(hot, id);
+            write.remove(by_time, super::time_key(entry.at_ms, id));
+        }
+        also(write);
+    });
+    if read(shelf).remote_index.is_some()
+        && let Err(why) = publish_alone(shelf, database)
+    {
+        tracing::warn!(archive = read(shelf).place, %why, "archive index entries wait for their table");
+    }
+    crate::metrics::archived(entries.len() as u64);
+    Ok(())
+}
+
+/// Puts the index entries waiting in this store into the index's table (an archive
+/// indexed in DynamoDB; nothing otherwise), as [`Shelf::publish`] does, its puts
+/// under the read lock: answers how many it put.
+pub fn publish(shelf: &Shared, database: &Durable) -> Result<u64, String> {
+    let writer = read(shelf).writer();
+    let _alone = writer.lock().unwrap_or_else(|p| p.into_inner());
+    publish_alone(shelf, database)
+}
+
+/// [`publish`], its caller holding the writer lock.
+fn publish_alone(shelf: &Shared, database: &Durable) -> Result<u64, String> {
+    let (put, failed) = read(shelf).put_waiting_now(database);
+    write(shelf).published(put, failed)
+}
