@@ -422,6 +422,33 @@ fn the_tariffs_example_checks_and_evaluates_as_docs_grdx_says() {
 }
 
 #[test]
+fn the_shared_memberships_example_checks_as_docs_memberships_says() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let (code, text) = gridctl_code(root, &["check", "examples/shared.kdl"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("3 hosts, 2 memberships, 1 model, 3 routes"),
+        "{text}"
+    );
+    let (code, text) = gridctl_code(
+        root,
+        &[
+            "model",
+            "eval",
+            "examples/shared.kdl",
+            "--model",
+            "boiler",
+            "--set",
+            "setpoint=90",
+            "--json",
+        ],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&text).expect(&text);
+    assert_eq!(json["out"].as_f64(), Some(135.0), "{text}");
+}
+
+#[test]
 fn the_decisions_example_checks_as_docs_decisions_says() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let (code, text) = gridctl_code(root, &["check", "examples/decisions.kdl"]);
