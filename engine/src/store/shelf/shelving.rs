@@ -13,6 +13,10 @@
 //! unrecorded, removed at open); index entries put in their table stay in this store
 //! until the write that drops them, after the table answered.
 //!
+//! One remote call is still made with the shelf held: the walk of a remote archive
+//! that did not answer when gridd started, at the first write after (it compares the
+//! listing with the store's records, which must not change meanwhile).
+//!
 //! Invariants, stated as absences: no find waits for a segment's upload or an index
 //! entry's put; no two writers of one shelf run at once.
 
@@ -44,7 +48,9 @@ impl Shelf {
     /// the segment's record and what `also` adds (the room's removals of those entries)
     /// are committed in one synced write. A storage failure stops the process; an
     /// archive that refuses the segment changes nothing. Answers the segment's record.
-    /// (A shelf the rooms share is written by [`shelve_room`], in the same steps.)
+    /// The exclusive form, for tests: a shelf the rooms share is written by
+    /// [`shelve_room`], in the same steps, never with its write lock held across them.
+    #[cfg(test)]
     pub fn shelve(
         &mut self,
         database: &Durable,
@@ -58,12 +64,17 @@ impl Shelf {
         // more leaves the hot store.
         self.publish(database)?;
         self.walked_or_failed()?;
-        let uploaded = self.upload(host, entries, sign);
+        let (seq, encoded) = self.encode(host, entries, sign)?;
+        let uploaded = self.upload(seq, &encoded);
         self.uploaded(&uploaded);
-        let (seq, encoded) = uploaded?;
+        uploaded?;
         before_index();
         let record = self.index_segment(database, seq, entries, &encoded, also);
-        self.publish_after(database);
+        if self.remote_index.is_some()
+            && let Err(why) = self.publish(database)
+        {
+            tracing::warn!(archive = self.place, %why, "archive index entries wait for their table");
+        }
         Ok(record)
     }
 
@@ -75,10 +86,9 @@ impl Shelf {
         })
     }
 
-    /// Encodes `entries` as the next segment and writes it to the archive (a remote
-    /// call for a remote one): its sequence number and encoding, or why the archive
-    /// refused it.
-    fn upload(
+    /// `entries` encoded and signed as the next segment: its sequence number and
+    /// encoding.
+    fn encode(
         &self,
         host: &str,
         entries: &[Entry],
@@ -86,10 +96,15 @@ impl Shelf {
     ) -> Result<(u64, Encoded), String> {
         let seq = next_segment(&self.meta)
             .unwrap_or_else(|e| fatal(&self.dir, "reading the archive's next segment", e));
-        let encoded = archive::encode(host, seq, entries, sign)?;
+        Ok((seq, archive::encode(host, seq, entries, sign)?))
+    }
+
+    /// Writes segment `seq` to the archive (a remote call for a remote one), or says
+    /// why the archive refused it.
+    fn upload(&self, seq: u64, encoded: &Encoded) -> Result<(), String> {
         let name = archive::segment_name(seq);
         match self.blobs.put_if_absent(&name, &encoded.bytes) {
-            Ok(true) => Ok((seq, encoded)),
+            Ok(true) => Ok(()),
             Ok(false) => Err(format!(
                 "archive segment {name} exists already; the store's next segment is {seq}: the archive is not the one this store wrote"
             )),
@@ -149,24 +164,14 @@ impl Shelf {
         }
         record
     }
-
-    /// After a segment's index commit: its entries put in the index's table now.
-    /// Archived either way: entries the table does not take now wait here, and the
-    /// next pass puts them first.
-    fn publish_after(&mut self, database: &Durable) {
-        if self.remote_index.is_some()
-            && let Err(why) = self.publish(database)
-        {
-            tracing::warn!(archive = self.place, %why, "archive index entries wait for their table");
-        }
-    }
 }
 
 /// A room's entries shelved whole: `entries` (keys `prefix` + the room's id) in one
 /// segment of `host`'s, signed by `sign`, synced, `before_index` run (a failpoint),
 /// then indexed in the write that removes each from the room's `hot` keyspace and its
-/// `by_time` one, with what `also` adds; counted in the metrics. The steps of
-/// [`Shelf::shelve`], its remote calls under the read lock (module docs).
+/// `by_time` one, with what `also` adds; counted in the metrics. The steps of the
+/// tests' exclusive `Shelf::shelve`, its remote calls under the read lock (module
+/// docs).
 #[allow(clippy::too_many_arguments)]
 pub fn shelve_room(
     shelf: &Shared,
@@ -184,9 +189,10 @@ pub fn shelve_room(
     if read(shelf).unwalked.is_some() {
         write(shelf).walked_or_failed()?;
     }
-    let uploaded = read(shelf).upload(host, entries, sign);
+    let (seq, encoded) = read(shelf).encode(host, entries, sign)?;
+    let uploaded = read(shelf).upload(seq, &encoded);
     write(shelf).uploaded(&uploaded);
-    let (seq, encoded) = uploaded?;
+    uploaded?;
     before_index();
     write(shelf).index_segment(database, seq, entries, &encoded, |write| {
         for entry in entries {
@@ -196,6 +202,8 @@ pub fn shelve_room(
         }
         also(write);
     });
+    // Archived either way: index entries the table does not take now wait in this
+    // store, and the next pass puts them first.
     if read(shelf).remote_index.is_some()
         && let Err(why) = publish_alone(shelf, database)
     {
