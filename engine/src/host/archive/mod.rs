@@ -396,14 +396,7 @@ impl Host {
         if let Some(ledgers) = &self.ledgers {
             ledgers.checkpoint(1, false);
         }
-        // After every other writer of the shelf (its deletes still hold the write
-        // lock: a release is rare, at most once a day per segment).
-        let writer = shelf.read().unwrap_or_else(|p| p.into_inner()).writer();
-        let _alone = writer.lock().unwrap_or_else(|p| p.into_inner());
-        shelf
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .release(&self.database, past)
+        crate::store::shelf::release(shelf, &self.database, past)
     }
 
     /// What the archive holds and how far it is behind (`inspect storage`, metrics).

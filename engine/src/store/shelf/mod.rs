@@ -35,7 +35,7 @@ use super::high_water::Signer;
 use super::{Durable, fatal};
 pub use index::RemoteIndex;
 pub use moving::{IndexMoveRefused, move_index};
-pub use shelving::{publish, shelve_room};
+pub use shelving::{publish, release, shelve_room};
 pub use verify::{SegmentProblem, Verification};
 
 /// The `meta` key of the next segment's sequence number (`u64` BE; absent: 1).
@@ -700,51 +700,6 @@ impl Shelf {
         })
         .unwrap_or_else(|e| fatal(&self.dir, "reading archive segments", e));
         due
-    }
-
-    /// Releases the segments whose newest entry is `past` the archive window, in
-    /// sequence order (a segment waits for every earlier one): its record is marked
-    /// expired (synced) before its blob is deleted; the index keeps the ids. Answers how
-    /// many were released.
-    pub fn release(
-        &mut self,
-        database: &Durable,
-        past: impl Fn(u64) -> bool,
-    ) -> Result<u64, String> {
-        let mut due = Vec::new();
-        let mut through = self.totals.released_through;
-        self.after_released(|seq, record| {
-            if !record.expired && !past(record.last_ms) {
-                return false;
-            }
-            if record.expired {
-                through = seq; // released before, out of order
-            } else {
-                due.push((seq, record));
-            }
-            true
-        })
-        .unwrap_or_else(|e| fatal(&self.dir, "reading archive segments", e));
-        let mut released = 0;
-        for (seq, mut record) in due {
-            record.expired = true;
-            let mut write = database.batch();
-            write.insert(
-                &self.segments,
-                seq.to_be_bytes(),
-                serde_json::to_vec(&record).expect("records serialize"),
-            );
-            database.commit_or_stop(write, &self.dir, "releasing an archive segment");
-            self.totals.release(&record);
-            self.totals.released_through = seq;
-            let name = archive::segment_name(seq);
-            self.blobs
-                .delete(&name)
-                .map_err(|e| format!("the archive refuses to release {name}: {e}"))?;
-            released += 1;
-        }
-        self.totals.released_through = self.totals.released_through.max(through);
-        Ok(released)
     }
 
     /// What the shelf holds: its running totals and the span of the segments held (one

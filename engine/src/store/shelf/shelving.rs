@@ -1,8 +1,9 @@
-//! Writing a segment to a shelf the rooms share ([`Shared`]) without keeping their
-//! finds waiting: the remote calls of a write — the segment's put and the index
-//! entries' puts to their table — run under the shelf's *read* lock, beside every
-//! find; the write lock is taken only for what changes the shelf in this store (the
-//! segment's index commit, the counters). Writers take turns on the shelf's own
+//! Writing a segment to a shelf the rooms share ([`Shared`]), and releasing one,
+//! without keeping their finds waiting: the remote calls of a write — the segment's
+//! put, the index entries' puts to their table, a released segment's delete — run
+//! under the shelf's *read* lock, beside every find; the write lock is taken only for
+//! what changes the shelf in this store (the segment's index commit, a segment marked
+//! expired, the counters). Writers take turns on the shelf's own
 //! [`Shelf::writer`] lock first, so no two writes interleave and no writer ever waits
 //! for the write lock while another holds a read guard across a remote call (std's
 //! `RwLock` would then queue new finds behind it).
@@ -11,14 +12,16 @@
 //! are in their room's hot keyspaces (the commit removes them, in the same write); a
 //! segment put and not yet indexed is served to nobody (a crash there leaves it
 //! unrecorded, removed at open); index entries put in their table stay in this store
-//! until the write that drops them, after the table answered.
+//! until the write that drops them, after the table answered; a segment being
+//! released is marked expired first, and a find of its ids answers "expired" from the
+//! index (the window that released it) without reading its blob.
 //!
 //! One remote call is still made with the shelf held: the walk of a remote archive
 //! that did not answer when gridd started, at the first write after (it compares the
 //! listing with the store's records, which must not change meanwhile).
 //!
-//! Invariants, stated as absences: no find waits for a segment's upload or an index
-//! entry's put; no two writers of one shelf run at once.
+//! Invariants, stated as absences: no find waits for a segment's upload, an index
+//! entry's put or a released segment's delete; no two writers of one shelf run at once.
 
 use std::sync::{Arc, Mutex};
 
@@ -164,6 +167,96 @@ impl Shelf {
         }
         record
     }
+}
+
+impl Shelf {
+    /// Releases the segments whose newest entry is `past` the archive window, in
+    /// sequence order (a segment waits for every earlier one): its record is marked
+    /// expired (synced) before its blob is deleted; the index keeps the ids. Answers how
+    /// many were released. The exclusive form, for tests: a shared shelf is released by
+    /// [`release`], in the same steps.
+    #[cfg(test)]
+    pub fn release(
+        &mut self,
+        database: &Durable,
+        past: impl Fn(u64) -> bool,
+    ) -> Result<u64, String> {
+        let (due, through) = self.due(past);
+        let mut released = 0;
+        for (seq, record) in due {
+            self.expire(database, seq, record);
+            self.delete_segment(seq)?;
+            released += 1;
+        }
+        self.totals.released_through = self.totals.released_through.max(through);
+        Ok(released)
+    }
+
+    /// The segments due for release (not released, their newest entry `past` the
+    /// window), oldest first up to the first that is not, and the highest sequence
+    /// number released before among them (out of order).
+    fn due(&self, past: impl Fn(u64) -> bool) -> (Vec<(u64, SegmentRecord)>, u64) {
+        let mut due = Vec::new();
+        let mut through = self.totals.released_through;
+        self.after_released(|seq, record| {
+            if !record.expired && !past(record.last_ms) {
+                return false;
+            }
+            if record.expired {
+                through = seq; // released before, out of order
+            } else {
+                due.push((seq, record));
+            }
+            true
+        })
+        .unwrap_or_else(|e| fatal(&self.dir, "reading archive segments", e));
+        (due, through)
+    }
+
+    /// Marks segment `seq` expired in one synced write (a storage failure stops the
+    /// process) and counts it released.
+    fn expire(&mut self, database: &Durable, seq: u64, mut record: SegmentRecord) {
+        record.expired = true;
+        let mut write = database.batch();
+        write.insert(
+            &self.segments,
+            seq.to_be_bytes(),
+            serde_json::to_vec(&record).expect("records serialize"),
+        );
+        database.commit_or_stop(write, &self.dir, "releasing an archive segment");
+        self.totals.release(&record);
+        self.totals.released_through = seq;
+    }
+
+    /// Deletes expired segment `seq`'s blob (a remote call for a remote archive).
+    fn delete_segment(&self, seq: u64) -> Result<(), String> {
+        let name = archive::segment_name(seq);
+        self.blobs
+            .delete(&name)
+            .map_err(|e| format!("the archive refuses to release {name}: {e}"))
+    }
+}
+
+/// Releases the shared shelf's segments `past` the archive window as
+/// `Shelf::release` does, each blob's delete under the read lock: a find of an id
+/// in a segment being released answers "expired" from the index, reading no blob.
+pub fn release(
+    shelf: &Shared,
+    database: &Durable,
+    past: impl Fn(u64) -> bool,
+) -> Result<u64, String> {
+    let writer = read(shelf).writer();
+    let _alone = writer.lock().unwrap_or_else(|p| p.into_inner());
+    let (due, through) = read(shelf).due(past);
+    let mut released = 0;
+    for (seq, record) in due {
+        write(shelf).expire(database, seq, record);
+        read(shelf).delete_segment(seq)?;
+        released += 1;
+    }
+    let mut shelf = write(shelf);
+    shelf.totals.released_through = shelf.totals.released_through.max(through);
+    Ok(released)
 }
 
 /// A room's entries shelved whole: `entries` (keys `prefix` + the room's id) in one

@@ -445,7 +445,8 @@ fn an_index_moved_out_of_a_table_is_whole_only_when_every_id_archived_there_is_f
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Local files whose segment puts wait for the test's word (and say they started).
+/// Local files whose segment puts and deletes wait for the test's word (and say they
+/// started).
 struct HeldPuts {
     files: archive::LocalFiles,
     started: std::sync::mpsc::Sender<()>,
@@ -473,6 +474,8 @@ impl Blobs for HeldPuts {
         self.files.list(prefix)
     }
     fn delete(&self, name: &str) -> Result<(), ArchiveError> {
+        self.started.send(()).unwrap();
+        self.go.lock().unwrap().recv().unwrap();
         self.files.delete(name)
     }
 }
@@ -482,7 +485,7 @@ impl Blobs for HeldPuts {
 /// still in their room's hot keyspace and not yet in the index; once the put answers,
 /// the index commit moves them, in one write.
 #[test]
-fn finds_go_on_while_a_segment_is_uploaded() {
+fn finds_go_on_while_a_segment_is_uploaded_or_released() {
     let (dir, durable, meta, hot) = installation("upload");
     let [by_time] = super::super::open_keyspaces(&durable, ["hot-by-time"]).unwrap();
     let (started, started_rx) = std::sync::mpsc::channel();
@@ -568,4 +571,29 @@ fn finds_go_on_while_a_segment_is_uploaded() {
         "moved in the index's write"
     );
     assert_eq!(reading.holding().entries, 3);
+    drop(reading);
+    // A release past the window: while the first segment's blob is being deleted the
+    // shelf can be read, and its id answers "expired" from the index.
+    std::thread::scope(|scope| {
+        let releasing = scope.spawn(|| release(&shelf, &durable, |last| last < 2));
+        started_rx.recv().unwrap();
+        let seen = shelf.try_read().ok().map(|reading| {
+            (
+                matches!(
+                    reading.find("a", "a", |at| at < 2),
+                    Found::Expired { at_ms: 1 }
+                ),
+                matches!(reading.find("b", "b", |at| at < 2), Found::Held { .. }),
+            )
+        });
+        go.send(()).unwrap();
+        assert_eq!(releasing.join().unwrap(), Ok(1));
+        assert_eq!(
+            seen,
+            Some((true, true)),
+            "the shelf is not held across the delete"
+        );
+    });
+    let holding = shelf.read().unwrap().holding();
+    assert_eq!((holding.segments, holding.released_segments), (1, 1));
 }
