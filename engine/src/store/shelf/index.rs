@@ -186,18 +186,9 @@ impl Shelf {
         })
     }
 
-    /// Puts the index entries waiting in this store into the table of a
-    /// [`RemoteIndex`] (none: nothing to do), then drops those it took from this store
-    /// in one synced write. Refused (kept as the last error) when the table does not
-    /// answer or holds another entry for a key; what it took before stays taken.
-    /// Answers how many it put.
-    pub fn publish(&mut self, database: &Durable) -> Result<u64, String> {
-        let (put, failed) = self.put_waiting_now(database);
-        self.published(put, failed)
-    }
-
-    /// The puts of [`Shelf::publish`] (its remote calls, and the write dropping what
-    /// the table took), changing nothing else: how many it put, and why it stopped.
+    /// The puts of [`super::publish`] into the table of a [`RemoteIndex`] (none:
+    /// nothing to do) and the write dropping what the table took, changing nothing
+    /// else: how many it put, and why it stopped.
     pub(super) fn put_waiting_now(&self, database: &Durable) -> (u64, Option<String>) {
         let Some(remote) = &self.remote_index else {
             return (0, None);

@@ -35,7 +35,7 @@ use super::high_water::Signer;
 use super::{Durable, fatal};
 pub use index::RemoteIndex;
 pub use moving::{IndexMoveRefused, move_index};
-pub use shelving::{publish, release, shelve_room};
+pub use shelving::{publish, release, shelve, shelve_room};
 pub use verify::{SegmentProblem, Verification};
 
 /// The `meta` key of the next segment's sequence number (`u64` BE; absent: 1).
@@ -691,7 +691,7 @@ impl Shelf {
         }
     }
 
-    /// Whether [`Shelf::release`] with `past` would release a segment now.
+    /// Whether [`release`] with `past` would release a segment now.
     pub fn releasable(&self, past: impl Fn(u64) -> bool) -> bool {
         let mut due = false;
         self.after_released(|_, record| {

@@ -46,41 +46,6 @@ impl Shelf {
         self.writing.clone()
     }
 
-    /// Shelves `entries` in one segment of `host`'s, signed by `sign`: the segment is
-    /// written and synced, `before_index` runs (a failpoint), then the index entries,
-    /// the segment's record and what `also` adds (the room's removals of those entries)
-    /// are committed in one synced write. A storage failure stops the process; an
-    /// archive that refuses the segment changes nothing. Answers the segment's record.
-    /// The exclusive form, for tests: a shelf the rooms share is written by
-    /// [`shelve_room`], in the same steps, never with its write lock held across them.
-    #[cfg(test)]
-    pub fn shelve(
-        &mut self,
-        database: &Durable,
-        host: &str,
-        entries: &[Entry],
-        sign: &Signer,
-        before_index: impl FnOnce(),
-        also: impl FnOnce(&mut fjall::OwnedWriteBatch),
-    ) -> Result<SegmentRecord, String> {
-        // What waits for the index's table first: while it does not answer, nothing
-        // more leaves the hot store.
-        self.publish(database)?;
-        self.walked_or_failed()?;
-        let (seq, encoded) = self.encode(host, entries, sign)?;
-        let uploaded = self.upload(seq, &encoded);
-        self.uploaded(&uploaded);
-        uploaded?;
-        before_index();
-        let record = self.index_segment(database, seq, entries, &encoded, also);
-        if self.remote_index.is_some()
-            && let Err(why) = self.publish(database)
-        {
-            tracing::warn!(archive = self.place, %why, "archive index entries wait for their table");
-        }
-        Ok(record)
-    }
-
     /// Before a segment is written to an archive whose walk was deferred: the walk,
     /// now (its refusal kept as the last error).
     fn walked_or_failed(&mut self) -> Result<(), String> {
@@ -170,28 +135,6 @@ impl Shelf {
 }
 
 impl Shelf {
-    /// Releases the segments whose newest entry is `past` the archive window, in
-    /// sequence order (a segment waits for every earlier one): its record is marked
-    /// expired (synced) before its blob is deleted; the index keeps the ids. Answers how
-    /// many were released. The exclusive form, for tests: a shared shelf is released by
-    /// [`release`], in the same steps.
-    #[cfg(test)]
-    pub fn release(
-        &mut self,
-        database: &Durable,
-        past: impl Fn(u64) -> bool,
-    ) -> Result<u64, String> {
-        let (due, through) = self.due(past);
-        let mut released = 0;
-        for (seq, record) in due {
-            self.expire(database, seq, record);
-            self.delete_segment(seq)?;
-            released += 1;
-        }
-        self.totals.released_through = self.totals.released_through.max(through);
-        Ok(released)
-    }
-
     /// The segments due for release (not released, their newest entry `past` the
     /// window), oldest first up to the first that is not, and the highest sequence
     /// number released before among them (out of order).
@@ -237,9 +180,11 @@ impl Shelf {
     }
 }
 
-/// Releases the shared shelf's segments `past` the archive window as
-/// `Shelf::release` does, each blob's delete under the read lock: a find of an id
-/// in a segment being released answers "expired" from the index, reading no blob.
+/// Releases the segments whose newest entry is `past` the archive window, in sequence
+/// order (a segment waits for every earlier one): its record is marked expired
+/// (synced) before its blob is deleted; the index keeps the ids. Answers how many were
+/// released. Each blob's delete runs under the read lock: a find of an id in a segment
+/// being released answers "expired" from the index, reading no blob.
 pub fn release(
     shelf: &Shared,
     database: &Durable,
@@ -260,11 +205,9 @@ pub fn release(
 }
 
 /// A room's entries shelved whole: `entries` (keys `prefix` + the room's id) in one
-/// segment of `host`'s, signed by `sign`, synced, `before_index` run (a failpoint),
-/// then indexed in the write that removes each from the room's `hot` keyspace and its
-/// `by_time` one, with what `also` adds; counted in the metrics. The steps of the
-/// tests' exclusive `Shelf::shelve`, its remote calls under the read lock (module
-/// docs).
+/// segment of `host`'s, signed by `sign` ([`shelve`]), indexed in the write that
+/// removes each from the room's `hot` keyspace and its `by_time` one, with what `also`
+/// adds; counted in the metrics.
 #[allow(clippy::too_many_arguments)]
 pub fn shelve_room(
     shelf: &Shared,
@@ -276,6 +219,43 @@ pub fn shelve_room(
     [hot, by_time]: [&fjall::Keyspace; 2],
     also: impl FnOnce(&mut fjall::OwnedWriteBatch),
 ) -> Result<(), String> {
+    shelve(
+        shelf,
+        database,
+        host,
+        entries,
+        sign,
+        before_index,
+        |write| {
+            for entry in entries {
+                let id = &entry.key[prefix.len()..];
+                write.remove(hot, id);
+                write.remove(by_time, super::time_key(entry.at_ms, id));
+            }
+            also(write);
+        },
+    )?;
+    crate::metrics::archived(entries.len() as u64);
+    Ok(())
+}
+
+/// Shelves `entries` in one segment of `host`'s, signed by `sign`: index entries
+/// waiting for their table are put first (while it does not answer, nothing more
+/// leaves the hot store); the segment is written and synced, `before_index` runs (a
+/// failpoint), then the index entries, the segment's record and what `also` adds (the
+/// room's removals of those entries) are committed in one synced write. A storage
+/// failure stops the process; an archive that refuses the segment changes nothing.
+/// Answers the segment's record. Its remote calls run under the read lock (module
+/// docs).
+pub fn shelve(
+    shelf: &Shared,
+    database: &Durable,
+    host: &str,
+    entries: &[Entry],
+    sign: &Signer,
+    before_index: impl FnOnce(),
+    also: impl FnOnce(&mut fjall::OwnedWriteBatch),
+) -> Result<SegmentRecord, String> {
     let writer = read(shelf).writer();
     let _alone = writer.lock().unwrap_or_else(|p| p.into_inner());
     publish_alone(shelf, database)?;
@@ -287,14 +267,7 @@ pub fn shelve_room(
     write(shelf).uploaded(&uploaded);
     uploaded?;
     before_index();
-    write(shelf).index_segment(database, seq, entries, &encoded, |write| {
-        for entry in entries {
-            let id = &entry.key[prefix.len()..];
-            write.remove(hot, id);
-            write.remove(by_time, super::time_key(entry.at_ms, id));
-        }
-        also(write);
-    });
+    let record = write(shelf).index_segment(database, seq, entries, &encoded, also);
     // Archived either way: index entries the table does not take now wait in this
     // store, and the next pass puts them first.
     if read(shelf).remote_index.is_some()
@@ -302,13 +275,14 @@ pub fn shelve_room(
     {
         tracing::warn!(archive = read(shelf).place, %why, "archive index entries wait for their table");
     }
-    crate::metrics::archived(entries.len() as u64);
-    Ok(())
+    Ok(record)
 }
 
 /// Puts the index entries waiting in this store into the index's table (an archive
-/// indexed in DynamoDB; nothing otherwise), as [`Shelf::publish`] does, its puts
-/// under the read lock: answers how many it put.
+/// indexed in DynamoDB; nothing otherwise), then drops those it took from this store
+/// in one synced write; its puts under the read lock. Refused (kept as the last error)
+/// when the table does not answer or holds another entry for a key; what it took
+/// before stays taken. Answers how many it put.
 pub fn publish(shelf: &Shared, database: &Durable) -> Result<u64, String> {
     let writer = read(shelf).writer();
     let _alone = writer.lock().unwrap_or_else(|p| p.into_inner());

@@ -22,6 +22,11 @@ pub(super) fn installation(name: &str) -> (PathBuf, Durable, Keyspace, Keyspace)
     (dir, durable, meta, hot)
 }
 
+/// `shelf` as the rooms share it.
+pub(super) fn shared(shelf: Shelf) -> Shared {
+    std::sync::Arc::new(std::sync::RwLock::new(shelf))
+}
+
 pub(super) fn entry(key: &str, at_ms: u64) -> Entry {
     Entry {
         key: key.to_owned(),
@@ -33,26 +38,26 @@ pub(super) fn entry(key: &str, at_ms: u64) -> Entry {
 #[test]
 fn shelved_entries_leave_the_room_in_the_same_write_are_found_and_released_whole() {
     let (dir, durable, meta, hot) = installation("whole");
-    let mut shelf = Shelf::open(&dir, &durable, &meta).unwrap();
+    let shelf = shared(Shelf::open(&dir, &durable, &meta).unwrap());
     let entries = [entry("a", 10), entry("b", 20), entry("c", 30)];
     for e in &entries {
         hot.insert(e.key.as_str(), e.value.as_slice()).unwrap();
     }
     let mut indexed = false;
-    let record = shelf
-        .shelve(
-            &durable,
-            "solo",
-            &entries,
-            &sign(),
-            || indexed = true,
-            |write| {
-                for e in &entries {
-                    write.remove(&hot, e.key.as_str());
-                }
-            },
-        )
-        .unwrap();
+    let record = shelve(
+        &shelf,
+        &durable,
+        "solo",
+        &entries,
+        &sign(),
+        || indexed = true,
+        |write| {
+            for e in &entries {
+                write.remove(&hot, e.key.as_str());
+            }
+        },
+    )
+    .unwrap();
     assert!(indexed, "the failpoint hook runs between segment and index");
     assert_eq!(
         (record.entries, record.first_ms, record.last_ms),
@@ -63,39 +68,45 @@ fn shelved_entries_leave_the_room_in_the_same_write_are_found_and_released_whole
         "removed with the index write"
     );
     let never = |_: u64| false;
-    match shelf.find("b", "b", never) {
+    match shelf.read().unwrap().find("b", "b", never) {
         Found::Held { at_ms, value, .. } => {
             assert_eq!((at_ms, value), (20, b"the answer of b".to_vec()));
         }
         _ => panic!("b is on the shelf"),
     }
-    assert!(matches!(shelf.find("z", "z", never), Found::Absent));
     assert!(matches!(
-        shelf.find("a", "a", |at| at < 15),
+        shelf.read().unwrap().find("z", "z", never),
+        Found::Absent
+    ));
+    assert!(matches!(
+        shelf.read().unwrap().find("a", "a", |at| at < 15),
         Found::Expired { at_ms: 10 }
     ));
-    let held = shelf.holding();
+    let held = shelf.read().unwrap().holding();
     assert_eq!(
         (held.segments, held.entries, held.first_ms),
         (1, 3, Some(10))
     );
     // Reopened: the same totals, counted from the store's records.
     drop(shelf);
-    let mut shelf = Shelf::open(&dir, &durable, &meta).unwrap();
+    let shelf = shared(Shelf::open(&dir, &durable, &meta).unwrap());
     // (When it last wrote a segment is this process's own.)
     assert!(held.last_upload_ms.is_some());
     let held = Holding {
         last_upload_ms: None,
         ..held
     };
-    assert_eq!(shelf.holding(), held);
+    assert_eq!(shelf.read().unwrap().holding(), held);
     // Released only once its newest entry is past the window: then whole.
-    assert_eq!(shelf.release(&durable, |last| last < 30).unwrap(), 0);
-    assert_eq!(shelf.release(&durable, |last| last < 31).unwrap(), 1);
-    let released = shelf.holding();
+    assert_eq!(release(&shelf, &durable, |last| last < 30).unwrap(), 0);
+    assert_eq!(release(&shelf, &durable, |last| last < 31).unwrap(), 1);
+    let released = shelf.read().unwrap().holding();
     assert_eq!((released.segments, released.released_segments), (0, 1));
     // Its ids stay known: never "absent", whatever the caller's window says.
-    assert!(!matches!(shelf.find("c", "c", never), Found::Absent));
+    assert!(!matches!(
+        shelf.read().unwrap().find("c", "c", never),
+        Found::Absent
+    ));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -138,10 +149,17 @@ fn a_pass_gathers_full_segments_up_to_its_maximum_and_a_patient_one_waits_for_co
 #[test]
 fn a_segment_missing_cut_or_foreign_refuses_the_shelf_by_name() {
     let (dir, durable, meta, _) = installation("refused");
-    let mut shelf = Shelf::open(&dir, &durable, &meta).unwrap();
-    shelf
-        .shelve(&durable, "solo", &[entry("a", 1)], &sign(), || {}, |_| {})
-        .unwrap();
+    let shelf = shared(Shelf::open(&dir, &durable, &meta).unwrap());
+    shelve(
+        &shelf,
+        &durable,
+        "solo",
+        &[entry("a", 1)],
+        &sign(),
+        || {},
+        |_| {},
+    )
+    .unwrap();
     drop(shelf);
     let segment = dir
         .join(archive::ARCHIVE_DIR)
@@ -241,57 +259,91 @@ fn an_index_in_a_table_waits_in_the_store_until_taken_and_a_changed_or_lost_reco
         ));
         Shelf::open_on(&dir, &durable, &meta, adapter).unwrap()
     };
-    let mut shelf = open([1; 32]);
+    let shelf = shared(open([1; 32]));
     let never = |_: u64| false;
-    shelf
-        .shelve(
-            &durable,
-            "solo",
-            &[entry("a", 1), entry("b", 2)],
-            &sign(),
-            || {},
-            |_| {},
-        )
-        .unwrap();
+    shelve(
+        &shelf,
+        &durable,
+        "solo",
+        &[entry("a", 1), entry("b", 2)],
+        &sign(),
+        || {},
+        |_| {},
+    )
+    .unwrap();
     // Taken by the table: the store keeps no index entry, only the ids' digests.
-    assert_eq!(shelf.holding().index_waiting, 0);
-    assert!(shelf.index.get("a").unwrap().is_none());
+    assert_eq!(shelf.read().unwrap().holding().index_waiting, 0);
+    assert!(shelf.read().unwrap().index.get("a").unwrap().is_none());
     assert!(records().get("solo/a").unwrap().is_some());
-    assert!(matches!(shelf.find("a", "a", never), Found::Held { .. }));
-    assert!(matches!(shelf.find("z", "z", never), Found::Absent));
+    assert!(matches!(
+        shelf.read().unwrap().find("a", "a", never),
+        Found::Held { .. }
+    ));
+    assert!(matches!(
+        shelf.read().unwrap().find("z", "z", never),
+        Found::Absent
+    ));
     // The table down: the segment is archived, its entries wait here and are found
     // here; an id only the table knows is unreadable; the next segment is refused.
     down.store(true, std::sync::atomic::Ordering::SeqCst);
-    shelf
-        .shelve(&durable, "solo", &[entry("c", 3)], &sign(), || {}, |_| {})
-        .unwrap();
-    assert_eq!(shelf.holding().index_waiting, 1);
+    shelve(
+        &shelf,
+        &durable,
+        "solo",
+        &[entry("c", 3)],
+        &sign(),
+        || {},
+        |_| {},
+    )
+    .unwrap();
+    assert_eq!(shelf.read().unwrap().holding().index_waiting, 1);
     assert!(
         shelf
+            .read()
+            .unwrap()
             .failing()
             .is_some_and(|why| why.contains("does not answer"))
     );
-    assert!(matches!(shelf.find("c", "c", never), Found::Held { .. }));
-    assert!(matches!(shelf.find("a", "a", never), Found::Unreadable(_)));
-    let refused = shelf.shelve(&durable, "solo", &[entry("d", 4)], &sign(), || {}, |_| {});
+    assert!(matches!(
+        shelf.read().unwrap().find("c", "c", never),
+        Found::Held { .. }
+    ));
+    assert!(matches!(
+        shelf.read().unwrap().find("a", "a", never),
+        Found::Unreadable(_)
+    ));
+    let refused = shelve(
+        &shelf,
+        &durable,
+        "solo",
+        &[entry("d", 4)],
+        &sign(),
+        || {},
+        |_| {},
+    );
     assert!(refused.is_err_and(|e| e.contains("does not answer")));
-    assert_eq!(shelf.holding().segments, 2);
+    assert_eq!(shelf.read().unwrap().holding().segments, 2);
     // Reopened (a stop while entries wait), the table back: the next publish puts them.
     drop(shelf);
-    let mut shelf = open([1; 32]);
-    assert_eq!(shelf.holding().index_waiting, 1);
+    let shelf = shared(open([1; 32]));
+    assert_eq!(shelf.read().unwrap().holding().index_waiting, 1);
     // Until the table takes them, the shelf says archiving fails (the hot store's
     // bound applies from the start).
     assert!(
         shelf
+            .read()
+            .unwrap()
             .failing()
             .is_some_and(|why| why.contains("1 archive index entries wait"))
     );
     down.store(false, std::sync::atomic::Ordering::SeqCst);
-    assert_eq!(shelf.publish(&durable), Ok(1));
-    assert_eq!(shelf.failing(), None);
-    assert_eq!(shelf.holding().index_waiting, 0);
-    assert!(matches!(shelf.find("c", "c", never), Found::Held { .. }));
+    assert_eq!(publish(&shelf, &durable), Ok(1));
+    assert_eq!(shelf.read().unwrap().failing(), None);
+    assert_eq!(shelf.read().unwrap().holding().index_waiting, 0);
+    assert!(matches!(
+        shelf.read().unwrap().find("c", "c", never),
+        Found::Held { .. }
+    ));
     // Another installation's key (or a record changed): refused, never absent or held.
     let other = open([2; 32]);
     let Found::Unreadable(why) = other.find("a", "a", never) else {
@@ -301,7 +353,7 @@ fn an_index_in_a_table_waits_in_the_store_until_taken_and_a_changed_or_lost_reco
     // A record moved to another key does not open either; a removed one is named.
     let b = records().get("solo/b").unwrap().unwrap();
     std::fs::remove_file(table_dir.join("archive/r").join(hex::encode("solo/a"))).unwrap();
-    let Found::Unreadable(why) = shelf.find("a", "a", never) else {
+    let Found::Unreadable(why) = shelf.read().unwrap().find("a", "a", never) else {
         panic!("a removed record is refused");
     };
     assert!(why.contains("has no record `solo/a`"), "{why}");
@@ -309,22 +361,37 @@ fn an_index_in_a_table_waits_in_the_store_until_taken_and_a_changed_or_lost_reco
         records().put_first("solo/a", &b).unwrap(),
         crate::store::records::First::Ours
     );
-    assert!(matches!(shelf.find("a", "a", never), Found::Unreadable(_)));
+    assert!(matches!(
+        shelf.read().unwrap().find("a", "a", never),
+        Found::Unreadable(_)
+    ));
     // A key the table holds another value for is never replaced: its put is refused
     // and the entry stays indexed here.
     assert_eq!(
         records().put_first("solo/e", b"theirs").unwrap(),
         crate::store::records::First::Ours
     );
-    shelf
-        .shelve(&durable, "solo", &[entry("e", 5)], &sign(), || {}, |_| {})
-        .unwrap();
+    shelve(
+        &shelf,
+        &durable,
+        "solo",
+        &[entry("e", 5)],
+        &sign(),
+        || {},
+        |_| {},
+    )
+    .unwrap();
     assert!(
         shelf
+            .read()
+            .unwrap()
             .failing()
             .is_some_and(|why| why.contains("another entry"))
     );
-    assert!(matches!(shelf.find("e", "e", never), Found::Held { .. }));
+    assert!(matches!(
+        shelf.read().unwrap().find("e", "e", never),
+        Found::Held { .. }
+    ));
     assert_eq!(records().get("solo/e").unwrap(), Some(b"theirs".to_vec()));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -363,25 +430,26 @@ fn an_index_moved_out_of_a_table_is_whole_only_when_every_id_archived_there_is_f
         Shelf::open_on(&dir, &durable, &meta, adapter).unwrap()
     };
     let never = |_: u64| false;
-    let held = |shelf: &Shelf, keys: &[&str]| {
+    let held = |shelf: &Shared, keys: &[&str]| {
         for key in keys {
             assert!(
-                matches!(shelf.find(key, key, never), Found::Held { .. }),
+                matches!(
+                    shelf.read().unwrap().find(key, key, never),
+                    Found::Held { .. }
+                ),
                 "{key}"
             );
         }
     };
     // `a` and `b` taken by t1; `c` waits in the store (t1 down).
-    let mut shelf = open(Some(first()));
-    let shelve = |shelf: &mut Shelf, entries: &[Entry]| {
-        shelf
-            .shelve(&durable, "solo", entries, &sign(), || {}, |_| {})
-            .unwrap()
+    let shelf = shared(open(Some(first())));
+    let put = |entries: &[Entry]| {
+        shelve(&shelf, &durable, "solo", entries, &sign(), || {}, |_| {}).unwrap()
     };
-    shelve(&mut shelf, &[entry("a", 1), entry("b", 2)]);
+    put(&[entry("a", 1), entry("b", 2)]);
     down.store(true, std::sync::atomic::Ordering::SeqCst);
-    shelve(&mut shelf, &[entry("c", 3)]);
-    assert_eq!(shelf.holding().index_waiting, 1);
+    put(&[entry("c", 3)]);
+    assert_eq!(shelf.read().unwrap().holding().index_waiting, 1);
     drop(shelf);
     // t1 not answering: the move waits.
     let waits = move_index(&dir, &durable, (&first(), None), || {});
@@ -403,8 +471,8 @@ fn an_index_moved_out_of_a_table_is_whole_only_when_every_id_archived_there_is_f
         let copied = table("t2").get(key).unwrap();
         assert!(copied.is_some() && copied == table("t1").get(key).unwrap());
     }
-    let shelf = open(Some(index("t2")));
-    assert_eq!(shelf.holding().index_waiting, 0);
+    let shelf = shared(open(Some(index("t2"))));
+    assert_eq!(shelf.read().unwrap().holding().index_waiting, 0);
     held(&shelf, &["a", "b", "c"]);
     drop(shelf);
     // Into the store: a record t2 lost refuses the move by name (what moved stays
@@ -415,9 +483,12 @@ fn an_index_moved_out_of_a_table_is_whole_only_when_every_id_archived_there_is_f
         panic!("a lost record refuses the move");
     };
     assert!(why.contains("holds no record of 1 id(s)"), "{why}");
-    let shelf = open(Some(index("t2")));
+    let shelf = shared(open(Some(index("t2"))));
     held(&shelf, &["a", "c"]);
-    assert!(matches!(shelf.find("b", "b", never), Found::Unreadable(_)));
+    assert!(matches!(
+        shelf.read().unwrap().find("b", "b", never),
+        Found::Unreadable(_)
+    ));
     drop(shelf);
     // ... and so does a record changed; each put back, the move is whole.
     assert_eq!(
@@ -438,9 +509,9 @@ fn an_index_moved_out_of_a_table_is_whole_only_when_every_id_archived_there_is_f
     std::fs::write(record_file("t2", "solo/c"), &c).unwrap();
     assert_eq!(move_index(&dir, &durable, (&t2, None), || {}), Ok(3));
     // No table asked now: every id found in the store, no digest left.
-    let shelf = open(None);
+    let shelf = shared(open(None));
     held(&shelf, &["a", "b", "c"]);
-    assert!(shelf.ids.is_empty().unwrap());
+    assert!(shelf.read().unwrap().ids.is_empty().unwrap());
     drop(shelf);
     let _ = std::fs::remove_dir_all(&dir);
 }

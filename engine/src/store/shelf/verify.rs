@@ -193,11 +193,10 @@ mod tests {
     #[test]
     fn every_segment_is_read_back_and_every_problem_named() {
         let (dir, durable, meta, _) = installation("verify");
-        let mut shelf = Shelf::open(&dir, &durable, &meta).unwrap();
+        let shelf = super::super::tests::shared(Shelf::open(&dir, &durable, &meta).unwrap());
         for seq in 1..=4u64 {
             let entries = [entry(&format!("s{seq}"), seq * 10)];
-            shelf
-                .shelve(&durable, "solo", &entries, &sign(), || {}, |_| {})
+            super::super::shelve(&shelf, &durable, "solo", &entries, &sign(), || {}, |_| {})
                 .unwrap();
         }
         let public = SigningKey::from_bytes(&[9u8; 32]).verifying_key();
@@ -207,11 +206,11 @@ mod tests {
                     .verify(message, &ed25519_dalek::Signature::from_bytes(signature))
                     .is_ok()
         };
-        let found = shelf.verify("solo", &check);
+        let found = shelf.read().unwrap().verify("solo", &check);
         assert_eq!((found.segments, found.verified, found.answers), (4, 4, 4));
         assert!(found.problems.is_empty(), "{:?}", found.problems);
         // Another host's name: no segment's signature is this host's.
-        assert_eq!(shelf.verify("other", &check).verified, 0);
+        assert_eq!(shelf.read().unwrap().verify("other", &check).verified, 0);
         let segments = dir.join("archive/segments");
         let path = |seq: u64| segments.join(format!("{seq:020}.seg"));
         let mut flipped = std::fs::read(path(1)).unwrap();
@@ -221,7 +220,7 @@ mod tests {
         std::fs::copy(path(3), path(2)).unwrap();
         std::fs::remove_file(path(4)).unwrap();
         std::fs::copy(path(3), path(9)).unwrap();
-        let found = shelf.verify("solo", &check);
+        let found = shelf.read().unwrap().verify("solo", &check);
         assert_eq!((found.segments, found.verified), (4, 1));
         let named: Vec<(&str, &str)> = found
             .problems
