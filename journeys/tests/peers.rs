@@ -3,9 +3,11 @@
 //! one frees the port, a port in use is refused before anything starts, and dropping
 //! the owner kills what still runs. A stand-in Python peer (`tests/data/fake_device.py`)
 //! answers control requests, and its exit on its own is told once. The brokers' ports
-//! are ones the kernel hands out free (port 0) rather than fixed numbers: a fixed one
-//! can be an ephemeral port of some other connection on a machine whose local port
-//! range is wide, which once failed CI with "in use". The Python peer keeps 18896.
+//! are found free, odd and outside the kernel's ephemeral range where it leaves room
+//! (see [`unephemeral_port`]): a fixed one, or one released an instant before the
+//! broker binds it, can become another connection's local port on a machine whose
+//! range is wide, which failed CI with "in use" three times. The Python peer keeps
+//! 18896.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -67,36 +69,84 @@ fn port_is_free(port: u16) -> bool {
     TcpListener::bind(("127.0.0.1", port)).is_ok()
 }
 
-/// A loopback listener on a port the kernel chose free, and that port.
-/// A free port below the kernel's ephemeral range (32,768 and up by default), held: a
-/// port the kernel chose could be handed to another socket's outgoing connection (the
-/// other tests here connect to their brokers) between its release and a peer's start.
+/// The kernel's range of local ports for outgoing connections
+/// (`/proc/sys/net/ipv4/ip_local_port_range`; Linux's default when unreadable).
+fn ephemeral_range() -> (usize, usize) {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| {
+            let mut parts = text.split_whitespace().map(str::parse::<usize>);
+            Some((parts.next()?.ok()?, parts.next()?.ok()?))
+        })
+        .unwrap_or((32_768, 60_999))
+}
+
+/// A free loopback port, held by the returned listener. Between its release and a
+/// peer's start another socket's outgoing connection (the other tests here connect to
+/// their brokers) could be handed it, which failed CI three times. So: a port outside
+/// the kernel's ephemeral range where the range leaves room (a CI machine's may be
+/// wide), and an odd one — Linux hands even ports to `connect()` first. A test that
+/// still loses its port to a stranger starts again on another ([`STARTS`]).
 fn unephemeral_port() -> (TcpListener, u16) {
     // Each call starts elsewhere: tests of this binary run at once, in one process.
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let seed = std::process::id() as usize * 7 + call * 1_009;
+    let (low, high) = ephemeral_range();
+    let (from, span) = if low >= 12_000 {
+        (10_000, low - 10_000)
+    } else if high <= 55_000 {
+        (high + 1, 65_000 - high)
+    } else {
+        (20_000, 12_000)
+    };
     (0..500)
-        .map(|i| 20_000 + (seed + i * 101) % 12_000)
+        .map(|i| (from + (seed + i * 101) % span) | 1)
         .find_map(|port| {
-            let port = port as u16;
+            let port = u16::try_from(port).ok()?;
             TcpListener::bind(("127.0.0.1", port))
                 .ok()
                 .map(|l| (l, port))
         })
-        .expect("a free port below the ephemeral range")
+        .expect("a free loopback port")
+}
+
+/// How many times a test starts over on a fresh port after a stranger took its port
+/// in the instant between the test's release and the peer's start.
+const STARTS: usize = 5;
+
+/// Whether a failed start is the peer's port taken by someone else (the test's cue to
+/// start over on another port), not a fault of the harness.
+fn port_taken(failure: &grid_journeys::Failure, port: u16) -> bool {
+    failure.expected.ends_with("free for peer `broker`")
+        && failure.expected.contains(&format!(":{port} "))
+        && failure.observed.starts_with("it is in use")
+}
+
+/// Starts peer `broker` (mosquitto) on a free port — `first`'s, released here, if
+/// given — and returns its port and the start's lines. On a port a stranger took in
+/// between it starts over on another, at most [`STARTS`] times.
+fn start_broker(peers: &mut Peers, first: Option<(TcpListener, u16)>) -> (u16, Vec<String>) {
+    let mut first = first;
+    for start in 1..=STARTS {
+        let (held, port) = first.take().unwrap_or_else(unephemeral_port);
+        drop(held);
+        match peers.start("broker", &PeerSpec::Mosquitto { port }) {
+            Ok(said) => return (port, said),
+            Err(failure) if port_taken(&failure, port) && start < STARTS => {
+                eprintln!("{failure}: starting over on another port");
+            }
+            Err(failure) => panic!("{failure}"),
+        }
+    }
+    unreachable!("the last start returns or panics")
 }
 
 #[test]
 fn a_mosquitto_peer_serves_mqtt_until_it_is_stopped_and_then_frees_its_port() {
     let work = Work::new("serve");
     let mut peers = work.peers();
-    let (chosen, port) = unephemeral_port();
-    drop(chosen);
-    assert!(port_is_free(port), "port {port} is taken before the test");
-    let said = peers
-        .start("broker", &PeerSpec::Mosquitto { port })
-        .unwrap_or_else(|f| panic!("{f}"));
+    let (port, said) = start_broker(&mut peers, None);
     assert!(
         said[0].starts_with("$ ") && said[0].contains(" -c "),
         "{said:?}"
@@ -152,23 +202,35 @@ fn a_port_in_use_is_refused_and_a_killed_peer_restarts_on_the_same_port() {
     );
     assert!(refused.observed.starts_with("it is in use"), "{refused}");
     assert!(!peers.running("broker"), "nothing was started");
-    drop(occupied);
 
-    peers
-        .start("broker", &spec)
-        .unwrap_or_else(|f| panic!("{f}"));
-    let killed = peers.kill("broker").unwrap_or_else(|f| panic!("{f}"));
-    assert!(killed.contains("SIGKILL"), "{killed}");
-    assert!(port_is_free(port), "a killed broker frees its port");
-
-    let said = peers.restart("broker").unwrap_or_else(|f| panic!("{f}"));
+    // Released, the port serves the broker; killed, the broker restarts on it.
+    let (mut port, _) = start_broker(&mut peers, Some((occupied, port)));
+    let mut started = 1;
+    let said = loop {
+        let killed = peers.kill("broker").unwrap_or_else(|f| panic!("{f}"));
+        assert!(killed.contains("SIGKILL"), "{killed}");
+        assert!(port_is_free(port), "a killed broker frees its port");
+        match peers.restart("broker") {
+            Ok(said) => break said,
+            Err(failure) if port_taken(&failure, port) && started < STARTS => {
+                eprintln!("{failure}: starting over on another port");
+                port = start_broker(&mut peers, None).0;
+                started += 1;
+            }
+            Err(failure) => panic!("{failure}"),
+        }
+    };
+    started += 1;
     assert_eq!(
         said.len(),
         2,
         "not running: started without a stop first: {said:?}"
     );
-    assert_eq!(peers.spec("broker"), Some(&spec));
-    assert!(Path::new(&work.0.join("logs/peer-broker-2.log")).is_file());
+    assert_eq!(peers.spec("broker"), Some(&PeerSpec::Mosquitto { port }));
+    assert!(
+        Path::new(&work.0.join(format!("logs/peer-broker-{started}.log"))).is_file(),
+        "each start has its own log"
+    );
     assert_eq!(mqtt_connack(port), [0x20, 2, 0, 0]);
 
     // Running: restart stops it first (SIGTERM), then starts it again.
