@@ -200,6 +200,15 @@ pub const SEALED_CHUNK_BYTES: usize = 64 * 1024;
 /// The sealed headers (salt and length) a sealed store keeps in memory, so a ranged
 /// read of a blob read before is one request, not two; past it the cache starts over.
 pub const SEALED_HEADERS_CACHED_MAX: usize = 4_096;
+/// The delivery values one sender context seals (`custody/seal_context.rs`: one HPKE
+/// encapsulation to a destination's mail key, each value under its own nonce) before
+/// the push loop makes a fresh one.
+pub const SEAL_CONTEXT_VALUES_MAX: u64 = 65_536;
+/// How long a sender context seals before the push loop makes a fresh one.
+pub const SEAL_CONTEXT_AGE_MAX: Duration = Duration::from_secs(60);
+/// The opened contexts (a decapsulation each) a host remembers, so that the values of
+/// one context cost one X25519 operation at the recipient; past it it starts over.
+pub const SEAL_CONTEXTS_OPENED_MAX: usize = 1_024;
 /// How long a presigned request stays valid (it is sent at once).
 pub const REMOTE_PRESIGNED_VALID: Duration = Duration::from_secs(300);
 /// The snapshots of each authority voter kept in its `snapshots "s3://…"` store: the

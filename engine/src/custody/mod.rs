@@ -40,6 +40,7 @@ pub mod membership;
 pub mod opcua;
 mod rotation;
 pub mod seal;
+pub mod seal_context;
 
 pub use keyfile::{KeyFormat, KeyKind};
 

@@ -78,12 +78,18 @@ pub const VALUE_CIPHERTEXT_LEN: usize = 8 + TAG_LEN;
 /// The HPKE `info` of every delivery value: the application and the format's version.
 pub const VALUE_INFO: &[u8] = b"grid/delivery/value/v1";
 
-/// A sealed message: HPKE's `(enc, ct)`. Serialized as hexadecimal strings.
+/// A sealed message: HPKE's `(enc, ct)`, and for a value sealed under a shared
+/// context ([`SealContext`](super::seal_context::SealContext)) its sequence number
+/// there. Serialized as hexadecimal strings; `seq` is absent from a single-shot seal.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sealed {
     /// The sender's ephemeral X25519 public key (`enc`, 32 bytes).
     #[serde(with = "hex::serde")]
     pub enc: [u8; ENC_LEN],
+    /// The value's sequence number in its sender context (its nonce there); `None` for
+    /// a single-shot seal (RFC 9180 §6.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
     /// The AEAD ciphertext: the plaintext's length plus the 16-byte tag.
     #[serde(with = "hex::serde")]
     pub ciphertext: Vec<u8>,
@@ -159,19 +165,65 @@ pub(crate) fn seal_with_ephemeral(
         &mut ephemeral,
     )
     .map_err(on_seal)?;
-    if ephemeral.overdrawn {
-        // The KEM asked for more than one key's worth of randomness: the ephemeral key
-        // would not be the one derived from `ikm_e`. Never hand out such a seal.
-        return Err(SealError::Hpke(
-            "the KEM asked for more than 32 bytes of ephemeral randomness".to_owned(),
-        ));
-    }
-    let mut enc_bytes = [0u8; ENC_LEN];
-    enc_bytes.copy_from_slice(&enc.to_bytes());
+    ephemeral.drawn_once()?;
     Ok(Sealed {
-        enc: enc_bytes,
+        enc: enc_bytes(&enc),
+        seq: None,
         ciphertext,
     })
+}
+
+fn enc_bytes(enc: &EncappedKey) -> [u8; ENC_LEN] {
+    let mut bytes = [0u8; ENC_LEN];
+    bytes.copy_from_slice(&enc.to_bytes());
+    bytes
+}
+
+/// RFC 9180 §5.1 `SetupBaseS` to `recipient` with the ephemeral key derived from `ikm_e`,
+/// then §5.3 `Export(exporter_context, 32)`: the context's `enc` and the exported key.
+pub(super) fn setup_and_export(
+    ikm_e: &[u8; ENC_LEN],
+    recipient: &PublicKey,
+    info: &[u8],
+    exporter_context: &[u8],
+) -> Result<([u8; ENC_LEN], [u8; 32]), SealError> {
+    let recipient = KemPublicKey::from_bytes(recipient.as_bytes()).map_err(on_seal)?;
+    let mut ephemeral = OnceRng::new(ikm_e);
+    let (enc, context) = hpke::setup_sender_with_rng::<Aead, Kdf, Kem>(
+        &OpModeS::Base,
+        &recipient,
+        info,
+        &mut ephemeral,
+    )
+    .map_err(on_seal)?;
+    ephemeral.drawn_once()?;
+    let mut key = [0u8; 32];
+    context
+        .export(exporter_context, &mut key)
+        .map_err(on_seal)?;
+    Ok((enc_bytes(&enc), key))
+}
+
+/// RFC 9180 §5.1 `SetupBaseR` of `enc` with the mail secret, then §5.3
+/// `Export(exporter_context, 32)`: the key [`setup_and_export`] exported.
+pub(super) fn decap_and_export(
+    recipient: &StaticSecret,
+    enc: &[u8; ENC_LEN],
+    info: &[u8],
+    exporter_context: &[u8],
+) -> Result<[u8; 32], SealError> {
+    let mut secret = recipient.to_bytes();
+    let key = KemPrivateKey::from_bytes(&secret);
+    secret.zeroize();
+    let key = key.map_err(on_open)?;
+    let enc = EncappedKey::from_bytes(enc).map_err(on_open)?;
+    let context = hpke::setup_receiver::<Aead, Kdf, Kem>(&OpModeR::Base, &key, &enc, info)
+        .map_err(on_open)?;
+    let mut exported = [0u8; 32];
+    context
+        .export(exporter_context, &mut exported)
+        .map_err(on_open)?;
+    Ok(exported)
 }
 
 /// Opens `sealed` with the recipient's mail secret (RFC 9180 §6.1 `OpenBase`).
@@ -181,6 +233,10 @@ pub fn open(
     aad: &[u8],
     sealed: &Sealed,
 ) -> Result<Vec<u8>, SealError> {
+    if sealed.seq.is_some() {
+        // A value of a shared context opens only as a delivery value (open_payload).
+        return Err(SealError::Open);
+    }
     let mut secret = recipient.to_bytes();
     let key = KemPrivateKey::from_bytes(&secret);
     secret.zeroize();
@@ -236,7 +292,10 @@ pub fn open_payload(
     sealed: &Sealed,
 ) -> Result<Vec<u8>, SealError> {
     let binding = value_binding(membership, route, position);
-    open(recipient, VALUE_INFO, &binding, sealed)
+    match sealed.seq {
+        Some(seq) => super::seal_context::open_in_context(recipient, &binding, sealed, seq),
+        None => open(recipient, VALUE_INFO, &binding, sealed),
+    }
 }
 
 /// Opens one delivery value sealed by [`seal_value`] for this membership, route and position.
@@ -309,6 +368,18 @@ impl OnceRng {
             bytes: *ikm_e,
             used: 0,
             overdrawn: false,
+        }
+    }
+
+    /// Refuses what was made with it if the KEM asked for more than one key's worth of
+    /// randomness: the ephemeral key would not be the one derived from `ikm_e`. Never
+    /// hand out such a seal or context.
+    fn drawn_once(&self) -> Result<(), SealError> {
+        match self.overdrawn {
+            true => Err(SealError::Hpke(
+                "the KEM asked for more than 32 bytes of ephemeral randomness".to_owned(),
+            )),
+            false => Ok(()),
         }
     }
 }
@@ -435,6 +506,7 @@ mod tests {
         let sk_rm = StaticSecret::from(key32(a_2_1::SK_RM));
         let vector = Sealed {
             enc: key32(a_2_1::ENC),
+            seq: None,
             ciphertext: bytes(a_2_1::CT_0),
         };
         let opened =
@@ -526,6 +598,7 @@ mod tests {
         assert_eq!(seal(&zero, b"", b"", b"x"), Err(SealError::RecipientKey));
         let sealed = Sealed {
             enc: [0u8; 32],
+            seq: None,
             ciphertext: vec![0u8; 24],
         };
         assert_eq!(open(&secret, b"", b"", &sealed), Err(SealError::Enc));

@@ -463,6 +463,7 @@ mod tests {
             id: id.to_owned(),
             sealed: Sealed {
                 enc: [1; 32],
+                seq: None,
                 ciphertext: vec![2; 16],
             },
         };

@@ -268,6 +268,15 @@ fn receipts_that_prove_nothing_are_refused_and_change_nothing() {
         .apply(&other.sign(&key("a"), 1), &key("a").verifying_key())
         .unwrap_err();
     assert!(matches!(err, DeliveryError::WrongRoute { .. }), "{err}");
+    // The same route's name in another membership, validly signed by the same
+    // recipient: a receipt of one membership never releases the other's obligation.
+    let mut elsewhere = a.receipt();
+    elsewhere.membership = "utility".into();
+    assert_ne!(elsewhere.membership, MEMBERSHIP);
+    let err = out
+        .apply(&elsewhere.sign(&key("a"), 1), &key("a").verifying_key())
+        .unwrap_err();
+    assert!(matches!(err, DeliveryError::WrongRoute { .. }), "{err}");
     let err = out
         .apply(&a.receipt().sign(&key("b"), 1), &key("a").verifying_key())
         .unwrap_err();

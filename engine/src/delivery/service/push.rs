@@ -1,14 +1,14 @@
 //! The publisher's pushers: one task per destination of a route, carrying durable
-//! positions (sealed on encrypted routes) and applying the signed receipts that come
-//! back.
+//! positions (sealed on encrypted routes, many values under one encapsulation:
+//! `custody/seal_context.rs`) and applying the signed receipts that come back.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
 use super::{Delivery, Role, RouteState, key, named_key, publisher};
-use crate::custody::seal::seal_payload;
+use crate::custody::seal_context::SealContext;
 use crate::delivery::api::{Push, PushReply, RouteInstall, WireDelivery, WirePayload};
 use crate::delivery::ordered::{Delivery as Value, ReceiptOutcome};
 use crate::delivery::receipts::Receipt;
@@ -52,11 +52,14 @@ impl Delivery {
     }
 
     /// What to push to `destination` next (durable positions only), sealed on
-    /// encrypted routes; with the route's wake signal.
+    /// encrypted routes under `context` (made afresh when there is none, or it no
+    /// longer serves the destination's mail key: full, old or rotated); with the
+    /// route's wake signal.
     pub(super) fn next_push(
         &self,
         route: &str,
         destination: &str,
+        context: &mut Option<SealContext>,
     ) -> Option<(RouteInstall, Vec<WireDelivery>, Arc<Notify>)> {
         let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         let (install, p) = publisher(&routes, route)?;
@@ -76,16 +79,19 @@ impl Delivery {
         let mut deliveries = Vec::with_capacity(next.len());
         for d in next {
             let payload = if install.encrypted {
+                let mail = mail.as_ref()?;
+                if !context
+                    .as_ref()
+                    .is_some_and(|c| c.serves(mail, Instant::now()))
+                {
+                    *context = Some(SealContext::new(mail).ok()?);
+                }
+                let sealing = context.as_mut()?;
                 // The outbox holds checked payloads only: a scalar's 8 bytes of a
-                // finite f64 (sealed as `seal_value` seals it), a mapping's GRDX.
-                let sealed = seal_payload(
-                    mail.as_ref()?,
-                    route,
-                    &install.membership,
-                    d.position,
-                    &d.payload,
-                )
-                .ok()?;
+                // finite f64, a mapping's GRDX.
+                let sealed = sealing
+                    .seal_payload(route, &install.membership, d.position, &d.payload)
+                    .ok()?;
                 WirePayload::Sealed(sealed)
             } else {
                 WirePayload::Plain(hex::encode(&d.payload))
@@ -102,8 +108,11 @@ impl Delivery {
     pub(super) async fn push_loop(self: Arc<Self>, route: String, destination: String) {
         let mut client: Option<PeerClient> = None;
         let mut backoff = Duration::from_millis(50);
+        let mut sealing: Option<SealContext> = None;
         loop {
-            let Some((install, deliveries, wake)) = self.next_push(&route, &destination) else {
+            let Some((install, deliveries, wake)) =
+                self.next_push(&route, &destination, &mut sealing)
+            else {
                 return;
             };
             let notified = wake.notified();
