@@ -127,7 +127,7 @@ impl Processes {
         if state.grants.contains_key(name) {
             return;
         }
-        let account = GrantView {
+        let mut account = GrantView {
             name: name.to_owned(),
             caller: self.host.clone(),
             allocated: units,
@@ -143,7 +143,7 @@ impl Processes {
         write.insert(
             &self.ks.grants,
             name,
-            serde_json::to_vec(&account).expect("grants serialize"),
+            super::grant_records::grant_record(&mut account),
         );
         write.insert(
             &self.ks.allocations,

@@ -34,6 +34,7 @@ mod builtins;
 mod caller;
 pub mod cancel;
 pub mod endpoint;
+mod grant_records;
 pub mod grants;
 mod leave;
 mod mailbox;

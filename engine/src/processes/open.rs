@@ -120,11 +120,8 @@ fn interrupted(
         record.view.request.as_str(),
         serde_json::to_vec(&*record).expect("records serialize"),
     );
-    write.insert(
-        &ks.grants,
-        grant.name.as_str(),
-        serde_json::to_vec(&*grant).expect("grants serialize"),
-    );
+    let record = super::grant_records::grant_record(grant);
+    write.insert(&ks.grants, grant.name.as_str(), record);
     Ok(true)
 }
 

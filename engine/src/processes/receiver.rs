@@ -11,6 +11,7 @@ use super::api::{
     GrantIssue, GrantView, ProcessReply, RunOutcome, RunRequest, RunView, ServiceReply,
     SignedGrant, StatusQuery,
 };
+use super::grant_records::{grant_record, signed_key};
 use super::grants;
 use super::runs::{Resolution, Run, RunError, RunUnits};
 
@@ -141,10 +142,12 @@ impl Processes {
         grant.mailbox = issue.mailbox.as_ref().map(|m| m.host.clone());
         grant.issued.push(signed.clone());
         write.insert(
-            &self.ks.grants,
-            grant.name.as_str(),
-            serde_json::to_vec(&grant).expect("grants serialize"),
+            &self.ks.signed_grants,
+            signed_key(&grant.name, signed.serial),
+            serde_json::to_vec(&signed).expect("issues serialize"),
         );
+        let record = grant_record(&mut grant);
+        write.insert(&self.ks.grants, grant.name.as_str(), record);
         // The caller's keys and the mailbox, for mailbox runs.
         write.insert(
             &self.ks.issues,
@@ -179,11 +182,7 @@ impl Processes {
             ));
         }
         let unused = grants::surrender(grant);
-        write.insert(
-            &self.ks.grants,
-            name,
-            serde_json::to_vec(&*grant).expect("grants serialize"),
-        );
+        write.insert(&self.ks.grants, name, grant_record(grant));
         Ok(format!(
             "surrendered {unused} unused unit(s) of grant {name}; {} reserved and {} unknown stay held until their runs close",
             grant.reserved, grant.unknown
@@ -228,11 +227,7 @@ impl Processes {
             self.custody.sign_hex(&settlement.signed_bytes());
         let detail = describe(&settlement);
         grant.settlement = Some(settlement);
-        write.insert(
-            &self.ks.grants,
-            name,
-            serde_json::to_vec(&*grant).expect("grants serialize"),
-        );
+        write.insert(&self.ks.grants, name, grant_record(grant));
         Ok(detail)
     }
 
@@ -327,12 +322,8 @@ impl Processes {
                     view.grant = Some(grant.clone());
                     step(&mut view, Run::dispatched());
                     view.detail = "dispatched; no outcome journaled yet".to_owned();
-                    let g = &state.grants[&grant];
-                    write.insert(
-                        &self.ks.grants,
-                        grant.as_str(),
-                        serde_json::to_vec(g).expect("grants serialize"),
-                    );
+                    let g = state.grants.get_mut(&grant).expect("the grant reserved");
+                    write.insert(&self.ks.grants, grant.as_str(), grant_record(g));
                     Some(process)
                 }
             },
@@ -433,11 +424,7 @@ impl Processes {
                 .expect("a run's grant is held");
             grants::apply(grant, moved).unwrap_or_else(|e| panic!("{e}"));
             let mut write = self.database.batch();
-            write.insert(
-                &self.ks.grants,
-                grant_name.as_str(),
-                serde_json::to_vec(&*grant).expect("grants serialize"),
-            );
+            write.insert(&self.ks.grants, grant_name.as_str(), grant_record(grant));
             self.journal_run(&mut state, &mut write, &mut record);
             self.owe_deposit(&view, &mut write);
             write
@@ -544,20 +531,13 @@ impl Processes {
             if let Err(e) = grants::apply(grant, moved) {
                 return refused(e.to_string());
             }
-            let grant = grant.clone();
             record.set(run);
             record.view.detail = format!(
                 "resolved {} by the operator of `{}` after the run was left unknown",
                 outcome.name(),
                 self.host
             );
-            self.close_unknown(
-                &mut state,
-                &grant_name,
-                &grant,
-                &mut record,
-                "resolving a run",
-            );
+            self.close_unknown(&mut state, &grant_name, &mut record, "resolving a run");
             record.view
         };
         // A mailbox caller learns it from its mailbox (the outbox's next pass).
@@ -574,17 +554,16 @@ impl Processes {
         &self,
         state: &mut State,
         grant_name: &str,
-        grant: &GrantView,
         record: &mut RunRecord,
         doing: &str,
     ) {
         self.sign(&mut record.view);
         let mut write = self.database.batch();
-        write.insert(
-            &self.ks.grants,
-            grant_name,
-            serde_json::to_vec(grant).expect("grants serialize"),
-        );
+        let grant = state
+            .grants
+            .get_mut(grant_name)
+            .expect("the run's grant is held");
+        write.insert(&self.ks.grants, grant_name, grant_record(grant));
         self.journal_run(state, &mut write, record);
         self.owe_deposit(&record.view, &mut write);
         self.database.commit_or_stop(write, &self.dir, doing);

@@ -59,7 +59,6 @@ impl Processes {
                 )
             })?;
             grants::apply(grant, moved).map_err(|e| e.to_string())?;
-            let grant = grant.clone();
             record.set(run);
             const RECOVERED: &str = "recovered at the receiver's restart from the Process's own durable record; never run again";
             match outcome {
@@ -75,7 +74,6 @@ impl Processes {
             self.close_unknown(
                 &mut state,
                 &grant_name,
-                &grant,
                 &mut record,
                 "journaling a recovered outcome",
             );

@@ -4,7 +4,10 @@
 //!
 //! ```text
 //! process-runs     ID                     RunRecord (JSON)           (receiver)
-//! process-grants   NAME                   GrantView (JSON)           (receiver = issuer)
+//! process-grants   NAME                   GrantView (JSON) without its signed issues
+//!                                         (receiver = issuer)
+//! process-signed-grants NAME \0 SERIAL(be32)  SignedGrant (JSON): each signed issue,
+//!                                         written once (receiver; `grant_records.rs`)
 //! process-issues   NAME                   newest GrantIssue (JSON): caller keys, mailbox
 //! process-waits    ID                     WaitRecord (JSON)          (caller)
 //! process-demo     "count"                be64                       (demo.count)
@@ -81,6 +84,7 @@ const FORGET: &str = "process-forget";
 const OPEN: &str = "process-open";
 const OPEN_WAITS: &str = "process-open-waits";
 const ALLOCATION_RUNS: &str = "process-allocation-runs";
+const SIGNED_GRANTS: &str = "process-signed-grants";
 
 pub(super) const REQUEST_INFO: &[u8] = b"grid/process/request/v1";
 pub(super) const OUTCOME_INFO: &[u8] = b"grid/process/outcome/v1";
@@ -170,6 +174,7 @@ pub(super) struct Keyspaces {
     pub(super) open: Keyspace,
     pub(super) open_waits: Keyspace,
     pub(super) allocation_runs: Keyspace,
+    pub(super) signed_grants: Keyspace,
 }
 
 /// Memory of the receiver's grants and runs in flight (serialized writes: whoever
@@ -248,6 +253,7 @@ impl Keyspaces {
             open: keyspace(OPEN)?,
             open_waits: keyspace(OPEN_WAITS)?,
             allocation_runs: keyspace(ALLOCATION_RUNS)?,
+            signed_grants: keyspace(SIGNED_GRANTS)?,
         })
     }
 }
@@ -307,6 +313,13 @@ impl Processes {
         // Grants and their issues are keyed by the grant's name.
         let mut grants: BTreeMap<String, GrantView> =
             crate::store::decode_all(&ks.grants, "grant record")?;
+        super::grant_records::attach_signed(
+            database,
+            &ks.grants,
+            &ks.signed_grants,
+            host,
+            &mut grants,
+        )?;
         let issues = crate::store::decode_all(&ks.issues, "grant issue record")?;
         let limits = crate::store::decode_all(&ks.allocations, "allocation limits record")?;
         let mut next_sequence = ks
