@@ -13,6 +13,11 @@
 //!    (`capacity membership=utility ordered-per-host=256`) fills and its publications
 //!    wait, journaled (`deferred`), while plant-ops's go out. Target: p99 within 1.2×.
 //!
+//! Beside each throughput window it prints where the CPU went: the cores each `gridd`
+//! and this benchmark's publishers used, how busy the machine was (`/proc/stat`), the
+//! CPU of all of them per value acknowledged, and what that allows on this machine's
+//! cores — so a ratio below target says whether the machine, not the host, ran out.
+//!
 //! ```text
 //! cargo build --release --bin gridd --bin gridctl
 //! cargo run --release -p grid-benches --bin membership_isolation [-- --seconds 5 --warmup 1 --inputs 2000 --keep]
@@ -30,7 +35,7 @@ use grid_engine::host::control::Client;
 use grid_engine::protocol::{Call, Outcome, Reply, Request};
 
 use grid_benches::bringup::{GridHosts, exit_on_error, one_gridd_per_host};
-use grid_benches::procs::{Result, WorkDir, free_ports, grid_bin_dir};
+use grid_benches::procs::{Result, WorkDir, cpu_time, free_ports, grid_bin_dir};
 use grid_benches::publisher::Publisher;
 use grid_benches::report::{Table, ms, percentile, print_header};
 
@@ -125,9 +130,19 @@ fn run(args: Args) -> Result<()> {
     let window = Duration::from_secs_f64(args.seconds);
     let warmup = Duration::from_secs_f64(args.warmup);
 
-    let site_alone = rates(&edge, &[SITE], warmup, window)?[0];
-    let util_alone = rates(&edge, &[UTIL], warmup, window)?[0];
-    let both = rates(&edge, &[SITE, UTIL], warmup, window)?;
+    let pids = HOSTS
+        .iter()
+        .map(|h| {
+            hosts
+                .procs
+                .pid(&format!("gridd {h}"))
+                .ok_or_else(|| format!("no pid of gridd {h}"))
+        })
+        .collect::<std::result::Result<Vec<u32>, String>>()?;
+    let (site_alone, site_cpu) = rates(&edge, &[SITE], warmup, window, &pids)?;
+    let (util_alone, util_cpu) = rates(&edge, &[UTIL], warmup, window, &pids)?;
+    let (both, both_cpu) = rates(&edge, &[SITE, UTIL], warmup, window, &pids)?;
+    let (site_alone, util_alone) = (site_alone[0], util_alone[0]);
     let mut table = Table::new(
         &[
             "membership (route)",
@@ -142,7 +157,7 @@ fn run(args: Args) -> Result<()> {
         ("utility (to-util)", util_alone),
     ]
     .into_iter()
-    .zip(both)
+    .zip(both.iter().copied())
     {
         table.row(vec![
             name.to_owned(),
@@ -156,6 +171,14 @@ fn run(args: Args) -> Result<()> {
         args.seconds
     );
     table.print();
+    print_cpu(
+        &[
+            ("plant-ops alone", &site_cpu, site_alone),
+            ("utility alone", &util_cpu, util_alone),
+            ("both loaded", &both_cpu, both.iter().sum()),
+        ],
+        0.9 * (site_alone + util_alone),
+    );
 
     let undisturbed = input_latencies(&edge, 0, args.inputs)?;
     drained(&edge, &[SITE, UTIL])?;
@@ -190,12 +213,108 @@ fn run(args: Args) -> Result<()> {
 /// Ordered values acknowledged end to end per second on each of `routes` (route,
 /// destination), one publisher thread per route publishing as fast as its answers
 /// come, all at the same time: receipts counted over `window` after `warmup`.
+/// The CPU used over one throughput window: by each `gridd` (in [`HOSTS`] order) and
+/// by this process (the publishers and the poller), in cores; the machine's busy share.
+struct CpuUse {
+    hosts: Vec<f64>,
+    bench: f64,
+    machine_busy: f64,
+    cores: usize,
+}
+
+/// The machine's busy and total ticks so far (`/proc/stat`'s first line: idle and
+/// iowait are not busy).
+fn machine_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let total: u64 = fields.iter().take(8).sum();
+    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+    (total.saturating_sub(idle), total)
+}
+
+/// What each process and the machine used between two readings `seconds` apart.
+fn cpu_between(
+    before: &(Vec<Duration>, Duration, (u64, u64)),
+    after: &(Vec<Duration>, Duration, (u64, u64)),
+    seconds: f64,
+) -> CpuUse {
+    let cores = |a: Duration, b: Duration| b.saturating_sub(a).as_secs_f64() / seconds;
+    let (busy, total) = (
+        after.2.0.saturating_sub(before.2.0),
+        after.2.1.saturating_sub(before.2.1),
+    );
+    CpuUse {
+        hosts: before
+            .0
+            .iter()
+            .zip(&after.0)
+            .map(|(a, b)| cores(*a, *b))
+            .collect(),
+        bench: cores(before.1, after.1),
+        machine_busy: busy as f64 / total.max(1) as f64,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}
+
+fn cpu_reading(pids: &[u32]) -> (Vec<Duration>, Duration, (u64, u64)) {
+    (
+        pids.iter().map(|&pid| cpu_time(Some(pid))).collect(),
+        cpu_time(None),
+        machine_ticks(),
+    )
+}
+
+/// The CPU table: per phase, the cores each process used, the machine's busy share and
+/// the CPU of all of them per value acknowledged; then what the both-loaded CPU per
+/// value allows on this machine against what the target needs.
+fn print_cpu(phases: &[(&str, &CpuUse, f64)], target: f64) {
+    let mut table = Table::new(
+        &[
+            "window",
+            "edge, cores",
+            "site, cores",
+            "gw, cores",
+            "publishers, cores",
+            "machine busy",
+            "CPU per value",
+        ],
+        "lrrrrrr",
+    );
+    let per_value =
+        |cpu: &CpuUse, rate: f64| (cpu.hosts.iter().sum::<f64>() + cpu.bench) * 1e6 / rate.max(1.0);
+    for (name, cpu, rate) in phases {
+        let mut row = vec![(*name).to_owned()];
+        row.extend(cpu.hosts.iter().map(|c| format!("{c:.2}")));
+        row.push(format!("{:.2}", cpu.bench));
+        row.push(format!("{:.0} %", cpu.machine_busy * 100.0));
+        row.push(format!("{:.0} µs", per_value(cpu, *rate)));
+        table.row(row);
+    }
+    println!("\nWhere the CPU went in each window (all processes' CPU per value acknowledged):");
+    table.print();
+    if let Some((_, cpu, rate)) = phases.last() {
+        let ceiling = cpu.cores as f64 * 1e6 / per_value(cpu, *rate);
+        println!(
+            "At the both-loaded CPU per value, {} cores carry at most {ceiling:.0} values/s together; both at 0.9 of alone needs {target:.0}/s.",
+            cpu.cores
+        );
+    }
+}
+
 fn rates(
     edge: &Path,
     routes: &[(&str, &str)],
     warmup: Duration,
     window: Duration,
-) -> Result<Vec<f64>> {
+    pids: &[u32],
+) -> Result<(Vec<f64>, CpuUse)> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     for (route, _) in routes {
@@ -220,12 +339,14 @@ fn rates(
         .map(|(r, d)| poller.receipted(r, d))
         .collect::<Result<_>>()?;
     let started = Instant::now();
+    let cpu_before = cpu_reading(pids);
     std::thread::sleep(window);
     let last: Vec<u64> = routes
         .iter()
         .map(|(r, d)| poller.receipted(r, d))
         .collect::<Result<_>>()?;
     let elapsed = started.elapsed().as_secs_f64();
+    let cpu = cpu_between(&cpu_before, &cpu_reading(pids), elapsed);
     stop.store(true, Ordering::Relaxed);
     for thread in threads {
         thread
@@ -234,11 +355,12 @@ fn rates(
             .map_err(|e| format!("a publish was refused: {e}"))?;
     }
     drained(edge, routes)?;
-    Ok(first
+    let rates = first
         .iter()
         .zip(&last)
         .map(|(a, b)| (b - a) as f64 / elapsed)
-        .collect())
+        .collect();
+    Ok((rates, cpu))
 }
 
 /// Waits (bounded) until each route's destination has receipted everything published.
