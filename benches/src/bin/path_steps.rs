@@ -140,6 +140,15 @@ fn main() -> Result<()> {
                 .expect("verifies");
         }),
     );
+    let public_bytes = public.to_bytes();
+    row(
+        "an Ed25519 public key parsed from its 32 bytes (a point decompressed)",
+        median_us(args.samples, || {
+            std::hint::black_box(
+                ed25519_dalek::VerifyingKey::from_bytes(&public_bytes).expect("a key"),
+            );
+        }),
+    );
     row(
         "a task spawned on the runtime and awaited (`block_on`)",
         median_us(args.samples, || {

@@ -179,6 +179,7 @@ pub(super) fn open_in_context(
     if opened.is_ok() && known.is_none() {
         let mut opened_keys = OPENED.lock().unwrap_or_else(|p| p.into_inner());
         if opened_keys.len() >= SEAL_CONTEXTS_OPENED_MAX {
+            opened_keys.values_mut().for_each(Zeroize::zeroize);
             opened_keys.clear();
         }
         opened_keys.insert(memo, key);

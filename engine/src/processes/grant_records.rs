@@ -175,6 +175,15 @@ mod tests {
         processes.lock().grants["g-hq"].clone()
     }
 
+    /// A store of its own with `g-hq` issued and raised, and the processes open on it.
+    fn issued_store(name: &str) -> (std::path::PathBuf, Durable, Arc<Processes>, GrantView) {
+        let (dir, durable, _) = super::super::open::tests::store(name);
+        crate::custody::create(&dir).unwrap();
+        let processes = open(&dir, &durable).unwrap();
+        let grant = issued(&processes);
+        (dir, durable, processes, grant)
+    }
+
     fn stored_account(processes: &Processes) -> Vec<u8> {
         processes.ks.grants.get("g-hq").unwrap().unwrap().to_vec()
     }
@@ -185,10 +194,7 @@ mod tests {
 
     #[test]
     fn signed_issues_are_kept_once_apart_from_the_account_and_come_back_at_open() {
-        let (dir, durable, _) = super::super::open::tests::store("signed-apart");
-        crate::custody::create(&dir).unwrap();
-        let processes = open(&dir, &durable).unwrap();
-        let grant = issued(&processes);
+        let (dir, durable, processes, grant) = issued_store("signed-apart");
         assert_eq!((grant.allocated, grant.issued.len()), (10, 2));
         let account = String::from_utf8(stored_account(&processes)).unwrap();
         assert!(account.contains("\"issued\":[]"), "{account}");
@@ -204,10 +210,7 @@ mod tests {
 
     #[test]
     fn an_account_written_with_its_signed_issues_is_moved_over_once() {
-        let (dir, durable, _) = super::super::open::tests::store("signed-moved");
-        crate::custody::create(&dir).unwrap();
-        let processes = open(&dir, &durable).unwrap();
-        let grant = issued(&processes);
+        let (dir, durable, processes, grant) = issued_store("signed-moved");
         // As a store written before the issues were kept apart holds it.
         let mut write = processes.database.batch();
         write.insert(
@@ -234,10 +237,7 @@ mod tests {
 
     #[test]
     fn lost_stray_or_doubled_signed_issues_refuse_the_open_by_name() {
-        let (dir, durable, _) = super::super::open::tests::store("signed-damaged");
-        crate::custody::create(&dir).unwrap();
-        let processes = open(&dir, &durable).unwrap();
-        let grant = issued(&processes);
+        let (dir, durable, processes, grant) = issued_store("signed-damaged");
         let (ks_grants, ks_signed) = (
             processes.ks.grants.clone(),
             processes.ks.signed_grants.clone(),
