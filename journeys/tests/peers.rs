@@ -6,8 +6,8 @@
 //! are found free, odd and outside the kernel's ephemeral range where it leaves room
 //! (see [`unephemeral_port`]): a fixed one, or one released an instant before the
 //! broker binds it, can become another connection's local port on a machine whose
-//! range is wide, which failed CI with "in use" three times. The Python peer keeps
-//! 18896.
+//! range is wide, which failed CI with "in use" three times. The Python peer's port is
+//! found the same way.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -115,10 +115,12 @@ fn unephemeral_port() -> (TcpListener, u16) {
 /// in the instant between the test's release and the peer's start.
 const STARTS: usize = 5;
 
-/// Whether a failed start is the peer's port taken by someone else (the test's cue to
-/// start over on another port), not a fault of the harness.
-fn port_taken(failure: &grid_journeys::Failure, port: u16) -> bool {
-    failure.expected.ends_with("free for peer `broker`")
+/// Whether a failed start of peer `name` is its port taken by someone else (the test's
+/// cue to start over on another port), not a fault of the harness.
+fn port_taken_from(failure: &grid_journeys::Failure, name: &str, port: u16) -> bool {
+    failure
+        .expected
+        .ends_with(&format!("free for peer `{name}`"))
         && failure.expected.contains(&format!(":{port} "))
         && failure.observed.starts_with("it is in use")
 }
@@ -133,7 +135,7 @@ fn start_broker(peers: &mut Peers, first: Option<(TcpListener, u16)>) -> (u16, V
         drop(held);
         match peers.start("broker", &PeerSpec::Mosquitto { port }) {
             Ok(said) => return (port, said),
-            Err(failure) if port_taken(&failure, port) && start < STARTS => {
+            Err(failure) if port_taken_from(&failure, "broker", port) && start < STARTS => {
                 eprintln!("{failure}: starting over on another port");
             }
             Err(failure) => panic!("{failure}"),
@@ -212,7 +214,7 @@ fn a_port_in_use_is_refused_and_a_killed_peer_restarts_on_the_same_port() {
         assert!(port_is_free(port), "a killed broker frees its port");
         match peers.restart("broker") {
             Ok(said) => break said,
-            Err(failure) if port_taken(&failure, port) && started < STARTS => {
+            Err(failure) if port_taken_from(&failure, "broker", port) && started < STARTS => {
                 eprintln!("{failure}: starting over on another port");
                 port = start_broker(&mut peers, None).0;
                 started += 1;
@@ -253,17 +255,26 @@ fn a_python_peer_answers_each_request_and_its_own_exit_is_told_once() {
     )
     .unwrap();
     let mut peers = Peers::new(&work.0, &work.0.join("logs"), work.0.clone());
-    let spec = PeerSpec::Modbus {
-        port: 18896,
-        units: None,
+    let mut start = 0;
+    let (port, said) = loop {
+        start += 1;
+        let (held, port) = unephemeral_port();
+        drop(held);
+        let spec = PeerSpec::Modbus { port, units: None };
+        match peers.start("dev", &spec) {
+            Ok(said) => break (port, said),
+            Err(failure) if port_taken_from(&failure, "dev", port) && start < STARTS => {
+                eprintln!("{failure}: starting over on another port");
+            }
+            Err(failure) => panic!("{failure}"),
+        }
     };
-    let said = peers.start("dev", &spec).unwrap_or_else(|f| panic!("{f}"));
     assert_eq!(
         said[1],
         "(peer dev printed before it was ready: not JSON, said before it is ready)"
     );
     assert!(
-        said[2].contains(r#"{"ready": true, "port": 18896}"#),
+        said[2].contains(&format!(r#"{{"ready": true, "port": {port}}}"#)),
         "{said:?}"
     );
 
