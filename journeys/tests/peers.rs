@@ -126,16 +126,27 @@ fn port_taken_from(failure: &grid_journeys::Failure, name: &str, port: u16) -> b
 }
 
 /// Starts peer `broker` (mosquitto) on a free port — `first`'s, released here, if
-/// given — and returns its port and the start's lines. On a port a stranger took in
-/// between it starts over on another, at most [`STARTS`] times.
+/// given — and returns its port and the start's lines (see [`start_on_free_port`]).
 fn start_broker(peers: &mut Peers, first: Option<(TcpListener, u16)>) -> (u16, Vec<String>) {
+    start_on_free_port(peers, "broker", first, |port| PeerSpec::Mosquitto { port })
+}
+
+/// Starts peer `name` as `spec_of` its port says, on a free port — `first`'s, released
+/// here, if given — and returns its port and the start's lines. On a port a stranger
+/// took in between it starts over on another, at most [`STARTS`] times.
+fn start_on_free_port(
+    peers: &mut Peers,
+    name: &str,
+    first: Option<(TcpListener, u16)>,
+    spec_of: impl Fn(u16) -> PeerSpec,
+) -> (u16, Vec<String>) {
     let mut first = first;
     for start in 1..=STARTS {
         let (held, port) = first.take().unwrap_or_else(unephemeral_port);
         drop(held);
-        match peers.start("broker", &PeerSpec::Mosquitto { port }) {
+        match peers.start(name, &spec_of(port)) {
             Ok(said) => return (port, said),
-            Err(failure) if port_taken_from(&failure, "broker", port) && start < STARTS => {
+            Err(failure) if port_taken_from(&failure, name, port) && start < STARTS => {
                 eprintln!("{failure}: starting over on another port");
             }
             Err(failure) => panic!("{failure}"),
@@ -255,20 +266,10 @@ fn a_python_peer_answers_each_request_and_its_own_exit_is_told_once() {
     )
     .unwrap();
     let mut peers = Peers::new(&work.0, &work.0.join("logs"), work.0.clone());
-    let mut start = 0;
-    let (port, said) = loop {
-        start += 1;
-        let (held, port) = unephemeral_port();
-        drop(held);
-        let spec = PeerSpec::Modbus { port, units: None };
-        match peers.start("dev", &spec) {
-            Ok(said) => break (port, said),
-            Err(failure) if port_taken_from(&failure, "dev", port) && start < STARTS => {
-                eprintln!("{failure}: starting over on another port");
-            }
-            Err(failure) => panic!("{failure}"),
-        }
-    };
+    let (port, said) = start_on_free_port(&mut peers, "dev", None, |port| PeerSpec::Modbus {
+        port,
+        units: None,
+    });
     assert_eq!(
         said[1],
         "(peer dev printed before it was ready: not JSON, said before it is ready)"

@@ -239,36 +239,40 @@ fn machine_ticks() -> (u64, u64) {
     (total.saturating_sub(idle), total)
 }
 
+/// The CPU time so far of each `gridd` and of this process, and the machine's
+/// (busy, total) ticks.
+struct CpuReading {
+    hosts: Vec<Duration>,
+    bench: Duration,
+    machine: (u64, u64),
+}
+
 /// What each process and the machine used between two readings `seconds` apart.
-fn cpu_between(
-    before: &(Vec<Duration>, Duration, (u64, u64)),
-    after: &(Vec<Duration>, Duration, (u64, u64)),
-    seconds: f64,
-) -> CpuUse {
+fn cpu_between(before: &CpuReading, after: &CpuReading, seconds: f64) -> CpuUse {
     let cores = |a: Duration, b: Duration| b.saturating_sub(a).as_secs_f64() / seconds;
     let (busy, total) = (
-        after.2.0.saturating_sub(before.2.0),
-        after.2.1.saturating_sub(before.2.1),
+        after.machine.0.saturating_sub(before.machine.0),
+        after.machine.1.saturating_sub(before.machine.1),
     );
     CpuUse {
         hosts: before
-            .0
+            .hosts
             .iter()
-            .zip(&after.0)
+            .zip(&after.hosts)
             .map(|(a, b)| cores(*a, *b))
             .collect(),
-        bench: cores(before.1, after.1),
+        bench: cores(before.bench, after.bench),
         machine_busy: busy as f64 / total.max(1) as f64,
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
     }
 }
 
-fn cpu_reading(pids: &[u32]) -> (Vec<Duration>, Duration, (u64, u64)) {
-    (
-        pids.iter().map(|&pid| cpu_time(Some(pid))).collect(),
-        cpu_time(None),
-        machine_ticks(),
-    )
+fn cpu_reading(pids: &[u32]) -> CpuReading {
+    CpuReading {
+        hosts: pids.iter().map(|&pid| cpu_time(Some(pid))).collect(),
+        bench: cpu_time(None),
+        machine: machine_ticks(),
+    }
 }
 
 /// The CPU table: per phase, the cores each process used, the machine's busy share and

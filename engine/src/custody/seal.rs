@@ -137,11 +137,19 @@ pub fn seal(
     aad: &[u8],
     plaintext: &[u8],
 ) -> Result<Sealed, SealError> {
+    with_fresh_ephemeral(|ikm_e| seal_with_ephemeral(ikm_e, recipient, info, aad, plaintext))
+}
+
+/// Runs `make` with 32 bytes of `ikmE` drawn from the operating system (`getrandom`),
+/// zeroed afterwards: a fresh ephemeral key for one seal or one sealing context.
+pub(super) fn with_fresh_ephemeral<T>(
+    make: impl FnOnce(&[u8; ENC_LEN]) -> Result<T, SealError>,
+) -> Result<T, SealError> {
     let mut ikm_e = [0u8; ENC_LEN];
     let drawn = getrandom::fill(&mut ikm_e).map_err(|e| SealError::Randomness(e.to_string()));
-    let sealed = drawn.and_then(|()| seal_with_ephemeral(&ikm_e, recipient, info, aad, plaintext));
+    let made = drawn.and_then(|()| make(&ikm_e));
     ikm_e.zeroize();
-    sealed
+    made
 }
 
 /// [`seal`] with the ephemeral key derived from `ikm_e` (RFC 9180 §7.1.3 `DeriveKeyPair`),

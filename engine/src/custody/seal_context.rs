@@ -40,7 +40,10 @@ use sha2::{Digest, Sha256};
 use x25519_dalek::{PublicKey, StaticSecret};
 use zeroize::Zeroize;
 
-use super::seal::{ENC_LEN, SealError, Sealed, decap_and_export, setup_and_export, value_binding};
+use super::seal::{
+    ENC_LEN, SealError, Sealed, decap_and_export, setup_and_export, value_binding,
+    with_fresh_ephemeral,
+};
 use crate::limits::{SEAL_CONTEXT_AGE_MAX, SEAL_CONTEXT_VALUES_MAX, SEAL_CONTEXTS_OPENED_MAX};
 
 /// The HPKE `info` of a sender context: the application and the form's version.
@@ -61,11 +64,7 @@ pub struct SealContext {
 impl SealContext {
     /// A fresh context to `recipient`, its ephemeral key drawn from the operating system.
     pub fn new(recipient: &PublicKey) -> Result<SealContext, SealError> {
-        let mut ikm_e = [0u8; ENC_LEN];
-        let drawn = getrandom::fill(&mut ikm_e).map_err(|e| SealError::Randomness(e.to_string()));
-        let context = drawn.and_then(|()| SealContext::with_ephemeral(&ikm_e, recipient));
-        ikm_e.zeroize();
-        context
+        with_fresh_ephemeral(|ikm_e| SealContext::with_ephemeral(ikm_e, recipient))
     }
 
     /// [`SealContext::new`] with the ephemeral key derived from `ikm_e` (tests only
