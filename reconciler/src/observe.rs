@@ -725,17 +725,19 @@ pub fn authority_call(
 }
 
 /// The grants binding `host` in `membership`, which its leave waits for: those it
-/// issues to a caller that is a member of the membership (or leaves it too).
+/// issues serving that membership (`grant … membership=M`), and those serving any
+/// membership issued to a caller that is a member of it (or leaves it too).
 pub fn leave_grants(topology: &Topology, host: &str, membership: &str) -> Vec<String> {
     topology
         .grants
         .iter()
         .filter(|g| g.issuer == host)
-        .filter(|g| {
-            topology.host(&g.caller).is_some_and(|c| {
+        .filter(|g| match &g.membership {
+            Some(serves) => serves == membership,
+            None => topology.host(&g.caller).is_some_and(|c| {
                 c.memberships.iter().any(|m| m == membership)
                     || c.leaving.iter().any(|m| m == membership)
-            })
+            }),
         })
         .map(|g| g.name.clone())
         .collect()
@@ -892,5 +894,35 @@ mod tests {
     fn hex_is_lowercase_two_digits_a_byte() {
         assert_eq!(super::hex(&[0x00, 0x0f, 0xab, 0xff]), "000fabff");
         assert_eq!(super::hex(&[]), "");
+    }
+
+    #[test]
+    fn a_leave_waits_for_the_grants_serving_its_membership_or_any() {
+        let text = r#"grid version=1
+membership ops
+membership util
+host edge listen="127.0.0.1:7401" {
+    member ops
+    member util leave=#true
+    profiles transport processes
+}
+host both listen="127.0.0.1:7402" {
+    member ops
+    member util
+    profiles transport processes
+}
+grant any issuer=edge caller=both units=1
+grant ops-only issuer=edge caller=both units=1 membership=ops
+grant util-only issuer=edge caller=both units=1 membership=util
+"#;
+        let topology = grid_spec::load_str("leave.kdl", text).expect("valid");
+        assert_eq!(
+            super::leave_grants(&topology, "edge", "util"),
+            ["any", "util-only"]
+        );
+        assert_eq!(
+            super::leave_grants(&topology, "edge", "ops"),
+            ["any", "ops-only"]
+        );
     }
 }

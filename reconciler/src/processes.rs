@@ -40,11 +40,13 @@ fn issue(
         .host(&grant.caller)
         .and_then(|o| o.keys.manifest())
         .cloned();
-    let mailbox_membership = mailbox_host.as_ref().map(|(m, _)| {
-        crate::observe::common(&[
+    // The mailbox is reached in the grant's own membership, when it serves one.
+    let mailbox_membership = mailbox_host.as_ref().map(|(m, _)| match &grant.membership {
+        Some(membership) => Some(membership.clone()),
+        None => crate::observe::common(&[
             world.enrolled(&grant.issuer).to_vec(),
             world.enrolled(m).to_vec(),
-        ])
+        ]),
     });
     let known = caller_keys.is_some() && mailbox_membership.as_ref().is_none_or(Option::is_some);
     if !known {
@@ -56,6 +58,7 @@ fn issue(
                 units,
                 allocated_before,
                 mailbox: mailbox_host,
+                membership: grant.membership.clone(),
             },
         });
     }
@@ -76,6 +79,7 @@ fn issue(
                 allocated_before,
                 caller_keys: caller_keys.expect("known"),
                 mailbox,
+                membership: grant.membership.clone(),
             },
         },
     })
@@ -116,10 +120,15 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
                 &grant.name,
                 &grant.issuer,
                 format!(
-                    "`{}` signs a grant of {} execution unit(s) for `{}`{}",
+                    "`{}` signs a grant of {} execution unit(s) for `{}`{}{}",
                     grant.issuer,
                     grant.units,
                     grant.caller,
+                    grant
+                        .membership
+                        .as_ref()
+                        .map(|m| format!(", for runs through membership `{m}`"))
+                        .unwrap_or_default(),
                     grant
                         .mailbox
                         .as_ref()
@@ -175,6 +184,15 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
                 grant.mailbox.as_deref().unwrap_or("none")
             )));
         }
+        // A grant serves the membership of its first issue for ever (signed in it).
+        let membership_changed = held.membership != grant.membership;
+        if membership_changed && !held.retired && !grant.retired {
+            out.push(attention(format!(
+                "it serves {} at the issuer, the file says {}: a grant never changes its membership (it is signed in every issue); declare a new grant",
+                grid_engine::processes::grants::serves(held.membership.as_deref()),
+                grid_engine::processes::grants::serves(grant.membership.as_deref())
+            )));
+        }
         // The issuer's settlement: a step of its own after the surrender, once no unit
         // is held (a run still reserved or unknown: a later plan settles it).
         let settle = || {
@@ -221,7 +239,7 @@ pub fn transitions(topology: &Topology, world: &World) -> Vec<Draft> {
                     .to_owned(),
             )),
             (true, true) => {}
-            (false, false) if grant.units > held.allocated => {
+            (false, false) if grant.units > held.allocated && !membership_changed => {
                 let raise = grant.units - held.allocated;
                 if let Some(action) = issue(grant, topology, world, raise, held.allocated) {
                     out.push(line(
@@ -322,4 +340,50 @@ pub fn run_call(
         wait_ms,
         mission: None,
     })
+}
+
+/// `call` (a [`run_call`]) sent through `membership` instead of the first the hosts
+/// share (`gridctl process run --membership`): a grant serving one membership charges
+/// only runs that reach its issuer through it. Refused when a host is not enrolled
+/// in it (nothing is sent).
+pub fn through_membership(
+    state: &Path,
+    caller: &str,
+    mut call: ProcessCall,
+    membership: &str,
+) -> Result<ProcessCall, String> {
+    let ProcessCall::Run {
+        receiver,
+        via,
+        membership: chosen,
+        ..
+    } = &mut call
+    else {
+        return Ok(call);
+    };
+    let caller = caller.to_owned();
+    for host in [
+        Some(&caller),
+        Some(&receiver.name),
+        via.as_ref().map(|v| &v.name),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let enrolled =
+            grid_engine::custody::membership::enrolled_memberships(&observe::host_dir(state, host));
+        if !enrolled.iter().any(|m| m == membership) {
+            return Err(format!(
+                "`{host}` is not enrolled in membership `{}` (it is in: {}); nothing was sent",
+                grid_spec::diagnostic::quoted(membership),
+                if enrolled.is_empty() {
+                    "none".to_owned()
+                } else {
+                    enrolled.join(", ")
+                }
+            ));
+        }
+    }
+    *chosen = membership.to_owned();
+    Ok(call)
 }

@@ -40,6 +40,9 @@ pub enum Template {
         allocated_before: u64,
         /// `(host, address)` of the mailbox.
         mailbox: Option<(String, String)>,
+        /// The one membership the grant serves (`grant … membership=M`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        membership: Option<String>,
     },
     /// `Request::InstallExport` at the gateway: the disclosure its issuer signed, read
     /// from the issuer when it is sent.
@@ -106,18 +109,23 @@ impl Template {
                 units,
                 allocated_before,
                 mailbox,
+                membership,
             } => {
                 let mailbox = match mailbox {
                     None => None,
                     Some((host, address)) => Some(MailboxAt {
                         host: host.clone(),
                         address: address.clone(),
-                        membership: crate::observe::common_membership(state, &[issuer, host])
-                            .ok_or_else(|| {
-                                format!(
-                                    "`{issuer}` and mailbox `{host}` share no enrolled membership"
-                                )
-                            })?,
+                        // The grant's own membership, when it serves one.
+                        membership: match membership {
+                            Some(m) => m.clone(),
+                            None => crate::observe::common_membership(state, &[issuer, host])
+                                .ok_or_else(|| {
+                                    format!(
+                                        "`{issuer}` and mailbox `{host}` share no enrolled membership"
+                                    )
+                                })?,
+                        },
                     }),
                 };
                 Ok(Request::IssueGrant {
@@ -128,6 +136,7 @@ impl Template {
                         allocated_before: *allocated_before,
                         caller_keys: keys(caller)?,
                         mailbox,
+                        membership: membership.clone(),
                     },
                 })
             }

@@ -524,6 +524,10 @@ pub struct Grant {
     pub units: u64,
     /// The mailbox host through which the caller may reach the issuer.
     pub mailbox: Option<String>,
+    /// `membership=M`: the grant serves only runs that reach the issuer through
+    /// membership `M` (every party a member of it); none: through any membership the
+    /// parties share.
+    pub membership: Option<String>,
     pub retired: bool,
     pub origin: Origin,
 }

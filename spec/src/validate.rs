@@ -385,7 +385,7 @@ fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
                     )
                 })
             }),
-            Some(Requirement::Processes(others)) => t.host(&reference.name).and_then(|host| {
+            Some(Requirement::Processes { others, membership }) => t.host(&reference.name).and_then(|host| {
                 if !host.profiles.contains(&Profile::Processes) {
                     return Some((
                         format!(
@@ -400,6 +400,19 @@ fn references(parsed: &Parsed, problems: &mut Vec<Diagnostic>) {
                 let within = |h: &crate::topology::Host, m: &String| {
                     h.memberships.contains(m) || h.leaving.contains(m)
                 };
+                if let Some(membership) = membership {
+                    // An undeclared membership has its own diagnostic.
+                    let declared = t.memberships.iter().any(|m| m.name == *membership);
+                    return (declared && !within(host, membership)).then(|| {
+                        (
+                            format!(
+                                "{} `{}` is not a member of membership `{membership}`, which the grant serves",
+                                reference.context, reference.name
+                            ),
+                            host.not_member_help(membership, "the grant's `membership=`"),
+                        )
+                    });
+                }
                 let shared = host.memberships.iter().chain(&host.leaving).any(|m| {
                     others
                         .iter()

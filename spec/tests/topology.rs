@@ -120,8 +120,15 @@ fn describe(path: &Path, text: &str) -> String {
             for g in &topology.grants {
                 writeln!(
                     out,
-                    "grant {} {}->{} units={}",
-                    g.name, g.caller, g.issuer, g.units
+                    "grant {} {}->{} units={}{}",
+                    g.name,
+                    g.caller,
+                    g.issuer,
+                    g.units,
+                    g.membership
+                        .as_ref()
+                        .map(|m| format!(" membership={m}"))
+                        .unwrap_or_default()
                 )
                 .unwrap();
             }

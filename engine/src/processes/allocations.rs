@@ -59,12 +59,14 @@ pub(super) fn not_a_grant(name: &str) -> Result<(), String> {
 }
 
 impl State {
-    /// Reserves one unit for a run of `caller` that came `via`: of the allocation it
-    /// names (`mission:NAME`), else of a grant to `caller` (never an allocation). The
-    /// account charged, or why none is.
+    /// Reserves one unit for a run of `caller` that came `via`, through `membership`:
+    /// of the allocation it names (`mission:NAME`), else of a grant to `caller`
+    /// serving that membership (never an allocation). The account charged, or why
+    /// none is.
     pub(super) fn reserve_unit(
         &mut self,
         host: &str,
+        membership: &str,
         via: &str,
         caller: &str,
         now_ms: i64,
@@ -73,7 +75,7 @@ impl State {
             return self.reserve_allocation(host, via, caller, now_ms);
         }
         let grants = self.grants.values_mut().filter(|g| !is_allocation(&g.name));
-        super::grants::reserve(grants, caller).map_err(|e| e.to_string())
+        super::grants::reserve(grants, caller, membership).map_err(|e| e.to_string())
     }
 
     /// Reserves one unit of allocation `name` for a run of `caller`, or names the
@@ -234,7 +236,9 @@ impl Processes {
             "{ALLOCATION_PREFIX}{}",
             name.trim_start_matches(ALLOCATION_PREFIX)
         );
-        match self.serve_run(&self.host.clone(), &via, request).await {
+        // The host's own run reaches it through no membership; an allocation is
+        // charged without one.
+        match self.serve_run(&self.host.clone(), "", &via, request).await {
             ServiceReply::Run { run } => ProcessReply::Ran { run },
             ServiceReply::Refused { reason } => ProcessReply::Refused { reason },
             other => ProcessReply::Refused {

@@ -175,6 +175,10 @@ pub struct GrantView {
     /// The mailbox host this issuer fetches the caller's requests from.
     #[serde(default)]
     pub mailbox: Option<String>,
+    /// The membership the grant serves (`grant … membership=M`): only runs that reach
+    /// the issuer through it are charged to it. None: any membership.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membership: Option<String>,
     /// Every signed issue, in order: their units sum to `allocated`.
     #[serde(default)]
     pub issued: Vec<SignedGrant>,
@@ -243,6 +247,9 @@ pub struct SignedGrant {
     /// 1 for the first issue, then 2, 3, … per raise.
     pub serial: u32,
     pub units: u64,
+    /// The membership the grant serves, signed with the units (absent: any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membership: Option<String>,
     /// The issuer's signing-key generation and its signature (hex) over
     /// [`SignedGrant::signed_bytes`].
     pub generation: u32,
@@ -250,12 +257,17 @@ pub struct SignedGrant {
 }
 
 impl SignedGrant {
+    /// A grant serving one membership signs it as a last line; one serving any has
+    /// none (the form issued before grants named memberships).
     pub fn signed_bytes(&self) -> Vec<u8> {
-        format!(
+        let mut text = format!(
             "grid-grant/1\nissuer {}\ncaller {}\ngrant {}\nserial {}\nunits {}\n",
             self.issuer, self.caller, self.grant, self.serial, self.units
-        )
-        .into_bytes()
+        );
+        if let Some(membership) = &self.membership {
+            text.push_str(&format!("membership {membership}\n"));
+        }
+        text.into_bytes()
     }
 
     pub fn verify(&self, issuer_keys: &Manifest) -> bool {
@@ -333,6 +345,10 @@ pub struct GrantIssue {
     /// The mailbox host through which the caller may reach this issuer.
     #[serde(default)]
     pub mailbox: Option<MailboxAt>,
+    /// The one membership the grant serves (`grant … membership=M`); fixed by the
+    /// first issue. None: runs through any membership the parties share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membership: Option<String>,
 }
 
 /// A mailbox host and the membership this issuer reaches it in.

@@ -46,7 +46,9 @@ impl Endpoint for ProcessesEndpoint {
             match (inbound.family.as_str(), inbound.what.as_str()) {
                 ("process", "run") => match parse(body) {
                     Ok(run) => {
-                        let reply = processes.serve_run(peer, "direct", run).await;
+                        let reply = processes
+                            .serve_run(peer, &inbound.membership, "direct", run)
+                            .await;
                         if processes.drop_reply() {
                             return Outbound::Lost;
                         }

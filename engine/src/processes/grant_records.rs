@@ -121,6 +121,14 @@ fn check(issuer: &str, grant: &GrantView) -> Result<(), String> {
                 issue.serial, issue.grant, issue.issuer, issue.caller
             ));
         }
+        if issue.membership != grant.membership {
+            return Err(format!(
+                "grant `{name}`'s signed issue {} serves {}, the grant {}: the store is damaged",
+                issue.serial,
+                super::grants::serves(issue.membership.as_deref()),
+                super::grants::serves(grant.membership.as_deref())
+            ));
+        }
     }
     let issued = grant
         .issued
@@ -166,6 +174,7 @@ mod tests {
                 allocated_before: before,
                 caller_keys: keys.clone(),
                 mailbox: None,
+                membership: None,
             };
             let mut state = processes.lock();
             let mut write = processes.database.batch();
@@ -302,6 +311,84 @@ mod tests {
             w.insert(&ks_signed, signed_key("g-hq", 3), kept[1].1.clone());
         });
         refused("is kept under another grant's or serial's key");
+        drop(durable);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_grant_serving_one_membership_signs_it_and_never_changes_it() {
+        let (dir, durable, _) = super::super::open::tests::store("signed-membership");
+        crate::custody::create(&dir).unwrap();
+        let processes = open(&dir, &durable).unwrap();
+        let manifest = processes.custody.manifest();
+        let issue = |before: u64, membership: Option<&str>, mailbox: Option<&str>| GrantIssue {
+            name: "g-util".to_owned(),
+            caller: "hq".to_owned(),
+            units: 5,
+            allocated_before: before,
+            caller_keys: manifest.clone(),
+            mailbox: mailbox.map(|m| super::super::api::MailboxAt {
+                host: "box".to_owned(),
+                address: "127.0.0.1:1".to_owned(),
+                membership: m.to_owned(),
+            }),
+            membership: membership.map(str::to_owned),
+        };
+        let apply = |issue: &GrantIssue| {
+            let mut state = processes.lock();
+            let mut write = processes.database.batch();
+            let done = processes.issue(&mut state, issue, &mut write);
+            write.commit().unwrap();
+            done
+        };
+        // A mailbox reached in another membership than the grant serves: refused.
+        let refused = apply(&issue(0, Some("utility"), Some("plant-ops"))).unwrap_err();
+        assert!(
+            refused.contains(
+                "serves membership `utility`, but its mailbox `box` is reached in `plant-ops`"
+            ),
+            "{refused}"
+        );
+        assert!(
+            !processes.lock().grants.contains_key("g-util"),
+            "nothing issued"
+        );
+        apply(&issue(0, Some("utility"), Some("utility"))).unwrap();
+        // A raise under another membership, or none: refused, nothing issued.
+        for other in [Some("plant-ops"), None] {
+            let refused = apply(&issue(5, other, None)).unwrap_err();
+            assert!(
+                refused.contains("a grant never changes its membership"),
+                "{refused}"
+            );
+        }
+        let grant = processes.lock().grants["g-util"].clone();
+        assert_eq!((grant.allocated, grant.issued.len()), (5, 1));
+        assert_eq!(grant.membership.as_deref(), Some("utility"));
+        // The membership is signed: the issue verifies, and not with another one.
+        let mut signed = grant.issued[0].clone();
+        assert_eq!(signed.membership.as_deref(), Some("utility"));
+        assert!(signed.verify(&manifest));
+        signed.membership = Some("plant-ops".to_owned());
+        assert!(
+            !signed.verify(&manifest),
+            "another membership does not verify"
+        );
+        signed.membership = None;
+        assert!(!signed.verify(&manifest), "nor none");
+        // An account whose membership was changed in the store: refused at open.
+        let ks = processes.ks.grants.clone();
+        drop(processes);
+        let mut widened = grant.clone();
+        widened.membership = None;
+        let mut write = durable.batch();
+        write.insert(&ks, "g-util", grant_record(&mut widened));
+        write.commit().unwrap();
+        let error = open(&dir, &durable).err().expect("the open is refused");
+        assert!(
+            error.contains("grant `g-util`'s signed issue 1 serves membership `utility`, the grant any membership"),
+            "{error}"
+        );
         drop(durable);
         std::fs::remove_dir_all(&dir).unwrap();
     }

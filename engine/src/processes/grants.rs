@@ -44,14 +44,33 @@ fn check(grant: &GrantView) {
     );
 }
 
-/// Picks the caller's grant a run is charged to (the first by name with a unit
-/// available and not retired) and reserves its unit.
+/// What a grant serves, in words: `membership `M`` or `any membership`.
+pub fn serves(membership: Option<&str>) -> String {
+    match membership {
+        Some(m) => format!("membership `{m}`"),
+        None => "any membership".to_owned(),
+    }
+}
+
+/// Picks the caller's grant a run that reached this host through `membership` is
+/// charged to (the first by name serving that membership, with a unit available and
+/// not retired) and reserves its unit.
 pub fn reserve<'a>(
     grants: impl Iterator<Item = &'a mut GrantView>,
     caller: &str,
+    membership: &str,
 ) -> Result<String, GrantError> {
     let mut seen = Vec::new();
     for grant in grants.filter(|g| g.caller == caller) {
+        if let Some(serves) = grant.membership.as_deref()
+            && serves != membership
+        {
+            seen.push(format!(
+                "grant {} serves runs through membership `{serves}`, this one came through `{membership}`",
+                grant.name
+            ));
+            continue;
+        }
         if !grant.retired && grant.available() >= UNITS_PER_RUN {
             grant.reserved += UNITS_PER_RUN;
             check(grant);
@@ -188,11 +207,11 @@ mod tests {
     #[test]
     fn a_run_reserves_then_consumes_or_releases_one_unit() {
         let mut grants = [grant("g", "hq", 2)];
-        assert_eq!(reserve(grants.iter_mut(), "hq").unwrap(), "g");
+        assert_eq!(reserve(grants.iter_mut(), "hq", "ops").unwrap(), "g");
         assert_eq!(grants[0].reserved, 1);
         consume(&mut grants[0], Held::Reserved).unwrap();
         assert_eq!((grants[0].reserved, grants[0].consumed), (0, 1));
-        reserve(grants.iter_mut(), "hq").unwrap();
+        reserve(grants.iter_mut(), "hq", "ops").unwrap();
         release(&mut grants[0], Held::Reserved).unwrap();
         assert_eq!(grants[0].available(), 1);
     }
@@ -200,16 +219,16 @@ mod tests {
     #[test]
     fn without_units_a_run_is_refused_and_nothing_moves() {
         let mut grants = [grant("g", "hq", 1), grant("other", "x", 5)];
-        reserve(grants.iter_mut(), "hq").unwrap();
+        reserve(grants.iter_mut(), "hq", "ops").unwrap();
         let before = grants.clone();
-        let refused = reserve(grants.iter_mut(), "hq").unwrap_err();
+        let refused = reserve(grants.iter_mut(), "hq", "ops").unwrap_err();
         assert!(
             refused.to_string().contains("0 of 1 available"),
             "{refused}"
         );
         assert_eq!(grants, before);
         assert!(matches!(
-            reserve(grants.iter_mut(), "nobody"),
+            reserve(grants.iter_mut(), "nobody", "ops"),
             Err(GrantError::NoUnits { .. })
         ));
     }
@@ -217,11 +236,11 @@ mod tests {
     #[test]
     fn unknown_units_stay_held_until_resolved_and_surrender_leaves_them() {
         let mut grants = [grant("g", "hq", 3)];
-        reserve(grants.iter_mut(), "hq").unwrap();
+        reserve(grants.iter_mut(), "hq", "ops").unwrap();
         to_unknown(&mut grants[0]).unwrap();
         assert_eq!((grants[0].reserved, grants[0].unknown), (0, 1));
         assert_eq!(surrender(&mut grants[0]), 2);
-        assert!(reserve(grants.iter_mut(), "hq").is_err(), "retired");
+        assert!(reserve(grants.iter_mut(), "hq", "ops").is_err(), "retired");
         // Resolved failed on a retired grant: released to surrendered, not available.
         release(&mut grants[0], Held::Unknown).unwrap();
         assert_eq!(grants[0].surrendered, 3);
@@ -239,7 +258,7 @@ mod tests {
             settleable(&grants[0]),
             Err(SettleError::NotRetired(_))
         ));
-        reserve(grants.iter_mut(), "hq").unwrap();
+        reserve(grants.iter_mut(), "hq", "ops").unwrap();
         to_unknown(&mut grants[0]).unwrap();
         surrender(&mut grants[0]);
         assert!(matches!(
@@ -254,8 +273,32 @@ mod tests {
     #[test]
     fn runs_fall_through_to_the_next_grant_of_the_caller() {
         let mut grants = [grant("a", "hq", 1), grant("b", "hq", 1)];
-        assert_eq!(reserve(grants.iter_mut(), "hq").unwrap(), "a");
-        assert_eq!(reserve(grants.iter_mut(), "hq").unwrap(), "b");
-        assert!(reserve(grants.iter_mut(), "hq").is_err());
+        assert_eq!(reserve(grants.iter_mut(), "hq", "ops").unwrap(), "a");
+        assert_eq!(reserve(grants.iter_mut(), "hq", "ops").unwrap(), "b");
+        assert!(reserve(grants.iter_mut(), "hq", "ops").is_err());
+    }
+
+    #[test]
+    fn a_grant_serving_one_membership_charges_only_runs_through_it() {
+        let mut util = grant("u", "hq", 2);
+        util.membership = Some("utility".to_owned());
+        let mut grants = [util, grant("z-any", "hq", 0)];
+        let before = grants.clone();
+        let refused = reserve(grants.iter_mut(), "hq", "plant-ops").unwrap_err();
+        assert!(
+            refused.to_string().contains(
+                "grant u serves runs through membership `utility`, this one came through `plant-ops`"
+            ),
+            "{refused}"
+        );
+        assert_eq!(grants, before, "a refused run reserves nothing");
+        assert_eq!(reserve(grants.iter_mut(), "hq", "utility").unwrap(), "u");
+        assert_eq!(grants[0].reserved, 1);
+        // A grant serving any membership takes a run through either.
+        grants[1].allocated = 1;
+        assert_eq!(
+            reserve(grants.iter_mut(), "hq", "plant-ops").unwrap(),
+            "z-any"
+        );
     }
 }

@@ -552,6 +552,7 @@ mod tests {
                 allocated_before: before,
                 caller_keys: keys.clone(),
                 mailbox,
+                membership: None,
             };
         for one in [
             issue("g-hq", "hq", 0, None),

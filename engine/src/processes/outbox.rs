@@ -163,7 +163,7 @@ impl Processes {
             match self.open_request(&held, &at.host) {
                 Ok(signed) => {
                     let via = format!("mailbox:{}", at.host);
-                    match self.admit(&signed.caller, &via, &signed.request) {
+                    match self.admit(&signed.caller, &at.membership, &via, &signed.request) {
                         Err(reason) => {
                             tracing::warn!(
                                 mailbox = at.host,

@@ -117,6 +117,22 @@ impl Processes {
                 issue.name
             ));
         }
+        if !current.issued.is_empty() && current.membership != issue.membership {
+            return Err(format!(
+                "grant `{}` serves {}, not {}; a grant never changes its membership",
+                issue.name,
+                grants::serves(current.membership.as_deref()),
+                grants::serves(issue.membership.as_deref())
+            ));
+        }
+        if let (Some(membership), Some(mailbox)) = (&issue.membership, &issue.mailbox)
+            && mailbox.membership != *membership
+        {
+            return Err(format!(
+                "grant `{}` serves membership `{membership}`, but its mailbox `{}` is reached in `{}`",
+                issue.name, mailbox.host, mailbox.membership
+            ));
+        }
         if current.allocated != issue.allocated_before {
             return Err(format!(
                 "grant `{}` holds {} allocated units, not the {} this issue was planned against; nothing issued (plan again)",
@@ -133,6 +149,7 @@ impl Processes {
             caller: issue.caller.clone(),
             serial: current.issued.len() as u32 + 1,
             units: issue.units,
+            membership: issue.membership.clone(),
             generation: 0,
             signature: String::new(),
         };
@@ -140,6 +157,7 @@ impl Processes {
         let mut grant = current;
         grant.allocated = allocated;
         grant.mailbox = issue.mailbox.as_ref().map(|m| m.host.clone());
+        grant.membership = issue.membership.clone();
         grant.issued.push(signed.clone());
         write.insert(
             &self.ks.signed_grants,
@@ -242,9 +260,12 @@ impl Processes {
 
     // ---- the receiver ----
 
+    /// Admits `caller`'s run that reached this host through `membership` (`via` a
+    /// direct call, a mailbox or a mission's allocation): journaled once.
     pub(super) fn admit(
         &self,
         caller: &str,
+        membership: &str,
         via: &str,
         request: &RunRequest,
     ) -> Result<Admitted, String> {
@@ -312,21 +333,23 @@ impl Processes {
                 );
                 None
             }
-            Some(process) => match state.reserve_unit(&self.host, via, caller, now_ms()) {
-                Err(e) => {
-                    step(&mut view, Run::refused());
-                    view.detail = e;
-                    None
+            Some(process) => {
+                match state.reserve_unit(&self.host, membership, via, caller, now_ms()) {
+                    Err(e) => {
+                        step(&mut view, Run::refused());
+                        view.detail = e;
+                        None
+                    }
+                    Ok(grant) => {
+                        view.grant = Some(grant.clone());
+                        step(&mut view, Run::dispatched());
+                        view.detail = "dispatched; no outcome journaled yet".to_owned();
+                        let g = state.grants.get_mut(&grant).expect("the grant reserved");
+                        write.insert(&self.ks.grants, grant.as_str(), grant_record(g));
+                        Some(process)
+                    }
                 }
-                Ok(grant) => {
-                    view.grant = Some(grant.clone());
-                    step(&mut view, Run::dispatched());
-                    view.detail = "dispatched; no outcome journaled yet".to_owned();
-                    let g = state.grants.get_mut(&grant).expect("the grant reserved");
-                    write.insert(&self.ks.grants, grant.as_str(), grant_record(g));
-                    Some(process)
-                }
-            },
+            }
         };
         if admitted.is_none() {
             self.sign(&mut view);
@@ -438,15 +461,16 @@ impl Processes {
         view
     }
 
-    /// A run request from `caller` (certified by the transport, or verified from a
-    /// signed mailbox request): its original outcome, once.
+    /// A run request from `caller` (certified by the transport in `membership`, or
+    /// verified from a signed mailbox request): its original outcome, once.
     pub async fn serve_run(
         self: &Arc<Self>,
         caller: &str,
+        membership: &str,
         via: &str,
         request: RunRequest,
     ) -> ServiceReply {
-        let admitted = match self.admit(caller, via, &request) {
+        let admitted = match self.admit(caller, membership, via, &request) {
             Ok(a) => a,
             Err(reason) => return ServiceReply::Refused { reason },
         };

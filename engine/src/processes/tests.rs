@@ -115,7 +115,7 @@ impl Receiver {
                     // Answered from the journal (or waits for the running one).
                     return;
                 }
-                let admitted = match grants::reserve(self.grants.values_mut(), CALLER) {
+                let admitted = match grants::reserve(self.grants.values_mut(), CALLER, "plant") {
                     Err(_) => (Run::refused(), None),
                     Ok(name) => {
                         self.running.insert(id);

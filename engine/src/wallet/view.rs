@@ -624,6 +624,7 @@ mod tests {
             caller: "hq".to_owned(),
             serial: 1,
             units: 10,
+            membership: None,
             generation: 0,
             signature: String::new(),
         };

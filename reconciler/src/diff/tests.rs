@@ -285,6 +285,7 @@ fn running_full(topology: &Topology) -> World {
                 unknown: 0,
                 retired: false,
                 mailbox: None,
+                membership: None,
                 issued: Vec::new(),
                 settlement: None,
             });
@@ -537,6 +538,36 @@ fn grants_raise_surrender_and_report_unknown_units() {
             "- grant edge-a-on-site-b @ site-b",
             "! grant edge-a-on-site-b @ site-b",
         ],
+    );
+}
+
+#[test]
+fn a_grant_never_changes_its_membership_and_is_raised_in_it() {
+    let t = topology(PLANT);
+    let world = running_full(&t);
+    // Issued serving any membership; the file now binds it to `ops`: attention, and
+    // no raise is planned under the other membership.
+    check(
+        &topology(&PLANT.replace("units=100", "units=150 membership=ops")),
+        &world,
+        &["! grant edge-a-on-site-b @ site-b"],
+    );
+    // Issued serving `ops`: raised in it; the line removed is attention again.
+    let mut bound = world.clone();
+    if let Some(h) = bound.hosts.iter_mut().find(|h| h.name == "site-b")
+        && let HostStatus::Running(o) = &mut h.status
+    {
+        o.grants[0].membership = Some("ops".to_owned());
+    }
+    check(
+        &topology(&PLANT.replace("units=100", "units=150 membership=ops")),
+        &bound,
+        &["~ grant edge-a-on-site-b @ site-b"],
+    );
+    check(
+        &topology(&PLANT.replace("units=100", "units=150")),
+        &bound,
+        &["! grant edge-a-on-site-b @ site-b"],
     );
 }
 

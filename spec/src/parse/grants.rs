@@ -24,23 +24,42 @@ impl FileReader<'_> {
             }
             None => None,
         };
+        let membership = n.string_prop(self, "membership", false);
         let units = n.int_prop(self, "units", true, 1, u64::MAX as i128);
         let retired = n.bool_prop(self, "retired").unwrap_or(false);
         n.no_children(self);
         n.finish(self);
-        // Every party serves Processes and shares a membership with the others.
+        // Every party serves Processes and shares a membership with the others: the
+        // one the grant names, when it names one.
+        let membership = membership.map(|(membership, span)| {
+            self.parsed.references.push(Reference {
+                kind: RefKind::Membership,
+                name: membership.clone(),
+                file: self.file.clone(),
+                span,
+                context: format!("{label} `membership`"),
+                require: None,
+            });
+            membership
+        });
         let parties: Vec<String> = [&issuer, &caller, &mailbox]
             .into_iter()
             .flatten()
             .cloned()
             .collect();
         for reference in &mut self.parsed.references[first..] {
+            if reference.kind != RefKind::Host {
+                continue;
+            }
             let others = parties
                 .iter()
                 .filter(|p| **p != reference.name)
                 .cloned()
                 .collect();
-            reference.require = Some(Requirement::Processes(others));
+            reference.require = Some(Requirement::Processes {
+                others,
+                membership: membership.clone(),
+            });
         }
         if let (Some(issuer), Some(caller)) = (&issuer, &caller)
             && issuer == caller
@@ -63,6 +82,7 @@ impl FileReader<'_> {
                 caller,
                 units: units as u64,
                 mailbox,
+                membership,
                 retired,
                 origin,
             });

@@ -96,8 +96,12 @@ pub(crate) enum Requirement {
     /// host's certificate of it to the broker).
     HasMember(String),
     /// A party of a grant: the host selects the `processes` profile and shares one
-    /// membership with every host named (the transport's identity between them).
-    Processes(Vec<String>),
+    /// membership with every other party named (the transport's identity between
+    /// them) — the grant's `membership`, when it names one.
+    Processes {
+        others: Vec<String>,
+        membership: Option<String>,
+    },
     /// The host selects this profile (for the reason given: "keeping a ledger needs").
     Selects(Profile, &'static str),
     /// The host selects `decisions` and `processes` and shares a membership with this

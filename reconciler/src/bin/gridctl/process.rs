@@ -8,7 +8,7 @@ use clap::Subcommand;
 use grid_engine::processes::api::{
     GrantView, ProcessCall, ProcessReply, RunCounts, RunOutcome, RunRequest, RunView,
 };
-use grid_reconciler::processes::{call, run_call};
+use grid_reconciler::processes::{call, run_call, through_membership};
 use serde::Serialize;
 
 use crate::Output;
@@ -43,6 +43,11 @@ pub enum ProcessCli {
         /// mission's host).
         #[arg(long, value_name = "mailbox:HOST|mission:NAME")]
         via: Option<String>,
+        /// The membership the call travels through (the TLS identity between the
+        /// hosts), by default the first they share. A grant declared with
+        /// `membership=M` charges only runs that reach its issuer through M.
+        #[arg(long, value_name = "M")]
+        membership: Option<String>,
         /// An argument (repeatable): NAME=VALUE.
         #[arg(long = "arg", value_name = "NAME=VALUE")]
         args: Vec<String>,
@@ -203,6 +208,7 @@ pub fn process(command: ProcessCli) -> anyhow::Result<ExitCode> {
             caller,
             op,
             via,
+            membership,
             args,
             wait_ms,
             output,
@@ -242,6 +248,10 @@ pub fn process(command: ProcessCli) -> anyhow::Result<ExitCode> {
                 arguments,
             };
             let call_of = run_call(state, &host, &caller, via.as_deref(), request, wait_ms)
+                .and_then(|call| match &membership {
+                    Some(m) => through_membership(state, &caller, call, m),
+                    None => Ok(call),
+                })
                 .map(|call| with_mission(call, mission));
             let reply = match call_of.and_then(|c| call(state, &caller, c)) {
                 Ok(reply) => reply,
@@ -251,6 +261,7 @@ pub fn process(command: ProcessCli) -> anyhow::Result<ExitCode> {
                     if reason.starts_with("cannot reach")
                         || reason.starts_with("no host")
                         || reason.contains("share no enrolled membership")
+                        || reason.contains("nothing was sent")
                     {
                         return Ok(refused(json, id, &reason));
                     }
@@ -474,9 +485,13 @@ impl Report for Grants<'_> {
             .iter()
             .map(|g| {
                 format!(
-                    "{} for {}{}: allocated {} reserved {} consumed {} surrendered {} unknown {} available {} ({} signed issue(s)){}\n",
+                    "{} for {}{}{}: allocated {} reserved {} consumed {} surrendered {} unknown {} available {} ({} signed issue(s)){}\n",
                     g.name,
                     g.caller,
+                    g.membership
+                        .as_ref()
+                        .map(|m| format!(" through {m}"))
+                        .unwrap_or_default(),
                     if g.retired { " (retired)" } else { "" },
                     g.allocated,
                     g.reserved,
