@@ -341,6 +341,108 @@ fn mutual_tls_admits_participants_and_refuses_everyone_else() {
     work.observe_a(&["--cert", e_cert, "--key", &e_key])
         .expect("a participant that was not revoked is still admitted");
 
+    // m2 leaves `other` (`member other leave=#true`; it owes nothing there) while c, of
+    // `other`, holds connections to it opened before: each of c's requests on them is
+    // refused — a capability's path by the left membership or, once m2's credentials
+    // reloaded (within CREDENTIALS_CHECK_INTERVAL), by the check of the connection's
+    // certificate against an authority m2 no longer trusts; `POST /control` by the
+    // latter — and a new connection is refused by TLS. ops is unaffected.
+    let m2_address = "127.0.0.1:7646";
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let peer =
+        grid_engine::transport::PeerClient::new(&work.host_dir("c"), "other", "m2", m2_address)
+            .unwrap();
+    let process_status = || -> serde_json::Value {
+        runtime
+            .block_on(peer.post(
+                "/process/other/status",
+                &serde_json::json!({"request": "r1"}),
+                Duration::from_secs(10),
+            ))
+            .expect("an answer on the connection opened before")
+    };
+    // Admitted although ops (m2's other membership) revoked b: each membership's
+    // revocation list covers its own authority's certificates (`other` has none).
+    let served = process_status();
+    assert!(
+        served
+            .to_string()
+            .contains("does not run the `processes` profile"),
+        "a member's request reaches the endpoint: {served}"
+    );
+    let control = grid_engine::transport::Client::new(
+        &work.host_dir("c"),
+        "other",
+        "m2",
+        m2_address.parse().unwrap(),
+    )
+    .unwrap();
+    let observed: grid_engine::protocol::Reply = control.call(&Call::Observe).unwrap();
+    assert!(
+        matches!(observed, grid_engine::protocol::Reply::Observation(_)),
+        "{observed:?}"
+    );
+    let leaving = topology("revoke b;").replace(
+        "member ops; member other; profiles transport;",
+        "member ops; member other leave=#true; profiles transport;",
+    );
+    assert!(leaving.contains("leave=#true"), "{leaving}");
+    std::fs::write(work.dir.join("t.kdl"), leaving).unwrap();
+    work.run_gridctl(&["reconcile", "t.kdl"]);
+    let left = std::fs::read_dir(work.host_dir("m2").join("memberships-left"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect::<Vec<_>>();
+    assert!(
+        left.iter().any(|name| name.starts_with("other-")),
+        "m2 left `other`: {left:?}"
+    );
+    let refused = process_status();
+    let reason = refused["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("this host left `other`") || reason.contains("no longer accepted"),
+        "{refused}"
+    );
+    std::thread::sleep(grid_engine::limits::CREDENTIALS_CHECK_INTERVAL * 3);
+    for refused in [
+        process_status(),
+        serde_json::to_value(
+            control
+                .call::<_, grid_engine::protocol::Reply>(&Call::Observe)
+                .unwrap(),
+        )
+        .unwrap(),
+    ] {
+        let reason = refused["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains("no longer accepted"), "{refused}");
+    }
+    let refused = work.gridctl_fails(&[
+        "remote",
+        "observe",
+        "--host",
+        "m2",
+        "--as",
+        "c",
+        "--membership",
+        "other",
+    ]);
+    assert!(!refused.is_empty(), "{refused}");
+    let remote = work.gridctl(&[
+        "remote",
+        "observe",
+        "--host",
+        "m2",
+        "--as",
+        "e",
+        "--membership",
+        "ops",
+        "--json",
+    ]);
+    assert!(remote.contains(r#""host":"m2""#), "{remote}");
+
     work.stop_all();
     std::fs::remove_dir_all(&work.dir).unwrap();
 }
