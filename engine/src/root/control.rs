@@ -123,6 +123,9 @@ impl Endpoint for ControlEndpoint {
                     },
                 );
             }
+            if let Some(reason) = not_remote(&call) {
+                return Outbound::json(200, &Reply::Refused { reason });
+            }
             let observe = matches!(call, Call::Observe | Call::Inspect);
             let handled = tokio::task::spawn_blocking(move || match call {
                 Call::Observe => super::observe(&host, missions.as_deref()),
@@ -148,9 +151,65 @@ impl Endpoint for ControlEndpoint {
     }
 }
 
+/// Why `call` is not taken over `POST /control`: a peer gets the reads its tools need —
+/// `observe` (`gridctl remote observe`, a wallet's owners), `storage` and `inspect` (a
+/// control plane's; `inspect` only from `control-viewers`, checked before) — and an
+/// account's owner its ledger account (handled before). Everything else acts as this
+/// host (`submit`, `acknowledge`) or reads what only its operator reads (answers,
+/// values, tags, obligations, wire counters): the control socket's only, so that a
+/// participant of any membership the host shares cannot change or read a model
+/// another membership is served.
+fn not_remote(call: &Call) -> Option<String> {
+    if matches!(call, Call::Observe | Call::Inspect | Call::Storage) {
+        return None;
+    }
+    let name = serde_json::to_value(call)
+        .ok()
+        .and_then(|v| v.get("call").and_then(|c| c.as_str()).map(str::to_owned))
+        .unwrap_or_default();
+    Some(format!(
+        "`{name}` is taken on the host's control socket only: over POST /control this host answers `observe`, `storage`, a control plane's `inspect` and an account owner's ledger `inspect`; nothing was done"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
+    use crate::protocol::{Call, Request};
     use crate::transport::endpoint::Outbound;
+
+    #[test]
+    fn over_the_transport_only_reads_a_peer_needs_are_taken() {
+        for read in [Call::Observe, Call::Inspect, Call::Storage] {
+            assert_eq!(super::not_remote(&read), None, "{read:?}");
+        }
+        let submit = Call::Submit {
+            op: "gw-1".to_owned(),
+            request: Request::Input {
+                model: "plant".to_owned(),
+                values: vec![("level".to_owned(), 99.0)],
+                fence: None,
+            },
+        };
+        let refused = super::not_remote(&submit).expect("a submit is refused");
+        assert!(
+            refused.starts_with("`submit` is taken on the host's control socket only"),
+            "{refused}"
+        );
+        for call in [
+            Call::Acknowledge { op: "x".to_owned() },
+            Call::Answer { op: "x".to_owned() },
+            Call::Values {
+                model: "plant".to_owned(),
+            },
+            Call::Tag {
+                name: "t".to_owned(),
+            },
+            Call::Wire,
+            Call::VerifyArchive,
+        ] {
+            assert!(super::not_remote(&call).is_some(), "{call:?}");
+        }
+    }
 
     /// The transport writes every family's refusal itself; it must read exactly as each
     /// room's own `Refused` reply does.
