@@ -127,7 +127,23 @@ impl Endpoint for ControlEndpoint {
                 return Outbound::json(200, &Reply::Refused { reason });
             }
             let observe = matches!(call, Call::Observe | Call::Inspect);
+            // A control plane of this host's files sees the whole observation; any
+            // other participant what is its own or its membership's.
+            let whole = self.viewers.contains(&inbound.peer);
+            let (membership, peer) = (inbound.membership.clone(), inbound.peer.clone());
             let handled = tokio::task::spawn_blocking(move || match call {
+                Call::Observe if !whole => {
+                    let memberships = {
+                        let host = host.lock().unwrap_or_else(|p| p.into_inner());
+                        crate::custody::membership::enrolled_memberships(host.dir()).len()
+                    };
+                    match super::observe(&host, missions.as_deref()) {
+                        Handled::Reply(Reply::Observation(o)) => Handled::Reply(
+                            Reply::Observation(for_peer(o, &membership, &peer, memberships)),
+                        ),
+                        other => other,
+                    }
+                }
                 Call::Observe => super::observe(&host, missions.as_deref()),
                 Call::Inspect => inspection.inspect(),
                 call => host.lock().unwrap_or_else(|p| p.into_inner()).handle(call),
@@ -149,6 +165,37 @@ impl Endpoint for ControlEndpoint {
             }
         })
     }
+}
+
+/// What a participant `peer` of `membership` that is no control plane of this host
+/// sees of its observation (`host_memberships`: how many the host is enrolled in): the
+/// host, its public keys and profiles; the models serving `membership` (named by a
+/// `serve` line, or any model of a host in that one membership only) and its routes;
+/// the grants issued to `peer` and the ledger accounts it owns. Not the operations
+/// its operator has not acknowledged, nor tags, missions, exports, decisions or
+/// staged matrices: those are the host's operator's, or another membership's.
+fn for_peer(
+    mut observed: crate::protocol::Observation,
+    membership: &str,
+    peer: &str,
+    host_memberships: usize,
+) -> crate::protocol::Observation {
+    observed.models.retain(|m| {
+        m.serves.iter().any(|s| s == membership) || (m.serves.is_empty() && host_memberships == 1)
+    });
+    observed.routes.retain(|r| r.membership == membership);
+    observed.grants.retain(|g| g.caller == peer);
+    for ledger in &mut observed.ledgers {
+        ledger.accounts.retain(|a| a.owner.as_deref() == Some(peer));
+    }
+    observed.ledgers.retain(|l| !l.accounts.is_empty());
+    observed.unacknowledged.clear();
+    observed.tags.clear();
+    observed.missions.clear();
+    observed.exports.clear();
+    observed.decisions.clear();
+    observed.staged.clear();
+    observed
 }
 
 /// Why `call` is not taken over `POST /control`: a peer gets the reads its tools need —
@@ -176,6 +223,66 @@ fn not_remote(call: &Call) -> Option<String> {
 mod tests {
     use crate::protocol::{Call, Request};
     use crate::transport::endpoint::Outbound;
+
+    #[test]
+    fn a_peer_observes_only_its_own_and_its_memberships_parts() {
+        let observed: crate::protocol::Observation = serde_json::from_value(serde_json::json!({
+            "host": "edge",
+            "models": [
+                {"name": "plant", "model": "m", "retired": false, "generation": 1, "batches": 1, "serves": ["plant-ops"]},
+                {"name": "boiler", "model": "m", "retired": false, "generation": 1, "batches": 1, "serves": ["plant-ops", "utility"]},
+                {"name": "meter", "model": "m", "retired": false, "generation": 1, "batches": 1}
+            ],
+            "unacknowledged": [],
+            "routes": [
+                {"name": "ops-in", "membership": "plant-ops", "class": "ordered", "publisher": "site", "destinations": []},
+                {"name": "util-in", "membership": "utility", "class": "ordered", "publisher": "gw", "destinations": []}
+            ],
+            "grants": [
+                {"name": "g-gw", "caller": "gw", "allocated": 1, "reserved": 0, "consumed": 0, "surrendered": 0, "unknown": 0, "retired": false},
+                {"name": "g-site", "caller": "site", "allocated": 1, "reserved": 0, "consumed": 0, "surrendered": 0, "unknown": 0, "retired": false}
+            ],
+            "ledgers": [
+                {"name": "books", "accounts": [
+                    {"name": "gw-eur", "currency": "EUR", "owner": "gw"},
+                    {"name": "site-eur", "currency": "EUR", "owner": "site"}
+                ]},
+                {"name": "other", "accounts": [{"name": "x", "currency": "EUR"}]}
+            ],
+            "staged": {"map": [1, 2]}
+        }))
+        .unwrap();
+        let seen = super::for_peer(observed.clone(), "utility", "gw", 2);
+        let names = |v: Vec<&String>| v.into_iter().cloned().collect::<Vec<_>>();
+        assert_eq!(
+            names(seen.models.iter().map(|m| &m.name).collect()),
+            ["boiler"]
+        );
+        assert_eq!(
+            names(seen.routes.iter().map(|r| &r.name).collect()),
+            ["util-in"]
+        );
+        assert_eq!(
+            names(seen.grants.iter().map(|g| &g.name).collect()),
+            ["g-gw"]
+        );
+        assert_eq!(seen.ledgers.len(), 1);
+        assert_eq!(
+            names(seen.ledgers[0].accounts.iter().map(|a| &a.name).collect()),
+            ["gw-eur"]
+        );
+        assert!(seen.staged.is_empty());
+        assert_eq!(
+            (seen.host.as_str(), seen.keys.clone()),
+            ("edge", observed.keys.clone())
+        );
+        // On a host of one membership, a model naming none serves it.
+        let alone = super::for_peer(observed, "plant-ops", "site", 1);
+        assert_eq!(
+            names(alone.models.iter().map(|m| &m.name).collect()),
+            ["plant", "boiler", "meter"]
+        );
+    }
 
     #[test]
     fn over_the_transport_only_reads_a_peer_needs_are_taken() {

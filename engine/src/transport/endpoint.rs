@@ -12,6 +12,7 @@ use std::pin::Pin;
 #[derive(Debug)]
 pub struct Inbound {
     pub family: String,
+    /// For `POST /control`, which names none in its path, the certificate's.
     pub membership: String,
     pub what: String,
     /// The certified participant calling.

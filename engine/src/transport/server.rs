@@ -119,6 +119,15 @@ pub struct Routes {
 }
 
 impl Routes {
+    /// The refusal of a request in `membership` once the host left it.
+    fn left_refusal(&self, membership: &str) -> Option<Outbound> {
+        self.left
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(membership)
+            .then(|| Outbound::refused(403, format!("this host left `{membership}`")))
+    }
+
     fn find(&self, family: &str) -> Option<&Arc<dyn Endpoint>> {
         self.endpoints
             .iter()
@@ -323,8 +332,12 @@ async fn route(
     let path = request.uri().path().to_owned();
     let post = request.method() == Method::POST;
     if post && path == "/control" {
-        let peer = identity.map(|(_, p)| p.clone()).unwrap_or_default();
-        return admit(request, &routes.control, "control", "", "", peer).await;
+        // The membership is the certificate's (the path names none).
+        let (membership, peer) = identity.cloned().unwrap_or_default();
+        if let Some(refused) = routes.left_refusal(&membership) {
+            return refused;
+        }
+        return admit(request, &routes.control, "control", &membership, "", peer).await;
     }
     let mut parts = path.trim_start_matches('/').splitn(3, '/');
     let family = parts.next().unwrap_or_default();
@@ -342,13 +355,8 @@ async fn route(
         Ok(peer) => peer.to_owned(),
         Err(reason) => return Outbound::refused(403, reason),
     };
-    if routes
-        .left
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .contains(membership)
-    {
-        return Outbound::refused(403, format!("this host left `{membership}`"));
+    if let Some(refused) = routes.left_refusal(membership) {
+        return refused;
     }
     let (membership, what) = (membership.to_owned(), what.to_owned());
     admit(request, endpoint, family, &membership, &what, peer).await
