@@ -112,7 +112,9 @@ impl Endpoint for ControlEndpoint {
                 let reply = self.owned_account(&inbound.peer, ledger, account).await;
                 return Outbound::json(200, &reply);
             }
-            if matches!(call, Call::Inspect) && !self.viewers.contains(&inbound.peer) {
+            if matches!(call, Call::Inspect | Call::Storage)
+                && !self.viewers.contains(&inbound.peer)
+            {
                 return Outbound::json(
                     200,
                     &Reply::Refused {
@@ -200,7 +202,7 @@ fn for_peer(
 
 /// Why `call` is not taken over `POST /control`: a peer gets the reads its tools need —
 /// `observe` (`gridctl remote observe`, a wallet's owners), `storage` and `inspect` (a
-/// control plane's; `inspect` only from `control-viewers`, checked before) — and an
+/// control plane's: only from `control-viewers`, checked before) — and an
 /// account's owner its ledger account (handled before). Everything else acts as this
 /// host (`submit`, `acknowledge`) or reads what only its operator reads (answers,
 /// values, tags, obligations, wire counters): the control socket's only, so that a
@@ -215,7 +217,7 @@ fn not_remote(call: &Call) -> Option<String> {
         .and_then(|v| v.get("call").and_then(|c| c.as_str()).map(str::to_owned))
         .unwrap_or_default();
     Some(format!(
-        "`{name}` is taken on the host's control socket only: over POST /control this host answers `observe`, `storage`, a control plane's `inspect` and an account owner's ledger `inspect`; nothing was done"
+        "`{name}` is taken on the host's control socket only: over POST /control this host answers `observe`, a control plane's `inspect` and `storage`, and an account owner's ledger `inspect`; nothing was done"
     ))
 }
 

@@ -10,38 +10,14 @@ impl FileReader<'_> {
         let first = self.parsed.references.len();
         let issuer = self.host_ref(&mut n, "issuer", &label);
         let caller = self.host_ref(&mut n, "caller", &label);
-        let mailbox = match n.string_prop(self, "mailbox", false) {
-            Some((host, span)) => {
-                self.parsed.references.push(Reference {
-                    kind: RefKind::Host,
-                    name: host.clone(),
-                    file: self.file.clone(),
-                    span,
-                    context: format!("{label} `mailbox`"),
-                    require: None,
-                });
-                Some(host)
-            }
-            None => None,
-        };
-        let membership = n.string_prop(self, "membership", false);
+        let mailbox = self.named_ref(&mut n, "mailbox", RefKind::Host, false, &label);
+        let membership = self.named_ref(&mut n, "membership", RefKind::Membership, false, &label);
         let units = n.int_prop(self, "units", true, 1, u64::MAX as i128);
         let retired = n.bool_prop(self, "retired").unwrap_or(false);
         n.no_children(self);
         n.finish(self);
         // Every party serves Processes and shares a membership with the others: the
         // one the grant names, when it names one.
-        let membership = membership.map(|(membership, span)| {
-            self.parsed.references.push(Reference {
-                kind: RefKind::Membership,
-                name: membership.clone(),
-                file: self.file.clone(),
-                span,
-                context: format!("{label} `membership`"),
-                require: None,
-            });
-            membership
-        });
         let parties: Vec<String> = [&issuer, &caller, &mailbox]
             .into_iter()
             .flatten()

@@ -461,16 +461,29 @@ impl FileReader<'_> {
     }
 
     fn host_ref(&mut self, n: &mut NodeReader, key: &str, object: &str) -> Option<String> {
-        let (host, span) = n.string_prop(self, key, true)?;
+        self.named_ref(n, key, RefKind::Host, true, object)
+    }
+
+    /// The value of property `key` of `object`, recorded as a reference to a declared
+    /// object of `kind` (checked once every file is read).
+    fn named_ref(
+        &mut self,
+        n: &mut NodeReader,
+        key: &str,
+        kind: RefKind,
+        required: bool,
+        object: &str,
+    ) -> Option<String> {
+        let (name, span) = n.string_prop(self, key, required)?;
         self.parsed.references.push(Reference {
-            kind: RefKind::Host,
-            name: host.clone(),
+            kind,
+            name: name.clone(),
             file: self.file.clone(),
             span,
             context: format!("{object} `{key}`"),
             require: None,
         });
-        Some(host)
+        Some(name)
     }
 }
 
