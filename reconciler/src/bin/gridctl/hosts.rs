@@ -20,7 +20,9 @@ use crate::report::{Report, emit};
 #[derive(Subcommand, Debug)]
 pub enum RemoteCommand {
     /// Observe a host (`observe` over its transport), authenticated as participant
-    /// AS with its installation's certificate and key.
+    /// AS with its installation's certificate and key. The host shows AS what is its
+    /// own or the membership's (models serving it, its routes, grants issued to AS,
+    /// accounts AS owns) — everything only to a control plane of its files.
     Observe {
         /// The host to observe (its listen address is read from its installation).
         #[arg(long, value_name = "NAME")]
