@@ -311,27 +311,34 @@ pub fn peer(state: &Path, host: &str) -> Result<Peer, String> {
     })
 }
 
-/// The `run` call `gridctl process run` sends to the caller's host.
+/// The `run` call `gridctl process run` sends to the caller's host, through
+/// `membership` (`--membership`: a grant serving one membership charges only runs that
+/// reach its issuer through it; refused, nothing sent, when a host is not enrolled in
+/// it), else the first membership the hosts share.
 pub fn run_call(
     state: &Path,
     receiver: &str,
     caller: &str,
     via: Option<&str>,
+    membership: Option<&str>,
     request: grid_engine::processes::api::RunRequest,
     wait_ms: Option<u64>,
 ) -> Result<ProcessCall, String> {
     let mut hosts = vec![caller, receiver];
     hosts.extend(via);
-    let membership = common_membership(state, &hosts).ok_or_else(|| {
-        format!(
-            "{} share no enrolled membership: the transport has no identity between them",
-            hosts
-                .iter()
-                .map(|h| format!("`{h}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    })?;
+    let membership = match membership {
+        Some(m) => enrolled_in_all(state, &hosts, m)?,
+        None => common_membership(state, &hosts).ok_or_else(|| {
+            format!(
+                "{} share no enrolled membership: the transport has no identity between them",
+                hosts
+                    .iter()
+                    .map(|h| format!("`{h}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })?,
+    };
     Ok(ProcessCall::Run {
         request,
         receiver: peer(state, receiver)?,
@@ -342,34 +349,10 @@ pub fn run_call(
     })
 }
 
-/// `call` (a [`run_call`]) sent through `membership` instead of the first the hosts
-/// share (`gridctl process run --membership`): a grant serving one membership charges
-/// only runs that reach its issuer through it. Refused when a host is not enrolled
-/// in it (nothing is sent).
-pub fn through_membership(
-    state: &Path,
-    caller: &str,
-    mut call: ProcessCall,
-    membership: &str,
-) -> Result<ProcessCall, String> {
-    let ProcessCall::Run {
-        receiver,
-        via,
-        membership: chosen,
-        ..
-    } = &mut call
-    else {
-        return Ok(call);
-    };
-    let caller = caller.to_owned();
-    for host in [
-        Some(&caller),
-        Some(&receiver.name),
-        via.as_ref().map(|v| &v.name),
-    ]
-    .into_iter()
-    .flatten()
-    {
+/// `membership`, when every host in `hosts` is enrolled in it; else why not (nothing
+/// was sent).
+fn enrolled_in_all(state: &Path, hosts: &[&str], membership: &str) -> Result<String, String> {
+    for host in hosts {
         let enrolled =
             grid_engine::custody::membership::enrolled_memberships(&observe::host_dir(state, host));
         if !enrolled.iter().any(|m| m == membership) {
@@ -384,6 +367,5 @@ pub fn through_membership(
             ));
         }
     }
-    *chosen = membership.to_owned();
-    Ok(call)
+    Ok(membership.to_owned())
 }

@@ -613,7 +613,7 @@ fn wire_observation_counts_what_a_host_writes_as_client() {
         arguments: Default::default(),
     };
     let mut call =
-        grid_reconciler::processes::run_call(&state, "site", "caller", None, request, None)
+        grid_reconciler::processes::run_call(&state, "site", "caller", None, None, request, None)
             .unwrap();
     let grid_engine::processes::api::ProcessCall::Run { receiver, .. } = &mut call else {
         panic!("a run call: {call:?}");

@@ -8,7 +8,7 @@ use clap::Subcommand;
 use grid_engine::processes::api::{
     GrantView, ProcessCall, ProcessReply, RunCounts, RunOutcome, RunRequest, RunView,
 };
-use grid_reconciler::processes::{call, run_call, through_membership};
+use grid_reconciler::processes::{call, run_call};
 use serde::Serialize;
 
 use crate::Output;
@@ -247,12 +247,16 @@ pub fn process(command: ProcessCli) -> anyhow::Result<ExitCode> {
                 process,
                 arguments,
             };
-            let call_of = run_call(state, &host, &caller, via.as_deref(), request, wait_ms)
-                .and_then(|call| match &membership {
-                    Some(m) => through_membership(state, &caller, call, m),
-                    None => Ok(call),
-                })
-                .map(|call| with_mission(call, mission));
+            let call_of = run_call(
+                state,
+                &host,
+                &caller,
+                via.as_deref(),
+                membership.as_deref(),
+                request,
+                wait_ms,
+            )
+            .map(|call| with_mission(call, mission));
             let reply = match call_of.and_then(|c| call(state, &caller, c)) {
                 Ok(reply) => reply,
                 Err(reason) => {
