@@ -139,27 +139,32 @@ impl AnswerKeyspaces {
         Ok(Some((stored.command, stored.answer)))
     }
 
-    /// Everything stored, as `view` shows it: the retained answers oldest first (from
-    /// position `retained.oldest` on) and the forgotten digests — a snapshot's answers.
-    pub fn collect(
+    /// Copies everything stored, as `view` shows it, into a snapshot being written:
+    /// the retained answers oldest first (from position `retained.oldest` on, each
+    /// as stored) and the forgotten digests.
+    pub fn copy_into(
         &self,
         view: &impl Readable,
         retained: Retained,
-    ) -> Result<MemoryAnswers, String> {
-        let mut answers = MemoryAnswers::default();
+        writer: &mut super::snapshot::Writer,
+    ) -> Result<(), String> {
+        let mut copied = 0;
         for guard in view.range(&self.order, retained.oldest.to_be_bytes()..) {
             let (_, op) = guard.into_inner().map_err(|e| e.to_string())?;
-            let op = String::from_utf8(op.to_vec()).map_err(|e| e.to_string())?;
-            let (command, answer) = self.read(view, &op)?.ok_or_else(|| {
-                format!("the retained answers' order names `{op}`, which has no answer")
-            })?;
-            answers.retain(&op, &command, &answer);
+            let op = std::str::from_utf8(&op).map_err(|e| e.to_string())?;
+            let stored = view
+                .get(&self.answers, op)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| {
+                    format!("the retained answers' order names `{op}`, which has no answer")
+                })?;
+            writer.answer_json(op, &stored).map_err(|e| e.to_string())?;
+            copied += 1;
         }
-        if answers.retained() != retained.len {
+        if copied != retained.len {
             return Err(format!(
-                "{} answers are retained, {} are stored",
-                retained.len,
-                answers.retained()
+                "{} answers are retained, {copied} are stored",
+                retained.len
             ));
         }
         for guard in view.iter(&self.forgotten) {
@@ -168,34 +173,32 @@ impl AnswerKeyspaces {
                 .as_ref()
                 .try_into()
                 .map_err(|_| "a forgotten digest is not 8 bytes")?;
-            answers.insert_forgotten(u64::from_be_bytes(bytes));
+            writer
+                .forgotten(u64::from_be_bytes(bytes))
+                .map_err(|e| e.to_string())?;
         }
-        Ok(answers)
+        Ok(())
     }
 
-    /// Writes `answers` into `batch` (whose keyspaces are empty after it), positions 0,
-    /// 1, 2, … oldest first; where they then stand.
-    pub fn write(
+    /// Writes one retained answer at position `seq` into `batch` (installing a
+    /// snapshot: positions 0, 1, 2, … oldest first).
+    pub fn put(
         &self,
         batch: &mut OwnedWriteBatch,
-        answers: &MemoryAnswers,
-    ) -> Result<Retained, String> {
-        let mut len = 0;
-        for (seq, (op, command, answer)) in answers.oldest_first().enumerate() {
-            let stored = StoredAnswer {
-                seq: seq as u64,
-                command: command.clone(),
-                answer: answer.clone(),
-            };
-            let bytes = serde_json::to_vec(&stored).map_err(|e| e.to_string())?;
-            batch.insert(&self.answers, op.as_str(), bytes);
-            batch.insert(&self.order, (seq as u64).to_be_bytes(), op.as_str());
-            len += 1;
-        }
-        for digest in answers.forgotten() {
-            batch.insert(&self.forgotten, digest.to_be_bytes(), []);
-        }
-        Ok(Retained { len, oldest: 0 })
+        seq: u64,
+        op: &str,
+        command: Command,
+        answer: Answer,
+    ) -> Result<(), String> {
+        let stored = StoredAnswer {
+            seq,
+            command,
+            answer,
+        };
+        let bytes = serde_json::to_vec(&stored).map_err(|e| e.to_string())?;
+        batch.insert(&self.answers, op, bytes);
+        batch.insert(&self.order, seq.to_be_bytes(), op);
+        Ok(())
     }
 
     /// Where a store written before `sm-answer-order` existed stands, its order

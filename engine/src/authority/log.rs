@@ -18,6 +18,8 @@
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use fjall::{Database, Keyspace, PersistMode};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
@@ -35,6 +37,9 @@ pub struct LogStore {
     database: Database,
     logs: Keyspace,
     meta: Keyspace,
+    /// Bytes of entries appended since this process opened the log (the snapshot
+    /// policy's measure, `service.rs`).
+    appended: Arc<AtomicU64>,
 }
 
 fn key(index: u64) -> [u8; 8] {
@@ -57,6 +62,7 @@ impl LogStore {
             database,
             logs,
             meta,
+            appended: Arc::default(),
         })
     }
 
@@ -97,6 +103,11 @@ impl LogStore {
     /// every fsync of the log's journal also covers the state written before it).
     pub fn database(&self) -> Database {
         self.database.clone()
+    }
+
+    /// Bytes of entries appended since the log was opened.
+    pub fn appended_bytes(&self) -> u64 {
+        self.appended.load(Ordering::Relaxed)
     }
 
     /// The purged prefix's last log id, for inspection.
@@ -189,10 +200,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let mut batch = self.database.batch();
+        let mut appended = 0;
         for entry in entries {
             let bytes = serde_json::to_vec(&entry).map_err(write_err)?;
+            appended += bytes.len() as u64;
             batch.insert(&self.logs, key(entry.log_id.index), bytes);
         }
+        self.appended.fetch_add(appended, Ordering::Relaxed);
         batch.commit().map_err(write_err)?;
         let flushed = crate::metrics::fsync(|| self.database.persist(PersistMode::SyncAll))
             .map_err(|e| std::io::Error::other(e.to_string()));

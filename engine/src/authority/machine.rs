@@ -20,17 +20,18 @@
 #![allow(clippy::result_large_err)]
 
 use std::collections::BTreeMap;
-use std::io::{Cursor, Write};
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use super::answers::{AnswerKeyspaces, MemoryAnswers, Retained, StoredAnswers};
-use super::claims::{Applied, Claim, ClaimState, Claims};
+use super::answers::{AnswerKeyspaces, Answers, MemoryAnswers, Retained, StoredAnswers};
+use super::claims::{Answer, Applied, Claim, ClaimState, Claims, Command};
+use super::snapshot::{self, Heading, Sink, SnapshotData, Writer};
 use super::types::{
     Decision, Decisions, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership,
     TypeConfig,
@@ -61,62 +62,137 @@ pub struct MachineState {
     pub answers: AnswersHome,
 }
 
-/// A snapshot's claims and answers, as the file holds them.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct SnapshotClaims {
-    claims: BTreeMap<String, Claim>,
-    #[serde(flatten)]
-    answers: MemoryAnswers,
-}
-
-/// A snapshot's state, as the file holds it.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// A snapshot read whole into memory (a voter without a database; the tests).
+#[derive(Debug, Clone, Default, Serialize)]
 struct SnapshotState {
     last_applied: Option<LogId>,
     last_membership: StoredMembership,
-    claims: SnapshotClaims,
+    claims: BTreeMap<String, Claim>,
+    answers: MemoryAnswers,
 }
 
-/// A snapshot file: its meta and the state it captured.
-#[derive(Serialize, Deserialize)]
-struct SnapshotFile {
-    meta: SnapshotMeta,
-    state: SnapshotState,
+impl Sink for SnapshotState {
+    fn claim(&mut self, claim: Claim) -> Result<(), String> {
+        self.claims.insert(claim.name.clone(), claim);
+        Ok(())
+    }
+
+    fn answer(&mut self, op: String, command: Command, answer: Answer) -> Result<(), String> {
+        self.answers.retain(&op, &command, &answer);
+        Ok(())
+    }
+
+    fn forgotten(&mut self, digest: u64) -> Result<(), String> {
+        self.answers.insert_forgotten(digest);
+        Ok(())
+    }
 }
 
 impl SnapshotState {
-    /// What a snapshot of `state` holds, its answers being `answers`.
-    fn of(state: &MachineState, answers: MemoryAnswers) -> SnapshotState {
-        SnapshotState {
-            last_applied: state.last_applied,
-            last_membership: state.last_membership.clone(),
-            claims: SnapshotClaims {
-                claims: state
-                    .claims
-                    .all()
-                    .map(|c| (c.name.clone(), c.clone()))
-                    .collect(),
-                answers,
-            },
-        }
+    /// The snapshot in `data`, read whole.
+    fn read(data: &SnapshotData) -> Result<(Heading, SnapshotState), String> {
+        let mut state = SnapshotState::default();
+        let heading = snapshot::read(data, &mut state)?;
+        state.last_applied = heading.last_applied;
+        state.last_membership = heading.last_membership.clone();
+        Ok((heading, state))
     }
 
     fn in_memory(self) -> MachineState {
         MachineState {
             last_applied: self.last_applied,
             last_membership: self.last_membership,
-            claims: Claims::from_claims(self.claims.claims.into_values()),
-            answers: AnswersHome::Memory(self.claims.answers),
+            claims: Claims::from_claims(self.claims.into_values()),
+            answers: AnswersHome::Memory(self.answers),
         }
     }
+}
 
-    /// The state in memory once a database holds this snapshot: the held claims, the
-    /// answers where `retained` says.
-    fn in_store(self, retained: Retained) -> MachineState {
-        let mut state = self.in_memory();
-        state.claims.evict_released();
-        state.answers = AnswersHome::Stored(retained);
-        state
+/// A snapshot being installed into a store as it is read: everything stored before
+/// removed, then the snapshot's records, all in one batch committed at the end — a
+/// stop part-way leaves the store as it was.
+struct Installing<'a> {
+    store: &'a Store,
+    batch: fjall::OwnedWriteBatch,
+    held: Vec<Claim>,
+    released: u64,
+    answers: u64,
+}
+
+impl<'a> Installing<'a> {
+    fn new(store: &'a Store) -> Result<Installing<'a>, String> {
+        let mut batch = store.database.batch();
+        for keyspace in [
+            &store.claims,
+            &store.held,
+            &store.answers.answers,
+            &store.answers.order,
+            &store.answers.forgotten,
+            &store.meta,
+        ] {
+            for guard in keyspace.iter() {
+                batch.remove(keyspace, guard.key().map_err(|e| e.to_string())?);
+            }
+        }
+        Ok(Installing {
+            store,
+            batch,
+            held: Vec::new(),
+            released: 0,
+            answers: 0,
+        })
+    }
+
+    /// Commits the snapshot read, durably; the state in memory it leaves: the held
+    /// claims, the answers where the store holds them.
+    fn commit(mut self, heading: &Heading) -> Result<MachineState, StorageError> {
+        let retained = Retained {
+            len: self.answers,
+            oldest: 0,
+        };
+        self.store.put_meta(
+            &mut self.batch,
+            heading.last_applied,
+            &heading.last_membership,
+            retained,
+            self.released,
+        )?;
+        self.batch.commit().map_err(store_err)?;
+        self.store
+            .database
+            .persist(fjall::PersistMode::SyncAll)
+            .map_err(store_err)?;
+        Ok(MachineState {
+            last_applied: heading.last_applied,
+            last_membership: heading.last_membership.clone(),
+            claims: Claims::from_parts(self.held, self.released),
+            answers: AnswersHome::Stored(retained),
+        })
+    }
+}
+
+impl Sink for Installing<'_> {
+    fn claim(&mut self, claim: Claim) -> Result<(), String> {
+        self.store.put_claim(&mut self.batch, &claim)?;
+        match claim.state {
+            ClaimState::Held => self.held.push(claim),
+            ClaimState::Released => self.released += 1,
+        }
+        Ok(())
+    }
+
+    fn answer(&mut self, op: String, command: Command, answer: Answer) -> Result<(), String> {
+        self.store
+            .answers
+            .put(&mut self.batch, self.answers, &op, command, answer)?;
+        self.answers += 1;
+        Ok(())
+    }
+
+    fn forgotten(&mut self, digest: u64) -> Result<(), String> {
+        self.batch
+            .insert(&self.store.answers.forgotten, digest.to_be_bytes(), []);
+        Ok(())
     }
 }
 
@@ -278,45 +354,6 @@ impl Store {
         Ok(())
     }
 
-    /// Replaces everything stored with `state` (installing a snapshot), durably; where
-    /// the answers then stand.
-    fn replace(&self, state: &SnapshotState) -> Result<Retained, StorageError> {
-        let mut batch = self.database.batch();
-        for keyspace in [
-            &self.claims,
-            &self.held,
-            &self.answers.answers,
-            &self.answers.order,
-            &self.answers.forgotten,
-            &self.meta,
-        ] {
-            for guard in keyspace.iter() {
-                batch.remove(keyspace, guard.key().map_err(store_err)?);
-            }
-        }
-        let mut released = 0;
-        for claim in state.claims.claims.values() {
-            self.put_claim(&mut batch, claim).map_err(store_err)?;
-            released += u64::from(claim.state == ClaimState::Released);
-        }
-        let retained = self
-            .answers
-            .write(&mut batch, &state.claims.answers)
-            .map_err(store_err)?;
-        self.put_meta(
-            &mut batch,
-            state.last_applied,
-            &state.last_membership,
-            retained,
-            released,
-        )?;
-        batch.commit().map_err(store_err)?;
-        self.database
-            .persist(fjall::PersistMode::SyncAll)
-            .map_err(store_err)?;
-        Ok(retained)
-    }
-
     fn put_meta(
         &self,
         batch: &mut fjall::OwnedWriteBatch,
@@ -348,22 +385,19 @@ impl Store {
         Ok(())
     }
 
-    /// The whole state as a snapshot holds it, read from `view` (a snapshot of the
-    /// database taken with `state`).
-    fn snapshot_state(
+    /// Writes the whole state as `view` (a snapshot of the database) shows it into
+    /// `writer`: every claim and the answers as stored, copied without decoding.
+    fn write_snapshot(
         &self,
         view: &fjall::Snapshot,
-        state: &MachineState,
         retained: Retained,
-    ) -> Result<SnapshotState, String> {
-        let mut whole = SnapshotState::of(state, self.answers.collect(view, retained)?);
-        // Every claim, as the view holds it (the released ones are not in memory).
+        writer: &mut Writer,
+    ) -> Result<(), String> {
         for guard in fjall::Readable::iter(view, &self.claims) {
             let (_, v) = guard.into_inner().map_err(|e| e.to_string())?;
-            let claim = json::<Claim>(&v)?;
-            whole.claims.claims.insert(claim.name.clone(), claim);
+            writer.claim_json(&v).map_err(|e| e.to_string())?;
         }
-        Ok(whole)
+        self.answers.copy_into(view, retained, writer)
     }
 }
 
@@ -434,17 +468,18 @@ impl Machine {
         let state = match (stored, generations(snapshots)?.last()) {
             (Some(state), _) => state,
             (None, Some((_, path))) => {
-                let file: SnapshotFile = serde_json::from_slice(&std::fs::read(path)?)
-                    .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
+                let refused = |e: String| std::io::Error::other(format!("{}: {e}", path.display()));
+                let data = SnapshotData::open(path)?;
                 match &store {
                     // A database that holds nothing yet takes the snapshot's state.
                     Some(store) => {
-                        let retained = store
-                            .replace(&file.state)
-                            .map_err(|e| std::io::Error::other(e.to_string()))?;
-                        file.state.in_store(retained)
+                        let mut installing = Installing::new(store).map_err(refused)?;
+                        let heading = snapshot::read(&data, &mut installing).map_err(refused)?;
+                        installing
+                            .commit(&heading)
+                            .map_err(|e| refused(e.to_string()))?
                     }
-                    None => file.state.in_memory(),
+                    None => SnapshotState::read(&data).map_err(refused)?.1.in_memory(),
                 }
             }
             (None, None) => MachineState {
@@ -488,6 +523,14 @@ impl Machine {
             .collect()
     }
 
+    /// The newest snapshot file's size in bytes (0: none).
+    pub fn snapshot_bytes(&self) -> u64 {
+        generations(&self.snapshots)
+            .ok()
+            .and_then(|g| g.last().and_then(|(_, p)| std::fs::metadata(p).ok()))
+            .map_or(0, |m| m.len())
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, MachineState> {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
@@ -496,25 +539,27 @@ impl Machine {
         self.state.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Writes a snapshot file durably, then deletes every older generation.
-    fn persist(&self, meta: &SnapshotMeta, bytes: &[u8]) -> Result<(), StorageError> {
+    /// A new temporary file's path in the snapshots directory (`*.tmp`: removed at
+    /// the next open if it is never kept).
+    fn temporary(&self, what: &str) -> PathBuf {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.snapshots
+            .join(format!("{what}-{}-{n}.tmp", std::process::id()))
+    }
+
+    /// Keeps the complete, fsynced snapshot file `temporary` (in the snapshots
+    /// directory) as the newest generation: renamed into place, the directory
+    /// fsynced, then every older generation deleted. Its path.
+    fn keep(&self, meta: &SnapshotMeta, temporary: &Path) -> Result<PathBuf, StorageError> {
         let generation = generations(&self.snapshots)
             .map_err(snapshot_err)?
             .last()
             .map_or(1, |(g, _)| g + 1);
         let last = meta.last_log_id.map_or(0, |l| l.index);
         let name = format!("{generation:012}-{last}");
-        let temporary = self.snapshots.join(format!("{name}.tmp"));
         let path = self.snapshots.join(format!("{name}.{SNAPSHOT_EXTENSION}"));
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temporary)
-            .map_err(snapshot_err)?;
-        file.write_all(bytes).map_err(snapshot_err)?;
-        file.sync_all().map_err(snapshot_err)?;
-        std::fs::rename(&temporary, &path).map_err(snapshot_err)?;
+        std::fs::rename(temporary, &path).map_err(snapshot_err)?;
         std::fs::File::open(&self.snapshots)
             .and_then(|d| d.sync_all())
             .map_err(snapshot_err)?;
@@ -523,15 +568,21 @@ impl Machine {
                 std::fs::remove_file(old).map_err(snapshot_err)?;
             }
         }
-        Ok(())
+        Ok(path)
     }
 
-    fn encode(meta: &SnapshotMeta, state: SnapshotState) -> Result<Vec<u8>, StorageError> {
-        serde_json::to_vec(&SnapshotFile {
-            meta: meta.clone(),
-            state,
-        })
-        .map_err(snapshot_err)
+    /// A snapshot received whole (`bytes`), written to a temporary file and fsynced,
+    /// for `install_snapshot` to read and keep.
+    pub fn receive(&self, bytes: &[u8]) -> std::io::Result<SnapshotData> {
+        let path = self.temporary("receiving");
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        SnapshotData::open(&path)
     }
 
     /// The claim `name` as this voter has applied it: from memory, or (a released one)
@@ -582,7 +633,7 @@ impl RaftSnapshotBuilder<TypeConfig> for Machine {
             .map_err(store_err)?;
         }
         let machine = self.clone();
-        let (meta, bytes) = tokio::task::spawn_blocking(move || {
+        let (meta, data) = tokio::task::spawn_blocking(move || {
             let meta = SnapshotMeta {
                 last_log_id: state.last_applied,
                 last_membership: state.last_membership.clone(),
@@ -592,19 +643,33 @@ impl RaftSnapshotBuilder<TypeConfig> for Machine {
                     state.last_applied.map_or(0, |l| l.index)
                 ),
             };
-            let whole = match (&state.answers, &machine.store, &view) {
-                (AnswersHome::Stored(retained), Some(store), Some(view)) => store
-                    .snapshot_state(view, &state, *retained)
-                    .map_err(|e| snapshot_err(std::io::Error::other(e)))?,
-                (AnswersHome::Memory(answers), ..) => SnapshotState::of(&state, answers.clone()),
-                _ => {
-                    return Err(snapshot_err(std::io::Error::other(
-                        "stored answers without a database",
-                    )));
-                }
+            // Written as it is read: no whole snapshot in memory.
+            let temporary = machine.temporary("building");
+            let heading = Heading {
+                meta: meta.clone(),
+                last_applied: state.last_applied,
+                last_membership: state.last_membership.clone(),
             };
-            let bytes = Machine::encode(&meta, whole)?;
-            machine.persist(&meta, &bytes)?;
+            let write = || {
+                let mut writer = Writer::create(&temporary, &heading).map_err(|e| e.to_string())?;
+                match (&state.answers, &machine.store, &view) {
+                    (AnswersHome::Stored(retained), Some(store), Some(view)) => {
+                        store.write_snapshot(view, *retained, &mut writer)
+                    }
+                    (AnswersHome::Memory(answers), ..) => {
+                        write_memory(&state, answers, &mut writer)
+                    }
+                    _ => Err("stored answers without a database".to_owned()),
+                }?;
+                writer.finish().map_err(|e| e.to_string())
+            };
+            if let Err(e) = write() {
+                // No half-written file is left to fill the disk.
+                let _ = std::fs::remove_file(&temporary);
+                return Err(snapshot_err(std::io::Error::other(e)));
+            }
+            let path = machine.keep(&meta, &temporary)?;
+            let data = SnapshotData::open(&path).map_err(snapshot_err)?;
             // The bucket's copy is not what the log's purge relies on (the file is):
             // a put that fails is shown by `inspect authority` and made again when a
             // voter needs this snapshot.
@@ -612,19 +677,42 @@ impl RaftSnapshotBuilder<TypeConfig> for Machine {
                 let (term, index) = meta
                     .last_log_id
                     .map_or((0, 0), |l| (l.leader_id.term, l.index));
-                if let Err(e) = remote.put(term, index, &bytes) {
+                let put = data
+                    .bytes()
+                    .map_err(|e| e.to_string())
+                    .and_then(|bytes| remote.put(term, index, &bytes));
+                if let Err(e) = put {
                     tracing::warn!(error = e, "authority snapshot not put in its store");
                 }
             }
-            Ok::<_, StorageError>((meta, bytes))
+            Ok::<_, StorageError>((meta, data))
         })
         .await
         .map_err(snapshot_err)??;
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(bytes)),
+            snapshot: Box::new(data),
         })
     }
+}
+
+/// Writes a voter's state held in memory (no database) into `writer`.
+fn write_memory(
+    state: &MachineState,
+    answers: &MemoryAnswers,
+    writer: &mut Writer,
+) -> Result<(), String> {
+    let io = |e: std::io::Error| e.to_string();
+    for claim in state.claims.all() {
+        writer.claim(claim).map_err(io)?;
+    }
+    for (op, command, answer) in answers.oldest_first() {
+        writer.answer(op, command, answer).map_err(io)?;
+    }
+    for digest in answers.forgotten() {
+        writer.forgotten(digest).map_err(io)?;
+    }
+    Ok(())
 }
 
 impl RaftStateMachine<TypeConfig> for Machine {
@@ -728,14 +816,17 @@ impl RaftStateMachine<TypeConfig> for Machine {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<SnapshotData>, StorageError> {
+        // Snapshots arrive whole (`full_snapshot`, `Machine::receive`); openraft's
+        // chunked path is not used. An empty file, should it ever be asked for.
+        let data = self.receive(&[]).map_err(snapshot_err)?;
+        Ok(Box::new(data))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<SnapshotData>,
     ) -> Result<(), StorageError> {
         match self.install_failpoint {
             Some(crate::store::failpoints::Action::Slow) => {
@@ -747,20 +838,48 @@ impl RaftStateMachine<TypeConfig> for Machine {
             }
             _ => {}
         }
-        let bytes = snapshot.into_inner();
-        let file: SnapshotFile = serde_json::from_slice(&bytes).map_err(read_snapshot_err)?;
-        if file.meta.last_log_id != meta.last_log_id {
-            return Err(read_snapshot_err(std::io::Error::other(
-                "the snapshot's contents do not match its meta",
-            )));
-        }
-        self.persist(meta, &bytes)?;
-        let state = match &self.store {
-            Some(store) => {
-                let retained = store.replace(&file.state)?;
-                file.state.in_store(retained)
+        let machine = self.clone();
+        let meta = meta.clone();
+        let received = snapshot.path.clone();
+        // Read (and so checked) whole before anything is kept or replaced; a store
+        // takes it in one batch.
+        let installed = tokio::task::spawn_blocking(move || {
+            let refused = |e: String| read_snapshot_err(std::io::Error::other(e));
+            let matches = |heading: &Heading| {
+                if heading.meta.last_log_id != meta.last_log_id {
+                    return Err(refused(
+                        "the snapshot's contents do not match its meta".to_owned(),
+                    ));
+                }
+                Ok(())
+            };
+            match &machine.store {
+                Some(store) => {
+                    let mut installing = Installing::new(store).map_err(refused)?;
+                    let heading = snapshot::read(&snapshot, &mut installing).map_err(refused)?;
+                    matches(&heading)?;
+                    machine.keep(&meta, &snapshot.path)?;
+                    installing.commit(&heading)
+                }
+                None => {
+                    let (heading, state) = SnapshotState::read(&snapshot).map_err(refused)?;
+                    matches(&heading)?;
+                    machine.keep(&meta, &snapshot.path)?;
+                    Ok(state.in_memory())
+                }
             }
-            None => file.state.in_memory(),
+        })
+        .await
+        .map_err(snapshot_err)?;
+        let state = match installed {
+            Ok(state) => state,
+            Err(e) => {
+                // A refused snapshot's file is not kept (openraft sends it again).
+                if received.extension().is_some_and(|x| x == "tmp") {
+                    let _ = std::fs::remove_file(&received);
+                }
+                return Err(e);
+            }
         };
         *self.write() = state;
         self.installed
@@ -775,11 +894,13 @@ impl RaftStateMachine<TypeConfig> for Machine {
         else {
             return Ok(None);
         };
-        let bytes = std::fs::read(&path).map_err(read_snapshot_err)?;
-        let file: SnapshotFile = serde_json::from_slice(&bytes).map_err(read_snapshot_err)?;
+        let data = SnapshotData::open(&path).map_err(read_snapshot_err)?;
+        let heading = snapshot::heading(&data).map_err(|e| {
+            read_snapshot_err(std::io::Error::other(format!("{}: {e}", path.display())))
+        })?;
         Ok(Some(Snapshot {
-            meta: file.meta,
-            snapshot: Box::new(Cursor::new(bytes)),
+            meta: heading.meta,
+            snapshot: Box::new(data),
         }))
     }
 }

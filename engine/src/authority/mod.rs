@@ -7,6 +7,7 @@
 //! - `types`: the openraft type configuration;
 //! - `log`: the log and hard state in fjall, fsynced (group commit);
 //! - `machine`: the state machine and its snapshot files;
+//! - `snapshot`: a snapshot file's format, written and read a line at a time;
 //! - `network`: Raft messages to other voters over the mutual-TLS transport;
 //! - `api`: its wire types (calls, replies, claim commands, a voter's status);
 //! - `service`: a running authority — opening and dispatching calls in `service.rs`,
@@ -23,6 +24,7 @@ pub mod machine;
 pub mod network;
 pub mod remote;
 pub mod service;
+pub mod snapshot;
 pub mod types;
 
 #[cfg(test)]

@@ -143,8 +143,17 @@ impl RaftNetwork<TypeConfig> for Connection {
             .map_err(|e| StreamingError::Unreachable(Unreachable::new(&e)))?;
         let header = serde_json::to_string(&(vote, &snapshot.meta))
             .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
-        let bytes = snapshot.snapshot.into_inner();
         let mut cancel = std::pin::pin!(cancel);
+        // The file travels in one body (read here; a voter builds it without holding
+        // it whole).
+        let data = *snapshot.snapshot;
+        let read = tokio::task::spawn_blocking(move || data.bytes());
+        let bytes = tokio::select! {
+            closed = &mut cancel => return Err(StreamingError::Closed(closed)),
+            read = read => read,
+        }
+        .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?
+        .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
         let (path, bytes) = match &self.remote {
             None => (format!("/raft/{}/snapshot", self.membership), bytes),
             Some(remote) => {

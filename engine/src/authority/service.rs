@@ -46,9 +46,12 @@ pub const BARRIER_TIMEOUT: Duration = Duration::from_secs(3);
 pub const VOTER_CATCH_UP_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long an explicit snapshot may take.
 pub const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(60);
-/// A snapshot is built after this many entries since the last one (then the log
-/// prefix it covers is purged).
+/// A snapshot is built once this many entries were applied since the last one, and
+/// as many log bytes appended as the last snapshot holds (`members::snapshot_policy`;
+/// then the log prefix it covers is purged).
 pub const SNAPSHOT_LOGS_SINCE_LAST: u64 = 5_000;
+/// How often the snapshot policy looks at the log.
+pub const SNAPSHOT_POLICY_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The authority of one membership on this host.
 pub struct Authority {
@@ -137,7 +140,8 @@ impl Authority {
             election_timeout_min: ELECTION_TIMEOUT_MS_MIN,
             election_timeout_max: ELECTION_TIMEOUT_MS_MAX,
             install_snapshot_timeout: SNAPSHOT_TIMEOUT.as_millis() as u64,
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_LOGS_SINCE_LAST),
+            // Taken by `members::snapshot_policy`, which also weighs the bytes.
+            snapshot_policy: SnapshotPolicy::Never,
             max_in_snapshot_log_to_keep: 0,
             purge_batch_size: 1,
             ..Default::default()
@@ -183,6 +187,9 @@ impl Authority {
         authority
             .runtime
             .spawn(batch_loop(Arc::downgrade(&authority), queue));
+        authority
+            .runtime
+            .spawn(members::snapshot_policy(Arc::downgrade(&authority)));
         Ok(authority)
     }
 

@@ -1,8 +1,6 @@
 //! The authority's openraft type configuration: what a log entry carries, what
 //! applying it answers, and how voters are named.
 
-use std::io::Cursor;
-
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -15,7 +13,7 @@ openraft::declare_raft_types!(
         R = Decisions,
         NodeId = u64,
         Node = Voter,
-        SnapshotData = Cursor<Vec<u8>>,
+        SnapshotData = super::snapshot::SnapshotData,
 );
 
 pub type Raft = openraft::Raft<TypeConfig>;

@@ -230,8 +230,8 @@ fn stored_answers_decide_as_answers_in_memory() {
     // The snapshots of both hold the same state.
     let snapshot = |machine: &mut Machine| {
         let built = runtime.block_on(machine.build_snapshot()).unwrap();
-        let file: SnapshotFile = serde_json::from_slice(built.snapshot.get_ref()).unwrap();
-        serde_json::to_string(&file.state).unwrap()
+        let (_, state) = SnapshotState::read(&built.snapshot).unwrap();
+        serde_json::to_string(&state).unwrap()
     };
     let from_memory = snapshot(&mut memory);
     assert_eq!(snapshot(&mut stored), from_memory);
@@ -348,11 +348,8 @@ fn released_claims_are_kept_in_the_database_not_in_memory() {
     // A snapshot holds every claim; a voter installing it keeps the released one on
     // disk and decides from it.
     let built = runtime.block_on(machine.build_snapshot()).unwrap();
-    let file: SnapshotFile = serde_json::from_slice(built.snapshot.get_ref()).unwrap();
-    assert_eq!(
-        file.state.claims.claims.keys().collect::<Vec<_>>(),
-        ["x", "y"]
-    );
+    let (_, state) = SnapshotState::read(&built.snapshot).unwrap();
+    assert_eq!(state.claims.keys().collect::<Vec<_>>(), ["x", "y"]);
     let other = crate::authority::log::LogStore::open(&dir.join("other-log")).unwrap();
     let mut third = retaining(&dir.join("third"), Some(&other), 16);
     runtime
@@ -373,5 +370,63 @@ fn released_claims_are_kept_in_the_database_not_in_memory() {
     assert_eq!(in_memory(&machine), (vec!["y".to_owned()], 2, 1));
     assert_eq!(store.held.iter().count(), 1);
     drop((machine, third, store, database, other));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A snapshot received cut short or changed is refused whole: the installing voter's
+/// state, files and store stay as they were, and the received file is not kept; the
+/// same snapshot received whole installs.
+#[test]
+fn a_damaged_snapshot_is_refused_and_changes_nothing() {
+    let held = |machine: &Machine| {
+        let state = machine.read();
+        let names = state
+            .claims
+            .all()
+            .map(|c| c.name.clone())
+            .collect::<Vec<_>>();
+        (names, state.claims.len(), state.claims.elsewhere())
+    };
+    let dir = scratch("damaged");
+    let runtime = runtime();
+    let database = crate::authority::log::LogStore::open(&dir.join("log")).unwrap();
+    let mut machine = retaining(&dir.join("snapshots"), Some(&database), 2);
+    runtime
+        .block_on(machine.apply(vec![
+            entry(1, "a1", "x"),
+            entry(2, "a2", "y"),
+            release(3, "r1", "x"),
+            entry(4, "a3", "z"),
+        ]))
+        .unwrap();
+    let built = runtime.block_on(machine.build_snapshot()).unwrap();
+    let whole = built.snapshot.bytes().unwrap();
+    let other = crate::authority::log::LogStore::open(&dir.join("other-log")).unwrap();
+    let mut third = retaining(&dir.join("third"), Some(&other), 2);
+    runtime
+        .block_on(third.apply(vec![entry(1, "b1", "w")]))
+        .unwrap();
+    let mut changed = whole.clone();
+    let at = changed.len() / 2;
+    changed[at] ^= 0x20;
+    for damaged in [&whole[..whole.len() - 3], &changed[..]] {
+        let data = third.receive(damaged).unwrap();
+        let refused = runtime
+            .block_on(third.install_snapshot(&built.meta, Box::new(data)))
+            .expect_err("a damaged snapshot is refused");
+        assert!(refused.to_string().contains("line "), "{refused}");
+        assert_eq!(held(&third), (vec!["w".to_owned()], 1, 0));
+        assert!(third.answer("b1").is_some() && third.answer("a1").is_none());
+        assert_eq!(third.snapshot_files(), Vec::<String>::new());
+        assert_eq!(std::fs::read_dir(dir.join("third")).unwrap().count(), 0);
+    }
+    let data = third.receive(&whole).unwrap();
+    runtime
+        .block_on(third.install_snapshot(&built.meta, Box::new(data)))
+        .unwrap();
+    assert_eq!(held(&third), (vec!["y".to_owned(), "z".to_owned()], 3, 1));
+    assert!(third.answer("b1").is_none() && third.answer("a3").is_some());
+    assert_eq!(third.snapshot_files().len(), 1);
+    drop((machine, third, database, other));
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,5 +1,5 @@
 //! The group's membership: bootstrap, voters (learner catch-up, then promotion),
-//! learners, removal; and explicit snapshots.
+//! learners, removal; explicit snapshots, and the policy that takes the others.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -193,5 +193,95 @@ impl Authority {
                 reason: e.to_string(),
             },
         }
+    }
+}
+
+/// When to take a snapshot: once the log since the last one is long in entries and
+/// in bytes — at least `SNAPSHOT_LOGS_SINCE_LAST` entries applied, and at least as
+/// many bytes appended as the last snapshot file holds. So building snapshots costs at
+/// most about what writing the log did, however many answers, claims and forgotten
+/// ids a snapshot carries, and the log kept between two is about one snapshot's size
+/// at most.
+#[derive(Debug, Default)]
+pub(super) struct SnapshotPolicy {
+    /// The last snapshot's index as last seen, and the log bytes appended then.
+    snapshot: Option<u64>,
+    appended: u64,
+}
+
+impl SnapshotPolicy {
+    /// Whether a snapshot is due: `applied` the last applied index, `snapshot` the
+    /// last snapshot's, `appended` the log bytes appended so far, `snapshot_bytes`
+    /// the last snapshot file's size.
+    pub(super) fn due(
+        &mut self,
+        applied: u64,
+        snapshot: Option<u64>,
+        appended: u64,
+        snapshot_bytes: u64,
+    ) -> bool {
+        if snapshot != self.snapshot {
+            self.snapshot = snapshot;
+            self.appended = appended;
+        }
+        applied.saturating_sub(snapshot.unwrap_or(0)) >= super::SNAPSHOT_LOGS_SINCE_LAST
+            && appended.saturating_sub(self.appended) >= snapshot_bytes
+    }
+}
+
+/// Triggers the snapshots [`SnapshotPolicy`] finds due, looking every
+/// `SNAPSHOT_POLICY_INTERVAL`, until the authority is dropped.
+pub(super) async fn snapshot_policy(authority: std::sync::Weak<Authority>) {
+    let mut policy = SnapshotPolicy::default();
+    loop {
+        tokio::time::sleep(super::SNAPSHOT_POLICY_INTERVAL).await;
+        let Some(authority) = authority.upgrade() else {
+            return;
+        };
+        let (applied, snapshot) = {
+            let metrics = authority.raft.metrics();
+            let m = metrics.borrow();
+            (
+                m.last_applied.map_or(0, |l| l.index),
+                m.snapshot.map(|l| l.index),
+            )
+        };
+        let appended = authority.log.appended_bytes();
+        if policy.due(
+            applied,
+            snapshot,
+            appended,
+            authority.machine.snapshot_bytes(),
+        ) && let Err(e) = authority.raft.trigger().snapshot().await
+        {
+            tracing::warn!(membership = %authority.membership, error = %e, "authority snapshot not triggered");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::SNAPSHOT_LOGS_SINCE_LAST as ENTRIES;
+    use super::SnapshotPolicy;
+
+    #[test]
+    fn a_snapshot_is_due_when_the_log_is_long_in_entries_and_in_bytes() {
+        let mut policy = SnapshotPolicy::default();
+        // No snapshot yet, a small state: entries decide.
+        assert!(!policy.due(ENTRIES - 1, None, 10_000, 0));
+        assert!(policy.due(ENTRIES, None, 10_000, 0));
+        // A snapshot at 5,000 of 1 MB; 10 kB appended so far.
+        assert!(!policy.due(ENTRIES + 10, Some(ENTRIES), 10_000, 1_000_000));
+        // Entries enough, bytes not: the log since it is far smaller than it.
+        assert!(!policy.due(3 * ENTRIES, Some(ENTRIES), 500_000, 1_000_000));
+        // Bytes since the snapshot reach its size.
+        assert!(policy.due(3 * ENTRIES, Some(ENTRIES), 1_010_000, 1_000_000));
+        // Bytes enough, entries not (a new snapshot was taken meanwhile): the mark
+        // moves to the bytes appended when the new snapshot was first seen.
+        assert!(!policy.due(3 * ENTRIES + 1, Some(3 * ENTRIES), 1_020_000, 100));
+        assert!(!policy.due(4 * ENTRIES - 1, Some(3 * ENTRIES), 9_000_000, 100));
+        assert!(policy.due(4 * ENTRIES, Some(3 * ENTRIES), 9_000_000, 100));
+        // A trigger that built nothing (the snapshot did not move) stays due.
+        assert!(policy.due(4 * ENTRIES + 1, Some(3 * ENTRIES), 9_000_001, 100));
     }
 }

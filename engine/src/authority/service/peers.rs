@@ -1,7 +1,6 @@
 //! The other voters: their clients, forwarding a call to the leader, and the Raft
 //! messages they send here.
 
-use std::io::Cursor;
 use std::time::Duration;
 
 use openraft::ServerState;
@@ -103,9 +102,10 @@ impl Authority {
                     crate::authority::types::Vote,
                     crate::authority::types::SnapshotMeta,
                 ) = serde_json::from_str(header).map_err(|e| e.to_string())?;
+                let data = self.machine.receive(body).map_err(|e| e.to_string())?;
                 let snapshot = crate::authority::types::Snapshot {
                     meta,
-                    snapshot: Box::new(Cursor::new(body.to_vec())),
+                    snapshot: Box::new(data),
                 };
                 encode(&self.raft.install_full_snapshot(vote, snapshot).await)
             }
@@ -126,9 +126,10 @@ impl Authority {
                 let bytes = tokio::task::spawn_blocking(move || remote.fetch(&reference))
                     .await
                     .map_err(|e| e.to_string())??;
+                let data = self.machine.receive(&bytes).map_err(|e| e.to_string())?;
                 let snapshot = crate::authority::types::Snapshot {
                     meta,
-                    snapshot: Box::new(Cursor::new(bytes)),
+                    snapshot: Box::new(data),
                 };
                 encode(&self.raft.install_full_snapshot(vote, snapshot).await)
             }
