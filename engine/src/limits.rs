@@ -247,6 +247,9 @@ pub const PEER_REPLY_BYTES_MAX: usize = 64 * 1024 * 1024;
 pub const ANSWERS_RETAINED_MAX: usize = 1_000_000;
 /// The longest claim name, in bytes.
 pub const CLAIM_NAME_LENGTH_MAX: usize = 256;
+/// Records (claims, answers, digests, removals) an authority writes per batch while
+/// installing a snapshot (so an install holds at most this many in memory).
+pub const SNAPSHOT_INSTALL_BATCH_RECORDS_MAX: usize = 10_000;
 /// How long a start of a host whose store is fenced at an authority (`storage
 /// authority="M"`, docs/transfer.md) waits for the authority's voters to confirm the
 /// claim `store:HOST` before it refuses to start (nothing served meanwhile): long

@@ -19,7 +19,6 @@
 // openraft's storage traits fix the error type (`StorageError`, ~224 bytes).
 #![allow(clippy::result_large_err)]
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -27,11 +26,11 @@ use std::sync::{Arc, RwLock};
 
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
-use serde::Serialize;
 
-use super::answers::{AnswerKeyspaces, Answers, MemoryAnswers, Retained, StoredAnswers};
-use super::claims::{Answer, Applied, Claim, ClaimState, Claims, Command};
-use super::snapshot::{self, Heading, Sink, SnapshotData, Writer};
+use super::answers::{AnswerKeyspaces, MemoryAnswers, Retained, StoredAnswers};
+use super::claims::{Applied, Claim, ClaimState, Claims};
+use super::snapshot::{self, Heading, SnapshotData, Writer};
+
 use super::types::{
     Decision, Decisions, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership,
     TypeConfig,
@@ -62,139 +61,8 @@ pub struct MachineState {
     pub answers: AnswersHome,
 }
 
-/// A snapshot read whole into memory (a voter without a database; the tests).
-#[derive(Debug, Clone, Default, Serialize)]
-struct SnapshotState {
-    last_applied: Option<LogId>,
-    last_membership: StoredMembership,
-    claims: BTreeMap<String, Claim>,
-    answers: MemoryAnswers,
-}
-
-impl Sink for SnapshotState {
-    fn claim(&mut self, claim: Claim) -> Result<(), String> {
-        self.claims.insert(claim.name.clone(), claim);
-        Ok(())
-    }
-
-    fn answer(&mut self, op: String, command: Command, answer: Answer) -> Result<(), String> {
-        self.answers.retain(&op, &command, &answer);
-        Ok(())
-    }
-
-    fn forgotten(&mut self, digest: u64) -> Result<(), String> {
-        self.answers.insert_forgotten(digest);
-        Ok(())
-    }
-}
-
-impl SnapshotState {
-    /// The snapshot in `data`, read whole.
-    fn read(data: &SnapshotData) -> Result<(Heading, SnapshotState), String> {
-        let mut state = SnapshotState::default();
-        let heading = snapshot::read(data, &mut state)?;
-        state.last_applied = heading.last_applied;
-        state.last_membership = heading.last_membership.clone();
-        Ok((heading, state))
-    }
-
-    fn in_memory(self) -> MachineState {
-        MachineState {
-            last_applied: self.last_applied,
-            last_membership: self.last_membership,
-            claims: Claims::from_claims(self.claims.into_values()),
-            answers: AnswersHome::Memory(self.answers),
-        }
-    }
-}
-
-/// A snapshot being installed into a store as it is read: everything stored before
-/// removed, then the snapshot's records, all in one batch committed at the end — a
-/// stop part-way leaves the store as it was.
-struct Installing<'a> {
-    store: &'a Store,
-    batch: fjall::OwnedWriteBatch,
-    held: Vec<Claim>,
-    released: u64,
-    answers: u64,
-}
-
-impl<'a> Installing<'a> {
-    fn new(store: &'a Store) -> Result<Installing<'a>, String> {
-        let mut batch = store.database.batch();
-        for keyspace in [
-            &store.claims,
-            &store.held,
-            &store.answers.answers,
-            &store.answers.order,
-            &store.answers.forgotten,
-            &store.meta,
-        ] {
-            for guard in keyspace.iter() {
-                batch.remove(keyspace, guard.key().map_err(|e| e.to_string())?);
-            }
-        }
-        Ok(Installing {
-            store,
-            batch,
-            held: Vec::new(),
-            released: 0,
-            answers: 0,
-        })
-    }
-
-    /// Commits the snapshot read, durably; the state in memory it leaves: the held
-    /// claims, the answers where the store holds them.
-    fn commit(mut self, heading: &Heading) -> Result<MachineState, StorageError> {
-        let retained = Retained {
-            len: self.answers,
-            oldest: 0,
-        };
-        self.store.put_meta(
-            &mut self.batch,
-            heading.last_applied,
-            &heading.last_membership,
-            retained,
-            self.released,
-        )?;
-        self.batch.commit().map_err(store_err)?;
-        self.store
-            .database
-            .persist(fjall::PersistMode::SyncAll)
-            .map_err(store_err)?;
-        Ok(MachineState {
-            last_applied: heading.last_applied,
-            last_membership: heading.last_membership.clone(),
-            claims: Claims::from_parts(self.held, self.released),
-            answers: AnswersHome::Stored(retained),
-        })
-    }
-}
-
-impl Sink for Installing<'_> {
-    fn claim(&mut self, claim: Claim) -> Result<(), String> {
-        self.store.put_claim(&mut self.batch, &claim)?;
-        match claim.state {
-            ClaimState::Held => self.held.push(claim),
-            ClaimState::Released => self.released += 1,
-        }
-        Ok(())
-    }
-
-    fn answer(&mut self, op: String, command: Command, answer: Answer) -> Result<(), String> {
-        self.store
-            .answers
-            .put(&mut self.batch, self.answers, &op, command, answer)?;
-        self.answers += 1;
-        Ok(())
-    }
-
-    fn forgotten(&mut self, digest: u64) -> Result<(), String> {
-        self.batch
-            .insert(&self.store.answers.forgotten, digest.to_be_bytes(), []);
-        Ok(())
-    }
-}
+mod install;
+use install::{Checking, SnapshotState, install_into};
 
 /// The state machine's keyspaces in the authority's fjall database.
 #[derive(Clone)]
@@ -216,6 +84,8 @@ const RETAINED: &str = "answers-retained";
 /// How many released claims `sm-claims` holds (they are not in memory); absent in a
 /// store written before `sm-held` existed.
 const RELEASED: &str = "claims-released";
+/// Present while a snapshot replaces the store: the snapshot file's name.
+const INSTALLING: &str = "installing";
 
 fn json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     serde_json::from_slice(bytes).map_err(|e| e.to_string())
@@ -331,6 +201,15 @@ impl Store {
         Ok(claims)
     }
 
+    /// The snapshot file a stop left replacing this store, if any.
+    fn installing(&self) -> Result<Option<String>, String> {
+        self.meta
+            .get(INSTALLING)
+            .map_err(|e| e.to_string())?
+            .map(|name| String::from_utf8(name.to_vec()).map_err(|e| e.to_string()))
+            .transpose()
+    }
+
     /// One claim as stored (held or released).
     fn read_claim(&self, name: &[u8]) -> Result<Option<Claim>, String> {
         self.claims
@@ -409,6 +288,9 @@ pub struct Machine {
     snapshots: PathBuf,
     /// Snapshots received from a leader and installed since this process started.
     pub installed: Arc<std::sync::atomic::AtomicU64>,
+    /// Set (under the state's write lock) while a snapshot replaces the store: no
+    /// snapshot is built from it and no released claim read from it meanwhile.
+    installing: Arc<std::sync::atomic::AtomicBool>,
     /// The `snapshot-install` failpoint, as armed.
     install_failpoint: Option<crate::store::failpoints::Action>,
     /// How many answers are retained (`ANSWERS_RETAINED_MAX`; less in tests).
@@ -461,6 +343,22 @@ impl Machine {
             .map(Store::open)
             .transpose()
             .map_err(|e| std::io::Error::other(e.to_string()))?;
+        // A snapshot a stop left part-way into the store: installed again, first.
+        if let Some(store) = &store
+            && let Some(name) = store.installing().map_err(std::io::Error::other)?
+        {
+            let path = snapshots.join(&name);
+            let refused = |e: String| std::io::Error::other(format!("{}: {e}", path.display()));
+            if name.contains('/') || !path.is_file() {
+                return Err(refused(format!(
+                    "the authority's store was being replaced by snapshot `{}`, which is not there: the store is part-way and cannot be used (restore the file, or remove the membership's authority directory so the voter joins again as a new one)",
+                    grid_spec::diagnostic::quoted(&name)
+                )));
+            }
+            let data = SnapshotData::open(&path)?;
+            snapshot::read(&data, &mut Checking).map_err(refused)?;
+            install_into(store, &data, &name).map_err(refused)?;
+        }
         let stored = match &store {
             Some(store) => store.load().map_err(std::io::Error::other)?,
             None => None,
@@ -473,11 +371,12 @@ impl Machine {
                 match &store {
                     // A database that holds nothing yet takes the snapshot's state.
                     Some(store) => {
-                        let mut installing = Installing::new(store).map_err(refused)?;
-                        let heading = snapshot::read(&data, &mut installing).map_err(refused)?;
-                        installing
-                            .commit(&heading)
-                            .map_err(|e| refused(e.to_string()))?
+                        snapshot::read(&data, &mut Checking).map_err(refused)?;
+                        let name = path
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default();
+                        install_into(store, &data, &name).map_err(refused)?
                     }
                     None => SnapshotState::read(&data).map_err(refused)?.1.in_memory(),
                 }
@@ -502,6 +401,7 @@ impl Machine {
             state: Arc::new(RwLock::new(state)),
             snapshots: snapshots.to_owned(),
             installed: Arc::default(),
+            installing: Arc::default(),
             install_failpoint,
             answers_max: crate::limits::ANSWERS_RETAINED_MAX as u64,
             remote: None,
@@ -592,6 +492,10 @@ impl Machine {
         let state = self.read();
         match (state.claims.claim(name), &self.store) {
             (Some(claim), _) => Ok(Some(claim.clone())),
+            (None, Some(_)) if self.installing.load(std::sync::atomic::Ordering::SeqCst) => Err(
+                "a snapshot is being installed here: a claim not held is not read until it is"
+                    .to_owned(),
+            ),
             (None, Some(store)) => store.read_claim(name.as_bytes()),
             (None, None) => Ok(None),
         }
@@ -621,6 +525,11 @@ impl RaftSnapshotBuilder<TypeConfig> for Machine {
         // first: the log this snapshot covers is purged after it.
         let (state, view) = {
             let state = self.read();
+            if self.installing.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(snapshot_err(std::io::Error::other(
+                    "a snapshot is being installed here: none is built from the store meanwhile",
+                )));
+            }
             let view = self.store.as_ref().map(|s| s.database.snapshot());
             (state.clone(), view)
         };
@@ -855,24 +764,56 @@ impl RaftStateMachine<TypeConfig> for Machine {
             };
             match &machine.store {
                 Some(store) => {
-                    let mut installing = Installing::new(store).map_err(refused)?;
-                    let heading = snapshot::read(&snapshot, &mut installing).map_err(refused)?;
-                    matches(&heading)?;
-                    machine.keep(&meta, &snapshot.path)?;
-                    installing.commit(&heading)
+                    snapshot::read(&snapshot, &mut Checking).map_err(refused)?;
+                    matches(&snapshot::heading(&snapshot).map_err(refused)?)?;
+                    // No build and no reader sees the store part-way: they look at the
+                    // mark under the state's lock, set and cleared under it here.
+                    let installing = |on: bool| {
+                        let _state = machine.write();
+                        machine
+                            .installing
+                            .store(on, std::sync::atomic::Ordering::SeqCst);
+                    };
+                    installing(true);
+                    let installed = machine.keep(&meta, &snapshot.path).and_then(|path| {
+                        let name = path
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default();
+                        install_into(store, &snapshot, &name).map_err(refused)
+                    });
+                    match installed {
+                        Ok(state) => {
+                            let mut held = machine.write();
+                            *held = state;
+                            machine
+                                .installing
+                                .store(false, std::sync::atomic::Ordering::SeqCst);
+                            Ok(())
+                        }
+                        Err(e) => {
+                            // A store left part-way (its mark written) stays refused
+                            // to readers until a start installs it again.
+                            if !matches!(store.installing(), Ok(Some(_))) {
+                                installing(false);
+                            }
+                            Err(e)
+                        }
+                    }
                 }
                 None => {
                     let (heading, state) = SnapshotState::read(&snapshot).map_err(refused)?;
                     matches(&heading)?;
                     machine.keep(&meta, &snapshot.path)?;
-                    Ok(state.in_memory())
+                    *machine.write() = state.in_memory();
+                    Ok(())
                 }
             }
         })
         .await
         .map_err(snapshot_err)?;
-        let state = match installed {
-            Ok(state) => state,
+        match installed {
+            Ok(()) => {}
             Err(e) => {
                 // A refused snapshot's file is not kept (openraft sends it again).
                 if received.extension().is_some_and(|x| x == "tmp") {
@@ -880,8 +821,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
                 }
                 return Err(e);
             }
-        };
-        *self.write() = state;
+        }
         self.installed
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())

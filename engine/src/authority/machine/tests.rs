@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::authority::claims::{Command, random_command, xorshift};
+use install::INSTALL_TRIAL;
 
 /// A machine in `dir` retaining `answers_max` answers: in memory, or stored in
 /// `database`.
@@ -428,5 +429,74 @@ fn a_damaged_snapshot_is_refused_and_changes_nothing() {
     assert!(third.answer("b1").is_none() && third.answer("a3").is_some());
     assert_eq!(third.snapshot_files().len(), 1);
     drop((machine, third, database, other));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Where `machine` stands: its last applied entry, the claims it holds in memory and
+/// how many released ones it keeps elsewhere.
+fn standing(machine: &Machine) -> (Option<LogId>, Vec<String>, u64) {
+    let state = machine.read();
+    let held = state.claims.all().map(|c| c.name.clone()).collect();
+    (state.last_applied, held, state.claims.elsewhere())
+}
+
+/// A stop part-way through installing a snapshot (after some of its batches) leaves
+/// the mark: the next start installs the named file again, whole, before anything
+/// else; with the file gone it refuses to start, naming it. Never a part-way store
+/// taken for a whole one.
+#[test]
+fn a_stop_part_way_through_an_install_is_completed_at_the_next_start() {
+    let dir = scratch("install-stop");
+    let runtime = runtime();
+    let database = crate::authority::log::LogStore::open(&dir.join("log")).unwrap();
+    let mut machine = retaining(&dir.join("snapshots"), Some(&database), 3);
+    let entries: Vec<Entry> = (1..=12)
+        .map(|i| entry(i, &format!("a{i}"), &format!("c{}", i % 5)))
+        .collect();
+    runtime.block_on(machine.apply(entries)).unwrap();
+    let built = runtime.block_on(machine.build_snapshot()).unwrap();
+    let name = machine.snapshot_files().pop().unwrap();
+    let expected = standing(&machine);
+    drop(built);
+    // Another voter whose store holds a state of its own, and the snapshot file where
+    // an install keeps it.
+    let other_dir = dir.join("other");
+    let other_log = crate::authority::log::LogStore::open(&dir.join("other-log")).unwrap();
+    let mut other = retaining(&other_dir, Some(&other_log), 3);
+    runtime
+        .block_on(other.apply(vec![entry(1, "b1", "w")]))
+        .unwrap();
+    drop(other);
+    std::fs::copy(dir.join("snapshots").join(&name), other_dir.join(&name)).unwrap();
+    let store = Store::open(other_log.database()).unwrap();
+    // Trial: two records a batch, stopped after three batches.
+    let data = SnapshotData::open(&other_dir.join(&name)).unwrap();
+    INSTALL_TRIAL.set(Some((2, 3)));
+    let stopped = install_into(&store, &data, &name).expect_err("stopped");
+    INSTALL_TRIAL.set(None);
+    assert!(stopped.contains("stopped after 3 batches"), "{stopped}");
+    assert_eq!(store.installing().unwrap(), Some(name.clone()));
+    // The next start installs it again before anything else.
+    let reopened = retaining(&other_dir, Some(&other_log), 3);
+    assert_eq!(store.installing().unwrap(), None);
+    assert_eq!(standing(&reopened), expected);
+    assert!(reopened.answer("b1").is_none());
+    assert!(reopened.answer("a12").is_some());
+    assert!(reopened.answer("a9").is_none(), "past retention");
+    drop(reopened);
+    // The same stop with the file gone: the start is refused, naming it.
+    INSTALL_TRIAL.set(Some((2, 1)));
+    install_into(&store, &data, &name).expect_err("stopped");
+    INSTALL_TRIAL.set(None);
+    std::fs::remove_file(other_dir.join(&name)).unwrap();
+    let refused = Machine::open(&other_dir, Some(other_log.database()), None)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        refused.contains(&name) && refused.contains("part-way"),
+        "{refused}"
+    );
+    drop((machine, store, database, other_log));
     std::fs::remove_dir_all(&dir).unwrap();
 }
