@@ -289,10 +289,14 @@ pub struct Machine {
     /// Snapshots received from a leader and installed since this process started.
     pub installed: Arc<std::sync::atomic::AtomicU64>,
     /// Set (under the state's write lock) while a snapshot replaces the store: no
-    /// snapshot is built from it and no released claim read from it meanwhile.
+    /// released claim is read from it meanwhile.
     installing: Arc<std::sync::atomic::AtomicBool>,
+    /// Held while a snapshot replaces the store: a build takes its view only outside.
+    install_lock: Arc<std::sync::Mutex<()>>,
     /// The `snapshot-install` failpoint, as armed.
     install_failpoint: Option<crate::store::failpoints::Action>,
+    /// The `snapshot-install-part` failpoint, as armed.
+    part_failpoint: Option<crate::store::failpoints::Action>,
     /// How many answers are retained (`ANSWERS_RETAINED_MAX`; less in tests).
     answers_max: u64,
     /// `snapshots "s3://…"`: every snapshot built is also put there.
@@ -357,7 +361,7 @@ impl Machine {
             }
             let data = SnapshotData::open(&path)?;
             snapshot::read(&data, &mut Checking).map_err(refused)?;
-            install_into(store, &data, &name).map_err(refused)?;
+            install_into(store, &data, &name, None).map_err(refused)?;
         }
         let stored = match &store {
             Some(store) => store.load().map_err(std::io::Error::other)?,
@@ -376,7 +380,7 @@ impl Machine {
                             .file_name()
                             .map(|n| n.to_string_lossy().into_owned())
                             .unwrap_or_default();
-                        install_into(store, &data, &name).map_err(refused)?
+                        install_into(store, &data, &name, None).map_err(refused)?
                     }
                     None => SnapshotState::read(&data).map_err(refused)?.1.in_memory(),
                 }
@@ -402,10 +406,22 @@ impl Machine {
             snapshots: snapshots.to_owned(),
             installed: Arc::default(),
             installing: Arc::default(),
+            install_lock: Arc::default(),
             install_failpoint,
+            part_failpoint: None,
             answers_max: crate::limits::ANSWERS_RETAINED_MAX as u64,
             remote: None,
         })
+    }
+
+    /// Arms `snapshot-install-part` (an install stops once its store is marked and
+    /// its claims removed).
+    pub fn with_part_failpoint(
+        mut self,
+        action: Option<crate::store::failpoints::Action>,
+    ) -> Machine {
+        self.part_failpoint = action;
+        self
     }
 
     /// Puts every snapshot built from now on in `remote` as well.
@@ -519,30 +535,31 @@ impl Machine {
 
 impl RaftSnapshotBuilder<TypeConfig> for Machine {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
-        // A copy taken under the lock (with a view of the database as it stands then);
-        // reading the answers, encoding and the synced write happen on a blocking
-        // thread, so applying goes on meanwhile. The stored state is made durable
-        // first: the log this snapshot covers is purged after it.
-        let (state, view) = {
-            let state = self.read();
-            if self.installing.load(std::sync::atomic::Ordering::SeqCst) {
-                return Err(snapshot_err(std::io::Error::other(
-                    "a snapshot is being installed here: none is built from the store meanwhile",
-                )));
-            }
-            let view = self.store.as_ref().map(|s| s.database.snapshot());
-            (state.clone(), view)
-        };
-        if let Some(store) = self.store.clone() {
-            tokio::task::spawn_blocking(move || {
-                store.database.persist(fjall::PersistMode::SyncAll)
-            })
-            .await
-            .map_err(snapshot_err)?
-            .map_err(store_err)?;
-        }
+        // Everything on a blocking thread, so applying goes on meanwhile.
         let machine = self.clone();
         let (meta, data) = tokio::task::spawn_blocking(move || {
+            // A copy of the state and a view of the database, taken together under the
+            // state's lock — never while a snapshot is being installed here (an install
+            // holds `install_lock` throughout; this waits for it: a build's error would
+            // stop openraft's core). A view is a fixed point: an install or an apply
+            // after it changes nothing this build reads.
+            let (state, view) = {
+                let _no_install = machine
+                    .install_lock
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                let state = machine.read();
+                let view = machine.store.as_ref().map(|s| s.database.snapshot());
+                (state.clone(), view)
+            };
+            // The stored state is made durable first: the log this snapshot covers is
+            // purged after it.
+            if let Some(store) = &machine.store {
+                store
+                    .database
+                    .persist(fjall::PersistMode::SyncAll)
+                    .map_err(store_err)?;
+            }
             let meta = SnapshotMeta {
                 last_log_id: state.last_applied,
                 last_membership: state.last_membership.clone(),
@@ -764,10 +781,14 @@ impl RaftStateMachine<TypeConfig> for Machine {
             };
             match &machine.store {
                 Some(store) => {
+                    let _no_build = machine
+                        .install_lock
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
                     snapshot::read(&snapshot, &mut Checking).map_err(refused)?;
                     matches(&snapshot::heading(&snapshot).map_err(refused)?)?;
-                    // No build and no reader sees the store part-way: they look at the
-                    // mark under the state's lock, set and cleared under it here.
+                    // No reader sees the store part-way: it looks at the mark under
+                    // the state's lock, set and cleared under it here.
                     let installing = |on: bool| {
                         let _state = machine.write();
                         machine
@@ -780,7 +801,8 @@ impl RaftStateMachine<TypeConfig> for Machine {
                             .file_name()
                             .map(|n| n.to_string_lossy().into_owned())
                             .unwrap_or_default();
-                        install_into(store, &snapshot, &name).map_err(refused)
+                        install_into(store, &snapshot, &name, machine.part_failpoint)
+                            .map_err(refused)
                     });
                     match installed {
                         Ok(state) => {

@@ -119,7 +119,8 @@ impl Authority {
             Some(log.database()),
             failpoints.armed(crate::store::Failpoint::SnapshotInstall),
         )
-        .map_err(|e| storage(&snapshots, e.to_string()))?;
+        .map_err(|e| storage(&snapshots, e.to_string()))?
+        .with_part_failpoint(failpoints.armed(crate::store::Failpoint::SnapshotInstallPart));
         let remote = remote
             .map(|config| {
                 super::remote::RemoteSnapshots::open(host_dir, &dir, participant, config)

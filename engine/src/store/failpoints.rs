@@ -23,6 +23,10 @@ pub enum Failpoint {
     BatchAfterCommit,
     /// A voter received a whole snapshot from the leader and is about to install it.
     SnapshotInstall,
+    /// A voter installing a snapshot marked its store and removed part of what it
+    /// held (its claims); the rest is still there, the snapshot's records not written
+    /// (the next start completes the install).
+    SnapshotInstallPart,
     /// A publication is durable in the publisher's outbox; `publish` has not returned.
     PublishAfterCommit,
     /// A recipient stored delivered values durably; its receipt is not signed or sent.
@@ -124,11 +128,12 @@ pub enum Failpoint {
 
 impl Failpoint {
     /// Every failpoint, in the order an operation reaches them.
-    pub const ALL: [Failpoint; 42] = [
+    pub const ALL: [Failpoint; 43] = [
         Failpoint::SubmitBeforeCommit,
         Failpoint::SubmitAfterCommit,
         Failpoint::BatchAfterCommit,
         Failpoint::SnapshotInstall,
+        Failpoint::SnapshotInstallPart,
         Failpoint::PublishAfterCommit,
         Failpoint::InboxAfterCommit,
         Failpoint::ReceiptBeforeRecord,
@@ -176,6 +181,7 @@ impl Failpoint {
             Failpoint::SubmitAfterCommit => "submit-after-commit",
             Failpoint::BatchAfterCommit => "batch-after-commit",
             Failpoint::SnapshotInstall => "snapshot-install",
+            Failpoint::SnapshotInstallPart => "snapshot-install-part",
             Failpoint::PublishAfterCommit => "publish-after-commit",
             Failpoint::InboxAfterCommit => "inbox-after-commit",
             Failpoint::ReceiptBeforeRecord => "receipt-before-record",

@@ -102,7 +102,13 @@ struct Installing<'a> {
 impl<'a> Installing<'a> {
     /// Marks `store` as being replaced by the snapshot file `name`, durably, then
     /// removes what it holds.
-    fn begin(store: &'a Store, name: &str) -> Result<Installing<'a>, String> {
+    /// `part`: the `snapshot-install-part` failpoint, as armed (it aborts once the
+    /// claims are removed, the rest of the store still there).
+    fn begin(
+        store: &'a Store,
+        name: &str,
+        part: Option<crate::store::failpoints::Action>,
+    ) -> Result<Installing<'a>, String> {
         let e = |e: fjall::Error| e.to_string();
         store.meta.insert(INSTALLING, name).map_err(e)?;
         store
@@ -129,6 +135,11 @@ impl<'a> Installing<'a> {
                 installing.batch.remove(keyspace, guard.key().map_err(e)?);
                 installing.counted()?;
             }
+            if part == Some(crate::store::failpoints::Action::Abort) {
+                installing.flush()?;
+                eprintln!("gridd: failpoint snapshot-install-part: aborting");
+                std::process::abort();
+            }
         }
         for guard in store.meta.iter() {
             let key = guard.key().map_err(e)?;
@@ -152,13 +163,19 @@ impl<'a> Installing<'a> {
         if self.in_batch < records {
             return Ok(());
         }
+        self.flush()?;
+        if self.batches == stop {
+            return Err(format!("stopped after {stop} batches (a trial)"));
+        }
+        Ok(())
+    }
+
+    /// Commits the batch written so far.
+    fn flush(&mut self) -> Result<(), String> {
         let full = std::mem::replace(&mut self.batch, self.store.database.batch());
         full.commit().map_err(|e| e.to_string())?;
         self.in_batch = 0;
         self.batches += 1;
-        if self.batches == stop {
-            return Err(format!("stopped after {stop} batches (a trial)"));
-        }
         Ok(())
     }
 
@@ -192,13 +209,15 @@ impl<'a> Installing<'a> {
 }
 
 /// Replaces what `store` holds with the snapshot `data` — the file `name` of the
-/// snapshots directory, checked already — in batches (see [`Installing`]).
+/// snapshots directory, checked already — in batches (see [`Installing`]); `part` is
+/// the `snapshot-install-part` failpoint, as armed.
 pub(super) fn install_into(
     store: &Store,
     data: &SnapshotData,
     name: &str,
+    part: Option<crate::store::failpoints::Action>,
 ) -> Result<MachineState, String> {
-    let mut installing = Installing::begin(store, name)?;
+    let mut installing = Installing::begin(store, name, part)?;
     let heading = snapshot::read(data, &mut installing)?;
     installing.commit(&heading).map_err(|e| e.to_string())
 }

@@ -472,7 +472,7 @@ fn a_stop_part_way_through_an_install_is_completed_at_the_next_start() {
     // Trial: two records a batch, stopped after three batches.
     let data = SnapshotData::open(&other_dir.join(&name)).unwrap();
     INSTALL_TRIAL.set(Some((2, 3)));
-    let stopped = install_into(&store, &data, &name).expect_err("stopped");
+    let stopped = install_into(&store, &data, &name, None).expect_err("stopped");
     INSTALL_TRIAL.set(None);
     assert!(stopped.contains("stopped after 3 batches"), "{stopped}");
     assert_eq!(store.installing().unwrap(), Some(name.clone()));
@@ -486,7 +486,7 @@ fn a_stop_part_way_through_an_install_is_completed_at_the_next_start() {
     drop(reopened);
     // The same stop with the file gone: the start is refused, naming it.
     INSTALL_TRIAL.set(Some((2, 1)));
-    install_into(&store, &data, &name).expect_err("stopped");
+    install_into(&store, &data, &name, None).expect_err("stopped");
     INSTALL_TRIAL.set(None);
     std::fs::remove_file(other_dir.join(&name)).unwrap();
     let refused = Machine::open(&other_dir, Some(other_log.database()), None)
@@ -498,5 +498,44 @@ fn a_stop_part_way_through_an_install_is_completed_at_the_next_start() {
         "{refused}"
     );
     drop((machine, store, database, other_log));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A build asked while a snapshot is being installed waits for the install and then
+/// builds from what follows it — never from a view taken part-way, and never failing
+/// (a build's error would stop openraft's core).
+#[test]
+fn a_build_waits_for_an_install_in_progress() {
+    let dir = scratch("build-waits");
+    let database = crate::authority::log::LogStore::open(&dir.join("log")).unwrap();
+    let mut machine = retaining(&dir.join("snapshots"), Some(&database), 16);
+    runtime()
+        .block_on(machine.apply(vec![entry(1, "a1", "x")]))
+        .unwrap();
+    // The install's lock, as an install holds it.
+    let installing = machine.install_lock.clone();
+    let guard = installing.lock().unwrap();
+    let (done, built) = std::sync::mpsc::channel();
+    let mut builder = machine.clone();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        done.send(runtime.block_on(builder.build_snapshot()))
+            .unwrap();
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(built.try_recv().is_err(), "the build waits");
+    // What changes before the install ends is in the snapshot built after it.
+    runtime()
+        .block_on(machine.apply(vec![entry(2, "a2", "y")]))
+        .unwrap();
+    drop(guard);
+    let snapshot = built.recv().unwrap().expect("built once the install ended");
+    assert_eq!(snapshot.meta.last_log_id.map(|l| l.index), Some(2));
+    thread.join().unwrap();
+    drop((machine, database));
     std::fs::remove_dir_all(&dir).unwrap();
 }
