@@ -50,7 +50,7 @@ impl Endpoint for AuthorityEndpoint {
             };
             if inbound.family == "raft" {
                 return match authority
-                    .serve_raft(&inbound.what, inbound.header.as_deref(), &inbound.body)
+                    .serve_raft(&inbound.what, inbound.header.as_deref(), inbound.body)
                     .await
                 {
                     Ok(body) => Outbound::Reply { status: 200, body },

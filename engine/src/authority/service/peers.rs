@@ -82,18 +82,18 @@ impl Authority {
         &self,
         what: &str,
         header: Option<&str>,
-        body: &[u8],
+        body: Vec<u8>,
     ) -> Result<Vec<u8>, String> {
         fn encode<T: serde::Serialize>(t: &T) -> Result<Vec<u8>, String> {
             serde_json::to_vec(t).map_err(|e| e.to_string())
         }
         match what {
             "append" => {
-                let rpc = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                let rpc = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
                 encode(&self.raft.append_entries(rpc).await)
             }
             "vote" => {
-                let rpc = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                let rpc = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
                 encode(&self.raft.vote(rpc).await)
             }
             "snapshot" => {
@@ -102,7 +102,12 @@ impl Authority {
                     crate::authority::types::Vote,
                     crate::authority::types::SnapshotMeta,
                 ) = serde_json::from_str(header).map_err(|e| e.to_string())?;
-                let data = self.machine.receive(body).map_err(|e| e.to_string())?;
+                // Written and fsynced on a blocking thread, not the runtime's.
+                let machine = self.machine.clone();
+                let data = tokio::task::spawn_blocking(move || machine.receive(&body))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?;
                 let snapshot = crate::authority::types::Snapshot {
                     meta,
                     snapshot: Box::new(data),
@@ -122,11 +127,14 @@ impl Authority {
                     ));
                 };
                 let reference: crate::authority::remote::SnapshotRef =
-                    serde_json::from_slice(body).map_err(|e| e.to_string())?;
-                let bytes = tokio::task::spawn_blocking(move || remote.fetch(&reference))
-                    .await
-                    .map_err(|e| e.to_string())??;
-                let data = self.machine.receive(&bytes).map_err(|e| e.to_string())?;
+                    serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+                let machine = self.machine.clone();
+                let data = tokio::task::spawn_blocking(move || {
+                    let bytes = remote.fetch(&reference)?;
+                    machine.receive(&bytes).map_err(|e| e.to_string())
+                })
+                .await
+                .map_err(|e| e.to_string())??;
                 let snapshot = crate::authority::types::Snapshot {
                     meta,
                     snapshot: Box::new(data),
