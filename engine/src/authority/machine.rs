@@ -293,6 +293,8 @@ pub struct Machine {
     installing: Arc<std::sync::atomic::AtomicBool>,
     /// Held while a snapshot replaces the store: a build takes its view only outside.
     install_lock: Arc<std::sync::Mutex<()>>,
+    /// The newest snapshot file's size in bytes (0: none): read at open, set by `keep`.
+    newest_bytes: Arc<std::sync::atomic::AtomicU64>,
     /// The `snapshot-install` failpoint, as armed.
     install_failpoint: Option<crate::store::failpoints::Action>,
     /// The `snapshot-install-part` failpoint, as armed.
@@ -400,7 +402,11 @@ impl Machine {
                 std::fs::remove_file(path)?;
             }
         }
+        let newest_bytes = generations(snapshots)?
+            .last()
+            .map_or(Ok(0), |(_, p)| std::fs::metadata(p).map(|m| m.len()))?;
         Ok(Machine {
+            newest_bytes: Arc::new(newest_bytes.into()),
             store,
             state: Arc::new(RwLock::new(state)),
             snapshots: snapshots.to_owned(),
@@ -441,10 +447,7 @@ impl Machine {
 
     /// The newest snapshot file's size in bytes (0: none).
     pub fn snapshot_bytes(&self) -> u64 {
-        generations(&self.snapshots)
-            .ok()
-            .and_then(|g| g.last().and_then(|(_, p)| std::fs::metadata(p).ok()))
-            .map_or(0, |m| m.len())
+        self.newest_bytes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, MachineState> {
@@ -476,9 +479,10 @@ impl Machine {
         let name = format!("{generation:012}-{last}");
         let path = self.snapshots.join(format!("{name}.{SNAPSHOT_EXTENSION}"));
         std::fs::rename(temporary, &path).map_err(snapshot_err)?;
-        std::fs::File::open(&self.snapshots)
-            .and_then(|d| d.sync_all())
-            .map_err(snapshot_err)?;
+        crate::store::sync_dir(&self.snapshots).map_err(snapshot_err)?;
+        let bytes = std::fs::metadata(&path).map_err(snapshot_err)?.len();
+        self.newest_bytes
+            .store(bytes, std::sync::atomic::Ordering::Relaxed);
         for (g, old) in generations(&self.snapshots).map_err(snapshot_err)? {
             if g < generation {
                 std::fs::remove_file(old).map_err(snapshot_err)?;
@@ -785,8 +789,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
                         .install_lock
                         .lock()
                         .unwrap_or_else(|p| p.into_inner());
-                    snapshot::read(&snapshot, &mut Checking).map_err(refused)?;
-                    matches(&snapshot::heading(&snapshot).map_err(refused)?)?;
+                    matches(&snapshot::read(&snapshot, &mut Checking).map_err(refused)?)?;
                     // No reader sees the store part-way: it looks at the mark under
                     // the state's lock, set and cleared under it here.
                     let installing = |on: bool| {

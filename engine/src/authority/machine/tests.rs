@@ -287,6 +287,14 @@ fn release(index: u64, op: &str, claim: &str) -> Entry {
     )
 }
 
+/// The claims `machine` holds in memory (names), how many it counts, and how many
+/// released ones it keeps elsewhere.
+fn in_memory(machine: &Machine) -> (Vec<String>, usize, u64) {
+    let state = machine.read();
+    let names = state.claims.all().map(|c| c.name.clone()).collect();
+    (names, state.claims.len(), state.claims.elsewhere())
+}
+
 /// Released claims leave memory where a database keeps them: a show reads them from
 /// there, a new acquire takes the next epoch (within one apply and after a reopen),
 /// snapshots and an installing voter still hold them, and a store written before
@@ -307,18 +315,6 @@ fn released_claims_are_kept_in_the_database_not_in_memory() {
             entry(5, "a3", "y"),
         ]))
         .unwrap();
-    let in_memory = |machine: &Machine| {
-        let state = machine.read();
-        (
-            state
-                .claims
-                .all()
-                .map(|c| c.name.clone())
-                .collect::<Vec<_>>(),
-            state.claims.len(),
-            state.claims.elsewhere(),
-        )
-    };
     assert_eq!(in_memory(&machine), (vec!["y".to_owned()], 2, 1));
     let x = machine.claim("x").unwrap().unwrap();
     assert_eq!((x.state, x.epoch), (ClaimState::Released, 1));
@@ -379,15 +375,6 @@ fn released_claims_are_kept_in_the_database_not_in_memory() {
 /// same snapshot received whole installs.
 #[test]
 fn a_damaged_snapshot_is_refused_and_changes_nothing() {
-    let held = |machine: &Machine| {
-        let state = machine.read();
-        let names = state
-            .claims
-            .all()
-            .map(|c| c.name.clone())
-            .collect::<Vec<_>>();
-        (names, state.claims.len(), state.claims.elsewhere())
-    };
     let dir = scratch("damaged");
     let runtime = runtime();
     let database = crate::authority::log::LogStore::open(&dir.join("log")).unwrap();
@@ -416,7 +403,7 @@ fn a_damaged_snapshot_is_refused_and_changes_nothing() {
             .block_on(third.install_snapshot(&built.meta, Box::new(data)))
             .expect_err("a damaged snapshot is refused");
         assert!(refused.to_string().contains("line "), "{refused}");
-        assert_eq!(held(&third), (vec!["w".to_owned()], 1, 0));
+        assert_eq!(in_memory(&third), (vec!["w".to_owned()], 1, 0));
         assert!(third.answer("b1").is_some() && third.answer("a1").is_none());
         assert_eq!(third.snapshot_files(), Vec::<String>::new());
         assert_eq!(std::fs::read_dir(dir.join("third")).unwrap().count(), 0);
@@ -425,7 +412,10 @@ fn a_damaged_snapshot_is_refused_and_changes_nothing() {
     runtime
         .block_on(third.install_snapshot(&built.meta, Box::new(data)))
         .unwrap();
-    assert_eq!(held(&third), (vec!["y".to_owned(), "z".to_owned()], 3, 1));
+    assert_eq!(
+        in_memory(&third),
+        (vec!["y".to_owned(), "z".to_owned()], 3, 1)
+    );
     assert!(third.answer("b1").is_none() && third.answer("a3").is_some());
     assert_eq!(third.snapshot_files().len(), 1);
     drop((machine, third, database, other));
